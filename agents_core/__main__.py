@@ -1,0 +1,1 @@
+"""`python -m agents_core` does nothing: the front door is the `agentsim` command."""

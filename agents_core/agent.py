@@ -1,0 +1,164 @@
+"""`Agent`, the one class users subclass: name, persisted state, SQL and the platform entries.
+
+The platform (any `Host`) constructs an agent once per incarnation and calls its `_cf_*` entries:
+`_cf_start` once under the input gate, then `_cf_fetch`, `_cf_connect`, `_cf_message`,
+`_cf_close` and `_cf_alarm` for each event. User code overrides the `on_*` hooks.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agents_core.host import Connection, Host
+
+__all__ = ["Agent", "Request", "Response"]
+
+STATE_TABLE_DDL = (
+    "CREATE TABLE IF NOT EXISTS cf_agents_state (id TEXT PRIMARY KEY NOT NULL, state TEXT)"
+)
+STATE_ROW_ID = "cf_state_row_id"
+STATE_WAS_CHANGED = "cf_state_was_changed"
+
+
+@dataclass(frozen=True)
+class Request:
+    """An HTTP request delivered to an agent."""
+
+    method: str = "GET"
+    path: str = "/"
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int = 200
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+
+class Agent:
+    """A durable agent: one instance per incarnation, its storage kept by the host."""
+
+    initial_state: ClassVar[Any] = None
+    """The state before the first `set_state` (copied, never shared between instances)."""
+
+    options: ClassVar[Mapping[str, Any]] = {}
+    """Static options (the SDK's `static options`), each falling back to its default."""
+
+    def __init__(self, host: Host, name: str) -> None:
+        self._host = host
+        self.name = name
+        self._state: Any = _UNSET
+        self._ensure_schema()
+
+    # -- storage ----------------------------------------------------------------------------
+    def _ensure_schema(self) -> None:
+        self._host.sql.execute(STATE_TABLE_DDL)
+
+    def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        """Run one SQL statement on this agent's database; rows as dicts."""
+        return self._host.sql.query(query, params)
+
+    @property
+    def host(self) -> Host:
+        return self._host
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def state(self) -> Any:
+        """The persisted state (it survives eviction); `initial_state` until first set."""
+        if self._state is _UNSET:
+            rows = self.sql(
+                "SELECT id, state FROM cf_agents_state WHERE id IN (?, ?)",
+                STATE_ROW_ID,
+                STATE_WAS_CHANGED,
+            )
+            stored = {row["id"]: row["state"] for row in rows}
+            if STATE_WAS_CHANGED in stored and STATE_ROW_ID in stored:
+                self._state = json.loads(stored[STATE_ROW_ID])
+            else:
+                self._state = copy.deepcopy(self.initial_state)
+        return self._state
+
+    def set_state(self, state: Any) -> None:
+        """Persist `state` (JSON), tell connected clients, then call `on_state_update`."""
+        try:
+            encoded = json.dumps(state, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"agent state must be JSON-serialisable: {exc}; got {state!r}"
+            ) from None
+        upsert = (
+            "INSERT INTO cf_agents_state (id, state) VALUES (?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET state = excluded.state"
+        )
+        self.sql(upsert, STATE_ROW_ID, encoded)
+        self.sql(upsert, STATE_WAS_CHANGED, "true")
+        self._state = json.loads(encoded)
+        self.broadcast({"type": "cf_agent_state", "state": self._state})
+        self.on_state_update(self._state, "server")
+
+    def on_state_update(self, state: Any, source: str) -> None:
+        """Called after every `set_state` (source `server`)."""
+
+    # -- clients ----------------------------------------------------------------------------
+    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None:
+        for connection in self._host.clients.connections():
+            if connection.id not in exclude:
+                connection.send(frame)
+
+    def get_connections(self) -> list[Connection]:
+        return self._host.clients.connections()
+
+    # -- user hooks -------------------------------------------------------------------------
+    async def on_start(self) -> None:
+        """Runs once per incarnation, before any other event is delivered."""
+
+    async def on_request(self, request: Request) -> Response:
+        return Response(404, "Not found")
+
+    async def on_connect(self, connection: Connection) -> None:
+        """A client connected."""
+
+    async def on_message(self, connection: Connection, message: Any) -> None:
+        """A client sent a message."""
+
+    async def on_close(self, connection: Connection, code: int, reason: str) -> None:
+        """A client closed its connection."""
+
+    async def alarm(self) -> None:
+        """The alarm entry: the platform calls it when the alarm slot comes due."""
+
+    # -- platform entries -------------------------------------------------------------------
+    async def _cf_start(self) -> None:
+        await self.on_start()
+
+    async def _cf_fetch(self, request: Request) -> Response:
+        return await self.on_request(request)
+
+    async def _cf_connect(self, connection: Connection) -> None:
+        if self.state is not None:
+            connection.send({"type": "cf_agent_state", "state": self.state})
+        await self.on_connect(connection)
+
+    async def _cf_message(self, connection: Connection, message: Any) -> None:
+        await self.on_message(connection, message)
+
+    async def _cf_close(self, connection: Connection, code: int, reason: str) -> None:
+        await self.on_close(connection, code, reason)
+
+    async def _cf_alarm(self) -> None:
+        await self.alarm()

@@ -1,0 +1,32 @@
+"""sim: the simulated Durable Object platform the runtime runs on.
+
+A simpy clock in integer milliseconds, seeded randomness, incarnations that are evicted and
+restarted, an alarm slot per agent, in-memory SQLite that injects faults, simulated clients and
+upstream services, and the trace. `Simulation` is the facade tests and scenarios use.
+"""
+
+from sim.clients import Client
+from sim.faults import PROFILES, FaultProfile, profile_named
+from sim.kernel import IncarnationKilled
+from sim.platform import AgentEvicted
+from sim.simulation import AgentRef, Simulation, SimulationStuck
+from sim.sqlite import StorageError
+from sim.trace import Trace, TraceRecord, format_sim_time
+from sim.units import parse_duration_ms
+
+__all__ = [
+    "PROFILES",
+    "AgentEvicted",
+    "AgentRef",
+    "Client",
+    "FaultProfile",
+    "IncarnationKilled",
+    "Simulation",
+    "SimulationStuck",
+    "StorageError",
+    "Trace",
+    "TraceRecord",
+    "format_sim_time",
+    "parse_duration_ms",
+    "profile_named",
+]

@@ -1,0 +1,150 @@
+"""The alarm slot of each top-level agent: replace-on-set, durable, at-least-once.
+
+- `set` replaces whatever time was armed; `delete` clears it. The slot belongs to the platform's
+  record of the agent, so it survives every eviction, and a due alarm wakes a dead agent.
+- When the alarm fires the slot is consumed (reads null during the handler unless re-armed).
+- A handler that throws, or whose incarnation dies under it, is retried: 2 s, doubling, up to
+  6 retries. A handler still running 15 minutes after it started is killed with its incarnation
+  (reason `alarm-limit`) and retried the same way.
+- Two handlers never overlap: a slot that comes due while one runs fires when it ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.platform import AgentRecord, Incarnation, Platform
+
+__all__ = [
+    "ALARM_HANDLER_LIMIT_MS",
+    "ALARM_RETRY_BASE_MS",
+    "ALARM_RETRY_LIMIT",
+    "Alarms",
+]
+
+ALARM_HANDLER_LIMIT_MS = 15 * 60 * 1000
+ALARM_RETRY_BASE_MS = 2_000
+ALARM_RETRY_LIMIT = 6
+
+
+@dataclass(eq=False)
+class _AlarmRun:
+    attempt: int
+    incarnation: Incarnation
+    started_ms: int
+    over: bool = False
+
+
+class Alarms:
+    """Arms, fires, retries and bounds the alarm handlers of every agent."""
+
+    def __init__(self, platform: Platform) -> None:
+        self._platform = platform
+
+    def set(self, record: AgentRecord, at_ms: int) -> None:
+        if not isinstance(at_ms, int) or isinstance(at_ms, bool):
+            raise TypeError(f"alarm time is integer milliseconds since the epoch, got {at_ms!r}")
+        kernel = self._platform.kernel
+        record.alarm_at_ms = at_ms
+        record.alarm_generation += 1
+        generation = record.alarm_generation
+        self._platform.platform_event(record, "alarm:set", at=at_ms)
+        kernel.call_at(at_ms, lambda: self._due(record, generation))
+
+    def delete(self, record: AgentRecord) -> None:
+        if record.alarm_at_ms is not None:
+            self._platform.platform_event(record, "alarm:deleted", was=record.alarm_at_ms)
+        record.alarm_at_ms = None
+        record.alarm_generation += 1
+
+    def _due(self, record: AgentRecord, generation: int) -> None:
+        if generation != record.alarm_generation or record.alarm_at_ms is None:
+            return
+        record.alarm_at_ms = None
+        record.alarm_generation += 1
+        if record.alarm_run is not None:
+            record.alarm_due_while_running = True
+            return
+        self._fire(record, attempt=0)
+
+    def _fire(self, record: AgentRecord, attempt: int) -> None:
+        platform = self._platform
+        if record.alarm_run is not None:
+            record.alarm_due_while_running = True
+            return
+        incarnation = platform.live_incarnation(record, "alarm")
+        run = _AlarmRun(attempt, incarnation, platform.kernel.now_ms)
+        record.alarm_run = run
+        platform.platform_event(record, "alarm:fired", attempt=attempt)
+
+        async def handler(agent: Any) -> None:
+            await agent._cf_alarm()
+
+        platform.deliver(
+            record,
+            "alarm",
+            handler,
+            label="alarm",
+            on_done=lambda ok, value: self._ended(record, run, ok, value),
+        )
+        platform.lifecycle.touch(incarnation)
+        platform.kernel.call_at(
+            run.started_ms + ALARM_HANDLER_LIMIT_MS, lambda: self._limit(record, run)
+        )
+
+    def _ended(self, record: AgentRecord, run: _AlarmRun, ok: bool, value: Any) -> None:
+        if run.over:
+            return
+        run.over = True
+        record.alarm_run = None
+        if ok:
+            self._platform.platform_event(record, "alarm:done", attempt=run.attempt)
+        else:
+            self._platform.platform_event(record, "alarm:failed", attempt=run.attempt, error=value)
+            self._retry(record, run.attempt)
+        if run.incarnation.alive:
+            self._platform.lifecycle.touch(run.incarnation)
+        self._after_run(record)
+
+    def _limit(self, record: AgentRecord, run: _AlarmRun) -> None:
+        if run.over or record.alarm_run is not run:
+            return
+        self._platform.platform_event(
+            record, "alarm:killed", attempt=run.attempt, limit_ms=ALARM_HANDLER_LIMIT_MS
+        )
+        self._platform.kill(record, "alarm-limit")
+
+    def incarnation_died(self, record: AgentRecord, incarnation: Incarnation, reason: str) -> None:
+        run = record.alarm_run
+        if run is None or run.over or run.incarnation is not incarnation:
+            return
+        run.over = True
+        record.alarm_run = None
+        self._platform.platform_event(
+            record, "alarm:interrupted", attempt=run.attempt, reason=reason
+        )
+        self._retry(record, run.attempt)
+        self._after_run(record)
+
+    def _retry(self, record: AgentRecord, attempt: int) -> None:
+        platform = self._platform
+        if attempt >= ALARM_RETRY_LIMIT:
+            platform.platform_event(record, "alarm:given_up", attempts=attempt + 1)
+            return
+        at_ms = platform.kernel.now_ms + ALARM_RETRY_BASE_MS * 2**attempt
+        platform.platform_event(record, "alarm:retry", attempt=attempt + 1, at=at_ms)
+        platform.kernel.call_at(at_ms, lambda: self._fire(record, attempt + 1))
+
+    def _after_run(self, record: AgentRecord) -> None:
+        if record.alarm_due_while_running:
+            record.alarm_due_while_running = False
+            self._platform.kernel.call_soon(lambda: self._fire(record, attempt=0))
+
+    def next_due_ms(self) -> int | None:
+        """The earliest armed alarm of any agent (for `advance to the next alarm`)."""
+        times = [
+            r.alarm_at_ms for r in self._platform.records.values() if r.alarm_at_ms is not None
+        ]
+        return min(times) if times else None

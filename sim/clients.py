@@ -1,0 +1,99 @@
+"""Simulated WebSocket clients and the server side of each connection.
+
+A `Client` is what a test holds: it connects to an agent, receives frames, sends messages,
+disconnects and reconnects. Each connection the agent sees is a `ServerConnection` bound to one
+incarnation; when that incarnation dies the connection closes (code 1006) and the client is told.
+An open connection keeps its agent from idling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.platform import Incarnation
+
+__all__ = ["Client", "ClientEvent", "ServerConnection"]
+
+
+@dataclass(frozen=True)
+class ClientEvent:
+    """What a client saw, in order: `open`, `frame`, `close`."""
+
+    kind: str
+    t_ms: int
+    data: Any = None
+
+
+@dataclass
+class Client:
+    """A client of one agent; survives its connections (reconnect opens a new one)."""
+
+    agent_path: str
+    name: str
+    timeline: list[ClientEvent] = field(default_factory=list)
+    connection: ServerConnection | None = None
+    _platform: Any = field(default=None, repr=False)
+
+    @property
+    def connected(self) -> bool:
+        return self.connection is not None and self.connection.open
+
+    @property
+    def frames(self) -> list[Any]:
+        """Every frame received, across connections, in order."""
+        return [event.data for event in self.timeline if event.kind == "frame"]
+
+    def send(self, message: Any) -> None:
+        """Send a message to the agent (delivered as the next event at this time)."""
+        if not self.connected:
+            raise RuntimeError(f"client {self.name!r} of {self.agent_path} is not connected")
+        self._platform.client_message(self, message)
+
+    def disconnect(self, code: int = 1000, reason: str = "client closed") -> None:
+        if self.connected:
+            self._platform.client_close(self, code, reason)
+
+    def reconnect(self) -> None:
+        """Open a new connection (closing the current one first, if any)."""
+        self.disconnect(1000, "reconnect")
+        self._platform.client_connect(self)
+
+    def _saw(self, kind: str, t_ms: int, data: Any = None) -> None:
+        self.timeline.append(ClientEvent(kind, t_ms, data))
+
+
+class ServerConnection:
+    """The agent's side of one connection (satisfies `agents_core.host.Connection`)."""
+
+    def __init__(
+        self,
+        connection_id: str,
+        client: Client,
+        incarnation: Incarnation,
+        on_send: Callable[[ServerConnection, Any], None],
+        on_close: Callable[[ServerConnection, int, str], None],
+    ) -> None:
+        self._id = connection_id
+        self.client = client
+        self.incarnation = incarnation
+        self.open = True
+        self._on_send = on_send
+        self._on_close = on_close
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def send(self, frame: Any) -> None:
+        if self.open and self.incarnation.alive:
+            self._on_send(self, frame)
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        if self.open and self.incarnation.alive:
+            self._on_close(self, code, reason)
+
+    def __repr__(self) -> str:
+        return f"<ServerConnection {self._id} of {self.client.agent_path} open={self.open}>"

@@ -1,0 +1,178 @@
+"""The simulated implementation of the `Host` port, one per incarnation of an agent.
+
+Every call is fenced by the incarnation: once it is dead, nothing it does reaches storage, the
+alarm slot, clients or the trace. Inside the step that killed it (a crash between two statements)
+a call raises `IncarnationKilled`; anywhere else (a coroutine closed long after, by the garbage
+collector) the call is silently dropped, because there is nobody left to raise to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sim.kernel import IncarnationKilled, SimDeferred, SimTask, Wait
+
+if TYPE_CHECKING:
+    from sim.platform import AgentRecord, Incarnation, Platform
+
+__all__ = ["SimHost"]
+
+
+class _Fenced:
+    __slots__ = ("_host",)
+
+    def __init__(self, host: SimHost) -> None:
+        self._host = host
+
+    def _dead(self) -> bool:
+        return self._host._dead()
+
+
+class _Clock(_Fenced):
+    def now_ms(self) -> int:
+        return self._host._platform.kernel.now_ms
+
+    def sleep(self, ms: int) -> Awaitable[None]:
+        kernel = self._host._platform.kernel
+        if self._dead():
+            return Wait(kernel.env.event())
+        return Wait(kernel.timeout(ms))
+
+
+class _Sql(_Fenced):
+    def execute(self, query: str, params: Sequence[Any] = ()) -> int:
+        if self._dead():
+            return 0
+        return self._host._record.storage.execute(query, params)
+
+    def query(self, query: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        if self._dead():
+            return []
+        return self._host._record.storage.query(query, params)
+
+
+class _Alarm(_Fenced):
+    def set_alarm(self, at_ms: int) -> None:
+        if not self._dead():
+            self._host._platform.alarms.set(self._host._record, at_ms)
+
+    def get_alarm(self) -> int | None:
+        if self._dead():
+            return None
+        return self._host._record.alarm_at_ms
+
+    def delete_alarm(self) -> None:
+        if not self._dead():
+            self._host._platform.alarms.delete(self._host._record)
+
+
+class _Kv(_Fenced):
+    def get(self, key: str) -> Any | None:
+        return None if self._dead() else self._host._record.storage.kv_get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        if not self._dead():
+            self._host._record.storage.kv_put(key, value)
+
+    def delete(self, key: str) -> bool:
+        return False if self._dead() else self._host._record.storage.kv_delete(key)
+
+    def list(self, prefix: str = "") -> dict[str, Any]:
+        return {} if self._dead() else self._host._record.storage.kv_list(prefix)
+
+
+class _Tasks(_Fenced):
+    def wait_until(self, coro: Coroutine[Any, Any, Any]) -> SimTask:
+        host = self._host
+        kernel = host._platform.kernel
+        if self._dead():
+            coro.close()
+            return SimTask(kernel, _never(kernel), None, "refused")
+        task = kernel.spawn(coro, host._incarnation, "wait_until")
+        task.finished.callbacks.append(lambda event: host._background_done(event))
+        return task
+
+    def gather(self, *awaitables: Awaitable[Any]) -> SimDeferred:
+        host = self._host
+        return host._platform.kernel.gather(awaitables, host._incarnation)
+
+    def race(self, *awaitables: Awaitable[Any]) -> SimDeferred:
+        host = self._host
+        return host._platform.kernel.race(awaitables, host._incarnation)
+
+    def deferred(self) -> SimDeferred:
+        return SimDeferred(self._host._platform.kernel)
+
+
+class _Entropy(_Fenced):
+    def random(self) -> float:
+        return self._host._platform.seeds.stream("runtime").random()
+
+    def nanoid(self, size: int = 21) -> str:
+        return self._host._platform.seeds.stream("ids").nanoid(size)
+
+
+class _Clients(_Fenced):
+    def connections(self) -> list[Any]:
+        if self._dead():
+            return []
+        return [c for c in self._host._incarnation.connections.values() if c.open]
+
+
+class _Outbound(_Fenced):
+    def open_stream(self, service: str, request: Mapping[str, Any]) -> AsyncIterator[Any]:
+        host = self._host
+        return host._platform.upstream.open_stream(host, service, request)
+
+
+class _Trace(_Fenced):
+    def emit(self, event: str, **fields: Any) -> None:
+        if not self._dead():
+            self._host._platform.record(
+                self._host._record.path, self._host._incarnation.number, event, fields
+            )
+
+
+class SimHost:
+    """`agents_core.host.Host` for one incarnation of one agent."""
+
+    def __init__(self, platform: Platform, record: AgentRecord, incarnation: Incarnation) -> None:
+        self._platform = platform
+        self._record = record
+        self._incarnation = incarnation
+        self.clock = _Clock(self)
+        self.sql = _Sql(self)
+        self.alarm = _Alarm(self)
+        self.kv = _Kv(self)
+        self.tasks = _Tasks(self)
+        self.entropy = _Entropy(self)
+        self.clients = _Clients(self)
+        self.outbound = _Outbound(self)
+        self.trace = _Trace(self)
+
+    @property
+    def agent_path(self) -> str:
+        return self._record.path
+
+    @property
+    def incarnation_number(self) -> int:
+        return self._incarnation.number
+
+    def _dead(self) -> bool:
+        incarnation = self._incarnation
+        if incarnation.alive:
+            return False
+        if self._platform.kernel.in_step_of(incarnation):
+            raise IncarnationKilled(f"{self._record.path} incarnation {incarnation.number} is dead")
+        return True
+
+    def _background_done(self, event: Any) -> None:
+        if not event.ok and self._incarnation.alive:
+            self._platform.record(
+                self._record.path, self._incarnation.number, "task:error", {"error": event.value}
+            )
+
+
+async def _never(kernel: Any) -> None:
+    await Wait(kernel.env.event())

@@ -1,0 +1,380 @@
+"""The coroutine driver: agent code (`async def`) run directly on a simpy clock.
+
+Every awaitable the host hands out yields a `Wait` holding a simpy event; the driver resumes the
+coroutine when that event is processed. Same-time events run in simpy's FIFO order, so a run is
+deterministic. Code between two awaits runs as one *step*; the storage writes of a step are one
+turn and commit together when the step ends (the Durable Object output gate).
+
+A task belongs to an owner (an incarnation). When the owner dies its tasks are never resumed:
+they are moved to a graveyard that lives as long as the kernel, so that the garbage collector
+does not close them (closing would run their `finally` blocks) while the simulation can still be
+observed. A coroutine that yields anything but a `Wait` gets a `TypeError` thrown back at the
+line that awaited it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sysconfig
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, Protocol
+
+import simpy
+
+__all__ = [
+    "IncarnationKilled",
+    "Kernel",
+    "Owner",
+    "SimDeferred",
+    "SimTask",
+    "TurnParticipant",
+    "Wait",
+]
+
+
+_GONE = object()
+
+
+class IncarnationKilled(BaseException):  # noqa: N818 - it is an event, not an error of the caller
+    """Thrown into a step whose incarnation died in the middle of it (a crash between two
+    statements). A BaseException so that `except Exception` in agent code does not swallow it;
+    every host call made after it (from a `finally`, say) is refused the same way."""
+
+
+class Owner(Protocol):
+    """What a task belongs to: an incarnation, alive until killed."""
+
+    alive: bool
+    tasks: dict[SimTask, None]
+
+
+class TurnParticipant(Protocol):
+    """Storage that takes part in a turn: begun on first use in a step, committed at its end."""
+
+    def commit_turn(self) -> None: ...
+
+
+class Wait:
+    """The one awaitable the driver understands: resumes when its simpy event is processed."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: simpy.Event) -> None:
+        self.event = event
+
+    def __await__(self) -> Generator[Wait, Any, Any]:
+        return (yield self)
+
+
+class SimDeferred:
+    """A promise settled by code; awaitable any number of times, before or after it settles."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._event = kernel.env.event()
+
+    def resolve(self, value: Any = None) -> None:
+        if not self._event.triggered:
+            self._event.succeed(value)
+
+    def reject(self, error: BaseException) -> None:
+        if not self._event.triggered:
+            self._event.defused = True
+            self._event.fail(error)
+
+    def done(self) -> bool:
+        return self._event.triggered
+
+    @property
+    def event(self) -> simpy.Event:
+        return self._event
+
+    def __await__(self) -> Generator[Wait, Any, Any]:
+        return (yield Wait(self._event))
+
+
+class SimTask:
+    """A coroutine being driven; awaitable for its result."""
+
+    __slots__ = ("kernel", "coro", "owner", "name", "finished", "__weakref__")
+
+    def __init__(
+        self, kernel: Kernel, coro: Coroutine[Any, Any, Any] | None, owner: Owner | None, name: str
+    ):
+        if coro is not None and not inspect.iscoroutine(coro):
+            raise TypeError(
+                f"a task needs a coroutine (the result of calling an `async def` function), "
+                f"got {coro!r}"
+            )
+        self.kernel = kernel
+        self.coro: Any = coro
+        self.owner = owner
+        self.name = name
+        self.finished = kernel.env.event()
+        self.finished.defused = True
+        if owner is not None:
+            owner.tasks[self] = None
+
+    def done(self) -> bool:
+        return self.finished.triggered
+
+    def result(self) -> Any:
+        """The value of a finished task (raises its error)."""
+        if not self.finished.triggered:
+            raise RuntimeError(f"task {self.name!r} has not finished")
+        if not self.finished.ok:
+            raise self.finished.value
+        return self.finished.value
+
+    def __await__(self) -> Generator[Wait, Any, Any]:
+        return (yield Wait(self.finished))
+
+    def _resume(self, event: simpy.Event) -> None:
+        if event.ok:
+            self.kernel.step(self, event.value, None)
+        else:
+            event.defused = True
+            self.kernel.step(self, None, event.value)
+
+
+class Kernel:
+    """The simpy environment, the step in progress and the graveyard of killed tasks."""
+
+    def __init__(self) -> None:
+        self.env = simpy.Environment(initial_time=0)
+        self.graveyard: list[Coroutine[Any, Any, Any]] = []
+        self._stack: list[SimTask] = []
+        self._turn: dict[TurnParticipant, None] = {}
+
+    # -- time -------------------------------------------------------------------------------
+    @property
+    def now_ms(self) -> int:
+        return int(self.env.now)
+
+    def timeout(self, ms: int, value: Any = None) -> simpy.Event:
+        if not isinstance(ms, int) or isinstance(ms, bool):
+            raise TypeError(f"time is integer milliseconds, got {ms!r}")
+        if ms < 0:
+            raise ValueError(f"negative delay {ms} ms")
+        return self.env.timeout(ms, value)
+
+    def call_at(self, at_ms: int, callback: Callable[[], None]) -> None:
+        """Run a platform callback (not agent code) at `at_ms` (now if already past)."""
+        event = self.timeout(max(0, at_ms - self.now_ms))
+        event.callbacks.append(lambda _event: callback())
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self.call_at(self.now_ms, callback)
+
+    def settled(self, ok: bool, value: Any) -> simpy.Event:
+        """An event processed at the current time with this outcome."""
+        event = self.env.event()
+        if ok:
+            event.succeed(value)
+        else:
+            event.defused = True
+            event.fail(value)
+        return event
+
+    # -- tasks ------------------------------------------------------------------------------
+    def spawn(self, coro: Coroutine[Any, Any, Any], owner: Owner | None, name: str) -> SimTask:
+        """Start a task now, running it up to its first await inside the current step."""
+        task = SimTask(self, coro, owner, name)
+        self.step(task, None, None)
+        return task
+
+    def spawn_soon(
+        self, factory: Callable[[], Coroutine[Any, Any, Any]], owner: Owner | None, name: str
+    ) -> SimTask:
+        """Start a task as a later event at the current time (a delivery from outside). The
+        coroutine is made only when it starts, so one that never starts leaves nothing behind."""
+        task = SimTask(self, None, owner, name)
+
+        def start(_event: simpy.Event) -> None:
+            task.coro = factory()
+            self.step(task, None, None)
+
+        self.settled(True, None).callbacks.append(start)
+        return task
+
+    @property
+    def current_task(self) -> SimTask | None:
+        return self._stack[-1] if self._stack else None
+
+    def in_step_of(self, owner: Owner) -> bool:
+        return any(task.owner is owner for task in self._stack)
+
+    def join_turn(self, participant: TurnParticipant) -> bool:
+        """Register storage used in this step; False when no step runs (a test reading storage)."""
+        if not self._stack:
+            return False
+        self._turn[participant] = None
+        return True
+
+    def leave_turn(self, participant: TurnParticipant) -> None:
+        self._turn.pop(participant, None)
+
+    def step(self, task: SimTask, value: Any, error: BaseException | None) -> None:
+        owner = task.owner
+        if owner is not None and not owner.alive:
+            self._bury(task)
+            return
+        self._stack.append(task)
+        try:
+            self._advance(task, value, error)
+        finally:
+            self._stack.pop()
+            if not self._stack:
+                turn, self._turn = self._turn, {}
+                for participant in turn:
+                    participant.commit_turn()
+
+    def _advance(self, task: SimTask, value: Any, error: BaseException | None) -> None:
+        coro = task.coro
+        while True:
+            try:
+                yielded = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                self._finish(task, True, stop.value)
+                return
+            except IncarnationKilled:
+                if task.owner is not None and not task.owner.alive:
+                    self._bury(task)
+                    return
+                raise
+            except Exception as exc:  # noqa: BLE001 - the task's error is its result
+                if task.owner is not None and not task.owner.alive:
+                    self._bury(task)
+                    return
+                self._finish(task, False, exc)
+                return
+            if task.owner is not None and not task.owner.alive:
+                self._bury(task)
+                return
+            if isinstance(yielded, Wait):
+                event = yielded.event
+                if event.callbacks is None:
+                    event = self.settled(event.ok, event.value)
+                event.callbacks.append(task._resume)
+                return
+            value, error = None, _bad_await(coro, yielded)
+
+    def _finish(self, task: SimTask, ok: bool, value: Any) -> None:
+        if task.owner is not None:
+            task.owner.tasks.pop(task, None)
+        if ok:
+            task.finished.succeed(value)
+        else:
+            task.finished.fail(value)
+
+    def _bury(self, task: SimTask) -> None:
+        if task.owner is not None and task.owner.tasks.pop(task, _GONE) is _GONE:
+            return
+        if task.coro is None:
+            return
+        if inspect.getcoroutinestate(task.coro) == inspect.CORO_CREATED:
+            task.coro.close()  # never started: closing runs none of its lines
+        else:
+            self.graveyard.append(task.coro)
+
+    def bury_all(self, owner: Owner) -> None:
+        """Called at the instant an owner dies: none of its tasks will run again."""
+        for task in list(owner.tasks):
+            self._bury(task)
+
+    # -- combinators --------------------------------------------------------------------------
+    def as_event(self, awaitable: Awaitable[Any], owner: Owner | None) -> simpy.Event:
+        if isinstance(awaitable, SimTask):
+            return awaitable.finished
+        if isinstance(awaitable, SimDeferred):
+            return awaitable.event
+        if isinstance(awaitable, Wait):
+            return awaitable.event
+        if inspect.iscoroutine(awaitable):
+            return self.spawn(awaitable, owner, _coro_name(awaitable)).finished
+        raise TypeError(
+            f"gather/race take coroutines, tasks, deferreds or host awaitables, got {awaitable!r}"
+        )
+
+    def gather(self, awaitables: tuple[Awaitable[Any], ...], owner: Owner | None) -> SimDeferred:
+        events = [self.as_event(a, owner) for a in awaitables]
+        result = SimDeferred(self)
+        values: list[Any] = [None] * len(events)
+        remaining = [len(events)]
+        if not events:
+            result.resolve([])
+            return result
+
+        def on_settle(index: int, event: simpy.Event) -> None:
+            if not event.ok:
+                event.defused = True
+                result.reject(event.value)
+                return
+            values[index] = event.value
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                result.resolve(values)
+
+        for index, event in enumerate(events):
+            self._on_settled(event, lambda ev, i=index: on_settle(i, ev))
+        return result
+
+    def race(self, awaitables: tuple[Awaitable[Any], ...], owner: Owner | None) -> SimDeferred:
+        if not awaitables:
+            raise ValueError("race needs at least one awaitable (an empty race never settles)")
+        result = SimDeferred(self)
+
+        def on_settle(event: simpy.Event) -> None:
+            if event.ok:
+                result.resolve(event.value)
+            else:
+                event.defused = True
+                result.reject(event.value)
+
+        for awaitable in awaitables:
+            self._on_settled(self.as_event(awaitable, owner), on_settle)
+        return result
+
+    def _on_settled(self, event: simpy.Event, callback: Callable[[simpy.Event], None]) -> None:
+        if event.callbacks is None:
+            event = self.settled(event.ok, event.value)
+        event.callbacks.append(callback)
+
+
+def _coro_name(coro: Any) -> str:
+    return getattr(coro, "__qualname__", type(coro).__name__)
+
+
+def _bad_await(coro: Coroutine[Any, Any, Any], yielded: Any) -> TypeError:
+    """The error for awaiting something the simulator cannot drive, naming the line that did."""
+    frames = []
+    node: Any = coro
+    while node is not None:
+        frame = getattr(node, "cr_frame", None) or getattr(node, "gi_frame", None)
+        if frame is not None:
+            frames.append(frame)
+        node = getattr(node, "cr_await", None) or getattr(node, "gi_yieldfrom", None)
+    # The chain is the agent's own coroutines, then the foreign awaitable's internals (asyncio's,
+    # say): name the last frame that is not library code, i.e. the line that awaited it.
+    own = [f for f in frames if not _is_library_file(f.f_code.co_filename)]
+    frame = own[-1] if own else (frames[-1] if frames else None)
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "<unknown>"
+    return TypeError(
+        f"{where}: awaited {yielded!r}, which is not a host awaitable. In the simulation only "
+        f"the host's awaitables (sleep, gather, race, deferred, wait_until tasks, streams) and "
+        f"coroutines built on them can be awaited; asyncio and other event loops do not run here."
+    )
+
+
+_PROJECT_PACKAGES = ("agents_core", "sim", "scenarios", "reports")
+_LIBRARY_ROOTS = tuple(
+    sorted({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")})
+)
+
+
+def _is_library_file(filename: str) -> bool:
+    if not filename.startswith(_LIBRARY_ROOTS):
+        return False
+    parts = filename.replace("\\", "/").split("/")
+    return not any(part in _PROJECT_PACKAGES for part in parts)

@@ -1,0 +1,364 @@
+"""The simulated Durable Object platform: agents, incarnations, deliveries and death.
+
+An `AgentRecord` is what the platform keeps for one top-level agent across its whole life: its
+SQLite, its alarm slot and its incarnation count. An `Incarnation` is one isolate running it:
+the agent instance, its tasks, its connections and whether startup ran. Every event for an agent
+(request, RPC, connection, message, alarm) is a *delivery*: a task of the live incarnation that
+waits at the input gate, runs startup first when the event is one that triggers it, and counts
+as activity for the idle timer.
+
+`kill` is the instant of death: the incarnation stops being alive, its tasks are buried, its
+open turn rolls back, its callers and clients are told, and nothing it runs afterwards can reach
+the world (see `sim.host`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.alarms import Alarms
+from sim.clients import Client, ServerConnection
+from sim.faults import FaultProfile
+from sim.host import SimHost
+from sim.kernel import Kernel, SimDeferred, SimTask
+from sim.lifecycle import Lifecycle
+from sim.prng import Seeds
+from sim.sqlite import FaultyStorage
+from sim.trace import Trace
+from sim.upstream import Upstream
+
+__all__ = ["AgentEvicted", "AgentRecord", "Incarnation", "Platform", "STARTUP_TRIGGERS"]
+
+STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "alarm"})
+"""Deliveries that run startup first. A plain RPC on a stub is not one (spec fibers §1.4)."""
+
+EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash")
+
+
+class AgentEvicted(Exception):
+    """The incarnation handling a call died before the call finished."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path} was evicted ({reason}) before the call finished")
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(eq=False)
+class Incarnation:
+    """One isolate running an agent; memory only, gone at eviction."""
+
+    number: int
+    record: AgentRecord
+    trigger: str
+    alive: bool = True
+    agent: Any = None
+    host: SimHost | None = None
+    started: bool = False
+    gate: SimDeferred | None = None
+    inflight: int = 0
+    idle_generation: int = 0
+    tasks: dict[SimTask, None] = field(default_factory=dict)
+    connections: dict[str, ServerConnection] = field(default_factory=dict)
+    callers: dict[SimDeferred, None] = field(default_factory=dict)
+    end_reason: str | None = None
+
+
+@dataclass(eq=False)
+class AgentRecord:
+    """What the platform keeps for one top-level agent for its whole life."""
+
+    path: str
+    cls: type
+    name: str
+    storage: FaultyStorage
+    incarnation: Incarnation | None = None
+    incarnations: int = 0
+    alarm_at_ms: int | None = None
+    alarm_generation: int = 0
+    alarm_run: Any = None
+    alarm_due_while_running: bool = False
+
+
+class Platform:
+    """All agents of one simulation, and the rules of their lives."""
+
+    def __init__(self, seed: int, faults: FaultProfile) -> None:
+        self.kernel = Kernel()
+        self.seeds = Seeds(seed)
+        self.trace = Trace()
+        self.faults = faults
+        self.faults_active = True
+        self.records: dict[str, AgentRecord] = {}
+        self.alarms = Alarms(self)
+        self.lifecycle = Lifecycle(self)
+        self.upstream = Upstream(self.seeds.stream("latency"))
+
+    # -- trace ------------------------------------------------------------------------------
+    def record(self, agent: str, inc: int, event: str, fields: dict[str, Any]) -> None:
+        self.trace.append(self.kernel.now_ms, agent, inc, event, fields)
+
+    def platform_event(self, record: AgentRecord | None, event: str, **fields: Any) -> None:
+        if record is None:
+            self.record("", 0, event, fields)
+            return
+        inc = record.incarnation.number if record.incarnation is not None else 0
+        self.record(record.path, inc, event, fields)
+
+    # -- agents -----------------------------------------------------------------------------
+    def agent_record(self, cls: type, name: str) -> AgentRecord:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"agent name must be a non-empty string, got {name!r}")
+        path = f"{cls.__name__}/{name}"
+        record = self.records.get(path)
+        if record is None:
+            storage = FaultyStorage(
+                self.kernel,
+                on_fault=lambda kind, stmt, p=path: self._storage_fault(p, kind, stmt),
+                random_fault=self._random_storage_fault,
+            )
+            record = AgentRecord(path=path, cls=cls, name=name, storage=storage)
+            storage.bind_crash(lambda r=record: self._crash(r))
+            self.records[path] = record
+        elif record.cls is not cls:
+            raise ValueError(
+                f"agent path {path} is already used by {record.cls.__module__}."
+                f"{record.cls.__qualname__}; class names must be unique in one simulation"
+            )
+        return record
+
+    def live_incarnation(self, record: AgentRecord, trigger: str) -> Incarnation:
+        incarnation = record.incarnation
+        if incarnation is None or not incarnation.alive:
+            record.incarnations += 1
+            incarnation = Incarnation(number=record.incarnations, record=record, trigger=trigger)
+            record.incarnation = incarnation
+            self.platform_event(record, "incarnation:start", trigger=trigger)
+            self.lifecycle.touch(incarnation)
+        return incarnation
+
+    def _agent_of(self, incarnation: Incarnation) -> Any:
+        """The agent instance, constructed inside the first delivery's step (its turn)."""
+        if incarnation.agent is None:
+            record = incarnation.record
+            incarnation.host = SimHost(self, record, incarnation)
+            incarnation.agent = record.cls(incarnation.host, record.name)
+        return incarnation.agent
+
+    # -- deliveries -------------------------------------------------------------------------
+    def deliver(
+        self,
+        record: AgentRecord,
+        trigger: str,
+        handler: Callable[[Any], Coroutine[Any, Any, Any]] | None,
+        *,
+        label: str,
+        announce: dict[str, Any] | None = None,
+        caller: SimDeferred | None = None,
+        on_done: Callable[[bool, Any], None] | None = None,
+    ) -> Incarnation:
+        """Deliver one event to the agent's live incarnation (creating one if needed).
+
+        With `announce`, a trace record named `label` (those fields) marks the delivery, and one
+        named `label:error` marks its failure."""
+        incarnation = self.live_incarnation(record, trigger)
+        if announce is not None:
+            self.platform_event(record, label, **announce)
+        if caller is not None:
+            incarnation.callers[caller] = None
+        task = self.kernel.spawn_soon(
+            lambda: self._delivery(incarnation, trigger, handler), incarnation, label
+        )
+
+        def settle(event: Any) -> None:
+            if announce is not None and not event.ok and incarnation.alive:
+                self.platform_event(record, f"{label}:error", **announce, error=event.value)
+            if caller is not None:
+                incarnation.callers.pop(caller, None)
+                if event.ok:
+                    caller.resolve(event.value)
+                else:
+                    caller.reject(event.value)
+            if on_done is not None:
+                on_done(event.ok, event.value)
+
+        task.finished.callbacks.append(settle)
+        return incarnation
+
+    async def _delivery(
+        self,
+        incarnation: Incarnation,
+        trigger: str,
+        handler: Callable[[Any], Coroutine[Any, Any, Any]] | None,
+    ) -> Any:
+        incarnation.inflight += 1
+        self.lifecycle.touch(incarnation)
+        try:
+            agent = self._agent_of(incarnation)
+            if trigger in STARTUP_TRIGGERS:
+                await self._ensure_started(incarnation)
+            else:
+                while incarnation.gate is not None:
+                    await incarnation.gate
+            return None if handler is None else await handler(agent)
+        finally:
+            # Never runs for a dead incarnation: its tasks are buried, not unwound.
+            incarnation.inflight -= 1
+            self.lifecycle.touch(incarnation)
+
+    async def _ensure_started(self, incarnation: Incarnation) -> None:
+        while not incarnation.started:
+            if incarnation.gate is not None:
+                await incarnation.gate
+                continue
+            gate = incarnation.gate = SimDeferred(self.kernel)
+            self.platform_event(incarnation.record, "startup:begin")
+            try:
+                await incarnation.agent._cf_start()
+            except Exception as exc:
+                self.platform_event(incarnation.record, "startup:failed", error=exc)
+                raise
+            else:
+                incarnation.started = True
+                self.platform_event(incarnation.record, "startup:done")
+            finally:
+                incarnation.gate = None
+                gate.resolve()
+        while incarnation.gate is not None:
+            await incarnation.gate
+
+    # -- clients ----------------------------------------------------------------------------
+    def client_connect(self, client: Client) -> SimDeferred:
+        """Open a connection; the deferred settles when the agent has handled it."""
+        record = self.records[client.agent_path]
+        connection_id = self.seeds.stream("ids").nanoid()
+
+        async def on_connect(agent: Any) -> None:
+            incarnation = record.incarnation
+            assert incarnation is not None
+            connection = ServerConnection(
+                connection_id, client, incarnation, self._send_frame, self._server_close
+            )
+            incarnation.connections[connection_id] = connection
+            client.connection = connection
+            client._saw("open", self.kernel.now_ms, connection_id)
+            self.platform_event(
+                record, "connection:open", connection=connection_id, client=client.name
+            )
+            self.lifecycle.touch(incarnation)
+            await agent._cf_connect(connection)
+
+        caller = SimDeferred(self.kernel)
+        self.deliver(record, "connect", on_connect, label="connect", caller=caller)
+        return caller
+
+    def client_message(self, client: Client, message: Any) -> None:
+        connection = client.connection
+        assert connection is not None
+        record = self.records[client.agent_path]
+
+        async def on_message(agent: Any) -> None:
+            if connection.open:
+                await agent._cf_message(connection, message)
+
+        self.deliver(
+            record,
+            "message",
+            on_message,
+            label="connection:message",
+            announce={"connection": connection.id, "message": message},
+        )
+
+    def client_close(self, client: Client, code: int, reason: str) -> None:
+        connection = client.connection
+        if connection is None or not connection.open:
+            return
+        record = self.records[client.agent_path]
+        self._close_connection(connection, code, reason, by="client")
+
+        async def on_close(agent: Any) -> None:
+            await agent._cf_close(connection, code, reason)
+
+        if connection.incarnation.alive:
+            self.deliver(record, "close", on_close, label="close")
+
+    def _send_frame(self, connection: ServerConnection, frame: Any) -> None:
+        record = connection.incarnation.record
+        self.platform_event(record, "connection:frame", connection=connection.id, frame=frame)
+        connection.client._saw("frame", self.kernel.now_ms, frame)
+
+    def _server_close(self, connection: ServerConnection, code: int, reason: str) -> None:
+        self._close_connection(connection, code, reason, by="agent")
+
+    def _close_connection(
+        self, connection: ServerConnection, code: int, reason: str, by: str
+    ) -> None:
+        connection.open = False
+        incarnation = connection.incarnation
+        incarnation.connections.pop(connection.id, None)
+        self.platform_event(
+            incarnation.record,
+            "connection:close",
+            connection=connection.id,
+            code=code,
+            reason=reason,
+            by=by,
+        )
+        connection.client._saw("close", self.kernel.now_ms, {"code": code, "reason": reason})
+        if connection.client.connection is connection:
+            connection.client.connection = None
+        if incarnation.alive:
+            self.lifecycle.touch(incarnation)
+
+    # -- death ------------------------------------------------------------------------------
+    def kill(self, record: AgentRecord, reason: str) -> bool:
+        """The instant of death of the record's live incarnation; False if none was alive."""
+        if reason not in EVICTION_REASONS:
+            raise ValueError(
+                f"unknown eviction reason {reason!r}; allowed: {list(EVICTION_REASONS)}"
+            )
+        incarnation = record.incarnation
+        if incarnation is None or not incarnation.alive:
+            return False
+        self.platform_event(record, "incarnation:end", reason=reason)
+        incarnation.alive = False
+        incarnation.end_reason = reason
+        record.incarnation = None
+        record.storage.rollback_turn()
+        self.kernel.bury_all(incarnation)
+        for connection in list(incarnation.connections.values()):
+            self._close_connection(connection, 1006, f"evicted: {reason}", by="platform")
+        for caller in list(incarnation.callers):
+            caller.reject(AgentEvicted(record.path, reason))
+        incarnation.callers.clear()
+        self.alarms.incarnation_died(record, incarnation, reason)
+        return True
+
+    def _crash(self, record: AgentRecord) -> None:
+        self.kill(record, "crash")
+
+    def deploy(self, cause: str = "scripted") -> list[str]:
+        """A code update: every live incarnation restarts at this instant."""
+        self.platform_event(None, "platform:deploy", cause=cause)
+        killed = []
+        for record in list(self.records.values()):
+            if self.kill(record, "deploy"):
+                killed.append(record.path)
+        return killed
+
+    # -- faults -----------------------------------------------------------------------------
+    def _storage_fault(self, path: str, kind: str, statement: str) -> None:
+        record = self.records[path]
+        self.platform_event(record, f"fault:{kind}", statement=" ".join(statement.split())[:200])
+
+    def _random_storage_fault(self, statement: str) -> str | None:
+        if not self.faults_active:
+            return None
+        stream = self.seeds.stream("faults")
+        if stream.chance(self.faults.crash_rate):
+            return "crash"
+        if stream.chance(self.faults.storage_error_rate):
+            return "error"
+        return None

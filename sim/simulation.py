@@ -1,0 +1,250 @@
+"""`Simulation`: the one object tests and scenarios drive.
+
+It owns a `Platform` (kernel, seeds, agents, trace) and offers what a test needs: get an agent,
+call it, send it a request, connect a client, let virtual time run, evict, deploy, arm a fault,
+quiesce, and read the trace. Time only moves inside `run_*`, `wait` and the blocking helpers
+(`call`, `fetch`, `connect`); everything else schedules and returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents_core.agent import Request, Response
+from sim.clients import Client
+from sim.faults import FaultProfile
+from sim.kernel import SimDeferred
+from sim.platform import AgentRecord, Platform
+from sim.sqlite import StorageFault
+from sim.trace import Trace
+from sim.upstream import Service
+
+__all__ = ["AgentRef", "Simulation", "SimulationStuck"]
+
+DEFAULT_WAIT_LIMIT_MS = 86_400_000
+
+
+class SimulationStuck(AssertionError):
+    """A wait that can never end: nothing left to run, or the time bound passed."""
+
+
+@dataclass(frozen=True)
+class AgentRef:
+    """A stub for one top-level agent, by class and name (`Class/name` is its path)."""
+
+    cls: type
+    name: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.cls.__name__}/{self.name}"
+
+
+class Simulation:
+    """A deterministic run: same seed and same script give the same trace, byte for byte."""
+
+    def __init__(self, seed: int = 0, faults: FaultProfile | None = None) -> None:
+        self.seed = seed
+        self.platform = Platform(seed, faults or FaultProfile(name="none"))
+        self.platform.platform_event(None, "simulation:start", seed=seed)
+        self.platform.lifecycle.start_deploys()
+        self._clients = 0
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def now_ms(self) -> int:
+        return self.platform.kernel.now_ms
+
+    @property
+    def trace(self) -> Trace:
+        return self.platform.trace
+
+    def digest(self) -> str:
+        return self.platform.trace.digest()
+
+    def query(self, agent: AgentRef, statement: str, *params: Any) -> list[dict[str, Any]]:
+        """Read the agent's committed storage from outside (no fault, no turn)."""
+        return self._record(agent).storage.query(statement, params)
+
+    def snapshot(self, agent: AgentRef) -> dict[str, list[dict[str, Any]]]:
+        return self._record(agent).storage.snapshot()
+
+    def alarm_of(self, agent: AgentRef) -> int | None:
+        return self._record(agent).alarm_at_ms
+
+    def incarnation_of(self, agent: AgentRef) -> int:
+        """The live incarnation's number, 0 when none is alive."""
+        incarnation = self._record(agent).incarnation
+        return incarnation.number if incarnation is not None and incarnation.alive else 0
+
+    def instance_of(self, agent: AgentRef) -> Any:
+        """The live agent instance, or None (for assertions; do not drive it directly)."""
+        incarnation = self._record(agent).incarnation
+        return incarnation.agent if incarnation is not None and incarnation.alive else None
+
+    # -- agents -----------------------------------------------------------------------------
+    def agent(self, cls: type, name: str) -> AgentRef:
+        """Get an agent by name (like `getAgentByName`): wakes it and runs startup, now."""
+        ref = AgentRef(cls, name)
+        record = self.platform.agent_record(cls, name)
+        self.platform.deliver(record, "get", None, label="get")
+        return ref
+
+    def start_call(self, agent: AgentRef, method: str, *args: Any, **kwargs: Any) -> SimDeferred:
+        """A plain RPC on the stub: runs on the live incarnation, or on a new one *without*
+        startup (a stale stub does not trigger `on_start`)."""
+        record = self._record(agent)
+        if method.startswith("_") or not callable(getattr(record.cls, method, None)):
+            raise AttributeError(f"{record.cls.__qualname__} has no public method {method!r}")
+        caller = SimDeferred(self.platform.kernel)
+
+        async def invoke(instance: Any) -> Any:
+            result = getattr(instance, method)(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                result = await result
+            return result
+
+        self.platform.deliver(
+            record, "rpc", invoke, label="rpc", announce={"method": method}, caller=caller
+        )
+        return caller
+
+    def call(self, agent: AgentRef, method: str, *args: Any, **kwargs: Any) -> Any:
+        """`start_call`, then run until it settles; its value, or its error raised here."""
+        return self.wait(self.start_call(agent, method, *args, **kwargs))
+
+    def start_fetch(self, agent: AgentRef, request: Request | None = None) -> SimDeferred:
+        record = self._record(agent)
+        request = request or Request()
+        caller = SimDeferred(self.platform.kernel)
+
+        async def handle(instance: Any) -> Response:
+            return await instance._cf_fetch(request)
+
+        self.platform.deliver(
+            record,
+            "request",
+            handle,
+            label="request",
+            announce={"method": request.method, "path": request.path},
+            caller=caller,
+        )
+        return caller
+
+    def fetch(self, agent: AgentRef, request: Request | None = None) -> Response:
+        return self.wait(self.start_fetch(agent, request))
+
+    def connect(self, agent: AgentRef, name: str | None = None) -> Client:
+        """Open a client connection and run until the agent has handled it."""
+        record = self._record(agent)
+        self._clients += 1
+        client = Client(record.path, name or f"client-{self._clients}", _platform=self.platform)
+        return self.reconnect(client)
+
+    def reconnect(self, client: Client) -> Client:
+        """Close the client's connection if open, open a new one, run until it is handled."""
+        client.disconnect(1000, "reconnect")
+        self.wait(self.platform.client_connect(client))
+        return client
+
+    # -- time -------------------------------------------------------------------------------
+    def run_for(self, ms: int) -> None:
+        """Let `ms` of virtual time pass (events at the end instant run too)."""
+        self.run_until(self.now_ms + ms)
+
+    def run_until(self, t_ms: int) -> None:
+        if not isinstance(t_ms, int) or isinstance(t_ms, bool):
+            raise TypeError(f"time is integer milliseconds, got {t_ms!r}")
+        if t_ms < self.now_ms:
+            raise ValueError(f"cannot run back in time: now is {self.now_ms} ms, asked {t_ms} ms")
+        env = self.platform.kernel.env
+        while env.peek() <= t_ms:
+            env.step()
+        if self.now_ms < t_ms:
+            env.timeout(t_ms - self.now_ms)
+            env.step()
+
+    def run_while(
+        self, condition: Callable[[], bool], limit_ms: int = DEFAULT_WAIT_LIMIT_MS
+    ) -> None:
+        """Process events while `condition()` holds; `SimulationStuck` if it cannot end."""
+        env = self.platform.kernel.env
+        deadline = self.now_ms + limit_ms
+        while condition():
+            if env.peek() == float("inf"):
+                raise SimulationStuck(f"nothing left to run at t={self.now_ms} ms")
+            if env.peek() > deadline:
+                raise SimulationStuck(f"still waiting after {limit_ms} ms of virtual time")
+            env.step()
+
+    def wait(self, pending: SimDeferred, limit_ms: int = DEFAULT_WAIT_LIMIT_MS) -> Any:
+        """Run until `pending` settles; return its value or raise its error."""
+        self.run_while(lambda: not pending.done(), limit_ms)
+        event = pending.event
+        if not event.ok:
+            raise event.value
+        return event.value
+
+    def run_to_next_alarm(self) -> int | None:
+        """Advance to the earliest armed alarm and let it fire; its time, or None if none."""
+        due = self.platform.alarms.next_due_ms()
+        if due is not None:
+            self.run_until(max(due, self.now_ms))
+        return due
+
+    def quiesce(self, limit_ms: int = DEFAULT_WAIT_LIMIT_MS) -> bool:
+        """The liveness phase: profile faults stop, time runs until nothing is left to happen or
+        `limit_ms` passes. True if the platform went quiet."""
+        self.platform.faults_active = False
+        self.platform.platform_event(None, "quiesce:begin", limit_ms=limit_ms)
+        env = self.platform.kernel.env
+        deadline = self.now_ms + limit_ms
+        while env.peek() <= deadline:
+            env.step()
+        quiet = env.peek() == float("inf")
+        if not quiet:
+            self.run_until(deadline)
+        self.platform.platform_event(None, "quiesce:end", quiet=quiet)
+        return quiet
+
+    # -- the world --------------------------------------------------------------------------
+    def evict(self, agent: AgentRef, reason: str = "explicit") -> bool:
+        """Kill the agent's live incarnation now; False if it had none."""
+        return self.platform.kill(self._record(agent), reason)
+
+    def deploy(self) -> list[str]:
+        """Restart every live incarnation (a code update); the paths that were alive."""
+        return self.platform.deploy()
+
+    def arm_storage_fault(
+        self,
+        agent: AgentRef,
+        kind: str,
+        *,
+        match: str | None = None,
+        skip: int = 0,
+        count: int = 1,
+    ) -> StorageFault:
+        """The next statement of agent code matching `match` (after `skip` of them) fails:
+        `error` raises a storage error, `crash` kills the process between two statements."""
+        fault = StorageFault(kind=kind, match=match, skip=skip, count=count)  # type: ignore[arg-type]
+        record = self._record(agent)
+        record.storage.arm(fault)
+        self.platform.platform_event(
+            record, "fault:armed", kind=kind, match=match, skip=skip, count=count
+        )
+        return fault
+
+    def register_service(self, name: str, service: Service) -> None:
+        """An upstream service agents can stream from (see `sim.upstream`)."""
+        self.platform.upstream.register(name, service)
+
+    def _record(self, agent: AgentRef) -> AgentRecord:
+        if not isinstance(agent, AgentRef):
+            raise TypeError(f"expected an AgentRef from Simulation.agent(...), got {agent!r}")
+        record = self.platform.records.get(agent.path)
+        if record is None:
+            return self.platform.agent_record(agent.cls, agent.name)
+        return record

@@ -1,0 +1,194 @@
+"""Per-agent SQLite that survives incarnations, commits by turn and injects faults.
+
+Injector contract (what it may do, what it preserves):
+- may make one statement raise `StorageError` (the statement does not run; the turn goes on);
+- may kill the incarnation between two statements of a turn: the turn's earlier writes roll
+  back, the statement does not run, and `IncarnationKilled` is thrown into the dying turn;
+- preserves every committed turn: no fault touches a turn that has ended.
+
+A turn is the storage use of one step of agent code (see `sim.kernel`). Outside a step (a test
+reading state) statements run in autocommit mode and no fault is injected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sim.kernel import IncarnationKilled, Kernel
+
+__all__ = ["FaultyStorage", "StorageError", "StorageFault"]
+
+KV_TABLE = "_cf_KV"
+
+
+class StorageError(Exception):
+    """A statement failed in storage (injected, or SQLite's own error with the statement named)."""
+
+
+@dataclass
+class StorageFault:
+    """One armed fault: the `skip`+1-th statement matching `match` (a regex; None = any) fails.
+
+    kind `error`: that statement raises `StorageError`. kind `crash`: the process dies just before
+    that statement, i.e. between it and the turn's earlier statements. `count` faults in a row."""
+
+    kind: Literal["error", "crash"]
+    match: str | None = None
+    skip: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("error", "crash"):
+            raise ValueError(f"storage fault kind must be 'error' or 'crash', got {self.kind!r}")
+        if self.skip < 0 or self.count < 1:
+            raise ValueError(f"storage fault needs skip >= 0 and count >= 1, got {self}")
+        if self.match is not None:
+            re.compile(self.match)
+
+    def matches(self, statement: str) -> bool:
+        return self.match is None or re.search(self.match, statement) is not None
+
+
+class FaultyStorage:
+    """An in-memory database owned by the platform for one agent (it outlives incarnations)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        on_fault: Callable[[str, str], None],
+        random_fault: Callable[[str], str | None],
+    ) -> None:
+        self._kernel = kernel
+        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._in_turn = False
+        self._armed: list[StorageFault] = []
+        self._on_fault = on_fault
+        self._random_fault = random_fault
+        self._crash: Callable[[], None] | None = None
+        self.statements = 0
+        self._db.execute(
+            f"CREATE TABLE IF NOT EXISTS {KV_TABLE} (key TEXT PRIMARY KEY, value TEXT)"
+        )
+
+    def bind_crash(self, crash: Callable[[], None]) -> None:
+        """What a crash fault does: kill the incarnation currently using this storage."""
+        self._crash = crash
+
+    def arm(self, fault: StorageFault) -> None:
+        self._armed.append(fault)
+
+    @property
+    def armed(self) -> list[StorageFault]:
+        return list(self._armed)
+
+    # -- the turn -------------------------------------------------------------------------
+    def commit_turn(self) -> None:
+        if self._in_turn:
+            self._in_turn = False
+            self._db.execute("COMMIT")
+
+    def rollback_turn(self) -> None:
+        """The incarnation died in this turn: its writes are gone."""
+        if self._in_turn:
+            self._in_turn = False
+            self._db.execute("ROLLBACK")
+            self._kernel.leave_turn(self)
+
+    # -- statements -----------------------------------------------------------------------
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        cursor = self._run(statement, params)
+        return max(cursor.rowcount, 0)
+
+    def query(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cursor = self._run(statement, params)
+        return [dict(row) for row in cursor.fetchall()]
+
+    def _run(self, statement: str, params: Sequence[Any]) -> sqlite3.Cursor:
+        if not isinstance(statement, str):
+            raise TypeError(f"SQL statement must be a str, got {statement!r}")
+        in_step = self._kernel.join_turn(self)
+        if in_step:
+            self._inject(statement)
+            if not self._in_turn:
+                self._db.execute("BEGIN")
+                self._in_turn = True
+        self.statements += 1
+        try:
+            return self._db.execute(statement, tuple(params))
+        except sqlite3.Error as exc:
+            raise StorageError(f"{exc} (statement: {_short(statement)})") from exc
+
+    def _inject(self, statement: str) -> None:
+        kind = None
+        for fault in self._armed:
+            if not fault.matches(statement):
+                continue
+            if fault.skip > 0:
+                fault.skip -= 1
+                continue
+            kind = fault.kind
+            fault.count -= 1
+            if fault.count == 0:
+                self._armed.remove(fault)
+            break
+        if kind is None:
+            kind = self._random_fault(statement)
+        if kind == "error":
+            self._on_fault("storage_error", statement)
+            raise StorageError(f"injected storage fault (statement: {_short(statement)})")
+        if kind == "crash":
+            self._on_fault("crash", statement)
+            self.rollback_turn()
+            if self._crash is not None:
+                self._crash()
+            raise IncarnationKilled("process died between two statements of a turn")
+
+    # -- key-value (same database, so the same turn) ----------------------------------------
+    def kv_get(self, key: str) -> Any | None:
+        rows = self.query(f"SELECT value FROM {KV_TABLE} WHERE key = ?", (key,))
+        return json.loads(rows[0]["value"]) if rows else None
+
+    def kv_put(self, key: str, value: Any) -> None:
+        encoded = json.dumps(value, sort_keys=True)
+        self.execute(
+            f"INSERT INTO {KV_TABLE} (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, encoded),
+        )
+
+    def kv_delete(self, key: str) -> bool:
+        return self.execute(f"DELETE FROM {KV_TABLE} WHERE key = ?", (key,)) > 0
+
+    def kv_list(self, prefix: str = "") -> dict[str, Any]:
+        rows = self.query(
+            f"SELECT key, value FROM {KV_TABLE} WHERE substr(key, 1, ?) = ? ORDER BY key",
+            (len(prefix), prefix),
+        )
+        return {row["key"]: json.loads(row["value"]) for row in rows}
+
+    # -- inspection (tests, checkers, reports) ----------------------------------------------
+    def tables(self) -> list[str]:
+        rows = self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        ).fetchall()
+        return [row["name"] for row in rows]
+
+    def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        """Every committed row of every table, in primary-key order (the KV table included)."""
+        out = {}
+        for table in self.tables():
+            rows = self._db.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
+            out[table] = [dict(row) for row in rows]
+        return out
+
+
+def _short(statement: str, limit: int = 120) -> str:
+    text = " ".join(statement.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,180 @@
+"""The trace: one record per platform or runtime event, the only input of checkers and reports.
+
+Each record carries a sequence number, the sim time in ms, the agent path, the incarnation
+number, the event name and its fields. Records serialise to canonical JSON lines (sorted keys,
+no spaces), so the digest of a run is the same byte for byte in any process and under any
+`PYTHONHASHSEED`. Field values are reduced to JSON types when recorded: an object that is not
+JSON is written as its type name and `str()`, never a `repr` that could hold a memory address.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TraceRecord", "Trace", "format_sim_time", "jsonable"]
+
+RESERVED_KEYS = ("seq", "t", "agent", "inc", "event")
+
+
+def jsonable(value: Any) -> Any:
+    """Reduce `value` to JSON types, deterministically."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return (
+            value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+        )
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((jsonable(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    return f"<{type(value).__name__}> {value}"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One event: when (sim ms), where (agent path, incarnation), what (event name and fields)."""
+
+    seq: int
+    t_ms: int
+    agent: str
+    inc: int
+    event: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"seq": self.seq, "t": self.t_ms, "agent": self.agent, "inc": self.inc}
+        out["event"] = self.event
+        out.update(self.fields)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TraceRecord:
+        fields = {k: v for k, v in data.items() if k not in RESERVED_KEYS}
+        return cls(
+            seq=int(data["seq"]),
+            t_ms=int(data["t"]),
+            agent=str(data["agent"]),
+            inc=int(data["inc"]),
+            event=str(data["event"]),
+            fields=fields,
+        )
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+
+def format_sim_time(ms: int) -> str:
+    """Sim time for people: `HH:MM:SS.mmm`, with a day count in front past the first day."""
+    sign = "-" if ms < 0 else ""
+    ms = abs(ms)
+    days, rest = divmod(ms, 86_400_000)
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}"
+    return f"{sign}{days}d{clock}" if days else f"{sign}{clock}"
+
+
+class Trace:
+    """The records of one run, in order, with observers called as each is appended."""
+
+    def __init__(self) -> None:
+        self.records: list[TraceRecord] = []
+        self._observers: list[Callable[[TraceRecord], None]] = []
+
+    def append(
+        self, t_ms: int, agent: str, inc: int, event: str, fields: Mapping[str, Any]
+    ) -> TraceRecord:
+        clean = {str(k): jsonable(v) for k, v in fields.items()}
+        for key in RESERVED_KEYS:
+            if key in clean:
+                raise ValueError(f"trace field name {key!r} is reserved (event {event!r})")
+        record = TraceRecord(len(self.records), t_ms, agent, inc, event, clean)
+        self.records.append(record)
+        for observer in self._observers:
+            observer(record)
+        return record
+
+    def subscribe(self, observer: Callable[[TraceRecord], None]) -> Callable[[], None]:
+        """Call `observer` with every later record; returns the function that unsubscribes."""
+        self._observers.append(observer)
+        return lambda: self._observers.remove(observer) if observer in self._observers else None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[TraceRecord]:
+        return iter(self.records)
+
+    def select(
+        self, event: str | None = None, agent: str | None = None, **fields: Any
+    ) -> list[TraceRecord]:
+        """Records with this event (a trailing `*` matches a prefix), agent and field values."""
+        out = []
+        for record in self.records:
+            if event is not None and not _name_matches(record.event, event):
+                continue
+            if agent is not None and record.agent != agent:
+                continue
+            if any(record.fields.get(k) != v for k, v in fields.items()):
+                continue
+            out.append(record)
+        return out
+
+    def lines(self) -> Iterator[str]:
+        return (record.to_json() for record in self.records)
+
+    def digest(self) -> str:
+        """sha256 over the canonical JSON lines: the identity of a run."""
+        hasher = hashlib.sha256()
+        for line in self.lines():
+            hasher.update(line.encode())
+            hasher.update(b"\n")
+        return hasher.hexdigest()
+
+    def write_jsonl(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as out:
+            for line in self.lines():
+                out.write(line + "\n")
+        return path
+
+    @staticmethod
+    def read_jsonl(path: str | Path) -> list[TraceRecord]:
+        records = []
+        with Path(path).open(encoding="utf-8") as src:
+            for number, line in enumerate(src, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(TraceRecord.from_dict(json.loads(line)))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise ValueError(
+                        f"{path}:{number}: not a trace record ({exc}): {line[:120]!r}"
+                    ) from None
+        return records
+
+
+def _name_matches(name: str, pattern: str) -> bool:
+    if pattern.endswith("*"):
+        return name.startswith(pattern[:-1])
+    return name == pattern
+
+
+def tail(records: Iterable[TraceRecord], count: int = 20) -> list[TraceRecord]:
+    items = list(records)
+    return items[-count:]

@@ -1,0 +1,14 @@
+"""Shared fixtures: a fresh simulation per test, seeded by the test's own name (stable)."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from sim import Simulation
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest) -> Simulation:
+    return Simulation(seed=zlib.crc32(request.node.name.encode()))

@@ -1,0 +1,160 @@
+"""The coroutine driver: host awaitables, combinators, eager starts and bad awaits."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from agents_core import Agent
+from sim import Simulation
+
+
+class Worker(Agent):
+    async def bad_await(self) -> None:
+        await asyncio.sleep(0)  # the line the error must name
+
+    async def caught_bad_await(self) -> str:
+        try:
+            await asyncio.sleep(0)
+        except TypeError as exc:
+            return str(exc)
+        return "no error"
+
+    async def gather_three(self) -> list[object]:
+        async def after(ms: int, value: object) -> object:
+            await self.host.clock.sleep(ms)
+            return value
+
+        return await self.host.tasks.gather(after(30, "a"), after(10, "b"), after(20, "c"))
+
+    async def gather_failing(self) -> str:
+        async def fail_after(ms: int) -> None:
+            await self.host.clock.sleep(ms)
+            raise ValueError(f"failed after {ms}")
+
+        async def ok_after(ms: int) -> int:
+            await self.host.clock.sleep(ms)
+            return ms
+
+        try:
+            await self.host.tasks.gather(ok_after(50), fail_after(20), fail_after(30))
+        except ValueError as exc:
+            return f"{exc} at {self.host.clock.now_ms()}"
+        return "no error"
+
+    async def race_two(self) -> object:
+        async def after(ms: int, value: object) -> object:
+            await self.host.clock.sleep(ms)
+            return value
+
+        return [
+            await self.host.tasks.race(after(40, "slow"), after(15, "fast")),
+            self.host.clock.now_ms(),
+        ]
+
+    async def eager_start(self) -> list[str]:
+        seen: list[str] = []
+
+        async def background() -> None:
+            seen.append("background before its first await")
+            await self.host.clock.sleep(5)
+            seen.append("background after sleep")
+
+        self.host.tasks.wait_until(background())
+        seen.append("caller after wait_until")
+        await self.host.clock.sleep(10)
+        return seen
+
+    async def deferred_twice(self) -> list[object]:
+        deferred = self.host.tasks.deferred()
+
+        async def settle() -> None:
+            await self.host.clock.sleep(7)
+            deferred.resolve("settled")
+
+        self.host.tasks.wait_until(settle())
+        first = await deferred
+        second = await deferred
+        return [first, second, self.host.clock.now_ms()]
+
+    async def same_time_order(self) -> list[int]:
+        order: list[int] = []
+
+        async def mark(index: int) -> None:
+            await self.host.clock.sleep(100)
+            order.append(index)
+
+        tasks = [self.host.tasks.wait_until(mark(i)) for i in range(6)]
+        await self.host.tasks.gather(*tasks)
+        return order
+
+
+def test_awaiting_a_foreign_awaitable_raises_type_error_naming_the_line(sim: Simulation) -> None:
+    """Awaiting asyncio inside agent code fails with a TypeError that names file and line."""
+    worker = sim.agent(Worker, "w")
+    with pytest.raises(TypeError, match=r"test_kernel\.py:\d+: awaited .* not a host awaitable"):
+        sim.call(worker, "bad_await")
+    message = sim.call(worker, "caught_bad_await")
+    line = next(
+        number
+        for number, text in enumerate(Path(__file__).read_text().splitlines(), start=1)
+        if "await asyncio.sleep(0)" in text and "the line" not in text
+    )
+    assert f"test_kernel.py:{line}:" in message
+
+
+def test_gather_returns_results_in_argument_order(sim: Simulation) -> None:
+    """gather resolves with every result, in the order the awaitables were given."""
+    worker = sim.agent(Worker, "w")
+    assert sim.call(worker, "gather_three") == ["a", "b", "c"]
+    assert sim.now_ms == 30
+
+
+def test_gather_fails_with_the_first_error(sim: Simulation) -> None:
+    """gather rejects as soon as one awaitable fails, with that error (Promise.all)."""
+    worker = sim.agent(Worker, "w")
+    assert sim.call(worker, "gather_failing") == "failed after 20 at 20"
+
+
+def test_race_settles_with_the_first(sim: Simulation) -> None:
+    """race resolves with whichever settles first (Promise.race)."""
+    worker = sim.agent(Worker, "w")
+    assert sim.call(worker, "race_two") == ["fast", 15]
+
+
+def test_wait_until_runs_eagerly_up_to_the_first_await(sim: Simulation) -> None:
+    """A background task runs synchronously until its first await, as a JavaScript call does."""
+    worker = sim.agent(Worker, "w")
+    assert sim.call(worker, "eager_start") == [
+        "background before its first await",
+        "caller after wait_until",
+        "background after sleep",
+    ]
+
+
+def test_deferred_can_be_awaited_after_it_settled(sim: Simulation) -> None:
+    """A deferred gives its value to every await, before and after settling."""
+    worker = sim.agent(Worker, "w")
+    assert sim.call(worker, "deferred_twice") == ["settled", "settled", 7]
+
+
+def test_same_time_events_run_in_the_order_they_were_scheduled(sim: Simulation) -> None:
+    """Tasks waking at the same instant resume first-scheduled first (FIFO)."""
+    worker = sim.agent(Worker, "w")
+    assert sim.call(worker, "same_time_order") == [0, 1, 2, 3, 4, 5]
+
+
+def test_negative_and_float_sleeps_are_refused(sim: Simulation) -> None:
+    """Time is whole non-negative milliseconds; anything else says what it got."""
+
+    class Sleeper(Agent):
+        async def nap(self, ms: object) -> None:
+            await self.host.clock.sleep(ms)  # type: ignore[arg-type]
+
+    sleeper = sim.agent(Sleeper, "s")
+    with pytest.raises(ValueError, match="negative delay -5 ms"):
+        sim.call(sleeper, "nap", -5)
+    with pytest.raises(TypeError, match=r"integer milliseconds, got 1\.5"):
+        sim.call(sleeper, "nap", 1.5)
