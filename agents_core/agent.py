@@ -2,7 +2,9 @@
 
 The platform (any `Host`) constructs an agent once per incarnation and calls its `_cf_*` entries:
 `_cf_start` once under the input gate, then `_cf_fetch`, `_cf_connect`, `_cf_message`,
-`_cf_close` and `_cf_alarm` for each event. User code overrides the `on_*` hooks.
+`_cf_close` and `_cf_alarm` for each event. User code overrides the `on_*` hooks. The durable
+runtime (keepAlive, the alarm multiplexer, schedules, fibers, recovery, sub-agents) comes from
+the mixins, one module each; this module holds what every agent has and the startup order.
 """
 
 from __future__ import annotations
@@ -11,9 +13,19 @@ import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, ClassVar
 
+from agents_core import observability
+from agents_core.alarm import AlarmMixin
+from agents_core.facets import FacetsMixin
+from agents_core.fibers import FibersMixin
 from agents_core.host import Connection, Host
+from agents_core.keep_alive import KeepAliveMixin
+from agents_core.options import AgentOptions, resolve_options
+from agents_core.recovery import RecoveryMixin
+from agents_core.schedules import SchedulesMixin
+from agents_core.schema import ensure_schema
 
 __all__ = ["Agent", "Request", "Response"]
 
@@ -49,7 +61,16 @@ class _Unset:
 _UNSET: Any = _Unset()
 
 
-class Agent:
+@cache
+def _options_of(cls: type) -> AgentOptions:
+    """Resolved once per class (the SDK caches per instance; the class value cannot change)."""
+    try:
+        return resolve_options(getattr(cls, "options", None))
+    except ValueError as exc:
+        raise ValueError(f"{cls.__qualname__}.options: {exc}") from None
+
+
+class Agent(KeepAliveMixin, AlarmMixin, SchedulesMixin, FibersMixin, RecoveryMixin, FacetsMixin):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
 
     initial_state: ClassVar[Any] = None
@@ -62,12 +83,23 @@ class Agent:
         self._host = host
         self.name = name
         self._state: Any = _UNSET
-        self._ensure_schema()
+        self._options: AgentOptions = _options_of(type(self))
+        # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
+        self._keep_alive_refs = 0
+        self._run_fiber_active_fibers: dict[str, None] = {}
+        self._managed_fiber_abort_controllers: dict[str, Any] = {}
+        self._managed_fiber_executions: dict[str, Any] = {}
+        self._managed_fiber_terminal_waiters: dict[str, list[Any]] = {}
+        self._run_fiber_recovery_in_progress = False
+        self._recovery_no_progress_scans = 0
+        self._in_on_start = False
+        self._on_start_schedule_warned: set[str] = set()
+        self._destroyed = False
+        self._executing_schedule_id: str | None = None
+        self._init_facet_state()
+        ensure_schema(host.sql)
 
     # -- storage ----------------------------------------------------------------------------
-    def _ensure_schema(self) -> None:
-        self._host.sql.execute(STATE_TABLE_DDL)
-
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run one SQL statement on this agent's database; rows as dicts."""
         return self._host.sql.query(query, params)
@@ -139,12 +171,33 @@ class Agent:
     async def on_close(self, connection: Connection, code: int, reason: str) -> None:
         """A client closed its connection."""
 
-    async def alarm(self) -> None:
-        """The alarm entry: the platform calls it when the alarm slot comes due."""
+    def on_error(self, error: BaseException) -> Any:
+        """Called with errors the runtime swallows (a schedule's final failure, ...)."""
+        self._log("error", f"{type(error).__name__}: {error}")
+
+    # -- runtime plumbing -------------------------------------------------------------------
+    def _emit(self, event_type: str, **payload: Any) -> None:
+        observability.emit(self, event_type, payload)
+
+    def _log(self, level: str, message: str) -> None:
+        """The SDK's console output, as trace records (`console:warn`, `console:error`)."""
+        self._host.trace.emit(f"console:{level}", message=message)
+
+    @property
+    def options_resolved(self) -> AgentOptions:
+        return self._options
 
     # -- platform entries -------------------------------------------------------------------
     async def _cf_start(self) -> None:
-        await self.on_start()
+        """Startup, once per incarnation under the input gate: facet identity, the recovery
+        scan, then the user's on_start (recovery runs before on_start, as in the SDK)."""
+        self._hydrate_facet_identity()
+        await self._check_run_fibers()
+        self._in_on_start = True
+        try:
+            await self.on_start()
+        finally:
+            self._in_on_start = False
 
     async def _cf_fetch(self, request: Request) -> Response:
         return await self.on_request(request)

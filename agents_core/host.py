@@ -15,13 +15,16 @@ from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping, Sequen
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
+    "AgentStub",
     "AlarmSlot",
     "Clock",
     "Connection",
     "Connections",
     "Deferred",
     "Entropy",
+    "Facets",
     "Host",
+    "Lifecycle",
     "KeyValue",
     "Outbound",
     "SqlStorage",
@@ -155,6 +158,48 @@ class Outbound(Protocol):
     def open_stream(self, service: str, request: Mapping[str, Any]) -> AsyncIterator[Any]: ...
 
 
+class AgentStub(Protocol):
+    """A handle to another agent in the same isolate (a sub-agent, the root): calls are RPCs,
+    delivered as separate events, that fail if the callee dies first."""
+
+    @property
+    def path(self) -> str: ...
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+
+
+class Facets(Protocol):
+    """Sub-agents (facets): children in the root's isolate, each with its own SQLite and no
+    alarm of its own. `path` is this agent's identity, root first, as (class name, name) steps."""
+
+    @property
+    def path(self) -> tuple[tuple[str, str], ...]: ...
+
+    def resolve(self, cls: type, name: str) -> Awaitable[AgentStub]:
+        """The child's stub; resolving it the first time in an isolate runs its startup."""
+        ...
+
+    def resolve_named(self, class_name: str, name: str) -> Awaitable[AgentStub]:
+        """The same, by class name (as the registry stores it); LookupError if never created."""
+        ...
+
+    def delete(self, cls: type, name: str) -> None:
+        """Abort the child (and its children) and wipe their storage."""
+        ...
+
+    def root(self) -> AgentStub: ...
+
+    def parent(self) -> AgentStub | None: ...
+
+
+class Lifecycle(Protocol):
+    """The agent's own end: wipe its storage and alarm, and abort its isolate."""
+
+    def delete_all_storage(self) -> None: ...
+
+    def abort(self, reason: str) -> None: ...
+
+
 class TraceSink(Protocol):
     """Runtime events for the trace and for observers (names exactly as the SDK spells them)."""
 
@@ -176,3 +221,5 @@ class Host(Protocol):
     clients: Connections
     outbound: Outbound
     trace: TraceSink
+    facets: Facets
+    lifecycle: Lifecycle

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sim.kernel import IncarnationKilled, SimDeferred, SimTask, Wait
+from sim.kernel import Gone, IncarnationKilled, SimDeferred, SimTask, Wait
+from sim.stubs import SimAgentStub
 
 if TYPE_CHECKING:
     from sim.platform import AgentRecord, Incarnation, Platform
@@ -36,7 +37,7 @@ class _Clock(_Fenced):
     def sleep(self, ms: int) -> Awaitable[None]:
         kernel = self._host._platform.kernel
         if self._dead():
-            return Wait(kernel.env.event())
+            return Gone()
         return Wait(kernel.timeout(ms))
 
 
@@ -54,6 +55,11 @@ class _Sql(_Fenced):
 
 class _Alarm(_Fenced):
     def set_alarm(self, at_ms: int) -> None:
+        if self._host._record.parent is not None:
+            raise RuntimeError(
+                f"{self._host._record.path} is a sub-agent: it has no alarm slot of its own "
+                f"(its timers go through the root agent)"
+            )
         if not self._dead():
             self._host._platform.alarms.set(self._host._record, at_ms)
 
@@ -88,7 +94,7 @@ class _Tasks(_Fenced):
         kernel = host._platform.kernel
         if self._dead():
             coro.close()
-            return SimTask(kernel, _never(kernel), None, "refused")
+            return SimTask(kernel, None, None, "refused")
         task = kernel.spawn(coro, host._incarnation, "wait_until")
         task.finished.callbacks.append(lambda event: host._background_done(event))
         return task
@@ -126,6 +132,63 @@ class _Outbound(_Fenced):
         return host._platform.upstream.open_stream(host, service, request)
 
 
+class _Facets(_Fenced):
+    @property
+    def path(self) -> tuple[tuple[str, str], ...]:
+        return self._host._record.steps
+
+    async def resolve(self, cls: type, name: str) -> SimAgentStub:
+        host = self._host
+        if self._dead():
+            await Gone()
+        platform = host._platform
+        record = platform.facet_record(host._record, cls, name)
+        caller = SimDeferred(platform.kernel)
+        platform.deliver(record, "facet", None, label="facet", caller=caller)
+        await caller
+        return SimAgentStub(platform, record, host)
+
+    async def resolve_named(self, class_name: str, name: str) -> SimAgentStub:
+        host = self._host
+        path = f"{host._record.path}/{class_name}/{name}"
+        record = host._record.children.get(path)
+        if record is None:
+            raise LookupError(f"no sub-agent {class_name}/{name} under {host._record.path}")
+        return await self.resolve(record.cls, name)
+
+    def delete(self, cls: type, name: str) -> None:
+        host = self._host
+        if self._dead():
+            return
+        path = f"{host._record.path}/{cls.__name__}/{name}"
+        record = host._record.children.get(path)
+        if record is not None:
+            host._platform.delete_facet(record)
+
+    def root(self) -> SimAgentStub:
+        return SimAgentStub(self._host._platform, self._host._record.root, self._host)
+
+    def parent(self) -> SimAgentStub | None:
+        parent = self._host._record.parent
+        return None if parent is None else SimAgentStub(self._host._platform, parent, self._host)
+
+
+class _Lifecycle(_Fenced):
+    def delete_all_storage(self) -> None:
+        if not self._dead():
+            self._host._platform.wipe(self._host._record)
+
+    def abort(self, reason: str) -> None:
+        host = self._host
+        if self._dead():
+            return
+        incarnation = host._incarnation
+        # After the current turn: the code that asked to abort ends its step first.
+        host._platform.kernel.call_soon(
+            lambda: host._platform._end(incarnation, "destroyed") if incarnation.alive else None
+        )
+
+
 class _Trace(_Fenced):
     def emit(self, event: str, **fields: Any) -> None:
         if not self._dead():
@@ -150,6 +213,8 @@ class SimHost:
         self.clients = _Clients(self)
         self.outbound = _Outbound(self)
         self.trace = _Trace(self)
+        self.facets = _Facets(self)
+        self.lifecycle = _Lifecycle(self)
 
     @property
     def agent_path(self) -> str:
@@ -172,7 +237,3 @@ class SimHost:
             self._platform.record(
                 self._record.path, self._incarnation.number, "task:error", {"error": event.value}
             )
-
-
-async def _never(kernel: Any) -> None:
-    await Wait(kernel.env.event())

@@ -8,12 +8,16 @@ turn and commit together when the step ends (the Durable Object output gate).
 A task belongs to an owner (an incarnation). When the owner dies its tasks are never resumed:
 they are moved to a graveyard that lives as long as the kernel, so that the garbage collector
 does not close them (closing would run their `finally` blocks) while the simulation can still be
-observed. A coroutine that yields anything but a `Wait` gets a `TypeError` thrown back at the
-line that awaited it.
+observed. When the kernel itself goes, it closes them quietly: their `finally` blocks then meet
+a dead host (see `sim.host`), and whatever they raise is swallowed rather than printed. A
+coroutine that yields anything but a `Wait` gets a `TypeError` thrown back at the line that
+awaited it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import sysconfig
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -22,6 +26,7 @@ from typing import Any, Protocol
 import simpy
 
 __all__ = [
+    "Gone",
     "IncarnationKilled",
     "Kernel",
     "Owner",
@@ -52,6 +57,17 @@ class TurnParticipant(Protocol):
     """Storage that takes part in a turn: begun on first use in a step, committed at its end."""
 
     def commit_turn(self) -> None: ...
+
+
+class Gone:
+    """What a dead incarnation gets for an await outside any step (a coroutine being closed
+    after its death): raising GeneratorExit ends the close cleanly instead of yielding."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        raise GeneratorExit
+        yield  # pragma: no cover - makes this a generator
 
 
 class Wait:
@@ -97,7 +113,7 @@ class SimDeferred:
 class SimTask:
     """A coroutine being driven; awaitable for its result."""
 
-    __slots__ = ("kernel", "coro", "owner", "name", "finished", "__weakref__")
+    __slots__ = ("kernel", "coro", "owner", "name", "finished", "context", "__weakref__")
 
     def __init__(
         self, kernel: Kernel, coro: Coroutine[Any, Any, Any] | None, owner: Owner | None, name: str
@@ -113,6 +129,9 @@ class SimTask:
         self.name = name
         self.finished = kernel.env.event()
         self.finished.defused = True
+        # Each task runs in its own copy of the creator's context (as asyncio tasks do), so a
+        # context variable set in one task (the current fiber) never leaks into another.
+        self.context = contextvars.copy_context()
         if owner is not None:
             owner.tasks[self] = None
 
@@ -146,6 +165,17 @@ class Kernel:
         self.graveyard: list[Coroutine[Any, Any, Any]] = []
         self._stack: list[SimTask] = []
         self._turn: dict[TurnParticipant, None] = {}
+
+    def close(self) -> None:
+        """Close every buried coroutine now, quietly (they can no longer touch the world)."""
+        graveyard, self.graveyard = self.graveyard, []
+        for coro in graveyard:
+            # A dead task's last words (an error from its finally) go nowhere.
+            with contextlib.suppress(BaseException):
+                coro.close()
+
+    def __del__(self) -> None:
+        self.close()
 
     # -- time -------------------------------------------------------------------------------
     @property
@@ -234,7 +264,10 @@ class Kernel:
         coro = task.coro
         while True:
             try:
-                yielded = coro.send(value) if error is None else coro.throw(error)
+                if error is None:
+                    yielded = task.context.run(coro.send, value)
+                else:
+                    yielded = task.context.run(coro.throw, error)
             except StopIteration as stop:
                 self._finish(task, True, stop.value)
                 return

@@ -38,6 +38,7 @@ class Lifecycle:
 
     def touch(self, incarnation: Incarnation) -> None:
         """Activity: cancel the pending idle eviction and, if idle now, arm a new one."""
+        incarnation = incarnation.isolate
         incarnation.idle_generation += 1
         if not incarnation.alive or not self.is_idle(incarnation):
             return

@@ -31,10 +31,10 @@ from sim.upstream import Upstream
 
 __all__ = ["AgentEvicted", "AgentRecord", "Incarnation", "Platform", "STARTUP_TRIGGERS"]
 
-STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "alarm"})
+STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "alarm", "facet"})
 """Deliveries that run startup first. A plain RPC on a stub is not one (spec fibers §1.4)."""
 
-EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash")
+EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash", "destroyed", "deleted")
 
 
 class AgentEvicted(Exception):
@@ -64,6 +64,14 @@ class Incarnation:
     connections: dict[str, ServerConnection] = field(default_factory=dict)
     callers: dict[SimDeferred, None] = field(default_factory=dict)
     end_reason: str | None = None
+    root: Incarnation | None = None
+    """For a facet: the root incarnation whose isolate it lives in (None for a root)."""
+    facets: dict[str, Incarnation] = field(default_factory=dict)
+
+    @property
+    def isolate(self) -> Incarnation:
+        """The root incarnation: what idles, dies and counts activity for the whole isolate."""
+        return self.root if self.root is not None else self
 
 
 @dataclass(eq=False)
@@ -80,6 +88,17 @@ class AgentRecord:
     alarm_generation: int = 0
     alarm_run: Any = None
     alarm_due_while_running: bool = False
+    parent: AgentRecord | None = None
+    children: dict[str, AgentRecord] = field(default_factory=dict)
+    steps: tuple[tuple[str, str], ...] = ()
+    """Identity path, root first: (class name, name) per hop."""
+
+    @property
+    def root(self) -> AgentRecord:
+        record = self
+        while record.parent is not None:
+            record = record.parent
+        return record
 
 
 class Platform:
@@ -114,13 +133,14 @@ class Platform:
         path = f"{cls.__name__}/{name}"
         record = self.records.get(path)
         if record is None:
-            storage = FaultyStorage(
-                self.kernel,
-                on_fault=lambda kind, stmt, p=path: self._storage_fault(p, kind, stmt),
-                random_fault=self._random_storage_fault,
+            record = AgentRecord(
+                path=path,
+                cls=cls,
+                name=name,
+                storage=self._new_storage(path),
+                steps=((cls.__name__, name),),
             )
-            record = AgentRecord(path=path, cls=cls, name=name, storage=storage)
-            storage.bind_crash(lambda r=record: self._crash(r))
+            self._bind_storage(record)
             self.records[path] = record
         elif record.cls is not cls:
             raise ValueError(
@@ -129,14 +149,56 @@ class Platform:
             )
         return record
 
+    def facet_record(self, parent: AgentRecord, cls: type, name: str) -> AgentRecord:
+        """The record of a sub-agent of `parent` (created on first use, with empty storage)."""
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise ValueError(f"sub-agent name must be a non-empty string without NUL, got {name!r}")
+        path = f"{parent.path}/{cls.__name__}/{name}"
+        record = parent.children.get(path)
+        if record is None:
+            record = AgentRecord(
+                path=path,
+                cls=cls,
+                name=name,
+                storage=self._new_storage(path),
+                parent=parent,
+                steps=(*parent.steps, (cls.__name__, name)),
+            )
+            self._bind_storage(record)
+            parent.children[path] = record
+            self.records[path] = record
+        elif record.cls is not cls:
+            raise ValueError(f"sub-agent path {path} is already used by {record.cls.__qualname__}")
+        return record
+
+    def _new_storage(self, path: str) -> FaultyStorage:
+        return FaultyStorage(
+            self.kernel,
+            on_fault=lambda kind, stmt: self._storage_fault(path, kind, stmt),
+            random_fault=self._random_storage_fault,
+        )
+
+    def _bind_storage(self, record: AgentRecord) -> None:
+        # A crash anywhere in the isolate kills the whole isolate: root and every facet.
+        record.storage.bind_crash(lambda: self._crash(record.root))
+
     def live_incarnation(self, record: AgentRecord, trigger: str) -> Incarnation:
         incarnation = record.incarnation
-        if incarnation is None or not incarnation.alive:
-            record.incarnations += 1
-            incarnation = Incarnation(number=record.incarnations, record=record, trigger=trigger)
-            record.incarnation = incarnation
-            self.platform_event(record, "incarnation:start", trigger=trigger)
-            self.lifecycle.touch(incarnation)
+        if incarnation is not None and incarnation.alive:
+            return incarnation
+        root = None
+        if record.parent is not None:
+            parent_incarnation = self.live_incarnation(record.parent, trigger)
+            root = parent_incarnation.isolate
+        record.incarnations += 1
+        incarnation = Incarnation(
+            number=record.incarnations, record=record, trigger=trigger, root=root
+        )
+        record.incarnation = incarnation
+        if record.parent is not None:
+            record.parent.incarnation.facets[record.path] = incarnation  # type: ignore[union-attr]
+        self.platform_event(record, "incarnation:start", trigger=trigger)
+        self.lifecycle.touch(incarnation)
         return incarnation
 
     def _agent_of(self, incarnation: Incarnation) -> Any:
@@ -193,8 +255,9 @@ class Platform:
         trigger: str,
         handler: Callable[[Any], Coroutine[Any, Any, Any]] | None,
     ) -> Any:
-        incarnation.inflight += 1
-        self.lifecycle.touch(incarnation)
+        isolate = incarnation.isolate
+        isolate.inflight += 1
+        self.lifecycle.touch(isolate)
         try:
             agent = self._agent_of(incarnation)
             if trigger in STARTUP_TRIGGERS:
@@ -205,8 +268,8 @@ class Platform:
             return None if handler is None else await handler(agent)
         finally:
             # Never runs for a dead incarnation: its tasks are buried, not unwound.
-            incarnation.inflight -= 1
-            self.lifecycle.touch(incarnation)
+            isolate.inflight -= 1
+            self.lifecycle.touch(isolate)
 
     async def _ensure_started(self, incarnation: Incarnation) -> None:
         while not incarnation.started:
@@ -322,10 +385,23 @@ class Platform:
         incarnation = record.incarnation
         if incarnation is None or not incarnation.alive:
             return False
+        self._end(incarnation, reason)
+        return True
+
+    def _end(self, incarnation: Incarnation, reason: str) -> None:
+        """Death of one incarnation and, first, of every facet living in it."""
+        for facet in list(incarnation.facets.values()):
+            if facet.alive:
+                self._end(facet, reason)
+        record = incarnation.record
         self.platform_event(record, "incarnation:end", reason=reason)
         incarnation.alive = False
         incarnation.end_reason = reason
         record.incarnation = None
+        if incarnation.root is not None and record.parent is not None:
+            parent_incarnation = record.parent.incarnation
+            if parent_incarnation is not None:
+                parent_incarnation.facets.pop(record.path, None)
         record.storage.rollback_turn()
         self.kernel.bury_all(incarnation)
         for connection in list(incarnation.connections.values()):
@@ -333,8 +409,36 @@ class Platform:
         for caller in list(incarnation.callers):
             caller.reject(AgentEvicted(record.path, reason))
         incarnation.callers.clear()
-        self.alarms.incarnation_died(record, incarnation, reason)
-        return True
+        if record.parent is None:
+            self.alarms.incarnation_died(record, incarnation, reason)
+
+    def delete_facet(self, record: AgentRecord) -> None:
+        """Abort a sub-agent and its children and forget their storage."""
+        if record.parent is None:
+            raise ValueError(f"{record.path} is not a sub-agent")
+        if record.incarnation is not None and record.incarnation.alive:
+            self._end(record.incarnation, "deleted")
+        self.platform_event(record, "facet:deleted")
+        self._forget(record)
+
+    def _forget(self, record: AgentRecord) -> None:
+        for child in list(record.children.values()):
+            self._forget(child)
+        if record.parent is not None:
+            record.parent.children.pop(record.path, None)
+        self.records.pop(record.path, None)
+
+    def wipe(self, record: AgentRecord) -> None:
+        """Delete everything the agent stored, its sub-agents and its alarm (destroy)."""
+        for child in list(record.children.values()):
+            if child.incarnation is not None and child.incarnation.alive:
+                self._end(child.incarnation, "deleted")
+            self._forget(child)
+        record.storage = self._new_storage(record.path)
+        self._bind_storage(record)
+        if record.parent is None:
+            self.alarms.delete(record)
+        self.platform_event(record, "storage:wiped")
 
     def _crash(self, record: AgentRecord) -> None:
         self.kill(record, "crash")

@@ -32,14 +32,17 @@ class SimulationStuck(AssertionError):
 
 @dataclass(frozen=True)
 class AgentRef:
-    """A stub for one top-level agent, by class and name (`Class/name` is its path)."""
+    """A stub for one agent, by class and name (`Class/name` is its path); a sub-agent's ref
+    carries its parent's (`Parent/p/Child/c` is its path)."""
 
     cls: type
     name: str
+    parent: AgentRef | None = None
 
     @property
     def path(self) -> str:
-        return f"{self.cls.__name__}/{self.name}"
+        own = f"{self.cls.__name__}/{self.name}"
+        return own if self.parent is None else f"{self.parent.path}/{own}"
 
 
 class Simulation:
@@ -91,6 +94,10 @@ class Simulation:
         record = self.platform.agent_record(cls, name)
         self.platform.deliver(record, "get", None, label="get")
         return ref
+
+    def facet(self, parent: AgentRef, cls: type, name: str) -> AgentRef:
+        """The ref of a sub-agent its parent created (for calls, queries and assertions)."""
+        return AgentRef(cls, name, parent)
 
     def start_call(self, agent: AgentRef, method: str, *args: Any, **kwargs: Any) -> SimDeferred:
         """A plain RPC on the stub: runs on the live incarnation, or on a new one *without*
@@ -246,5 +253,10 @@ class Simulation:
             raise TypeError(f"expected an AgentRef from Simulation.agent(...), got {agent!r}")
         record = self.platform.records.get(agent.path)
         if record is None:
+            if agent.parent is not None:
+                raise LookupError(
+                    f"sub-agent {agent.path} does not exist: its parent has not created it "
+                    f"(or has deleted it)"
+                )
             return self.platform.agent_record(agent.cls, agent.name)
         return record

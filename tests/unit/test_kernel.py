@@ -158,3 +158,34 @@ def test_negative_and_float_sleeps_are_refused(sim: Simulation) -> None:
         sim.call(sleeper, "nap", -5)
     with pytest.raises(TypeError, match=r"integer milliseconds, got 1\.5"):
         sim.call(sleeper, "nap", 1.5)
+
+
+def test_context_variables_stay_inside_their_task(sim: Simulation) -> None:
+    """A context variable set in one task is invisible to a concurrent one, and a task inherits
+    its creator's value (as an async-local store does)."""
+    import contextvars
+
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="none")
+
+    class Ctx(Agent):
+        async def run(self) -> list[str]:
+            seen: list[str] = []
+
+            async def worker(label: str) -> None:
+                current.set(label)
+                await self.host.clock.sleep(10)
+                seen.append(f"{label} sees {current.get()}")
+
+                async def child() -> None:
+                    seen.append(f"child of {label} sees {current.get()}")
+
+                await self.host.tasks.wait_until(child())
+
+            await self.host.tasks.gather(worker("a"), worker("b"))
+            seen.append(f"caller sees {current.get()}")
+            return seen
+
+    ref = sim.agent(Ctx, "c")
+    assert sim.call(ref, "run") == [
+        "a sees a", "child of a sees a", "b sees b", "child of b sees b", "caller sees none",
+    ]

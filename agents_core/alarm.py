@@ -1,0 +1,110 @@
+"""The alarm multiplexer and the alarm entry: one physical slot carries every logical timer.
+
+`_schedule_next_alarm` recomputes, from durable state and the in-memory counters, the earliest
+moment anything needs the agent (due schedules, running intervals turning hung, the keepAlive
+heartbeat, pending fiber recovery with its backoff, facet fiber leases) and writes that one time
+into the slot, or clears it. `alarm` is what the platform calls when the slot comes due: due
+schedules, then recovery housekeeping, then the re-arm (spec fibers §1.5, §3.3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AlarmMixin",
+    "DESTROY_PENDING_KEY",
+    "FIBER_RECOVERY_BACKOFF_MAX_EXP",
+    "FIBER_RECOVERY_MAX_BACKOFF_MS",
+]
+
+FIBER_RECOVERY_MAX_BACKOFF_MS = 300_000
+FIBER_RECOVERY_BACKOFF_MAX_EXP = 20
+DESTROY_PENDING_KEY = "cf_agents_destroy_pending"
+
+
+class AlarmMixin:
+    async def _schedule_next_alarm(self: Any) -> None:
+        """Arm the slot at the earliest candidate, or clear it when there is none."""
+        if self._is_facet:
+            await self._facet_reschedule_root()
+            return
+        host = self.host
+        now = host.clock.now_ms()
+        if host.kv.get(DESTROY_PENDING_KEY):
+            host.alarm.set_alarm(now)
+            return
+        candidates = [
+            *self._schedule_alarm_candidates(now),
+            *self._keep_alive_candidates(now),
+            *self._recovery_alarm_candidates(now),
+            *self._facet_lease_candidates(now),
+        ]
+        if candidates:
+            host.alarm.set_alarm(min(candidates))
+        else:
+            host.alarm.delete_alarm()
+
+    def _schedule_alarm_candidates(self: Any, now: int) -> list[int]:
+        now_s = now // 1000
+        hung_cutoff = now_s - self._options.hung_schedule_timeout_seconds
+        out = []
+        ready = self.sql(
+            "SELECT MIN(time) AS t FROM cf_agents_schedules WHERE type != 'interval' "
+            "OR running = 0 OR COALESCE(execution_started_at, 0) <= ?",
+            hung_cutoff,
+        )
+        if ready and ready[0]["t"] is not None:
+            out.append(max(ready[0]["t"] * 1000, now + 1))
+        running = self.sql(
+            "SELECT MIN(execution_started_at) AS s FROM cf_agents_schedules "
+            "WHERE type = 'interval' AND running = 1 AND COALESCE(execution_started_at, 0) > ?",
+            hung_cutoff,
+        )
+        if running and running[0]["s"] is not None:
+            out.append((running[0]["s"] + self._options.hung_schedule_timeout_seconds) * 1000)
+        return out
+
+    def _keep_alive_candidates(self: Any, now: int) -> list[int]:
+        if self._keep_alive_refs > 0:
+            return [now + self._options.keep_alive_interval_ms]
+        return []
+
+    def _recovery_alarm_candidates(self: Any, now: int) -> list[int]:
+        if not self._has_pending_fiber_recovery():
+            return []
+        exponent = min(self._recovery_no_progress_scans, FIBER_RECOVERY_BACKOFF_MAX_EXP)
+        delay = self._options.keep_alive_interval_ms * 2**exponent
+        return [now + min(FIBER_RECOVERY_MAX_BACKOFF_MS, delay)]
+
+    def _facet_lease_candidates(self: Any, now: int) -> list[int]:
+        rows = self.sql("SELECT 1 AS x FROM cf_agents_facet_runs LIMIT 1")
+        return [now + self._options.keep_alive_interval_ms] if rows else []
+
+    async def alarm(self: Any) -> None:
+        """The platform's alarm entry (startup has already run in this incarnation)."""
+        try:
+            await self._run_alarm_body()
+        except Exception as exc:
+            if not await self._handle_alarm_memory_limit(exc):
+                raise
+            return
+        self._clear_alarm_memory_limit_strikes()
+
+    async def _run_alarm_body(self: Any) -> None:
+        if self.host.kv.get(DESTROY_PENDING_KEY):
+            await self.destroy()
+            return
+        await self.on_alarm()
+        await self._process_due_schedules()
+        if self._destroyed:
+            return
+        await self._on_alarm_housekeeping()
+        await self._schedule_next_alarm()
+
+    async def _on_alarm_housekeeping(self: Any) -> None:
+        await self._check_run_fibers()
+        await self._check_facet_run_fibers()
+
+    async def on_alarm(self) -> None:
+        """Host hook run at the start of every alarm (empty by default)."""

@@ -1,0 +1,367 @@
+"""Sub-agents (facets): children in the root's isolate with their own SQLite and no alarm.
+
+Everything alarm-backed in a facet goes through the top-level ("root") agent (spec fibers §3.4,
+§4.7, §6.9): a facet's keepAlive is a lease counted in the root's refs; a facet's fiber registers
+a lease row in the root's `cf_agents_facet_runs`, which keeps the root's alarm at its heartbeat
+interval; the root's alarm housekeeping walks each leased owner path hop by hop (checking each
+parent's registry) and runs the facet's own recovery scan; schedules of a facet live on the root
+and are dispatched back into it the same way. A registry entry that has gone makes the root prune
+that whole sub-tree's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from agents_core.errors import InvalidArgument
+
+__all__ = ["FacetsMixin", "encode_owner_path"]
+
+Step = Mapping[str, str]
+"""One hop of an owner path: {"className": ..., "name": ...}."""
+
+
+def encode_owner_path(path: Sequence[Step]) -> str:
+    """The SDK's key: encodeURIComponent(class):encodeURIComponent(name) joined by '/'."""
+    safe = "-_.!~*'()"
+    return "/".join(
+        f"{quote(s['className'], safe=safe)}:{quote(s['name'], safe=safe)}" for s in path
+    )
+
+
+def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
+    try:
+        path = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(path, list) or not path:
+        return None
+    if not all(
+        isinstance(s, dict)
+        and isinstance(s.get("className"), str)
+        and isinstance(s.get("name"), str)
+        for s in path
+    ):
+        return None
+    return [{"className": s["className"], "name": s["name"]} for s in path]
+
+
+class FacetsMixin:
+    def _init_facet_state(self: Any) -> None:
+        steps = self.host.facets.path
+        self._self_path = [{"className": c, "name": n} for c, n in steps]
+        self._is_facet = len(steps) > 1
+        self._facet_keep_alive_tokens: dict[str, None] = {}
+
+    def _hydrate_facet_identity(self: Any) -> None:
+        if self._is_facet and not self.host.kv.get("cf_agents_is_facet"):
+            self.host.kv.put("cf_agents_is_facet", True)
+            self.host.kv.put("cf_agents_facet_name", self.name)
+            self.host.kv.put("cf_agents_parent_path", self._self_path[:-1])
+
+    def _self_path_key(self: Any) -> str:
+        return encode_owner_path(self._self_path)
+
+    # -- the public sub-agent API ---------------------------------------------------------------
+    async def sub_agent(self: Any, cls: type, name: str) -> Any:
+        """The child `cls` named `name` (created on first use, its startup run on resolution)."""
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise InvalidArgument(
+                f"sub-agent name must be a non-empty string without NUL, got {name!r}"
+            )
+        self.sql(
+            "INSERT OR IGNORE INTO cf_agents_sub_agents (class, name, created_at) VALUES (?, ?, ?)",
+            cls.__name__,
+            name,
+            self.host.clock.now_ms(),
+        )
+        return await self.host.facets.resolve(cls, name)
+
+    def has_sub_agent(self: Any, cls_or_name: type | str, name: str) -> bool:
+        class_name = cls_or_name if isinstance(cls_or_name, str) else cls_or_name.__name__
+        rows = self.sql(
+            "SELECT 1 AS x FROM cf_agents_sub_agents WHERE class = ? AND name = ?", class_name, name
+        )
+        return bool(rows)
+
+    def list_sub_agents(self: Any) -> list[dict[str, Any]]:
+        return self.sql(
+            "SELECT class, name, created_at FROM cf_agents_sub_agents ORDER BY created_at"
+        )
+
+    async def delete_sub_agent(self: Any, cls: type, name: str) -> None:
+        """Abort the child, wipe its storage, and prune its sub-tree's schedules and leases."""
+        self.sql(
+            "DELETE FROM cf_agents_sub_agents WHERE class = ? AND name = ?", cls.__name__, name
+        )
+        prefix = [*self._self_path, {"className": cls.__name__, "name": name}]
+        await self._on_root("_cf_cleanup_facet_prefix", prefix)
+        self.host.facets.delete(cls, name)
+
+    async def destroy(self: Any, *, deferred: bool = False) -> None:
+        """Delete this agent. A facet is removed by its parent (sub-tree pruned on the root); a
+        top-level agent wipes its storage and alarm and aborts. `deferred=True` (top-level) only
+        sets the destroy marker and lets the next alarm, armed for now, do it."""
+        if self._is_facet:
+            await self._on_root("_cf_cleanup_facet_prefix", list(self._self_path))
+            parent = self.host.facets.parent()
+            await parent.call("delete_sub_agent", type(self), self.name)
+            return
+        if deferred:
+            self.host.kv.put("cf_agents_destroy_pending", True)
+            await self._schedule_next_alarm()
+            return
+        self._destroyed = True
+        self.host.lifecycle.delete_all_storage()
+        self.host.lifecycle.abort("destroyed")
+
+    async def _on_root(self: Any, method: str, *args: Any) -> Any:
+        if not self._is_facet:
+            return await getattr(self, method)(*args)
+        return await self.host.facets.root().call(method, *args)
+
+    # -- keepAlive and the alarm, from a facet ---------------------------------------------------
+    async def _facet_keep_alive(self: Any) -> Callable[[], None]:
+        root = self.host.facets.root()
+        token = await root.call("_cf_acquire_facet_keep_alive", self._self_path_key())
+        disposed = False
+
+        async def release() -> None:
+            try:
+                await root.call("_cf_release_facet_keep_alive", token)
+            except Exception as exc:  # noqa: BLE001 - a failed release is only logged
+                self._log("error", f"failed to release facet keepAlive {token}: {exc}")
+
+        def dispose() -> None:
+            nonlocal disposed
+            if not disposed:
+                disposed = True
+                self.host.tasks.wait_until(release())
+
+        return dispose
+
+    async def _facet_reschedule_root(self: Any) -> None:
+        await self.host.facets.root().call("_cf_reschedule")
+
+    async def _cf_reschedule(self: Any) -> None:
+        await self._schedule_next_alarm()
+
+    async def _cf_acquire_facet_keep_alive(self: Any, owner_key: str) -> str:
+        token = f"{owner_key}:{self.host.entropy.nanoid(9)}"
+        self._facet_keep_alive_tokens[token] = None
+        self._keep_alive_refs += 1
+        if self._keep_alive_refs == 1:
+            await self._schedule_next_alarm()
+        return token
+
+    async def _cf_release_facet_keep_alive(self: Any, token: str) -> None:
+        if token not in self._facet_keep_alive_tokens:
+            return
+        del self._facet_keep_alive_tokens[token]
+        self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
+        await self._schedule_next_alarm()
+
+    # -- fiber leases ---------------------------------------------------------------------------
+    async def _facet_register_run(self: Any, fiber_id: str) -> None:
+        await self.host.facets.root().call(
+            "_cf_register_facet_run",
+            json.dumps(self._self_path, separators=(",", ":")),
+            self._self_path_key(),
+            fiber_id,
+        )
+
+    async def _facet_unregister_run_logged(self: Any, fiber_id: str) -> None:
+        try:
+            await self.host.facets.root().call(
+                "_cf_unregister_facet_run", self._self_path_key(), fiber_id
+            )
+        except Exception as exc:  # noqa: BLE001 - root housekeeping prunes the lease later
+            self._log("error", f"failed to unregister facet fiber {fiber_id}: {exc}")
+
+    async def _cf_register_facet_run(
+        self: Any, owner_path: str, owner_key: str, run_id: str
+    ) -> None:
+        self.sql(
+            "INSERT OR REPLACE INTO cf_agents_facet_runs (owner_path, owner_path_key, run_id, "
+            "created_at) VALUES (?, ?, ?, ?)",
+            owner_path,
+            owner_key,
+            run_id,
+            self.host.clock.now_ms(),
+        )
+        await self._schedule_next_alarm()
+
+    async def _cf_unregister_facet_run(self: Any, owner_key: str, run_id: str) -> None:
+        self.sql(
+            "DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ? AND run_id = ?",
+            owner_key,
+            run_id,
+        )
+        await self._schedule_next_alarm()
+
+    # -- root housekeeping: recovery inside facets ----------------------------------------------
+    async def _check_facet_run_fibers(self: Any) -> None:
+        if self._is_facet:
+            return
+        owners: dict[str, str] = {}
+        for row in self.sql(
+            "SELECT owner_path, owner_path_key FROM cf_agents_facet_runs ORDER BY created_at ASC"
+        ):
+            owners.setdefault(row["owner_path_key"], row["owner_path"])
+        for owner_key, owner_path in owners.items():
+            path = _parse_owner_path(owner_path)
+            if path is None:
+                self.sql("DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ?", owner_key)
+                continue
+            try:
+                count = await self._cf_check_run_fibers_for_facet(path[1:])
+            except Exception as exc:  # noqa: BLE001 - leases kept, retried on the next alarm
+                self._log("error", f"facet recovery check for {owner_key} failed: {exc}")
+                continue
+            if count == 0:
+                self.sql("DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ?", owner_key)
+
+    async def _cf_check_run_fibers_for_facet(self: Any, steps: list[dict[str, str]]) -> int:
+        """Walk down `steps`; at the owner run its scan and return its total run-row count."""
+        if not steps:
+            await self._check_run_fibers()
+            return len(self.sql("SELECT id FROM cf_agents_runs"))
+        child = await self._resolve_registered_child(steps[0])
+        if child is None:
+            return 0
+        return await child.call("_cf_check_run_fibers_for_facet", steps[1:])
+
+    async def _resolve_registered_child(self: Any, step: Mapping[str, str]) -> Any | None:
+        if not self.has_sub_agent(step["className"], step["name"]):
+            return None
+        return await self.host.facets.resolve_named(step["className"], step["name"])
+
+    # -- schedules of a facet live on the root ------------------------------------------------
+    async def _store_schedule(
+        self: Any, timing: Any, callback: str, payload: Any, **options: Any
+    ) -> Any:
+        if not self._is_facet:
+            return await super()._store_schedule(timing, callback, payload, **options)
+        return await self.host.facets.root().call(
+            "_cf_schedule_for_facet",
+            timing,
+            callback,
+            payload,
+            list(self._self_path),
+            self._self_path_key(),
+            options,
+        )
+
+    async def _cf_schedule_for_facet(
+        self: Any,
+        timing: Any,
+        callback: str,
+        payload: Any,
+        owner_path: list[dict[str, str]],
+        owner_key: str,
+        options: dict[str, Any],
+    ) -> Any:
+        return await self._insert_schedule(
+            timing,
+            callback,
+            payload,
+            retry=options.get("retry"),
+            idempotent=options.get("idempotent"),
+            owner_path=owner_path,
+            owner_path_key=owner_key,
+        )
+
+    async def cancel_schedule(self: Any, id: str) -> bool:
+        if not self._is_facet:
+            return await super().cancel_schedule(id)
+        callback = await self.host.facets.root().call(
+            "_cf_cancel_schedule_for_facet", id, self._self_path_key()
+        )
+        if callback is None:
+            return False
+        self._emit("schedule:cancel", callback=callback, id=id)  # on the facet, not the root
+        return True
+
+    async def _cf_cancel_schedule_for_facet(
+        self: Any, schedule_id: str, owner_key: str
+    ) -> str | None:
+        rows = self.sql(
+            "SELECT callback FROM cf_agents_schedules WHERE id = ? AND owner_path_key = ?",
+            schedule_id,
+            owner_key,
+        )
+        if not rows:
+            return None
+        self.sql(
+            "DELETE FROM cf_agents_schedules WHERE id = ? AND owner_path_key = ?",
+            schedule_id,
+            owner_key,
+        )
+        await self._schedule_next_alarm()
+        return rows[0]["callback"]
+
+    async def list_schedules(self: Any, **filters: Any) -> list[Any]:
+        if not self._is_facet:
+            return await super().list_schedules(**filters)
+        return await self.host.facets.root().call(
+            "_cf_list_schedules_for_facet", self._self_path_key(), filters
+        )
+
+    async def _cf_list_schedules_for_facet(
+        self: Any, owner_key: str, filters: dict[str, Any]
+    ) -> Any:
+        return self._list_schedules_for_owner(owner_key, **filters)
+
+    async def get_schedule_by_id(self: Any, id: str) -> Any:
+        if not self._is_facet:
+            return await super().get_schedule_by_id(id)
+        found = await self.list_schedules(id=id)
+        return found[0] if found else None
+
+    async def _dispatch_facet_schedule(self: Any, row: dict[str, Any]) -> bool:
+        """On the root: walk the row's owner path hop by hop and run the callback in the owner;
+        False (nothing executed) when a hop's registry entry is gone (that sub-tree is pruned)."""
+        path = _parse_owner_path(row["owner_path"])
+        if path is None:
+            raise InvalidArgument(
+                f"schedule {row['id']} has an unreadable owner_path {row['owner_path']!r}"
+            )
+        return await self._cf_dispatch_scheduled_callback(row, path[1:])
+
+    async def _cf_dispatch_scheduled_callback(
+        self: Any, row: dict[str, Any], steps: list[dict[str, str]]
+    ) -> bool:
+        if not steps:
+            await self._execute_schedule_callback(row)
+            return True
+        child = await self._resolve_registered_child(steps[0])
+        if child is None:
+            await self._on_root("_cf_cleanup_facet_prefix", [*self._self_path, steps[0]])
+            return False
+        return await child.call("_cf_dispatch_scheduled_callback", row, steps[1:])
+
+    # -- pruning ---------------------------------------------------------------------------------
+    async def _cf_cleanup_facet_prefix(self: Any, prefix: list[dict[str, str]]) -> None:
+        """On the root: drop every schedule and fiber lease owned at or below `prefix`."""
+
+        def under(text: str | None) -> bool:
+            path = _parse_owner_path(text)
+            return path is not None and path[: len(prefix)] == prefix
+
+        for row in self.sql(
+            "SELECT id, callback, owner_path FROM cf_agents_schedules WHERE owner_path IS NOT NULL"
+        ):
+            if under(row["owner_path"]):
+                self._emit("schedule:cancel", callback=row["callback"], id=row["id"])
+                self.sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
+        for row in self.sql("SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"):
+            if under(row["owner_path"]):
+                self.sql(
+                    "DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ? AND run_id = ?",
+                    row["owner_path_key"],
+                    row["run_id"],
+                )
+        await self._schedule_next_alarm()

@@ -1,0 +1,331 @@
+"""Fibers: durable executions that survive eviction through their last `stash()`.
+
+`run_fiber` (unmanaged) keeps a row in `cf_agents_runs` from start to end, holds a keepAlive
+lease while it runs, and leaves the row behind only when the incarnation dies under it: that
+orphan is what recovery finds. `start_fiber` (managed) adds a ledger row in `cf_agents_fibers`
+with a status machine, idempotency by id or key, waiting, cancellation and management calls
+(spec fibers §5). The ledger's management API lives in `fiber_ledger.py`.
+
+The current fiber is found through a context variable, so `self.stash()` is right with
+concurrent fibers and inside nested helpers, and fails outside any fiber.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents_core.errors import InvalidArgument, NotInFiber
+from agents_core.fiber_ledger import (
+    TERMINAL_STATUSES,
+    FiberInspection,
+    FiberLedgerMixin,
+    StartFiberResult,
+)
+from agents_core.jsontext import to_json_text
+from agents_core.signals import AbortController, AbortSignal
+
+__all__ = ["FiberContext", "FibersMixin"]
+
+
+@dataclass
+class FiberContext:
+    """What a fiber callback receives: its id, its cancel signal and `stash`."""
+
+    id: str
+    signal: AbortSignal
+    stash: Callable[[Any], None]
+    snapshot: None = None
+
+
+@dataclass(frozen=True)
+class _Frame:
+    fiber_id: str
+    stash: Callable[[Any], None]
+
+
+_current_fiber: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar(
+    "agents_core_current_fiber", default=None
+)
+
+
+class FibersMixin(FiberLedgerMixin):
+    # -- unmanaged ----------------------------------------------------------------------------
+    async def run_fiber(self: Any, name: str, fn: Callable[[FiberContext], Awaitable[Any]]) -> Any:
+        """Run `fn(ctx)` as a durable fiber; its value, or its error (no retries)."""
+        return await self._run_fiber_internal(self.host.entropy.nanoid(), name, fn)
+
+    def stash(self: Any, data: Any) -> None:
+        """Checkpoint the current fiber (found through the context); full replacement."""
+        frame = _current_fiber.get()
+        if frame is None:
+            raise NotInFiber("stash() called outside a fiber")
+        frame.stash(data)
+
+    async def _run_fiber_internal(
+        self: Any,
+        fiber_id: str,
+        name: str,
+        fn: Callable[[FiberContext], Awaitable[Any]],
+        *,
+        managed: bool = False,
+        signal: AbortSignal | None = None,
+        initial_snapshot: Any = None,
+        has_initial_snapshot: bool = False,
+        wrap_stash: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        if not isinstance(name, str):
+            raise InvalidArgument(f"fiber name must be a string, got {name!r}")
+        now = self.host.clock.now_ms()
+        # Synchronous prefix: the row exists before the caller's first await returns.
+        self.sql(
+            "INSERT INTO cf_agents_runs (id, name, snapshot, created_at) VALUES (?, ?, NULL, ?)",
+            fiber_id,
+            name,
+            now,
+        )
+        self._emit("fiber:run:started", fiberId=fiber_id, fiberName=name, managed=managed)
+        self._run_fiber_active_fibers[fiber_id] = None
+        dispose: Callable[[], None] | None = None
+        registered = False
+
+        def stash(data: Any) -> None:
+            self._write_stash(fiber_id, wrap_stash(data) if wrap_stash else data, managed)
+
+        try:
+            if has_initial_snapshot:
+                self._write_stash(fiber_id, initial_snapshot, managed)
+            if self._is_facet:
+                await self._facet_register_run(fiber_id)
+                registered = True
+            dispose = await self.keep_alive()
+            context = FiberContext(id=fiber_id, signal=signal or AbortSignal(), stash=stash)
+            # set/restore rather than reset(token): a coroutine closed outside its task's context
+            # (by the garbage collector, after its incarnation died) must not raise here.
+            outer = _current_fiber.get()
+            _current_fiber.set(_Frame(fiber_id, stash))
+            try:
+                value = await fn(context)
+            except BaseException as exc:
+                if managed:
+                    self._settle_managed_fiber(fiber_id, ok=False, error=exc, signal=signal)
+                if isinstance(exc, Exception):
+                    self._emit(
+                        "fiber:run:failed",
+                        fiberId=fiber_id,
+                        fiberName=name,
+                        managed=managed,
+                        error=_message(exc),
+                        elapsedMs=self.host.clock.now_ms() - now,
+                    )
+                raise
+            finally:
+                _current_fiber.set(outer)
+            if managed:
+                self._settle_managed_fiber(fiber_id, ok=True, error=None, signal=signal)
+            self._emit(
+                "fiber:run:completed",
+                fiberId=fiber_id,
+                fiberName=name,
+                managed=managed,
+                elapsedMs=self.host.clock.now_ms() - now,
+            )
+            return value
+        finally:
+            self._run_fiber_active_fibers.pop(fiber_id, None)
+            self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+            if dispose is not None:
+                dispose()
+            if registered:
+                await self._facet_unregister_run_logged(fiber_id)
+
+    async def _run_fiber_with_stash_wrapper(
+        self: Any,
+        name: str,
+        fn: Callable[[FiberContext], Awaitable[Any]],
+        *,
+        initial_snapshot: Any,
+        wrap: Callable[[Any], Any],
+    ) -> Any:
+        """Framework use (chat turns): write an initial snapshot and wrap every user stash."""
+        return await self._run_fiber_internal(
+            self.host.entropy.nanoid(),
+            name,
+            fn,
+            initial_snapshot=initial_snapshot,
+            has_initial_snapshot=True,
+            wrap_stash=wrap,
+        )
+
+    def _write_stash(self: Any, fiber_id: str, data: Any, managed: bool) -> None:
+        text = to_json_text(data)
+        self.sql("UPDATE cf_agents_runs SET snapshot = ? WHERE id = ?", text, fiber_id)
+        if managed:
+            # No status condition: a stash after cancel still overwrites the snapshot (SDK).
+            self.sql("UPDATE cf_agents_fibers SET snapshot = ? WHERE fiber_id = ?", text, fiber_id)
+
+    # -- managed --------------------------------------------------------------------------------
+    async def start_fiber(
+        self: Any,
+        name: str,
+        fn: Callable[[FiberContext], Awaitable[Any]],
+        *,
+        fiber_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        wait_for_completion: bool = False,
+    ) -> StartFiberResult:
+        """Accept managed work once per id or key; returns status, never the callback's value."""
+        if fiber_id is not None and (not isinstance(fiber_id, str) or not fiber_id.strip()):
+            raise InvalidArgument(f"fiberId must not be blank (got {fiber_id!r})")
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not idempotency_key.strip()
+        ):
+            raise InvalidArgument(f"idempotencyKey must not be blank (got {idempotency_key!r})")
+        explicit_id = fiber_id is not None
+        fiber_id = fiber_id if explicit_id else self.host.entropy.nanoid()
+        by_id = self._ledger_row(fiber_id)
+        by_key = self._ledger_row_by_key(idempotency_key) if idempotency_key is not None else None
+        if by_key is not None and (
+            (by_id is not None and by_id["fiber_id"] != by_key["fiber_id"])
+            or (explicit_id and by_key["fiber_id"] != fiber_id)
+        ):
+            raise InvalidArgument(
+                f"fiberId and idempotencyKey refer to different fibers "
+                f"(fiberId {fiber_id!r} -> {by_id['fiber_id'] if by_id else None!r}, "
+                f"idempotencyKey {idempotency_key!r} -> {by_key['fiber_id']!r})"
+            )
+        existing = by_id or by_key
+        if existing is not None:
+            if wait_for_completion and existing["status"] not in TERMINAL_STATUSES:
+                waited = await self._wait_for_managed_fiber(existing["fiber_id"])
+                if waited is None:
+                    raise InvalidArgument(f"Fiber {existing['fiber_id']} no longer exists")
+                return StartFiberResult.of(waited, accepted=False)
+            return StartFiberResult.of(FiberInspection.from_row(existing), accepted=False)
+        metadata_json = to_json_text(metadata, "metadata") if metadata else None
+        self.sql(
+            "INSERT INTO cf_agents_fibers (fiber_id, idempotency_key, name, status, snapshot, "
+            "metadata_json, error_message, created_at, started_at, completed_at) "
+            "VALUES (?, ?, ?, 'pending', NULL, ?, NULL, ?, NULL, NULL)",
+            fiber_id,
+            idempotency_key,
+            name,
+            metadata_json,
+            self.host.clock.now_ms(),
+        )
+        accepted = FiberInspection.from_row(self._ledger_row(fiber_id))
+        execution = self.host.tasks.wait_until(self._execute_managed_fiber(fiber_id, name, fn))
+        if not execution.done():
+            self._managed_fiber_executions[fiber_id] = execution
+        if wait_for_completion:
+            waited = await self._wait_for_managed_fiber(fiber_id)
+            if waited is None:
+                raise InvalidArgument(f"Fiber {fiber_id} no longer exists")
+            return StartFiberResult.of(waited, accepted=True)
+        return StartFiberResult.of(accepted, accepted=True)
+
+    async def _execute_managed_fiber(
+        self: Any, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+    ) -> None:
+        try:
+            row = self._ledger_row(fiber_id)
+            if row is None or row["status"] != "pending":
+                return
+            controller = AbortController()
+            self._managed_fiber_abort_controllers[fiber_id] = controller
+            changed = self.host.sql.execute(
+                "UPDATE cf_agents_fibers SET status = 'running', started_at = ? "
+                "WHERE fiber_id = ? AND status = 'pending'",
+                (self.host.clock.now_ms(), fiber_id),
+            )
+            if not changed:
+                return
+            try:
+                await self._run_fiber_internal(
+                    fiber_id, name, fn, managed=True, signal=controller.signal
+                )
+            except Exception as exc:  # noqa: BLE001 - settled in the ledger, logged, not rethrown
+                # A failure before the callback could run (a run-row id collision, keepAlive)
+                # reaches here with the row still `running`; a callback failure is already settled.
+                self._settle_managed_fiber(fiber_id, ok=False, error=exc, signal=controller.signal)
+                self._log("error", f'managed fiber "{name}" ({fiber_id}) failed: {_message(exc)}')
+        finally:
+            self._managed_fiber_abort_controllers.pop(fiber_id, None)
+            self._managed_fiber_executions.pop(fiber_id, None)
+
+    def _settle_managed_fiber(
+        self: Any, fiber_id: str, *, ok: bool, error: BaseException | None, signal: Any
+    ) -> None:
+        now = self.host.clock.now_ms()
+        if ok:
+            self.sql(
+                "UPDATE cf_agents_fibers SET status = 'completed', completed_at = ? "
+                "WHERE fiber_id = ? AND status = 'running'",
+                now,
+                fiber_id,
+            )
+        else:
+            status = "aborted" if signal is not None and signal.aborted else "error"
+            self.sql(
+                "UPDATE cf_agents_fibers SET status = ?, error_message = ?, completed_at = ? "
+                "WHERE fiber_id = ? AND status = 'running'",
+                status,
+                _message(error),
+                now,
+                fiber_id,
+            )
+        self._notify_managed_fiber_terminal(fiber_id)
+
+    async def _wait_for_managed_fiber(self: Any, fiber_id: str) -> FiberInspection | None:
+        row = self._ledger_row(fiber_id)
+        if row is None or row["status"] in TERMINAL_STATUSES:
+            return FiberInspection.from_row(row) if row else None
+        if fiber_id not in self._managed_fiber_executions:
+            await self._check_run_fibers()  # the third recovery trigger (spec fibers §6.1)
+        row = self._ledger_row(fiber_id)
+        if row is None or row["status"] in TERMINAL_STATUSES:
+            return FiberInspection.from_row(row) if row else None
+        waiter = self.host.tasks.deferred()
+        self._managed_fiber_terminal_waiters.setdefault(fiber_id, []).append(waiter)
+        await waiter
+        row = self._ledger_row(fiber_id)
+        return FiberInspection.from_row(row) if row else None
+
+    def _notify_managed_fiber_terminal(self: Any, fiber_id: str) -> None:
+        row = self._ledger_row(fiber_id)
+        if row is not None and row["status"] not in TERMINAL_STATUSES:
+            return
+        for waiter in self._managed_fiber_terminal_waiters.pop(fiber_id, []):
+            waiter.resolve(None)
+
+    def cancel_fiber(self: Any, fiber_id: str, reason: str | None = None) -> bool:
+        """Abort a pending or running managed fiber (cooperatively); False if missing/terminal."""
+        row = self._ledger_row(fiber_id)
+        if row is None or row["status"] in TERMINAL_STATUSES:
+            return False
+        self.sql(
+            "UPDATE cf_agents_fibers SET status = 'aborted', error_message = ?, completed_at = ? "
+            "WHERE fiber_id = ? AND status IN ('pending', 'running')",
+            reason,
+            self.host.clock.now_ms(),
+            fiber_id,
+        )
+        controller = self._managed_fiber_abort_controllers.get(fiber_id)
+        if controller is not None:
+            controller.abort(reason)
+        self._notify_managed_fiber_terminal(fiber_id)
+        return True
+
+    def cancel_fiber_by_key(self: Any, idempotency_key: str, reason: str | None = None) -> bool:
+        row = self._ledger_row_by_key(idempotency_key)
+        return False if row is None else self.cancel_fiber(row["fiber_id"], reason)
+
+
+def _message(error: BaseException | None) -> str:
+    if error is None:
+        return ""
+    text = str(error)
+    return text if text else type(error).__name__

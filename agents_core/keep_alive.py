@@ -1,0 +1,56 @@
+"""keepAlive: ref-counted leases that keep an agent warm through the heartbeat alarm.
+
+No timer and no schedule row: while the count is above zero, the alarm multiplexer adds the
+candidate `now + keep_alive_interval_ms`, and every alarm re-arms it, so the agent is woken
+often enough never to idle out. Refs live in memory and vanish with the incarnation; the
+heartbeat alarm that was armed still fires once afterwards and, finding nothing, clears itself.
+Nothing here emits an observability event (the SDK emits none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+__all__ = ["KeepAliveMixin"]
+
+T = TypeVar("T")
+
+
+class KeepAliveMixin:
+    _keep_alive_refs: int
+
+    async def keep_alive(self: Any) -> Callable[[], None]:
+        """Take a lease; returns its disposer (synchronous and idempotent)."""
+        if self._is_facet:
+            return await self._facet_keep_alive()
+        self._keep_alive_refs += 1
+        if self._keep_alive_refs == 1:
+            await self._schedule_next_alarm()
+        disposed = False
+
+        def dispose() -> None:
+            nonlocal disposed
+            if disposed:
+                return
+            disposed = True
+            self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
+            if self._keep_alive_refs == 0:
+                # Reads the live count when it runs, so an immediate re-acquire wins.
+                self.host.tasks.wait_until(self._schedule_next_alarm_logged())
+
+        return dispose
+
+    async def keep_alive_while(self: Any, fn: Callable[[], Awaitable[T]]) -> T:
+        """Hold a lease while `fn()` runs; release it however `fn` ends."""
+        dispose = await self.keep_alive()
+        try:
+            return await fn()
+        finally:
+            dispose()
+
+    async def _schedule_next_alarm_logged(self: Any) -> None:
+        try:
+            await self._schedule_next_alarm()
+        except Exception as exc:  # noqa: BLE001 - a background reschedule only logs
+            self._log("error", f"failed to reschedule the alarm: {exc}")

@@ -1,0 +1,82 @@
+"""Static agent options (the SDK's `static options`) and their defaults.
+
+A subclass sets `options = {"keep_alive_interval_ms": 2_000, ...}`; each field falls back to its
+default on its own, and an explicit 0 is kept (the SDK uses `??`). Unknown names are an error
+that lists the known ones, so a typo never silently means "default".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = ["AgentOptions", "RetryOptions", "resolve_options", "resolve_retry"]
+
+DEFAULT_KEEP_ALIVE_INTERVAL_MS = 30_000
+
+
+@dataclass(frozen=True)
+class RetryOptions:
+    """Schedule callback retries: attempts and the full-jitter backoff bounds."""
+
+    max_attempts: int = 3
+    base_delay_ms: int = 100
+    max_delay_ms: int = 3_000
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    keep_alive_interval_ms: int = DEFAULT_KEEP_ALIVE_INTERVAL_MS
+    hung_schedule_timeout_seconds: int = 30
+    retry: RetryOptions = RetryOptions()
+    fiber_recovery_hook_timeout_ms: int = 10_000
+    fiber_recovery_scan_deadline_ms: int = 10_000
+    fiber_recovery_max_age_ms: int = 86_400_000
+    max_alarm_memory_limit_strikes: int = 3
+    # agent-tool options (used by agents_core.agent_tools)
+    max_concurrent_agent_tools: int | None = None
+    agent_tool_reattach_no_progress_timeout_ms: int = 120_000
+    agent_tool_reattach_max_window_ms: float = float("inf")
+
+
+_NAMES = tuple(f.name for f in fields(AgentOptions))
+_RETRY_NAMES = tuple(f.name for f in fields(RetryOptions))
+
+
+def resolve_retry(
+    given: Mapping[str, Any] | RetryOptions | None, base: RetryOptions
+) -> RetryOptions:
+    """Per-field fallback over `base`, validated as the SDK's `retries.ts` does."""
+    if given is None:
+        return base
+    if isinstance(given, RetryOptions):
+        given = {f: getattr(given, f) for f in _RETRY_NAMES}
+    unknown = sorted(set(given) - set(_RETRY_NAMES))
+    if unknown:
+        raise ValueError(f"unknown retry option(s) {unknown}; known: {list(_RETRY_NAMES)}")
+    merged = {name: given.get(name, getattr(base, name)) for name in _RETRY_NAMES}
+    if merged.get("max_attempts") is None:
+        merged["max_attempts"] = base.max_attempts
+    attempts, low, high = merged["max_attempts"], merged["base_delay_ms"], merged["max_delay_ms"]
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+        raise ValueError(f"retry.max_attempts must be an integer >= 1, got {attempts!r}")
+    if not isinstance(low, int | float) or low <= 0:
+        raise ValueError(f"retry.base_delay_ms must be > 0, got {low!r}")
+    if not isinstance(high, int | float) or high <= 0:
+        raise ValueError(f"retry.max_delay_ms must be > 0, got {high!r}")
+    if low > high:
+        raise ValueError(f"retry.base_delay_ms ({low}) must be <= retry.max_delay_ms ({high})")
+    return RetryOptions(attempts, low, high)
+
+
+def resolve_options(given: Mapping[str, Any] | None) -> AgentOptions:
+    """The class's `options` mapping over the defaults, field by field."""
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(_NAMES))
+    if unknown:
+        raise ValueError(f"unknown agent option(s) {unknown}; known options: {list(_NAMES)}")
+    values = {name: given[name] for name in _NAMES if given.get(name) is not None}
+    if "retry" in values:
+        values["retry"] = resolve_retry(values["retry"], RetryOptions())
+    return AgentOptions(**values)

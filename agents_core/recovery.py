@@ -1,0 +1,274 @@
+"""Fiber recovery: the scan that finds orphaned fibers and hands them to `on_fiber_recovered`.
+
+An orphan is a run row whose fiber is not executing in this incarnation (its isolate died), or
+a managed ledger row left `pending`/`running` with no run row. The scan runs before the user's
+`on_start`, in alarm housekeeping, and for a duplicate waiting `start_fiber`; one scan at a time.
+Rows go one by one, each hook awaited; a soft deadline stops a long pass, and leftovers are
+offered again on the follow-up alarm with its backoff (spec fibers §6).
+
+Seed decision S1: when the hook throws for a managed fiber, the ledger stays `interrupted` and
+records the hook's error (the SDK writes `error`); `resolve_fiber` can still settle it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberRecoveryResult
+from agents_core.jsontext import parse_json_text
+
+__all__ = ["FiberRecoveryContext", "RecoveryMixin"]
+
+
+@dataclass(frozen=True)
+class FiberRecoveryContext:
+    """What `on_fiber_recovered` receives; managed-only fields are None for unmanaged fibers."""
+
+    id: str
+    name: str
+    snapshot: Any
+    created_at: int
+    recovery_reason: str = "interrupted"
+    status: str | None = None
+    idempotency_key: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def managed(self) -> bool:
+        return self.status is not None
+
+
+class _ScanDeadline(Exception):
+    pass
+
+
+class RecoveryMixin:
+    async def on_fiber_recovered(self: Any, ctx: FiberRecoveryContext) -> Any:
+        """Called for each orphaned fiber. Return nothing (unmanaged: the row is dropped; managed:
+        the ledger stays `interrupted`), a `FiberRecoveryResult` (managed), or raise (retried)."""
+        self._log(
+            "warn",
+            f'Fiber "{ctx.name}" ({ctx.id}) was interrupted. Override on_fiber_recovered to '
+            "resume or record it.",
+        )
+        return None
+
+    async def _handle_internal_fiber_recovery(self: Any, ctx: FiberRecoveryContext) -> bool:
+        """Framework hosts (chat) claim their own fibers here; plain agents claim none."""
+        return False
+
+    def _has_pending_fiber_recovery(self: Any) -> bool:
+        active = self._run_fiber_active_fibers
+        for row in self.sql("SELECT id FROM cf_agents_runs"):
+            if row["id"] not in active:
+                return True
+        ledger_only = self.sql(
+            "SELECT 1 AS x FROM cf_agents_fibers WHERE status IN ('pending', 'running') "
+            "AND fiber_id NOT IN (SELECT id FROM cf_agents_runs) LIMIT 1"
+        )
+        return bool(ledger_only)
+
+    async def _check_run_fibers(self: Any) -> None:
+        """One recovery pass; returns at once if a pass is already running in this incarnation."""
+        if self._run_fiber_recovery_in_progress:
+            return
+        self._run_fiber_recovery_in_progress = True
+        scan_start = self.host.clock.now_ms()
+        progress = False
+        try:
+            try:
+                progress = await self._recover_run_rows(scan_start)
+                progress = await self._recover_ledger_only_rows(scan_start) or progress
+            except _ScanDeadline as stop:
+                progress = bool(stop.args[0])
+        finally:
+            self._run_fiber_recovery_in_progress = False
+            if progress:
+                self._recovery_no_progress_scans = 0
+            elif self._has_pending_fiber_recovery():
+                self._recovery_no_progress_scans += 1
+            else:
+                self._recovery_no_progress_scans = 0
+
+    def _past_deadline(self: Any, scan_start: int, row_id: str, name: str, managed: bool) -> bool:
+        deadline = self._options.fiber_recovery_scan_deadline_ms
+        elapsed = self.host.clock.now_ms() - scan_start
+        if deadline > 0 and elapsed > deadline:
+            extra = {"managed": True} if managed else {}
+            self._emit(
+                "fiber:recovery:skipped",
+                fiberId=row_id,
+                fiberName=name,
+                reason="scan_deadline_exceeded",
+                elapsedMs=elapsed,
+                **extra,
+            )
+            return True
+        return False
+
+    async def _recover_run_rows(self: Any, scan_start: int) -> bool:
+        progress = False
+        rows = self.sql("SELECT id, name, snapshot, created_at FROM cf_agents_runs ORDER BY rowid")
+        for row in rows:
+            fiber_id, name, created_at = row["id"], row["name"], row["created_at"]
+            if self._past_deadline(scan_start, fiber_id, name, managed=False):
+                raise _ScanDeadline(progress)
+            if fiber_id in self._run_fiber_active_fibers:
+                continue
+            parsed, snapshot = parse_json_text(row["snapshot"])
+            if not parsed:
+                self._log("warn", f"corrupted snapshot of fiber {fiber_id}; recovering with null")
+            ledger = self._ledger_row(fiber_id)
+            self._emit_detected(fiber_id, name, ledger is not None, created_at)
+            if ledger is not None and ledger["status"] in TERMINAL_STATUSES:
+                self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+                progress = True
+                self._notify_managed_fiber_terminal(fiber_id)
+                continue
+            ctx = FiberRecoveryContext(fiber_id, name, snapshot, created_at)
+            if ledger is not None:
+                self.sql(
+                    "UPDATE cf_agents_fibers SET status = 'interrupted', snapshot = ?, "
+                    "completed_at = ? WHERE fiber_id = ? AND status IN ('pending', 'running')",
+                    row["snapshot"],
+                    self.host.clock.now_ms(),
+                    fiber_id,
+                )
+                ctx = self._managed_context(ctx, ledger)
+            ok = await self._run_fiber_recovery_hook(ctx, ledger)
+            max_age = self._options.fiber_recovery_max_age_ms
+            age = self.host.clock.now_ms() - created_at
+            too_old = max_age > 0 and age > max_age
+            if ok or ledger is not None or too_old:
+                if not ok and ledger is None and too_old:
+                    self._emit(
+                        "fiber:recovery:skipped",
+                        fiberId=fiber_id,
+                        fiberName=name,
+                        reason="max_age_exceeded",
+                        elapsedMs=age,
+                    )
+                self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+                progress = True
+            if ledger is not None:
+                self._notify_managed_fiber_terminal(fiber_id)
+        return progress
+
+    async def _recover_ledger_only_rows(self: Any, scan_start: int) -> bool:
+        progress = False
+        rows = self.sql(
+            "SELECT * FROM cf_agents_fibers WHERE status IN ('pending', 'running') "
+            "AND fiber_id NOT IN (SELECT id FROM cf_agents_runs) ORDER BY created_at, fiber_id"
+        )
+        for ledger in rows:
+            fiber_id, name = ledger["fiber_id"], ledger["name"]
+            if self._past_deadline(scan_start, fiber_id, name, managed=True):
+                raise _ScanDeadline(progress)
+            if fiber_id in self._run_fiber_active_fibers:
+                continue
+            self.sql(
+                "UPDATE cf_agents_fibers SET status = 'interrupted', completed_at = ? "
+                "WHERE fiber_id = ? AND status IN ('pending', 'running')",
+                self.host.clock.now_ms(),
+                fiber_id,
+            )
+            _, snapshot = parse_json_text(ledger["snapshot"])
+            ctx = self._managed_context(
+                FiberRecoveryContext(fiber_id, name, snapshot, ledger["created_at"]), ledger
+            )
+            self._emit_detected(fiber_id, name, True, ledger["created_at"])
+            await self._run_fiber_recovery_hook(ctx, ledger)
+            progress = True
+            self._notify_managed_fiber_terminal(fiber_id)
+        return progress
+
+    def _managed_context(
+        self: Any, ctx: FiberRecoveryContext, ledger: dict[str, Any]
+    ) -> FiberRecoveryContext:
+        ok, metadata = parse_json_text(ledger["metadata_json"])
+        return FiberRecoveryContext(
+            ctx.id,
+            ctx.name,
+            ctx.snapshot,
+            ctx.created_at,
+            ctx.recovery_reason,
+            status="interrupted",
+            idempotency_key=ledger["idempotency_key"],
+            metadata=metadata if ok and isinstance(metadata, dict) else None,
+        )
+
+    def _emit_detected(self: Any, fiber_id: str, name: str, managed: bool, created_at: int) -> None:
+        age = self.host.clock.now_ms() - created_at
+        for event in ("fiber:recovery:detected", "fiber:run:interrupted"):
+            self._emit(
+                event,
+                fiberId=fiber_id,
+                fiberName=name,
+                managed=managed,
+                recoveryReason="interrupted",
+                elapsedMs=age,
+            )
+
+    async def _run_fiber_recovery_hook(
+        self: Any, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
+    ) -> bool:
+        managed = ledger is not None
+        common = {
+            "fiberId": ctx.id,
+            "fiberName": ctx.name,
+            "managed": managed,
+            "recoveryReason": ctx.recovery_reason,
+        }
+        self._emit("fiber:recovery:attempt", **common, elapsedMs=None)
+        started = self.host.clock.now_ms()
+        try:
+            handled = await self._internal_recovery_with_timeout(ctx)
+            if not handled:
+                result = await self.on_fiber_recovered(ctx)
+                if managed and result:
+                    self._apply_fiber_recovery_result(ctx.id, FiberRecoveryResult.coerce(result))
+            status = "internal" if handled else ("managed" if managed else "user")
+            self._emit(
+                "fiber:recovery:handled",
+                **common,
+                elapsedMs=self.host.clock.now_ms() - started,
+                status=status,
+            )
+            return True
+        except Exception as exc:  # noqa: BLE001 - a failing hook is recorded, never propagated
+            message = str(exc) or type(exc).__name__
+            if managed:
+                # S1: stays `interrupted`; the hook's error is recorded for later analysis.
+                self.sql(
+                    "UPDATE cf_agents_fibers SET error_message = ? "
+                    "WHERE fiber_id = ? AND status = 'interrupted'",
+                    message,
+                    ctx.id,
+                )
+                self._notify_managed_fiber_terminal(ctx.id)
+            self._emit(
+                "fiber:recovery:failed",
+                **common,
+                elapsedMs=self.host.clock.now_ms() - started,
+                error=message,
+                reason="handler_error",
+            )
+            self._log("error", f'recovery of fiber "{ctx.name}" ({ctx.id}) failed: {message}')
+            return False
+
+    async def _internal_recovery_with_timeout(self: Any, ctx: FiberRecoveryContext) -> bool:
+        timeout_ms = self._options.fiber_recovery_hook_timeout_ms
+        if timeout_ms <= 0:
+            return bool(await self._handle_internal_fiber_recovery(ctx))
+        handler = self.host.tasks.wait_until(self._handle_internal_fiber_recovery(ctx))
+        if handler.done():
+            return bool(await handler)
+        timeout = self.host.tasks.deferred()
+
+        async def expire() -> None:
+            await self.host.clock.sleep(timeout_ms)
+            timeout.reject(TimeoutError(f"internal fiber recovery timed out after {timeout_ms} ms"))
+
+        self.host.tasks.wait_until(expire())
+        return bool(await self.host.tasks.race(handler, timeout))

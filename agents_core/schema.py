@@ -1,0 +1,89 @@
+"""The runtime's SQLite tables, named and typed exactly as the SDK's (schema version 11), so a
+storage snapshot can be diffed against the real SDK's. Time units differ per table on purpose:
+schedules in Unix seconds, fiber tables in epoch milliseconds."""
+
+from __future__ import annotations
+
+from agents_core.host import SqlStorage
+
+__all__ = ["CURRENT_SCHEMA_VERSION", "SCHEMA_VERSION_ROW_ID", "ensure_schema"]
+
+CURRENT_SCHEMA_VERSION = 11
+SCHEMA_VERSION_ROW_ID = "cf_schema_version"
+
+STATE_DDL = "CREATE TABLE IF NOT EXISTS cf_agents_state (id TEXT PRIMARY KEY NOT NULL, state TEXT)"
+
+DDL = (
+    """CREATE TABLE IF NOT EXISTS cf_agents_schedules (
+        id TEXT PRIMARY KEY NOT NULL DEFAULT (randomblob(9)),
+        callback TEXT,
+        payload TEXT,
+        type TEXT NOT NULL CHECK(type IN ('scheduled', 'delayed', 'cron', 'interval')),
+        time INTEGER,
+        delayInSeconds INTEGER,
+        cron TEXT,
+        intervalSeconds INTEGER,
+        running INTEGER DEFAULT 0,
+        created_at INTEGER DEFAULT (unixepoch()),
+        execution_started_at INTEGER,
+        retry_options TEXT,
+        owner_path TEXT,
+        owner_path_key TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS cf_agents_runs (
+        id TEXT PRIMARY KEY NOT NULL,
+        name TEXT NOT NULL,
+        snapshot TEXT,
+        created_at INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS cf_agents_fibers (
+        fiber_id TEXT PRIMARY KEY,
+        idempotency_key TEXT UNIQUE,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        snapshot TEXT,
+        metadata_json TEXT,
+        error_message TEXT,
+        created_at INTEGER NOT NULL,
+        started_at INTEGER,
+        completed_at INTEGER
+    )""",
+    "CREATE INDEX IF NOT EXISTS idx_fibers_status_created "
+    "ON cf_agents_fibers (status, created_at, fiber_id)",
+    "CREATE INDEX IF NOT EXISTS idx_fibers_name_status_created "
+    "ON cf_agents_fibers (name, status, created_at, fiber_id)",
+    "CREATE INDEX IF NOT EXISTS idx_fibers_status_completed "
+    "ON cf_agents_fibers (status, completed_at, created_at)",
+    """CREATE TABLE IF NOT EXISTS cf_agents_facet_runs (
+        owner_path TEXT NOT NULL,
+        owner_path_key TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (owner_path_key, run_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS idx_facet_runs_owner ON cf_agents_facet_runs (owner_path_key)",
+    """CREATE TABLE IF NOT EXISTS cf_agents_sub_agents (
+        class TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created_at INTEGER,
+        identity_version TEXT,
+        identity_name TEXT,
+        PRIMARY KEY (class, name)
+    )""",
+)
+
+
+def ensure_schema(sql: SqlStorage, extra_ddl: tuple[str, ...] = ()) -> None:
+    """Create the tables unless the stored version is current (the SDK's `_ensureSchema`)."""
+    sql.execute(STATE_DDL)
+    rows = sql.query("SELECT state FROM cf_agents_state WHERE id = ?", (SCHEMA_VERSION_ROW_ID,))
+    stored = int(rows[0]["state"]) if rows and str(rows[0]["state"]).isdigit() else 0
+    if stored >= CURRENT_SCHEMA_VERSION and not extra_ddl:
+        return
+    for statement in (*DDL, *extra_ddl):
+        sql.execute(statement)
+    sql.execute(
+        "INSERT INTO cf_agents_state (id, state) VALUES (?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET state = excluded.state",
+        (SCHEMA_VERSION_ROW_ID, str(CURRENT_SCHEMA_VERSION)),
+    )

@@ -1,0 +1,65 @@
+"""Agent stubs inside one isolate: a sub-agent seen from its parent, the root seen from a facet.
+
+A call on a stub is an RPC: it is delivered to the callee's incarnation as its own event (never
+run inside the caller's turn), waits at the callee's input gate, and fails with `AgentEvicted`
+if the callee dies first. A stub is fenced by its caller: once the caller's incarnation is dead,
+a call delivers nothing. Attribute access gives the same thing as a method:
+`await stub.summarise(text)` is `await stub.call("summarise", text)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from sim.kernel import Gone, SimDeferred
+
+if TYPE_CHECKING:
+    from sim.host import SimHost
+    from sim.platform import AgentRecord, Platform
+
+__all__ = ["SimAgentStub"]
+
+
+class SimAgentStub:
+    """`agents_core.host.AgentStub` for an agent reached from inside the same isolate."""
+
+    def __init__(self, platform: Platform, record: AgentRecord, caller: SimHost | None) -> None:
+        self._platform = platform
+        self._record = record
+        self._caller = caller
+
+    @property
+    def path(self) -> str:
+        return self._record.path
+
+    @property
+    def record(self) -> AgentRecord:
+        return self._record
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        record = self._record
+        if self._caller is not None and self._caller._dead():
+            return Gone()
+        if not callable(getattr(record.cls, method, None)):
+            raise AttributeError(f"{record.cls.__qualname__} has no method {method!r}")
+        caller = SimDeferred(self._platform.kernel)
+
+        async def invoke(instance: Any) -> Any:
+            result = getattr(instance, method)(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                result = await result
+            return result
+
+        # Internal routing calls (_cf_*) are not announced: they would drown the trace.
+        announce = None if method.startswith("_") else {"method": method}
+        self._platform.deliver(record, "rpc", invoke, label="rpc", announce=announce, caller=caller)
+        return caller
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
+        if method.startswith("__"):
+            raise AttributeError(method)
+        return lambda *args, **kwargs: self.call(method, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<SimAgentStub {self._record.path}>"

@@ -1,0 +1,37 @@
+"""Each package's public surface is its explicit `__all__`, pinned here so that a change to it is
+a deliberate change to this file."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "agents_core": ["Agent", "Request", "Response"],
+    "sim": [
+        "PROFILES",
+        "AgentEvicted",
+        "AgentRef",
+        "Client",
+        "FaultProfile",
+        "IncarnationKilled",
+        "Simulation",
+        "SimulationStuck",
+        "StorageError",
+        "Trace",
+        "TraceRecord",
+        "format_sim_time",
+        "parse_duration_ms",
+        "profile_named",
+    ],
+}
+
+
+@pytest.mark.parametrize("package", sorted(PUBLIC))
+def test_public_names_are_pinned(package: str) -> None:
+    """`__all__` is exactly the pinned list, and every name in it exists."""
+    module = importlib.import_module(package)
+    assert sorted(module.__all__) == sorted(PUBLIC[package])
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == []
