@@ -17,6 +17,9 @@ from functools import cache
 from typing import Any, ClassVar
 
 from agents_core import observability
+from agents_core.agent_tools.mixin import AgentToolsMixin
+from agents_core.agent_tools.registry import AGENT_TOOL_RUNS_DDL
+from agents_core.agent_tools.tool import set_current_agent
 from agents_core.alarm import AlarmMixin
 from agents_core.facets import FacetsMixin
 from agents_core.fibers import FibersMixin
@@ -70,7 +73,16 @@ def _options_of(cls: type) -> AgentOptions:
         raise ValueError(f"{cls.__qualname__}.options: {exc}") from None
 
 
-class Agent(KeepAliveMixin, AlarmMixin, SchedulesMixin, FibersMixin, RecoveryMixin, FacetsMixin):
+class Agent(
+    # FacetsMixin first: in a sub-agent it sends schedule calls to the root.
+    FacetsMixin,
+    KeepAliveMixin,
+    AlarmMixin,
+    SchedulesMixin,
+    FibersMixin,
+    RecoveryMixin,
+    AgentToolsMixin,
+):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
 
     initial_state: ClassVar[Any] = None
@@ -97,7 +109,7 @@ class Agent(KeepAliveMixin, AlarmMixin, SchedulesMixin, FibersMixin, RecoveryMix
         self._destroyed = False
         self._executing_schedule_id: str | None = None
         self._init_facet_state()
-        ensure_schema(host.sql)
+        ensure_schema(host.sql, AGENT_TOOL_RUNS_DDL)
 
     # -- storage ----------------------------------------------------------------------------
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
@@ -191,27 +203,59 @@ class Agent(KeepAliveMixin, AlarmMixin, SchedulesMixin, FibersMixin, RecoveryMix
     async def _cf_start(self) -> None:
         """Startup, once per incarnation under the input gate: facet identity, the recovery
         scan, then the user's on_start (recovery runs before on_start, as in the SDK)."""
+        set_current_agent(self)
         self._hydrate_facet_identity()
         await self._check_run_fibers()
+        self._collect_agent_tool_runs_for_recovery()
         self._in_on_start = True
         try:
             await self.on_start()
         finally:
             self._in_on_start = False
+        self._schedule_agent_tool_recovery()
 
     async def _cf_fetch(self, request: Request) -> Response:
+        set_current_agent(self)
+        routed = await self._route_sub_agent_request(request)
+        if routed is not None:
+            return routed
         return await self.on_request(request)
 
+    async def _route_sub_agent_request(self, request: Request) -> Response | None:
+        """`.../sub/<Class>/<name>[/rest]` drills into a sub-agent, gated by on_before_sub_agent."""
+        parts = request.path.strip("/").split("/")
+        if "sub" not in parts:
+            return None
+        at = parts.index("sub")
+        if len(parts) < at + 3:
+            return Response(400, "sub-agent path needs /sub/<class>/<name>")
+        class_name, name = parts[at + 1], parts[at + 2]
+        gate = await self.on_before_sub_agent(request, class_name, name)
+        if isinstance(gate, Response):
+            return gate
+        forwarded = gate if isinstance(gate, Request) else request
+        try:
+            child = await self.host.facets.resolve_named(class_name, name)
+        except LookupError:
+            return Response(404, f"no sub-agent {class_name}/{name}")
+        rest = "/" + "/".join(parts[at + 3 :])
+        return await child.call("_cf_fetch", Request(forwarded.method, rest, forwarded.body,
+                                                     forwarded.headers))
+
     async def _cf_connect(self, connection: Connection) -> None:
+        set_current_agent(self)
         if self.state is not None:
             connection.send({"type": "cf_agent_state", "state": self.state})
+        await self._replay_agent_tool_runs(connection)
         await self.on_connect(connection)
 
     async def _cf_message(self, connection: Connection, message: Any) -> None:
+        set_current_agent(self)
         await self.on_message(connection, message)
 
     async def _cf_close(self, connection: Connection, code: int, reason: str) -> None:
         await self.on_close(connection, code, reason)
 
     async def _cf_alarm(self) -> None:
+        set_current_agent(self)
         await self.alarm()

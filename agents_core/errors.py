@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["AgentsError", "InvalidArgument", "NotInFiber"]
+__all__ = ["AgentReset", "AgentsError", "InvalidArgument", "NotInFiber"]
 
 
 class AgentsError(Exception):
@@ -15,3 +15,14 @@ class InvalidArgument(AgentsError, ValueError):
 
 class NotInFiber(AgentsError, RuntimeError):
     """`stash()` (or another fiber-only call) was made outside a fiber."""
+
+
+class AgentReset(AgentsError):
+    """The agent a call went to was reset (evicted, redeployed, crashed, deleted) before the call
+    finished. Hosts raise a subclass of this from stub calls; `reason` says why (`deploy`,
+    `idle`, `crash`, `deleted`, ...)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path} was reset ({reason}) before the call finished")
+        self.path = path
+        self.reason = reason

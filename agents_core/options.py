@@ -38,6 +38,8 @@ class AgentOptions:
     max_concurrent_agent_tools: int | None = None
     agent_tool_reattach_no_progress_timeout_ms: int = 120_000
     agent_tool_reattach_max_window_ms: float = float("inf")
+    detached_max_budget_ms: float = 86_400_000
+    detached_no_progress_budget_ms: float = 3_600_000
 
 
 _NAMES = tuple(f.name for f in fields(AgentOptions))

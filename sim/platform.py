@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents_core.errors import AgentReset
 from sim.alarms import Alarms
 from sim.clients import Client, ServerConnection
 from sim.faults import FaultProfile
@@ -37,13 +38,12 @@ STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "
 EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash", "destroyed", "deleted")
 
 
-class AgentEvicted(Exception):
+class AgentEvicted(AgentReset):
     """The incarnation handling a call died before the call finished."""
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path} was evicted ({reason}) before the call finished")
-        self.path = path
-        self.reason = reason
+        super().__init__(path, reason)
+        self.args = (f"{path} was evicted ({reason}) before the call finished",)
 
 
 @dataclass(eq=False)
@@ -155,6 +155,15 @@ class Platform:
             raise ValueError(f"sub-agent name must be a non-empty string without NUL, got {name!r}")
         path = f"{parent.path}/{cls.__name__}/{name}"
         record = parent.children.get(path)
+        taken = self.records.get(path) if record is None else None
+        if taken is not None:
+            # Paths are one flat namespace: a name with '/' can spell another agent's path, and
+            # sharing a record would silently share its storage.
+            raise ValueError(
+                f"sub-agent {cls.__name__} {name!r} of {parent.path} would have the path {path}, "
+                f"which is already the path of {taken.cls.__qualname__} {taken.name!r} "
+                f"(steps {list(taken.steps)}); the simulator cannot hold both: rename one"
+            )
         if record is None:
             record = AgentRecord(
                 path=path,

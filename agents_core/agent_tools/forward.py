@@ -1,0 +1,134 @@
+"""Forwarding a child's stream to the parent's clients (spec agent-tools §3.3, §5.5).
+
+The child's tail crosses an RPC boundary, so it is three calls on the child's stub: open (the
+child registers its forwarder, then drains its backlog), read (waits for at least one record or
+the close; None once closed) and close (detaches; never cancels the run). Each record is
+`{sequence, body, chunkSequence}`. The parent broadcasts every record as a `chunk` event with its
+own next sequence, observes progress and milestone chunks, and ends on the close (`done`), on an
+idle window with nothing forwarded (`idle`) or on the caller's abort signal (`aborted`). On idle or
+abort the pending read is abandoned, never cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agents_core.agent_tools.frames import chunk_event, frame
+from agents_core.agent_tools.registry import AgentToolRunInfo
+
+__all__ = ["ForwardOutcome", "ForwardingMixin"]
+
+PROGRESS_TYPES = ("data-agent-progress", "data-agent-milestone")
+
+
+@dataclass(frozen=True)
+class ForwardOutcome:
+    sequence: int
+    """The parent's next sequence after the forwarded chunks."""
+    ended: str
+    """`done` (the tail closed), `idle` or `aborted`."""
+    forwarded: int
+
+
+async def _tagged(tag: str, awaitable: Any) -> tuple[str, Any]:
+    return tag, await awaitable
+
+
+class ForwardingMixin:
+    async def _forward_agent_tool_stream(
+        self: Any,
+        child: Any,
+        run_id: str,
+        parent_tool_call_id: str | None,
+        sequence: int,
+        *,
+        after_sequence: int = -1,
+        signal: Any = None,
+        idle_ms: float | None = None,
+    ) -> ForwardOutcome:
+        host = self.host
+        tail_id = await child.call("open_agent_tool_tail", run_id, after_sequence)
+        forwarded = 0
+        aborted = host.tasks.deferred()
+        if signal is not None:
+            signal.add_listener(lambda _reason: aborted.resolve(("aborted", None)))
+        try:
+            while True:
+                racers = [_tagged("read", child.call("read_agent_tool_tail", tail_id))]
+                if signal is not None:
+                    racers.append(aborted)
+                if idle_ms is not None and 0 < idle_ms < float("inf"):
+                    racers.append(_tagged("idle", host.clock.sleep(int(idle_ms))))
+                tag, batch = await host.tasks.race(*racers)
+                if tag != "read":
+                    return ForwardOutcome(sequence, tag, forwarded)
+                if batch is None:
+                    return ForwardOutcome(sequence, "done", forwarded)
+                sent = 0
+                for record in batch:
+                    body = record.get("body") if isinstance(record, dict) else None
+                    if not isinstance(body, str) or not body:
+                        continue  # blank or body-less records are skipped, as malformed lines are
+                    self.broadcast(frame(parent_tool_call_id, sequence,
+                                         chunk_event(run_id, body, record.get("chunkSequence"))))
+                    sequence += 1
+                    sent += 1
+                    self._observe_forwarded_progress(run_id, body)
+                forwarded += sent
+                if sent:
+                    self._on_agent_tool_stream_progress()
+        finally:
+            host.tasks.wait_until(self._close_tail_quietly(child, tail_id))
+
+    async def _close_tail_quietly(self: Any, child: Any, tail_id: str) -> None:
+        try:
+            await child.call("close_agent_tool_tail", tail_id)
+        except Exception:  # noqa: BLE001 - closing only detaches; a dead child has nothing to detach
+            return
+
+    def _on_agent_tool_stream_progress(self: Any) -> None:
+        """Chat-host parents credit their own recovery progress here; plain agents do nothing."""
+
+    # -- progress observation (§5.5) ---------------------------------------------------------
+    def _observe_forwarded_progress(self: Any, run_id: str, body: str) -> None:
+        try:
+            chunk = json.loads(body)
+        except ValueError:
+            return
+        if not isinstance(chunk, dict) or chunk.get("type") not in PROGRESS_TYPES:
+            return
+        data = chunk.get("data") if isinstance(chunk.get("data"), dict) else {}
+        snapshot: dict[str, Any] = {}
+        for key, kind in (("fraction", (int, float)), ("message", str), ("phase", str)):
+            if isinstance(data.get(key), kind) and not isinstance(data.get(key), bool):
+                snapshot[key] = data[key]
+        if chunk["type"] == "data-agent-milestone" and isinstance(data.get("name"), str):
+            snapshot["milestone"] = data["name"]
+        if "data" in data:
+            snapshot["data"] = data["data"]
+        now = self.host.clock.now_ms()
+        snapshot["at"] = now
+        row = self._read_agent_tool_run(run_id)
+        if row is None:
+            return
+        if row["detached"]:
+            self.sql("UPDATE cf_agent_tool_runs SET last_progress_at = ? WHERE run_id = ?", now, run_id)
+        info = AgentToolRunInfo.from_row(row)
+        self.host.tasks.wait_until(self._call_on_progress(info, snapshot))
+        if chunk["type"] == "data-agent-milestone":
+            self._on_forwarded_milestone(row, data)
+
+    async def _call_on_progress(self: Any, info: AgentToolRunInfo, snapshot: dict[str, Any]) -> None:
+        try:
+            await self.on_progress(info, snapshot)
+        except Exception as exc:  # noqa: BLE001 - best effort: logged, never propagated
+            self._log("warn", f"on_progress failed for run {info.run_id}: {exc}")
+
+    async def on_progress(self: Any, run: AgentToolRunInfo, snapshot: dict[str, Any]) -> None:
+        """A forwarded progress or milestone of one of this agent's runs (best effort: live only,
+        not re-fired after an eviction; use `inspect_agent_tool_run` for the durable state)."""
+
+    def _on_forwarded_milestone(self: Any, row: dict[str, Any], data: dict[str, Any]) -> None:
+        """Live milestone path; the detached notifications hook in here (seed decision S3)."""

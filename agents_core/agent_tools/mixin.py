@@ -1,0 +1,26 @@
+"""`AgentToolsMixin`: everything an agent needs to run other agents as tools, composed from the
+modules of this package (runs, forwarding, the delivery ledger, detached runs, re-attach,
+replay and retention)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents_core.agent_tools.detached import DetachedMixin
+from agents_core.agent_tools.forward import ForwardingMixin
+from agents_core.agent_tools.ledger import LedgerMixin
+from agents_core.agent_tools.reattach import ReattachMixin
+from agents_core.agent_tools.retention import RetentionMixin
+from agents_core.agent_tools.runs import RunsMixin
+
+__all__ = ["AgentToolsMixin"]
+
+
+class AgentToolsMixin(
+    RunsMixin, ForwardingMixin, LedgerMixin, DetachedMixin, ReattachMixin, RetentionMixin
+):
+    def report_progress(self: Any, **progress: Any) -> None:
+        """Progress is reported by chat agents running as agent-tool children; on a plain agent
+        this is a no-op with a warning."""
+        self._log("warn", "report_progress is only supported on chat agents running as agent "
+                  "tools; ignoring on base Agent.")

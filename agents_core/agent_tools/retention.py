@@ -1,0 +1,98 @@
+"""Replay on connect, retention and access control of agent-tool runs (spec agent-tools §3.4,
+§8).
+
+Replay: every new connection gets, for each run in start order, its `started` frame, the child's
+stored chunks and, when the run is terminal (soft or hard), its terminal frame — all marked
+`replay` and sent to that connection only. Clearing cancels children that still run, deletes
+their facets (and so their storage) and the parent rows, silently: no frame, no hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from agents_core.agent_tools.frames import chunk_event, frame, started_event, terminal_event
+from agents_core.agent_tools.registry import TERMINAL
+from agents_core.jsontext import parse_json_text
+
+__all__ = ["RetentionMixin"]
+
+CLEAR_REASON = "clearing agent tool run"
+
+
+class RetentionMixin:
+    async def _replay_agent_tool_runs(self: Any, connection: Any) -> None:
+        for row in self.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
+            run_id, parent = row["run_id"], row["parent_tool_call_id"]
+            _, preview = parse_json_text(row["input_preview"])
+            _, display = parse_json_text(row["display_metadata"])
+            connection.send(frame(parent, 0, started_event(
+                run_id, row["agent_type"], preview, row["display_order"], display), replay=True))
+            sequence = 1
+            for chunk in await self._stored_agent_tool_chunks(row):
+                connection.send(frame(parent, sequence, chunk_event(
+                    run_id, chunk["body"], chunk["sequence"]), replay=True))
+                sequence += 1
+            if row["status"] in TERMINAL:
+                result = self._result_from_agent_tool_row(row)
+                connection.send(frame(parent, sequence, terminal_event(result), replay=True))
+
+    async def _stored_agent_tool_chunks(self: Any, row: dict[str, Any], after: int = -1) -> list[dict[str, Any]]:
+        try:
+            child = await self._agent_tool_child(row["agent_type"], row["run_id"])
+            chunks = await child.call("get_agent_tool_chunks", row["run_id"], after)
+        except Exception:  # noqa: BLE001 - a run whose child cannot be reached replays no chunks
+            return []
+        return [c for c in chunks or [] if isinstance(c, dict) and isinstance(c.get("body"), str)]
+
+    def has_agent_tool_run(self: Any, cls_or_name: type | str, run_id: str) -> bool:
+        """True iff a run with this id and child class exists (cap-rejected ones too)."""
+        name = cls_or_name if isinstance(cls_or_name, str) else cls_or_name.__name__
+        rows = self.sql(
+            "SELECT 1 AS x FROM cf_agent_tool_runs WHERE run_id = ? AND agent_type = ?", run_id, name
+        )
+        return bool(rows)
+
+    async def clear_agent_tool_runs(
+        self: Any, *, status: str | Iterable[str] | None = None,
+        older_than: datetime | int | None = None,
+    ) -> int:
+        """Delete runs (all, or those with these statuses / started before `older_than`),
+        cancelling children that still run and deleting their facets. Returns how many."""
+        statuses = None if status is None else ({status} if isinstance(status, str) else set(status))
+        before = _to_ms(older_than) if older_than is not None else None
+        cleared = 0
+        for row in self.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
+            if statuses is not None and row["status"] not in statuses:
+                continue
+            if before is not None and not row["started_at"] < before:
+                continue
+            await self._clear_one_agent_tool_run(row)
+            cleared += 1
+        return cleared
+
+    async def _clear_one_agent_tool_run(self: Any, row: dict[str, Any]) -> None:
+        run_id = row["run_id"]
+        try:
+            child = await self._agent_tool_child(row["agent_type"], run_id)
+            if row["status"] in ("starting", "running"):
+                await child.call("cancel_agent_tool_run", run_id, CLEAR_REASON)
+            record = getattr(child, "record", None)
+            if record is not None:
+                await self.delete_sub_agent(record.cls, run_id)
+        except Exception as exc:  # noqa: BLE001 - every error is swallowed; the row goes anyway
+            self._log("warn", f"clearing agent tool run {run_id}: {exc}")
+        self.sql("DELETE FROM cf_agent_tool_runs WHERE run_id = ?", run_id)
+
+    async def on_before_sub_agent(self: Any, request: Any, class_name: str, name: str) -> Any:
+        """Gate a drill-in request to a sub-agent: return a Response to answer it here (a
+        recommended gate is 404 unless `has_agent_tool_run(class_name, name)`); None allows."""
+        return None
+
+
+def _to_ms(value: datetime | int) -> int:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
