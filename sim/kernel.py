@@ -222,6 +222,9 @@ class Kernel:
         task = SimTask(self, None, owner, name)
 
         def start(_event: simpy.Event) -> None:
+            if owner is not None and not owner.alive:
+                owner.tasks.pop(task, None)
+                return  # its incarnation died first: the coroutine is never even made
             task.coro = factory()
             self.step(task, None, None)
 

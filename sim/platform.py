@@ -370,13 +370,12 @@ class Platform:
         connection.open = False
         incarnation = connection.incarnation
         incarnation.connections.pop(connection.id, None)
-        self.platform_event(
-            incarnation.record,
+        # The incarnation's own number, even when it is being killed (the record has moved on).
+        self.record(
+            incarnation.record.path,
+            incarnation.number,
             "connection:close",
-            connection=connection.id,
-            code=code,
-            reason=reason,
-            by=by,
+            {"connection": connection.id, "code": code, "reason": reason, "by": by},
         )
         connection.client._saw("close", self.kernel.now_ms, {"code": code, "reason": reason})
         if connection.client.connection is connection:

@@ -18,6 +18,7 @@ from sim.faults import FaultProfile
 from sim.kernel import SimDeferred
 from sim.platform import AgentRecord, Platform
 from sim.sqlite import StorageFault
+from sim.stubs import invoke_method
 from sim.trace import Trace
 from sim.upstream import Service
 
@@ -108,10 +109,7 @@ class Simulation:
         caller = SimDeferred(self.platform.kernel)
 
         async def invoke(instance: Any) -> Any:
-            result = getattr(instance, method)(*args, **kwargs)
-            if hasattr(result, "__await__"):
-                result = await result
-            return result
+            return await invoke_method(instance, method, args, kwargs)
 
         self.platform.deliver(
             record, "rpc", invoke, label="rpc", announce={"method": method}, caller=caller

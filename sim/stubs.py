@@ -18,7 +18,19 @@ if TYPE_CHECKING:
     from sim.host import SimHost
     from sim.platform import AgentRecord, Platform
 
-__all__ = ["SimAgentStub"]
+__all__ = ["SimAgentStub", "invoke_method"]
+
+
+async def invoke_method(instance: Any, method: str, args: Any, kwargs: Any) -> Any:
+    """Run an RPC on an agent instance: through its `_cf_rpc` entry when it has one (it makes
+    itself the ambient agent), else by calling the method directly."""
+    entry = getattr(instance, "_cf_rpc", None)
+    if entry is not None:
+        return await entry(method, tuple(args), dict(kwargs))
+    result = getattr(instance, method)(*args, **kwargs)
+    if hasattr(result, "__await__"):
+        result = await result
+    return result
 
 
 class SimAgentStub:
@@ -46,10 +58,7 @@ class SimAgentStub:
         caller = SimDeferred(self._platform.kernel)
 
         async def invoke(instance: Any) -> Any:
-            result = getattr(instance, method)(*args, **kwargs)
-            if hasattr(result, "__await__"):
-                result = await result
-            return result
+            return await invoke_method(instance, method, args, kwargs)
 
         # Internal routing calls (_cf_*) are not announced: they would drown the trace.
         announce = None if method.startswith("_") else {"method": method}

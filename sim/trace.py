@@ -161,7 +161,10 @@ class Trace:
                 if not line.strip():
                     continue
                 try:
-                    records.append(TraceRecord.from_dict(json.loads(line)))
+                    data = json.loads(line)
+                    if not isinstance(data, dict):
+                        raise TypeError(f"a JSON object is needed, got {type(data).__name__}")
+                    records.append(TraceRecord.from_dict(data))
                 except (ValueError, KeyError, TypeError) as exc:
                     raise ValueError(
                         f"{path}:{number}: not a trace record ({exc}): {line[:120]!r}"

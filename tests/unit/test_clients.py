@@ -102,3 +102,12 @@ def test_frames_are_in_the_trace(sim: Simulation) -> None:
     frames = sim.trace.select("connection:frame", agent=ref.path)
     assert [r.get("frame") for r in frames] == client.frames
     assert {r.get("connection") for r in frames} == {client.connection.id}
+
+
+def test_connections_closed_by_an_eviction_name_the_dying_incarnation(sim: Simulation) -> None:
+    """The close record of a connection ended by an eviction carries that incarnation's number."""
+    ref = sim.agent(Echo, "e")
+    sim.connect(ref)
+    sim.deploy()
+    (close,) = sim.trace.select("connection:close", agent=ref.path)
+    assert close.inc == 1 and close.get("by") == "platform"

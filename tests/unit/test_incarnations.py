@@ -205,3 +205,19 @@ def test_unknown_method_and_eviction_reason_are_named(sim: Simulation) -> None:
         sim.start_call(ref, "nope")
     with pytest.raises(ValueError, match=r"unknown eviction reason 'bored'; allowed: \['idle'"):
         sim.evict(ref, "bored")
+
+
+def test_a_delivery_whose_incarnation_died_first_leaves_no_coroutine(sim: Simulation) -> None:
+    """Connecting, disconnecting and evicting at one instant makes no never-awaited coroutine."""
+    import warnings
+
+    ref = sim.agent(Journal, "j")
+    sim.run_for(1)
+    client = sim.connect(ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        client.disconnect()
+        sim.evict(ref)
+        sim.run_for(10)
+        gc.collect()
+    assert sim.incarnation_of(ref) == 0

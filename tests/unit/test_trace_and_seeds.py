@@ -122,3 +122,11 @@ def test_structlog_rendering_uses_sim_time_and_agent(sim: Simulation) -> None:
     line = render(sim.trace.select("user:shout")[0])
     assert line.startswith("00:01:01.000 Noisy/n#1 user:shout")
     assert "data={'a': 1, 'b': 2}" in line and "when=61000" in line
+
+
+def test_a_trace_line_that_is_not_an_object_is_refused(tmp_path) -> None:
+    """Valid JSON that is not an object is a bad record, reported like any other."""
+    path = tmp_path / "list.jsonl"
+    path.write_text("[]\n")
+    with pytest.raises(ValueError, match=r"list\.jsonl:1: not a trace record .*JSON object"):
+        Trace.read_jsonl(path)
