@@ -1,0 +1,21 @@
+"""scenarios: scenario files (YAML) that script what happens to agents, and the runner.
+
+`load_scenario(path)` validates a file into a `Scenario` (or raises `InvalidScenario` naming the
+file, line, step and field); `run_scenario(scenario, seed)` runs it on a fresh `Simulation` and
+returns a `ScenarioResult` with the failures as sentences and the command that replays the run.
+The `agentsim` console script (`scenarios.cli:main`) is the front door over both.
+"""
+
+from scenarios.errors import InvalidScenario
+from scenarios.loader import load_scenario, parse_scenario
+from scenarios.runner import ScenarioResult, run_scenario
+from scenarios.schema import Scenario
+
+__all__ = [
+    "InvalidScenario",
+    "Scenario",
+    "ScenarioResult",
+    "load_scenario",
+    "parse_scenario",
+    "run_scenario",
+]

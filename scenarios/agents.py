@@ -1,0 +1,138 @@
+"""Agent classes named in scenario files: import by `package.module:Class`, apply options.
+
+A scenario names a class by import path and may give it class options. Options become a
+subclass with the same name (so trace paths read `Counter/alias`, not a generated name): a key
+that is one of the runtime's static options (`keep_alive_interval_ms`, ...; see
+`agents_core.options`) is merged into a copy of the class's `options` mapping and checked the way
+the runtime checks it; any other key must name a public class attribute of the agent
+(`initial_state`, a workload's `step_ms`) and replaces it. String values of keys ending in `_ms`
+are durations such as `'20s'`. Errors are `ValueError`s whose text says what is allowed; the
+loader adds the file and line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from agents_core import Agent
+from agents_core.options import AgentOptions, resolve_options
+from sim.units import parse_duration_ms
+
+__all__ = ["call_signature_error", "option_names", "public_methods", "resolve", "with_options"]
+
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_AGENT_BASE_NAMES = frozenset(name for klass in Agent.__mro__ for name in vars(klass))
+_RUNTIME_OPTIONS = tuple(f.name for f in fields(AgentOptions))
+
+
+def resolve(import_path: str) -> type:
+    """The Agent subclass at `package.module:Class`."""
+    if not isinstance(import_path, str) or not _IMPORT_PATH.fullmatch(import_path):
+        raise ValueError(
+            f"{import_path!r} is not an import path; write 'package.module:Class', "
+            f"e.g. 'scenarios.workloads:Counter'"
+        )
+    module_name, _, qualname = import_path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure is the file's fault, reported not raised
+        raise ValueError(
+            f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
+            f"the module must be importable from the current directory or the installed packages"
+        ) from None
+    for part in qualname.split("."):
+        if not hasattr(target, part):
+            names = sorted(
+                name
+                for name, value in vars(target).items()
+                if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
+            )
+            raise ValueError(f"{module_name} has no {qualname!r}; Agent classes there: {names}")
+        target = getattr(target, part)
+    if not (isinstance(target, type) and issubclass(target, Agent)) or target is Agent:
+        raise ValueError(f"{import_path!r} is not a subclass of agents_core.Agent")
+    return target
+
+
+def option_names(cls: type) -> list[str]:
+    """What a scenario may set for `cls`: runtime options and its public class attributes."""
+    names = set(_RUNTIME_OPTIONS) | set(getattr(cls, "options", {}) or {})
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name == "options" or callable(value):
+                continue
+            if isinstance(value, property | staticmethod | classmethod):
+                continue
+            names.add(name)
+    return sorted(names)
+
+
+def with_options(cls: type, options: Mapping[str, Any]) -> type:
+    """`cls` itself when `options` is empty, else a subclass of the same name with them set."""
+    if not options:
+        return cls
+    allowed = option_names(cls)
+    base_options = dict(getattr(cls, "options", {}) or {})
+    attributes: dict[str, Any] = {}
+    merged = dict(base_options)
+    for key, value in options.items():
+        if key not in allowed:
+            raise ValueError(
+                f"unknown option {key!r} for {cls.__qualname__}; known options: {allowed}"
+            )
+        if key.endswith("_ms") and isinstance(value, str):
+            try:
+                value = parse_duration_ms(value)
+            except ValueError as exc:
+                raise ValueError(f"option {key}: {exc}") from None
+        if key in _RUNTIME_OPTIONS or key in base_options:
+            merged[key] = value
+        else:
+            attributes[key] = value
+    try:
+        resolve_options(merged)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    attributes["options"] = merged
+    attributes["__module__"] = cls.__module__
+    attributes["__qualname__"] = cls.__qualname__
+    attributes["__doc__"] = cls.__doc__
+    return type(cls.__name__, (cls,), attributes)
+
+
+def public_methods(cls: type) -> list[str]:
+    """Methods a `call` step may name: public callables, the Agent base's own left out of the
+    list (they are callable, but listing them would drown the class's own methods)."""
+    return sorted(
+        name
+        for name in dir(cls)
+        if not name.startswith("_")
+        and name not in _AGENT_BASE_NAMES
+        and callable(getattr(cls, name, None))
+    )
+
+
+def call_signature_error(cls: type, method: str, args: tuple[Any, ...], kwargs: Mapping) -> str:
+    """Why `method(*args, **kwargs)` cannot be called on an instance of `cls`; '' if it can."""
+    function = getattr(cls, method, None)
+    try:
+        signature = inspect.signature(function)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""  # no signature to check against (a builtin); the call itself will tell
+    static = isinstance(inspect.getattr_static(cls, method, None), staticmethod | classmethod)
+    receiver = () if static else (None,)
+    try:
+        signature.bind(*receiver, *args, **kwargs)
+    except TypeError as exc:
+        # Shown without `self` and without annotations (strings, under postponed evaluation).
+        parameters = list(signature.parameters.values())[len(receiver) :]
+        shown = ", ".join(str(p.replace(annotation=inspect.Parameter.empty)) for p in parameters)
+        return f"{exc}; {method} takes ({shown})"
+    return ""

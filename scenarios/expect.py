@@ -1,0 +1,164 @@
+"""Checking a scenario's `expect` list against the trace and the final storage of a run.
+
+Each expectation that does not hold becomes one sentence saying what was expected and what was
+found, with enough context (record times, near misses) to start debugging from the sentence
+alone. Values are compared as JSON: `true` is not `1`, `1` is `1.0`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agents_core.agent import STATE_ROW_ID, STATE_WAS_CHANGED
+from scenarios.fields import show
+from scenarios.schema import (
+    EventExpectation,
+    Expectation,
+    QueryExpectation,
+    Scenario,
+    StateExpectation,
+)
+from sim import AgentRef, Simulation, TraceRecord, format_sim_time
+
+__all__ = ["check_expectations", "json_equal", "read_state"]
+
+_MISSING = object()
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality as JSON sees it: a bool never equals a number; lists and tuples are arrays."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping | list | tuple) or isinstance(b, Mapping | list | tuple):
+        return False
+    return bool(a == b)
+
+
+def check_expectations(sim: Simulation, scenario: Scenario) -> list[str]:
+    """One sentence per expectation that does not hold, in file order."""
+    failures = []
+    for expectation in scenario.expect:
+        try:
+            problem = _check(sim, scenario, expectation)
+        except Exception as exc:  # a broken expectation is reported with the others
+            problem = f"could not be checked: {type(exc).__name__}: {exc}"
+        if problem:
+            failures.append(f"{scenario.path}:{expectation.line}: {expectation.label}: {problem}")
+    return failures
+
+
+def _check(sim: Simulation, scenario: Scenario, expectation: Expectation) -> str:
+    if isinstance(expectation, EventExpectation):
+        return _check_event(sim, scenario, expectation)
+    spec = scenario.agent(expectation.agent)  # type: ignore[attr-defined]
+    ref = AgentRef(spec.cls, spec.alias)
+    if isinstance(expectation, QueryExpectation):
+        try:
+            rows = sim.query(ref, expectation.sql, *expectation.params)
+        except Exception as exc:
+            return f"the query {expectation.sql!r} failed: {exc}"
+        if not json_equal(rows, list(expectation.rows)):
+            return (
+                f"the query {expectation.sql!r} on {spec.alias} returned {show(rows)}, "
+                f"expected {show(list(expectation.rows))}"
+            )
+        return ""
+    if isinstance(expectation, StateExpectation):
+        state = read_state(sim, ref)
+        if not json_equal(state, expectation.equals):
+            return (
+                f"the state of {spec.alias} is {show(state)}, expected {show(expectation.equals)}"
+            )
+        return ""
+    raise TypeError(f"unknown expectation {expectation!r}")
+
+
+def read_state(sim: Simulation, ref: AgentRef) -> Any:
+    """The persisted state as the agent's next incarnation would read it."""
+    try:
+        rows = sim.query(
+            ref,
+            "SELECT id, state FROM cf_agents_state WHERE id IN (?, ?)",
+            STATE_ROW_ID,
+            STATE_WAS_CHANGED,
+        )
+    except Exception:  # no state table yet: the agent never ran
+        rows = []
+    stored = {row["id"]: row["state"] for row in rows}
+    if STATE_ROW_ID in stored and STATE_WAS_CHANGED in stored:
+        return json.loads(stored[STATE_ROW_ID])
+    return copy.deepcopy(ref.cls.initial_state)
+
+
+def _name_matches(name: str, pattern: str) -> bool:
+    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+
+
+def _check_event(sim: Simulation, scenario: Scenario, expectation: EventExpectation) -> str:
+    path = scenario.agent(expectation.agent).path if expectation.agent is not None else None
+    named = [
+        record
+        for record in sim.trace
+        if _name_matches(record.event, expectation.event) and (path is None or record.agent == path)
+    ]
+    found = [record for record in named if _matches(record, expectation)]
+    if expectation.count.allows(len(found)):
+        return ""
+    return f"{_describe(expectation, path)}; found {len(found)}{_context(found, named)}"
+
+
+def _matches(record: TraceRecord, expectation: EventExpectation) -> bool:
+    if expectation.incarnation is not None and record.inc != expectation.incarnation:
+        return False
+    if expectation.between_ms is not None:
+        low, high = expectation.between_ms
+        if not low <= record.t_ms <= high:
+            return False
+    return all(
+        json_equal(record.fields.get(key, _MISSING), value)
+        for key, value in expectation.fields.items()
+    )
+
+
+def _describe(expectation: EventExpectation, path: str | None) -> str:
+    count = expectation.count
+    amount = count.describe()
+    noun = "record" if amount.endswith(" 1") else "records"
+    text = f"expected {amount} {expectation.event!r} {noun}"
+    if path is not None:
+        text += f" of {expectation.agent} ({path})"
+    if expectation.incarnation is not None:
+        text += f" in incarnation {expectation.incarnation}"
+    if expectation.fields:
+        pairs = ", ".join(f"{key}={show(value)}" for key, value in expectation.fields.items())
+        text += f" with {pairs}"
+    if expectation.between_ms is not None:
+        low, high = expectation.between_ms
+        text += f" between {format_sim_time(low)} and {format_sim_time(high)}"
+    return text
+
+
+def _context(found: Sequence[TraceRecord], named: Sequence[TraceRecord]) -> str:
+    """Where the matches were, or, when none matched, the records that nearly did."""
+    if found:
+        return f": {_records(found)}"
+    if named:
+        return f"; records with that name: {_records(named)}"
+    return "; no record has that name"
+
+
+def _records(records: Sequence[TraceRecord], limit: int = 4) -> str:
+    shown = []
+    for record in records[:limit]:
+        fields = ", ".join(f"{key}={show(value)}" for key, value in record.fields.items())
+        where = f"{record.agent}#{record.inc}" if record.agent else "platform"
+        shown.append(f"{record.event} {where} at {format_sim_time(record.t_ms)} ({fields})")
+    more = f" and {len(records) - limit} more" if len(records) > limit else ""
+    return "; ".join(shown) + more

@@ -1,0 +1,268 @@
+"""Scenario files in, validated `Scenario`s out: the only module of the project that reads YAML.
+
+Parsing keeps line numbers: a `SafeLoader` subclass builds `LineDict` / `LineList` (see
+`scenarios.fields`) that remember the line of every key and item, and refuses duplicate keys,
+which plain PyYAML would silently let the last one win. Validation then walks the document
+top-down and raises `InvalidScenario` at the first problem, naming file, line, part, field, bad
+value and what is allowed. Nothing but `InvalidScenario` leaves `load_scenario` for any input:
+YAML's own errors, undecodable bytes and unimportable agent classes are all turned into one.
+Steps and expectations are read by `scenarios.parse_steps`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scenarios import agents as agent_classes
+from scenarios.errors import InvalidScenario
+from scenarios.fields import Fields, LineDict, LineList, plain, show
+from scenarios.parse_expect import parse_expectations
+from scenarios.parse_steps import parse_steps
+from scenarios.schema import DEFAULT_LIVENESS_LIMIT_MS, AgentSpec, ClientSpec, Scenario
+from sim.faults import PROFILES, FaultProfile
+
+__all__ = ["NAME_PATTERN", "TOP_LEVEL_KEYS", "load_scenario", "parse_scenario", "read_document"]
+
+TOP_LEVEL_KEYS = (
+    "name",
+    "description",
+    "seed",
+    "faults",
+    "agents",
+    "clients",
+    "steps",
+    "expect",
+    "liveness",
+)
+REQUIRED_KEYS = ("name", "description", "seed", "agents", "steps")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""Scenario, agent and client names: they end up in file names and agent paths."""
+NAME_HINT = "expected a name of letters, digits, '.', '_' and '-' (at most 100, no spaces)"
+
+
+_SYNTAX_HINT = (
+    "check the indentation (spaces only, the same amount for keys of one mapping) "
+    "and quote values that contain ': ' or start with a special character"
+)
+
+
+# -- YAML with line numbers -------------------------------------------------------------------
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader whose mappings and sequences remember the line of each key and item."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # PyYAML's scalar constructors raise bare ValueErrors (a date like 2024-02-30) that
+        # carry no line; give them the node's.
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{show(node.value)}: {exc}", node.start_mark
+            ) from None
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
+    own_keys = {id(key_node) for key_node, _ in node.value}
+    loader.flatten_mapping(node)  # resolves `<<` merge keys; merged entries come first
+    data = LineDict(node.start_mark.line + 1)
+    own_seen: set[Any] = set()
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"a mapping key cannot be a {'list' if isinstance(key, list) else 'mapping'}",
+                key_node.start_mark,
+            ) from None
+        if id(key_node) in own_keys:
+            if key in own_seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {show(key)}; each key may appear once in a mapping",
+                    key_node.start_mark,
+                )
+            own_seen.add(key)
+        data[key] = loader.construct_object(value_node, deep=True)
+        data.lines[key] = key_node.start_mark.line + 1
+    return data
+
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
+    data = LineList(node.start_mark.line + 1)
+    for item_node in node.value:
+        data.append(loader.construct_object(item_node, deep=True))
+        data.lines.append(item_node.start_mark.line + 1)
+    return data
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
+
+
+def read_document(text: str, path: str) -> Any:
+    """The YAML document in `text`, with line numbers; `InvalidScenario` if it is not YAML."""
+    try:
+        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        syntax = not isinstance(exc, yaml.constructor.ConstructorError)
+        raise InvalidScenario(
+            path,
+            line,
+            "not valid YAML",
+            problem or "unreadable",
+            _SYNTAX_HINT if syntax else "",
+        ) from None
+    except RecursionError:
+        raise InvalidScenario(path, None, "not valid YAML", "nested too deeply") from None
+    except Exception as exc:  # PyYAML also raises plain ValueErrors (a date like 2024-02-30)
+        raise InvalidScenario(
+            path, None, "not valid YAML", f"{type(exc).__name__}: {exc}"
+        ) from None
+
+
+# -- files ------------------------------------------------------------------------------------
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate one scenario file."""
+    shown = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidScenario(shown, None, "", f"cannot read the file: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidScenario(
+            shown, None, "", f"not UTF-8 text (byte {exc.start})", "save the file as UTF-8"
+        ) from None
+    return parse_scenario(text, shown)
+
+
+def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
+    """Validate a scenario given as YAML text; `path` is what errors and replays name."""
+    document = read_document(text, path)
+    if document is None:
+        raise InvalidScenario(
+            path,
+            1,
+            "",
+            "the document is empty",
+            f"a scenario is a mapping with keys {list(TOP_LEVEL_KEYS)}",
+        )
+    top = Fields(path, "", document, 1, keys=TOP_LEVEL_KEYS, required=REQUIRED_KEYS)
+    name = top.text("name")
+    if not NAME_PATTERN.fullmatch(name):
+        top.bad("name", NAME_HINT)
+    description = top.text("description", allowed="expected a string (one paragraph)")
+    seed = top.whole("seed")
+    faults = _faults(top)
+    agents = _agents(top)
+    clients = _clients(top, agents)
+    steps = parse_steps(top, agents, clients)
+    expect = parse_expectations(top, agents)
+    liveness_limit_ms = DEFAULT_LIVENESS_LIMIT_MS
+    if "liveness" in top:
+        liveness = Fields(
+            path, "liveness", top.raw("liveness"), top.line_of("liveness"), keys=("limit",)
+        )
+        liveness_limit_ms = liveness.duration("limit", DEFAULT_LIVENESS_LIMIT_MS)
+    return Scenario(
+        name=name,
+        description=description,
+        seed=seed,
+        faults=faults,
+        agents=tuple(agents.values()),
+        clients=tuple(clients.values()),
+        steps=steps,
+        expect=expect,
+        liveness_limit_ms=liveness_limit_ms,
+        path=path,
+    )
+
+
+# -- sections ---------------------------------------------------------------------------------
+def _faults(top: Fields) -> FaultProfile:
+    value = top.raw("faults", "none")
+    if isinstance(value, str):
+        if value not in PROFILES:
+            top.bad("faults", f"known profiles: {sorted(PROFILES)}, or a mapping of settings")
+        return PROFILES[value]
+    names = FaultProfile.field_names()
+    section = Fields(top.path, "faults", value, top.line_of("faults"), keys=names)
+    settings: dict[str, Any] = {}
+    if "deploys_per_day" in section:
+        pair = section.raw("deploys_per_day")
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in pair)
+        ):
+            section.bad("deploys_per_day", "expected two whole numbers [low, high]")
+        settings["deploys_per_day"] = (pair[0], pair[1])
+    for rate in ("storage_error_rate", "crash_rate"):
+        if rate in section:
+            number = section.raw(rate)
+            if isinstance(number, bool) or not isinstance(number, int | float):
+                section.bad(rate, "expected a probability from 0 to 1")
+            settings[rate] = number
+    if "idle_eviction" in section:
+        settings["idle_eviction"] = section.flag("idle_eviction")
+    try:
+        return FaultProfile(**settings)
+    except ValueError as exc:
+        raise InvalidScenario(top.path, section.line, "faults", str(exc)) from None
+
+
+def _agents(top: Fields) -> dict[str, AgentSpec]:
+    declared = top.mapping("agents")
+    if not declared:
+        top.bad("agents", "declare at least one agent: alias: {class: 'package.module:Class'}")
+    agents: dict[str, AgentSpec] = {}
+    for alias, value in declared.items():
+        line = getattr(declared, "lines", {}).get(alias, top.line_of("agents"))
+        where = f"agents.{alias}"
+        if not NAME_PATTERN.fullmatch(alias):
+            raise InvalidScenario(top.path, line, where, f"agent name {show(alias)}", NAME_HINT)
+        spec = Fields(top.path, where, value, line, keys=("class", "options"), required=("class",))
+        class_path = spec.text("class", allowed="expected 'package.module:Class'")
+        options = plain(spec.mapping("options", {}))
+        try:
+            base = agent_classes.resolve(class_path)
+        except ValueError as exc:
+            spec.fail("class", f"class: {exc}")
+        try:
+            cls = agent_classes.with_options(base, options)
+        except ValueError as exc:
+            spec.fail("options", f"options: {exc}")
+        agents[alias] = AgentSpec(
+            alias=alias, class_path=class_path, options=options, cls=cls, line=line
+        )
+    return agents
+
+
+def _clients(top: Fields, agents: dict[str, AgentSpec]) -> dict[str, ClientSpec]:
+    declared = top.mapping("clients", {})
+    clients: dict[str, ClientSpec] = {}
+    for name, value in declared.items():
+        line = getattr(declared, "lines", {}).get(name, top.line_of("clients"))
+        where = f"clients.{name}"
+        if not NAME_PATTERN.fullmatch(name):
+            raise InvalidScenario(top.path, line, where, f"client name {show(name)}", NAME_HINT)
+        spec = Fields(top.path, where, value, line, keys=("agent",), required=("agent",))
+        agent = spec.text("agent")
+        if agent not in agents:
+            spec.fail("agent", f"unknown agent {show(agent)}", f"known agents: {sorted(agents)}")
+        clients[name] = ClientSpec(name=name, agent=agent, line=line)
+    return clients

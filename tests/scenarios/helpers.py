@@ -1,0 +1,39 @@
+"""Shared material for the scenario tests: a small valid scenario with known line numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "scenarios" / "library"
+EVERY_STEP = Path(__file__).resolve().parent / "data" / "every-step.yaml"
+
+BASE = """\
+name: base
+description: A small valid scenario whose line numbers the tests rely on.
+seed: 7
+faults: none
+agents:
+  counter: {class: "scenarios.workloads:Counter"}
+  a: {class: "scenarios.workloads:Counter"}
+steps:
+  - call: {agent: counter, method: increment}
+  - run_for: 3m
+  - evict: {agent: counter, reason: idle}
+expect:
+  - event: incarnation:end
+    agent: counter
+    count: {at_least: 1}
+  - state: {agent: counter, equals: {count: 1}}
+"""
+"""Line 9 is step 1 (call), 10 step 2 (run_for), 11 step 3 (evict), 13 expect 1, 16 expect 2."""
+
+
+def library_files() -> list[Path]:
+    return sorted(LIBRARY.glob("*.yaml"))
+
+
+def edit(old: str, new: str, text: str = BASE) -> str:
+    """`text` with `old` replaced once; fails loudly if `old` is not there (a stale test)."""
+    assert old in text, f"{old!r} not in the base scenario"
+    return text.replace(old, new, 1)

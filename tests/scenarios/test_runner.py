@@ -1,0 +1,179 @@
+"""The runner: library scenarios pass, wrong expectations and unexpected errors fail with
+sentences and the replay command, and a run is a function of the scenario and the seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scenarios import load_scenario, parse_scenario, run_scenario
+from tests.scenarios.helpers import BASE, EVERY_STEP, LIBRARY, edit, library_files
+
+IDLE = LIBRARY / "idle-eviction.yaml"
+
+
+@pytest.mark.parametrize("path", library_files(), ids=lambda p: p.name)
+def test_library_scenario_passes_with_its_own_seed(path: Path) -> None:
+    """`agentsim run scenarios/library` is the README's main job: every file passes."""
+    result = run_scenario(load_scenario(path))
+    assert result.passed, result.report()
+    assert result.failures == () and result.report() == result.headline
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("path", library_files(), ids=lambda p: p.name)
+def test_library_scenario_passes_with_other_seeds(path: Path, seed: int) -> None:
+    """The stories hold whatever the seeded timings: they check bounds, not lucky instants."""
+    result = run_scenario(load_scenario(path), seed=100 + seed)
+    assert result.passed, result.report()
+
+
+def test_every_step_kind_runs() -> None:
+    """The fixture that uses each step kind passes, so each kind does what its name says."""
+    result = run_scenario(load_scenario(EVERY_STEP))
+    assert result.passed, result.report()
+
+
+def test_a_wrong_expectation_fails_with_a_sentence_and_the_replay_command() -> None:
+    """The failure names file, line and expectation, says what was found, and the report ends
+    with the command that replays the run."""
+    text = IDLE.read_text().replace("equals: {count: 2}", "equals: {count: 3}")
+    result = run_scenario(parse_scenario(text, "scenarios/library/idle-eviction.yaml"))
+    assert not result.passed
+    (failure,) = result.failures
+    assert failure.startswith("scenarios/library/idle-eviction.yaml:")
+    assert "expect 4 (state): the state of counter is {'count': 2}, expected {'count': 3}" in (
+        failure
+    )
+    assert result.replay == "agentsim run scenarios/library/idle-eviction.yaml --seed 7"
+    report = result.report().splitlines()
+    assert report[0].startswith("FAIL idle-eviction seed=7 events=")
+    assert report[-1] == f"  replay: {result.replay}"
+
+
+def test_a_count_mismatch_shows_the_records_that_nearly_matched() -> None:
+    """When nothing matched, the sentence lists the records with that name, times included."""
+    text = edit("count: {at_least: 1}", "fields: {reason: deploy}\n    count: {at_least: 1}")
+    (failure,) = run_scenario(parse_scenario(text, "x.yaml")).failures
+    assert failure.startswith(
+        "x.yaml:13: expect 1 (event): expected at least 1 'incarnation:end' record of counter "
+        "(Counter/counter) with reason='deploy'; found 0; records with that name: "
+        "incarnation:end Counter/counter#1 at 00:01:52.937 (reason='idle')"
+    )
+
+
+def test_an_unexpected_call_error_is_a_failure_not_a_crash() -> None:
+    """Agent code that raises is reported as the step's failure; the run goes on."""
+    text = edit("method: increment}", "method: fail, args: [boom]}")
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.failures[0] == (
+        "x.yaml:9: step 1 (call): counter.fail('boom') failed with RuntimeError: boom"
+    )
+    assert any("expect 2 (state)" in failure for failure in result.failures)
+
+
+def test_an_expected_error_that_does_not_happen_is_a_failure() -> None:
+    """`expect_error` is a claim too: a call that returns instead is reported."""
+    text = edit("method: increment}", "method: increment, expect_error: AgentEvicted}")
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.failures == (
+        "x.yaml:9: step 1 (call): counter.increment() returned 1, but was expected to fail "
+        "with AgentEvicted",
+    )
+
+
+def test_an_error_of_the_wrong_class_is_a_failure() -> None:
+    """A named `expect_error` only accepts that class (or a subclass)."""
+    text = edit("method: increment}", "method: fail, expect_error: AgentEvicted}")
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.failures[0] == (
+        "x.yaml:9: step 1 (call): counter.fail() failed with RuntimeError: asked to fail, but "
+        "was expected to fail with AgentEvicted"
+    )
+
+
+def test_a_started_call_that_never_finishes_is_reported_after_the_liveness_phase() -> None:
+    """`wait: false` moves on at once; a call still running at the end is a failure."""
+    text = """\
+name: never-finishes
+description: A long piece of work outlives a short liveness phase.
+seed: 1
+liveness: {limit: 5m}
+agents:
+  counter: {class: "scenarios.workloads:Counter", options: {step_ms: 1m}}
+steps:
+  - call: {agent: counter, method: work, args: [100], wait: false}
+"""
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.failures == (
+        "x.yaml:8: step 1 (call): counter.work(100) never finished (still running at "
+        "00:05:00.000, after the liveness phase)",
+    )
+
+
+def test_an_at_that_has_already_passed_is_reported_and_the_step_runs_then() -> None:
+    """A blocking step can overrun a later `at:`; the timing depends on the seed, so say so."""
+    text = edit(
+        "  - run_for: 3m\n",
+        "  - run_for: 3m\n  - at: 2m\n    deploy: {}\n",
+    ).replace("  - call: {agent: counter, method: increment}\n", "  - run_until: 1m\n")
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.failures[0] == (
+        "x.yaml:11: step 3 (deploy): at: 00:02:00.000 had already passed; an earlier step ran "
+        "until 00:04:00.000, so this step ran then"
+    )
+    deploys = [r.t_ms for r in result.trace.select("platform:deploy")]
+    assert deploys == [240_000]
+
+
+def test_sending_to_a_client_that_is_not_connected_is_a_failure() -> None:
+    """The agent never saw the message, and the scenario says so instead of crashing."""
+    text = edit(
+        "  - run_for: 3m\n",
+        "  - connect: {client: alice, agent: counter}\n  - disconnect: {client: alice}\n"
+        "  - after: 1s\n    send: {client: alice, message: increment}\n",
+    )
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.failures[0] == (
+        "x.yaml:12: step 4 (send): client 'alice' is not connected; the message 'increment' was "
+        "not sent"
+    )
+
+
+def test_the_same_seed_gives_the_same_run_and_another_seed_another() -> None:
+    """Digest, event count and verdict are a function of scenario and seed."""
+    scenario = load_scenario(IDLE)
+    first, second = run_scenario(scenario, seed=42), run_scenario(scenario, seed=42)
+    assert (first.digest, first.events, first.failures) == (
+        second.digest,
+        second.events,
+        second.failures,
+    )
+    assert run_scenario(scenario, seed=43).digest != first.digest
+
+
+def test_a_seed_override_is_what_the_replay_command_names() -> None:
+    """Replaying a run with another seed must name that seed, not the file's."""
+    result = run_scenario(load_scenario(IDLE), seed=99)
+    assert result.seed == 99 and result.replay.endswith("--seed 99")
+    assert result.trace.records[0].fields == {"seed": 99}
+
+
+def test_the_state_of_an_agent_that_never_ran_is_its_initial_state() -> None:
+    """Reading state needs no live instance, not even a table: the class's initial state."""
+    text = edit("equals: {count: 1}}", "equals: {count: 0}}").replace(
+        "state: {agent: counter", "state: {agent: a"
+    )
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.passed, result.report()
+
+
+def test_a_query_that_fails_is_a_failure_sentence() -> None:
+    """A typo in SQL does not stop the other checks."""
+    text = BASE + "  - query: {agent: counter, sql: 'SELEC 1', rows: []}\n"
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.failures == (
+        "x.yaml:17: expect 3 (query): the query 'SELEC 1' failed: near \"SELEC\": syntax error "
+        "(statement: SELEC 1)",
+    )
