@@ -39,10 +39,6 @@ class FiberRecoveryContext:
         return self.status is not None
 
 
-class _ScanDeadline(Exception):
-    pass
-
-
 class RecoveryMixin:
     async def on_fiber_recovered(self: Any, ctx: FiberRecoveryContext) -> Any:
         """Called for each orphaned fiber. Return nothing (unmanaged: the row is dropped; managed:
@@ -77,11 +73,10 @@ class RecoveryMixin:
         scan_start = self.host.clock.now_ms()
         progress = False
         try:
-            try:
-                progress = await self._recover_run_rows(scan_start)
-                progress = await self._recover_ledger_only_rows(scan_start) or progress
-            except _ScanDeadline as stop:
-                progress = bool(stop.args[0])
+            # A deadline stops each pass at its next row; the ledger-only pass still runs its
+            # own check, so a stopped scan may report a second skip (managed) as the SDK does.
+            progress = await self._recover_run_rows(scan_start)
+            progress = await self._recover_ledger_only_rows(scan_start) or progress
         finally:
             self._run_fiber_recovery_in_progress = False
             if progress:
@@ -113,7 +108,7 @@ class RecoveryMixin:
         for row in rows:
             fiber_id, name, created_at = row["id"], row["name"], row["created_at"]
             if self._past_deadline(scan_start, fiber_id, name, managed=False):
-                raise _ScanDeadline(progress)
+                break
             if fiber_id in self._run_fiber_active_fibers:
                 continue
             parsed, snapshot = parse_json_text(row["snapshot"])
@@ -164,7 +159,7 @@ class RecoveryMixin:
         for ledger in rows:
             fiber_id, name = ledger["fiber_id"], ledger["name"]
             if self._past_deadline(scan_start, fiber_id, name, managed=True):
-                raise _ScanDeadline(progress)
+                break
             if fiber_id in self._run_fiber_active_fibers:
                 continue
             self.sql(
@@ -220,7 +215,8 @@ class RecoveryMixin:
             "managed": managed,
             "recoveryReason": ctx.recovery_reason,
         }
-        self._emit("fiber:recovery:attempt", **common, elapsedMs=None)
+        # elapsedMs is `undefined` in the SDK: absent from its JSON, so absent here too.
+        self._emit("fiber:recovery:attempt", **common)
         started = self.host.clock.now_ms()
         try:
             handled = await self._internal_recovery_with_timeout(ctx)
