@@ -239,8 +239,9 @@ class Agent(
         except LookupError:
             return Response(404, f"no sub-agent {class_name}/{name}")
         rest = "/" + "/".join(parts[at + 3 :])
-        return await child.call("_cf_fetch", Request(forwarded.method, rest, forwarded.body,
-                                                     forwarded.headers))
+        return await child.call(
+            "_cf_fetch", Request(forwarded.method, rest, forwarded.body, forwarded.headers)
+        )
 
     async def _cf_connect(self, connection: Connection) -> None:
         set_current_agent(self)
@@ -255,6 +256,14 @@ class Agent(
 
     async def _cf_close(self, connection: Connection, code: int, reason: str) -> None:
         await self.on_close(connection, code, reason)
+
+    async def _cf_rpc(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call on a stub: the method runs with this agent as the ambient agent."""
+        set_current_agent(self)
+        result = getattr(self, method)(*args, **kwargs)
+        if hasattr(result, "__await__"):
+            result = await result
+        return result
 
     async def _cf_alarm(self) -> None:
         set_current_agent(self)

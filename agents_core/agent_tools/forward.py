@@ -71,8 +71,13 @@ class ForwardingMixin:
                     body = record.get("body") if isinstance(record, dict) else None
                     if not isinstance(body, str) or not body:
                         continue  # blank or body-less records are skipped, as malformed lines are
-                    self.broadcast(frame(parent_tool_call_id, sequence,
-                                         chunk_event(run_id, body, record.get("chunkSequence"))))
+                    self.broadcast(
+                        frame(
+                            parent_tool_call_id,
+                            sequence,
+                            chunk_event(run_id, body, record.get("chunkSequence")),
+                        )
+                    )
                     sequence += 1
                     sent += 1
                     self._observe_forwarded_progress(run_id, body)
@@ -114,13 +119,17 @@ class ForwardingMixin:
         if row is None:
             return
         if row["detached"]:
-            self.sql("UPDATE cf_agent_tool_runs SET last_progress_at = ? WHERE run_id = ?", now, run_id)
+            self.sql(
+                "UPDATE cf_agent_tool_runs SET last_progress_at = ? WHERE run_id = ?", now, run_id
+            )
         info = AgentToolRunInfo.from_row(row)
         self.host.tasks.wait_until(self._call_on_progress(info, snapshot))
         if chunk["type"] == "data-agent-milestone":
             self._on_forwarded_milestone(row, data)
 
-    async def _call_on_progress(self: Any, info: AgentToolRunInfo, snapshot: dict[str, Any]) -> None:
+    async def _call_on_progress(
+        self: Any, info: AgentToolRunInfo, snapshot: dict[str, Any]
+    ) -> None:
         try:
             await self.on_progress(info, snapshot)
         except Exception as exc:  # noqa: BLE001 - best effort: logged, never propagated

@@ -20,7 +20,11 @@ FRAME_TYPE = "agent-tool-event"
 
 
 def frame(
-    parent_tool_call_id: str | None, sequence: int, event: Mapping[str, Any], *, replay: bool = False
+    parent_tool_call_id: str | None,
+    sequence: int,
+    event: Mapping[str, Any],
+    *,
+    replay: bool = False,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"type": FRAME_TYPE}
     if parent_tool_call_id is not None:
@@ -32,7 +36,9 @@ def frame(
     return out
 
 
-def started_event(run_id: str, agent_type: str, input_preview: Any, order: int, display: Any) -> dict[str, Any]:
+def started_event(
+    run_id: str, agent_type: str, input_preview: Any, order: int, display: Any
+) -> dict[str, Any]:
     event: dict[str, Any] = {"kind": "started", "runId": run_id, "agentType": agent_type}
     if input_preview is not None:
         event["inputPreview"] = input_preview
@@ -59,8 +65,11 @@ def terminal_event(result: RunAgentToolResult) -> dict[str, Any]:
             event["reason"] = result.error
         return event
     if result.status == "interrupted":
-        event = {"kind": "interrupted", "runId": run_id,
-                 "error": result.error or "Agent tool run was interrupted"}
+        event = {
+            "kind": "interrupted",
+            "runId": run_id,
+            "error": result.error or "Agent tool run was interrupted",
+        }
         if result.reason is not None:
             event["reason"] = result.reason
         if result.child_still_running is not None:

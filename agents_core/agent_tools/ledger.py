@@ -15,6 +15,7 @@ it); here they use the same `finish` slot, so the hook fires once.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents_core.agent_tools.frames import frame, terminal_event
@@ -36,9 +37,14 @@ class LedgerMixin:
         sequence: int | None = None,
         completed_at: int | None = None,
         serialize: bool = False,
+        defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
     ) -> bool:
         """Deliver `result` through `slot`; True if this call delivered it. A handler that
-        throws leaves the slot claimed and undelivered, and the error propagates."""
+        throws leaves the slot claimed and undelivered, and the error propagates.
+
+        With `defer_handlers_to`, the row and the frame are written now and the handlers (and
+        the delivered mark) are appended there as one callable for the caller to run later:
+        startup recovery finishes rows during its sweep and calls the hooks after it (§7.1)."""
         if slot not in SLOTS:
             raise ValueError(f"ledger slot must be one of {SLOTS}, got {slot!r}")
         now = self.host.clock.now_ms()
@@ -55,25 +61,40 @@ class LedgerMixin:
             return False
         completed_at = now if completed_at is None else completed_at
         self._update_agent_tool_terminal(run_id, result, completed_at)
-        self.broadcast(frame(row["parent_tool_call_id"],
-                             now if sequence is None else sequence, terminal_event(result)))
+        self.broadcast(
+            frame(
+                row["parent_tool_call_id"],
+                now if sequence is None else sequence,
+                terminal_event(result),
+            )
+        )
         info = AgentToolRunInfo.from_row(row, status=result.status, completed_at=completed_at)
 
         async def invoke() -> None:
             await self._invoke_finish_handlers(row, slot, info, result)
 
-        if serialize:
-            await self._run_serialized_delivery(invoke)
+        async def complete() -> None:
+            if serialize:
+                await self._run_serialized_delivery(invoke)
+            else:
+                await invoke()
+            self.sql(
+                f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",
+                self.host.clock.now_ms(),
+                run_id,
+            )
+
+        if defer_handlers_to is not None:
+            defer_handlers_to.append(complete)
         else:
-            await invoke()
-        self.sql(
-            f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",
-            self.host.clock.now_ms(), run_id,
-        )
+            await complete()
         return True
 
     async def _invoke_finish_handlers(
-        self: Any, row: dict[str, Any], slot: str, info: AgentToolRunInfo,
+        self: Any,
+        row: dict[str, Any],
+        slot: str,
+        info: AgentToolRunInfo,
         result: RunAgentToolResult,
     ) -> None:
         lifecycle = result.lifecycle()
@@ -89,8 +110,12 @@ class LedgerMixin:
             await method(info, lifecycle)
         except Exception as exc:
             self._emit(
-                "agent_tool:detached:delivery_failed", runId=row["run_id"], kind=slot,
-                status=result.status, callback=name, error=str(exc),
+                "agent_tool:detached:delivery_failed",
+                runId=row["run_id"],
+                kind=slot,
+                status=result.status,
+                callback=name,
+                error=str(exc),
             )
             await self._call_on_error_quietly(exc)
             raise

@@ -22,5 +22,8 @@ class AgentToolsMixin(
     def report_progress(self: Any, **progress: Any) -> None:
         """Progress is reported by chat agents running as agent-tool children; on a plain agent
         this is a no-op with a warning."""
-        self._log("warn", "report_progress is only supported on chat agents running as agent "
-                  "tools; ignoring on base Agent.")
+        self._log(
+            "warn",
+            "report_progress is only supported on chat agents running as agent "
+            "tools; ignoring on base Agent.",
+        )

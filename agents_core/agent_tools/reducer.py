@@ -33,6 +33,7 @@ E18/T-141): it is held per run, in arrival order, and applied right after that r
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -135,7 +136,7 @@ class AgentToolEvents:
         self._waiting: dict[str, list[dict[str, Any]]] = {}
 
     def receive(self, message: Any) -> bool:
-        """Take one raw message; True if it was applied (or held for its run's `started`)."""
+        """Take one raw message; True if it changed the state or is held for its run's `started`."""
         frame = _decode(message)
         if frame is None or _frame_parts(frame) is None or not self._is_new(frame):
             return False
@@ -144,11 +145,12 @@ class AgentToolEvents:
         if event["kind"] != "started" and run_id not in self._state.runs_by_id:
             self._waiting.setdefault(run_id, []).append(frame)
             return True
+        before = self._state
         self._apply(frame)
         if event["kind"] == "started":
             for waiting in self._waiting.pop(run_id, []):
                 self._apply(waiting)
-        return True
+        return self._state is not before
 
     @property
     def state(self) -> AgentToolEventsState:
@@ -189,7 +191,7 @@ class AgentToolEvents:
         if event["kind"] in TERMINAL_KINDS:
             if self._last_terminal.get(run_id) == event:
                 return
-            self._last_terminal[run_id] = event
+            self._last_terminal[run_id] = copy.deepcopy(event)
         self._state = apply_agent_tool_event(self._state, frame, self._now_ms)
 
 
@@ -206,9 +208,9 @@ def _started(
         "run_id": event["runId"],
         "agent_type": agent_type,
         "parent_tool_call_id": parent_tool_call_id,
-        "input_preview": event.get("inputPreview"),
+        "input_preview": copy.deepcopy(event.get("inputPreview")),
         "order": event["order"],
-        "display": event.get("display"),
+        "display": copy.deepcopy(event.get("display")),
         "status": "running",
         "sub_agent": {"agent": agent_type, "name": event["runId"]},
     }
@@ -224,7 +226,9 @@ def _chunk(run: AgentToolRunState, event: dict[str, Any], now_ms: NowMs) -> Agen
     except ValueError:
         return run
     milestone = _milestone(chunk, now_ms) if _type_of(chunk) == MILESTONE_PART else None
-    if milestone is not None and any(m["sequence"] == milestone["sequence"] for m in run.milestones):
+    if milestone is not None and any(
+        m["sequence"] == milestone["sequence"] for m in run.milestones
+    ):
         return run  # S5: a milestone is shown once, however often it is delivered
     if _type_of(chunk) == PROGRESS_PART:
         # a signal, not content: it never adds a part, even without its `transient` flag
@@ -245,8 +249,12 @@ def _chunk(run: AgentToolRunState, event: dict[str, Any], now_ms: NowMs) -> Agen
 def _terminal(run: AgentToolRunState, event: dict[str, Any]) -> AgentToolRunState:
     kind = event["kind"]
     if kind == "finished":
-        # reason / child_still_running of an earlier interrupt are kept, as in the SDK (E18)
-        return replace(run, status="completed", summary=event.get("summary"), error=None)
+        # A repaired run drops the interrupt's cause, as its row does (T-126); the SDK's
+        # reducer keeps it (E18), which shows a completed run as "no-progress".
+        return replace(
+            run, status="completed", summary=event.get("summary"), error=None, reason=None,
+            child_still_running=None,
+        )
     if kind == "error":
         return replace(run, status="error", error=event.get("error"))
     if kind == "aborted":

@@ -93,12 +93,19 @@ class RunAgentToolResult:
     has_output: bool = field(default=False, compare=True)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"runId": self.run_id, "agentType": self.agent_type,
-                               "status": self.status}
+        out: dict[str, Any] = {
+            "runId": self.run_id,
+            "agentType": self.agent_type,
+            "status": self.status,
+        }
         if self.has_output:
             out["output"] = self.output
-        for key, value in (("summary", self.summary), ("error", self.error),
-                           ("reason", self.reason), ("childStillRunning", self.child_still_running)):
+        for key, value in (
+            ("summary", self.summary),
+            ("error", self.error),
+            ("reason", self.reason),
+            ("childStillRunning", self.child_still_running),
+        ):
             if value is not None:
                 out[key] = value
         return out
@@ -106,8 +113,12 @@ class RunAgentToolResult:
     def lifecycle(self) -> dict[str, Any]:
         """The lifecycle object of detached deliveries: status and the defined keys only."""
         out = {"status": self.status}
-        for key, value in (("summary", self.summary), ("error", self.error),
-                           ("reason", self.reason), ("childStillRunning", self.child_still_running)):
+        for key, value in (
+            ("summary", self.summary),
+            ("error", self.error),
+            ("reason", self.reason),
+            ("childStillRunning", self.child_still_running),
+        ):
             if value is not None:
                 out[key] = value
         return out
@@ -147,10 +158,16 @@ class AgentToolRunInfo:
         _, preview = parse_json_text(row["input_preview"])
         _, display = parse_json_text(row["display_metadata"])
         values = dict(
-            run_id=row["run_id"], parent_tool_call_id=row["parent_tool_call_id"],
-            agent_type=row["agent_type"], input_preview=preview, status=row["status"],
-            display=display, display_order=row["display_order"], started_at=row["started_at"],
-            completed_at=row["completed_at"], notify_source=row["detached_notify_source"],
+            run_id=row["run_id"],
+            parent_tool_call_id=row["parent_tool_call_id"],
+            agent_type=row["agent_type"],
+            input_preview=preview,
+            status=row["status"],
+            display=display,
+            display_order=row["display_order"],
+            started_at=row["started_at"],
+            completed_at=row["completed_at"],
+            notify_source=row["detached_notify_source"],
         )
         values.update(overrides)
         return cls(**values)

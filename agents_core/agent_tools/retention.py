@@ -28,18 +28,34 @@ class RetentionMixin:
             run_id, parent = row["run_id"], row["parent_tool_call_id"]
             _, preview = parse_json_text(row["input_preview"])
             _, display = parse_json_text(row["display_metadata"])
-            connection.send(frame(parent, 0, started_event(
-                run_id, row["agent_type"], preview, row["display_order"], display), replay=True))
+            connection.send(
+                frame(
+                    parent,
+                    0,
+                    started_event(
+                        run_id, row["agent_type"], preview, row["display_order"], display
+                    ),
+                    replay=True,
+                )
+            )
             sequence = 1
             for chunk in await self._stored_agent_tool_chunks(row):
-                connection.send(frame(parent, sequence, chunk_event(
-                    run_id, chunk["body"], chunk["sequence"]), replay=True))
+                connection.send(
+                    frame(
+                        parent,
+                        sequence,
+                        chunk_event(run_id, chunk["body"], chunk["sequence"]),
+                        replay=True,
+                    )
+                )
                 sequence += 1
             if row["status"] in TERMINAL:
                 result = self._result_from_agent_tool_row(row)
                 connection.send(frame(parent, sequence, terminal_event(result), replay=True))
 
-    async def _stored_agent_tool_chunks(self: Any, row: dict[str, Any], after: int = -1) -> list[dict[str, Any]]:
+    async def _stored_agent_tool_chunks(
+        self: Any, row: dict[str, Any], after: int = -1
+    ) -> list[dict[str, Any]]:
         try:
             child = await self._agent_tool_child(row["agent_type"], row["run_id"])
             chunks = await child.call("get_agent_tool_chunks", row["run_id"], after)
@@ -51,17 +67,23 @@ class RetentionMixin:
         """True iff a run with this id and child class exists (cap-rejected ones too)."""
         name = cls_or_name if isinstance(cls_or_name, str) else cls_or_name.__name__
         rows = self.sql(
-            "SELECT 1 AS x FROM cf_agent_tool_runs WHERE run_id = ? AND agent_type = ?", run_id, name
+            "SELECT 1 AS x FROM cf_agent_tool_runs WHERE run_id = ? AND agent_type = ?",
+            run_id,
+            name,
         )
         return bool(rows)
 
     async def clear_agent_tool_runs(
-        self: Any, *, status: str | Iterable[str] | None = None,
+        self: Any,
+        *,
+        status: str | Iterable[str] | None = None,
         older_than: datetime | int | None = None,
     ) -> int:
         """Delete runs (all, or those with these statuses / started before `older_than`),
         cancelling children that still run and deleting their facets. Returns how many."""
-        statuses = None if status is None else ({status} if isinstance(status, str) else set(status))
+        statuses = (
+            None if status is None else ({status} if isinstance(status, str) else set(status))
+        )
         before = _to_ms(older_than) if older_than is not None else None
         cleared = 0
         for row in self.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):

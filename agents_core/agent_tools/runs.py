@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_core.agent_tools.frames import frame, started_event, terminal_event
+from agents_core.agent_tools.frames import frame, started_event
 from agents_core.agent_tools.registry import (
     HARD_TERMINAL,
     AgentToolRunInfo,
@@ -52,8 +52,12 @@ def result_from_inspection(
     status = (inspection or {}).get("status")
     if status == "completed":
         return RunAgentToolResult(
-            run_id, agent_type, "completed", output=inspection.get("output"),
-            summary=inspection.get("summary"), has_output="output" in inspection,
+            run_id,
+            agent_type,
+            "completed",
+            output=inspection.get("output"),
+            summary=inspection.get("summary"),
+            has_output="output" in inspection,
         )
     if status == "aborted":
         return RunAgentToolResult(run_id, agent_type, "aborted", error=inspection.get("error"))
@@ -93,16 +97,24 @@ class RunsMixin:
             "UPDATE cf_agent_tool_runs SET status = ?, summary = ?, output_json = ?, "
             "error_message = ?, interrupted_reason = ?, child_still_running = ?, completed_at = ? "
             "WHERE run_id = ? AND status NOT IN ('completed', 'error', 'aborted')",
-            (result.status, result.summary, output_json, result.error,
-             result.reason if interrupted else None,
-             (None if still is None else int(still)) if interrupted else None,
-             completed_at, run_id),
+            (
+                result.status,
+                result.summary,
+                output_json,
+                result.error,
+                result.reason if interrupted else None,
+                (None if still is None else int(still)) if interrupted else None,
+                completed_at,
+                run_id,
+            ),
         )
         if not changed and result.status == "completed" and result.has_output:
             self.sql(
                 "UPDATE cf_agent_tool_runs SET output_json = COALESCE(output_json, ?), "
                 "summary = COALESCE(summary, ?) WHERE run_id = ? AND status = 'completed'",
-                output_json, result.summary, run_id,
+                output_json,
+                result.summary,
+                run_id,
             )
         return bool(changed)
 
@@ -111,21 +123,36 @@ class RunsMixin:
         has_output = row["output_json"] is not None and ok
         still = row["child_still_running"]
         return RunAgentToolResult(
-            row["run_id"], row["agent_type"], row["status"], output=output if has_output else None,
-            summary=row["summary"], error=row["error_message"], reason=row["interrupted_reason"],
-            child_still_running=None if still is None else bool(still), has_output=has_output,
+            row["run_id"],
+            row["agent_type"],
+            row["status"],
+            output=output if has_output else None,
+            summary=row["summary"],
+            error=row["error_message"],
+            reason=row["interrupted_reason"],
+            child_still_running=None if still is None else bool(still),
+            has_output=has_output,
         )
 
     async def _finish_agent_tool_run(
-        self: Any, row: dict[str, Any], result: RunAgentToolResult, sequence: int | None,
-        completed_at: int | None = None, *, serialize: bool = False,
+        self: Any,
+        row: dict[str, Any],
+        result: RunAgentToolResult,
+        sequence: int | None,
+        completed_at: int | None = None,
+        *,
+        serialize: bool = False,
     ) -> bool:
         """Finish a run through the ledger (S8): a soft `interrupted` through the `give_up` slot,
         a real result through `finish`. The slot's first delivery writes the row, broadcasts the
         terminal frame and calls the hooks; a later one only writes the (guarded) row."""
         slot = "give_up" if result.status == "interrupted" else "finish"
         delivered = await self._deliver_agent_tool_terminal(
-            row["run_id"], slot, result, sequence=sequence, completed_at=completed_at,
+            row["run_id"],
+            slot,
+            result,
+            sequence=sequence,
+            completed_at=completed_at,
             serialize=serialize,
         )
         if not delivered:
@@ -184,53 +211,98 @@ class RunsMixin:
         )
         row = self._read_agent_tool_run(run_id)
         await self.on_agent_tool_start(AgentToolRunInfo.from_row(row))
-        self.broadcast(frame(parent_tool_call_id, 0,
-                             started_event(run_id, agent_type, preview, display_order, display)))
+        self.broadcast(
+            frame(
+                parent_tool_call_id,
+                0,
+                started_event(run_id, agent_type, preview, display_order, display),
+            )
+        )
         child = await self._agent_tool_child(cls, run_id)
         start = await child.call("start_agent_tool_run", input, run_id)
-        self.sql("UPDATE cf_agent_tool_runs SET status = 'running' WHERE run_id = ? "
-                 "AND status = 'starting'", run_id)
+        self.sql(
+            "UPDATE cf_agent_tool_runs SET status = 'running' WHERE run_id = ? "
+            "AND status = 'starting'",
+            run_id,
+        )
         if config is not None:
             return await self._dispatch_detached_run(cls, run_id, agent_type, config, signal)
         return await self._await_agent_tool_run(child, row, start, signal)
 
     def _insert_agent_tool_run(
-        self: Any, run_id: str, agent_type: str, parent_tool_call_id: str | None,
-        display_order: int, preview: Any, display: Any, now: int, config: Any,
-        status: str = "starting", error: str | None = None,
+        self: Any,
+        run_id: str,
+        agent_type: str,
+        parent_tool_call_id: str | None,
+        display_order: int,
+        preview: Any,
+        display: Any,
+        now: int,
+        config: Any,
+        status: str = "starting",
+        error: str | None = None,
     ) -> None:
         columns = self._detached_columns(config, now) if config is not None else {}
         values = {
-            "run_id": run_id, "parent_tool_call_id": parent_tool_call_id, "agent_type": agent_type,
-            "input_preview": preview_json(preview), "input_redacted": 1, "status": status,
+            "run_id": run_id,
+            "parent_tool_call_id": parent_tool_call_id,
+            "agent_type": agent_type,
+            "input_preview": preview_json(preview),
+            "input_redacted": 1,
+            "status": status,
             "error_message": error,
             "display_metadata": None if display is None else to_json_text(display, "display"),
-            "display_order": display_order, "started_at": now,
-            "completed_at": now if status == "error" else None, **columns,
+            "display_order": display_order,
+            "started_at": now,
+            "completed_at": now if status == "error" else None,
+            **columns,
         }
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         self.sql(f"INSERT INTO cf_agent_tool_runs ({names}) VALUES ({marks})", *values.values())
 
     def _agent_tool_cap_rejection(
-        self: Any, run_id: str, agent_type: str, parent_tool_call_id: str | None,
-        display_order: int, preview: Any, display: Any, config: Any,
+        self: Any,
+        run_id: str,
+        agent_type: str,
+        parent_tool_call_id: str | None,
+        display_order: int,
+        preview: Any,
+        display: Any,
+        config: Any,
     ) -> Any:
         cap = self.max_concurrent_agent_tools
         if cap is None or cap == float("inf"):
             return None
-        live = self.sql("SELECT count(*) AS n FROM cf_agent_tool_runs "
-                        "WHERE status IN ('starting', 'running')")[0]["n"]
+        live = self.sql(
+            "SELECT count(*) AS n FROM cf_agent_tool_runs WHERE status IN ('starting', 'running')"
+        )[0]["n"]
         if live < cap:
             return None
         error = f"maxConcurrentAgentTools ({cap if cap != int(cap) else int(cap)}) exceeded"
         now = self.host.clock.now_ms()
-        self._insert_agent_tool_run(run_id, agent_type, parent_tool_call_id, display_order,
-                                    preview, display, now, None, status="error", error=error)
-        self.broadcast(frame(parent_tool_call_id, 0,
-                             started_event(run_id, agent_type, preview, display_order, display)))
-        self.broadcast(frame(parent_tool_call_id, 1,
-                             {"kind": "error", "runId": run_id, "error": error}))
+        self._insert_agent_tool_run(
+            run_id,
+            agent_type,
+            parent_tool_call_id,
+            display_order,
+            preview,
+            display,
+            now,
+            None,
+            status="error",
+            error=error,
+        )
+        self.broadcast(
+            frame(
+                parent_tool_call_id,
+                0,
+                started_event(run_id, agent_type, preview, display_order, display),
+            )
+        )
+        self.broadcast(
+            frame(parent_tool_call_id, 1, {"kind": "error", "runId": run_id, "error": error})
+        )
         if config is not None:
             return DetachedRunAgentToolResult(run_id, agent_type, "error", error)
         return RunAgentToolResult(run_id, agent_type, "error", error=error)
@@ -253,12 +325,16 @@ class RunsMixin:
         sequence = 1
         if signal is not None and signal.aborted:
             await self._cancel_child_quietly(child, run_id, signal.reason)
-            result = RunAgentToolResult(run_id, agent_type, "aborted",
-                                        error=_abort_message(signal.reason))
+            result = RunAgentToolResult(
+                run_id, agent_type, "aborted", error=_abort_message(signal.reason)
+            )
             return await self._finish_awaited(row, result, sequence)
         if signal is not None:
-            signal.add_listener(lambda reason: self.host.tasks.wait_until(
-                self._cancel_child_quietly(child, run_id, reason)))
+            signal.add_listener(
+                lambda reason: self.host.tasks.wait_until(
+                    self._cancel_child_quietly(child, run_id, reason)
+                )
+            )
         try:
             outcome = await self._forward_agent_tool_stream(
                 child, run_id, row["parent_tool_call_id"], sequence, signal=signal
@@ -266,8 +342,9 @@ class RunsMixin:
             sequence = outcome.sequence
             if signal is not None and signal.aborted:
                 await self._cancel_child_quietly(child, run_id, signal.reason)
-                result = RunAgentToolResult(run_id, agent_type, "aborted",
-                                            error=_abort_message(signal.reason))
+                result = RunAgentToolResult(
+                    run_id, agent_type, "aborted", error=_abort_message(signal.reason)
+                )
                 return await self._finish_awaited(row, result, sequence)
             inspection = await child.call("inspect_agent_tool_run", run_id)
             result = result_from_inspection(run_id, agent_type, inspection or start)
@@ -276,7 +353,10 @@ class RunsMixin:
         except AgentReset as reset:
             # S6: the child was reset while this parent lives: soft, retryable.
             result = RunAgentToolResult(
-                run_id, agent_type, "interrupted", child_still_running=True,
+                run_id,
+                agent_type,
+                "interrupted",
+                child_still_running=True,
                 error=f"Agent tool child was reset ({reset.reason}) before it finished; "
                 "it can be retried",
             )
@@ -284,14 +364,18 @@ class RunsMixin:
         except Exception as exc:  # noqa: BLE001 - any failure finishes the run as error
             if signal is not None and signal.aborted:
                 await self._cancel_child_quietly(child, run_id, signal.reason)
-                result = RunAgentToolResult(run_id, agent_type, "aborted",
-                                            error=_abort_message(signal.reason))
+                result = RunAgentToolResult(
+                    run_id, agent_type, "aborted", error=_abort_message(signal.reason)
+                )
             else:
                 result = RunAgentToolResult(run_id, agent_type, "error", error=str(exc))
             return await self._finish_awaited(row, result, sequence)
 
     async def _finish_awaited(
-        self: Any, row: dict[str, Any], result: RunAgentToolResult, sequence: int,
+        self: Any,
+        row: dict[str, Any],
+        result: RunAgentToolResult,
+        sequence: int,
         completed_at: int | None = None,
     ) -> RunAgentToolResult:
         await self._finish_agent_tool_run(row, result, sequence, completed_at)
@@ -320,7 +404,9 @@ class RunsMixin:
             return self._result_from_agent_tool_row(row)
         return await self._reattach_on_reissue(cls, row)
 
-    async def _reinspect_completed_run(self: Any, cls: type, row: dict[str, Any]) -> RunAgentToolResult:
+    async def _reinspect_completed_run(
+        self: Any, cls: type, row: dict[str, Any]
+    ) -> RunAgentToolResult:
         stored = self._result_from_agent_tool_row(row)
         try:
             child = await self._agent_tool_child(cls, row["run_id"])
@@ -334,6 +420,8 @@ class RunsMixin:
             self.sql(
                 "UPDATE cf_agent_tool_runs SET output_json = COALESCE(output_json, ?), "
                 "summary = COALESCE(summary, ?) WHERE run_id = ?",
-                to_json_text(result.output, "output"), result.summary, row["run_id"],
+                to_json_text(result.output, "output"),
+                result.summary,
+                row["run_id"],
             )
         return result

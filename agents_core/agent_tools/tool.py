@@ -18,7 +18,9 @@ from agents_core.errors import InvalidArgument
 
 __all__ = ["AgentTool", "agent_tool", "current_agent", "failure_envelope"]
 
-_current_agent: contextvars.ContextVar[Any] = contextvars.ContextVar("agents_core_agent", default=None)
+_current_agent: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "agents_core_agent", default=None
+)
 
 NOT_IN_TURN = (
     "agentTool() can only run inside an Agent turn. Use it from get_tools() on an Agent subclass."
@@ -40,12 +42,18 @@ def set_current_agent(agent: Any) -> Any:
 def failure_envelope(result: Any) -> dict[str, Any]:
     status, error = result.status, result.error
     if status == "aborted":
-        return {"ok": False, "status": "aborted",
-                "error": error or "agent tool run was cancelled", "retryable": False}
+        return {
+            "ok": False,
+            "status": "aborted",
+            "error": error or "agent tool run was cancelled",
+            "retryable": False,
+        }
     if status == "interrupted":
         envelope: dict[str, Any] = {
-            "ok": False, "status": "interrupted",
-            "error": error or "agent tool run was interrupted before it finished; it can be retried",
+            "ok": False,
+            "status": "interrupted",
+            "error": error
+            or "agent tool run was interrupted before it finished; it can be retried",
             "retryable": True,
         }
         if result.reason is not None:
@@ -53,8 +61,12 @@ def failure_envelope(result: Any) -> dict[str, Any]:
         if result.child_still_running is not None:
             envelope["childStillRunning"] = result.child_still_running
         return envelope
-    return {"ok": False, "status": "error", "error": error or "agent tool run failed",
-            "retryable": False}
+    return {
+        "ok": False,
+        "status": "error",
+        "error": error or "agent tool run failed",
+        "retryable": False,
+    }
 
 
 def _validator(schema: Any, what: str) -> Any:
@@ -63,7 +75,9 @@ def _validator(schema: Any, what: str) -> Any:
     if hasattr(schema, "parse") and callable(schema.parse):
         return schema
     if not isinstance(schema, Mapping):
-        raise InvalidArgument(f"{what} must be a JSON Schema mapping or have .parse(), got {schema!r}")
+        raise InvalidArgument(
+            f"{what} must be a JSON Schema mapping or have .parse(), got {schema!r}"
+        )
     import jsonschema
 
     try:
@@ -120,7 +134,9 @@ class AgentTool:
             out["icon"] = self.icon
         return out
 
-    async def execute(self, input: Any, *, tool_call_id: str | None = None, signal: Any = None) -> Any:
+    async def execute(
+        self, input: Any, *, tool_call_id: str | None = None, signal: Any = None
+    ) -> Any:
         agent = current_agent()
         if agent is None or not hasattr(agent, "run_agent_tool"):
             raise RuntimeError(NOT_IN_TURN)
@@ -138,9 +154,12 @@ class AgentTool:
         if self._output_validator is None:
             return result.summary if result.summary is not None else ""
         if not result.has_output or result.output is None:
-            return {"ok": False, "status": "error",
-                    "error": "agent tool completed without structured output required by outputSchema",
-                    "retryable": False}
+            return {
+                "ok": False,
+                "status": "error",
+                "error": "agent tool completed without structured output required by outputSchema",
+                "retryable": False,
+            }
         return _validate(self._output_validator, result.output, "agent tool output")
 
 

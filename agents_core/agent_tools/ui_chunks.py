@@ -38,6 +38,7 @@ type, an end or output for an id that has no part) raises `MalformedChunk`, a `V
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Mapping, Sequence
@@ -62,7 +63,9 @@ class MalformedChunk(ValueError):
 def apply_chunk(parts: Sequence[Part], chunk: Mapping[str, Any]) -> list[Part]:
     """The parts after `chunk` (a new list; `parts` and `chunk` are left untouched)."""
     if not isinstance(chunk, Mapping):
-        raise MalformedChunk(f"a UI chunk must be a JSON object with a string 'type'; got {chunk!r}")
+        raise MalformedChunk(
+            f"a UI chunk must be a JSON object with a string 'type'; got {chunk!r}"
+        )
     kind = chunk.get("type")
     if not isinstance(kind, str):
         raise MalformedChunk(f"a UI chunk needs a string 'type' (e.g. 'text-delta'); got {chunk!r}")
@@ -138,7 +141,9 @@ def _tool_chunk(out: list[Part], chunk: Mapping[str, Any], kind: str) -> None:
     _TOOL_HANDLERS[kind](out, chunk, call_id, index)
 
 
-def _tool_input_start(out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None) -> None:
+def _tool_input_start(
+    out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
+) -> None:
     name = _string(chunk, "toolName")
     if index is not None:
         return  # a replayed start must not reset a part that has moved on
@@ -148,7 +153,9 @@ def _tool_input_start(out: list[Part], chunk: Mapping[str, Any], call_id: str, i
     out.append(part)
 
 
-def _tool_input_delta(out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None) -> None:
+def _tool_input_delta(
+    out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
+) -> None:
     delta = _string(chunk, "inputTextDelta")
     index = _existing_tool_part(call_id, index, "tool-input-delta")
     if out[index].get("state") != "input-streaming":
@@ -156,14 +163,14 @@ def _tool_input_delta(out: list[Part], chunk: Mapping[str, Any], call_id: str, i
     part = dict(out[index])
     text = part.get("inputText", "") + delta
     part["inputText"] = text
-    try:
+    with contextlib.suppress(ValueError):  # incomplete JSON so far keeps the last complete input
         part["input"] = json.loads(text)
-    except ValueError:
-        pass  # incomplete JSON so far: keep the last complete input
     out[index] = part
 
 
-def _tool_input_available(out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None) -> None:
+def _tool_input_available(
+    out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
+) -> None:
     name = _string(chunk, "toolName")
     if index is None:
         part: Part = {"type": f"tool-{name}", "toolCallId": call_id, "toolName": name}
@@ -179,7 +186,9 @@ def _tool_input_available(out: list[Part], chunk: Mapping[str, Any], call_id: st
     out[index] = part
 
 
-def _tool_input_error(out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None) -> None:
+def _tool_input_error(
+    out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
+) -> None:
     error_text = _string(chunk, "errorText")
     if index is None:
         name = _string(chunk, "toolName")
@@ -195,7 +204,9 @@ def _tool_input_error(out: list[Part], chunk: Mapping[str, Any], call_id: str, i
         out[index] = part
 
 
-def _tool_output_available(out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None) -> None:
+def _tool_output_available(
+    out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
+) -> None:
     if "output" not in chunk:
         raise MalformedChunk(f"'tool-output-available' needs an 'output'; got {dict(chunk)!r}")
     index = _existing_tool_part(call_id, index, "tool-output-available")
@@ -205,7 +216,9 @@ def _tool_output_available(out: list[Part], chunk: Mapping[str, Any], call_id: s
     out[index] = part
 
 
-def _tool_output_error(out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None) -> None:
+def _tool_output_error(
+    out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
+) -> None:
     error_text = _string(chunk, "errorText")
     index = _existing_tool_part(call_id, index, "tool-output-error")
     part = {k: v for k, v in out[index].items() if k != "inputText"}
@@ -269,7 +282,8 @@ def _string(chunk: Mapping[str, Any], field: str) -> str:
     value = chunk.get(field)
     if not isinstance(value, str):
         raise MalformedChunk(
-            f"a '{chunk.get('type')}' chunk needs a string '{field}'; got {value!r} in {dict(chunk)!r}"
+            f"a '{chunk.get('type')}' chunk needs a string '{field}'; "
+            f"got {value!r} in {dict(chunk)!r}"
         )
     return value
 

@@ -43,8 +43,11 @@ class ScriptedChild(Agent):
         if existing is not None:
             return existing
         now = self.host.clock.now_ms()
-        self.sql("INSERT INTO child_runs (run_id, status, started_at) VALUES (?, 'running', ?)",
-                 run_id, now)
+        self.sql(
+            "INSERT INTO child_runs (run_id, status, started_at) VALUES (?, 'running', ?)",
+            run_id,
+            now,
+        )
         steps = list((input or {}).get("steps", [["finish", "completed", "done"]]))
         self.host.tasks.wait_until(self.keep_alive_while(lambda: self._drive(run_id, steps)))
         return {"runId": run_id, "status": "running", "startedAt": now}
@@ -57,29 +60,47 @@ class ScriptedChild(Agent):
         if not rows:
             return None
         row = rows[0]
-        out: dict[str, Any] = {"runId": run_id, "status": row["status"],
-                               "startedAt": row["started_at"]}
-        for key, column in (("summary", "summary"), ("error", "error"),
-                            ("completedAt", "completed_at")):
+        out: dict[str, Any] = {
+            "runId": run_id,
+            "status": row["status"],
+            "startedAt": row["started_at"],
+        }
+        for key, column in (
+            ("summary", "summary"),
+            ("error", "error"),
+            ("completedAt", "completed_at"),
+        ):
             if row[column] is not None:
                 out[key] = row[column]
         if row["output_json"] is not None:
             out["output"] = json.loads(row["output_json"])
         if row["progress_json"] is not None and row["last_signal_at"] is not None:
             out["progress"] = {**json.loads(row["progress_json"]), "at": row["last_signal_at"]}
-        milestones = self.sql("SELECT name, sequence, at, data_json FROM child_milestones "
-                              "WHERE run_id = ? ORDER BY sequence", run_id)
+        milestones = self.sql(
+            "SELECT name, sequence, at, data_json FROM child_milestones "
+            "WHERE run_id = ? ORDER BY sequence",
+            run_id,
+        )
         if milestones:
             out["milestones"] = [
-                {"name": m["name"], "sequence": m["sequence"], "at": m["at"],
-                 **({"data": json.loads(m["data_json"])} if m["data_json"] else {})}
+                {
+                    "name": m["name"],
+                    "sequence": m["sequence"],
+                    "at": m["at"],
+                    **({"data": json.loads(m["data_json"])} if m["data_json"] else {}),
+                }
                 for m in milestones
             ]
         return out
 
-    async def get_agent_tool_chunks(self, run_id: str, after_sequence: int = -1) -> list[dict[str, Any]]:
-        rows = self.sql("SELECT seq, body FROM child_chunks WHERE run_id = ? AND seq > ? "
-                        "ORDER BY seq", run_id, after_sequence)
+    async def get_agent_tool_chunks(
+        self, run_id: str, after_sequence: int = -1
+    ) -> list[dict[str, Any]]:
+        rows = self.sql(
+            "SELECT seq, body FROM child_chunks WHERE run_id = ? AND seq > ? ORDER BY seq",
+            run_id,
+            after_sequence,
+        )
         return [{"sequence": r["seq"], "body": r["body"]} for r in rows]
 
     async def open_agent_tool_tail(self, run_id: str, after_sequence: int = -1) -> str:
@@ -87,8 +108,13 @@ class ScriptedChild(Agent):
         tail = {"run_id": run_id, "queue": [], "waiter": None, "closed": False}
         self._tails[tail_id] = tail
         for chunk in await self.get_agent_tool_chunks(run_id, after_sequence):
-            tail["queue"].append({"sequence": chunk["sequence"], "body": chunk["body"],
-                                  "chunkSequence": chunk["sequence"]})
+            tail["queue"].append(
+                {
+                    "sequence": chunk["sequence"],
+                    "body": chunk["body"],
+                    "chunkSequence": chunk["sequence"],
+                }
+            )
         if await self._is_terminal(run_id):
             tail["closed"] = True
         return tail_id
@@ -123,16 +149,27 @@ class ScriptedChild(Agent):
                 self._store_chunk(run_id, {"type": "text-delta", "id": "t", "delta": step[1]})
             elif kind == "progress":
                 now = self.host.clock.now_ms()
-                self.sql("UPDATE child_runs SET progress_json = ?, last_signal_at = ? "
-                         "WHERE run_id = ?", json.dumps(step[1]), now, run_id)
-                self._push(run_id, {"type": "data-agent-progress", "transient": True,
-                                    "data": step[1]}, None)
+                self.sql(
+                    "UPDATE child_runs SET progress_json = ?, last_signal_at = ? WHERE run_id = ?",
+                    json.dumps(step[1]),
+                    now,
+                    run_id,
+                )
+                self._push(
+                    run_id,
+                    {"type": "data-agent-progress", "transient": True, "data": step[1]},
+                    None,
+                )
             elif kind == "milestone":
                 self._milestone(run_id, step[1], step[2] if len(step) > 2 else None)
             elif kind == "finish":
                 if step[1] == "completed":
-                    self._settle(run_id, "completed", summary=step[2] if len(step) > 2 else "",
-                                 output=step[3] if len(step) > 3 else None)
+                    self._settle(
+                        run_id,
+                        "completed",
+                        summary=step[2] if len(step) > 2 else "",
+                        output=step[3] if len(step) > 3 else None,
+                    )
                 else:
                     self._settle(run_id, step[1], error=step[2] if len(step) > 2 else None)
                 return
@@ -141,11 +178,19 @@ class ScriptedChild(Agent):
 
     def _milestone(self, run_id: str, name: str, data: Any) -> None:
         now = self.host.clock.now_ms()
-        rows = self.sql("SELECT COALESCE(MAX(sequence), -1) + 1 AS n FROM child_milestones "
-                        "WHERE run_id = ?", run_id)
+        rows = self.sql(
+            "SELECT COALESCE(MAX(sequence), -1) + 1 AS n FROM child_milestones WHERE run_id = ?",
+            run_id,
+        )
         sequence = rows[0]["n"]
-        self.sql("INSERT INTO child_milestones VALUES (?, ?, ?, ?, ?)", run_id, sequence, name,
-                 None if data is None else json.dumps(data), now)
+        self.sql(
+            "INSERT INTO child_milestones VALUES (?, ?, ?, ?, ?)",
+            run_id,
+            sequence,
+            name,
+            None if data is None else json.dumps(data),
+            now,
+        )
         self.sql("UPDATE child_runs SET last_signal_at = ? WHERE run_id = ?", now, run_id)
         payload: dict[str, Any] = {"name": name, "sequence": sequence, "at": now}
         if data is not None:
@@ -154,28 +199,45 @@ class ScriptedChild(Agent):
 
     def _store_chunk(self, run_id: str, chunk: dict[str, Any]) -> None:
         body = json.dumps(chunk, separators=(",", ":"))
-        seq = self.sql("SELECT COALESCE(MAX(seq), -1) + 1 AS n FROM child_chunks WHERE run_id = ?",
-                       run_id)[0]["n"]
+        seq = self.sql(
+            "SELECT COALESCE(MAX(seq), -1) + 1 AS n FROM child_chunks WHERE run_id = ?", run_id
+        )[0]["n"]
         self.sql("INSERT INTO child_chunks VALUES (?, ?, ?)", run_id, seq, body)
         self._push(run_id, chunk, seq)
 
     def _push(self, run_id: str, chunk: dict[str, Any], chunk_sequence: int | None) -> None:
         sequence = self._live_sequence.get(run_id, 0)
         self._live_sequence[run_id] = sequence + 1
-        record = {"sequence": sequence, "body": json.dumps(chunk, separators=(",", ":")),
-                  "chunkSequence": chunk_sequence}
+        record = {
+            "sequence": sequence,
+            "body": json.dumps(chunk, separators=(",", ":")),
+            "chunkSequence": chunk_sequence,
+        }
         for tail in self._tails.values():
             if tail["run_id"] == run_id and not tail["closed"]:
                 tail["queue"].append(record)
                 self._wake(tail)
 
-    def _settle(self, run_id: str, status: str, *, summary: str | None = None,
-                error: str | None = None, output: Any = None) -> None:
+    def _settle(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        summary: str | None = None,
+        error: str | None = None,
+        output: Any = None,
+    ) -> None:
         changed = self.host.sql.execute(
             "UPDATE child_runs SET status = ?, summary = ?, error = ?, output_json = ?, "
             "completed_at = ? WHERE run_id = ? AND completed_at IS NULL",
-            (status, summary, error, None if output is None else json.dumps(output),
-             self.host.clock.now_ms(), run_id),
+            (
+                status,
+                summary,
+                error,
+                None if output is None else json.dumps(output),
+                self.host.clock.now_ms(),
+                run_id,
+            ),
         )
         if changed:
             for tail in self._tails.values():
