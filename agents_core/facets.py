@@ -364,4 +364,17 @@ class FacetsMixin:
                     row["owner_path_key"],
                     row["run_id"],
                 )
+        self._release_facet_keep_alives_under(encode_owner_path(prefix))
         await self._schedule_next_alarm()
+
+    def _release_facet_keep_alives_under(self: Any, prefix_key: str) -> None:
+        """Drop the keepAlive leases held for facets at or below `prefix_key`. Their work died
+        with them and their disposers will never run, so without this the root's heartbeat
+        would go on for a deleted sub-tree (docs/divergences.md F1)."""
+        released = 0
+        for token in list(self._facet_keep_alive_tokens):
+            owner_key = token.rsplit(":", 1)[0]  # tokens are "<owner key>:<nanoid(9)>"
+            if owner_key == prefix_key or owner_key.startswith(prefix_key + "/"):
+                del self._facet_keep_alive_tokens[token]
+                released += 1
+        self._keep_alive_refs = max(0, self._keep_alive_refs - released)

@@ -125,6 +125,8 @@ class Alarms:
         self._platform.platform_event(
             record, "alarm:interrupted", attempt=run.attempt, reason=reason
         )
+        if reason == "destroyed":
+            return  # the agent deleted itself (storage and alarm): nothing is left to retry
         self._retry(record, run.attempt)
         self._after_run(record)
 

@@ -132,6 +132,7 @@ class SimTask:
         # Each task runs in its own copy of the creator's context (as asyncio tasks do), so a
         # context variable set in one task (the current fiber) never leaks into another.
         self.context = contextvars.copy_context()
+        kernel._live[self] = None
         if owner is not None:
             owner.tasks[self] = None
 
@@ -163,13 +164,21 @@ class Kernel:
     def __init__(self) -> None:
         self.env = simpy.Environment(initial_time=0)
         self.graveyard: list[Coroutine[Any, Any, Any]] = []
+        self._live: dict[SimTask, None] = {}
         self._stack: list[SimTask] = []
         self._turn: dict[TurnParticipant, None] = {}
 
     def close(self) -> None:
-        """Close every buried coroutine now, quietly (they can no longer touch the world)."""
+        """End the simulation's coroutines now, quietly: the buried ones, and the live ones after
+        their owners are marked dead (so their `finally` blocks meet a dead host, exactly as the
+        buried ones do). Called when the kernel goes, or by `Simulation.close()`."""
+        for task in list(self._live):
+            if task.owner is not None:
+                task.owner.alive = False
+        live = [task.coro for task in self._live if task.coro is not None]
+        self._live.clear()
         graveyard, self.graveyard = self.graveyard, []
-        for coro in graveyard:
+        for coro in [*graveyard, *live]:
             # A dead task's last words (an error from its finally) go nowhere.
             with contextlib.suppress(BaseException):
                 coro.close()
@@ -297,6 +306,7 @@ class Kernel:
             value, error = None, _bad_await(coro, yielded)
 
     def _finish(self, task: SimTask, ok: bool, value: Any) -> None:
+        self._live.pop(task, None)
         if task.owner is not None:
             task.owner.tasks.pop(task, None)
         if ok:
@@ -305,6 +315,7 @@ class Kernel:
             task.finished.fail(value)
 
     def _bury(self, task: SimTask) -> None:
+        self._live.pop(task, None)
         if task.owner is not None and task.owner.tasks.pop(task, _GONE) is _GONE:
             return
         if task.coro is None:

@@ -56,6 +56,17 @@ class Simulation:
         self.platform.lifecycle.start_deploys()
         self._clients = 0
 
+    def close(self) -> None:
+        """End every coroutine of the run quietly (also done when the simulation is collected).
+        Nothing can run in this simulation afterwards."""
+        self.platform.kernel.close()
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- reading ----------------------------------------------------------------------------
     @property
     def now_ms(self) -> int:

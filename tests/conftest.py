@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 
 import pytest
 
@@ -10,5 +11,6 @@ from sim import Simulation
 
 
 @pytest.fixture
-def sim(request: pytest.FixtureRequest) -> Simulation:
-    return Simulation(seed=zlib.crc32(request.node.name.encode()))
+def sim(request: pytest.FixtureRequest) -> Iterator[Simulation]:
+    with Simulation(seed=zlib.crc32(request.node.name.encode())) as simulation:
+        yield simulation

@@ -221,3 +221,17 @@ def test_a_delivery_whose_incarnation_died_first_leaves_no_coroutine(sim: Simula
         sim.run_for(10)
         gc.collect()
     assert sim.incarnation_of(ref) == 0
+
+
+def test_closing_a_simulation_ends_live_tasks_quietly() -> None:
+    """close() ends running tasks too: their finally blocks meet a dead host, nothing is written
+    and nothing is raised."""
+    sim = Simulation(seed=4)
+    ref = sim.agent(Journal, "j")
+    sim.start_call(ref, "hold", 60_000)
+    sim.run_for(10)
+    records = len(sim.trace)
+    sim.close()
+    assert journal(sim, ref) == ["start", "hold begins"]
+    assert len(sim.trace) == records
+    assert sim.platform.kernel.graveyard == []
