@@ -25,6 +25,7 @@ from agents_core.facets import FacetsMixin
 from agents_core.fibers import FibersMixin
 from agents_core.host import Connection, Host
 from agents_core.keep_alive import KeepAliveMixin
+from agents_core.mcp import MCP_SERVERS_DDL, McpMixin
 from agents_core.options import AgentOptions, resolve_options
 from agents_core.recovery import RecoveryMixin
 from agents_core.schedules import SchedulesMixin
@@ -82,6 +83,7 @@ class Agent(
     FibersMixin,
     RecoveryMixin,
     AgentToolsMixin,
+    McpMixin,
 ):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
 
@@ -109,7 +111,8 @@ class Agent(
         self._destroyed = False
         self._executing_schedule_id: str | None = None
         self._init_facet_state()
-        ensure_schema(host.sql, AGENT_TOOL_RUNS_DDL)
+        self._init_mcp_state()
+        ensure_schema(host.sql, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
 
     # -- storage ----------------------------------------------------------------------------
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
@@ -201,10 +204,11 @@ class Agent(
 
     # -- platform entries -------------------------------------------------------------------
     async def _cf_start(self) -> None:
-        """Startup, once per incarnation under the input gate: facet identity, the recovery
-        scan, then the user's on_start (recovery runs before on_start, as in the SDK)."""
+        """Startup, once per incarnation under the input gate: facet identity, MCP servers, the
+        recovery scan, then the user's on_start (recovery runs before on_start, as in the SDK)."""
         set_current_agent(self)
         self._hydrate_facet_identity()
+        self._restore_mcp_connections()
         await self._check_run_fibers()
         self._collect_agent_tool_runs_for_recovery()
         self._in_on_start = True

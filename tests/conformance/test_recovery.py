@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agents_core import Agent
 from agents_core.fiber_ledger import FiberRecoveryResult
 from sim import Simulation
 from tests.conformance.fiber_agents import (
@@ -700,3 +701,32 @@ def test_F111_a_duplicate_waiting_start_after_restart_gets_the_recovered_result(
     assert [r.inc for r in sim.trace.select("startup:begin", agent=ref.path)] == [1]
     assert journal(sim, ref, "duplicate ran") == []
     assert len(hook_calls(sim, ref)) == 1
+
+
+class McpUser(Agent):
+    """Connects an MCP server, then runs a fiber that an eviction orphans."""
+
+    async def connect_and_work(self) -> None:
+        self.add_mcp_server("search", "https://mcp.example/search")
+
+        async def body(ctx) -> None:
+            await self.host.clock.sleep(60_000)
+
+        self.host.tasks.wait_until(self.run_fiber("uses-search", body))
+
+    async def on_fiber_recovered(self, ctx) -> None:
+        servers = sorted(c["name"] for c in self.mcp_connections.values())
+        self.host.trace.emit("user:hook_saw_mcp", servers=servers)
+
+
+def test_F065_mcp_connections_are_restored_before_fiber_recovery_runs(sim: Simulation) -> None:
+    """On a cold start the stored MCP server is reconnected before the recovery hook runs."""
+    ref = sim.agent(McpUser, "m")
+    sim.call(ref, "connect_and_work")
+    sim.run_for(1_000)
+    sim.evict(ref, "deploy")
+    sim.fetch(ref)
+    (saw,) = sim.trace.select("user:hook_saw_mcp")
+    assert saw.get("servers") == ["search"]
+    restored = sim.trace.select("mcp:connected", agent=ref.path, restored=True)
+    assert restored and restored[0].seq < saw.seq

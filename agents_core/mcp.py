@@ -1,0 +1,58 @@
+"""MCP servers, modelled only as far as the durable runtime depends on them: a registry of servers
+in `cf_agents_mcp_servers` and its restore at startup, before the fiber recovery scan, so a
+recovery hook can use a tool server the agent had connected (spec fibers §1.4 step 3, F-65).
+The MCP protocol itself (discovery, tool calls, OAuth) is not part of this port."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MCP_SERVERS_DDL", "McpMixin"]
+
+MCP_SERVERS_DDL = (
+    """CREATE TABLE IF NOT EXISTS cf_agents_mcp_servers (
+        id TEXT PRIMARY KEY NOT NULL,
+        name TEXT NOT NULL,
+        server_url TEXT NOT NULL,
+        client_id TEXT,
+        auth_url TEXT,
+        callback_url TEXT NOT NULL DEFAULT '',
+        server_options TEXT
+    )""",
+)
+
+
+class McpMixin:
+    def _init_mcp_state(self: Any) -> None:
+        self.mcp_connections: dict[str, dict[str, Any]] = {}
+
+    def add_mcp_server(self: Any, name: str, url: str) -> str:
+        """Register a server (durably) and connect it; returns its id."""
+        server_id = self.host.entropy.nanoid(8)
+        self.sql(
+            "INSERT INTO cf_agents_mcp_servers (id, name, server_url) VALUES (?, ?, ?)",
+            server_id,
+            name,
+            url,
+        )
+        self._connect_mcp(server_id, name, url, restored=False)
+        return server_id
+
+    def remove_mcp_server(self: Any, server_id: str) -> None:
+        self.sql("DELETE FROM cf_agents_mcp_servers WHERE id = ?", server_id)
+        self.mcp_connections.pop(server_id, None)
+
+    def _restore_mcp_connections(self: Any) -> None:
+        for row in self.sql(
+            "SELECT id, name, server_url FROM cf_agents_mcp_servers ORDER BY rowid"
+        ):
+            self._connect_mcp(row["id"], row["name"], row["server_url"], restored=True)
+
+    def _connect_mcp(self: Any, server_id: str, name: str, url: str, *, restored: bool) -> None:
+        self.mcp_connections[server_id] = {
+            "id": server_id,
+            "name": name,
+            "url": url,
+            "state": "ready",
+        }
+        self.host.trace.emit("mcp:connected", id=server_id, name=name, restored=restored)
