@@ -8,7 +8,6 @@ shows a traceback: it is one line on stderr saying what was wrong and what would
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ from scenarios.loader import load_scenario
 from scenarios.runner import run_scenario
 from scenarios.schema import Scenario
 from sim.human import render_all
-from sim.trace import TraceRecord
+from sim.trace import Trace, TraceRecord
 
 __all__ = ["main"]
 
@@ -145,26 +144,9 @@ def _report(path: str, out: TextIO) -> int:
 def _read_trace(path: str) -> list[TraceRecord]:
     """The records of a JSONL trace; any line that is not one is bad input, named by line."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise _BadInput(f"cannot read {path!r}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise _BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-            if not isinstance(data, dict):
-                raise TypeError(f"a JSON {type(data).__name__}, not an object")
-            records.append(TraceRecord.from_dict(data))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise _BadInput(
-                f"{path}:{number}: not a trace record ({type(exc).__name__}: {exc}); each line "
-                f"is a JSON object with seq, t, agent, inc and event, as run --trace writes"
-            ) from None
-    return records
+        return Trace.read_jsonl(path)
+    except ValueError as exc:
+        raise _BadInput(str(exc)) from None
 
 
 # -- helpers ----------------------------------------------------------------------------------

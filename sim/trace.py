@@ -155,20 +155,29 @@ class Trace:
 
     @staticmethod
     def read_jsonl(path: str | Path) -> list[TraceRecord]:
+        """The records of a JSONL trace; a file that cannot be read, or any line that is not a
+        record, is a ValueError naming the file (and line)."""
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ValueError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         records = []
-        with Path(path).open(encoding="utf-8") as src:
-            for number, line in enumerate(src, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                    if not isinstance(data, dict):
-                        raise TypeError(f"a JSON object is needed, got {type(data).__name__}")
-                    records.append(TraceRecord.from_dict(data))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise ValueError(
-                        f"{path}:{number}: not a trace record ({exc}): {line[:120]!r}"
-                    ) from None
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise TypeError(f"a JSON {type(data).__name__}, not an object")
+                records.append(TraceRecord.from_dict(data))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(
+                    f"{path}:{number}: not a trace record ({type(exc).__name__}: {exc}); each "
+                    f"line is a JSON object with seq, t, agent, inc and event, as run --trace "
+                    f"writes"
+                ) from None
         return records
 
 

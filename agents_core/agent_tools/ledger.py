@@ -83,6 +83,7 @@ class LedgerMixin:
                 self.host.clock.now_ms(),
                 run_id,
             )
+            self.host.trace.emit("hook:delivered", runId=run_id, slot=slot, status=result.status)
 
         if defer_handlers_to is not None:
             defer_handlers_to.append(complete)
@@ -98,6 +99,10 @@ class LedgerMixin:
         result: RunAgentToolResult,
     ) -> None:
         lifecycle = result.lifecycle()
+        # Trace-only records (not SDK events): what checkers count deliveries by.
+        self.host.trace.emit(
+            "hook:on_agent_tool_finish", runId=row["run_id"], slot=slot, status=result.status
+        )
         try:
             await self.on_agent_tool_finish(info, result if not row["detached"] else lifecycle)
         except Exception as exc:  # noqa: BLE001 - the global hook's failure goes to on_error
@@ -106,6 +111,9 @@ class LedgerMixin:
         method = getattr(self, name, None) if name else None
         if not callable(method):
             return  # a name that no longer resolves is skipped silently, as in the SDK
+        self.host.trace.emit(
+            "hook:on_finish", runId=row["run_id"], slot=slot, status=result.status, callback=name
+        )
         try:
             await method(info, lifecycle)
         except Exception as exc:

@@ -93,26 +93,15 @@ class RunAgentToolResult:
     has_output: bool = field(default=False, compare=True)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "runId": self.run_id,
-            "agentType": self.agent_type,
-            "status": self.status,
-        }
+        out: dict[str, Any] = {"runId": self.run_id, "agentType": self.agent_type}
+        out.update(self.lifecycle())
         if self.has_output:
             out["output"] = self.output
-        for key, value in (
-            ("summary", self.summary),
-            ("error", self.error),
-            ("reason", self.reason),
-            ("childStillRunning", self.child_still_running),
-        ):
-            if value is not None:
-                out[key] = value
         return out
 
     def lifecycle(self) -> dict[str, Any]:
         """The lifecycle object of detached deliveries: status and the defined keys only."""
-        out = {"status": self.status}
+        out: dict[str, Any] = {"status": self.status}
         for key, value in (
             ("summary", self.summary),
             ("error", self.error),

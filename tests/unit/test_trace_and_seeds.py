@@ -128,5 +128,5 @@ def test_a_trace_line_that_is_not_an_object_is_refused(tmp_path) -> None:
     """Valid JSON that is not an object is a bad record, reported like any other."""
     path = tmp_path / "list.jsonl"
     path.write_text("[]\n")
-    with pytest.raises(ValueError, match=r"list\.jsonl:1: not a trace record .*JSON object"):
+    with pytest.raises(ValueError, match=r"list\.jsonl:1: not a trace record .*not an object"):
         Trace.read_jsonl(path)
