@@ -163,7 +163,7 @@ class Kernel:
 
     def __init__(self) -> None:
         self.env = simpy.Environment(initial_time=0)
-        self.graveyard: list[Coroutine[Any, Any, Any]] = []
+        self.graveyard: list[SimTask] = []
         self._live: dict[SimTask, None] = {}
         self._stack: list[SimTask] = []
         self._turn: dict[TurnParticipant, None] = {}
@@ -175,13 +175,14 @@ class Kernel:
         for task in list(self._live):
             if task.owner is not None:
                 task.owner.alive = False
-        live = [task.coro for task in self._live if task.coro is not None]
+        live = [task for task in self._live if task.coro is not None]
         self._live.clear()
         graveyard, self.graveyard = self.graveyard, []
-        for coro in [*graveyard, *live]:
-            # A dead task's last words (an error from its finally) go nowhere.
+        for task in [*graveyard, *live]:
+            # In the task's own context, so its finally blocks restore context variables there and
+            # not in whoever closes it; a dead task's last words (an error) go nowhere.
             with contextlib.suppress(BaseException):
-                coro.close()
+                task.context.run(task.coro.close)
 
     def __del__(self) -> None:
         self.close()
@@ -323,7 +324,7 @@ class Kernel:
         if inspect.getcoroutinestate(task.coro) == inspect.CORO_CREATED:
             task.coro.close()  # never started: closing runs none of its lines
         else:
-            self.graveyard.append(task.coro)
+            self.graveyard.append(task)
 
     def bury_all(self, owner: Owner) -> None:
         """Called at the instant an owner dies: none of its tasks will run again."""

@@ -160,8 +160,8 @@ def test_a_dead_coroutine_closed_late_cannot_touch_the_world() -> None:
     sim.run_for(10)
     sim.evict(ref)
     before = len(sim.trace)
-    for coro in sim.platform.kernel.graveyard:
-        coro.close()
+    for task in sim.platform.kernel.graveyard:
+        task.coro.close()
     assert journal(sim, ref) == ["start", "hold begins"]
     assert len(sim.trace) == before
     assert sim.alarm_of(ref) is None

@@ -187,5 +187,35 @@ def test_context_variables_stay_inside_their_task(sim: Simulation) -> None:
 
     ref = sim.agent(Ctx, "c")
     assert sim.call(ref, "run") == [
-        "a sees a", "child of a sees a", "b sees b", "child of b sees b", "caller sees none",
+        "a sees a",
+        "child of a sees a",
+        "b sees b",
+        "child of b sees b",
+        "caller sees none",
     ]
+
+
+def test_closing_a_simulation_leaves_the_callers_context_alone() -> None:
+    """Closing buried tasks runs their finally blocks in their own context: a context variable
+    they restore is not restored in the code that closed the simulation."""
+    import contextvars
+
+    probe: contextvars.ContextVar[str] = contextvars.ContextVar("probe", default="outside")
+
+    class Setter(Agent):
+        async def hold(self) -> None:
+            outer = probe.get()
+            probe.set("inside")
+            try:
+                await self.host.clock.sleep(60_000)
+            finally:
+                probe.set(outer + "-restored")
+
+    sim = Simulation(seed=2)
+    ref = sim.agent(Setter, "s")
+    sim.start_call(ref, "hold")
+    sim.run_for(10)
+    sim.evict(ref)
+    probe.set("caller")
+    sim.close()
+    assert probe.get() == "caller"
