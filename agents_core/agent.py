@@ -217,6 +217,7 @@ class Agent(
         finally:
             self._in_on_start = False
         self._schedule_agent_tool_recovery()
+        self.host.tasks.wait_until(self._arm_agent_tool_hook_redelivery())
 
     async def _cf_fetch(self, request: Request) -> Response:
         set_current_agent(self)

@@ -16,6 +16,7 @@ from agents_core.agent import Request, Response
 from sim.clients import Client
 from sim.faults import FaultProfile
 from sim.kernel import SimDeferred
+from sim.model import ScriptedModel, register_model
 from sim.platform import AgentRecord, Platform
 from sim.sqlite import StorageFault
 from sim.stubs import invoke_method
@@ -252,6 +253,11 @@ class Simulation:
             record, "fault:armed", kind=kind, match=match, skip=skip, count=count
         )
         return fault
+
+    def register_model(self, model: ScriptedModel, name: str = "model") -> ScriptedModel:
+        """A scripted model provider chat agents stream from (`sim.model`); `model` by default,
+        the service chat agents open."""
+        return register_model(self, name, model)
 
     def register_service(self, name: str, service: Service) -> None:
         """An upstream service agents can stream from (see `sim.upstream`)."""

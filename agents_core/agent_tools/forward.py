@@ -125,6 +125,8 @@ class ForwardingMixin:
         info = AgentToolRunInfo.from_row(row)
         self.host.tasks.wait_until(self._call_on_progress(info, snapshot))
         if chunk["type"] == "data-agent-milestone":
+            # Defined in detached.py (S3); ForwardingMixin precedes DetachedMixin in the MRO,
+            # so no stub here may shadow it.
             self._on_forwarded_milestone(row, data)
 
     async def _call_on_progress(
@@ -138,6 +140,3 @@ class ForwardingMixin:
     async def on_progress(self: Any, run: AgentToolRunInfo, snapshot: dict[str, Any]) -> None:
         """A forwarded progress or milestone of one of this agent's runs (best effort: live only,
         not re-fired after an eviction; use `inspect_agent_tool_run` for the durable state)."""
-
-    def _on_forwarded_milestone(self: Any, row: dict[str, Any], data: dict[str, Any]) -> None:
-        """Live milestone path; the detached notifications hook in here (seed decision S3)."""

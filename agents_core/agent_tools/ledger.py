@@ -10,7 +10,9 @@ throwing handler (re-claimed after the lease) — spec agent-tools §4.4.
 
 Seed decision S8 extends this to awaited runs: the SDK calls their hook unguarded (a throwing
 hook re-finishes the run as `error` and calls the hook again; two observers of one run both call
-it); here they use the same `finish` slot, so the hook fires once.
+it); here they use the same slots, so the hook fires once. Detached slots are re-delivered by
+the backbone; for awaited runs a slot left claimed by a dead incarnation is re-delivered by
+`_cf_redeliver_agent_tool_hooks`, armed at startup, once the lease has expired (at least once).
 """
 
 from __future__ import annotations
@@ -90,6 +92,58 @@ class LedgerMixin:
         else:
             await complete()
         return True
+
+    # -- at least once across a crash, for awaited runs (S8) ------------------------------------
+    def _claimed_undelivered_awaited_rows(self: Any) -> list[dict[str, Any]]:
+        return self.sql(
+            "SELECT * FROM cf_agent_tool_runs WHERE detached = 0 AND ("
+            "(finish_claimed_at IS NOT NULL AND finish_delivered_at IS NULL) OR "
+            "(give_up_claimed_at IS NOT NULL AND give_up_delivered_at IS NULL)) "
+            "ORDER BY started_at, rowid"
+        )
+
+    async def _arm_agent_tool_hook_redelivery(self: Any) -> None:
+        """At startup: if an awaited run's hook was claimed by an incarnation that died before
+        it was marked delivered, schedule its redelivery for when the claim's lease expires."""
+        rows = self._claimed_undelivered_awaited_rows()
+        if not rows:
+            return
+        claims = [
+            row[f"{slot}_claimed_at"]
+            for row in rows
+            for slot in SLOTS
+            if row[f"{slot}_claimed_at"] is not None and row[f"{slot}_delivered_at"] is None
+        ]
+        due_ms = min(claims) + DETACHED_DELIVERY_LEASE_MS + 1
+        delay_s = max(0, -(-(due_ms - self.host.clock.now_ms()) // 1000))
+        await self.schedule(delay_s, "_cf_redeliver_agent_tool_hooks", None, idempotent=True)
+
+    async def _cf_redeliver_agent_tool_hooks(
+        self: Any, payload: Any = None, row: Any = None
+    ) -> None:
+        """Schedule callback: deliver every awaited slot whose claim has expired, from the row;
+        re-arm for claims still within their lease."""
+        for stored in self._claimed_undelivered_awaited_rows():
+            result = self._result_from_agent_tool_row(stored)
+            for slot in SLOTS:
+                if (
+                    stored[f"{slot}_claimed_at"] is None
+                    or stored[f"{slot}_delivered_at"] is not None
+                ):
+                    continue
+                if slot == "give_up" and stored["status"] != "interrupted":
+                    # Superseded by a real terminal, whose own finish slot delivers it.
+                    self.sql(
+                        "UPDATE cf_agent_tool_runs SET give_up_delivered_at = ? WHERE run_id = ?",
+                        self.host.clock.now_ms(),
+                        stored["run_id"],
+                    )
+                    continue
+                await self._deliver_agent_tool_terminal(
+                    stored["run_id"], slot, result, completed_at=stored["completed_at"]
+                )
+        if self._claimed_undelivered_awaited_rows():
+            await self._arm_agent_tool_hook_redelivery()
 
     async def _invoke_finish_handlers(
         self: Any,

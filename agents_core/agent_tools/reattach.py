@@ -1,25 +1,241 @@
-"""Parent restart: startup recovery and re-attach of agent-tool runs (being written in this
-session)."""
+"""Re-attach: following a child's run to its terminal after the parent lost its live view of it
+(spec agent-tools §7.2–7.6, §2.4), and the re-issue of a run id whose row is not terminal.
+
+The parent tails the child again, keyed on progress rather than wall time: the wait ends when the
+child reaches a terminal inspection, when a whole no-progress window (the static option
+`agent_tool_reattach_no_progress_timeout_ms`, default 120 s) passes with nothing forwarded, or at
+an optional ceiling across re-arms (`agent_tool_reattach_max_window_ms`, default none). A tail
+that closes cleanly after forwarding something is opened again (the child was re-evicted
+mid-recovery). Only a `window-exceeded` give-up tears the child down; every other give-up leaves
+it running, so that a later re-issue of the same run id can still collect it (soft sealing).
+
+Every call to the child is raced against a timer or the ceiling, so nothing here waits forever
+unless the user asked for it (an infinite no-progress budget and no ceiling). `ReattachMixin`
+also carries the startup sweep that calls this after a parent restart (`recovery_sweep.py`).
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ReattachMixin"]
+from agents_core.agent_tools.frames import chunk_event, frame
+from agents_core.agent_tools.recovery_sweep import (
+    ACTIVE_CHILD_STATUSES,
+    RECOVERY_TIMEOUT_MS,
+    RecoverySweepMixin,
+    _after,
+    _call,
+    interrupted_result,
+)
+from agents_core.agent_tools.registry import RunAgentToolResult
+from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.signals import AbortController, AbortSignal
+
+__all__ = ["ReattachMixin", "ReattachOutcome"]
+
+WINDOW_EXCEEDED_CANCEL_REASON = "agent tool run given up by parent recovery: window-exceeded"
 
 
-class ReattachMixin:
-    def _collect_agent_tool_runs_for_recovery(self: Any) -> None:
-        self._agent_tool_recovery_snapshot = [
-            row["run_id"] for row in self.sql(
-                "SELECT run_id FROM cf_agent_tool_runs WHERE status IN ('starting', 'running') "
-                "ORDER BY started_at, rowid"
+@dataclass(frozen=True)
+class ReattachOutcome:
+    """How a re-attach ended: a terminal `result` (with the child's `completed_at`), or the
+    `reason` the parent gave up. `sequence` is the parent's next frame sequence."""
+
+    sequence: int
+    result: RunAgentToolResult | None = None
+    completed_at: int | None = None
+    reason: str | None = None
+
+
+class ReattachMixin(RecoverySweepMixin):
+    def _agent_tool_reattach_budgets(self: Any) -> tuple[float, float]:
+        """(no-progress budget, ceiling) in ms, from the static options (§7.4)."""
+        options = self._options
+        return (
+            options.agent_tool_reattach_no_progress_timeout_ms,
+            options.agent_tool_reattach_max_window_ms,
+        )
+
+    @staticmethod
+    def _reattach_call_timeout_ms(no_progress_ms: float) -> float:
+        """How long one control call of a re-attach may take: its no-progress budget, or the
+        recovery timeout when that budget is 0 (do not wait) or NaN; no timer when infinite."""
+        if math.isnan(no_progress_ms) or no_progress_ms <= 0:
+            return RECOVERY_TIMEOUT_MS
+        return no_progress_ms
+
+    # -- the algorithm (§7.3) -----------------------------------------------------------------
+    async def _reattach_agent_tool_run_to_terminal(
+        self: Any,
+        child: Any,
+        row: dict[str, Any],
+        sequence: int,
+        no_progress_ms: float,
+        max_window_ms: float,
+    ) -> ReattachOutcome:
+        """Follow the child's run until it is terminal, or give up with a reason."""
+        run_id, agent_type = row["run_id"], row["agent_type"]
+        if not self._child_can_tail(child):
+            return ReattachOutcome(sequence, reason="not-tailable")
+        self._emit(
+            "agent_tool:recovery:reattach",
+            runId=run_id,
+            agentType=agent_type,
+            budgetMs=no_progress_ms,
+        )
+        call_timeout = self._reattach_call_timeout_ms(no_progress_ms)
+        if math.isnan(no_progress_ms) or no_progress_ms <= 0:
+            # "Don't wait": collect an already-terminal child, never tail.
+            terminal = await self._collect_agent_tool_terminal(child, row, call_timeout)
+            if terminal is None:
+                return ReattachOutcome(sequence, reason="no-progress")
+            return ReattachOutcome(sequence, terminal[0], terminal[1])
+        ceiling = AbortController() if math.isfinite(max_window_ms) and max_window_ms > 0 else None
+        stop = self.host.tasks.deferred()
+        if ceiling is not None:
+            self.host.tasks.wait_until(self._arm_reattach_ceiling(ceiling, max_window_ms, stop))
+        signal = ceiling.signal if ceiling is not None else None
+        try:
+            while signal is None or not signal.aborted:
+                ended, forwarded = "aborted", 0
+                tag, after = await self._within(
+                    self._last_stored_chunk_sequence(child, run_id), call_timeout, signal
+                )
+                if tag != "aborted":
+                    sequence, ended, forwarded = await self._tail_once(
+                        child, row, sequence, after if tag == "ok" else -1, no_progress_ms, signal
+                    )
+                fired = signal is not None and signal.aborted
+                # Past the ceiling, the last look at the child may not take long either.
+                timeout = min(call_timeout, RECOVERY_TIMEOUT_MS) if fired else call_timeout
+                terminal = await self._collect_agent_tool_terminal(child, row, timeout)
+                if terminal is not None:
+                    return ReattachOutcome(sequence, terminal[0], terminal[1])
+                if fired:
+                    break
+                if ended != "done" or forwarded == 0:
+                    return ReattachOutcome(sequence, reason="no-progress")
+                # A clean close after progress (the child was re-evicted mid-flight): re-arm.
+            return ReattachOutcome(sequence, reason="window-exceeded")
+        finally:
+            stop.resolve(("stop", None))
+
+    async def _arm_reattach_ceiling(
+        self: Any, ceiling: AbortController, max_window_ms: float, stop: Any
+    ) -> None:
+        tag, _ = await self.host.tasks.race(
+            _after(self.host.clock, int(max_window_ms), "fire"), stop
+        )
+        if tag == "fire":
+            ceiling.abort("window-exceeded")
+
+    async def _last_stored_chunk_sequence(self: Any, child: Any, run_id: str) -> int:
+        """The child's last stored chunk index, or -1: the tail starts after it, so the
+        client is not sent again what connect replay already gave it."""
+        try:
+            chunks = await child.call("get_agent_tool_chunks", run_id, -1)
+        except Exception:  # noqa: BLE001 - a failed probe tails from the start
+            return -1
+        last = chunks[-1] if chunks else None
+        if isinstance(last, dict) and isinstance(last.get("sequence"), int):
+            return last["sequence"]
+        return -1
+
+    async def _tail_once(
+        self: Any,
+        child: Any,
+        row: dict[str, Any],
+        sequence: int,
+        after_sequence: int,
+        no_progress_ms: float,
+        signal: AbortSignal | None,
+    ) -> tuple[int, str, int]:
+        """One tail attempt: (next sequence, how it ended, chunks forwarded). A tail that
+        throws (the child died, the adapter cannot tail) is a non-clean end."""
+        forward = self._forward_agent_tool_stream(
+            child,
+            row["run_id"],
+            row["parent_tool_call_id"],
+            sequence,
+            after_sequence=after_sequence,
+            signal=signal,
+            idle_ms=no_progress_ms,
+        )
+        # The ceiling also bounds the tail's open call, which the forward loop does not race.
+        tag, outcome = await self._within(forward, None, signal)
+        if tag != "ok":
+            return sequence, "aborted" if tag == "aborted" else "threw", 0
+        return outcome.sequence, outcome.ended, outcome.forwarded
+
+    async def _collect_agent_tool_terminal(
+        self: Any, child: Any, row: dict[str, Any], timeout_ms: float | None
+    ) -> tuple[RunAgentToolResult, int | None] | None:
+        """The run's terminal result and the child's completion time, or None while the child
+        is still running, has no record of the run, or cannot be inspected."""
+        tag, inspection = await self._within(
+            _call(child, "inspect_agent_tool_run", row["run_id"]), timeout_ms
+        )
+        if tag != "ok" or not isinstance(inspection, dict):
+            return None
+        if inspection.get("status") in ACTIVE_CHILD_STATUSES:
+            return None
+        result = result_from_inspection(row["run_id"], row["agent_type"], inspection)
+        return result, inspection.get("completedAt")
+
+    async def _teardown_given_up_child(
+        self: Any, child: Any, row: dict[str, Any], reason: str | None
+    ) -> bool:
+        """Cancel the child after a `window-exceeded` give-up (the only one that tears down,
+        §7.5); True if the cancel succeeded."""
+        if reason != "window-exceeded":
+            return False
+        tag, _ = await self._within(
+            _call(child, "cancel_agent_tool_run", row["run_id"], WINDOW_EXCEEDED_CANCEL_REASON),
+            RECOVERY_TIMEOUT_MS,
+        )
+        return tag == "ok"
+
+    async def _rebroadcast_stored_chunks(
+        self: Any, row: dict[str, Any], child: Any, timeout_ms: float | None
+    ) -> int:
+        """Broadcast the child's stored chunks live (not replay), numbered from 1; the next
+        sequence. A failed or slow fetch broadcasts nothing."""
+        run_id = row["run_id"]
+        tag, chunks = await self._within(
+            _call(child, "get_agent_tool_chunks", run_id, -1), timeout_ms
+        )
+        sequence = 1
+        for chunk in chunks if tag == "ok" and isinstance(chunks, list) else []:
+            if not isinstance(chunk, dict) or not isinstance(chunk.get("body"), str):
+                continue
+            event = chunk_event(run_id, chunk["body"], chunk.get("sequence"))
+            self.broadcast(frame(row["parent_tool_call_id"], sequence, event))
+            sequence += 1
+        return sequence
+
+    # -- re-issue of a run id whose row is starting / running / interrupted (§2.4) -------------
+    async def _reattach_on_reissue(self: Any, cls: type, row: dict[str, Any]) -> RunAgentToolResult:
+        """Collect the run from its child: its terminal result if it reaches one, else a soft
+        `interrupted` after the child's stored chunks are sent again. Never a second turn."""
+        no_progress_ms, max_window_ms = self._agent_tool_reattach_budgets()
+        call_timeout = self._reattach_call_timeout_ms(no_progress_ms)
+        tag, child = await self._within(self._agent_tool_child(cls, row["run_id"]), call_timeout)
+        if tag != "ok":
+            result = interrupted_result(row, None, child_still_running=True)
+            await self._finish_agent_tool_run(row, result, 1)
+            return result
+        outcome = await self._reattach_agent_tool_run_to_terminal(
+            child, row, 1, no_progress_ms, max_window_ms
+        )
+        if outcome.result is not None:
+            await self._finish_agent_tool_run(
+                row, outcome.result, outcome.sequence, outcome.completed_at
             )
-        ]
-
-    def _schedule_agent_tool_recovery(self: Any) -> None:
-        if getattr(self, "_agent_tool_recovery_snapshot", None):
-            raise NotImplementedError("agent-tool recovery after a parent restart is not built yet")
-
-    async def _reattach_on_reissue(self: Any, cls: type, row: dict[str, Any]) -> Any:
-        raise NotImplementedError("re-attach is not built yet")
+            return outcome.result
+        torn_down = await self._teardown_given_up_child(child, row, outcome.reason)
+        sequence = await self._rebroadcast_stored_chunks(row, child, call_timeout)
+        result = interrupted_result(row, outcome.reason, child_still_running=not torn_down)
+        await self._finish_agent_tool_run(row, result, sequence)
+        return result

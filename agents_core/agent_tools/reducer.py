@@ -252,7 +252,11 @@ def _terminal(run: AgentToolRunState, event: dict[str, Any]) -> AgentToolRunStat
         # A repaired run drops the interrupt's cause, as its row does (T-126); the SDK's
         # reducer keeps it (E18), which shows a completed run as "no-progress".
         return replace(
-            run, status="completed", summary=event.get("summary"), error=None, reason=None,
+            run,
+            status="completed",
+            summary=event.get("summary"),
+            error=None,
+            reason=None,
             child_still_running=None,
         )
     if kind == "error":

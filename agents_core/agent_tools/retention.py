@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from agents_core.agent_tools.backbone import TEARDOWN_MARKER_PREFIX
 from agents_core.agent_tools.frames import chunk_event, frame, started_event, terminal_event
+from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from agents_core.agent_tools.registry import TERMINAL
 from agents_core.jsontext import parse_json_text
 
@@ -56,12 +58,18 @@ class RetentionMixin:
     async def _stored_agent_tool_chunks(
         self: Any, row: dict[str, Any], after: int = -1
     ) -> list[dict[str, Any]]:
-        try:
-            child = await self._agent_tool_child(row["agent_type"], row["run_id"])
-            chunks = await child.call("get_agent_tool_chunks", row["run_id"], after)
-        except Exception:  # noqa: BLE001 - a run whose child cannot be reached replays no chunks
-            return []
+        """The child's stored chunks, bounded by the recovery inspection timeout: a child whose
+        facet hangs must not hang a client's connect (the SDK waits without a bound)."""
+        outcome, chunks = await self._within(
+            self._fetch_stored_chunks(row, after), self._agent_tool_recovery_timeout_ms
+        )
+        if outcome != "ok":
+            return []  # a run whose child cannot be reached replays no chunks
         return [c for c in chunks or [] if isinstance(c, dict) and isinstance(c.get("body"), str)]
+
+    async def _fetch_stored_chunks(self: Any, row: dict[str, Any], after: int) -> Any:
+        child = await self._agent_tool_child(row["agent_type"], row["run_id"])
+        return await child.call("get_agent_tool_chunks", row["run_id"], after)
 
     def has_agent_tool_run(self: Any, cls_or_name: type | str, run_id: str) -> bool:
         """True iff a run with this id and child class exists (cap-rejected ones too)."""
@@ -107,6 +115,11 @@ class RetentionMixin:
         except Exception as exc:  # noqa: BLE001 - every error is swallowed; the row goes anyway
             self._log("warn", f"clearing agent tool run {run_id}: {exc}")
         self.sql("DELETE FROM cf_agent_tool_runs WHERE run_id = ?", run_id)
+        # The run's durable notes go with it, so a reused run id starts clean.
+        kv = self.host.kv
+        for key in kv.list(f"{MILESTONE_DEDUPE_PREFIX}{run_id}:"):
+            kv.delete(key)
+        kv.delete(f"{TEARDOWN_MARKER_PREFIX}{run_id}")
 
     async def on_before_sub_agent(self: Any, request: Any, class_name: str, name: str) -> Any:
         """Gate a drill-in request to a sub-agent: return a Response to answer it here (a

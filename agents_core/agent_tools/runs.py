@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_core.agent_tools.frames import frame, started_event
+from agents_core.agent_tools.frames import frame, started_event, terminal_event
 from agents_core.agent_tools.registry import (
     HARD_TERMINAL,
     AgentToolRunInfo,
@@ -145,7 +145,9 @@ class RunsMixin:
     ) -> bool:
         """Finish a run through the ledger (S8): a soft `interrupted` through the `give_up` slot,
         a real result through `finish`. The slot's first delivery writes the row, broadcasts the
-        terminal frame and calls the hooks; a later one only writes the (guarded) row."""
+        terminal frame and calls the hooks; a later one writes the (guarded) row and, when that
+        changed it (a second give-up with another reason), broadcasts the new terminal frame so
+        clients follow the row, without calling the hooks again."""
         slot = "give_up" if result.status == "interrupted" else "finish"
         delivered = await self._deliver_agent_tool_terminal(
             row["run_id"],
@@ -155,8 +157,15 @@ class RunsMixin:
             completed_at=completed_at,
             serialize=serialize,
         )
-        if not delivered:
-            self._update_agent_tool_terminal(row["run_id"], result, completed_at)
+        if not delivered and self._update_agent_tool_terminal(row["run_id"], result, completed_at):
+            now = self.host.clock.now_ms()
+            self.broadcast(
+                frame(
+                    row["parent_tool_call_id"],
+                    now if sequence is None else sequence,
+                    terminal_event(result),
+                )
+            )
         return delivered
 
     # -- children ---------------------------------------------------------------------------------

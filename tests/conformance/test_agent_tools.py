@@ -454,3 +454,80 @@ def test_clear_cancels_running_children_and_is_silent(sim: Simulation) -> None:
     assert sim.trace.select("facet:deleted", agent="Clearing/c/ScriptedChild/h")
     assert [f["event"]["kind"] for f in frames_of(client)[before:]] in ([], ["error"])
     assert not sim.call(ref, "has_agent_tool_run", "ScriptedChild", "done")
+
+
+def test_clearing_a_run_forgets_its_milestone_notes(sim: Simulation) -> None:
+    """A cleared run id reused later is not muted by the old run's milestone dedupe notes."""
+
+    class Noting(Parent):
+        async def note(self) -> None:
+            self.host.kv.put("cf_agents:agent_tool_milestone:r:half", {"state": "delivered"})
+            self.host.kv.put("cf_agents:agent_tool_teardown:r", 1)
+            self.host.kv.put("cf_agents:agent_tool_milestone:r2:half", {"state": "delivered"})
+
+        async def clear(self) -> int:
+            return await self.clear_agent_tool_runs()
+
+        async def keys(self) -> list[str]:
+            return sorted(self.host.kv.list("cf_agents:agent_tool_"))
+
+    ref = sim.agent(Noting, "n")
+    sim.call(ref, "go", QUICK, "r")
+    sim.call(ref, "note")
+    assert sim.call(ref, "clear") == 1
+    assert sim.call(ref, "keys") == ["cf_agents:agent_tool_milestone:r2:half"]
+
+
+class SlowHook(Parent):
+    async def on_agent_tool_finish(self, run, result) -> None:
+        self.host.trace.emit("user:finish_begin", runId=run.run_id, status=result.status)
+        await self.host.clock.sleep(10_000)
+        self.host.trace.emit("user:finish_end", runId=run.run_id, status=result.status)
+
+
+def test_S8_awaited_hook_killed_mid_delivery_is_delivered_again_after_the_lease(
+    sim: Simulation,
+) -> None:
+    """S8: a parent that dies inside on_agent_tool_finish gets the hook again after restart,
+    once the 60 s claim lease has passed, and then never again."""
+    ref = sim.agent(SlowHook, "p")
+    sim.start_call(ref, "go", QUICK, "r")
+    sim.run_until(5_000)
+    assert [r.get("status") for r in sim.trace.select("user:finish_begin")] == ["completed"]
+    sim.deploy()
+    sim.agent(SlowHook, "p")  # wakes with startup: the redelivery is armed
+    sim.run_for(120_000)
+    begins = sim.trace.select("user:finish_begin")
+    assert len(begins) == 2 and begins[1].t_ms >= begins[0].t_ms + 60_000
+    assert len(sim.trace.select("user:finish_end")) == 1
+    assert len(sim.trace.select("hook:delivered", runId="r")) == 1
+    sim.run_for(600_000)
+    assert len(sim.trace.select("user:finish_begin")) == 2
+
+
+class HangingStart(ScriptedChild):
+    async def on_start(self) -> None:
+        await self.host.tasks.deferred()  # a facet whose startup never finishes
+
+
+def test_replay_does_not_hang_on_a_child_that_never_starts(sim: Simulation) -> None:
+    """A client connecting while a child facet's startup hangs still connects within the
+    recovery timeout, with the run's started and terminal frames (no chunks)."""
+
+    class P(Parent):
+        async def seed_row(self) -> None:
+            now = self.host.clock.now_ms()
+            self._insert_agent_tool_run(
+                "h", "HangingStart", None, 0, "x", None, now, None, status="error", error="boom"
+            )
+            # The child facet exists, but its startup never finishes.
+            self.host.tasks.wait_until(self.sub_agent(HangingStart, "h"))
+
+    ref = sim.agent(P, "p")
+    sim.call(ref, "seed_row")
+    sim.run_for(10)
+    started = sim.now_ms
+    client = sim.connect(ref)
+    assert sim.now_ms - started <= 2_000
+    kinds = [f["event"]["kind"] for f in frames_of(client)]
+    assert kinds == ["started", "error"]

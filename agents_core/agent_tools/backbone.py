@@ -1,0 +1,247 @@
+"""The self-scheduling reconcile backbone of detached runs: arming, the tick, budgets and the
+give-up (spec agent-tools §4.5, §4.6).
+
+The backbone is one delayed schedule row calling `_cf_detached_reconcile_tick` with
+`{cadenceIndex}`. A tick inspects every detached run whose finish is still undelivered: a hard
+terminal child is delivered through the `finish` slot; otherwise the budgets are checked and an
+exceeded one gives the run up (child cancelled, `interrupted` through the `give_up` slot). While
+any finish is outstanding the tick schedules the next one, 5, 15, 30, then every 120 s. It is the
+guarantee behind every detached delivery: it survives eviction and deploys because it is a
+schedule row, and the fast path only makes the common case faster.
+
+Arming is serialized in-isolate through a chain of deferreds so concurrent arms never
+interleave, and the backbone never has more than one pending row: a fresh dispatch resets it to
+5 s, anything else keeps the row it finds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from agents_core.agent_tools.registry import HARD_TERMINAL, RunAgentToolResult
+from agents_core.agent_tools.runs import result_from_inspection
+
+__all__ = [
+    "BackboneMixin",
+    "DETACHED_BACKBONE_CADENCE_S",
+    "DETACHED_RECONCILE_CALLBACK",
+    "TEARDOWN_MARKER_PREFIX",
+    "detached_budget_exceeded",
+]
+
+DETACHED_RECONCILE_CALLBACK = "_cf_detached_reconcile_tick"
+DETACHED_BACKBONE_CADENCE_S = (5, 15, 30, 120)
+TEARDOWN_MARKER_PREFIX = "cf_agents:agent_tool_teardown:"
+"""KV key prefix of the durable note that the parent itself cancelled a given-up child (S7)."""
+
+GIVE_UP = {
+    "budget-exceeded": (
+        "detached budget exceeded",
+        "detached run exceeded its budget before completing",
+    ),
+    "no-progress": (
+        "detached run went silent past its no-progress window",
+        "detached run went silent past its no-progress window",
+    ),
+}
+"""reason -> (the cancel reason the child is given, the error of the give-up result)."""
+
+
+def detached_budget_exceeded(
+    row: Mapping[str, Any], inspection: Mapping[str, Any] | None, now: int
+) -> str | None:
+    """`budget-exceeded`, `no-progress` or None for a run whose child is not hard terminal.
+
+    The absolute ceiling wins. The no-progress window counts from the latest signal (the
+    inspection's progress, its last milestone, or the parent-observed `last_progress_at`) and
+    is off for a run that never signalled and for a budget of 0, below 0, infinite or NULL."""
+    budget_at = row["detached_max_budget_at"]
+    if budget_at is not None and now >= budget_at:
+        return "budget-exceeded"
+    window = row["detached_no_progress_budget_ms"]
+    if window is None or not math.isfinite(window) or window <= 0:
+        return None
+    signals = [row["last_progress_at"]]
+    if inspection:
+        progress = inspection.get("progress")
+        if isinstance(progress, Mapping):
+            signals.append(progress.get("at"))
+        milestones = inspection.get("milestones")
+        if isinstance(milestones, list) and milestones and isinstance(milestones[-1], Mapping):
+            signals.append(milestones[-1].get("at"))
+    known = [at for at in signals if isinstance(at, int | float) and not isinstance(at, bool)]
+    if known and now - max(known) >= window:
+        return "no-progress"
+    return None
+
+
+class BackboneMixin:
+    # -- arming -----------------------------------------------------------------------------
+    async def _arm_detached_backbone(self: Any, *, reset_cadence: bool) -> None:
+        """Make sure a tick is pending: with `reset_cadence` (a fresh dispatch) replace whatever
+        is there by one at 5 s; without it keep the first pending row (drop any extras) or
+        create one at 5 s."""
+
+        async def arm() -> None:
+            ticks = await self._pending_backbone_ticks()
+            if not reset_cadence and ticks:
+                for extra in ticks[1:]:
+                    await self.cancel_schedule(extra.id)
+                return
+            for tick in ticks:
+                await self.cancel_schedule(tick.id)
+            await self.schedule(
+                DETACHED_BACKBONE_CADENCE_S[0], DETACHED_RECONCILE_CALLBACK, {"cadenceIndex": 0}
+            )
+
+        await self._serialized_backbone_arm(arm)
+
+    async def _serialized_backbone_arm(self: Any, step: Callable[[], Awaitable[None]]) -> None:
+        previous = getattr(self, "_detached_arm_chain", None)
+        mine = self.host.tasks.deferred()
+        self._detached_arm_chain = mine
+        try:
+            if previous is not None:
+                await previous
+            await step()
+        finally:
+            mine.resolve(None)
+
+    async def _pending_backbone_ticks(self: Any, excluding: str | None = None) -> list[Any]:
+        return [
+            s
+            for s in await self.list_schedules()
+            if s.callback == DETACHED_RECONCILE_CALLBACK and s.id != excluding
+        ]
+
+    # -- the tick ---------------------------------------------------------------------------
+    async def _cf_detached_reconcile_tick(
+        self: Any, payload: Any, row: Mapping[str, Any] | None = None
+    ) -> None:
+        """One reconcile pass over the detached runs whose finish is undelivered, then the next
+        tick if any is still outstanding. A throwing `on_finish` ends the pass and is re-raised
+        (the scheduler retries the tick; the failed slot stays leased for 60 s)."""
+        index = payload.get("cadenceIndex", 0) if isinstance(payload, Mapping) else 0
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = 0
+        index = min(max(index, 0), len(DETACHED_BACKBONE_CADENCE_S) - 1)
+        executing = row["id"] if row is not None else None
+        try:
+            for run in self.sql(
+                "SELECT * FROM cf_agent_tool_runs WHERE detached = 1 "
+                "AND finish_delivered_at IS NULL ORDER BY started_at, rowid"
+            ):
+                await self._reconcile_detached_run(run["run_id"])
+        finally:
+            # Even after a throwing handler: the SDK reschedules only on a clean pass, so three
+            # failed attempts would leave no tick behind and an owed delivery would wait for the
+            # next dispatch or restart (S8: at least once).
+            await self._schedule_next_backbone_tick(index, executing)
+
+    async def _schedule_next_backbone_tick(self: Any, index: int, executing: str | None) -> None:
+        outstanding = self.sql(
+            "SELECT count(*) AS n FROM cf_agent_tool_runs WHERE detached = 1 "
+            "AND finish_delivered_at IS NULL"
+        )[0]["n"]
+        if not outstanding:
+            return
+        following = min(index + 1, len(DETACHED_BACKBONE_CADENCE_S) - 1)
+
+        async def reschedule() -> None:
+            # A row armed while this tick ran (a fresh dispatch's 5 s reset) already covers it.
+            if await self._pending_backbone_ticks(excluding=executing):
+                return
+            await self.schedule(
+                DETACHED_BACKBONE_CADENCE_S[following],
+                DETACHED_RECONCILE_CALLBACK,
+                {"cadenceIndex": following},
+            )
+
+        await self._serialized_backbone_arm(reschedule)
+
+    async def _reconcile_detached_run(self: Any, run_id: str) -> None:
+        row = self._read_agent_tool_run(run_id)
+        if row is None or row["finish_delivered_at"] is not None:
+            return
+        child, inspection = None, None
+        try:
+            child = await self._agent_tool_child(row["agent_type"], run_id)
+            inspection = await child.call("inspect_agent_tool_run", run_id)
+        except Exception:  # noqa: BLE001 - an uninspectable child is "not terminal yet"
+            inspection = None
+        if isinstance(inspection, Mapping):
+            # S3: reconciliation delivers every configured milestone the child reached.
+            self._notify_detached_milestones(row, inspection.get("milestones"))
+        else:
+            inspection = None
+        if inspection is not None and inspection.get("status") in HARD_TERMINAL:
+            result = result_from_inspection(run_id, row["agent_type"], dict(inspection))
+            await self._deliver_detached_terminal(
+                run_id,
+                "finish",
+                result,
+                completed_at=inspection.get("completedAt"),
+                serialize=True,
+                from_child=True,
+            )
+            return
+        reason = detached_budget_exceeded(row, inspection, self.host.clock.now_ms())
+        if reason is not None and row["give_up_delivered_at"] is None:
+            await self._give_up_detached_run(row, child, reason)
+
+    # -- give-up (§4.6) ---------------------------------------------------------------------
+    async def _give_up_detached_run(
+        self: Any, row: Mapping[str, Any], child: Any, reason: str
+    ) -> None:
+        """Cancel the child, then deliver `interrupted`/`reason` through the `give_up` slot."""
+        run_id = row["run_id"]
+        cancel_reason, error = GIVE_UP[reason]
+        marker = f"{TEARDOWN_MARKER_PREFIX}{run_id}"
+        # S7: noted durably before the cancel, so the `aborted` the child reports because of it
+        # is recognised as the parent's own doing, whichever path sees it and across restarts.
+        # The earliest note is kept: an abort from the first teardown must stay "ours".
+        if self.host.kv.get(marker) is None:
+            self.host.kv.put(marker, {"at": self.host.clock.now_ms(), "reason": reason})
+        torn_down = False
+        try:
+            if child is None:
+                child = await self._agent_tool_child(row["agent_type"], run_id)
+            await child.call("cancel_agent_tool_run", run_id, cancel_reason)
+            torn_down = True
+        except Exception as exc:  # noqa: BLE001 - the give-up stands; the child may run on
+            self._log("warn", f"tearing down detached run {run_id} failed: {exc}")
+        if not torn_down:
+            self.host.kv.delete(marker)
+        result = RunAgentToolResult(
+            run_id,
+            row["agent_type"],
+            "interrupted",
+            error=error,
+            reason=reason,
+            child_still_running=not torn_down,
+        )
+        await self._deliver_agent_tool_terminal(run_id, "give_up", result, serialize=True)
+
+    def _give_up_result_from_marker(self: Any, row: Mapping[str, Any]) -> RunAgentToolResult | None:
+        marker = self.host.kv.get(f"{TEARDOWN_MARKER_PREFIX}{row['run_id']}")
+        if not isinstance(marker, Mapping) or marker.get("reason") not in GIVE_UP:
+            return None
+        reason = marker["reason"]
+        return RunAgentToolResult(
+            row["run_id"],
+            row["agent_type"],
+            "interrupted",
+            error=GIVE_UP[reason][1],
+            reason=reason,
+            child_still_running=False,
+        )
+
+    def _aborted_by_own_teardown(self: Any, run_id: str, completed_at: int | None) -> bool:
+        """True when the parent's give-up cancelled this child and the child's abort is not
+        older than that cancel."""
+        marker = self.host.kv.get(f"{TEARDOWN_MARKER_PREFIX}{run_id}")
+        if not isinstance(marker, Mapping):
+            return False
+        return completed_at is None or completed_at >= marker.get("at", 0)

@@ -1,0 +1,321 @@
+"""Parent restart: the startup recovery sweep of awaited agent-tool runs (spec agent-tools §7.1,
+§7.2, §9), and the interrupted-reason vocabulary it shares with re-attach (`reattach.py`).
+
+At startup, after the fiber recovery scan and before the user's `on_start`, the run ids of every
+`starting`/`running` row are snapshotted; once `on_start` has returned, one sweep over exactly
+that snapshot is scheduled in the background after a 0 ms timer (single-flight). Detached rows
+are skipped: they belong to the backbone, which is re-armed at the end if one still owes its
+finish. Pass 1 walks the rows in start order under a 5 s deadline, inspecting each child with a
+2 s timeout: a terminal (or untailable) child is finalized at once, after its stored chunks are
+sent again; a child still running is queued. Pass 2 re-attaches to every queued child in
+parallel, so that a hung child never holds up a sibling. Rows are written and their terminal
+frames sent as they are finalized; the `on_agent_tool_finish` calls are deferred until the sweep
+is over, and go through the delivery ledger like every finish (seed decision S8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agents_core.agent_tools.registry import RunAgentToolResult
+from agents_core.agent_tools.runs import result_from_inspection
+
+__all__ = [
+    "REASON_PROSE",
+    "RECOVERY_TIMEOUT_MS",
+    "RECOVERY_TOTAL_TIMEOUT_MS",
+    "RecoverySweepMixin",
+    "STILL_RUNNING_PROSE",
+    "interrupted_result",
+]
+
+RECOVERY_TIMEOUT_MS = 2_000
+"""Per-child inspection timeout of pass 1; it also bounds the re-attach calls that no finite
+no-progress budget bounds (a collect under a 0 budget, a teardown cancel)."""
+
+RECOVERY_TOTAL_TIMEOUT_MS = 5_000
+"""Pass-1 deadline: a row reached after it is sealed `recovery-deadline` without an inspect."""
+
+REASON_PROSE = {
+    "no-progress": "Agent tool run was still running but made no forward progress within the "
+    "re-attach no-progress budget; the parent gave up.",
+    "window-exceeded": "Agent tool run did not reach a terminal result within the maximum "
+    "re-attach window; the parent gave up.",
+    "not-tailable": "Agent tool run was still running, but live-tail reattachment is not "
+    "supported in this runtime.",
+    "inspect-timeout": "Agent tool run inspection timed out during parent recovery.",
+    "inspect-failed": "Agent tool run could not be inspected during parent recovery.",
+    "recovery-deadline": "Agent tool run recovery deadline exceeded.",
+}
+"""The error text of an `interrupted` result for each re-attach / recovery reason (§7.2)."""
+
+STILL_RUNNING_PROSE = "Agent tool run was still running and did not reach a terminal result."
+"""The error text when a re-issue could not even resolve the child (no typed reason)."""
+
+ACTIVE_ROW_STATUSES = ("starting", "running")
+ACTIVE_CHILD_STATUSES = ("running", "starting")
+
+DeferredHook = Callable[[], Awaitable[None]]
+
+
+def interrupted_result(
+    row: dict[str, Any], reason: str | None, child_still_running: bool | None = None
+) -> RunAgentToolResult:
+    """The soft `interrupted` result of a give-up, with the exact prose of its reason."""
+    return RunAgentToolResult(
+        row["run_id"],
+        row["agent_type"],
+        "interrupted",
+        error=REASON_PROSE.get(reason or "", STILL_RUNNING_PROSE),
+        reason=reason,
+        child_still_running=child_still_running,
+    )
+
+
+async def _settled(awaitable: Awaitable[Any]) -> tuple[str, Any]:
+    try:
+        return "ok", await awaitable
+    except Exception as exc:  # noqa: BLE001 - a failed child call is an outcome, not a crash
+        return "error", exc
+
+
+async def _after(clock: Any, ms: int, tag: str) -> tuple[str, Any]:
+    await clock.sleep(ms)
+    return tag, None
+
+
+async def _call(child: Any, method: str, *args: Any) -> Any:
+    """A child RPC as a coroutine, so that a stub refusing the call synchronously fails it."""
+    return await child.call(method, *args)
+
+
+class RecoverySweepMixin:
+    _agent_tool_recovery_timeout_ms: int = RECOVERY_TIMEOUT_MS
+    """Per-child inspection timeout of the scheduled sweep (a test may lower it)."""
+    _agent_tool_recovery_total_timeout_ms: int = RECOVERY_TOTAL_TIMEOUT_MS
+    """Pass-1 deadline of the scheduled sweep; <= 0 means none."""
+
+    # -- bounded calls ----------------------------------------------------------------------
+    async def _within(
+        self: Any, awaitable: Awaitable[Any], timeout_ms: float | None, signal: Any = None
+    ) -> tuple[str, Any]:
+        """Await `awaitable` for at most `timeout_ms` (None or infinite: no timer) or until
+        `signal` aborts: `("ok", value)`, `("error", exc)`, `("timeout", None)` or
+        `("aborted", None)`. The loser is abandoned, never cancelled, as the SDK abandons a
+        pending read."""
+        racers: list[Any] = [_settled(awaitable)]
+        if timeout_ms is not None and math.isfinite(timeout_ms):
+            racers.append(_after(self.host.clock, max(0, int(timeout_ms)), "timeout"))
+        if signal is not None:
+            aborted = self.host.tasks.deferred()
+            signal.add_listener(lambda _reason: aborted.resolve(("aborted", None)))
+            racers.append(aborted)
+        if len(racers) == 1:
+            return await racers[0]
+        return await self.host.tasks.race(*racers)
+
+    # -- startup ----------------------------------------------------------------------------
+    def _collect_agent_tool_runs_for_recovery(self: Any) -> None:
+        """Snapshot the runs that were live when this incarnation started (before `on_start`,
+        so rows it creates are not recovered)."""
+        self._agent_tool_recovery_snapshot = [
+            row["run_id"]
+            for row in self.sql(
+                "SELECT run_id FROM cf_agent_tool_runs WHERE status IN ('starting', 'running') "
+                "ORDER BY started_at, rowid"
+            )
+        ]
+
+    def _schedule_agent_tool_recovery(self: Any) -> Any:
+        """Start the sweep of the snapshot in the background (only reached once `on_start`
+        has returned). Single-flight: while one is pending, its task is returned again; an
+        empty snapshot starts nothing and returns None."""
+        pending = getattr(self, "_agent_tool_recovery_task", None)
+        if pending is not None and not pending.done():
+            return pending
+        snapshot = getattr(self, "_agent_tool_recovery_snapshot", None) or []
+        if not snapshot:
+            return None
+        self._agent_tool_recovery_snapshot = []
+        self._agent_tool_recovery_task = self.host.tasks.wait_until(
+            self._run_scheduled_agent_tool_recovery(snapshot)
+        )
+        return self._agent_tool_recovery_task
+
+    async def _run_scheduled_agent_tool_recovery(self: Any, run_ids: list[str]) -> None:
+        await self.host.clock.sleep(0)  # startup returns first
+        await self._reconcile_agent_tool_runs(
+            run_ids,
+            child_timeout_ms=self._agent_tool_recovery_timeout_ms,
+            total_timeout_ms=self._agent_tool_recovery_total_timeout_ms,
+        )
+
+    # -- the sweep --------------------------------------------------------------------------
+    async def _reconcile_agent_tool_runs(
+        self: Any, run_ids: list[str], *, child_timeout_ms: float, total_timeout_ms: float
+    ) -> None:
+        """Finalize or re-attach every awaited run of `run_ids` that is still live."""
+        started = self.host.clock.now_ms()
+        deferred: list[DeferredHook] = []
+        try:
+            rows = [
+                row
+                for row in map(self._read_agent_tool_run, run_ids)
+                if row is not None and not row["detached"] and row["status"] in ACTIVE_ROW_STATUSES
+            ]
+            self._emit(
+                "agent_tool:recovery:begin", runCount=len(rows), totalTimeoutMs=total_timeout_ms
+            )
+            queued = await self._recovery_pass_one(
+                rows, started, child_timeout_ms, total_timeout_ms, deferred
+            )
+            # Every re-attach runs to its end before a failure of one is reported, so that
+            # no hook is appended to `deferred` after the hooks have run.
+            outcomes = await self.host.tasks.gather(
+                *(
+                    _settled(self._recover_by_reattach(row, child, started, deferred))
+                    for row, child in queued
+                )
+            )
+            failures = [value for tag, value in outcomes if tag == "error"]
+            if failures:
+                raise failures[0]
+            self._emit(
+                "agent_tool:recovery:complete",
+                runCount=len(rows),
+                elapsedMs=self.host.clock.now_ms() - started,
+            )
+        except Exception as exc:  # noqa: BLE001 - reported, never thrown out of a background task
+            self._emit("agent_tool:recovery:failed", error=str(exc))
+            await self._call_on_error_quietly(exc)
+        # Rows already finalized still get their hooks, even after a failure: their frames
+        # went out and their ledger slots are claimed.
+        for complete in deferred:
+            try:
+                await complete()
+            except Exception as exc:  # noqa: BLE001 - one hook's failure never skips the rest
+                await self._call_on_error_quietly(exc)
+        await self._rearm_detached_backbone_after_recovery()
+
+    async def _recovery_pass_one(
+        self: Any,
+        rows: list[dict[str, Any]],
+        started: int,
+        child_timeout_ms: float,
+        total_timeout_ms: float,
+        deferred: list[DeferredHook],
+    ) -> list[tuple[dict[str, Any], Any]]:
+        """Inspect each row's child in turn; finalize what can be, return the rest (row and
+        child) for re-attach."""
+        deadline = started + total_timeout_ms if total_timeout_ms > 0 else math.inf
+        queued: list[tuple[dict[str, Any], Any]] = []
+        for row in rows:
+            now = self.host.clock.now_ms()
+            if now >= deadline:
+                self._emit(
+                    "agent_tool:recovery:deadline",
+                    runId=row["run_id"],
+                    agentType=row["agent_type"],
+                    elapsedMs=now - started,
+                )
+                result = interrupted_result(row, "recovery-deadline")
+                await self._finalize_recovered_run(row, result, 1, started, deferred)
+                continue
+            remaining = deadline - now
+            timeout = remaining if child_timeout_ms <= 0 else min(child_timeout_ms, remaining)
+            tag, value = await self._within(self._inspect_recovered_child(row), timeout)
+            if tag != "ok":
+                reason = "inspect-timeout" if tag == "timeout" else "inspect-failed"
+                result = interrupted_result(row, reason)
+                await self._finalize_recovered_run(row, result, 1, started, deferred)
+                continue
+            child, inspection = value
+            still_running = (
+                not isinstance(inspection, dict)
+                or inspection.get("status") in ACTIVE_CHILD_STATUSES
+            )
+            if still_running and self._child_can_tail(child):
+                queued.append((row, child))
+                continue
+            sequence = await self._rebroadcast_stored_chunks(row, child, timeout)
+            completed_at = None
+            if still_running:  # only an in-process adapter without a tail gets here
+                result = interrupted_result(row, "not-tailable", child_still_running=True)
+            else:
+                result = result_from_inspection(row["run_id"], row["agent_type"], inspection)
+                completed_at = inspection.get("completedAt")
+            await self._finalize_recovered_run(
+                row, result, sequence, started, deferred, completed_at
+            )
+        return queued
+
+    async def _inspect_recovered_child(self: Any, row: dict[str, Any]) -> tuple[Any, Any]:
+        child = await self._agent_tool_child(row["agent_type"], row["run_id"])
+        return child, await child.call("inspect_agent_tool_run", row["run_id"])
+
+    async def _recover_by_reattach(
+        self: Any, row: dict[str, Any], child: Any, started: int, deferred: list[DeferredHook]
+    ) -> None:
+        no_progress_ms, max_window_ms = self._agent_tool_reattach_budgets()
+        outcome = await self._reattach_agent_tool_run_to_terminal(
+            child, row, 1, no_progress_ms, max_window_ms
+        )
+        if outcome.result is not None:
+            await self._finalize_recovered_run(
+                row, outcome.result, outcome.sequence, started, deferred, outcome.completed_at
+            )
+            return
+        torn_down = await self._teardown_given_up_child(child, row, outcome.reason)
+        result = interrupted_result(row, outcome.reason, child_still_running=not torn_down)
+        await self._finalize_recovered_run(row, result, outcome.sequence, started, deferred)
+
+    async def _finalize_recovered_run(
+        self: Any,
+        row: dict[str, Any],
+        result: RunAgentToolResult,
+        sequence: int,
+        started: int,
+        deferred: list[DeferredHook],
+        completed_at: int | None = None,
+    ) -> None:
+        """Write the row and send its terminal frame now, through the ledger slot of the
+        result (as `_finish_agent_tool_run` does); the hooks wait in `deferred`."""
+        self._emit(
+            "agent_tool:recovery:row",
+            runId=row["run_id"],
+            agentType=row["agent_type"],
+            status=result.status,
+            reason=result.error,
+            elapsedMs=self.host.clock.now_ms() - started,
+        )
+        slot = "give_up" if result.status == "interrupted" else "finish"
+        delivered = await self._deliver_agent_tool_terminal(
+            row["run_id"],
+            slot,
+            result,
+            sequence=sequence,
+            completed_at=completed_at,
+            defer_handlers_to=deferred,
+        )
+        if not delivered:
+            self._update_agent_tool_terminal(row["run_id"], result, completed_at)
+
+    async def _rearm_detached_backbone_after_recovery(self: Any) -> None:
+        """Re-arm the backbone (keeping its cadence) if a detached row still owes its finish."""
+        try:
+            owed = self.sql(
+                "SELECT 1 AS x FROM cf_agent_tool_runs WHERE detached = 1 "
+                "AND finish_delivered_at IS NULL LIMIT 1"
+            )
+            if owed:
+                await self._arm_detached_backbone(reset_cadence=False)
+        except NotImplementedError:
+            self._log(
+                "warn",
+                "detached agent-tool runs are owed a finish, but the backbone is "
+                "not available in this build",
+            )
+        except Exception as exc:  # noqa: BLE001 - the persisted schedule still drives it
+            await self._call_on_error_quietly(exc)

@@ -1,0 +1,231 @@
+"""Chat recovery: a turn interrupted by eviction is continued or restarted after the restart.
+
+The fiber recovery scan (`agents_core.recovery`) offers every orphaned fiber to
+`_handle_internal_fiber_recovery`; chat hosts claim the ones named
+`__cf_internal_chat_turn:<requestId>`. Claiming records an *incident* (in the agent's KV, keyed
+by the turn that was first interrupted) and schedules `_cf_chat_recovery_continue` for now, so
+the recovered turn runs from the alarm, after startup. There the host rebuilds the partial
+answer from the interrupted stream's stored chunks and decides:
+
+- **continue** when the answer had content: persist the partial assistant message and run a new
+  turn that extends it (the model request says `continuation: true`; tool calls that never got a
+  result are run again first, with their original ids);
+- **retry** when nothing was streamed: run the turn again from the same transcript.
+
+Either way the recovered turn has a new request id (and is itself a fiber, so an eviction during
+it is recovered the same way, up to `max_chat_recovery_attempts`). `on_chat_recovery(ctx)` can
+override the decision. Incident statuses: `scheduled`, `attempting`, `recovered`, `failed`,
+`exhausted`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agents_core.chat.messages import MessageBuilder
+from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX, TurnPlan
+
+__all__ = ["ChatRecoveryContext", "ChatRecoveryMixin", "INCIDENT_PREFIX"]
+
+INCIDENT_PREFIX = "cf_chat_recovery_incident:"
+RECOVERY_CALLBACK = "_cf_chat_recovery_continue"
+_LIVE_STATUSES = ("scheduled", "attempting")
+_FAILED_STATUSES = ("failed", "exhausted")
+
+
+@dataclass(frozen=True)
+class ChatRecoveryContext:
+    """What `on_chat_recovery` decides on."""
+
+    request_id: str
+    """The interrupted turn."""
+    origin_request_id: str
+    """The turn first interrupted (the same unless a recovered turn was interrupted again)."""
+    attempt: int
+    mode: str
+    """The framework's choice: `continue` (the answer had content) or `retry`."""
+    partial_message: dict[str, Any] | None
+
+
+class ChatRecoveryMixin:
+    max_chat_recovery_attempts: ClassVar[int] = 10
+
+    def _init_chat_recovery(self: Any) -> None:
+        self._chat_recovery_live: set[str] = set()
+
+    async def on_chat_recovery(self: Any, ctx: ChatRecoveryContext) -> str | None:
+        """Return `continue`, `retry` or `skip` to override the framework's choice (None)."""
+        return None
+
+    # -- claiming the fiber ----------------------------------------------------------------------
+    async def _handle_internal_fiber_recovery(self: Any, ctx: Any) -> bool:
+        if not ctx.name.startswith(CHAT_TURN_FIBER_PREFIX):
+            return bool(await super()._handle_internal_fiber_recovery(ctx))
+        snapshot = ctx.snapshot if isinstance(ctx.snapshot, dict) else {}
+        request_id = snapshot.get("requestId") or ctx.name[len(CHAT_TURN_FIBER_PREFIX) :]
+        origin = snapshot.get("originRequestId") or request_id
+        now = self.host.clock.now_ms()
+        key = INCIDENT_PREFIX + origin
+        incident = self.host.kv.get(key) or {
+            "originRequestId": origin,
+            "attempts": 0,
+            "detectedAt": now,
+        }
+        incident.update(
+            status="scheduled",
+            requestId=request_id,
+            runId=snapshot.get("runId", incident.get("runId")),
+            updatedAt=now,
+        )
+        self.host.kv.put(key, incident)
+        self.host.trace.emit(
+            "chat:recovery:scheduled", requestId=request_id, originRequestId=origin
+        )
+        payload = {"requestId": request_id, "originRequestId": origin, "snapshot": snapshot}
+        await self.schedule(0, RECOVERY_CALLBACK, payload, idempotent=True)
+        return True
+
+    # -- running the recovered turn --------------------------------------------------------------
+    async def _cf_chat_recovery_continue(self: Any, payload: Any, _row: Any = None) -> None:
+        origin = payload["originRequestId"]
+        key = INCIDENT_PREFIX + origin
+        incident = self.host.kv.get(key)
+        if incident is None or incident.get("status") != "scheduled":
+            return
+        if incident["attempts"] >= self.max_chat_recovery_attempts:
+            self._set_incident(key, incident, "exhausted")
+            self._log(
+                "warn",
+                f"chat recovery of turn {origin} gave up after {incident['attempts']} attempts",
+            )
+            await self._after_chat_recovery(None)
+            return
+        incident["attempts"] += 1
+        self._set_incident(key, incident, "attempting")
+        self._chat_recovery_live.add(origin)
+        self.host.tasks.wait_until(self._run_chat_recovery(payload, incident["attempts"]))
+
+    async def _run_chat_recovery(self: Any, payload: dict[str, Any], attempt: int) -> None:
+        origin = payload["originRequestId"]
+        key = INCIDENT_PREFIX + origin
+        dispose = await self.keep_alive()
+        try:
+            snapshot = payload.get("snapshot") or {}
+            partial = self._rebuild_interrupted_answer(payload["requestId"], snapshot)
+            mode = "continue" if partial is not None and partial["parts"] else "retry"
+            ctx = ChatRecoveryContext(payload["requestId"], origin, attempt, mode, partial)
+            decision = await self.on_chat_recovery(ctx) or mode
+            if decision not in ("continue", "retry", "skip"):
+                raise ValueError(
+                    f"on_chat_recovery must return 'continue', 'retry', 'skip' or None, "
+                    f"got {decision!r}"
+                )
+            if decision == "continue" and (partial is None or not partial["parts"]):
+                decision = "retry"
+            if decision == "skip":
+                self._set_incident(key, self.host.kv.get(key) or {}, "failed")
+                await self._after_chat_recovery(None)
+                return
+            request_id = self.host.entropy.nanoid()
+            self.host.trace.emit(
+                "chat:recovery:attempt",
+                requestId=request_id,
+                originRequestId=origin,
+                mode=decision,
+                attempt=attempt,
+            )
+            self._rebind_agent_tool_run_for_recovery(request_id, origin)
+            plan = TurnPlan(
+                request_id, trigger="recovery", origin_request_id=origin, attempt=attempt
+            )
+            if decision == "continue":
+                assert partial is not None
+                self._persist_message(partial)
+                plan.continue_message_id = partial["id"]
+            result = await self._submit_turn(plan)
+            status = "recovered" if result.status == "completed" else "failed"
+            self._set_incident(key, self.host.kv.get(key) or {}, status)
+            self.host.trace.emit(
+                "chat:recovery:settled", requestId=request_id, status=result.status
+            )
+        except Exception as exc:  # noqa: BLE001 - a recovery failure is recorded, never raised
+            self._set_incident(key, self.host.kv.get(key) or {}, "failed")
+            self._log("error", f"chat recovery of turn {origin} failed: {exc}")
+        finally:
+            self._chat_recovery_live.discard(origin)
+            dispose()
+        await self._after_chat_recovery(None)
+
+    def _rebuild_interrupted_answer(
+        self: Any, request_id: str, snapshot: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The interrupted assistant message: the persisted one (a continuation's) plus every
+        chunk its stream stored; None when there is nothing to build on."""
+        message_id = snapshot.get("messageId")
+        if not isinstance(message_id, str):
+            return None
+        base = self._message_by_id(message_id) or {
+            "id": message_id,
+            "role": "assistant",
+            "parts": [],
+        }
+        builder = MessageBuilder(base)
+        for chunk in self.stream_chunks(self._stream_for_request(request_id)):
+            try:
+                parsed = json.loads(chunk["body"])
+            except ValueError:
+                continue
+            if isinstance(parsed, dict):
+                builder.apply(parsed)
+        for part in builder.parts:
+            if part.get("state") == "streaming":
+                part["state"] = "done"  # cut short: the continuation adds its own parts
+        return builder.message
+
+    def _set_incident(self: Any, key: str, incident: dict[str, Any], status: str) -> None:
+        incident = dict(incident)
+        incident.update(status=status, updatedAt=self.host.clock.now_ms())
+        self.host.kv.put(key, incident)
+
+    # -- hooks for the agent-tool child side -----------------------------------------------------
+    def _rebind_agent_tool_run_for_recovery(self: Any, request_id: str, origin: str) -> None:
+        """Before a recovered turn runs (agent-tool children bind their newest active run)."""
+
+    async def _after_chat_recovery(self: Any, request_id: str | None) -> None:
+        """After a recovered turn settled (agent-tool children reconcile stale runs)."""
+
+    # -- classification ----------------------------------------------------------------------------
+    def classify_chat_recovery(self: Any, run_id: str | None = None) -> str:
+        """`in-progress` (an interrupted turn is still being recovered), `failed` (recovery gave
+        up or its turn failed) or `none`; with `run_id`, only incidents of that run count."""
+        incidents = [
+            value
+            for value in self.host.kv.list(INCIDENT_PREFIX).values()
+            if isinstance(value, dict) and (run_id is None or value.get("runId") == run_id)
+        ]
+        for incident in incidents:
+            status = incident.get("status")
+            if status == "scheduled" or (
+                status == "attempting"
+                and incident.get("originRequestId") in self._chat_recovery_live
+            ):
+                return "in-progress"
+        if self._has_orphaned_chat_turn():
+            return "in-progress"
+        for incident in incidents:
+            status = incident.get("status")
+            # An `attempting` incident no turn of this isolate drives died with its isolate.
+            if status in _FAILED_STATUSES or status == "attempting":
+                return "failed"
+        return "none"
+
+    def _has_orphaned_chat_turn(self: Any) -> bool:
+        """A chat-turn fiber row no turn of this incarnation runs: recovery has yet to see it."""
+        rows = self.sql(
+            "SELECT id FROM cf_agents_runs WHERE substr(name, 1, ?) = ?",
+            len(CHAT_TURN_FIBER_PREFIX),
+            CHAT_TURN_FIBER_PREFIX,
+        )
+        return any(row["id"] not in self._run_fiber_active_fibers for row in rows)

@@ -1,0 +1,235 @@
+"""`report_progress`: a child's progress and milestones while it runs as an agent tool.
+
+The active run is found from the current turn (callers never pass a run id); outside one the call
+is a no-op with a `console:warn` and answers `inactive`. Two tiers (spec agent-tools §5.2):
+
+- **Milestone** (`milestone` a non-empty string): never coalesced. A milestone row with the next
+  per-run sequence (0, 1, …), `last_signal_at` bumped (`progress_json` untouched), and a
+  `data-agent-milestone` chunk `{name, sequence, at, fraction?, message?, phase?, data?}`.
+  Seed decision S2: that chunk is *stored* in the turn's resumable stream (so it has a stored
+  chunk index, is part of the answer's persisted parts, survives eviction and is replayed), and
+  broadcast like any other chunk.
+- **Ephemeral progress**: a transient `data-agent-progress` frame, broadcast (never stored), and
+  the snapshot persisted in `progress_json` (`data` only with `persist=True`). Within 200 ms of
+  the run's previous signal it is coalesced. Seed decision S4: the latest coalesced value is
+  kept and flushed when the window ends (a trailing flush; also right before the run settles);
+  `fraction >= 1` is always sent at once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agents_core.chat.turns import CHAT_RESPONSE_TYPE
+from agents_core.jsontext import to_json_text
+
+__all__ = ["AGENT_TOOL_PROGRESS_COALESCE_MS", "ProgressMixin"]
+
+AGENT_TOOL_PROGRESS_COALESCE_MS = 200
+PROGRESS_PART = "data-agent-progress"
+MILESTONE_PART = "data-agent-milestone"
+
+
+@dataclass
+class _Pending:
+    """The latest coalesced progress of a run, waiting for the end of its window."""
+
+    request_id: str
+    fields: dict[str, Any]
+    data: Any
+    persist: bool
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class ProgressMixin:
+    def _init_progress(self: Any) -> None:
+        self._progress_last_emit: dict[str, int] = {}
+        self._progress_pending: dict[str, _Pending] = {}
+        self._progress_flushers: set[str] = set()
+
+    async def report_progress(
+        self: Any,
+        fraction: float | None = None,
+        message: str | None = None,
+        phase: str | None = None,
+        milestone: str | None = None,
+        data: Any = None,
+        persist: bool = False,
+    ) -> str:
+        """Report progress of the agent-tool run this turn serves: `emitted`, `coalesced`, or
+        `inactive` (outside an active run: nothing sent or stored, a warning logged)."""
+        run_id, request_id = self._active_agent_tool_run()
+        if run_id is None or request_id is None:
+            self._log(
+                "warn",
+                "report_progress() called outside an active agent-tool run; ignoring. Progress "
+                "is only reported while a chat agent runs as an agent tool.",
+            )
+            return "inactive"
+        return self._report_agent_tool_progress(
+            run_id, request_id, fraction, message, phase, milestone, data, persist
+        )
+
+    def _report_agent_tool_progress(
+        self: Any,
+        run_id: str,
+        request_id: str,
+        fraction: Any = None,
+        message: Any = None,
+        phase: Any = None,
+        milestone: Any = None,
+        data: Any = None,
+        persist: bool = False,
+    ) -> str:
+        fields: dict[str, Any] = {}
+        if _number(fraction):
+            fields["fraction"] = fraction
+        if isinstance(message, str):
+            fields["message"] = message
+        if isinstance(phase, str):
+            fields["phase"] = phase
+        now = self.host.clock.now_ms()
+        if isinstance(milestone, str) and milestone:
+            self._progress_last_emit[run_id] = now
+            self._emit_milestone(run_id, request_id, milestone, fields, data, now)
+            return "emitted"
+        last = self._progress_last_emit.get(run_id)
+        done = _number(fraction) and fraction >= 1
+        if last is not None and now - last < AGENT_TOOL_PROGRESS_COALESCE_MS and not done:
+            self._progress_pending[run_id] = _Pending(request_id, fields, data, persist)
+            if run_id not in self._progress_flushers:
+                self._progress_flushers.add(run_id)
+                self.host.tasks.wait_until(self._flush_progress_later(run_id))
+            return "coalesced"
+        self._progress_pending.pop(run_id, None)
+        self._emit_progress(run_id, request_id, fields, data, persist, now)
+        return "emitted"
+
+    def _emit_progress(
+        self: Any,
+        run_id: str,
+        request_id: str,
+        fields: dict[str, Any],
+        data: Any,
+        persist: bool,
+        now: int,
+    ) -> None:
+        self._progress_last_emit[run_id] = now
+        live = dict(fields)
+        if data is not None:
+            live["data"] = data
+        chunk = {"type": PROGRESS_PART, "transient": True, "data": live}
+        frame = {"type": CHAT_RESPONSE_TYPE, "id": request_id, "done": False}
+        self._broadcast_chat_frame({**frame, "body": to_json_text(chunk, "progress")})
+        stored = dict(fields)
+        if persist and data is not None:
+            stored["data"] = data
+        self.sql(
+            f"UPDATE {self._agent_tool_runs_table} SET progress_json = ?, last_signal_at = ? "
+            "WHERE run_id = ?",
+            to_json_text(stored, "progress"),
+            now,
+            run_id,
+        )
+
+    def _emit_milestone(
+        self: Any,
+        run_id: str,
+        request_id: str,
+        name: str,
+        fields: dict[str, Any],
+        data: Any,
+        now: int,
+    ) -> None:
+        sequence = self._insert_milestone(run_id, name, data, now)
+        payload: dict[str, Any] = {"name": name, "sequence": sequence, "at": now, **fields}
+        if data is not None:
+            payload["data"] = data
+        chunk = {"type": MILESTONE_PART, "id": f"{run_id}:{sequence}", "data": payload}
+        state = self._turn_states.get(request_id)
+        if state is not None:
+            self._emit_turn_chunk(state, chunk)  # S2: stored, part of the answer, replayed
+            return
+        frame = {"type": CHAT_RESPONSE_TYPE, "id": request_id, "done": False}
+        self._broadcast_chat_frame({**frame, "body": to_json_text(chunk, "milestone")})
+
+    def _insert_milestone(self: Any, run_id: str, name: str, data: Any, at: int) -> int:
+        table = self._agent_tool_milestones_table
+        rows = self.sql(
+            f"SELECT COALESCE(MAX(sequence), -1) + 1 AS next FROM {table} WHERE run_id = ?",
+            run_id,
+        )
+        sequence = int(rows[0]["next"])
+        self.sql(
+            f"INSERT OR IGNORE INTO {table} (run_id, sequence, name, data_json, at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            run_id,
+            sequence,
+            name,
+            None if data is None else to_json_text(data, "milestone data"),
+            at,
+        )
+        self.sql(
+            f"UPDATE {self._agent_tool_runs_table} SET last_signal_at = ? WHERE run_id = ?",
+            at,
+            run_id,
+        )
+        return sequence
+
+    async def _flush_progress_later(self: Any, run_id: str) -> None:
+        """S4's trailing flush: wait out the window, then send the latest coalesced value."""
+        try:
+            while run_id in self._progress_pending:
+                due = self._progress_last_emit.get(run_id, 0) + AGENT_TOOL_PROGRESS_COALESCE_MS
+                now = self.host.clock.now_ms()
+                if now >= due:
+                    self._flush_pending_progress(run_id)
+                    return
+                await self.host.clock.sleep(due - now)
+        finally:
+            self._progress_flushers.discard(run_id)
+
+    def _flush_pending_progress(self: Any, run_id: str) -> None:
+        pending = self._progress_pending.pop(run_id, None)
+        if pending is None or self._agent_tool_request_runs.get(pending.request_id) != run_id:
+            return  # the run settled or moved on: a post-terminal signal is dropped
+        now = self.host.clock.now_ms()
+        self._emit_progress(
+            run_id, pending.request_id, pending.fields, pending.data, pending.persist, now
+        )
+
+    def _forget_progress(self: Any, run_id: str) -> None:
+        """The run's turn settled: flush what is pending (latest wins), drop the clock."""
+        self._flush_pending_progress(run_id)
+        self._progress_last_emit.pop(run_id, None)
+
+    # -- inspection projection (§5.4) --------------------------------------------------------------
+    def _progress_projection(self: Any, row: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if row.get("progress_json") is not None and row.get("last_signal_at") is not None:
+            try:
+                parsed = json.loads(row["progress_json"])
+            except ValueError:
+                parsed = {}
+            progress = parsed if isinstance(parsed, dict) else {}
+            out["progress"] = {**progress, "at": row["last_signal_at"]}
+        milestones = self.sql(
+            f"SELECT sequence, name, data_json, at FROM {self._agent_tool_milestones_table} "
+            "WHERE run_id = ? ORDER BY sequence",
+            row["run_id"],
+        )
+        if milestones:
+            out["milestones"] = [_milestone(m) for m in milestones]
+        return out
+
+
+def _milestone(row: dict[str, Any]) -> dict[str, Any]:
+    out = {"name": row["name"], "sequence": row["sequence"], "at": row["at"]}
+    if row["data_json"] is not None:
+        out["data"] = json.loads(row["data_json"])
+    return out

@@ -1,0 +1,406 @@
+"""Chat turns: one at a time, in order, each a fiber that streams from the model and runs tools.
+
+`save_messages` persists messages and submits a turn. Turns queue FIFO (one runs at a time);
+clearing the chat bumps a generation so turns still queued are `skipped` and the running one is
+aborted. A turn runs inside `_run_fiber_with_stash_wrapper` under the name
+`__cf_internal_chat_turn:<requestId>`, with a snapshot naming the turn, so that when the
+incarnation dies mid-turn chat recovery finds it (`agents_core.chat.chat_recovery`).
+
+Inside a turn: open a stream to `model_service`, store each UI chunk in the resumable stream
+and broadcast it as a `cf_agent_use_chat_response` frame; when the model calls tools, run them
+(in parallel, each result streamed as it lands), append the results and call the model again,
+until it answers without tools (at most `max_steps` model calls). The assistant message is
+persisted at the end. A model failure, in-band or raised, becomes one error frame
+(`error: true`, body = the message) and the turn's status `error`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agents_core.agent_tools.tool import set_current_agent
+from agents_core.chat.messages import MessageBuilder
+from agents_core.jsontext import to_json_text
+from agents_core.signals import AbortController, AbortSignal
+
+__all__ = [
+    "CHAT_MESSAGES_TYPE",
+    "CHAT_RESPONSE_TYPE",
+    "CHAT_TURN_FIBER_PREFIX",
+    "ChatTurnContext",
+    "ChatTurnsMixin",
+    "TurnPlan",
+    "TurnResult",
+    "current_chat_turn",
+]
+
+CHAT_RESPONSE_TYPE = "cf_agent_use_chat_response"
+CHAT_MESSAGES_TYPE = "cf_agent_chat_messages"
+CHAT_REQUEST_TYPE = "cf_agent_use_chat_request"
+CHAT_TURN_FIBER_PREFIX = "__cf_internal_chat_turn:"
+
+
+class _Signal:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+_END = _Signal("<end of stream>")
+_ABORTED = _Signal("<aborted>")
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a turn ended: `completed`, `error`, `aborted` or `skipped`."""
+
+    request_id: str
+    status: str
+    error: str | None = None
+    stream_id: str | None = None
+    message_id: str | None = None
+    cleared: bool = False
+    """The chat was cleared while the turn was queued or running."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"requestId": self.request_id, "status": self.status}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class TurnPlan:
+    """What to run: the turn's request id and where it comes from."""
+
+    request_id: str
+    trigger: str = "chat"
+    signal: AbortSignal | None = None
+    body: Any = None
+    origin_request_id: str | None = None
+    attempt: int = 0
+    continue_message_id: str | None = None
+    """Chat recovery's continue path: extend this (persisted, partial) assistant message."""
+    prepare: Callable[[str], Any] | None = None
+    """Runs when the turn is admitted (after the queue), before its fiber starts."""
+
+
+@dataclass(frozen=True)
+class ChatTurnContext:
+    """The turn the current code runs in (tools use it to find their agent)."""
+
+    agent: Any
+    request_id: str
+    trigger: str
+
+
+@dataclass
+class _TurnState:
+    plan: TurnPlan
+    stream_id: str
+    builder: MessageBuilder
+    controller: AbortController
+    aborted: Any
+    started: bool = False
+
+
+_current_turn: contextvars.ContextVar[ChatTurnContext | None] = contextvars.ContextVar(
+    "agents_core_chat_turn", default=None
+)
+
+
+def current_chat_turn() -> ChatTurnContext | None:
+    """The chat turn the calling code runs in, or None outside any turn."""
+    return _current_turn.get()
+
+
+class ChatTurnsMixin:
+    model_service: ClassVar[str] = "model"
+    """The upstream service turns stream from."""
+    system_prompt: ClassVar[str | None] = None
+    max_steps: ClassVar[int] = 10
+    """Model calls per turn (each tool round is one more)."""
+
+    def _init_turns(self: Any) -> None:
+        self._turn_tail: Any = None
+        self._turn_generation = 0
+        self._turn_controllers: dict[str, AbortController] = {}
+        self._turn_states: dict[str, _TurnState] = {}
+        self._active_request_id: str | None = None
+
+    # -- user surface -------------------------------------------------------------------------
+    def get_tools(self: Any) -> Mapping[str, Any]:
+        """Server tools by name; each has `description`, `input_schema` and
+        `async execute(input, tool_call_id=..., signal=...)`."""
+        return {}
+
+    def get_system_prompt(self: Any) -> str | None:
+        return self.system_prompt
+
+    async def save_messages(
+        self: Any, messages: Sequence[Mapping[str, Any]], *, signal: AbortSignal | None = None
+    ) -> dict[str, Any]:
+        """Persist `messages` and run one turn; `{"requestId", "status", "error"?}`."""
+        for message in self._check_messages(messages):
+            self._persist_message(message)
+        self._broadcast_messages()
+        plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat", signal=signal)
+        return (await self._submit_turn(plan)).to_dict()
+
+    async def clear_messages(self: Any) -> None:
+        """Forget the transcript: queued turns are skipped, the running one is aborted."""
+        self._turn_generation += 1
+        for controller in list(self._turn_controllers.values()):
+            controller.abort("chat cleared")
+        self.sql("DELETE FROM cf_ai_chat_agent_messages")
+        self._broadcast_messages()
+
+    async def on_message(self: Any, connection: Any, message: Any) -> None:
+        """A chat client's request (`cf_agent_use_chat_request` with `messages`) runs a turn."""
+        if isinstance(message, Mapping) and message.get("type") == CHAT_REQUEST_TYPE:
+            await self.save_messages(message.get("messages") or [])
+
+    # -- the queue ----------------------------------------------------------------------------
+    async def _submit_turn(self: Any, plan: TurnPlan) -> TurnResult:
+        generation = self._turn_generation
+        previous = self._turn_tail
+        done = self.host.tasks.deferred()
+        self._turn_tail = done
+        try:
+            if previous is not None and not previous.done():
+                await previous
+            if generation != self._turn_generation:
+                return TurnResult(plan.request_id, "skipped", cleared=True)
+            if plan.prepare is not None:
+                plan.prepare(plan.request_id)
+            return await self._run_turn_fiber(plan, generation)
+        finally:
+            if self._turn_tail is done:
+                self._turn_tail = None
+            done.resolve(None)
+
+    async def _run_turn_fiber(self: Any, plan: TurnPlan, generation: int) -> TurnResult:
+        message_id = plan.continue_message_id or self.host.entropy.nanoid()
+        snapshot = {
+            "requestId": plan.request_id,
+            "messageId": message_id,
+            "trigger": plan.trigger,
+            "originRequestId": plan.origin_request_id or plan.request_id,
+            "attempt": plan.attempt,
+            **self._turn_snapshot_extra(plan.request_id),
+        }
+
+        async def body(_ctx: Any) -> TurnResult:
+            return await self._run_turn(plan, message_id, generation)
+
+        return await self._run_fiber_with_stash_wrapper(
+            CHAT_TURN_FIBER_PREFIX + plan.request_id,
+            body,
+            initial_snapshot=snapshot,
+            wrap=lambda data: {**snapshot, "data": data},
+        )
+
+    def _turn_snapshot_extra(self: Any, request_id: str) -> dict[str, Any]:
+        """More keys for the turn's fiber snapshot (the agent-tool run it serves)."""
+        return {}
+
+    def _on_turn_settled(self: Any, request_id: str) -> None:
+        """Called when any turn ends (bookkeeping keyed by request id)."""
+
+    # -- one turn -----------------------------------------------------------------------------
+    async def _run_turn(self: Any, plan: TurnPlan, message_id: str, generation: int) -> TurnResult:
+        rid = plan.request_id
+        controller = AbortController()
+        if plan.signal is not None:
+            plan.signal.add_listener(controller.abort)
+        aborted = self.host.tasks.deferred()
+        controller.signal.add_listener(lambda _reason: aborted.resolve(_ABORTED))
+        base = self._message_by_id(message_id) if plan.continue_message_id else None
+        builder = MessageBuilder(base or {"id": message_id, "role": "assistant", "parts": []})
+        state = _TurnState(plan, self._start_stream(rid), builder, controller, aborted)
+        self._turn_controllers[rid] = controller
+        self._turn_states[rid] = state
+        self._active_request_id = rid
+        outer = _current_turn.get()
+        _current_turn.set(ChatTurnContext(self, rid, plan.trigger))
+        outer_agent = set_current_agent(self)  # the ambient agent tools (agent_tool) run for
+        closed = False
+        try:
+            status, error = await self._drive_turn(state)
+            if controller.signal.aborted and status != "error":
+                status, error = "aborted", None
+            cleared = generation != self._turn_generation
+            keep = bool(builder.parts) and not cleared
+            if keep:
+                self._persist_message(builder.message)
+            self._finish_stream(state.stream_id, status)
+            done = {"type": CHAT_RESPONSE_TYPE, "id": rid, "body": "", "done": True}
+            self._broadcast_chat_frame(done)
+            if keep:
+                self._broadcast_messages()
+        except GeneratorExit:
+            # Closed after its incarnation died (by the kernel or the garbage collector), in
+            # whatever context that runs: restoring context variables there would leak them.
+            closed = True
+            raise
+        finally:
+            # Also when a storage error escapes: a turn that is over must not look active.
+            if not closed:
+                _current_turn.set(outer)
+                set_current_agent(outer_agent)
+            self._turn_controllers.pop(rid, None)
+            self._turn_states.pop(rid, None)
+            if self._active_request_id == rid:
+                self._active_request_id = None
+            self._on_turn_settled(rid)
+        return TurnResult(
+            rid, status, error, stream_id=state.stream_id, message_id=message_id, cleared=cleared
+        )
+
+    async def _drive_turn(self: Any, state: _TurnState) -> tuple[str, str | None]:
+        signal = state.controller.signal
+        pending = state.builder.pending_tool_calls() if state.plan.continue_message_id else []
+        for step in range(self.max_steps):
+            if pending:
+                if await self._run_tools(state, pending) is _ABORTED:
+                    return "aborted", None
+                pending = []
+            if signal.aborted:
+                return "aborted", None
+            calls, finish = [], None
+            stream = self.host.outbound.open_stream(
+                self.model_service, self._model_request(state, step)
+            )
+            while True:
+                try:
+                    chunk = await self._next_model_chunk(stream, state)
+                except Exception as exc:  # noqa: BLE001 - a provider failure ends the turn
+                    return "error", self._fail_turn(state, _message(exc))
+                if chunk is _ABORTED:
+                    return "aborted", None
+                if chunk is _END:
+                    break
+                if not isinstance(chunk, Mapping):
+                    continue
+                kind = chunk.get("type")
+                if kind == "start":
+                    if state.started:
+                        continue
+                    state.started = True
+                    chunk = {**chunk, "messageId": state.builder.message["id"]}
+                elif kind == "finish":
+                    finish = dict(chunk)
+                    continue
+                elif kind == "error":
+                    text = chunk.get("errorText")
+                    return "error", self._fail_turn(state, str(text or "model stream failed"))
+                elif kind == "tool-input-available":
+                    calls.append(dict(chunk))
+                self._emit_turn_chunk(state, chunk)
+            if not calls:
+                if state.started:
+                    self._emit_turn_chunk(state, finish or {"type": "finish"})
+                return "completed", None
+            pending = calls
+        return "error", self._fail_turn(
+            state, f"the model was still calling tools after max_steps={self.max_steps} calls"
+        )
+
+    def _model_request(self: Any, state: _TurnState, step: int) -> dict[str, Any]:
+        messages = self.messages
+        current = state.builder.message
+        if current["parts"]:
+            messages = [m for m in messages if m.get("id") != current["id"]] + [current]
+        request: dict[str, Any] = {
+            "messages": messages,
+            "tools": list(self.get_tools()),
+            "system": self.get_system_prompt(),
+            "requestId": state.plan.request_id,
+            "trigger": state.plan.trigger,
+            "step": step,
+        }
+        if state.plan.continue_message_id and step == 0:
+            request["continuation"] = True
+        if state.plan.body is not None:
+            request["body"] = state.plan.body
+        return request
+
+    async def _next_model_chunk(self: Any, stream: Any, state: _TurnState) -> Any:
+        if state.controller.signal.aborted:
+            return _ABORTED
+
+        async def pull() -> Any:
+            try:
+                return await stream.__anext__()
+            except StopAsyncIteration:
+                return _END
+
+        return await self.host.tasks.race(pull(), state.aborted)
+
+    async def _run_tools(self: Any, state: _TurnState, calls: list[dict[str, Any]]) -> Any:
+        tools = self.get_tools()
+        signal = state.controller.signal
+
+        async def run_one(chunk: dict[str, Any]) -> None:
+            ok, value = await self._execute_tool(tools, chunk, signal)
+            if signal.aborted:
+                return
+            call_id = chunk.get("toolCallId")
+            if ok:
+                out = {"type": "tool-output-available", "toolCallId": call_id, "output": value}
+            else:
+                out = {"type": "tool-output-error", "toolCallId": call_id, "errorText": value}
+            self._emit_turn_chunk(state, out)
+
+        everything = self.host.tasks.gather(*(run_one(c) for c in calls))
+        return await self.host.tasks.race(everything, state.aborted)
+
+    async def _execute_tool(
+        self: Any, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
+    ) -> tuple[bool, Any]:
+        name = chunk.get("toolName")
+        tool = tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return False, f"Tool {name!r} is not available; tools: {sorted(tools)}"
+        try:
+            result = tool.execute(
+                chunk.get("input"), tool_call_id=chunk.get("toolCallId"), signal=signal
+            )
+            if inspect.isawaitable(result):
+                result = await result
+            to_json_text(result, f"the output of tool {name!r}")
+            return True, result
+        except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
+            return False, _message(exc)
+
+    # -- frames -------------------------------------------------------------------------------
+    def _emit_turn_chunk(self: Any, state: _TurnState, chunk: Mapping[str, Any]) -> int:
+        """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it."""
+        body = to_json_text(dict(chunk), "a UI chunk")
+        index = self._append_stream_chunk(state.stream_id, body)
+        state.builder.apply(chunk)
+        frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
+        self._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)
+        return index
+
+    def _fail_turn(self: Any, state: _TurnState, message: str) -> str:
+        frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": message}
+        self._broadcast_chat_frame({**frame, "done": False, "error": True})
+        return message
+
+    def _broadcast_chat_frame(self: Any, frame: Any, chunk_index: int | None = None) -> None:
+        """Broadcast a chat-response frame (`chunk_index`: its place in the stored stream)."""
+        self.broadcast(frame)
+
+    def _broadcast_messages(self: Any) -> None:
+        self.broadcast({"type": CHAT_MESSAGES_TYPE, "messages": self.messages})
+
+
+def _message(error: BaseException) -> str:
+    return str(error) or type(error).__name__

@@ -1,0 +1,307 @@
+"""Chat turns on both hosts: streaming and the stored stream, the tools loop, the FIFO queue,
+clearing, and a turn an eviction interrupted being continued or retried by chat recovery."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agents_core.chat.chat_recovery import INCIDENT_PREFIX
+from sim import AgentEvicted, Simulation
+from sim.model import (
+    ScriptedModel,
+    after_tool,
+    asked,
+    call,
+    continuing,
+    fail,
+    register_model,
+    stall,
+    text,
+    tool_calls,
+    when,
+)
+from tests.chat.chat_agents import HOSTS, journal, user, worker_model
+
+pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+
+
+def chat_frames(frames: list[Any], request_id: str | None = None) -> list[dict[str, Any]]:
+    return [
+        f
+        for f in frames
+        if isinstance(f, dict)
+        and f.get("type") == "cf_agent_use_chat_response"
+        and (request_id is None or f["id"] == request_id)
+    ]
+
+
+def streams(sim: Simulation, ref) -> list[dict[str, Any]]:
+    """Each stored stream with its chunk bodies (parsed), oldest first."""
+    out = []
+    for meta in sim.query(ref, "SELECT * FROM cf_ai_chat_stream_metadata ORDER BY rowid"):
+        rows = sim.query(
+            ref,
+            "SELECT chunk_index, body FROM cf_ai_chat_stream_chunks WHERE stream_id = ? "
+            "ORDER BY chunk_index",
+            meta["id"],
+        )
+        out.append(
+            {
+                **meta,
+                "indexes": [r["chunk_index"] for r in rows],
+                "chunks": [json.loads(r["body"]) for r in rows],
+            }
+        )
+    return out
+
+
+def transcript(sim: Simulation, ref) -> list[dict[str, Any]]:
+    rows = sim.query(ref, "SELECT message FROM cf_ai_chat_agent_messages ORDER BY rowid")
+    return [json.loads(r["message"]) for r in rows]
+
+
+def texts(message: dict[str, Any]) -> str:
+    return "".join(p["text"] for p in message["parts"] if p["type"] == "text")
+
+
+def test_a_turn_streams_every_chunk_stores_it_and_persists_the_answer(
+    sim: Simulation, host: type
+) -> None:
+    """Each UI chunk is stored (index 0, 1, …) and broadcast with the turn's id; a done frame
+    ends the turn; the assistant message is persisted."""
+    register_model(sim, "model", ScriptedModel(default=text("Hello there", chunks=2)))
+    ref = sim.agent(host, "c")
+    client = sim.connect(ref)
+    result = sim.call(ref, "save_messages", [user("hi")])
+    assert result["status"] == "completed"
+    frames = chat_frames(client.frames, result["requestId"])
+    (stream,) = streams(sim, ref)
+    assert stream["request_id"] == result["requestId"] and stream["status"] == "completed"
+    assert stream["indexes"] == list(range(6))
+    assert [json.loads(f["body"]) for f in frames[:-1]] == stream["chunks"]
+    assert frames[-1] == {
+        "type": "cf_agent_use_chat_response",
+        "id": result["requestId"],
+        "body": "",
+        "done": True,
+    }
+    assert [m["role"] for m in transcript(sim, ref)] == ["user", "assistant"]
+    assert texts(transcript(sim, ref)[1]) == "Hello there"
+
+
+def test_the_tools_loop_calls_the_model_again_until_it_answers_with_text(
+    sim: Simulation, host: type
+) -> None:
+    """A tool call runs the tool, streams its result, and the model is called back with it;
+    the turn is one message with one start and one finish."""
+    model = worker_model(sim, [["note", "ran"]], answer="All done.")
+    ref = sim.agent(host, "c")
+    assert sim.call(ref, "save_messages", [user("go")])["status"] == "completed"
+    (stream,) = streams(sim, ref)
+    assert [c["type"] for c in stream["chunks"]] == [
+        "start",
+        "tool-input-available",
+        "tool-output-available",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish",
+    ]
+    assert len(model.requests) == 2 and model.requests[0]["tools"] == ["work"]
+    last = model.requests[1]["messages"][-1]
+    assert last["role"] == "assistant"
+    assert last["parts"][0]["type"] == "tool-work" and last["parts"][0]["output"] == "worked"
+    answer = transcript(sim, ref)[-1]
+    assert [p["type"] for p in answer["parts"]] == ["tool-work", "text"]
+
+
+def test_tool_calls_run_in_parallel_and_a_failing_tool_is_reported(
+    sim: Simulation, host: type
+) -> None:
+    """Two calls run side by side (each 1 s, both done after 1 s); a call that raises becomes
+    a tool-output-error the model sees."""
+    register_model(
+        sim,
+        "model",
+        ScriptedModel(
+            rules=[when(after_tool(), reply=text("ok", delay_ms=10))],
+            default=tool_calls(
+                call("work", {"steps": [["sleep", 1_000], ["note", "a"]]}),
+                call("work", {"steps": [["sleep", 1_000], ["note", "b"]]}),
+                call("work", {"steps": [["raise", "boom"]]}),
+                delay_ms=10,
+            ),
+        ),
+    )
+    ref = sim.agent(host, "c")
+    start = sim.now_ms
+    sim.call(ref, "save_messages", [user("go")])
+    notes = journal(sim, ref)
+    assert [n["arg"] for n in notes] == ["a", "b"]
+    assert all(n["t"] - start < 1_100 for n in notes)
+    (stream,) = streams(sim, ref)
+    errors = [c for c in stream["chunks"] if c["type"] == "tool-output-error"]
+    assert [e["errorText"] for e in errors] == ["boom"]
+
+
+def test_turns_run_one_at_a_time_in_submission_order(sim: Simulation, host: type) -> None:
+    """Three turns submitted at once stream one after the other, first come first served."""
+    model = register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
+    ref = sim.agent(host, "c")
+    client = sim.connect(ref)
+    pending = [sim.start_call(ref, "save_messages", [user(f"q{i}")]) for i in range(3)]
+    results = [sim.wait(p) for p in pending]
+    order = []
+    for frame in chat_frames(client.frames):
+        if not order or order[-1] != frame["id"]:
+            order.append(frame["id"])
+    assert order == [r["requestId"] for r in results]
+    assert [m["requestId"] for m in model.requests] == order
+
+
+def test_clearing_the_chat_aborts_the_running_turn_and_skips_queued_ones(
+    sim: Simulation, host: type
+) -> None:
+    """`clear_messages` ends the running turn `aborted` and the queued one `skipped`."""
+    register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=1_000)))
+    ref = sim.agent(host, "c")
+    first = sim.start_call(ref, "save_messages", [user("one")])
+    second = sim.start_call(ref, "save_messages", [user("two")])
+    sim.run_for(1_500)
+    sim.call(ref, "clear_messages")
+    assert sim.wait(first)["status"] == "aborted"
+    assert sim.wait(second)["status"] == "skipped"
+    assert transcript(sim, ref) == []
+
+
+def test_a_turn_interrupted_mid_answer_is_continued_by_recovery(
+    sim: Simulation, host: type
+) -> None:
+    """Evicted after streaming part of its answer, the turn is continued after the restart: the
+    partial answer is kept and extended in the same message, under a new request id."""
+    model = register_model(
+        sim,
+        "model",
+        ScriptedModel(
+            rules=[when(continuing(), reply=text(" and the rest.", delay_ms=100))],
+            default=text("AAAABBBBCCCCDDDD", chunks=4, delay_ms=1_000),
+        ),
+    )
+    ref = sim.agent(host, "c")
+    pending = sim.start_call(ref, "save_messages", [user("tell me")])
+    sim.run_for(3_500)
+    sim.evict(ref)
+    with pytest.raises(AgentEvicted):
+        sim.wait(pending)
+    sim.agent(host, "c")
+    sim.run_for(10_000)
+    assert model.requests[-1]["continuation"] is True
+    assert texts(model.requests[-1]["messages"][-1]) == "AAAABBBB"
+    messages = transcript(sim, ref)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert texts(messages[1]) == "AAAABBBB and the rest."
+    old, new = streams(sim, ref)
+    assert old["status"] == "streaming" and new["status"] == "completed"
+    assert old["request_id"] != new["request_id"]
+    assert [r.get("mode") for r in sim.trace.select("chat:recovery:attempt")] == ["continue"]
+
+
+def test_a_turn_interrupted_before_any_chunk_is_retried(sim: Simulation, host: type) -> None:
+    """Evicted before the model sent anything, the turn is run again from the same transcript."""
+    model = register_model(
+        sim,
+        "model",
+        ScriptedModel(
+            default=[stall(60_000, then=text("late")), text("Fresh answer", delay_ms=100)]
+        ),
+    )
+    ref = sim.agent(host, "c")
+    sim.start_call(ref, "save_messages", [user("tell me")])
+    sim.run_for(1_000)
+    sim.evict(ref)
+    sim.agent(host, "c")
+    sim.run_for(5_000)
+    assert len(model.requests) == 2
+    assert "continuation" not in model.requests[1]
+    assert model.requests[1]["messages"] == model.requests[0]["messages"]
+    assert [texts(m) for m in transcript(sim, ref)] == ["tell me", "Fresh answer"]
+    assert [r.get("mode") for r in sim.trace.select("chat:recovery:attempt")] == ["retry"]
+
+
+def test_a_turn_interrupted_while_its_tool_ran_reruns_the_call_with_its_id(
+    sim: Simulation, host: type
+) -> None:
+    """The continued turn runs the unfinished tool call again under the same toolCallId, then
+    gives the model its result."""
+    worker_model(sim, [["note", "started"], ["sleep", 5_000], ["note", "finished"]], "Done.")
+    ref = sim.agent(host, "c")
+    sim.start_call(ref, "save_messages", [user("go")])
+    sim.run_for(2_000)
+    sim.evict(ref)
+    sim.agent(host, "c")
+    sim.run_for(20_000)
+    notes = [(n["arg"], n["call"]) for n in journal(sim, ref)]
+    assert [label for label, _ in notes] == ["started", "started", "finished"]
+    assert len({call_id for _, call_id in notes}) == 1
+    answer = transcript(sim, ref)[-1]
+    assert [p["type"] for p in answer["parts"]] == ["tool-work", "text"]
+    assert answer["parts"][0]["state"] == "output-available" and texts(answer) == "Done."
+
+
+def test_recovery_gives_up_after_max_attempts(sim: Simulation, host: type) -> None:
+    """A turn interrupted more often than `max_chat_recovery_attempts` is not run again."""
+
+    class Once(host):  # type: ignore[valid-type, misc]
+        max_chat_recovery_attempts = 1
+
+    Once.__name__ = f"Once{host.__name__}"
+    model = register_model(sim, "model", ScriptedModel(default=stall(60_000, then=text("x"))))
+    ref = sim.agent(Once, "c")
+    sim.start_call(ref, "save_messages", [user("go")])
+    for _ in range(2):
+        sim.run_for(1_000)
+        sim.evict(ref)
+        sim.agent(Once, "c")
+    sim.run_for(1_000)
+    assert len(model.requests) == 2
+    incident = sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX)
+    assert [i["status"] for i in incident.values()] == ["exhausted"]
+
+
+def test_an_error_from_the_model_is_one_error_frame(sim: Simulation, host: type) -> None:
+    """A provider failure mid-stream ends the turn `error` with one `error: true` frame."""
+    register_model(
+        sim,
+        "model",
+        ScriptedModel(
+            rules=[when(asked("in band"), reply=fail("bad chunk", after_chunks=2, in_band=True))],
+            default=fail("provider overloaded", after_chunks=3),
+        ),
+    )
+    ref = sim.agent(host, "c")
+    client = sim.connect(ref)
+    for prompt, message in (("raise", "provider overloaded"), ("in band", "bad chunk")):
+        result = sim.call(ref, "save_messages", [user(prompt)])
+        assert result == {**result, "status": "error", "error": message}
+        errors = [f for f in chat_frames(client.frames, result["requestId"]) if f.get("error")]
+        assert [e["body"] for e in errors] == [message]
+
+
+def test_a_storage_error_mid_turn_fails_the_run_and_leaves_nothing_behind(
+    sim: Simulation, host: type
+) -> None:
+    """A storage error while a run's turn stores a chunk settles the run `error` with the
+    storage message; no fiber row, controller or turn is left that would keep it "active"."""
+    register_model(sim, "model", ScriptedModel(default=text("abcd", chunks=4, delay_ms=100)))
+    ref = sim.agent(host, "c")
+    sim.call(ref, "start_agent_tool_run", "go", "run-1")
+    sim.arm_storage_fault(ref, "error", match="INSERT INTO cf_ai_chat_stream_chunks", skip=2)
+    sim.run_for(5_000)
+    inspection = sim.call(ref, "inspect_agent_tool_run", "run-1")
+    assert inspection["status"] == "error"
+    assert inspection["error"].startswith("injected storage fault")
+    assert sim.query(ref, "SELECT * FROM cf_agents_runs") == []
+    assert sim.call(ref, "bookkeeping")["controllers"] == []
