@@ -1,0 +1,314 @@
+"""What every checker shares: the context it reads, the finding it returns, and the error a failed
+check raises.
+
+A `CheckContext` is everything a checker may look at once a run is over — the trace records, a
+snapshot of every agent's committed storage, every top-level agent's alarm slot, whether the
+liveness phase ran and went quiet, each agent class's static options — and nothing of the running
+runtime. `context_from(sim)` builds one from a `Simulation`; tests build one by hand. A
+`Violation` is one broken promise, told in a sentence a person reads, with the trace records that
+show it. `InvariantViolation` is the `AssertionError` a failed check raises: seed, scenario, the
+violations, the trace tail and the command that replays the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from agents_core.options import AgentOptions, resolve_options
+from sim.trace import TraceRecord, format_sim_time
+
+if TYPE_CHECKING:
+    from sim.simulation import Simulation
+
+__all__ = [
+    "LIVENESS_GRACE_MS",
+    "TAIL_RECORDS",
+    "CheckContext",
+    "Checker",
+    "InvariantViolation",
+    "Violation",
+    "context_from",
+    "render_record",
+]
+
+LIVENESS_GRACE_MS = 600_000
+"""How long the runtime may take to act on a durable fact before a checker calls it late, when
+the liveness phase did not go quiet: the backbone's 120 s cadence cap, the 60 s delivery lease,
+a tick's retries, the 300 s fiber recovery backoff cap and the alarm's own retries, with room.
+A quiet run gets no grace: nothing is left to happen."""
+
+TAIL_RECORDS = 20
+"""Trace records shown at the end of an `InvariantViolation`."""
+
+HARD_TERMINAL = frozenset({"completed", "error", "aborted"})
+"""Agent-tool statuses no later write may change (spec agent-tools §1.5)."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken promise: which invariant, where, about what, in a sentence, shown by which
+    trace records (their `seq` numbers)."""
+
+    invariant: str
+    agent: str
+    subject: str
+    """The run, fiber or schedule id the sentence is about ('' when it is about the agent)."""
+    message: str
+    seqs: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        shown = f" [records {', '.join(f'#{s}' for s in self.seqs)}]" if self.seqs else ""
+        return f"{self.invariant}: {self.message}{shown}"
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """The end of a run as checkers see it. Build it with `context_from(sim)` or by hand (tests):
+    `end_ms` defaults to the last record's time and `quiet` to what the last `quiesce:end`
+    record says (None when no liveness phase ran)."""
+
+    records: Sequence[TraceRecord]
+    storage: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]] = field(default_factory=dict)
+    """Agent path -> table -> committed rows, at the end of the run."""
+    alarms: Mapping[str, int | None] = field(default_factory=dict)
+    """Top-level agent path -> the armed alarm time (ms) at the end, or None."""
+    quiet: bool | None = None
+    seed: int | None = None
+    scenario: str | None = None
+    end_ms: int | None = None
+    options: Mapping[str, AgentOptions] = field(default_factory=dict)
+    """Agent path -> its class's resolved static options (defaults for a path not listed)."""
+
+    def __post_init__(self) -> None:
+        records = tuple(self.records)
+        object.__setattr__(self, "records", records)
+        if self.end_ms is None:
+            object.__setattr__(self, "end_ms", records[-1].t_ms if records else 0)
+        if self.quiet is None:
+            ends = [r for r in records if r.event == "quiesce:end"]
+            if ends:
+                object.__setattr__(self, "quiet", bool(ends[-1].get("quiet")))
+
+    # -- the liveness phase ---------------------------------------------------------------------
+    @property
+    def liveness_ran(self) -> bool:
+        """A liveness phase (`quiesce`) ran: liveness rules apply."""
+        return self.quiet is not None
+
+    @property
+    def end(self) -> int:
+        return int(self.end_ms or 0)
+
+    def had_time_since(self, t_ms: int | None) -> bool:
+        """The runtime has had all the time it may need to act on a fact true since `t_ms`: the
+        liveness phase went quiet, or `LIVENESS_GRACE_MS` passed before the end."""
+        if self.quiet:
+            return True
+        return t_ms is not None and self.end - t_ms >= LIVENESS_GRACE_MS
+
+    def end_words(self) -> str:
+        """'the end (00:30:00.000, quiet)' — how sentences name the end of the run."""
+        how = "quiet" if self.quiet else "not quiet" if self.quiet is False else "no liveness phase"
+        return f"the end ({format_sim_time(self.end)}, {how})"
+
+    # -- records --------------------------------------------------------------------------------
+    @cached_property
+    def _by_event(self) -> dict[str, list[TraceRecord]]:
+        index: dict[str, list[TraceRecord]] = defaultdict(list)
+        for record in self.records:
+            index[record.event].append(record)
+        return index
+
+    def events(self, event: str, agent: str | None = None, **fields: Any) -> list[TraceRecord]:
+        """Records of one event (in trace order), optionally of one agent and with field values."""
+        out = []
+        for record in self._by_event.get(event, ()):
+            if agent is not None and record.agent != agent:
+                continue
+            if any(record.get(k) != v for k, v in fields.items()):
+                continue
+            out.append(record)
+        return out
+
+    def incarnation_ends(self, agent: str) -> list[TraceRecord]:
+        return self.events("incarnation:end", agent)
+
+    @cached_property
+    def _last_life_record(self) -> dict[str, TraceRecord]:
+        last: dict[str, TraceRecord] = {}
+        for record in self.records:
+            if record.event in ("incarnation:start", "incarnation:end"):
+                last[record.agent] = record
+        return last
+
+    def alive_at_end(self, agent: str) -> int | None:
+        """The number of the agent's incarnation still alive at the end, or None."""
+        last = self._last_life_record.get(agent)
+        return last.inc if last is not None and last.event == "incarnation:start" else None
+
+    def may_have_rolled_back(self, record: TraceRecord) -> bool:
+        """The incarnation that emitted `record` crashed later in the same instant, so the
+        storage writes of the turn that emitted it may have been rolled back (storage commits by
+        turn; the trace keeps every record)."""
+        return any(
+            end.seq > record.seq
+            and end.inc == record.inc
+            and end.t_ms == record.t_ms
+            and end.get("reason") == "crash"
+            for end in self.incarnation_ends(record.agent)
+        )
+
+    def first_after(self, records: Iterable[TraceRecord], seq: int) -> TraceRecord | None:
+        return next((r for r in records if r.seq > seq), None)
+
+    # -- storage --------------------------------------------------------------------------------
+    def paths(self) -> list[str]:
+        return sorted(self.storage)
+
+    def table(self, agent: str, name: str) -> list[Mapping[str, Any]]:
+        return list((self.storage.get(agent) or {}).get(name, ()))
+
+    def tree(self, root: str) -> list[str]:
+        """The agent and every sub-agent stored under it."""
+        return [p for p in self.paths() if p == root or p.startswith(root + "/")]
+
+    def option(self, agent: str, name: str) -> Any:
+        return getattr(self.options.get(agent) or AgentOptions(), name)
+
+    def child_run(
+        self, parent: str, row: Mapping[str, Any]
+    ) -> tuple[str, Mapping[str, Any]] | None:
+        """The child's own record of an agent-tool run: its path and the row of any table of the
+        child facet (`<parent>/<agent_type>/<run_id>`) with `run_id` and `status` columns, other
+        than the child's own `cf_agent_tool_runs` registry. None when the child kept none."""
+        child = f"{parent}/{row.get('agent_type')}/{row.get('run_id')}"
+        for name, rows in sorted((self.storage.get(child) or {}).items()):
+            if name == "cf_agent_tool_runs":
+                continue
+            for candidate in rows:
+                if candidate.get("run_id") == row.get("run_id") and "status" in candidate:
+                    return child, candidate
+        return None
+
+
+Checker = Callable[[CheckContext], list[Violation]]
+"""A checker: reads a context, returns the violations it found (empty when the invariant holds)."""
+
+
+def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
+    """Everything checkers may read at this instant of `sim`: the trace so far, every agent's
+    committed storage, every top-level alarm slot, whether the last liveness phase went quiet."""
+    platform = sim.platform
+    storage = {}
+    alarms = {}
+    options = {}
+    for path, record in sorted(platform.records.items()):
+        storage[path] = record.storage.snapshot()
+        if record.parent is None:
+            alarms[path] = record.alarm_at_ms
+        try:
+            options[path] = resolve_options(getattr(record.cls, "options", None))
+        except ValueError:
+            options[path] = AgentOptions()
+    return CheckContext(
+        records=tuple(sim.trace.records),
+        storage=storage,
+        alarms=alarms,
+        seed=sim.seed,
+        scenario=scenario,
+        end_ms=sim.now_ms,
+        options=options,
+    )
+
+
+def render_record(record: TraceRecord, width: int = 200) -> str:
+    """One line: `#seq  time  agent#inc  event  key=value ...` (long lines cut at `width`)."""
+    where = f"{record.agent}#{record.inc}" if record.agent else "-"
+    fields = " ".join(f"{k}={_short_value(v)}" for k, v in sorted(record.fields.items()))
+    line = f"#{record.seq:<5} {format_sim_time(record.t_ms)}  {where}  {record.event}  {fields}"
+    line = line.rstrip()
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _short_value(value: Any) -> str:
+    if isinstance(value, str) and value and not any(c.isspace() for c in value):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+class InvariantViolation(AssertionError):
+    """Invariants did not hold: the seed, the scenario, each violation in a sentence, the trace
+    tail, and the command that replays the run."""
+
+    def __init__(
+        self,
+        violations: Sequence[Violation],
+        *,
+        seed: int | None,
+        scenario: str | None = None,
+        tail: Sequence[TraceRecord] = (),
+        named: Sequence[TraceRecord] = (),
+        total_records: int | None = None,
+        replay: str | None = None,
+    ) -> None:
+        self.violations = tuple(violations)
+        self.seed = seed
+        self.scenario = scenario
+        self.tail = tuple(tail)
+        self.replay = replay
+        lines = [_headline(self.violations, seed, scenario)]
+        lines += [f"  - {v}" for v in self.violations]
+        if named:
+            lines.append("records named above (not in the tail):")
+            lines += [f"  {render_record(r)}" for r in named]
+        total = len(self.tail) if total_records is None else total_records
+        lines.append(f"trace tail (last {len(self.tail)} of {total} records):")
+        lines += [f"  {render_record(r)}" for r in self.tail]
+        if replay:
+            lines.append(f"replay: {replay}")
+        super().__init__("\n".join(lines))
+
+    @classmethod
+    def from_context(
+        cls, context: CheckContext, violations: Sequence[Violation], replay: str | None = None
+    ) -> InvariantViolation:
+        records = context.records
+        tail = records[-TAIL_RECORDS:]
+        in_tail = {r.seq for r in tail}
+        by_seq = {r.seq: r for r in records}
+        wanted = sorted({s for v in violations for s in v.seqs} - in_tail)
+        named = [by_seq[s] for s in wanted[:TAIL_RECORDS] if s in by_seq]
+        return cls(
+            violations,
+            seed=context.seed,
+            scenario=context.scenario,
+            tail=tail,
+            named=named,
+            total_records=len(records),
+            replay=replay if replay is not None else default_replay(context),
+        )
+
+
+def _headline(violations: Sequence[Violation], seed: int | None, scenario: str | None) -> str:
+    count = len(violations)
+    names = sorted({v.invariant for v in violations})
+    where = f"scenario {scenario!r}, seed {seed}" if scenario else f"seed {seed}"
+    noun = "violation" if count == 1 else "violations"
+    return f"{count} invariant {noun} ({', '.join(names)}) in {where}:"
+
+
+def default_replay(context: CheckContext) -> str | None:
+    """`agentsim run <scenario> --seed N` for a scenario; the running pytest node otherwise."""
+    if context.scenario:
+        seed = "" if context.seed is None else f" --seed {context.seed}"
+        return f"agentsim run {context.scenario}{seed}"
+    node = os.environ.get("PYTEST_CURRENT_TEST")
+    if node:
+        return f"python -m pytest '{node.rsplit(' ', 1)[0]}'"
+    return None

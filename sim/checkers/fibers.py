@@ -1,0 +1,178 @@
+"""Invariants of fibers: `no_lost_stash` (a stash that returned survives the incarnation's death)
+and `fibers_settled` (after the liveness phase every fiber has settled or is recorded).
+
+**The stash convention.** The SDK emits no event for a stash, and the runtime gets none added
+for the harness. Workloads that want `no_lost_stash` checked follow this contract instead:
+
+- right after `ctx.stash(...)` (or `self.stash(...)`) returns, the workload emits the trace
+  record `workload:stashed {fiberId, step}` (`host.trace.emit`), where `fiberId` is the running
+  fiber's id and `step` an integer that grows along the fiber (e.g. steps completed so far);
+- when a recovery hook (`on_fiber_recovered`) resumes work from the snapshot it was given, it
+  emits `workload:resumed {fiberId, step}`, where `fiberId` is the *recovered* fiber's id
+  (`ctx.id`, not the id of any continuation fiber it starts) and `step` the step stored in the
+  snapshot it resumes from (None when it had no snapshot and starts over).
+
+A continuation fiber has a new id and stashes under it, so a chain of deaths and resumes is
+checked link by link.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sim.checkers.core import LIVENESS_GRACE_MS, CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = ["fibers_settled", "no_lost_stash"]
+
+RECOVERY_OUTCOMES = ("fiber:recovery:handled", "fiber:recovery:failed", "fiber:recovery:skipped")
+
+
+def _not_before(got: Any, required: Any) -> bool:
+    if got is None:
+        return required is None
+    if isinstance(got, int | float) and isinstance(required, int | float):
+        return got >= required
+    return got == required
+
+
+@invariant("no_lost_stash")
+def no_lost_stash(context: CheckContext) -> list[Violation]:
+    """Fibers §5.4 / the seed's durable-execution promise — a stash that returned is not lost.
+
+    For every `workload:resumed {fiberId: F, step: s}` record on an agent: take the stashes of F
+    (`workload:stashed` on that agent before the resume) and the `incarnation:end` of the
+    incarnation they ran in. The last of those stashes that could not have been rolled back
+    (not in the same instant as a crash of that incarnation) has step k; the resume must start
+    from a step at least k (`s >= k`; for non-numeric steps, `s == k`). A resume of a fiber that
+    never stashed may start anywhere. The workload convention is in this module's docstring.
+    """
+    stashes: dict[tuple[str, Any], list[TraceRecord]] = defaultdict(list)
+    for record in context.events("workload:stashed"):
+        stashes[(record.agent, record.get("fiberId"))].append(record)
+    out: list[Violation] = []
+    for resume in context.events("workload:resumed"):
+        fiber = resume.get("fiberId")
+        before = [s for s in stashes.get((resume.agent, fiber), ()) if s.seq < resume.seq]
+        if not before:
+            continue
+        inc = before[-1].inc
+        death = next((e for e in context.incarnation_ends(resume.agent) if e.inc == inc), None)
+        kept = [s for s in before if not context.may_have_rolled_back(s)]
+        if not kept:
+            continue
+        last = kept[-1]
+        required, got = last.get("step"), resume.get("step")
+        if _not_before(got, required):
+            continue
+        died = (
+            f", its incarnation {inc} ended ({death.get('reason')}) at "
+            f"{format_sim_time(death.t_ms)}"
+            if death is not None
+            else f" (its incarnation {inc} had not ended)"
+        )
+        out.append(
+            Violation(
+                "no_lost_stash",
+                resume.agent,
+                str(fiber),
+                f"fiber {fiber} of {resume.agent} stashed step {required!r} at "
+                f"{format_sim_time(last.t_ms)}{died}, and its recovery resumed it from step "
+                f"{got!r} at {format_sim_time(resume.t_ms)}: the stash was lost",
+                tuple(x.seq for x in (last, death, resume) if x is not None),
+            )
+        )
+    return out
+
+
+def _running_at_end(context: CheckContext, agent: str, fiber_id: str) -> TraceRecord | None:
+    """The `fiber:run:started` of a fiber still executing in the agent's live incarnation."""
+    alive = context.alive_at_end(agent)
+    if alive is None:
+        return None
+    started = [r for r in context.events("fiber:run:started", agent, fiberId=fiber_id)]
+    if not started or started[-1].inc != alive:
+        return None
+    for event in ("fiber:run:completed", "fiber:run:failed"):
+        if any(r.seq > started[-1].seq for r in context.events(event, agent, fiberId=fiber_id)):
+            return None
+    return started[-1]
+
+
+@invariant("fibers_settled")
+def fibers_settled(context: CheckContext) -> list[Violation]:
+    """Fibers §6 — after the liveness phase every fiber has settled or is recorded.
+
+    Only when a liveness phase ran. At the end, on every agent:
+    1. each `cf_agents_runs` row is allowed only if the last recovery outcome recorded for it
+       (`fiber:recovery:handled|failed|skipped`) is `failed` (a throwing hook keeps the row for
+       later scans) and the row is still within the agent's `fiber_recovery_max_age_ms` (plus
+       `LIVENESS_GRACE_MS`: age is only checked after a failed attempt, which the backoff may
+       delay), or the max age is <= 0 (kept forever by design);
+    2. no `cf_agents_fibers` (managed ledger) row is `pending` or `running`.
+    """
+    if not context.liveness_ran:
+        return []
+    out: list[Violation] = []
+    for agent in context.paths():
+        max_age = int(context.option(agent, "fiber_recovery_max_age_ms"))
+        for row in context.table(agent, "cf_agents_runs"):
+            fiber_id, name = str(row.get("id")), row.get("name")
+            outcomes = [
+                r
+                for event in RECOVERY_OUTCOMES
+                for r in context.events(event, agent, fiberId=fiber_id)
+            ]
+            last = max(outcomes, key=lambda r: r.seq) if outcomes else None
+            created = int(row.get("created_at") or 0)
+            within_age = max_age <= 0 or context.end - created <= max_age + LIVENESS_GRACE_MS
+            if last is not None and last.event == "fiber:recovery:failed" and within_age:
+                continue
+            running = _running_at_end(context, agent, fiber_id)
+            if running is not None:
+                what = (
+                    f"was still running at {context.end_words()} (started at "
+                    f"{format_sim_time(running.t_ms)} in incarnation {running.inc})"
+                )
+                seqs: tuple[int, ...] = (running.seq,)
+            elif last is not None and last.event == "fiber:recovery:failed":
+                what = (
+                    f"kept failing its recovery hook and outlived its max age "
+                    f"({max_age} ms) with its row still there at {context.end_words()}"
+                )
+                seqs = (last.seq,)
+            else:
+                what = (
+                    f"left an orphaned run row (created at {format_sim_time(created)}) that "
+                    f"recovery never removed by {context.end_words()}"
+                )
+                seqs = tuple(
+                    r.seq for r in context.events("fiber:run:started", agent, fiberId=fiber_id)
+                )
+            out.append(
+                Violation(
+                    "fibers_settled",
+                    agent,
+                    fiber_id,
+                    f"fiber {fiber_id} ({name}) of {agent} {what}",
+                    seqs,
+                )
+            )
+        for ledger in context.table(agent, "cf_agents_fibers"):
+            if ledger.get("status") not in ("pending", "running"):
+                continue
+            fiber_id = str(ledger.get("fiber_id"))
+            started = context.events("fiber:run:started", agent, fiberId=fiber_id)
+            out.append(
+                Violation(
+                    "fibers_settled",
+                    agent,
+                    fiber_id,
+                    f"managed fiber {fiber_id} ({ledger.get('name')}) of {agent} was left "
+                    f"{ledger.get('status')!r} in the ledger at {context.end_words()}",
+                    tuple(r.seq for r in started),
+                )
+            )
+    return out

@@ -1,0 +1,306 @@
+"""The agent-tool delivery invariants — `exactly_once_finish` (S8), `budget_interrupts` (S7) and
+`reattach_terminal` (§7) — pass a healthy run on the simulated platform and catch crafted
+failures: the same run's context with records duplicated or dropped, or final rows changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from sim import Simulation
+from sim.checkers import CheckContext, check, context_from
+from tests.checkers.agents import (
+    ToolParent,
+    inserted,
+    record,
+    with_record,
+    with_row,
+    without,
+)
+
+P = "ToolParent/p"
+RUNS = "cf_agent_tool_runs"
+
+
+@pytest.fixture(scope="module")
+def healthy() -> Iterator[CheckContext]:
+    """A parent with three runs across a deploy, then a quiet liveness phase: detached `d1`
+    (its child resumes after the deploy and completes; delivered by the backbone at 50 s),
+    detached `b1` (hangs; given up at its 1 s budget by the 5 s tick, the abort its teardown
+    causes closes the finish slot silently) and awaited `a1` (re-attached after the restart,
+    completed and delivered at 10.31 s)."""
+    with Simulation(5) as sim:
+        p = sim.agent(ToolParent, "p")
+        sim.call(
+            p,
+            "dispatch",
+            "d1",
+            [["sleep", 30_000], ["finish", "completed", "ok"]],
+            [["sleep", 5_000], ["finish", "completed", "ok"]],
+        )
+        sim.call(p, "dispatch", "b1", [["hang"]], max_budget_ms=1_000)
+        sim.start_call(
+            p, "go", "a1", [["text", "a"], ["hang"]], [["sleep", 300], ["finish", "completed", "x"]]
+        )
+        sim.run_for(10_000)
+        sim.deploy()
+        sim.run_for(10)
+        sim.agent(ToolParent, "p")
+        assert sim.quiesce(3_600_000) is True
+        yield context_from(sim)
+
+
+def one(context: CheckContext, event: str, **fields: object):
+    (found,) = context.events(event, P, **fields)
+    return found
+
+
+def messages(context: CheckContext, name: str) -> list[str]:
+    return [v.message for v in check(context, [name])]
+
+
+# -- exactly_once_finish ---------------------------------------------------------------------------
+def test_the_healthy_run_keeps_every_delivery_promise(healthy: CheckContext) -> None:
+    """Across the deploy, every slot of every run is delivered once and nothing is owed."""
+    assert check(healthy, ["exactly_once_finish", "budget_interrupts", "reattach_terminal"]) == []
+
+
+def test_a_second_delivery_with_no_crash_between_is_caught(healthy: CheckContext) -> None:
+    """A duplicated `hook:delivered` 65 s later is named with both times and both records."""
+    first = one(healthy, "hook:delivered", runId="d1", slot="finish")
+    broken = with_record(healthy, first.seq, first, t_ms=first.t_ms + 65_000)
+    (violation,) = check(broken, ["exactly_once_finish"])
+    assert violation.message == (
+        "run d1 of ToolParent/p delivered its finish slot twice (at 00:00:50.000 and "
+        "00:01:55.000) with no crash between"
+    )
+    assert (violation.agent, violation.subject) == (P, "d1")
+    assert violation.seqs == (first.seq, first.seq + 1)
+
+
+def test_a_second_delivery_after_a_same_instant_crash_is_at_least_once(
+    healthy: CheckContext,
+) -> None:
+    """When the incarnation crashed in the instant of the first delivery (its delivered mark
+    rolled back), a later second delivery is allowed; a crash a millisecond later is no excuse."""
+    first = one(healthy, "hook:delivered", runId="d1", slot="finish")
+    crash = record(0, first.t_ms, P, first.inc, "incarnation:end", reason="crash")
+    crashed = inserted(healthy, first.seq, crash)
+    end = crashed.records[-1]
+    again = with_record(crashed, end.seq, first, t_ms=end.t_ms, inc=3)
+    assert check(again, ["exactly_once_finish"]) == []
+    # A crash 1 ms later cannot have rolled the first delivery's turn back.
+    later = inserted(healthy, first.seq, dataclasses.replace(crash, t_ms=first.t_ms + 1))
+    end = later.records[-1]
+    (violation,) = check(with_record(later, end.seq, first, t_ms=end.t_ms), ["exactly_once_finish"])
+    assert violation.message.endswith("with no crash between")
+
+
+def test_a_handler_called_twice_without_a_crash_is_caught(healthy: CheckContext) -> None:
+    """A second `on_finish` call for one slot, with nothing between, is a duplicate delivery."""
+    call = one(healthy, "hook:on_finish", runId="d1")
+    broken = with_record(healthy, call.seq, call)
+    assert messages(broken, "exactly_once_finish") == [
+        "run d1 of ToolParent/p called on_finish for its finish slot twice (at 00:00:50.000 and "
+        "00:00:50.000) with no crash between"
+    ]
+
+
+def test_a_handler_called_again_after_delivery_is_caught(healthy: CheckContext) -> None:
+    """Even across a restart, a handler is not called for a slot already delivered."""
+    call = one(healthy, "hook:on_agent_tool_finish", runId="a1")
+    last = healthy.records[-1]
+    broken = with_record(healthy, last.seq, call, t_ms=last.t_ms, inc=3)
+    assert messages(broken, "exactly_once_finish") == [
+        "run a1 of ToolParent/p called on_agent_tool_finish for its finish slot again at "
+        "00:15:50.000, after the slot was delivered at 00:00:10.310"
+    ]
+
+
+def finish_call(seq: int, t_ms: int, inc: int, event: str = "hook:on_agent_tool_finish"):
+    return record(seq, t_ms, P, inc, event, runId="r", slot="finish", status="completed")
+
+
+def test_repeated_calls_across_a_parent_restart_are_at_least_once() -> None:
+    """Two handler calls for one slot with the parent's incarnation ending between them (the
+    first delivery never marked) pass; so do two around a `delivery_failed` of that slot."""
+    records = (
+        finish_call(0, 1_000, 1),
+        record(1, 1_000, P, 1, "incarnation:end", reason="deploy"),
+        finish_call(2, 9_000, 2),
+        record(3, 9_000, P, 2, "agent_tool:detached:delivery_failed", runId="r", kind="finish"),
+        finish_call(4, 70_000, 2),
+        finish_call(5, 70_000, 2, "hook:delivered"),
+    )
+    assert check(CheckContext(records=records), ["exactly_once_finish"]) == []
+    no_failure = CheckContext(records=records[:3] + records[4:])
+    assert messages(no_failure, "exactly_once_finish") == [
+        "run r of ToolParent/p called on_agent_tool_finish for its finish slot twice (at "
+        "00:00:09.000 and 00:01:10.000) with no crash between"
+    ]
+
+
+def test_an_undelivered_finish_of_a_finished_detached_run_is_caught(
+    healthy: CheckContext,
+) -> None:
+    """A detached run whose row and child both ended `completed` but whose finish slot has no
+    delivered mark, in a quiet run, owes its finish."""
+    broken = with_row(healthy, P, RUNS, {"run_id": "d1"}, finish_delivered_at=None)
+    assert messages(broken, "exactly_once_finish") == [
+        "detached run d1 of ToolParent/p: its row ended completed and its child "
+        "ToolParent/p/ResumingChild/d1 reached completed at 00:00:25.000, but its finish slot "
+        "was never delivered by the end (00:15:50.000, quiet)"
+    ]
+
+
+def test_an_owed_finish_is_only_late_after_the_grace_when_not_quiet(
+    healthy: CheckContext,
+) -> None:
+    """Not quiet: a finish owed for less than LIVENESS_GRACE_MS is not yet a violation; one owed
+    for longer is. Without a liveness phase the rule does not apply."""
+    owed = with_row(healthy, P, RUNS, {"run_id": "d1"}, finish_delivered_at=None)
+    fresh = dataclasses.replace(owed, quiet=False, end_ms=25_000 + 599_999)
+    stale = dataclasses.replace(owed, quiet=False, end_ms=25_000 + 600_000)
+    assert check(fresh, ["exactly_once_finish"]) == []
+    assert len(check(stale, ["exactly_once_finish"])) == 1
+    no_liveness = CheckContext(
+        records=[r for r in owed.records if not r.event.startswith("quiesce:")],
+        storage=owed.storage,
+    )
+    assert check(no_liveness, ["exactly_once_finish"]) == []
+
+
+# -- budget_interrupts ---------------------------------------------------------------------------
+def hung_past_budget(healthy: CheckContext) -> CheckContext:
+    """`b1` as if the backbone never gave it up: child and row still running, no give-up."""
+    context = without(healthy, lambda r: r.get("runId") == "b1" and r.event.startswith("hook:"))
+    context = with_row(
+        context,
+        P,
+        RUNS,
+        {"run_id": "b1"},
+        status="running",
+        give_up_delivered_at=None,
+        give_up_claimed_at=None,
+        finish_claimed_at=None,
+        finish_delivered_at=None,
+        interrupted_reason=None,
+    )
+    return with_row(
+        context,
+        f"{P}/ResumingChild/b1",
+        "child_runs",
+        {"run_id": "b1"},
+        status="running",
+        completed_at=None,
+    )
+
+
+def test_a_run_past_its_budget_with_no_give_up_is_caught(healthy: CheckContext) -> None:
+    """A detached run still running an hour after its 1 s budget, never given up."""
+    assert messages(hung_past_budget(healthy), "budget_interrupts") == [
+        "detached run b1 of ToolParent/p passed its budget at 00:00:01.000 and was still not "
+        "finished at the end (00:15:50.000, quiet), but no give-up (interrupted) was delivered"
+    ]
+
+
+def test_a_give_up_with_another_status_is_caught(healthy: CheckContext) -> None:
+    """Every give-up delivery is `interrupted`."""
+    delivered = one(healthy, "hook:delivered", runId="b1", slot="give_up")
+    broken = with_record(healthy, delivered.seq, delivered, status="aborted")
+    broken = without(broken, lambda r: r.seq == delivered.seq)
+    assert messages(broken, "budget_interrupts") == [
+        "detached run b1 of ToolParent/p gave up with status 'aborted' at 00:00:05.000; a "
+        "give-up is always 'interrupted'"
+    ]
+
+
+def test_a_give_up_that_hides_a_later_completion_is_caught(healthy: CheckContext) -> None:
+    """A row that ends `completed` after its give-up needs a `completed` finish call after it;
+    adding one makes the run pass."""
+    completed = with_row(
+        healthy, P, RUNS, {"run_id": "b1"}, status="completed", finish_claimed_at=90_000
+    )
+    assert messages(completed, "budget_interrupts") == [
+        "detached run b1 of ToolParent/p gave up at 00:00:05.000 and its row then ended "
+        "completed, but no on_agent_tool_finish with status completed followed: the give-up hid "
+        "the real completion"
+    ]
+    call = one(completed, "hook:on_agent_tool_finish", runId="b1")
+    given_up = one(completed, "hook:delivered", runId="b1", slot="give_up")
+    repaired = with_record(completed, given_up.seq, call, slot="finish", status="completed")
+    assert check(repaired, ["budget_interrupts"]) == []
+
+
+def test_the_abort_of_the_parents_own_teardown_is_never_delivered(healthy: CheckContext) -> None:
+    """After a budget give-up, a row ending `aborted` with the teardown's own cancel reason
+    means that abort was delivered (S7 says nothing more is)."""
+    broken = with_row(
+        healthy,
+        P,
+        RUNS,
+        {"run_id": "b1"},
+        status="aborted",
+        error_message="detached budget exceeded",
+    )
+    assert messages(broken, "budget_interrupts") == [
+        "detached run b1 of ToolParent/p gave up at 00:00:05.000, then the abort its own "
+        "teardown caused ('detached budget exceeded') was delivered as a second terminal; the "
+        "teardown the parent itself caused delivers nothing more"
+    ]
+
+
+# -- reattach_terminal ---------------------------------------------------------------------------
+def test_an_awaited_run_left_running_after_its_parent_died_is_caught(
+    healthy: CheckContext,
+) -> None:
+    """`a1` was open when the deploy ended the parent's first incarnation; it must not still be
+    running at the end."""
+    broken = without(healthy, lambda r: r.get("runId") == "a1" and r.event.startswith("hook:"))
+    broken = with_row(broken, P, RUNS, {"run_id": "a1"}, status="running", finish_delivered_at=None)
+    (violation,) = check(broken, ["reattach_terminal"])
+    assert violation.message == (
+        "awaited run a1 of ToolParent/p was open when incarnation 1 of its parent ended (deploy) "
+        "at 00:00:10.000, and was still running at the end (00:15:50.000, quiet)"
+    )
+    assert broken.records[violation.seqs[0]].event == "incarnation:end"
+
+
+def test_an_awaited_run_interrupted_but_never_delivered_is_caught(healthy: CheckContext) -> None:
+    """A re-attach that ended `interrupted` owes its give_up slot."""
+    broken = with_row(
+        healthy,
+        P,
+        RUNS,
+        {"run_id": "a1"},
+        status="interrupted",
+        give_up_claimed_at=10_310,
+        give_up_delivered_at=None,
+    )
+    assert messages(broken, "reattach_terminal") == [
+        "awaited run a1 of ToolParent/p was open when incarnation 1 of its parent ended (deploy) "
+        "at 00:00:10.000 and ended interrupted, but its give_up slot was never delivered by the "
+        "end (00:15:50.000, quiet)"
+    ]
+
+
+def test_runs_never_open_at_a_death_are_not_reattach_cases(healthy: CheckContext) -> None:
+    """A cap-rejected row (terminal, never claimed) and runs without a liveness phase pass."""
+    rejected = with_row(
+        healthy,
+        P,
+        RUNS,
+        {"run_id": "a1"},
+        status="error",
+        finish_claimed_at=None,
+        finish_delivered_at=None,
+    )
+    assert check(rejected, ["reattach_terminal"]) == []
+    running = with_row(healthy, P, RUNS, {"run_id": "a1"}, status="running")
+    no_liveness = CheckContext(
+        records=[r for r in running.records if not r.event.startswith("quiesce:")],
+        storage=running.storage,
+    )
+    assert check(no_liveness, ["reattach_terminal"]) == []

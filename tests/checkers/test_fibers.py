@@ -1,0 +1,155 @@
+"""The fiber invariants — `no_lost_stash` and `fibers_settled` — pass healthy runs on the
+simulated platform and catch real and crafted failures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sim import Simulation
+from sim.checkers import LIVENESS_GRACE_MS, CheckContext, check, context_from
+from tests.checkers.agents import Forgetful, Worker, record, with_row, with_rows
+from tests.conformance.fiber_agents import Poisoned, Recorder, sleep
+
+W = "Worker/w"
+
+
+def killed_mid_work(cls: type, seed: int = 3) -> CheckContext:
+    """A worker of 4 steps killed by a deploy after stashing step 2, woken by its alarm alone,
+    then a liveness phase."""
+    with Simulation(seed) as sim:
+        ref = sim.agent(cls, "w")
+        sim.call(ref, "work", 4)
+        sim.run_for(25_000)
+        sim.evict(ref, "deploy")
+        assert sim.quiesce(3_600_000) is True
+        return context_from(sim)
+
+
+def messages(context: CheckContext, name: str) -> list[str]:
+    return [v.message for v in check(context, [name])]
+
+
+# -- no_lost_stash -------------------------------------------------------------------------------
+def test_a_resume_from_the_last_stash_keeps_it() -> None:
+    """The worker's hook resumes from step 2, the last stash before the deploy."""
+    context = killed_mid_work(Worker)
+    (resumed,) = context.events("workload:resumed")
+    assert resumed.get("step") == 2
+    assert check(context, ["no_lost_stash", "fibers_settled"]) == []
+
+
+def test_a_resume_from_before_the_last_stash_is_a_lost_stash() -> None:
+    """A hook that starts over from step 0 after step 2 was stashed is caught, with the stash,
+    the death and the resume as its records."""
+    context = killed_mid_work(Forgetful)
+    (violation,) = check(context, ["no_lost_stash"])
+    (stash,) = [
+        r
+        for r in context.events("workload:stashed", "Forgetful/w")
+        if r.get("step") == 2 and r.inc == 1
+    ]
+    fiber = stash.get("fiberId")
+    assert violation.message == (
+        f"fiber {fiber} of Forgetful/w stashed step 2 at 00:00:20.000, its incarnation 1 ended "
+        "(deploy) at 00:00:25.000, and its recovery resumed it from step 0 at 00:00:26.000: the "
+        "stash was lost"
+    )
+    assert [context.records[s].event for s in violation.seqs] == [
+        "workload:stashed",
+        "incarnation:end",
+        "workload:resumed",
+    ]
+
+
+def stashes_then(death_reason: str, death_ms: int, resumed_step: object) -> CheckContext:
+    return CheckContext(
+        records=(
+            record(0, 10_000, W, 1, "workload:stashed", fiberId="f", step=1),
+            record(1, 20_000, W, 1, "workload:stashed", fiberId="f", step=2),
+            record(2, death_ms, W, 1, "incarnation:end", reason=death_reason),
+            record(3, 30_000, W, 2, "workload:resumed", fiberId="f", step=resumed_step),
+        )
+    )
+
+
+def test_a_stash_in_the_instant_of_a_crash_may_roll_back() -> None:
+    """A crash in the same instant as the last stash may have rolled its turn back: resuming
+    from the stash before it is fine, from earlier still is not."""
+    assert check(stashes_then("crash", 20_000, 1), ["no_lost_stash"]) == []
+    assert messages(stashes_then("crash", 20_000, 0), "no_lost_stash") == [
+        "fiber f of Worker/w stashed step 1 at 00:00:10.000, its incarnation 1 ended (crash) at "
+        "00:00:20.000, and its recovery resumed it from step 0 at 00:00:30.000: the stash was lost"
+    ]
+    assert len(check(stashes_then("crash", 20_001, 1), ["no_lost_stash"])) == 1
+    assert len(check(stashes_then("deploy", 20_000, 1), ["no_lost_stash"])) == 1
+
+
+def test_a_resume_with_no_snapshot_after_a_stash_is_caught() -> None:
+    """Starting over (step None) after a stash loses it; a fiber that never stashed may start
+    anywhere."""
+    assert messages(stashes_then("idle", 25_000, None), "no_lost_stash") == [
+        "fiber f of Worker/w stashed step 2 at 00:00:20.000, its incarnation 1 ended (idle) at "
+        "00:00:25.000, and its recovery resumed it from step None at 00:00:30.000: the stash was "
+        "lost"
+    ]
+    fresh = CheckContext(records=(record(0, 1, W, 2, "workload:resumed", fiberId="g", step=None),))
+    assert check(fresh, ["no_lost_stash"]) == []
+
+
+# -- fibers_settled ------------------------------------------------------------------------------
+def test_a_poison_row_within_its_max_age_is_recorded_not_unsettled() -> None:
+    """An orphan whose hook keeps throwing stays as a row: fine while within the max age, a
+    violation once the run ends past max age plus the grace."""
+    with Simulation(21) as sim:
+        ref = sim.agent(Poisoned, "p")
+        sim.start_call(ref, "run", "ingest", [sleep(600_000)])
+        sim.run_for(500)
+        sim.evict(ref, "deploy")
+        assert sim.quiesce(600_000) is False
+        context = context_from(sim)
+    (row,) = context.table("Poisoned/p", "cf_agents_runs")
+    assert check(context, ["fibers_settled"]) == []
+    max_age = context.option("Poisoned/p", "fiber_recovery_max_age_ms")
+    aged = dataclasses.replace(context, end_ms=row["created_at"] + max_age + LIVENESS_GRACE_MS + 1)
+    (violation,) = check(aged, ["fibers_settled"])
+    assert violation.message.startswith(
+        f"fiber {row['id']} (ingest) of Poisoned/p kept failing its recovery hook and outlived "
+        "its max age (86400000 ms)"
+    )
+
+
+def test_a_fiber_still_running_when_the_liveness_phase_ends_is_unsettled() -> None:
+    """A two-hour fiber still running after a one-minute liveness phase has not settled."""
+    with Simulation(22) as sim:
+        ref = sim.agent(Recorder, "r")
+        sim.start_call(ref, "run", "long", [sleep(7_200_000)])
+        sim.run_for(1_000)
+        sim.quiesce(60_000)
+        context = context_from(sim)
+    (violation,) = check(context, ["fibers_settled"])
+    assert violation.message.endswith(
+        "of Recorder/r was still running at the end (00:01:01.000, not quiet) (started at "
+        "00:00:00.000 in incarnation 1)"
+    )
+    assert violation.message.startswith(f"fiber {violation.subject} (long) of Recorder/r")
+
+
+def test_an_orphan_never_recovered_and_a_running_ledger_row_are_caught() -> None:
+    """A run row recovery never touched, and a managed ledger row left `running`, after a quiet
+    liveness phase."""
+    context = killed_mid_work(Worker)
+    orphan = {"id": "f-orphan", "name": "ingest", "snapshot": None, "created_at": 1_000}
+    broken = with_rows(context, W, "cf_agents_runs", [orphan])
+    broken = with_rows(
+        broken, W, "cf_agents_fibers", [{"fiber_id": "m1", "name": "job", "status": "running"}]
+    )
+    assert messages(broken, "fibers_settled") == [
+        "fiber f-orphan (ingest) of Worker/w left an orphaned run row (created at 00:00:01.000) "
+        "that recovery never removed by the end (00:15:44.000, quiet)",
+        "managed fiber m1 (job) of Worker/w was left 'running' in the ledger at the end "
+        "(00:15:44.000, quiet)",
+    ]
+    settled = with_row(broken, W, "cf_agents_fibers", {"fiber_id": "m1"}, status="interrupted")
+    assert len(check(settled, ["fibers_settled"])) == 1
+    no_liveness = CheckContext(records=(), storage=broken.storage)
+    assert check(no_liveness, ["fibers_settled"]) == []
