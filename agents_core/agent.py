@@ -216,8 +216,9 @@ class Agent(
             await self.on_start()
         finally:
             self._in_on_start = False
+        sweeping = bool(self._agent_tool_recovery_snapshot)
         self._schedule_agent_tool_recovery()
-        self.host.tasks.wait_until(self._arm_agent_tool_hook_redelivery())
+        self.host.tasks.wait_until(self._arm_agent_tool_hook_redelivery(sweeping=sweeping))
 
     async def _cf_fetch(self, request: Request) -> Response:
         set_current_agent(self)

@@ -531,3 +531,32 @@ def test_replay_does_not_hang_on_a_child_that_never_starts(sim: Simulation) -> N
     assert sim.now_ms - started <= 2_000
     kinds = [f["event"]["kind"] for f in frames_of(client)]
     assert kinds == ["started", "error"]
+
+
+class Detacher(Parent):
+    async def detach(self) -> None:
+        from tests.conformance.test_reattach import ResumingChild
+
+        steps = [["sleep", 30_000], ["finish", "completed", "late"]]
+        resume = [["sleep", 1_000], ["finish", "completed", "resumed"]]
+        await self.run_agent_tool(
+            ResumingChild, input={"steps": steps, "resume": resume}, run_id="d", detached=True
+        )
+
+
+def test_S8_startup_rearms_a_lost_backbone_while_a_detached_finish_is_owed(
+    sim: Simulation,
+) -> None:
+    """S8: with the alarm gone (the platform gave it up) and a detached finish owed, the next
+    startup re-arms the backbone, and the finish is delivered once."""
+    ref = sim.agent(Detacher, "p")
+    sim.call(ref, "detach")
+    sim.run_for(1_000)
+    sim.deploy()
+    record = sim.platform.records[ref.path]
+    sim.platform.alarms.delete(record)  # as after alarm:given_up: the slot is empty
+    sim.run_for(300_000)
+    assert sim.trace.select("hook:delivered", runId="d") == []
+    sim.agent(Detacher, "p")  # any startup
+    sim.run_for(300_000)
+    assert len(sim.trace.select("hook:delivered", runId="d")) == 1

@@ -717,15 +717,16 @@ def test_recovery_starts_after_startup_and_is_single_flight(sim: Simulation) -> 
 
 
 def test_empty_snapshot_runs_no_recovery(sim: Simulation) -> None:
-    """With no starting/running row at wake nothing runs, not even the backbone re-arm, though a
-    given-up detached row still owes its finish (E24)."""
+    """With no starting/running row at wake no recovery sweep runs (E24); but a given-up
+    detached row still owes its finish, so startup re-arms the backbone (divergence A5: the SDK
+    leaves it to an already-persisted schedule row)."""
     p = sim.agent(BackboneSpyParent, "p")
     sim.call(p, "insert_row", "bg", "ResumingChild", "interrupted", 1)
     restart(sim, p, after_ms=0)
     sim.run_for(1_000)
 
     assert sim.trace.select("agent_tool:recovery:*") == []
-    assert notes(sim, p) == []
+    assert notes(sim, p) == ["arm-backbone:reset=False"]
 
 
 def test_pass_one_finalizes_a_child_that_finished_while_the_parent_was_down(
