@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from agents_core.chat.base import ChatHost
 from agents_core.chat.child_runs import maybe_await
 from agents_core.chat.messages import message_text, user_message
+from agents_core.chat.notify_inject import AiChatNotifyMixin
 from agents_core.chat.turns import TurnPlan
 from agents_core.host import Host
 from agents_core.jsontext import to_json_text
@@ -42,7 +43,7 @@ SKIPPED_CHAT_CLEARED = "Agent tool run was skipped because the chat was cleared.
 FAILED_DURING_STREAMING = "Agent tool run failed during streaming."
 
 
-class ChatAgent(ChatHost):
+class ChatAgent(AiChatNotifyMixin, ChatHost):
     """An AIChatAgent-like chat agent: override `get_tools`, `system_prompt`, and the agent-tool
     hooks `format_agent_tool_input(input, run_id=)`, `get_agent_tool_output(run,
     messages_after_start)`, `get_agent_tool_summary(run, output, messages_after_start)` where

@@ -2,7 +2,8 @@
 
 A chat host is an `Agent` with a transcript (`messages`), a resumable stream, a FIFO turn queue
 whose turns are fibers streaming from the model service, chat recovery, `report_progress`, and
-the agent-tool child adapter with its tail and broadcast snoop. `ThinkAgent` and `ChatAgent`
+the agent-tool child adapter with its tail and broadcast snoop, and the parent side's serialized
+deliveries and recovery credit (`parent.py`). `ThinkAgent` and `ChatAgent`
 subclass it and differ only where the SDK's two hosts differ (spec agent-tools §11 E25).
 """
 
@@ -14,6 +15,7 @@ from agents_core.agent import Agent
 from agents_core.chat.chat_recovery import ChatRecoveryMixin
 from agents_core.chat.child_runs import AgentToolChildMixin
 from agents_core.chat.messages import MessagesMixin
+from agents_core.chat.parent import ChatParentMixin
 from agents_core.chat.progress import ProgressMixin
 from agents_core.chat.stream_store import StreamStoreMixin
 from agents_core.chat.tails import AgentToolTailsMixin
@@ -31,6 +33,7 @@ class ChatHost(
     ChatTurnsMixin,
     StreamStoreMixin,
     MessagesMixin,
+    ChatParentMixin,
     Agent,
 ):
     """The shared base of the chat hosts; subclass `ThinkAgent` or `ChatAgent`, not this."""
@@ -43,6 +46,7 @@ class ChatHost(
         self._init_chat_recovery()
         self._init_progress()
         self._init_agent_tool_child()
+        self._init_chat_parent()
 
     def _messages_created_since(self, started_at: int) -> list[dict[str, Any]]:
         return [r["message"] for r in self._message_rows() if r["created_at"] >= started_at]

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from agents_core.chat.base import ChatHost
 from agents_core.chat.child_runs import maybe_await
 from agents_core.chat.messages import message_text, user_message
+from agents_core.chat.notify_inject import ThinkNotifyMixin
 from agents_core.chat.turns import TurnPlan, current_chat_turn
 from agents_core.jsontext import to_json_text
 from agents_core.signals import AbortController
@@ -37,7 +38,7 @@ THINK_TABLES_DDL = (
 SKIPPED_BEFORE_FINISH = "Agent tool run was skipped before the child could finish."
 
 
-class ThinkAgent(ChatHost):
+class ThinkAgent(ThinkNotifyMixin, ChatHost):
     """A Think-like chat agent: override `get_tools`, `system_prompt`, and the agent-tool hooks
     `format_agent_tool_input(input)`, `get_agent_tool_output(run_id)`,
     `get_agent_tool_summary(run_id, output)`."""

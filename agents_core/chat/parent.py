@@ -1,0 +1,133 @@
+"""Chat hosts as agent-tool parents: the serialized delivery slot and the recovery credit.
+
+A detached run's terminal is delivered by the warm fast path or a backbone tick, which may fire
+while a chat turn streams. On a chat host those deliveries (`_run_serialized_delivery`) are put
+on the chat turn queue under a keep-alive, so their handlers run strictly between turns (spec
+agent-tools §4.11, T-73); while one runs, `in_delivery_slot(agent)` is true in its task, which is
+how AIChatAgent-like notify hooks know to run their reply turn inline, inside the slot. The
+host-specific notify and milestone hooks are in `agents_core.chat.notify_inject`.
+
+Parent credit (§7.8): every forward of child chunks calls `_on_agent_tool_stream_progress`; a
+chat host turns that into a bump of its durable chat-recovery progress record (KV
+`cf_chat_recovery_progress`, `{count, at}`) at most once per 5 s per isolate, the first call
+after a restart always crediting, so an orchestrating parent whose child streams shows progress.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+__all__ = [
+    "AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS",
+    "CHAT_RECOVERY_PROGRESS_KEY",
+    "ChatParentMixin",
+    "in_delivery_slot",
+]
+
+AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS = 5_000
+CHAT_RECOVERY_PROGRESS_KEY = "cf_chat_recovery_progress"
+"""KV key of the parent's recovery progress record, `{"count": n, "at": ms}`."""
+
+
+class _DeliverySlot:
+    """One serialized delivery holding the turn queue; closed when it ends, so a task it spawned
+    (which inherits the context variable) does not think it holds the queue too."""
+
+    __slots__ = ("agent", "open")
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.open = True
+
+
+_slot: contextvars.ContextVar[_DeliverySlot | None] = contextvars.ContextVar(
+    "agents_core_chat_delivery_slot", default=None
+)
+
+
+def in_delivery_slot(agent: Any) -> bool:
+    """True when the calling code runs inside a serialized delivery of `agent`."""
+    slot = _slot.get()
+    return slot is not None and slot.open and slot.agent is agent
+
+
+class ChatParentMixin:
+    def _init_chat_parent(self: Any) -> None:
+        self._stream_progress_credited_at: int | None = None
+        self._detached_injecting: set[str] = set()
+        self._think_drain_live = False
+        self._think_submissions_live: set[str] = set()
+
+    # -- the serialized delivery slot (§4.11) ----------------------------------------------------
+    async def _run_serialized_delivery(self: Any, invoke: Callable[[], Awaitable[None]]) -> None:
+        """Run `invoke` on the chat turn queue, strictly between turns, under a keep-alive."""
+        dispose = await self.keep_alive()
+        try:
+            await self._between_turns(invoke)
+        finally:
+            dispose()
+
+    async def _between_turns(self: Any, invoke: Callable[[], Awaitable[None]]) -> None:
+        # The same FIFO chain `_submit_turn` uses, without its clear-generation check: a clear
+        # skips queued turns, never a delivery the ledger owes.
+        previous = self._turn_tail
+        done = self.host.tasks.deferred()
+        self._turn_tail = done
+        try:
+            if previous is not None and not previous.done():
+                await previous
+            slot = _DeliverySlot(self)
+            token = _slot.set(slot)
+            closed = False
+            try:
+                await invoke()
+            except GeneratorExit:
+                # Closed after its incarnation died: restoring the variable there would leak it.
+                closed = True
+                raise
+            finally:
+                slot.open = False
+                if not closed:
+                    _slot.reset(token)
+        finally:
+            if self._turn_tail is done:
+                self._turn_tail = None
+            done.resolve(None)
+
+    def _turn_queue_busy(self: Any) -> bool:
+        """A turn or a serialized delivery holds the turn queue."""
+        return self._turn_tail is not None and not self._turn_tail.done()
+
+    async def _outside_delivery_slot(self: Any, step: Callable[[], Awaitable[Any]]) -> Any:
+        """Await `step()` with the slot marker cleared (a turn run inline in the slot)."""
+        token = _slot.set(None)
+        closed = False
+        try:
+            return await step()
+        except GeneratorExit:
+            closed = True
+            raise
+        finally:
+            if not closed:
+                _slot.reset(token)
+
+    def _spawn_outside_delivery_slot(self: Any, coro: Coroutine[Any, Any, Any]) -> None:
+        """`wait_until(coro)` in a context that does not inherit the slot marker."""
+        token = _slot.set(None)
+        try:
+            self.host.tasks.wait_until(coro)
+        finally:
+            _slot.reset(token)
+
+    # -- parent credit (§7.8) --------------------------------------------------------------------
+    def _on_agent_tool_stream_progress(self: Any) -> None:
+        now = self.host.clock.now_ms()
+        last = self._stream_progress_credited_at
+        if last is not None and now - last < AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS:
+            return
+        self._stream_progress_credited_at = now
+        record = self.host.kv.get(CHAT_RECOVERY_PROGRESS_KEY)
+        count = record.get("count", 0) if isinstance(record, dict) else 0
+        self.host.kv.put(CHAT_RECOVERY_PROGRESS_KEY, {"count": count + 1, "at": now})
