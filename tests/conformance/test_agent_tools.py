@@ -560,3 +560,19 @@ def test_S8_startup_rearms_a_lost_backbone_while_a_detached_finish_is_owed(
     sim.agent(Detacher, "p")  # any startup
     sim.run_for(300_000)
     assert len(sim.trace.select("hook:delivered", runId="d")) == 1
+
+
+def test_T087_base_agent_report_progress_is_a_no_op_with_a_warning(sim: Simulation) -> None:
+    """On a plain Agent, report_progress broadcasts and stores nothing; it only warns."""
+
+    class Plain(Parent):
+        async def progress(self) -> None:
+            self.report_progress(fraction=0.5, message="half")
+
+    ref = sim.agent(Plain, "p")
+    client = sim.connect(ref)
+    before = (len(client.frames), sim.snapshot(ref))
+    sim.call(ref, "progress")
+    assert (len(client.frames), sim.snapshot(ref)) == before
+    (warning,) = sim.trace.select("console:warn", agent=ref.path)
+    assert "only supported on chat agents" in warning.get("message")
