@@ -6,9 +6,9 @@ upstream services, and the trace. `Simulation` is the facade tests and scenarios
 """
 
 from sim.clients import Client
+from sim.errors import AgentEvicted
 from sim.faults import PROFILES, FaultProfile, profile_named
 from sim.kernel import IncarnationKilled
-from sim.platform import AgentEvicted
 from sim.simulation import AgentRef, Simulation, SimulationStuck
 from sim.sqlite import StorageError
 from sim.trace import Trace, TraceRecord, format_sim_time

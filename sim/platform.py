@@ -18,9 +18,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_core.errors import AgentReset
 from sim.alarms import Alarms
 from sim.clients import Client, ServerConnection
+from sim.errors import AgentEvicted
 from sim.faults import FaultProfile
 from sim.host import SimHost
 from sim.kernel import Kernel, SimDeferred, SimTask
@@ -36,14 +36,6 @@ STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "
 """Deliveries that run startup first. A plain RPC on a stub is not one (spec fibers §1.4)."""
 
 EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash", "destroyed", "deleted")
-
-
-class AgentEvicted(AgentReset):
-    """The incarnation handling a call died before the call finished."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(path, reason)
-        self.args = (f"{path} was evicted ({reason}) before the call finished",)
 
 
 @dataclass(eq=False)
@@ -90,6 +82,8 @@ class AgentRecord:
     alarm_due_while_running: bool = False
     parent: AgentRecord | None = None
     children: dict[str, AgentRecord] = field(default_factory=dict)
+    forgotten: bool = False
+    """A deleted sub-agent: stubs to it fail; resolving its name again makes a fresh record."""
     steps: tuple[tuple[str, str], ...] = ()
     """Identity path, root first: (class name, name) per hop."""
 
@@ -430,6 +424,7 @@ class Platform:
         self._forget(record)
 
     def _forget(self, record: AgentRecord) -> None:
+        record.forgotten = True
         for child in list(record.children.values()):
             self._forget(child)
         if record.parent is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from sim.errors import AgentEvicted
 from sim.kernel import Gone, SimDeferred
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ class SimAgentStub:
         if not callable(getattr(record.cls, method, None)):
             raise AttributeError(f"{record.cls.__qualname__} has no method {method!r}")
         caller = SimDeferred(self._platform.kernel)
+        if record.forgotten:
+            # A stub kept across its sub-agent's deletion must not bring it back.
+            caller.reject(AgentEvicted(record.path, "deleted"))
+            return caller
 
         async def invoke(instance: Any) -> Any:
             return await invoke_method(instance, method, args, kwargs)

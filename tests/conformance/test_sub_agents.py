@@ -628,3 +628,28 @@ def test_a_sub_agent_name_that_spells_another_agents_path_is_refused(sim: Simula
         sim.call(root, "at", [(Child, "a/Grandchild/b")], "tick", "flat")
     nested = sim.facet(sim.facet(root, Child, "a"), Grandchild, "b")
     assert [r["data"] for r in journal(sim, nested, "tick")] == ["nested"]
+
+
+def test_a_stub_kept_across_its_sub_agents_deletion_does_not_revive_it(sim: Simulation) -> None:
+    """A call on a stub obtained before delete_sub_agent fails with the reason `deleted` and
+    starts no incarnation on the deleted child's storage."""
+    from agents_core import Agent, AgentReset
+
+    class Kid(Agent):
+        async def hello(self) -> str:
+            return "hi"
+
+    class Holder(Agent):
+        async def keep_then_delete(self) -> str:
+            stub = await self.sub_agent(Kid, "k")
+            await self.delete_sub_agent(Kid, "k")
+            try:
+                await stub.hello()
+            except AgentReset as exc:
+                return exc.reason
+            return "revived"
+
+    ref = sim.agent(Holder, "h")
+    assert sim.call(ref, "keep_then_delete") == "deleted"
+    starts = sim.trace.select("incarnation:start", agent="Holder/h/Kid/k")
+    assert len(starts) == 1
