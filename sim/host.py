@@ -92,7 +92,12 @@ class _Tasks(_Fenced):
     def wait_until(self, coro: Coroutine[Any, Any, Any]) -> SimTask:
         host = self._host
         kernel = host._platform.kernel
-        if self._dead():
+        try:
+            dead = self._dead()
+        except IncarnationKilled:
+            coro.close()  # made by the dying turn, never to start: close it, quietly
+            raise
+        if dead:
             coro.close()
             return SimTask(kernel, None, None, "refused")
         task = kernel.spawn(coro, host._incarnation, "wait_until")

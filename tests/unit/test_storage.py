@@ -154,3 +154,30 @@ def test_no_fault_loses_a_committed_turn(seed, kind, skip, evict_at, rates) -> N
     assert committed <= a & b
     if kind == "crash" and rates[0] == 0.0:
         assert a == b
+
+
+def test_background_work_started_by_a_dying_turn_leaves_no_unawaited_coroutine(
+    sim: Simulation,
+) -> None:
+    """A crash mid-turn before wait_until: the coroutine handed to it is closed, not leaked."""
+    import gc
+    import warnings
+
+    class Starter(Agent):
+        async def go(self) -> None:
+            async def later() -> None:
+                return None
+
+            try:
+                self.sql("SELECT 1")
+            finally:
+                self.host.tasks.wait_until(later())  # runs in the dying turn
+
+    ref = sim.agent(Starter, "s")
+    sim.run_for(1)
+    sim.arm_storage_fault(ref, "crash", match="SELECT 1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AgentEvicted):
+            sim.call(ref, "go")
+        gc.collect()
