@@ -1,21 +1,39 @@
-"""`agentsim`, the front door: run scenario files, validate them, render a trace for people.
+"""`agentsim`, the front door: run scenarios over seeds, replay failures, fuzz, keep golden traces.
 
-Exit codes: 0 everything passed (or was valid), 1 some scenario failed, 2 bad input (a missing
-path, an invalid scenario, an unknown command or flag, an unreadable trace). Bad input never
-shows a traceback: it is one line on stderr saying what was wrong and what would be right.
+Commands: `run`, `validate`, `replay`, `report`, `schema`, `fuzz`, `golden` (`agentsim --help`).
+Exit codes: 0 everything passed (or was valid), 1 something failed (a scenario, a replay that did
+not reproduce, a fuzz finding, a golden diff), 2 bad input (a missing path, an invalid scenario,
+an unknown command or flag, an unreadable trace or failure file). Bad input never shows a
+traceback: it is one line on stderr saying what was wrong and what would be right.
+
+Every failing run prints the command that replays it, last, and writes a failure file
+(`scenarios.failures`) that `agentsim replay` re-runs. On a terminal a run over many scenarios
+or seeds shows a progress bar (`scenarios.progress`); in a pipe or CI it prints lines only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from reports import RunReport, read_trace, render_html, render_junit, render_summary
+from scenarios.determinism import run_checked
 from scenarios.errors import InvalidScenario
+from scenarios.failures import RunRecord, failure_file_name, replay_file, report_of_trace
+from scenarios.fuzz import FAULT_KINDS, FlakyFinding, fuzz_scenario
+from scenarios.golden import check_golden, update_golden
 from scenarios.loader import load_scenario
-from scenarios.runner import run_scenario
+from scenarios.progress import RunProgress, is_terminal
+from scenarios.runner import ScenarioResult, invariant_names, run_scenario
 from scenarios.schema import Scenario
 from sim.human import render_all
 from sim.trace import Trace, TraceRecord
@@ -25,6 +43,10 @@ __all__ = ["main"]
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+FAILURES_DIR = "agentsim-failures"
+FUZZ_DIR = "agentsim-fuzz"
+MAX_SEEDS = 1_000_000
+_SEED_RANGE = re.compile(r"(\d+)\.\.(\d+)")
 
 
 class _BadInput(Exception):
@@ -38,6 +60,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
+# -- argument types -----------------------------------------------------------------------------
 def _seed(text: str) -> int:
     try:
         seed = int(text)
@@ -48,6 +71,43 @@ def _seed(text: str) -> int:
     return seed
 
 
+def _seed_range(text: str) -> list[int]:
+    match = _SEED_RANGE.fullmatch(text.strip())
+    low, high = (int(match.group(1)), int(match.group(2))) if match else (1, 0)
+    if low > high or high - low >= MAX_SEEDS:
+        raise argparse.ArgumentTypeError(
+            f"expected A..B, whole numbers with A <= B (both included, at most {MAX_SEEDS} "
+            f"seeds), e.g. 0..99; got {text!r}"
+        )
+    return list(range(low, high + 1))
+
+
+def _positive(text: str) -> int:
+    value = _seed(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _invariants(text: str) -> tuple[str, ...]:
+    try:
+        return invariant_names(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _fault_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(word.strip() for word in text.split(",") if word.strip())
+    unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"unknown fault kind(s) {unknown or [text]}; allowed: {list(FAULT_KINDS)}, "
+            f"comma-separated"
+        )
+    return kinds
+
+
+# -- the parser ---------------------------------------------------------------------------------
 def _parser() -> _Parser:
     parser = _Parser(
         prog="agentsim",
@@ -60,23 +120,119 @@ def _parser() -> _Parser:
         "run",
         help="run scenario files (a directory means every *.yaml in it) and check them",
         description="Run scenarios and check their expectations; exit 0 if all pass, 1 if "
-        "some fail, 2 on bad input.",
+        "some fail, 2 on bad input. Each failure prints its replay command and writes a "
+        "failure file for `agentsim replay`.",
     )
     run.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
-    run.add_argument("--seed", type=_seed, help="run with this seed instead of the file's")
+    seeds = run.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=_seed, help="run with this seed instead of the file's")
+    seeds.add_argument(
+        "--seeds",
+        type=_seed_range,
+        metavar="A..B",
+        help="run each seed from A to B (both included)",
+    )
     run.add_argument("--trace", metavar="DIR", help="write each run's trace to DIR/NAME-SEED.jsonl")
+    run.add_argument(
+        "--junit", metavar="FILE", help="write JUnit XML (a case per scenario and seed)"
+    )
+    run.add_argument(
+        "--html", metavar="DIR", help="write an HTML report per run: DIR/NAME-SEED.html"
+    )
+    run.add_argument(
+        "--failures",
+        metavar="DIR",
+        default=FAILURES_DIR,
+        help=f"where failure files go (default: {FAILURES_DIR})",
+    )
+    run.add_argument(
+        "--invariants",
+        type=_invariants,
+        default=(),
+        metavar="NAMES",
+        help="also check these named invariants (comma-separated, or 'all')",
+    )
+    run.add_argument(
+        "--check-determinism",
+        action="store_true",
+        help="run each scenario and seed twice (the second time in a fresh Simulation) and "
+        "fail naming the first divergent trace record",
+    )
+    run.add_argument(
+        "--check-determinism-subprocess",
+        action="store_true",
+        help="the same, the second run in a child process under another PYTHONHASHSEED",
+    )
     validate = commands.add_parser(
         "validate",
         help="check scenario files without running them",
         description="Check scenario files; exit 0 if all are valid, 2 otherwise.",
     )
     validate.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
+    replay = commands.add_parser(
+        "replay",
+        help="re-run a failure file (and say whether it reproduced) or a scenario file",
+        description="Re-run a failure file written by `agentsim run` and say whether the "
+        "failure reproduced (exit 1 either way: a failure that does not come back is not a "
+        "pass), or run a scenario file with its own seed.",
+    )
+    replay.add_argument("file", metavar="FILE", help="a failure file (.json) or a scenario file")
+    replay.add_argument("--failures", metavar="DIR", default=FAILURES_DIR, help=argparse.SUPPRESS)
     report = commands.add_parser(
         "report",
-        help="print a trace file (JSONL, as written by run --trace) for people",
-        description="Render a trace file, one line per record, stamped with sim time.",
+        help="print a trace file (JSONL, as written by run --trace) for people, or render HTML",
+        description="Render a trace file, one line per record, stamped with sim time; with "
+        "--html, write the HTML report of the run instead.",
     )
     report.add_argument("trace", metavar="TRACE.jsonl")
+    report.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
+    commands.add_parser(
+        "schema",
+        help="print the JSON Schema of scenario files (for editors)",
+        description="Print the JSON Schema of the scenario format.",
+    )
+    fuzz = commands.add_parser(
+        "fuzz",
+        help="draw fault schedules over a scenario with Hypothesis; write a reproducer",
+        description="Insert drawn evictions, deploys, storage faults and client reconnects "
+        "into a scenario, check its expectations and the named invariants, and write the "
+        "shrunk failing schedule as a runnable scenario. Exit 1 when a failure is found.",
+    )
+    fuzz.add_argument("path", metavar="PATH", help="the base scenario file")
+    fuzz.add_argument("--examples", type=_positive, default=100, help="schedules to try (100)")
+    fuzz.add_argument("--seed", type=_seed, default=0, help="the Hypothesis seed (0)")
+    fuzz.add_argument(
+        "--invariants",
+        type=_invariants,
+        default=None,
+        metavar="NAMES",
+        help="invariants to check besides the file's expectations (default: all)",
+    )
+    fuzz.add_argument(
+        "--invariants-only",
+        action="store_true",
+        help="check the invariants alone, not the file's expectations (a story's exact times "
+        "and counts change under any drawn fault)",
+    )
+    fuzz.add_argument(
+        "--faults",
+        type=_fault_kinds,
+        default=FAULT_KINDS,
+        metavar="KINDS",
+        help=f"fault kinds to draw (default: {','.join(FAULT_KINDS)})",
+    )
+    fuzz.add_argument("--max-steps", type=_positive, default=4, help="drawn steps at most (4)")
+    fuzz.add_argument(
+        "--out", metavar="DIR", default=FUZZ_DIR, help=f"where reproducers go ({FUZZ_DIR})"
+    )
+    golden = commands.add_parser(
+        "golden",
+        help="compare scenarios' runs with their golden traces (NAME.golden), or --update them",
+        description="Compare each scenario's short log with NAME.golden beside it; exit 1 on "
+        "a difference or a missing file. --update writes them.",
+    )
+    golden.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
+    golden.add_argument("--update", action="store_true", help="write the golden files")
     return parser
 
 
@@ -86,43 +242,118 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    out, err = sys.stdout, sys.stderr
     try:
         if args.command == "run":
-            return _run(args.paths, args.seed, args.trace, sys.stdout)
+            return _run(args, out, err)
         if args.command == "validate":
-            return _validate(args.paths, sys.stdout, sys.stderr)
-        return _report(args.trace, sys.stdout)
+            return _validate(args.paths, out, err)
+        if args.command == "replay":
+            return _replay(args, out, err)
+        if args.command == "report":
+            return _report(args.trace, args.html, out)
+        if args.command == "schema":
+            return _schema(out)
+        if args.command == "fuzz":
+            return _fuzz(args, out)
+        return _golden(args.paths, args.update, out)
     except _BadInput as exc:
-        print(f"agentsim {args.command}: error: {exc}", file=sys.stderr)
+        print(f"agentsim {args.command}: error: {exc}", file=err)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `agentsim ... | head`: the reader left; no traceback for that
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
 
 
-# -- commands ---------------------------------------------------------------------------------
-def _run(paths: Sequence[str], seed: int | None, trace_dir: str | None, out: TextIO) -> int:
-    scenarios, errors = _load_all(_expand(paths))
-    if errors:
-        for error in errors:
-            print(error, file=sys.stderr)
+# -- run ----------------------------------------------------------------------------------------
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    scenarios = _load_or_report(args.paths, err)
+    if scenarios is None:
         return EXIT_BAD_INPUT
     _no_duplicate_names(scenarios)
-    target = _trace_dir(trace_dir) if trace_dir is not None else None
-    passed = failed = 0
-    for scenario in scenarios:
-        result = run_scenario(scenario, seed)
-        print(result.report(), file=out, flush=True)
-        if target is not None:
-            try:
-                result.trace.write_jsonl(target / f"{result.name}-{result.seed}.jsonl")
-            except OSError as exc:
-                raise _BadInput(f"cannot write the trace into {str(target)!r}: {exc}") from None
-        passed, failed = (passed + 1, failed) if result.passed else (passed, failed + 1)
-    print(f"{passed} passed, {failed} failed", file=out)
+    seeds: list[int | None] = list(args.seeds) if args.seeds else [args.seed]
+    trace_dir = _directory(args.trace, "trace") if args.trace else None
+    html_dir = _directory(args.html, "HTML") if args.html else None
+    many = len(seeds) > 1
+    runs = [(scenario, seed) for scenario in scenarios for seed in seeds]
+    reports: list[RunReport] = []
+    with RunProgress(out, len(runs), terminal=is_terminal(out)) as progress:
+        for scenario, seed in runs:
+            result = _execute(scenario, seed, args)
+            notes = _keep(result, args, trace_dir, html_dir, reports)
+            if not many or not result.passed:
+                progress.print(result.report(notes))
+            progress.advance(f"{scenario.name} seed={result.seed}")
+    if many:
+        print(render_summary(reports), file=out)
+    if args.junit:
+        _write(args.junit, render_junit(reports), "JUnit XML")
+    failed = sum(1 for report in reports if not report.passed)
+    print(f"{len(reports) - failed} passed, {failed} failed", file=out, flush=True)
     return EXIT_OK if failed == 0 else EXIT_FAILED
 
 
+def _execute(scenario: Scenario, seed: int | None, args: argparse.Namespace) -> ScenarioResult:
+    subprocess_check = getattr(args, "check_determinism_subprocess", False)
+    if getattr(args, "check_determinism", False) or subprocess_check:
+        try:
+            return run_checked(
+                scenario, seed, invariants=args.invariants, in_subprocess=subprocess_check
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise _BadInput(str(exc)) from None
+    return run_scenario(scenario, seed, invariants=args.invariants)
+
+
+def _keep(
+    result: ScenarioResult,
+    args: argparse.Namespace,
+    trace_dir: Path | None,
+    html_dir: Path | None,
+    reports: list[RunReport],
+) -> list[str]:
+    """Write what the flags ask for; the notes to print under a failure."""
+    record = RunRecord.of(
+        result,
+        check_determinism=getattr(args, "check_determinism", False),
+        in_subprocess=getattr(args, "check_determinism_subprocess", False),
+    )
+    stem = f"{result.name}-{result.seed}"
+    if trace_dir is not None:
+        _write_trace(result.trace, trace_dir / f"{stem}.jsonl")
+        _write(trace_dir / f"{stem}.run.json", record.to_json(), "run record")
+
+    def report_of(records: list[dict]) -> RunReport:
+        return RunReport.from_records(
+            name=result.name,
+            path=result.path,
+            seed=result.seed,
+            passed=result.passed,
+            failures=result.failures,
+            replay_command=result.replay,
+            records=records,
+            digest=result.digest,
+        )
+
+    records = [r.to_dict() for r in result.trace]
+    if html_dir is not None:
+        _write(html_dir / f"{stem}.html", render_html(report_of(records)), "HTML report")
+    # Kept for the summary (which needs no records) and JUnit (which does) at the end.
+    reports.append(report_of(records if args.junit else []))
+    if result.passed:
+        return []
+    target = Path(args.failures) / failure_file_name(result.name, result.seed)
+    try:
+        record.write(target)
+    except OSError as exc:
+        return [f"failure file: not written ({exc.strerror or exc})"]
+    return [f"failure file: {target} (re-run it: agentsim replay {target})"]
+
+
+# -- validate, replay ---------------------------------------------------------------------------
 def _validate(paths: Sequence[str], out: TextIO, err: TextIO) -> int:
-    files = _expand(paths)
-    scenarios, errors = _load_all(files)
+    scenarios, errors = _load_all(_expand(paths))
     for scenario in scenarios:
         print(
             f"ok {scenario.path}: {scenario.name} ({len(scenario.steps)} steps, "
@@ -134,10 +365,41 @@ def _validate(paths: Sequence[str], out: TextIO, err: TextIO) -> int:
     return EXIT_BAD_INPUT if errors else EXIT_OK
 
 
-def _report(path: str, out: TextIO) -> int:
-    text = render_all(_read_trace(path))
-    if text:
-        print(text, file=out)
+def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        raise _BadInput(f"no such file: {args.file!r}")
+    if path.suffix != ".json":
+        args.paths = [args.file]
+        args.seed, args.seeds, args.trace, args.junit, args.html = None, None, None, None, None
+        args.invariants = ()
+        return _run(args, out, err)
+    try:
+        code, lines = replay_file(args.file)
+    except (ValueError, InvalidScenario) as exc:
+        raise _BadInput(str(exc)) from None
+    for line in lines:
+        print(line, file=out)
+    return code
+
+
+# -- report, schema -----------------------------------------------------------------------------
+def _report(path: str, html: str | None, out: TextIO) -> int:
+    if html is None:
+        text = render_all(_read_trace(path))
+        if text:
+            print(text, file=out)
+        return EXIT_OK
+    try:
+        records = read_trace(path)
+    except (OSError, ValueError) as exc:
+        raise _BadInput(str(exc)) from None
+    try:
+        run = report_of_trace(path, records)
+    except ValueError as exc:
+        raise _BadInput(str(exc)) from None
+    _write(html, render_html(run), "HTML report")
+    print(f"wrote {html}", file=out)
     return EXIT_OK
 
 
@@ -149,7 +411,70 @@ def _read_trace(path: str) -> list[TraceRecord]:
         raise _BadInput(str(exc)) from None
 
 
-# -- helpers ----------------------------------------------------------------------------------
+def _schema(out: TextIO) -> int:
+    if importlib.util.find_spec("scenarios.json_schema") is None:
+        raise _BadInput(
+            "the JSON Schema of scenario files is not built in this version "
+            "(scenarios.json_schema.scenario_json_schema is missing); use agentsim validate "
+            "to check files meanwhile"
+        )
+    module = importlib.import_module("scenarios.json_schema")
+    schema = module.scenario_json_schema()
+    print(json.dumps(schema, indent=2, ensure_ascii=False), file=out)
+    return EXIT_OK
+
+
+# -- fuzz, golden -------------------------------------------------------------------------------
+def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
+    if not Path(args.path).is_file():
+        raise _BadInput(f"no such file: {args.path!r}")
+    command = f"agentsim fuzz {args.path} --seed {args.seed} --examples {args.examples}"
+    if args.invariants_only:
+        command += " --invariants-only"
+    try:
+        outcome = fuzz_scenario(
+            args.path,
+            examples=args.examples,
+            seed=args.seed,
+            invariants=args.invariants,
+            kinds=args.faults,
+            max_steps=args.max_steps,
+            out_dir=args.out,
+            command=command,
+            invariants_only=args.invariants_only,
+        )
+    except InvalidScenario as exc:
+        raise _BadInput(str(exc)) from None
+    except FlakyFinding as exc:
+        print(f"FLAKY: {exc}", file=out)
+        return EXIT_FAILED
+    except (ValueError, OSError) as exc:
+        raise _BadInput(str(exc)) from None
+    print(outcome.report(), file=out)
+    return EXIT_FAILED if outcome.found else EXIT_OK
+
+
+def _golden(paths: Sequence[str], update: bool, out: TextIO) -> int:
+    files = _expand(paths)
+    _, errors = _load_all(files)
+    if errors:
+        raise _BadInput(errors[0])
+    bad = 0
+    for file in files:
+        if update:
+            golden, changed = update_golden(file)
+            print(f"{'wrote' if changed else 'unchanged'} {golden}", file=out)
+            continue
+        check = check_golden(file)
+        if check.ok:
+            print(f"ok {check.golden}", file=out)
+        else:
+            bad += 1
+            print(check.explain().rstrip("\n"), file=out)
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+# -- helpers ------------------------------------------------------------------------------------
 def _expand(paths: Sequence[str]) -> list[str]:
     """Files in the order given; a directory stands for its `*.yaml` files, sorted by name."""
     files: list[str] = []
@@ -177,6 +502,13 @@ def _load_all(files: Sequence[str]) -> tuple[list[Scenario], list[str]]:
     return scenarios, errors
 
 
+def _load_or_report(paths: Sequence[str], err: TextIO) -> list[Scenario] | None:
+    scenarios, errors = _load_all(_expand(paths))
+    for error in errors:
+        print(error, file=err)
+    return None if errors else scenarios
+
+
 def _no_duplicate_names(scenarios: Sequence[Scenario]) -> None:
     by_name: dict[str, str] = {}
     for scenario in scenarios:
@@ -188,13 +520,28 @@ def _no_duplicate_names(scenarios: Sequence[Scenario]) -> None:
             )
 
 
-def _trace_dir(given: str) -> Path:
+def _directory(given: str, what: str) -> Path:
     target = Path(given)
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _BadInput(f"cannot create the trace directory {given!r}: {exc.strerror}") from None
+        raise _BadInput(f"cannot create the {what} directory {given!r}: {exc.strerror}") from None
     return target
+
+
+def _write(path: str | Path, text: str, what: str) -> None:
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _BadInput(f"cannot write the {what} {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def _write_trace(trace: Trace, path: Path) -> None:
+    try:
+        trace.write_jsonl(path)
+    except OSError as exc:
+        raise _BadInput(f"cannot write the trace into {str(path.parent)!r}: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -2,56 +2,61 @@
 
 Each expectation that does not hold becomes one sentence saying what was expected and what was
 found, with enough context (record times, near misses) to start debugging from the sentence
-alone. Values are compared as JSON: `true` is not `1`, `1` is `1.0`.
+alone; `invariants` give one sentence per violation the named checkers found. Values are
+compared as JSON: `true` is not `1`, `1` is `1.0`. Hook counts, record order and client
+timelines are in `scenarios.expect_timeline`; like the checkers, they read only the trace.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agents_core.agent import STATE_ROW_ID, STATE_WAS_CHANGED
+from scenarios.expect_timeline import TIMELINE_CHECKS
 from scenarios.fields import show
+from scenarios.records import fields_match, json_equal, name_matches, records_text
 from scenarios.schema import (
     EventExpectation,
     Expectation,
+    InvariantsExpectation,
     QueryExpectation,
     Scenario,
     StateExpectation,
 )
 from sim import AgentRef, Simulation, TraceRecord, format_sim_time
+from sim.checkers import check, context_from
 
-__all__ = ["check_expectations", "json_equal", "read_state"]
-
-_MISSING = object()
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality as JSON sees it: a bool never equals a number; lists and tuples are arrays."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, Mapping | list | tuple) or isinstance(b, Mapping | list | tuple):
-        return False
-    return bool(a == b)
+__all__ = ["check_expectations", "json_equal", "name_matches", "read_state", "records_text"]
 
 
 def check_expectations(sim: Simulation, scenario: Scenario) -> list[str]:
-    """One sentence per expectation that does not hold, in file order."""
+    """One sentence per expectation that does not hold (per violation, for invariants), in file
+    order. Call it after the liveness phase: invariants read the run as it is then."""
     failures = []
     for expectation in scenario.expect:
         try:
-            problem = _check(sim, scenario, expectation)
+            timeline = TIMELINE_CHECKS.get(type(expectation))
+            if isinstance(expectation, InvariantsExpectation):
+                problems = _check_invariants(sim, scenario, expectation)
+            elif timeline is not None:
+                problems = [timeline(sim, scenario, expectation)]
+            else:
+                problems = [_check(sim, scenario, expectation)]
         except Exception as exc:  # a broken expectation is reported with the others
-            problem = f"could not be checked: {type(exc).__name__}: {exc}"
-        if problem:
-            failures.append(f"{scenario.path}:{expectation.line}: {expectation.label}: {problem}")
+            problems = [f"could not be checked: {type(exc).__name__}: {exc}"]
+        where = f"{scenario.path}:{expectation.line}: {expectation.label}"
+        failures += [f"{where}: {problem}" for problem in problems if problem]
     return failures
+
+
+def _check_invariants(
+    sim: Simulation, scenario: Scenario, expectation: InvariantsExpectation
+) -> list[str]:
+    violations = check(context_from(sim, scenario=scenario.path), expectation.names)
+    return [str(violation) for violation in violations]
 
 
 def _check(sim: Simulation, scenario: Scenario, expectation: Expectation) -> str:
@@ -97,16 +102,12 @@ def read_state(sim: Simulation, ref: AgentRef) -> Any:
     return copy.deepcopy(ref.cls.initial_state)
 
 
-def _name_matches(name: str, pattern: str) -> bool:
-    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
-
-
 def _check_event(sim: Simulation, scenario: Scenario, expectation: EventExpectation) -> str:
     path = scenario.agent(expectation.agent).path if expectation.agent is not None else None
     named = [
         record
         for record in sim.trace
-        if _name_matches(record.event, expectation.event) and (path is None or record.agent == path)
+        if name_matches(record.event, expectation.event) and (path is None or record.agent == path)
     ]
     found = [record for record in named if _matches(record, expectation)]
     if expectation.count.allows(len(found)):
@@ -121,10 +122,7 @@ def _matches(record: TraceRecord, expectation: EventExpectation) -> bool:
         low, high = expectation.between_ms
         if not low <= record.t_ms <= high:
             return False
-    return all(
-        json_equal(record.fields.get(key, _MISSING), value)
-        for key, value in expectation.fields.items()
-    )
+    return fields_match(record.fields, expectation.fields)
 
 
 def _describe(expectation: EventExpectation, path: str | None) -> str:
@@ -148,17 +146,7 @@ def _describe(expectation: EventExpectation, path: str | None) -> str:
 def _context(found: Sequence[TraceRecord], named: Sequence[TraceRecord]) -> str:
     """Where the matches were, or, when none matched, the records that nearly did."""
     if found:
-        return f": {_records(found)}"
+        return f": {records_text(found)}"
     if named:
-        return f"; records with that name: {_records(named)}"
+        return f"; records with that name: {records_text(named)}"
     return "; no record has that name"
-
-
-def _records(records: Sequence[TraceRecord], limit: int = 4) -> str:
-    shown = []
-    for record in records[:limit]:
-        fields = ", ".join(f"{key}={show(value)}" for key, value in record.fields.items())
-        where = f"{record.agent}#{record.inc}" if record.agent else "platform"
-        shown.append(f"{record.event} {where} at {format_sim_time(record.t_ms)} ({fields})")
-    more = f" and {len(records) - limit} more" if len(records) > limit else ""
-    return "; ".join(shown) + more

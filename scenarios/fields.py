@@ -125,7 +125,10 @@ def plain(value: Any) -> Any:
 
 
 class Fields:
-    """One mapping of the document, for one part of the scenario, with its keys checked."""
+    """One mapping of the document, for one part of the scenario, with its keys checked.
+
+    Given a `shape` (a `scenarios.shapes.Shape`), its keys, required keys and exclusive pairs
+    are the ones checked, and `get(key)` reads a key the way the shape declares it."""
 
     def __init__(
         self,
@@ -134,14 +137,18 @@ class Fields:
         value: Any,
         line: int,
         *,
-        keys: Sequence[str],
+        keys: Sequence[str] = (),
         required: Sequence[str] = (),
         hint: str = "",
         name: str = "",
+        shape: Any = None,
     ) -> None:
         self.path = path
         self.where = where
         self.line = line_of(value, line)
+        self.shape = shape
+        if shape is not None:
+            keys, required = shape.keys, shape.required
         if value is None and not required:
             value = LineDict(line)  # `deploy:` with nothing after it means `deploy: {}`
         if not isinstance(value, dict):
@@ -160,6 +167,9 @@ class Fields:
         for key in required:
             if key not in value:
                 self._fail(self.line, f"missing key {key!r}", f"required keys: {list(required)}")
+        for first, second in getattr(shape, "exclusive", ()):
+            if first in value and second in value:
+                self._fail(self.line_of(second), f"both {first}: and {second}:", "give one of them")
 
     # -- errors -----------------------------------------------------------------------------
     def _fail(self, line: int, problem: str, allowed: str = "") -> NoReturn:
@@ -182,6 +192,12 @@ class Fields:
 
     def raw(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+    def get(self, key: str) -> Any:
+        """The value of `key`, checked as the shape declares it (its default when absent)."""
+        if self.shape is None or key not in self.shape.fields:
+            raise KeyError(f"{self.where}: {key!r} is not a key of this part's shape")
+        return self.shape.fields[key].read(self, key)
 
     def _get(self, key: str, default: Any) -> Any:
         if key not in self.data:
@@ -254,14 +270,24 @@ class Fields:
             self.bad(key, "expected a list")
         return value
 
-    def sub(self, key: str, *, keys: Sequence[str], required: Sequence[str] = ()) -> Fields:
-        """The mapping under `key` as its own `Fields` (same part of the scenario)."""
+    def sub(
+        self,
+        key: str,
+        *,
+        keys: Sequence[str] = (),
+        required: Sequence[str] = (),
+        shape: Any = None,
+        where: str | None = None,
+    ) -> Fields:
+        """The mapping under `key` as its own `Fields` (same part of the scenario, unless
+        `where` names a narrower one)."""
         return Fields(
             self.path,
-            self.where,
+            self.where if where is None else where,
             self._get(key, MISSING),
             self.line_of(key),
             keys=keys,
             required=required,
             name=key,
+            shape=shape,
         )

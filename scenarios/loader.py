@@ -6,42 +6,73 @@ which plain PyYAML would silently let the last one win. Validation then walks th
 top-down and raises `InvalidScenario` at the first problem, naming file, line, part, field, bad
 value and what is allowed. Nothing but `InvalidScenario` leaves `load_scenario` for any input:
 YAML's own errors, undecodable bytes and unimportable agent classes are all turned into one.
-Steps and expectations are read by `scenarios.parse_steps`.
+The format itself is declared, section by section, in `SCENARIO` and the shapes it is made of
+(`scenarios.shapes`); agents and workloads are read by `scenarios.parse_agents`, the model by
+`scenarios.parse_model`, steps by `scenarios.parse_steps`, expectations by
+`scenarios.parse_expect`.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from scenarios import agents as agent_classes
 from scenarios.errors import InvalidScenario
-from scenarios.fields import Fields, LineDict, LineList, plain, show
-from scenarios.parse_expect import parse_expectations
-from scenarios.parse_steps import parse_steps
-from scenarios.schema import DEFAULT_LIVENESS_LIMIT_MS, AgentSpec, ClientSpec, Scenario
+from scenarios.fields import Fields, LineDict, LineList, show
+from scenarios.parse_agents import AGENT, CLIENT, NAME, NAME_PATTERN, parse_agents, parse_clients
+from scenarios.parse_expect import EXPECTATION, parse_expectations
+from scenarios.parse_model import MODEL, parse_model
+from scenarios.parse_steps import STEP, parse_steps
+from scenarios.schema import DEFAULT_LIVENESS_LIMIT_MS, DEFAULT_MODEL, MODEL_SERVICE, Scenario
+from scenarios.shapes import Duration, Flag, Map, Number, OneOf, Seq, Shape, Text, Whole
 from sim.faults import PROFILES, FaultProfile
 
-__all__ = ["NAME_PATTERN", "TOP_LEVEL_KEYS", "load_scenario", "parse_scenario", "read_document"]
+__all__ = [
+    "NAME_PATTERN",
+    "SCENARIO",
+    "TOP_LEVEL_KEYS",
+    "load_scenario",
+    "parse_scenario",
+    "read_document",
+]
 
-TOP_LEVEL_KEYS = (
-    "name",
-    "description",
-    "seed",
-    "faults",
-    "agents",
-    "clients",
-    "steps",
-    "expect",
-    "liveness",
+FAULTS = Shape(
+    {
+        "deploys_per_day": Seq(
+            Whole(maximum=1000), min_items=2, max_items=2, doc="[low, high] deploys a day."
+        ),
+        "storage_error_rate": Number(doc="Chance a statement raises a storage error."),
+        "crash_rate": Number(doc="Chance the process dies before a statement."),
+        "idle_eviction": Flag(doc="Whether idle incarnations are evicted."),
+    },
+    doc="Explicit fault settings.",
 )
-REQUIRED_KEYS = ("name", "description", "seed", "agents", "steps")
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-"""Scenario, agent and client names: they end up in file names and agent paths."""
-NAME_HINT = "expected a name of letters, digits, '.', '_' and '-' (at most 100, no spaces)"
+SCENARIO = Shape(
+    {
+        "name": NAME,
+        "description": Text(hint="expected a string (one paragraph)", doc="What happens, why."),
+        "seed": Whole(doc="The run's seed (agentsim run --seed overrides it)."),
+        "faults": OneOf(
+            (Text(choices=tuple(PROFILES), default="none"), FAULTS),
+            doc="A named fault profile, or explicit settings.",
+        ),
+        "agents": Map(AGENT, key_pattern=NAME_PATTERN.pattern, min_keys=1, doc="By alias."),
+        "clients": Map(CLIENT, key_pattern=NAME_PATTERN.pattern, doc="Named clients."),
+        "model": MODEL,
+        "steps": Seq(STEP, min_items=1, doc="The safety phase, in order."),
+        "expect": Seq(EXPECTATION, doc="Checked after the liveness phase."),
+        "liveness": Shape(
+            {"limit": Duration(default="1h", doc="How long the liveness phase may run.")}
+        ),
+    },
+    required=("name", "description", "seed", "agents", "steps"),
+    doc="An agentsim scenario: agents, what happens to them and when, and what must hold.",
+)
+"""The whole format: what `parse_scenario` checks and `scenarios.json_schema` renders."""
+TOP_LEVEL_KEYS = SCENARIO.keys
+REQUIRED_KEYS = SCENARIO.required
 
 
 _SYNTAX_HINT = (
@@ -161,23 +192,20 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
             "the document is empty",
             f"a scenario is a mapping with keys {list(TOP_LEVEL_KEYS)}",
         )
-    top = Fields(path, "", document, 1, keys=TOP_LEVEL_KEYS, required=REQUIRED_KEYS)
-    name = top.text("name")
-    if not NAME_PATTERN.fullmatch(name):
-        top.bad("name", NAME_HINT)
-    description = top.text("description", allowed="expected a string (one paragraph)")
+    top = Fields(path, "", document, 1, shape=SCENARIO)
+    name = top.get("name")
+    description = top.get("description")
     seed = top.whole("seed")
     faults = _faults(top)
-    agents = _agents(top)
-    clients = _clients(top, agents)
-    steps = parse_steps(top, agents, clients)
-    expect = parse_expectations(top, agents)
+    agents, own_models = parse_agents(top)
+    clients = parse_clients(top, agents)
+    models = {MODEL_SERVICE: parse_model(top) or DEFAULT_MODEL, **own_models}
+    steps = parse_steps(top, agents, clients, models)
+    expect = parse_expectations(top, agents, clients, steps)
     liveness_limit_ms = DEFAULT_LIVENESS_LIMIT_MS
     if "liveness" in top:
-        liveness = Fields(
-            path, "liveness", top.raw("liveness"), top.line_of("liveness"), keys=("limit",)
-        )
-        liveness_limit_ms = liveness.duration("limit", DEFAULT_LIVENESS_LIMIT_MS)
+        liveness = top.sub("liveness", shape=SCENARIO.fields["liveness"], where="liveness")
+        liveness_limit_ms = liveness.get("limit")
     return Scenario(
         name=name,
         description=description,
@@ -189,6 +217,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         expect=expect,
         liveness_limit_ms=liveness_limit_ms,
         path=path,
+        models=models,
     )
 
 
@@ -199,8 +228,7 @@ def _faults(top: Fields) -> FaultProfile:
         if value not in PROFILES:
             top.bad("faults", f"known profiles: {sorted(PROFILES)}, or a mapping of settings")
         return PROFILES[value]
-    names = FaultProfile.field_names()
-    section = Fields(top.path, "faults", value, top.line_of("faults"), keys=names)
+    section = Fields(top.path, "faults", value, top.line_of("faults"), shape=FAULTS)
     settings: dict[str, Any] = {}
     if "deploys_per_day" in section:
         pair = section.raw("deploys_per_day")
@@ -223,46 +251,3 @@ def _faults(top: Fields) -> FaultProfile:
         return FaultProfile(**settings)
     except ValueError as exc:
         raise InvalidScenario(top.path, section.line, "faults", str(exc)) from None
-
-
-def _agents(top: Fields) -> dict[str, AgentSpec]:
-    declared = top.mapping("agents")
-    if not declared:
-        top.bad("agents", "declare at least one agent: alias: {class: 'package.module:Class'}")
-    agents: dict[str, AgentSpec] = {}
-    for alias, value in declared.items():
-        line = getattr(declared, "lines", {}).get(alias, top.line_of("agents"))
-        where = f"agents.{alias}"
-        if not NAME_PATTERN.fullmatch(alias):
-            raise InvalidScenario(top.path, line, where, f"agent name {show(alias)}", NAME_HINT)
-        spec = Fields(top.path, where, value, line, keys=("class", "options"), required=("class",))
-        class_path = spec.text("class", allowed="expected 'package.module:Class'")
-        options = plain(spec.mapping("options", {}))
-        try:
-            base = agent_classes.resolve(class_path)
-        except ValueError as exc:
-            spec.fail("class", f"class: {exc}")
-        try:
-            cls = agent_classes.with_options(base, options)
-        except ValueError as exc:
-            spec.fail("options", f"options: {exc}")
-        agents[alias] = AgentSpec(
-            alias=alias, class_path=class_path, options=options, cls=cls, line=line
-        )
-    return agents
-
-
-def _clients(top: Fields, agents: dict[str, AgentSpec]) -> dict[str, ClientSpec]:
-    declared = top.mapping("clients", {})
-    clients: dict[str, ClientSpec] = {}
-    for name, value in declared.items():
-        line = getattr(declared, "lines", {}).get(name, top.line_of("clients"))
-        where = f"clients.{name}"
-        if not NAME_PATTERN.fullmatch(name):
-            raise InvalidScenario(top.path, line, where, f"client name {show(name)}", NAME_HINT)
-        spec = Fields(top.path, where, value, line, keys=("agent",), required=("agent",))
-        agent = spec.text("agent")
-        if agent not in agents:
-            spec.fail("agent", f"unknown agent {show(agent)}", f"known agents: {sorted(agents)}")
-        clients[name] = ClientSpec(name=name, agent=agent, line=line)
-    return clients

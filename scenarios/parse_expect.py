@@ -1,8 +1,12 @@
 """Validation of the `expect` list of a scenario document into expectation dataclasses.
 
-Three kinds: a trace matcher (`event:` with optional `agent`, `incarnation`, `fields`, `count`,
-`between`), a SQL `query:` on an agent's final storage with the rows it must return, and an
-agent's persisted `state:`. Agent aliases are checked against the scenario's agents.
+An expectation is a trace matcher (`event:` with optional `agent`, `incarnation`, `fields`,
+`count`, `between`), a hook count (`hook:` with `run`, `slot`, `status` and a count), a client
+timeline (`client:` with `frames:`, or `run:` and `reduced:`), or one of `{query: ...}` (a SQL
+query on an agent's final storage and the rows it must return), `{state: ...}` (an agent's
+persisted state), `{invariants: [...]}` (named `sim.checkers` invariants, or `all`) and
+`{order: [...]}` (records in this order). Each is declared in `EXPECTATION` (what the JSON
+Schema says); aliases, clients, run ids and invariant names are checked against the scenario.
 """
 
 from __future__ import annotations
@@ -10,29 +14,203 @@ from __future__ import annotations
 from typing import Any
 
 from scenarios.errors import InvalidScenario
-from scenarios.fields import Fields, line_of, plain, show
+from scenarios.fields import Fields, LineDict, line_of, plain, show
 from scenarios.parse_steps import StepContext, known_agent
 from scenarios.schema import (
-    EXPECTATIONS,
+    HOOK_EVENTS,
     AgentSpec,
+    ClientFramesExpectation,
+    ClientRunExpectation,
+    ClientSpec,
+    ConnectStep,
     Count,
     EventExpectation,
     Expectation,
+    HookExpectation,
+    InvariantsExpectation,
+    OrderExpectation,
     QueryExpectation,
+    RecordMatcher,
     StateExpectation,
+    Step,
 )
+from scenarios.shapes import (
+    Anything,
+    Duration,
+    Flag,
+    Map,
+    Named,
+    OneOf,
+    Seq,
+    Shape,
+    Text,
+    Whole,
+)
+from sim.checkers import CHECKERS
 from sim.trace import RESERVED_KEYS
 
-__all__ = ["COUNT_KEYS", "EVENT_KEYS", "parse_expectations"]
+__all__ = [
+    "BUILTIN_INVARIANTS",
+    "COUNT_KEYS",
+    "EVENT_KEYS",
+    "EXPECTATION",
+    "REDUCED_KEYS",
+    "parse_expectations",
+]
 
-EVENT_KEYS = ("event", "agent", "incarnation", "fields", "count", "between")
 COUNT_KEYS = ("exactly", "at_least", "at_most", "never")
+COUNT_HINT = "give {exactly: N}, {never: true}, or at_least: and/or at_most:"
+BUILTIN_INVARIANTS = tuple(
+    name for name, checker in CHECKERS.items() if checker.__module__.startswith("sim.checkers")
+)
+"""The invariants the harness ships (more may be registered with `sim.checkers.register`)."""
+RUN_STATUSES = ("running", "completed", "error", "aborted", "interrupted")
+
+COUNT_FIELDS = {
+    "exactly": Whole(doc="Exactly this many."),
+    "at_least": Whole(doc="At least this many."),
+    "at_most": Whole(doc="At most this many."),
+    "never": Flag(doc="None at all (true)."),
+}
+COUNT_EXCLUSIVE = (
+    ("exactly", "at_least"),
+    ("exactly", "at_most"),
+    ("exactly", "never"),
+    ("never", "at_least"),
+    ("never", "at_most"),
+)
+COUNT = Named(
+    "count",
+    Shape(
+        COUNT_FIELDS,
+        exclusive=COUNT_EXCLUSIVE,
+        doc="How many matching records are allowed (default: at least 1).",
+    ),
+)
+AGENT = Text(doc="An agent alias (default: any agent, and the platform).")
+RECORD_FIELDS = Map(doc="Fields the record must have, compared as JSON.")
+MATCHER = Named(
+    "matcher",
+    Shape(
+        {
+            "event": Text(doc="The record's event name; a trailing * matches a prefix."),
+            "agent": AGENT,
+            "incarnation": Whole(minimum=1),
+            "fields": RECORD_FIELDS,
+        },
+        required=("event",),
+        doc="One trace record to find.",
+    ),
+)
+EVENT = Shape(
+    {
+        **MATCHER.resolve().fields,
+        "count": COUNT,
+        "between": Seq(Duration(), min_items=2, max_items=2, doc="[from, to] sim times."),
+    },
+    required=("event",),
+    doc="A trace matcher: how many records of an event (with these fields) there are.",
+)
+EVENT_KEYS = EVENT.keys
+HOOK = Shape(
+    {
+        "hook": Text(choices=tuple(HOOK_EVENTS), doc="Which hook (see HOOK_EVENTS)."),
+        "agent": AGENT,
+        "run": Text(doc="The run id."),
+        "slot": Text(choices=("finish", "give_up")),
+        "status": Text(doc="The delivered status."),
+        "count": COUNT,
+        **COUNT_FIELDS,
+    },
+    required=("hook",),
+    exclusive=(*(("count", key) for key in COUNT_KEYS), *COUNT_EXCLUSIVE),
+    doc="How many times a finish hook ran; the count may be given inline.",
+)
+FRAMES = Shape(
+    {
+        "type": Text(doc="The frame's type (agent-tool-event, cf_agent_use_chat_response, ...)."),
+        "kind": Text(doc="An agent-tool-event's kind (started, chunk, finished, ...)."),
+        "run": Text(doc="An agent-tool-event's run id."),
+        "fields": RECORD_FIELDS,
+        "count": COUNT,
+    },
+    doc="Which frames to count (all given filters must hold).",
+)
+REDUCED = Shape(
+    {
+        "status": Text(choices=RUN_STATUSES),
+        "text": Text(empty=True, doc="The run's visible text (its text parts, joined)."),
+        "summary": Text(empty=True, null=True, doc="null: the run has none."),
+        "error": Text(empty=True, null=True, doc="null: the run has none."),
+        "reason": Text(empty=True, null=True, doc="null: the run has none."),
+        "milestones": Seq(Text(), doc="Milestone names, in order."),
+        "progress": Map(doc="These fields of the last progress."),
+    },
+    doc="What the client's reducer shows for the run (only the keys given are compared).",
+)
+REDUCED_KEYS = REDUCED.keys
+CLIENT = Text(doc="A client name.")
+CLIENT_FRAMES = Shape({"client": CLIENT, "frames": FRAMES}, required=("client", "frames"))
+CLIENT_RUN = Shape(
+    {"client": CLIENT, "run": Text(doc="The run id."), "reduced": REDUCED},
+    required=("client", "run", "reduced"),
+)
+QUERY = Shape(
+    {
+        "agent": Text(doc="An agent alias."),
+        "sql": Text(),
+        "params": Seq(),
+        "rows": Seq(Map(), doc="Exactly these rows, in order."),
+    },
+    required=("agent", "sql", "rows"),
+)
+STATE = Shape({"agent": Text(), "equals": Anything()}, required=("agent", "equals"))
+INVARIANT_NAME = OneOf(
+    (
+        Text(choices=BUILTIN_INVARIANTS),
+        Text(pattern=r"[A-Za-z_][A-Za-z0-9_]*", doc="One registered by sim.checkers.register."),
+    )
+)
+INVARIANTS = OneOf(
+    (Seq(INVARIANT_NAME, min_items=1), Text(choices=("all",))),
+    doc="sim.checkers invariants that must hold after the liveness phase (all: every one).",
+)
+WRAPPED = {
+    "query": QUERY,
+    "state": STATE,
+    "invariants": INVARIANTS,
+    "order": Seq(MATCHER, min_items=2, doc="Records matching these exist, in this order."),
+}
+EXPECTATION = OneOf(
+    (
+        EVENT,
+        HOOK,
+        CLIENT_FRAMES,
+        CLIENT_RUN,
+        *(Shape({kind: value}, required=(kind,)) for kind, value in WRAPPED.items()),
+    ),
+    doc="One expectation, checked after the liveness phase.",
+)
+ALLOWED = (
+    "each expectation is a trace matcher {event: name, ...}, a hook count {hook: ...}, a client "
+    "timeline {client: ...}, or one of {query: {...}}, {state: {...}}, {invariants: [...]}, "
+    "{order: [...]}"
+)
 
 
-def parse_expectations(top: Fields, agents: dict[str, AgentSpec]) -> tuple[Expectation, ...]:
+def parse_expectations(
+    top: Fields,
+    agents: dict[str, AgentSpec],
+    clients: dict[str, ClientSpec] | None = None,
+    steps: tuple[Step, ...] = (),
+) -> tuple[Expectation, ...]:
     items = top.sequence("expect", [])
     lines = getattr(items, "lines", [])
-    context = StepContext(top.path, agents)
+    known_clients = {name: spec.agent for name, spec in (clients or {}).items()}
+    for step in steps:
+        if isinstance(step, ConnectStep):
+            known_clients.setdefault(step.client, step.agent)
+    context = StepContext(top.path, agents, known_clients)
     out: list[Expectation] = []
     for index, item in enumerate(items, start=1):
         line = lines[index - 1] if index <= len(lines) else top.line
@@ -41,38 +219,25 @@ def parse_expectations(top: Fields, agents: dict[str, AgentSpec]) -> tuple[Expec
 
 
 def _expectation(context: StepContext, index: int, item: Any, line: int) -> Expectation:
-    allowed = (
-        "each expectation is a trace matcher {event: name, ...} or one of "
-        "{query: {...}}, {state: {...}}"
-    )
     where = f"expect {index}"
     if not isinstance(item, dict):
-        raise InvalidScenario(context.path, line, where, f"{show(item)} is not a mapping", allowed)
-    if "event" in item:
-        return _event(
-            context,
-            index,
-            Fields(
-                context.path, f"{where} (event)", item, line, keys=EVENT_KEYS, required=("event",)
-            ),
-        )
+        raise InvalidScenario(context.path, line, where, f"{show(item)} is not a mapping", ALLOWED)
+    for flat, reader in (("event", _event), ("hook", _hook), ("client", _client)):
+        if flat in item:
+            return reader(context, index, item, line)
     keys = list(item)
-    if len(keys) != 1 or keys[0] not in EXPECTATIONS:
-        raise InvalidScenario(context.path, line, where, f"keys {show(keys)}", allowed)
+    if len(keys) != 1 or keys[0] not in WRAPPED:
+        raise InvalidScenario(context.path, line, where, f"keys {show(keys)}", ALLOWED)
     kind = keys[0]
-    value_line = getattr(item, "lines", {}).get(kind, line)
+    value, value_line = item[kind], getattr(item, "lines", {}).get(kind, line)
     where = f"{where} ({kind})"
+    if kind == "invariants":
+        return _invariants(context, index, where, value, value_line, line)
+    if kind == "order":
+        return _order(context, index, where, value, value_line, line)
+    fields = Fields(context.path, where, value, value_line, shape=WRAPPED[kind], name=kind)
     if kind == "query":
-        fields = Fields(
-            context.path,
-            where,
-            item[kind],
-            value_line,
-            name=kind,
-            keys=("agent", "sql", "params", "rows"),
-            required=("agent", "sql", "rows"),
-        )
-        rows = fields.sequence("rows")
+        rows = fields.get("rows")
         if any(
             not isinstance(row, dict) or not all(isinstance(k, str) for k in row) for row in rows
         ):
@@ -81,30 +246,21 @@ def _expectation(context: StepContext, index: int, item: Any, line: int) -> Expe
             index=index,
             line=line,
             agent=known_agent(context, fields).alias,
-            sql=fields.text("sql"),
-            params=tuple(plain(fields.sequence("params", []))),
+            sql=fields.get("sql"),
+            params=tuple(plain(fields.get("params") or [])),
             rows=tuple(plain(rows)),
         )
-    fields = Fields(
-        context.path,
-        where,
-        item[kind],
-        value_line,
-        keys=("agent", "equals"),
-        required=("agent", "equals"),
-        name=kind,
-    )
     return StateExpectation(
         index=index,
         line=line,
         agent=known_agent(context, fields).alias,
-        equals=plain(fields.raw("equals")),
+        equals=plain(fields.get("equals")),
     )
 
 
-def _event(context: StepContext, index: int, fields: Fields) -> EventExpectation:
-    agent = known_agent(context, fields).alias if "agent" in fields else None
-    matched = plain(fields.mapping("fields", {}))
+# -- records ------------------------------------------------------------------------------------
+def _record_fields(fields: Fields) -> dict[str, Any]:
+    matched = plain(fields.get("fields") or {})
     for key in matched:
         if key in RESERVED_KEYS:
             fields.fail(
@@ -112,9 +268,16 @@ def _event(context: StepContext, index: int, fields: Fields) -> EventExpectation
                 f"fields: {key!r} is not a field of the record",
                 "use agent: and incarnation: to match where a record is from",
             )
+    return matched
+
+
+def _event(context: StepContext, index: int, item: Any, line: int) -> EventExpectation:
+    fields = Fields(context.path, f"expect {index} (event)", item, line, shape=EVENT)
+    agent = known_agent(context, fields).alias if "agent" in fields else None
+    matched = _record_fields(fields)
     between = None
     if "between" in fields:
-        pair = fields.sequence("between")
+        pair = fields.get("between")
         if len(pair) != 2:
             fields.bad("between", "expected [from, to]: two absolute sim times, e.g. [70s, 140s]")
         low, high = (fields.duration_value("between", value) for value in pair)
@@ -124,21 +287,58 @@ def _event(context: StepContext, index: int, fields: Fields) -> EventExpectation
     return EventExpectation(
         index=index,
         line=fields.line,
-        event=fields.text("event"),
+        event=fields.get("event"),
         agent=agent,
-        incarnation=fields.whole("incarnation", None, minimum=1),
+        incarnation=fields.get("incarnation"),
         fields=matched,
         count=_count(fields),
         between_ms=between,
     )
 
 
-def _count(fields: Fields) -> Count:
+def _matcher(context: StepContext, where: str, item: Any, line: int) -> RecordMatcher:
+    fields = Fields(context.path, where, item, line, shape=MATCHER.resolve())
+    return RecordMatcher(
+        event=fields.get("event"),
+        agent=known_agent(context, fields).alias if "agent" in fields else None,
+        incarnation=fields.get("incarnation"),
+        fields=_record_fields(fields),
+        line=fields.line,
+    )
+
+
+def _order(
+    context: StepContext, index: int, where: str, value: Any, value_line: int, line: int
+) -> OrderExpectation:
+    hint = "expected a list of at least two matchers {event: name, agent, incarnation, fields}"
+    if not isinstance(value, list) or len(value) < 2:
+        raise InvalidScenario(context.path, value_line, where, f"order: {show(value)}", hint)
+    lines = getattr(value, "lines", [])
+    matchers = tuple(
+        _matcher(
+            context, f"{where} matcher {n}", item, lines[n - 1] if n <= len(lines) else value_line
+        )
+        for n, item in enumerate(value, start=1)
+    )
+    return OrderExpectation(index=index, line=line, matchers=matchers)
+
+
+# -- counts -------------------------------------------------------------------------------------
+def _count(fields: Fields, inline: bool = False) -> Count:
+    """The `count:` mapping, or (`inline`) count keys written beside the others."""
+    given_inline = [key for key in COUNT_KEYS if key in fields] if inline else []
+    if given_inline and "count" in fields:
+        fields.fail(given_inline[0], f"both count: and {given_inline[0]}:", "give one of them")
+    if given_inline:
+        data = LineDict(fields.line)
+        for key in given_inline:
+            data[key], data.lines[key] = fields.raw(key), fields.line_of(key)
+        count = Fields(fields.path, fields.where, data, fields.line, keys=COUNT_KEYS)
+        return _count_of(fields, count, given_inline[0], show(dict(data)))
     if "count" not in fields:
         return Count()
-    shapes = "give {exactly: N}, {never: true}, or at_least: and/or at_most:"
     if not isinstance(fields.raw("count"), dict):
-        fields.bad("count", shapes)
+        fields.bad("count", COUNT_HINT)
     count = Fields(
         fields.path,
         fields.where,
@@ -147,20 +347,131 @@ def _count(fields: Fields) -> Count:
         keys=COUNT_KEYS,
         name="count",
     )
-    given = [key for key in COUNT_KEYS if key in count]
+    return _count_of(fields, count, "count", show(fields.raw("count")))
+
+
+def _count_of(fields: Fields, count: Fields, key: str, shown: str) -> Count:
+    given = [name for name in COUNT_KEYS if name in count]
+
+    def bad(allowed: str) -> None:
+        fields.fail(key, f"count: {shown}", allowed)
+
     if not given:
-        fields.bad("count", shapes)
+        bad(COUNT_HINT)
     if "never" in count:
         if count.flag("never") is not True or len(given) > 1:
-            fields.bad("count", shapes)
+            bad(COUNT_HINT)
         return Count(0, 0)
     if "exactly" in count:
         if len(given) > 1:
-            fields.bad("count", shapes)
+            bad(COUNT_HINT)
         exactly = count.whole("exactly")
         return Count(exactly, exactly)
     low = count.whole("at_least", 0)
     high = count.whole("at_most", None)
     if high is not None and low > high:
-        fields.bad("count", "expected at_least <= at_most")
+        bad("expected at_least <= at_most")
     return Count(low, high)
+
+
+# -- hooks, invariants, clients -----------------------------------------------------------------
+def _known_run(context: StepContext, fields: Fields, alias: str | None, key: str = "run") -> str:
+    run = fields.get(key)
+    spec = context.agents.get(alias) if alias is not None else None
+    if spec is not None and spec.workload == "tools":
+        runs = [plan.run_id for plan in spec.cls.runs]
+        if run not in runs:
+            fields.fail(key, f"agent {alias!r} has no run {show(run)}", f"its runs: {runs}")
+    return run
+
+
+def _hook(context: StepContext, index: int, item: Any, line: int) -> HookExpectation:
+    fields = Fields(context.path, f"expect {index} (hook)", item, line, shape=HOOK)
+    agent = known_agent(context, fields).alias if "agent" in fields else None
+    if fields.get("hook") == "workload_on_finish" and "slot" in fields:
+        fields.fail(
+            "slot",
+            f"slot: {show(fields.raw('slot'))} for workload_on_finish",
+            "its records have no slot; count on_finish or delivered to tell slots apart",
+        )
+    return HookExpectation(
+        index=index,
+        line=fields.line,
+        hook=fields.get("hook"),
+        agent=agent,
+        run=_known_run(context, fields, agent) if "run" in fields else None,
+        slot=fields.get("slot"),
+        status=fields.get("status"),
+        count=_count(fields, inline=True),
+    )
+
+
+def _invariants(
+    context: StepContext, index: int, where: str, value: Any, value_line: int, line: int
+) -> InvariantsExpectation:
+    known = f"known invariants: {sorted(CHECKERS)}"
+    if value == "all":
+        return InvariantsExpectation(index=index, line=line, names=tuple(CHECKERS))
+    if not isinstance(value, list) or not value:
+        problem = f"invariants: {show(value)}"
+        raise InvalidScenario(
+            context.path, value_line, where, problem, f"expected a list of names or all; {known}"
+        )
+    lines = getattr(value, "lines", [])
+    for n, name in enumerate(value, start=1):
+        if not isinstance(name, str) or name not in CHECKERS:
+            item_line = lines[n - 1] if n <= len(lines) else value_line
+            problem = f"unknown invariant {show(name)}"
+            raise InvalidScenario(context.path, item_line, where, problem, f"{known}, or all")
+    return InvariantsExpectation(index=index, line=line, names=tuple(dict.fromkeys(value)))
+
+
+def _client(context: StepContext, index: int, item: Any, line: int) -> Expectation:
+    where = f"expect {index} (client)"
+    if "frames" in item:
+        fields = Fields(context.path, where, item, line, shape=CLIENT_FRAMES)
+    elif "reduced" in item:
+        fields = Fields(context.path, where, item, line, shape=CLIENT_RUN)
+    else:
+        raise InvalidScenario(
+            context.path,
+            line,
+            where,
+            f"keys {show(list(item))}",
+            "a client expectation has frames: {type, kind, run, fields, count} to count, or "
+            "run: and reduced: {status, text, ...} for what its reducer shows",
+        )
+    name = fields.get("client")
+    agent = context.clients.get(name)
+    if agent is None:
+        fields.fail(
+            "client",
+            f"unknown client {show(name)}",
+            f"known clients: {sorted(context.clients)} (declared under clients:, or connected "
+            f"by a step)",
+        )
+    if "reduced" in item:
+        reduced = fields.sub("reduced", shape=REDUCED)
+        checks = {key: plain(reduced.get(key)) for key in REDUCED_KEYS if key in reduced}
+        if not checks:
+            fields.bad("reduced", f"expected at least one of {list(REDUCED_KEYS)}")
+        return ClientRunExpectation(
+            index=index,
+            line=fields.line,
+            client=name,
+            agent=agent,
+            run=_known_run(context, fields, agent),
+            reduced=checks,
+        )
+    frames = fields.sub("frames", shape=FRAMES)
+    return ClientFramesExpectation(
+        index=index,
+        line=fields.line,
+        client=name,
+        agent=agent,
+        type=frames.get("type"),
+        event_kind=frames.get("kind"),
+        run=_known_run(context, frames, agent) if "run" in frames else None,
+        fields=plain(frames.get("fields") or {}),
+        count=_count(frames),
+    )

@@ -1,11 +1,13 @@
-"""Validation of the `steps` and `expect` lists of a scenario document into schema dataclasses.
+"""Validation of the `steps` list of a scenario document into schema dataclasses.
 
 A step is a mapping with exactly one action key (`call`, `evict`, ...) and an optional `at:`
-(absolute sim time) or `after:` (time after the previous step) beside it. Everything that can be
-checked without running is checked here, so that a run never stops on a typo: agent aliases,
-method names and their arguments, client names (declared, or connected by an earlier step),
-regular expressions, durations, and `at:` times that would go back in time. Expectations are
-read by `scenarios.parse_expect`.
+(absolute sim time) or `after:` (time after the previous step) beside it. Each action's value is
+declared in `scenarios.step_shapes` (what the loader checks and the JSON Schema says).
+Everything that can be checked without running is checked here, so that a run never stops on a
+typo: agent aliases, sub-agents of a tools workload, method names and their arguments, client
+names (declared, or connected by an earlier step), model services, regular expressions,
+durations, and `at:` times that would go back in time. Expectations are read by
+`scenarios.parse_expect`.
 """
 
 from __future__ import annotations
@@ -17,22 +19,25 @@ from typing import Any
 from scenarios import agents as agent_classes
 from scenarios.errors import InvalidScenario
 from scenarios.fields import DURATION_HINT, MAX_DURATION_MS, Fields, plain, show
+from scenarios.parse_agents import NAME_HINT, NAME_PATTERN
+from scenarios.parse_model import read_reply
 from scenarios.schema import (
     ACTIONS,
-    DEFAULT_LIVENESS_LIMIT_MS,
-    EVICTION_REASONS,
+    MODEL_SERVICE,
     AgentSpec,
     ClientSpec,
+    ModelScript,
     Step,
 )
+from scenarios.step_shapes import ERROR_NAME, HTTP_METHODS, STEP, STEP_SHAPES
+from scenarios.workloads.children import CHILD_CLASSES
+from sim.model import fail, stall
 from sim.units import parse_duration_ms
 
-__all__ = ["HTTP_METHODS", "StepContext", "known_agent", "parse_steps"]
+__all__ = ["HTTP_METHODS", "STEP", "STEP_SHAPES", "StepContext", "known_agent", "parse_steps"]
 
 TIMING_KEYS = ("at", "after")
 TIMING_HINT = " (at: and after: go beside the action, not inside it)"
-HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-_ERROR_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 @dataclass
@@ -43,6 +48,8 @@ class StepContext:
     agents: dict[str, AgentSpec]
     clients: dict[str, str] = field(default_factory=dict)
     """Client name to agent alias: declared ones, and those an earlier step connected."""
+    models: dict[str, ModelScript] = field(default_factory=dict)
+    """The scenario's model services by name."""
     latest_ms: int = 0
     latest_label: str = ""
     kind: str = ""
@@ -51,12 +58,20 @@ class StepContext:
 
 # -- steps ------------------------------------------------------------------------------------
 def parse_steps(
-    top: Fields, agents: dict[str, AgentSpec], clients: dict[str, ClientSpec]
+    top: Fields,
+    agents: dict[str, AgentSpec],
+    clients: dict[str, ClientSpec],
+    models: dict[str, ModelScript] | None = None,
 ) -> tuple[Step, ...]:
     items = top.sequence("steps")
     if not items:
         top.bad("steps", "expected a list of at least one step")
-    context = StepContext(top.path, agents, {name: spec.agent for name, spec in clients.items()})
+    context = StepContext(
+        top.path,
+        agents,
+        {name: spec.agent for name, spec in clients.items()},
+        dict(models or {MODEL_SERVICE: ModelScript()}),
+    )
     lines = getattr(items, "lines", [])
     return tuple(
         _step(context, index, item, lines[index - 1] if index <= len(lines) else top.line)
@@ -122,21 +137,14 @@ def _not_back_in_time(
     context.latest_label = f"{where}'s {key}: {show(timing.raw(key))}"
 
 
-def _fields(
-    context: StepContext,
-    where: str,
-    value: Any,
-    line: int,
-    keys: tuple[str, ...],
-    required: tuple[str, ...] = (),
-) -> Fields:
+def _fields(context: StepContext, where: str, value: Any, line: int) -> Fields:
+    """The action's value, checked against its shape in `STEP_SHAPES`."""
     return Fields(
         context.path,
         where,
         value,
         line,
-        keys=keys,
-        required=required,
+        shape=STEP_SHAPES[context.kind],
         hint=TIMING_HINT,
         name=context.kind,
     )
@@ -163,7 +171,7 @@ def _known_client(context: StepContext, fields: Fields) -> str:
 
 def _expect_error(fields: Fields) -> bool | str:
     value = fields.raw("expect_error", False)
-    if isinstance(value, bool) or (isinstance(value, str) and _ERROR_NAME.fullmatch(value)):
+    if isinstance(value, bool) or (isinstance(value, str) and ERROR_NAME.fullmatch(value)):
         return value
     fields.bad(
         "expect_error", "expected true, false, or an exception class name such as 'AgentEvicted'"
@@ -171,24 +179,17 @@ def _expect_error(fields: Fields) -> bool | str:
 
 
 def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(
-        context,
-        where,
-        value,
-        line,
-        ("agent", "method", "args", "kwargs", "wait", "expect_error"),
-        ("agent", "method"),
-    )
+    fields = _fields(context, where, value, line)
     spec = known_agent(context, fields)
-    method = fields.text("method")
+    method = fields.get("method")
     if method.startswith("_") or not callable(getattr(spec.cls, method, None)):
         fields.fail(
             "method",
             f"method: {show(method)} is not a public method of {spec.cls.__qualname__}",
             f"methods: {agent_classes.public_methods(spec.cls)}",
         )
-    args = tuple(plain(fields.sequence("args", [])))
-    kwargs = plain(fields.mapping("kwargs", {}))
+    args = tuple(plain(fields.get("args") or []))
+    kwargs = plain(fields.get("kwargs") or {})
     problem = agent_classes.call_signature_error(spec.cls, method, args, kwargs)
     if problem:
         key = "kwargs" if "kwargs" in fields and "args" not in fields else "args"
@@ -199,44 +200,32 @@ def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
         "method": method,
         "args": args,
         "kwargs": kwargs,
-        "wait": fields.flag("wait", True),
+        "wait": fields.get("wait"),
         "expect_error": _expect_error(fields),
     }
 
 
 def _request(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(
-        context,
-        where,
-        value,
-        line,
-        ("agent", "method", "path", "body", "headers", "status", "expect_error"),
-        ("agent",),
-    )
+    fields = _fields(context, where, value, line)
     spec = known_agent(context, fields)
-    path = fields.text("path", "/")
-    if not path.startswith("/"):
-        fields.bad("path", "expected a path starting with '/'")
-    headers = fields.mapping("headers", {})
+    path = fields.get("path")
+    headers = fields.get("headers") or {}
     if any(not isinstance(v, str) for v in headers.values()):
         fields.bad("headers", "expected a mapping of header names to strings")
-    status = fields.whole("status", None, minimum=100, maximum=599)
     return {
         "agent": spec.alias,
-        "method": fields.text("method", "GET", choices=HTTP_METHODS),
+        "method": fields.get("method"),
         "path": path,
-        "body": plain(fields.raw("body")),
+        "body": plain(fields.get("body")),
         "headers": plain(headers),
-        "status": status,
+        "status": fields.get("status"),
         "expect_error": _expect_error(fields),
     }
 
 
 def _connect(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(context, where, value, line, ("client", "agent"), ("client",))
-    name = fields.text("client")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
-        fields.bad("client", "expected a name of letters, digits, '.', '_' and '-'")
+    fields = _fields(context, where, value, line)
+    name = fields.get("client")
     known = context.clients.get(name)
     if "agent" in fields:
         alias = known_agent(context, fields).alias
@@ -259,22 +248,22 @@ def _connect(context: StepContext, where: str, value: Any, line: int) -> dict[st
 
 
 def _disconnect(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(context, where, value, line, ("client", "code", "reason"), ("client",))
+    fields = _fields(context, where, value, line)
     return {
         "client": _known_client(context, fields),
-        "code": fields.whole("code", 1000, minimum=1000, maximum=4999),
-        "reason": fields.text("reason", "client closed"),
+        "code": fields.get("code"),
+        "reason": fields.get("reason"),
     }
 
 
 def _reconnect(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(context, where, value, line, ("client",), ("client",))
+    fields = _fields(context, where, value, line)
     return {"client": _known_client(context, fields)}
 
 
 def _send(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(context, where, value, line, ("client", "message"), ("client", "message"))
-    return {"client": _known_client(context, fields), "message": plain(fields.raw("message"))}
+    fields = _fields(context, where, value, line)
+    return {"client": _known_client(context, fields), "message": plain(fields.get("message"))}
 
 
 def _duration(context: StepContext, where: str, key: str, value: Any, line: int) -> int:
@@ -296,22 +285,66 @@ def _run_until(context: StepContext, where: str, value: Any, line: int) -> dict[
 
 
 def _evict(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(context, where, value, line, ("agent", "reason"), ("agent",))
+    fields = _fields(context, where, value, line)
+    alias, *names = fields.get("agent").split("/")
+    if alias not in context.agents:
+        fields.fail(
+            "agent", f"unknown agent {show(alias)}", f"known agents: {sorted(context.agents)}"
+        )
+    if not all(NAME_PATTERN.fullmatch(name) for name in names):
+        part = NAME_HINT.removeprefix("expected ")
+        fields.bad("agent", f"expected an alias, or alias/name for a sub-agent, each part {part}")
+    key = "agent"
+    if "run_id" in fields:
+        if names:
+            fields.fail("run_id", f"both agent: {fields.raw('agent')!r} and run_id:", "give one")
+        key, names = "run_id", [fields.get("run_id")]
+    child_class = fields.get("child")
+    if child_class is not None and key != "run_id":
+        fields.fail(
+            "child",
+            f"child: {show(child_class)} without run_id:",
+            "child: is the sub-agent's class; run_id: is its name",
+        )
+    spec = context.agents[alias]
+    if names and spec.workload in ("fibers", "chat"):
+        fields.fail(
+            key, f"{key}: {show(fields.raw(key))}", f"a {spec.workload} workload has no sub-agents"
+        )
+    if names and spec.workload == "tools":
+        plans = {plan.run_id: plan for plan in spec.cls.runs}
+        plan = plans.get(names[0])
+        if plan is None:
+            fields.fail(
+                key,
+                f"agent {alias!r} has no run {names[0]!r}",
+                f"its runs (each child is named by its run id): {list(plans)}",
+            )
+        actual = CHILD_CLASSES[plan.child].__name__
+        if child_class is not None and child_class not in (plan.child, actual):
+            fields.fail(
+                "child",
+                f"child: {show(child_class)}",
+                f"run {plan.run_id!r} runs a {plan.child} child ({actual})",
+            )
+        child_class = actual if child_class is not None else None
+    elif child_class in CHILD_CLASSES:
+        child_class = CHILD_CLASSES[child_class].__name__
     return {
-        "agent": known_agent(context, fields).alias,
-        "reason": fields.text("reason", "explicit", choices=EVICTION_REASONS),
+        "agent": alias,
+        "child": tuple(names),
+        "child_class": child_class,
+        "reason": fields.get("reason"),
     }
 
 
 def _nothing(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    _fields(context, where, value, line, ())
+    _fields(context, where, value, line)
     return {}
 
 
 def _arm_storage_fault(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(
-        context, where, value, line, ("agent", "kind", "match", "skip", "count"), ("agent", "kind")
-    )
+    fields = _fields(context, where, value, line)
     match = fields.raw("match")
     if match is not None:
         if not isinstance(match, str):
@@ -322,16 +355,62 @@ def _arm_storage_fault(context: StepContext, where: str, value: Any, line: int) 
             fields.bad("match", f"not a regular expression ({exc})")
     return {
         "agent": known_agent(context, fields).alias,
-        "fault": fields.text("kind", choices=("error", "crash")),
+        "fault": fields.get("kind"),
         "match": match,
-        "skip": fields.whole("skip", 0),
-        "count": fields.whole("count", 1, minimum=1),
+        "skip": fields.get("skip"),
+        "count": fields.get("count"),
+    }
+
+
+def _model_service(context: StepContext, fields: Fields) -> dict[str, Any]:
+    if "agent" not in fields:
+        return {"agent": None, "service": MODEL_SERVICE}
+    spec = known_agent(context, fields)
+    service = f"{MODEL_SERVICE}/{spec.alias}"
+    if service not in context.models:
+        fields.fail(
+            "agent",
+            f"agent {spec.alias!r} has no model of its own",
+            "only a chat workload with model: has one; omit agent: to re-script the scenario's "
+            "model (the one every other chat agent streams from)",
+        )
+    return {"agent": spec.alias, "service": service}
+
+
+def _stall_model(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
+    fields = _fields(context, where, value, line)
+    duration_ms = fields.get("for")
+    then = None
+    if "then" in fields:
+        then = read_reply(fields, "then", fields.raw("then"), fields.line_of("then"))
+    return {
+        **_model_service(context, fields),
+        "duration_ms": duration_ms,
+        "reply": stall(duration_ms, then),
+        "times": fields.get("times"),
+    }
+
+
+def _fail_model(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
+    fields = _fields(context, where, value, line)
+    message, partial = fields.get("message"), fields.get("partial")
+    reply = fail(
+        message,
+        fields.get("after_chunks"),
+        in_band=fields.get("in_band"),
+        partial="partial answer" if partial is None else partial,
+    )
+    return {
+        **_model_service(context, fields),
+        "message": message,
+        "reply": reply,
+        "times": fields.get("times"),
     }
 
 
 def _quiesce(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(context, where, value, line, ("limit",))
-    return {"limit_ms": fields.duration("limit", DEFAULT_LIVENESS_LIMIT_MS)}
+    fields = _fields(context, where, value, line)
+    return {"limit_ms": fields.get("limit")}
 
 
 _PARSERS = {
@@ -345,7 +424,11 @@ _PARSERS = {
     "run_until": _run_until,
     "evict": _evict,
     "deploy": _nothing,
+    "deploy_all": _nothing,
     "arm_storage_fault": _arm_storage_fault,
     "run_to_next_alarm": _nothing,
+    "advance_to_next_alarm": _nothing,
+    "stall_model": _stall_model,
+    "fail_model": _fail_model,
     "quiesce": _quiesce,
 }

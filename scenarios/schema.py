@@ -1,10 +1,12 @@
 """The scenario as data: frozen dataclasses the loader builds and the runner reads.
 
 Nothing here parses or runs anything. A `Scenario` names its agents (`AgentSpec`, the class
-already imported and given its options), optional named clients, the `steps` of the safety phase
-in order (one dataclass per step kind, each knowing its 1-based `index`, source `line` and optional
-`at_ms` / `after_ms` timing), the `expect` list checked after the liveness phase, and the bound of
-that phase. Values that came from YAML (arguments, rows, states) are plain Python data.
+already imported, or built from a workload description, and given its options), optional named
+clients, the scripted model services (`ModelScript` by service name), the `steps` of the safety
+phase in order (one dataclass per step kind, each knowing its 1-based `index`, source `line` and
+optional `at_ms` / `after_ms` timing), the `expect` list checked after the liveness phase, and the
+bound of that phase. Values that came from YAML (arguments, rows, states) are plain Python data;
+model replies are `sim.model` replies, built once and immutable.
 """
 
 from __future__ import annotations
@@ -14,33 +16,50 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from sim.faults import FaultProfile
+from sim.model import Reply, text
 from sim.units import HOUR_MS
 
 __all__ = [
     "ACTIONS",
     "DEFAULT_LIVENESS_LIMIT_MS",
+    "DEFAULT_MODEL",
     "EVICTION_REASONS",
     "EXPECTATIONS",
+    "HOOK_EVENTS",
+    "MODEL_SERVICE",
+    "AdvanceToNextAlarmStep",
     "AgentSpec",
     "ArmStorageFaultStep",
     "CallStep",
+    "ClientFramesExpectation",
+    "ClientRunExpectation",
     "ClientSpec",
     "ConnectStep",
     "Count",
+    "DeployAllStep",
     "DeployStep",
     "DisconnectStep",
     "EventExpectation",
     "EvictStep",
     "Expectation",
+    "FailModelStep",
+    "HookExpectation",
+    "InvariantsExpectation",
+    "ModelRule",
+    "ModelScript",
+    "OrderExpectation",
     "QueryExpectation",
     "QuiesceStep",
     "ReconnectStep",
+    "RecordMatcher",
     "RequestStep",
+    "RescriptModelStep",
     "RunForStep",
     "RunToNextAlarmStep",
     "RunUntilStep",
     "Scenario",
     "SendStep",
+    "StallModelStep",
     "StateExpectation",
     "Step",
 ]
@@ -52,6 +71,38 @@ EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit")
 """Reasons a scenario may give an `evict` step (a `crash` comes from a storage fault instead)."""
 
 
+MODEL_SERVICE = "model"
+"""The upstream service chat agents stream from unless they have a model of their own."""
+
+
+@dataclass(frozen=True)
+class ModelRule:
+    """Requests for which every given predicate holds get `replies` (the first match the first
+    reply, the second the second, every later one the last)."""
+
+    replies: tuple[Reply, ...]
+    asked: str | None = None
+    """The last user message contains this text."""
+    offers: str | None = None
+    """The request offers this tool."""
+    after_tool: str | bool | None = None
+    """The model is called back with a settled tool result (of this tool, or any: True)."""
+    continuing: bool | None = None
+    """Chat recovery is continuing an interrupted answer."""
+
+
+@dataclass(frozen=True)
+class ModelScript:
+    """A scripted model provider: rules in order, then the default replies."""
+
+    rules: tuple[ModelRule, ...] = ()
+    default: tuple[Reply, ...] = (text("ok"),)
+
+
+DEFAULT_MODEL = ModelScript()
+"""The model every scenario has when it declares none: it answers 'ok' to everything."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentSpec:
     """One agent of the scenario: its alias (also its name on the platform) and its class."""
@@ -61,6 +112,8 @@ class AgentSpec:
     options: dict[str, Any]
     cls: type = field(compare=False, repr=False)
     line: int
+    workload: str | None = None
+    """The built-in workload the class was built from (`fibers`, `tools`, `chat`), or None."""
 
     @property
     def path(self) -> str:
@@ -171,11 +224,28 @@ class EvictStep(Step):
     kind: ClassVar[str] = "evict"
     agent: str
     reason: str = "explicit"
+    child: tuple[str, ...] = ()
+    """Sub-agent names below `agent`, outermost first: the sub-agent to evict (an agent-tool
+    child is named by its run id); empty evicts the agent itself."""
+    child_class: str | None = None
+    """The class name the (last) sub-agent must have; None: whichever has that name."""
+
+    @property
+    def target(self) -> str:
+        """`parent/r1`: how failures name the evicted agent."""
+        return "/".join((self.agent, *self.child))
 
 
 @dataclass(frozen=True, kw_only=True)
 class DeployStep(Step):
     kind: ClassVar[str] = "deploy"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployAllStep(DeployStep):
+    """The same as `deploy` (every live incarnation restarts), under the issue's name."""
+
+    kind: ClassVar[str] = "deploy_all"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +263,37 @@ class ArmStorageFaultStep(Step):
 @dataclass(frozen=True, kw_only=True)
 class RunToNextAlarmStep(Step):
     kind: ClassVar[str] = "run_to_next_alarm"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdvanceToNextAlarmStep(RunToNextAlarmStep):
+    """The same as `run_to_next_alarm`, under the issue's name."""
+
+    kind: ClassVar[str] = "advance_to_next_alarm"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RescriptModelStep(Step):
+    """From now on, the model service answers every request with `reply` (the next `times`
+    requests only, when given; then its script again)."""
+
+    agent: str | None = None
+    """The chat workload whose own model this is; None for the scenario's `model:`."""
+    service: str = MODEL_SERVICE
+    reply: Reply
+    times: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StallModelStep(RescriptModelStep):
+    kind: ClassVar[str] = "stall_model"
+    duration_ms: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailModelStep(RescriptModelStep):
+    kind: ClassVar[str] = "fail_model"
+    message: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,8 +315,12 @@ ACTIONS: dict[str, type[Step]] = {
         RunUntilStep,
         EvictStep,
         DeployStep,
+        DeployAllStep,
         ArmStorageFaultStep,
         RunToNextAlarmStep,
+        AdvanceToNextAlarmStep,
+        StallModelStep,
+        FailModelStep,
         QuiesceStep,
     )
 }
@@ -291,8 +396,98 @@ class StateExpectation(Expectation):
     equals: Any
 
 
+@dataclass(frozen=True, kw_only=True)
+class InvariantsExpectation(Expectation):
+    """Named invariants of `sim.checkers` that must hold after the liveness phase."""
+
+    kind: ClassVar[str] = "invariants"
+    names: tuple[str, ...]
+
+
+HOOK_EVENTS = {
+    "on_finish": "hook:on_finish",
+    "on_agent_tool_finish": "hook:on_agent_tool_finish",
+    "delivered": "hook:delivered",
+    "workload_on_finish": "workload:on_finish",
+}
+"""Hook names a `hook:` expectation counts, and the trace record each one is."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookExpectation(Expectation):
+    """How many times a finish hook ran (for a run, a slot, a status)."""
+
+    kind: ClassVar[str] = "hook"
+    hook: str
+    agent: str | None = None
+    run: str | None = None
+    slot: str | None = None
+    status: str | None = None
+    count: Count = field(default_factory=Count)
+
+    @property
+    def event(self) -> str:
+        return HOOK_EVENTS[self.hook]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordMatcher:
+    """One trace record to find: its event (trailing `*`: a prefix), where and what fields."""
+
+    event: str
+    agent: str | None = None
+    incarnation: int | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    line: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrderExpectation(Expectation):
+    """Records matching each matcher exist in this order (a subsequence of the trace)."""
+
+    kind: ClassVar[str] = "order"
+    matchers: tuple[RecordMatcher, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientFramesExpectation(Expectation):
+    """How many frames a client received of a type (an `agent-tool-event` of a kind, a run)."""
+
+    kind: ClassVar[str] = "client"
+    client: str
+    agent: str
+    """The alias of the agent the client connects to."""
+    type: str | None = None
+    event_kind: str | None = None
+    run: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    count: Count = field(default_factory=Count)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientRunExpectation(Expectation):
+    """What a client shows for a run once every frame it received went through the reducer
+    (`AgentToolEvents`) once: `status`, `text`, `summary`, `error`, `reason`, `milestones`
+    (names, in order), `progress` (these fields of it)."""
+
+    kind: ClassVar[str] = "client"
+    client: str
+    agent: str
+    run: str
+    reduced: dict[str, Any]
+
+
 EXPECTATIONS: dict[str, type[Expectation]] = {
-    cls.kind: cls for cls in (EventExpectation, QueryExpectation, StateExpectation)
+    cls.kind: cls
+    for cls in (
+        EventExpectation,
+        QueryExpectation,
+        StateExpectation,
+        InvariantsExpectation,
+        HookExpectation,
+        OrderExpectation,
+        ClientFramesExpectation,
+    )
 }
 
 
@@ -311,6 +506,9 @@ class Scenario:
     expect: tuple[Expectation, ...] = ()
     liveness_limit_ms: int = DEFAULT_LIVENESS_LIMIT_MS
     path: str
+    models: dict[str, ModelScript] = field(default_factory=lambda: {MODEL_SERVICE: DEFAULT_MODEL})
+    """Scripted model services by name: `model` (the `model:` section, or one that answers
+    'ok'), and `model/<alias>` for a chat workload with a model of its own."""
 
     def agent(self, alias: str) -> AgentSpec:
         for spec in self.agents:

@@ -13,6 +13,12 @@ Requests and connections are startup triggers of their own and need no stub.
 An error of agent code (or an eviction under a call) is a failure of the scenario unless the
 step says `expect_error`; a call started with `wait: false` is judged after the liveness phase.
 A `quiesce` step is the simulation's: it switches the fault profile off for the rest of the run.
+
+The scenario's model services are built and registered when the runner is made, before the
+first step (a fresh `ScenarioModel` per run); `stall_model` / `fail_model` re-script one from
+then on. An `evict` of a sub-agent (`parent/r1`) finds it by name among the sub-agents its
+parent has created so far, so a scripted eviction of a child that does not exist yet is a
+failure sentence naming the ones that do.
 """
 
 from __future__ import annotations
@@ -22,13 +28,17 @@ from typing import Any
 
 from agents_core import Request
 from scenarios.fields import show
+from scenarios.models import ScenarioModel, register_models
 from scenarios.schema import (
+    AdvanceToNextAlarmStep,
     ArmStorageFaultStep,
     CallStep,
     ConnectStep,
+    DeployAllStep,
     DeployStep,
     DisconnectStep,
     EvictStep,
+    FailModelStep,
     QuiesceStep,
     ReconnectStep,
     RequestStep,
@@ -37,6 +47,7 @@ from scenarios.schema import (
     RunUntilStep,
     Scenario,
     SendStep,
+    StallModelStep,
     Step,
 )
 from sim import AgentRef, Client, Simulation, SimulationStuck, format_sim_time
@@ -73,6 +84,8 @@ class StepRunner:
         self._clients: dict[str, Client] = {}
         self._client_agents = {spec.name: spec.agent for spec in scenario.clients}
         self._unawaited: list[tuple[CallStep, SimDeferred]] = []
+        self.models: dict[str, ScenarioModel] = register_models(sim, scenario.models)
+        """The run's model services by name (what `stall_model` / `fail_model` re-script)."""
         self._handlers: dict[type[Step], Callable[[Any], None]] = {
             CallStep: self._call,
             RequestStep: self._request,
@@ -82,10 +95,14 @@ class StepRunner:
             SendStep: self._send,
             RunForStep: lambda step: self.sim.run_for(step.duration_ms),
             RunUntilStep: self._run_until,
-            EvictStep: lambda step: self.sim.evict(self._ref(step.agent), step.reason),
+            EvictStep: self._evict,
             DeployStep: lambda step: self.sim.deploy(),
+            DeployAllStep: lambda step: self.sim.deploy(),
             ArmStorageFaultStep: self._arm_storage_fault,
             RunToNextAlarmStep: lambda step: self.sim.run_to_next_alarm(),
+            AdvanceToNextAlarmStep: lambda step: self.sim.run_to_next_alarm(),
+            StallModelStep: self._rescript_model,
+            FailModelStep: self._rescript_model,
             QuiesceStep: lambda step: self.sim.quiesce(step.limit_ms),
         }
 
@@ -259,3 +276,29 @@ class StepRunner:
         self.sim.arm_storage_fault(
             self._ref(step.agent), step.fault, match=step.match, skip=step.skip, count=step.count
         )
+
+    def _evict(self, step: EvictStep) -> None:
+        ref = self._ref(step.agent)
+        for hop, name in enumerate(step.child, start=1):
+            record = self.sim.platform.records.get(ref.path)
+            children = [] if record is None else list(record.children.values())
+            wanted = step.child_class if hop == len(step.child) else None
+            found = [
+                child
+                for child in children
+                if child.name == name and wanted in (None, child.cls.__name__)
+            ]
+            if not found:
+                what = f"{wanted} {name!r}" if wanted else f"named {name!r}"
+                names = sorted(f"{child.cls.__name__}/{child.name}" for child in children)
+                self.fail(
+                    step,
+                    f"cannot evict {step.target}: {ref.path} has no sub-agent {what} at "
+                    f"{format_sim_time(self.sim.now_ms)} (its sub-agents: {names})",
+                )
+                return
+            ref = AgentRef(found[0].cls, name, ref)
+        self.sim.evict(ref, step.reason)
+
+    def _rescript_model(self, step: StallModelStep | FailModelStep) -> None:
+        self.models[step.service].rescript(step.reply, step.times)

@@ -17,13 +17,13 @@ def test_readme_example_runs_and_matches_its_comments(tmp_path: Path) -> None:
     script = tmp_path / "example.py"
     script.write_text(block)
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, check=True,
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        check=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     printed = done.stdout.splitlines()
-    expected = [
-        m.group(1).strip()
-        for m in re.finditer(r"^print\(.*\)\s+# ([^(].*)$", block, re.M)
-    ]
+    expected = [m.group(1).strip() for m in re.finditer(r"^print\(.*\)\s+# ([^(].*)$", block, re.M)]
     assert printed[: len(expected)] == expected
     assert re.fullmatch(r"[0-9a-f]{64}", printed[-1])

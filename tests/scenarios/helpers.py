@@ -6,7 +6,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "scenarios" / "library"
-EVERY_STEP = Path(__file__).resolve().parent / "data" / "every-step.yaml"
+DATA = Path(__file__).resolve().parent / "data"
+EVERY_STEP = DATA / "every-step.yaml"
+FIBERS = DATA / "fibers-workload.yaml"
+TOOLS = DATA / "tools-workload.yaml"
+CHAT = DATA / "chat-workload.yaml"
+WORKLOAD_FIXTURES = [FIBERS, TOOLS, CHAT]
+"""One end-to-end scenario per built-in workload kind."""
 
 BASE = """\
 name: base
@@ -27,6 +33,15 @@ expect:
   - state: {agent: counter, equals: {count: 1}}
 """
 """Line 9 is step 1 (call), 10 step 2 (run_for), 11 step 3 (evict), 13 expect 1, 16 expect 2."""
+
+
+def workload_scenario(agents: str, steps: str, expect: str = "", extra: str = "") -> str:
+    """A scenario text around `agents:`, `steps:` and `expect:` bodies (indented YAML)."""
+    text = (
+        "name: w\ndescription: A workload under test.\nseed: 1\n"
+        f"agents:\n{agents}{extra}steps:\n{steps}"
+    )
+    return text + (f"expect:\n{expect}" if expect else "")
 
 
 def library_files() -> list[Path]:

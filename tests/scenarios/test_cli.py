@@ -1,8 +1,11 @@
 """`agentsim`: exit codes 0 / 1 / 2, one line per scenario and a summary, one-line errors for
-bad input (never a traceback), traces written and rendered."""
+bad input (never a traceback), seeds, failure files and their replay, determinism checks, JUnit
+and HTML, traces and their reports, the schema, progress on a terminal and none elsewhere."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import re
 import subprocess
@@ -17,6 +20,34 @@ from sim import Trace
 from tests.scenarios.helpers import BASE, LIBRARY, ROOT, edit, library_files
 
 HEADLINE = re.compile(r"^(PASS|FAIL) [\w.-]+ seed=\d+ events=\d+ digest=[0-9a-f]{8}$")
+COMMANDS = ["run", "validate", "replay", "report", "schema", "fuzz", "golden"]
+LEAKY = """\
+name: leaky
+description: An agent whose trace depends on a counter that outlives the run.
+seed: 2
+agents:
+  a: {class: "tests.fuzz.agents:Leaky"}
+steps:
+  - call: {agent: a, method: ping}
+"""
+FORGETFUL = """\
+name: forgetful
+description: A background fiber killed by a deploy after its first stash; recovery forgets it.
+seed: 1
+agents:
+  w: {class: "tests.fuzz.agents:Forgetful"}
+steps:
+  - call: {agent: w, method: work, args: [4]}
+  - at: 15s
+    deploy: {}
+  - run_for: 1m
+"""
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failure files go to ./agentsim-failures: keep them out of the checkout."""
+    monkeypatch.chdir(tmp_path)
 
 
 def write(directory: Path, name: str, text: str) -> str:
@@ -29,6 +60,14 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def failing(tmp_path: Path) -> str:
+    return write(
+        tmp_path,
+        "bad.yaml",
+        edit("name: base", "name: bad").replace("equals: {count: 1}", "equals: {count: 5}"),
+    )
 
 
 # -- run --------------------------------------------------------------------------------------
@@ -45,18 +84,16 @@ def test_running_the_library_passes_with_one_line_each_and_a_summary(
     assert lines[-1] == f"{len(names)} passed, 0 failed"
 
 
-def test_a_failing_scenario_exits_1_and_prints_its_failures_and_replay(
+def test_a_failing_scenario_exits_1_prints_its_failures_and_writes_a_failure_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The FAIL line, each failure indented, the replay command, then the summary."""
+    """The FAIL line, each failure indented, the failure file, the replay command last, then
+    the summary; the failure file holds path, seed, failures, digest and version."""
     good = write(tmp_path, "a-good.yaml", BASE)
-    bad = write(
-        tmp_path,
-        "b-bad.yaml",
-        edit("name: base", "name: bad").replace("equals: {count: 1}", "equals: {count: 5}"),
-    )
+    bad = failing(tmp_path)
     code, out, err = run_cli(capsys, "run", good, bad)
     lines = out.splitlines()
+    expected = run_scenario(load_scenario(bad))
     assert code == 1 and err == ""
     assert lines[0].startswith("PASS base seed=7 ")
     assert HEADLINE.match(lines[1]) and lines[1].startswith("FAIL bad seed=7 ")
@@ -64,8 +101,20 @@ def test_a_failing_scenario_exits_1_and_prints_its_failures_and_replay(
         f"  - {bad}:16: expect 2 (state): the state of counter is {{'count': 1}}, "
         f"expected {{'count': 5}}"
     )
-    assert lines[3] == f"  replay: agentsim run {bad} --seed 7"
-    assert lines[4:] == ["1 passed, 1 failed"]
+    assert lines[3] == (
+        "  failure file: agentsim-failures/bad-7.json "
+        "(re-run it: agentsim replay agentsim-failures/bad-7.json)"
+    )
+    assert lines[4] == f"  replay: agentsim run {bad} --seed 7"
+    assert lines[5:] == ["1 passed, 1 failed"]
+    record = json.loads((tmp_path / "agentsim-failures" / "bad-7.json").read_text())
+    assert record["format"] == "agentsim-run/1"
+    assert (record["scenario"], record["path"], record["seed"]) == ("bad", bad, 7)
+    assert record["failures"] == list(expected.failures)
+    assert record["digest"] == expected.digest and record["events"] == expected.events
+    assert record["agentsim_version"] == "0.1.0"
+    assert record["replay"] == f"agentsim run {bad} --seed 7"
+    assert not (tmp_path / "agentsim-failures" / "base-7.json").exists()
 
 
 def test_seed_overrides_the_file_and_matches_the_library_api(
@@ -78,6 +127,51 @@ def test_seed_overrides_the_file_and_matches_the_library_api(
     assert code == 0
     assert out.splitlines()[0] == expected.headline
     assert "seed=3 " in expected.headline
+
+
+def test_seeds_run_each_seed_print_failures_and_a_summary_then_the_count_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--seeds 4..6` runs seeds 4, 5 and 6 of each file; passes are counted, not printed."""
+    good, bad = write(tmp_path, "a-good.yaml", BASE), failing(tmp_path)
+    code, out, _ = run_cli(capsys, "run", good, bad, "--seeds", "4..6")
+    lines = out.splitlines()
+    assert code == 1
+    fails = [line for line in lines if HEADLINE.match(line)]
+    assert [line.split()[:3] for line in fails] == [
+        ["FAIL", "bad", f"seed={seed}"] for seed in (4, 5, 6)
+    ]
+    assert f"  replay: agentsim run {bad} --seed 5" in lines
+    assert sorted(os.listdir(tmp_path / "agentsim-failures")) == [
+        "bad-4.json",
+        "bad-5.json",
+        "bad-6.json",
+    ]
+    assert any(re.match(r"^bad\s+3\s+0\s+3\s+4, 5, 6$", line) for line in lines)
+    assert lines[-2] == "total: 6 runs, 3 passed, 3 failed"
+    assert lines[-1] == "3 passed, 3 failed"
+
+
+def test_junit_has_a_case_per_scenario_and_seed_and_html_a_page_per_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--junit FILE --html DIR`: failures carry the replay command; pages are NAME-SEED.html."""
+    good, bad = write(tmp_path, "a-good.yaml", BASE), failing(tmp_path)
+    code, _, _ = run_cli(
+        capsys, "run", good, bad, "--seeds", "1..2", "--junit", "out/j.xml", "--html", "pages"
+    )
+    junit = (tmp_path / "out" / "j.xml").read_text()
+    cases = re.findall(r'<testcase name="([^"]+)"', junit)
+    assert code == 1
+    assert cases == ["base [seed 1]", "base [seed 2]", "bad [seed 1]", "bad [seed 2]"]
+    assert 'tests="4" failures="2"' in junit
+    assert f"replay: agentsim run {bad} --seed 2" in junit
+    events = run_scenario(load_scenario(bad), seed=2).events
+    assert f'<property name="events" value="{events}" />' in junit
+    pages = sorted(p.name for p in (tmp_path / "pages").iterdir())
+    assert pages == ["bad-1.html", "bad-2.html", "base-1.html", "base-2.html"]
+    page = (tmp_path / "pages" / "bad-2.html").read_text()
+    assert 'data-verdict="fail"' in page and "--seed 2" in page
 
 
 def test_trace_dir_gets_one_jsonl_per_run_and_report_renders_it(
@@ -95,6 +189,147 @@ def test_trace_dir_gets_one_jsonl_per_run_and_report_renders_it(
     assert code == 0 and err == ""
     assert len(out.splitlines()) == len(records)
     assert "platform:deploy" in out and "00:01:10.000" in out
+
+
+def test_report_html_takes_the_verdict_from_the_run_record_beside_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --trace` writes NAME-SEED.run.json; `report --html` shows its verdict and failures,
+    and says the verdict is unknown when there is no run record."""
+    bad = failing(tmp_path)
+    run_cli(capsys, "run", bad, "--trace", "traces")
+    record = json.loads((tmp_path / "traces" / "bad-7.run.json").read_text())
+    assert record["passed"] is False and record["kind"] == "failed"
+    code, out, _ = run_cli(capsys, "report", "traces/bad-7.jsonl", "--html", "bad.html")
+    page = (tmp_path / "bad.html").read_text()
+    assert code == 0 and out == "wrote bad.html\n"
+    assert 'data-verdict="fail"' in page and "expected {&#x27;count&#x27;: 5}" in page
+    (tmp_path / "traces" / "bad-7.run.json").unlink()
+    run_cli(capsys, "report", "traces/bad-7.jsonl", "--html", "bare.html")
+    assert "verdict unknown: no run record beside the trace" in (tmp_path / "bare.html").read_text()
+
+
+def test_invariants_named_on_the_command_line_are_checked_and_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--invariants no_lost_stash` fails a run whose recovery loses a stash; the replay
+    command and the failure file carry the flag, and the replay reproduces."""
+    path = write(tmp_path, "w.yaml", FORGETFUL)
+    assert run_cli(capsys, "run", path)[0] == 0
+    code, out, _ = run_cli(capsys, "run", path, "--invariants", "no_lost_stash")
+    assert code == 1
+    assert f"  - {path}: invariant no_lost_stash: fiber " in out
+    assert f"  replay: agentsim run {path} --seed 1 --invariants no_lost_stash\n" in out
+    record = json.loads((tmp_path / "agentsim-failures" / "forgetful-1.json").read_text())
+    assert record["invariants"] == ["no_lost_stash"]
+    code, out, _ = run_cli(capsys, "replay", "agentsim-failures/forgetful-1.json")
+    assert code == 1 and "REPRODUCED forgetful seed=1" in out
+
+
+# -- replay -------------------------------------------------------------------------------------
+def test_replaying_a_failure_file_that_reproduces_says_so_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same failures, same digest: REPRODUCED, and the failure is still a failure (exit 1)."""
+    bad = failing(tmp_path)
+    run_cli(capsys, "run", bad)
+    code, out, err = run_cli(capsys, "replay", "agentsim-failures/bad-7.json")
+    lines = out.splitlines()
+    assert code == 1 and err == ""
+    assert lines[0].startswith("FAIL bad seed=7 ")
+    assert lines[-1].startswith("REPRODUCED bad seed=7: the same 1 failure(s) and the same trace")
+
+
+def test_a_replay_that_does_not_reproduce_is_loud_and_not_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scenario passes now: DID NOT REPRODUCE, the changed file noted, exit 1 (as Flaky)."""
+    bad = failing(tmp_path)
+    run_cli(capsys, "run", bad)
+    Path(bad).write_text(Path(bad).read_text().replace("count: 5}", "count: 1}"))
+    code, out, _ = run_cli(capsys, "replay", "agentsim-failures/bad-7.json")
+    assert code == 1
+    assert out.splitlines()[0] == f"note: {bad} changed since the failure was recorded"
+    assert "DID NOT REPRODUCE bad seed=7: the run passed now" in out
+    assert "This is not a pass" in out
+
+
+def test_a_replay_with_another_trace_does_not_reproduce_exactly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same failures but another digest is named too: the run was not a function of its
+    inputs, or they changed."""
+    bad = failing(tmp_path)
+    run_cli(capsys, "run", bad)
+    path = tmp_path / "agentsim-failures" / "bad-7.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "digest": "0" * 64}))
+    code, out, _ = run_cli(capsys, "replay", str(path))
+    assert code == 1
+    assert "DID NOT REPRODUCE bad seed=7 exactly: the same failures, but another trace" in out
+
+
+def test_replaying_a_scenario_file_runs_it_with_its_seed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`agentsim replay FILE.yaml` is a run of that file with its own seed."""
+    path = LIBRARY / "idle-eviction.yaml"
+    code, out, _ = run_cli(capsys, "replay", str(path))
+    assert code == 0
+    assert out.splitlines() == [run_scenario(load_scenario(path)).headline, "1 passed, 0 failed"]
+
+
+# -- determinism --------------------------------------------------------------------------------
+def test_check_determinism_passes_the_library(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every library scenario gives the same trace twice."""
+    code, out, _ = run_cli(capsys, "run", str(LIBRARY), "--check-determinism")
+    assert code == 0, out
+    assert out.splitlines()[-1] == f"{len(library_files())} passed, 0 failed"
+
+
+def test_check_determinism_names_the_first_divergent_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose trace depends on state outside the scenario is a failure naming the record
+    (seq and both versions), with the replay command of the check and a failure file that
+    replays as a reproduced nondeterminism."""
+    path = write(tmp_path, "leaky.yaml", LEAKY)
+    code, out, _ = run_cli(capsys, "run", path, "--check-determinism")
+    lines = out.splitlines()
+    assert code == 1
+    (finding,) = [line for line in lines if "NondeterminismDetected" in line]
+    assert re.search(
+        r"NondeterminismDetected: two runs of 'leaky' with seed 2 diverged at trace record "
+        r"#(\d+) \(the second in a fresh Simulation\); first run: #\1 .* user:ping  n=(\d+); "
+        r"second run: #\1 .* user:ping  n=(\d+)",
+        finding,
+    ), finding
+    assert lines[-2] == f"  replay: agentsim run {path} --seed 2 --check-determinism"
+    record = json.loads((tmp_path / "agentsim-failures" / "leaky-2.json").read_text())
+    assert record["kind"] == "nondeterministic" and record["check_determinism"] is True
+    code, out, _ = run_cli(capsys, "replay", "agentsim-failures/leaky-2.json")
+    assert code == 1 and "NondeterminismDetected" in out
+
+
+def test_check_determinism_in_a_subprocess_catches_hash_seed_orders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An order decided by iterating a set of strings is the same twice in one process and
+    differs in a child under another PYTHONHASHSEED."""
+    text = LEAKY.replace("Leaky", "HashOrdered").replace("name: leaky", "name: hashy")
+    path = write(tmp_path, "hashy.yaml", text)
+    assert run_cli(capsys, "run", path, "--check-determinism")[0] == 0
+    code, out, _ = run_cli(capsys, "run", path, "--check-determinism-subprocess")
+    assert code == 1
+    assert "the second in a child process with PYTHONHASHSEED=" in out
+    assert "user:order" in out
+    assert f"  replay: agentsim run {path} --seed 2 --check-determinism-subprocess\n" in out
+    record = json.loads((tmp_path / "agentsim-failures" / "hashy-2.json").read_text())
+    assert record["kind"] == "nondeterministic" and record["determinism_in_subprocess"] is True
+    code, out, _ = run_cli(capsys, "replay", "agentsim-failures/hashy-2.json")
+    assert code == 1 and "REPRODUCED hashy seed=2: the runs diverge again: " in out
+    library = str(LIBRARY / "idle-eviction.yaml")
+    assert run_cli(capsys, "run", library, "--check-determinism-subprocess")[0] == 0
 
 
 # -- bad input: exit 2, one line --------------------------------------------------------------
@@ -121,9 +356,18 @@ def test_an_invalid_scenario_is_exit_2_with_its_error_and_nothing_runs(
         ([], "agentsim: error: the following arguments are required: COMMAND"),
         (["run"], "agentsim run: error: the following arguments are required: PATH"),
         (["run", "x.yaml", "--seed", "-3"], "agentsim run: error: argument --seed: expected a "),
+        (["run", "x.yaml", "--seeds", "5..2"], "agentsim run: error: argument --seeds: expected A"),
+        (["run", "x.yaml", "--seeds", "1..2", "--seed", "3"], "agentsim run: error: argument"),
+        (["run", "x.yaml", "--invariants", "nope"], "agentsim run: error: argument --invariants:"),
         (["run", "nope.yaml"], "agentsim run: error: no such file or directory: 'nope.yaml'"),
         (["validate", "nope.yaml"], "agentsim validate: error: no such file or directory"),
         (["report", "nope.jsonl"], "agentsim report: error: cannot read 'nope.jsonl': No such"),
+        (["replay", "nope.json"], "agentsim replay: error: no such file: 'nope.json'"),
+        (["fuzz", "nope.yaml"], "agentsim fuzz: error: no such file: 'nope.yaml'"),
+        (["fuzz", "x.yaml", "--examples", "0"], "agentsim fuzz: error: argument --examples:"),
+        (["fuzz", "x.yaml", "--faults", "meteor"], "agentsim fuzz: error: argument --faults:"),
+        (["golden", "nope.yaml"], "agentsim golden: error: no such file or directory"),
+        (["schema", "extra"], "agentsim: error: unrecognized arguments: extra"),
     ],
     ids=[
         "command",
@@ -132,9 +376,18 @@ def test_an_invalid_scenario_is_exit_2_with_its_error_and_nothing_runs(
         "nothing",
         "no-path",
         "seed",
+        "seeds",
+        "seed-and-seeds",
+        "invariants",
         "missing",
         "validate",
         "report",
+        "replay",
+        "fuzz",
+        "examples",
+        "faults",
+        "golden",
+        "schema",
     ],
 )
 def test_bad_command_lines_get_one_line_on_stderr_and_exit_2(
@@ -145,6 +398,17 @@ def test_bad_command_lines_get_one_line_on_stderr_and_exit_2(
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1
     assert err.startswith(message), err
+
+
+def test_a_file_that_is_not_a_failure_file_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON of another shape is named with the keys a failure file has."""
+    path = write(tmp_path, "x.json", '{"hello": 1}')
+    code, out, err = run_cli(capsys, "replay", path)
+    assert code == 2 and out == ""
+    assert err.startswith(f"agentsim replay: error: {path}: not a failure file: no ['format'")
+    assert len(err.splitlines()) == 1
 
 
 def test_an_empty_directory_is_bad_input(
@@ -182,7 +446,7 @@ def test_report_of_a_file_that_is_not_a_trace_is_one_line(
     assert len(err.splitlines()) == 1
 
 
-# -- validate ---------------------------------------------------------------------------------
+# -- validate, schema ---------------------------------------------------------------------------
 def test_validate_says_ok_for_valid_files_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     """One `ok` line per file, nothing on stderr."""
     code, out, err = run_cli(capsys, "validate", str(LIBRARY))
@@ -207,21 +471,103 @@ def test_validate_prints_each_error_on_one_line_and_exits_2(
     assert errors[1].startswith(f"{c}:1: not valid YAML: ")
 
 
+def test_schema_prints_the_json_schema_once_it_exists(capsys: pytest.CaptureFixture[str]) -> None:
+    """`agentsim schema` prints `scenarios.json_schema.scenario_json_schema()` as JSON; while
+    that module does not exist it says so in one line and exits 2."""
+    try:
+        from scenarios.json_schema import scenario_json_schema
+    except ModuleNotFoundError:
+        code, out, err = run_cli(capsys, "schema")
+        assert code == 2 and out == ""
+        assert err == (
+            "agentsim schema: error: the JSON Schema of scenario files is not built in this "
+            "version (scenarios.json_schema.scenario_json_schema is missing); use agentsim "
+            "validate to check files meanwhile\n"
+        )
+        return
+    code, out, err = run_cli(capsys, "schema")
+    assert code == 0 and err == ""
+    assert json.loads(out) == json.loads(json.dumps(scenario_json_schema()))
+
+
+# -- progress -----------------------------------------------------------------------------------
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def screen(raw: str) -> list[str]:
+    """What a terminal shows after `raw`: handles \\r, \\n, erase-line and cursor-up."""
+    rows, row, col = [""], 0, 0
+    for token in re.split(r"(\x1b\[[0-9;?]*[A-Za-z]|\r|\n)", raw):
+        if token == "\n":
+            row, col = row + 1, 0
+            rows += [""] * (row + 1 - len(rows))
+        elif token == "\r":
+            col = 0
+        elif token == "\x1b[2K":
+            rows[row] = ""
+        elif token.startswith("\x1b[") and token.endswith("A"):
+            row -= int(token[2:-1] or 1)
+        elif token and not token.startswith("\x1b["):
+            rows[row] = rows[row][:col] + token + rows[row][col + len(token) :]
+            col += len(token)
+    while rows and not rows[-1]:
+        rows.pop()
+    return rows
+
+
+def test_a_terminal_gets_a_progress_bar_that_leaves_the_count_alone_on_the_last_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a (fake) terminal a bar counts the runs while they go; when they are over it is gone
+    and the screen ends with the summary and the count on its own line."""
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    good, bad = write(tmp_path, "a-good.yaml", BASE), failing(tmp_path)
+    code = main(["run", good, bad, "--seeds", "1..3"])
+    raw = terminal.getvalue()
+    shown = screen(raw)
+    assert code == 1
+    assert "━" in raw and "6/6" in raw and "3/6" in raw
+    assert not any("━" in line for line in shown)
+    assert shown[-2:] == ["total: 6 runs, 3 passed, 3 failed", "3 passed, 3 failed"]
+    assert [line.split()[:3] for line in shown if line.startswith("FAIL")] == [
+        ["FAIL", "bad", f"seed={seed}"] for seed in (1, 2, 3)
+    ]
+
+
+def test_not_a_terminal_gets_no_bar_and_no_control_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a pipe or CI the output is lines only, the same as without seeds to count."""
+    code, out, _ = run_cli(capsys, "run", write(tmp_path, "a.yaml", BASE), "--seeds", "1..3")
+    assert code == 0
+    assert "\x1b" not in out and "━" not in out and "\r" not in out
+    assert out.splitlines()[-1] == "3 passed, 0 failed"
+
+
 # -- the front door ---------------------------------------------------------------------------
 def test_help_lists_exactly_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    """`agentsim --help` exits 0 and lists run, validate and report, nothing else."""
+    """`agentsim --help` exits 0 and lists the commands that exist, nothing else."""
     code, out, _ = run_cli(capsys, "--help")
     section = out.split("commands:", 1)[1]
     listed = re.findall(r"^ {4}(\w+)\s", section, flags=re.MULTILINE)
     assert code == 0
-    assert listed == ["run", "validate", "report"]
+    assert listed == COMMANDS
 
 
 def test_the_console_script_in_a_real_process_prints_no_traceback(tmp_path: Path) -> None:
     """As installed: an unknown flag and a broken file are one line each on stderr, exit 2."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     broken = write(tmp_path, "broken.yaml", "name: x\n  bad: [")
-    for argv, code in ((["--frobnicate"], 2), (["validate", broken], 2), (["run", broken], 2)):
+    for argv, code in (
+        (["--frobnicate"], 2),
+        (["validate", broken], 2),
+        (["run", broken], 2),
+        (["fuzz", broken], 2),
+        (["golden", broken], 2),
+    ):
         done = subprocess.run(
             [sys.executable, "-m", "scenarios.cli", *argv],
             capture_output=True,

@@ -1,6 +1,9 @@
 """No malformed scenario file produces a traceback: Hypothesis breaks valid files at random
 (deleted keys, wrong types, unknown keys, garbage, bad durations, bad indentation) and the loader
-and `agentsim validate` answer only with `InvalidScenario` / exit 2 and one line per error."""
+and `agentsim validate` answer only with `InvalidScenario` / exit 2 and one line per error. The
+files broken include fixtures that use every key of the format (workloads, the model, the new
+steps and expectations). Whatever the loader accepts, the shipped JSON Schema accepts too: the
+schema is never stricter than the loader."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,10 +21,13 @@ from hypothesis import strategies as st
 from scenarios import InvalidScenario, parse_scenario
 from scenarios.cli import main
 from scenarios.fields import plain
+from scenarios.json_schema import scenario_json_schema
 from scenarios.loader import read_document
-from tests.scenarios.helpers import BASE, EVERY_STEP, library_files
+from tests.scenarios.helpers import BASE, DATA, library_files
 
-SOURCES = [BASE, EVERY_STEP.read_text(), *(p.read_text() for p in library_files())]
+FIXTURES = sorted(DATA.glob("*.yaml"))
+SOURCES = [BASE, *(p.read_text() for p in FIXTURES), *(p.read_text() for p in library_files())]
+SCHEMA = jsonschema.Draft202012Validator(scenario_json_schema())
 DOCUMENTS = [plain(read_document(text, "source.yaml")) for text in SOURCES]
 
 FUZZ = settings(
@@ -41,6 +48,10 @@ scalars = st.one_of(
     st.text(max_size=12),
     st.sampled_from(BAD_DURATIONS),
     st.sampled_from(["counter", "call", "increment", "scenarios.workloads:Counter", "a:b"]),
+    st.sampled_from(
+        ["fibers", "tools", "chat", "think", "scripted", "parent/r1", "r1", "worker", "alice"]
+    ),
+    st.sampled_from(["on_finish", "delivered", "all", "no_lost_stash", "resume", "throw"]),
 )
 values = st.recursive(
     scalars,
@@ -78,9 +89,9 @@ def broken_data(draw: st.DrawFn) -> str:
         keys = list(target) if isinstance(target, dict) else list(range(len(target)))
         action = draw(st.sampled_from(["delete", "retype", "unknown", "duration", "empty"]))
         if action == "unknown" and isinstance(target, dict):
-            target[draw(st.sampled_from(["stpes", "at", "kind", "x", "agent", "count"]))] = draw(
-                values
-            )
+            keys_to_add = ["stpes", "at", "kind", "x", "agent", "count", "workload", "class"]
+            keys_to_add += ["exactly", "never", "then", "reply", "run_id", "child", "frames"]
+            target[draw(st.sampled_from(keys_to_add))] = draw(values)
         elif not keys:
             continue
         elif action == "delete":
@@ -119,11 +130,16 @@ def broken_text(draw: st.DrawFn) -> str:
 
 
 def assert_only_invalid_scenario(text: str) -> None:
+    """One located line, or a scenario whose document the JSON Schema accepts too."""
     try:
         parse_scenario(text, "fuzz.yaml")
     except InvalidScenario as error:
         message = str(error)
         assert message.startswith("fuzz.yaml") and "\n" not in message, message
+        return
+    document = plain(read_document(text, "fuzz.yaml"))
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in SCHEMA.iter_errors(document)]
+    assert errors == [], "the loader accepts what the schema rejects"
 
 
 @FUZZ

@@ -19,7 +19,7 @@ from scenarios.schema import (
     StateExpectation,
 )
 from scenarios.workloads import Counter
-from tests.scenarios.helpers import BASE, EVERY_STEP, edit, library_files
+from tests.scenarios.helpers import BASE, DATA, EVERY_STEP, edit, library_files
 
 
 def invalid(text: str, path: str = "lib/x.yaml") -> InvalidScenario:
@@ -72,9 +72,11 @@ def test_options_make_a_subclass_of_the_same_name() -> None:
     assert Counter.step_ms == 1_000 and dict(Counter.options) == {}
 
 
-@pytest.mark.parametrize("path", [*library_files(), EVERY_STEP], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [*library_files(), *sorted(DATA.glob("*.yaml"))], ids=lambda p: p.name
+)
 def test_bundled_scenarios_are_valid(path: Path) -> None:
-    """Every library file (and the every-step fixture) loads, with a description and a check."""
+    """Every library file (and every fixture) loads, with a description and a check."""
     scenario = load_scenario(path)
     assert scenario.path == str(path)
     assert scenario.description.strip() and scenario.expect
@@ -114,7 +116,7 @@ CASES = [
         "unknown-top-level-key",
         ("seed: 7\n", "seed: 7\nsteeps: []\n"),
         "lib/x.yaml:4: unknown key 'steeps'; allowed keys: ['agents', 'clients', 'description', "
-        "'expect', 'faults', 'liveness', 'name', 'seed', 'steps']",
+        "'expect', 'faults', 'liveness', 'model', 'name', 'seed', 'steps']",
     ),
     (
         "missing-seed",
@@ -147,7 +149,8 @@ CASES = [
         "class-missing",
         ('workloads:Counter"}\n  a', 'workloads:Countr"}\n  a'),
         "lib/x.yaml:6: agents.counter: class: scenarios.workloads has no 'Countr'; "
-        "Agent classes there: ['Counter']",
+        "Agent classes there: ['AiChatToolsWorkload', 'AiChatWorkload', 'ChatToolChild', "
+        "'Counter', 'FiberWorkload',",
     ),
     (
         "class-not-a-path",
@@ -236,7 +239,7 @@ CASES = [
         "no-action",
         ("  - run_for: 3m\n", "  - at: 3m\n"),
         "lib/x.yaml:10: step 2: no action; each step has exactly one action of "
-        "['arm_storage_fault', 'call',",
+        "['advance_to_next_alarm', 'arm_storage_fault', 'call',",
     ),
     (
         "unknown-action",
@@ -247,7 +250,7 @@ CASES = [
         "action-not-a-mapping",
         ("  - run_for: 3m\n", "  - evict: counter\n"),
         "lib/x.yaml:10: step 2 (evict): evict: 'counter'; expected a mapping with keys "
-        "['agent', 'reason']",
+        "['agent', 'reason', 'run_id', 'child']",
     ),
     (
         "step-not-a-mapping",

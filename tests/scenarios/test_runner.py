@@ -1,5 +1,6 @@
 """The runner: library scenarios pass, wrong expectations and unexpected errors fail with
-sentences and the replay command, and a run is a function of the scenario and the seed."""
+sentences and the replay command, named invariants are checked on request, a run is a function
+of the scenario and the seed, and a determinism check names the first divergent record."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ from pathlib import Path
 import pytest
 
 from scenarios import load_scenario, parse_scenario, run_scenario
+from scenarios.determinism import (
+    NondeterminismDetected,
+    check_determinism,
+    first_divergence,
+    run_checked,
+)
+from scenarios.runner import invariant_names
+from sim import TraceRecord
+from sim.checkers import CHECKERS
 from tests.scenarios.helpers import BASE, EVERY_STEP, LIBRARY, edit, library_files
 
 IDLE = LIBRARY / "idle-eviction.yaml"
@@ -177,3 +187,97 @@ def test_a_query_that_fails_is_a_failure_sentence() -> None:
         "x.yaml:17: expect 3 (query): the query 'SELEC 1' failed: near \"SELEC\": syntax error "
         "(statement: SELEC 1)",
     )
+
+
+# -- named invariants ---------------------------------------------------------------------------
+WORKER = """\
+name: worker
+description: A background fiber of four steps, killed by a deploy after its first stash.
+seed: 1
+agents:
+  w: {class: "tests.fuzz.agents:Forgetful"}
+steps:
+  - call: {agent: w, method: work, args: [4]}
+  - at: 15s
+    deploy: {}
+  - run_for: 1m
+"""
+
+
+def test_named_invariants_are_checked_after_the_expectations_and_named_in_the_replay() -> None:
+    """A recovery that loses its stash passes a scenario without expectations, and fails once
+    `no_lost_stash` is asked for, with a sentence and a replay command that asks for it too."""
+    scenario = parse_scenario(WORKER, "w.yaml")
+    assert run_scenario(scenario).passed
+    result = run_scenario(scenario, invariants=["no_lost_stash"])
+    (failure,) = result.failures
+    assert failure.startswith("w.yaml: invariant no_lost_stash: fiber ")
+    assert "stashed step 1 at 00:00:10.000" in failure and "the stash was lost" in failure
+    assert result.replay == "agentsim run w.yaml --seed 1 --invariants no_lost_stash"
+    every = run_scenario(scenario, invariants=["all"])
+    assert every.replay.endswith("--invariants all") and every.invariants == tuple(CHECKERS)
+
+
+def test_invariant_names_take_all_none_or_known_names_only() -> None:
+    """`all`, `none`, a comma list; an unknown name lists the known ones."""
+    assert invariant_names("all") == tuple(CHECKERS)
+    assert invariant_names("none") == () == invariant_names("")
+    assert invariant_names("no_lost_stash, exactly_once_finish") == (
+        "no_lost_stash",
+        "exactly_once_finish",
+    )
+    with pytest.raises(ValueError, match=r"unknown invariant\(s\) \['nope'\]; known invariants: "):
+        invariant_names("no_lost_stash,nope")
+
+
+def test_each_step_has_its_timing_in_the_result() -> None:
+    """One (begin, end) per step, in order: the fuzzer places drawn steps by them."""
+    result = run_scenario(load_scenario(IDLE))
+    assert [(t.begin_ms, t.end_ms) for t in result.timings] == [
+        (0, 0),
+        (0, 180_000),
+        (180_000, 300_000),
+    ]
+
+
+# -- determinism --------------------------------------------------------------------------------
+LEAKY = """\
+name: leaky
+description: An agent whose trace depends on a counter that outlives the run.
+seed: 2
+agents:
+  a: {class: "tests.fuzz.agents:Leaky"}
+steps:
+  - call: {agent: a, method: ping}
+"""
+
+
+def test_a_deterministic_scenario_passes_the_check_and_returns_its_result() -> None:
+    """Two runs, one trace: the first run's result comes back."""
+    scenario = load_scenario(IDLE)
+    assert check_determinism(scenario, 9).digest == run_scenario(scenario, 9).digest
+
+
+def test_nondeterminism_is_raised_naming_the_first_divergent_record() -> None:
+    """The exception carries seq and both versions; its text ends with the replay command."""
+    with pytest.raises(NondeterminismDetected) as caught:
+        check_determinism(parse_scenario(LEAKY, "leaky.yaml"))
+    error = caught.value
+    assert error.first is not None and error.second is not None
+    assert error.first.event == error.second.event == "user:ping"
+    assert error.first.seq == error.second.seq == error.seq
+    assert error.second.fields["n"] == error.first.fields["n"] + 1
+    assert error.first_digest != error.second_digest
+    assert str(error).endswith("\nreplay: agentsim run leaky.yaml --seed 2 --check-determinism")
+    result = run_checked(parse_scenario(LEAKY, "leaky.yaml"))
+    assert not result.passed and result.failures[-1].startswith("NondeterminismDetected: ")
+
+
+def test_first_divergence_finds_a_changed_record_or_a_missing_tail() -> None:
+    """Equal traces: None; a differing record: its index; one trace a prefix: the shorter's
+    length."""
+    a = [TraceRecord(i, 0, "", 0, "e", {"v": i}) for i in range(3)]
+    b = [*a[:2], TraceRecord(2, 0, "", 0, "e", {"v": 9})]
+    assert first_divergence(a, list(a)) is None
+    assert first_divergence(a, b) == 2
+    assert first_divergence(a, a[:1]) == 1

@@ -1,10 +1,10 @@
-"""Small built-in agents that scenario files can name by import path, with no Python to write.
+"""`Counter`: the smallest workload, named by import path (`scenarios.workloads:Counter`).
 
-`scenarios.workloads:Counter` counts. Each count is one turn that inserts a row into `counts`
-and updates the persisted state together, so a fault or an eviction can only ever lose a whole
-count, never half of one: after any run the row count and `state.count` agree, and scenarios
-check exactly that. `work` counts in steps `step_ms` apart (a class attribute a scenario can
-set), which gives a deploy or an eviction something to interrupt.
+It counts. Each count is one turn that inserts a row into `counts` and updates the persisted
+state together, so a fault or an eviction can only ever lose a whole count, never half of one:
+after any run the row count and `state.count` agree, and scenarios check exactly that. `work`
+counts in steps `step_ms` apart (a class attribute a scenario can set), which gives a deploy or
+an eviction something to interrupt.
 """
 
 from __future__ import annotations

@@ -1,0 +1,482 @@
+"""Fuzzing: Hypothesis draws fault schedules over a base scenario and shrinks the first that fails.
+
+A schedule is a seed and a few extra steps at sim times: an eviction (any reason), a deploy, a
+storage fault armed on an agent (`error` or `crash`, after skipping a few statements), a client
+reconnect. Each is placed between the base steps by the base run's timeline (before the step
+whose wait it falls in, or before a `run_for` / `run_until` it interrupts; after a blocking step
+it falls inside) and written into the base file's text (`scenarios.emit`), which is then loaded
+and run: what is run is exactly what a reproducer says. A run fails when the scenario's
+expectations or the named invariants (`sim.checkers`, all of them by default) do not hold. A
+schedule whose own steps cannot run as drawn (a client never connected, an `at:` that an
+earlier blocking step overran), or whose fault merely failed a step's call with that very fault
+(`AgentEvicted`, `StorageError`), is not a finding; it is counted as rejected.
+
+Deterministic: generation uses `random.Random(seed)`, no example database, no deadline. The
+reproducer is the shrunk schedule's text with a header saying how it was found, the invariants
+it breaks added to its `expect` list (so a plain `agentsim run` checks them), run once more
+before it is written: a failure that does not come back is raised as `FlakyFinding`, never
+passed over. Hypothesis is imported when a fuzz run starts: it is a test extra, and `agentsim
+run` does not need it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from scenarios.emit import (
+    InsertedStep,
+    add_expectation,
+    insert_steps,
+    remove_top_level,
+    retitle,
+    with_header,
+)
+from scenarios.errors import InvalidScenario
+from scenarios.loader import NAME_PATTERN, parse_scenario
+from scenarios.runner import ScenarioResult, invariant_names, run_scenario
+from scenarios.schema import EVICTION_REASONS, ConnectStep, Scenario, Step
+from sim.checkers import CHECKERS
+
+if TYPE_CHECKING:
+    from hypothesis import strategies as st
+
+__all__ = [
+    "FAULT_KINDS",
+    "Fault",
+    "FlakyFinding",
+    "FuzzOutcome",
+    "Schedule",
+    "fuzz_scenario",
+    "place",
+]
+
+FAULT_KINDS = ("evict", "deploy", "storage", "reconnect")
+"""What a schedule may draw, by the name `agentsim fuzz --faults` takes."""
+TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"})
+"""Steps that only let time pass: a fault drawn inside one is put before it."""
+MIN_HORIZON_MS = 60_000
+SEED_LIMIT = 2**16
+NOTE = "inserted by agentsim fuzz"
+_TIMING_SLIP = "had already passed"
+_FAULT_ERROR = re.compile(r"failed with (AgentEvicted|StorageError|IncarnationKilled)\b")
+_INVARIANT = re.compile(r": invariant (\w+): ")
+
+
+def _hypothesis() -> ModuleType:
+    """Hypothesis, imported when a fuzz run starts (it is a test extra, not needed to run)."""
+    try:
+        import hypothesis
+        import hypothesis.errors
+        import hypothesis.strategies
+    except ModuleNotFoundError:
+        raise ValueError(
+            "agentsim fuzz needs Hypothesis, which is not installed; install it with "
+            "pip install 'agentsim[test]' (or pip install hypothesis)"
+        ) from None
+    return hypothesis
+
+
+class FlakyFinding(AssertionError):
+    """The shrunk schedule did not fail when run once more: the failure depended on something
+    outside the scenario, the seed and the code (as Hypothesis's `Flaky`)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One drawn step: at `at_ms`, do `action` (a step kind of the scenario language) with
+    `args`."""
+
+    at_ms: int
+    action: str
+    args: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What Hypothesis draws: the seed of the run and the extra steps."""
+
+    seed: int
+    faults: tuple[Fault, ...]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A schedule written into the base file: the text, the scenario read from it (None when
+    the steps could not be placed) and the line of each inserted step."""
+
+    text: str
+    scenario: Scenario | None
+    inserted: tuple[InsertedStep, ...]
+    inserted_lines: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class FuzzOutcome:
+    """What a fuzz run found: nothing (`finding` None), or the shrunk failing schedule as a
+    runnable reproducer (`reproducer`, the `command` that runs it, its `result`)."""
+
+    base: str
+    examples: int
+    seed: int
+    invariants: tuple[str, ...]
+    runs: int
+    rejected: int
+    base_result: ScenarioResult
+    finding: ScenarioResult | None = None
+    schedule: Schedule | None = None
+    steps: tuple[InsertedStep, ...] = ()
+    reproducer: str = ""
+    """The reproducer's YAML text (written to `path`)."""
+    path: str = ""
+    command: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.finding is not None or not self.base_result.passed
+
+    def report(self) -> str:
+        """For people: what was tried, and for a finding the steps, failures and command."""
+        if not self.base_result.passed:
+            return "\n".join(
+                [
+                    f"FAIL {self.base}: the base scenario fails without any drawn fault; fix it "
+                    f"(or its expectations) before fuzzing",
+                    *(f"  - {failure}" for failure in self.base_result.failures),
+                    f"  replay: {self.base_result.replay}",
+                ]
+            )
+        tried = (
+            f"{self.runs} runs: up to {self.examples} examples, then shrinking; seed {self.seed}; "
+            f"{self.rejected} schedules set aside (not placeable, or a call failed with the "
+            f"drawn fault itself)"
+        )
+        if self.finding is None:
+            return f"no failure found in {self.base} ({tried})"
+        lines = [
+            f"FOUND a failure in {self.base} ({tried}); shrunk to seed {self.finding.seed} and "
+            f"{len(self.steps)} step(s):",
+            *(f"  + {step.describe()}" for step in self.steps),
+            *(f"  - {failure}" for failure in self.finding.failures),
+            f"  reproducer: {self.path}",
+            f"  run it: {self.command}",
+        ]
+        return "\n".join(lines)
+
+
+# -- placing drawn steps ------------------------------------------------------------------------
+def _ready_ms(step: Step, begin_ms: int) -> int:
+    if step.after_ms is not None:
+        return begin_ms + step.after_ms
+    if step.at_ms is not None:
+        return max(begin_ms, step.at_ms)
+    return begin_ms
+
+
+def place(base: Scenario, timeline: ScenarioResult, fault: Fault) -> InsertedStep | None:
+    """Where `fault` goes among the base steps, by the base run's timeline; None when it cannot
+    go at its time (inside a time-passing step that has its own later-written `at:`)."""
+    t = fault.at_ms
+    args = dict(fault.args)
+    for index, (step, timing) in enumerate(zip(base.steps, timeline.timings, strict=True)):
+        ready = _ready_ms(step, timing.begin_ms)
+        if t <= ready:
+            return InsertedStep(index, t, fault.action, args, NOTE)
+        if t < timing.end_ms:
+            if step.kind not in TIME_PASSING:
+                return InsertedStep(index + 1, timing.end_ms, fault.action, args, NOTE)
+            if step.at_ms is not None and step.at_ms < t:
+                return None
+            return InsertedStep(index, t, fault.action, args, NOTE)
+    return InsertedStep(len(base.steps), t, fault.action, args, NOTE)
+
+
+def _inserted_indices(base: Scenario, inserted: Sequence[InsertedStep]) -> list[int]:
+    """1-based step numbers of the inserted steps in the combined scenario."""
+    out, number = [], 0
+    ordered = sorted(inserted, key=lambda s: (s.before, s.at_ms))
+    for index in range(len(base.steps) + 1):
+        for _ in (s for s in ordered if s.before == index):
+            number += 1
+            out.append(number)
+        number += 1
+    return out
+
+
+# -- the fuzzer ---------------------------------------------------------------------------------
+class _Fuzzer:
+    def __init__(
+        self,
+        path: str,
+        text: str,
+        base: Scenario,
+        base_result: ScenarioResult,
+        invariants: tuple[str, ...],
+        out_path: str,
+    ) -> None:
+        self.path = path
+        self.text = text
+        self.base = base
+        self.base_result = base_result
+        self.invariants = invariants
+        self.out_path = out_path
+        self.name = _reproducer_name(base.name, out_path)
+        self.runs = 0
+        self.rejected = 0
+
+    def candidate(self, schedule: Schedule) -> Candidate:
+        placed = [place(self.base, self.base_result, fault) for fault in schedule.faults]
+        if any(step is None for step in placed):
+            return Candidate("", None, ())
+        inserted = tuple(sorted((s for s in placed if s is not None), key=_order))
+        text = retitle(insert_steps(self.text, self.base, inserted), self.name, schedule.seed)
+        try:
+            scenario = parse_scenario(text, self.out_path)
+        except InvalidScenario:
+            return Candidate(text, None, inserted)
+        numbers = set(_inserted_indices(self.base, inserted))
+        lines = frozenset(s.line for s in scenario.steps if s.index in numbers)
+        return Candidate(text, scenario, inserted, lines)
+
+    def evaluate(self, schedule: Schedule) -> tuple[Candidate, ScenarioResult | None]:
+        """The candidate and its run; the run is None when the schedule was rejected."""
+        candidate = self.candidate(schedule)
+        if candidate.scenario is None:
+            self.rejected += 1
+            return candidate, None
+        self.runs += 1
+        result = run_scenario(candidate.scenario, invariants=self.invariants)
+        if any(self._unplaceable(failure, candidate) for failure in result.failures):
+            self.rejected += 1
+            return candidate, None
+        return candidate, result
+
+    def _unplaceable(self, failure: str, candidate: Candidate) -> bool:
+        # A drawn fault that made a step's call fail with the fault itself (the platform telling
+        # the caller the truth), or that pushed a later `at:` into the past, says nothing about
+        # the agent; expectations and invariants do.
+        if _TIMING_SLIP in failure or _FAULT_ERROR.search(failure):
+            return True
+        return any(
+            failure.startswith(f"{self.out_path}:{line}: ") for line in candidate.inserted_lines
+        )
+
+    def fails(self, schedule: Schedule) -> bool:
+        _, result = self.evaluate(schedule)
+        return result is not None and not result.passed
+
+    def strategy(self, kinds: Sequence[str], max_steps: int) -> st.SearchStrategy[Schedule]:
+        st = _hypothesis().strategies
+        horizon = max([MIN_HORIZON_MS, *(t.end_ms for t in self.base_result.timings)])
+        at = st.one_of(
+            st.integers(0, horizon // 1000).map(lambda s: s * 1000), st.integers(0, horizon)
+        )
+        agents = [spec.alias for spec in self.base.agents]
+        clients = list(
+            dict.fromkeys(
+                [spec.name for spec in self.base.clients]
+                + [s.client for s in self.base.steps if isinstance(s, ConnectStep)]
+            )
+        )
+        options: list[st.SearchStrategy[Fault]] = []
+        if "evict" in kinds:
+            options.append(
+                st.builds(
+                    lambda t, a, r: Fault(t, "evict", (("agent", a), ("reason", r))),
+                    at,
+                    st.sampled_from(agents),
+                    st.sampled_from(EVICTION_REASONS),
+                )
+            )
+        if "deploy" in kinds:
+            options.append(st.builds(lambda t: Fault(t, "deploy"), at))
+        if "storage" in kinds:
+            options.append(
+                st.builds(
+                    lambda t, a, k, n: Fault(
+                        t, "arm_storage_fault", (("agent", a), ("kind", k), ("skip", n))
+                    ),
+                    at,
+                    st.sampled_from(agents),
+                    st.sampled_from(("crash", "error")),
+                    st.integers(0, 5),
+                )
+            )
+        if "reconnect" in kinds and clients:
+            options.append(
+                st.builds(
+                    lambda t, c: Fault(t, "reconnect", (("client", c),)),
+                    at,
+                    st.sampled_from(clients),
+                )
+            )
+        seeds = st.one_of(st.just(self.base.seed), st.integers(0, SEED_LIMIT))
+        faults = st.lists(st.one_of(options), min_size=1, max_size=max_steps)
+        return st.builds(lambda s, f: Schedule(s, tuple(f)), seeds, faults)
+
+
+def _order(step: InsertedStep) -> tuple[int, int]:
+    return (step.before, step.at_ms)
+
+
+def _reproducer_name(base_name: str, out_path: str) -> str:
+    stem = Path(out_path).stem
+    return stem if NAME_PATTERN.fullmatch(stem) else f"{base_name[:90]}-fuzz"
+
+
+def reproducer_path(base: Scenario, out_dir: str | Path, seed: int) -> str:
+    return str(Path(out_dir) / f"{base.name[:80]}-fuzz-{seed}.yaml")
+
+
+def _violated(result: ScenarioResult) -> list[str]:
+    names = [m.group(1) for f in result.failures if (m := _INVARIANT.search(f))]
+    return list(dict.fromkeys(names))
+
+
+def fuzz_scenario(
+    path: str | Path,
+    *,
+    examples: int = 100,
+    seed: int = 0,
+    invariants: Sequence[str] | None = None,
+    kinds: Sequence[str] = FAULT_KINDS,
+    max_steps: int = 4,
+    out_dir: str | Path = "agentsim-fuzz",
+    command: str = "",
+    invariants_only: bool = False,
+) -> FuzzOutcome:
+    """Fuzz the scenario file at `path`; on a failure write the reproducer into `out_dir`.
+
+    `invariants`: names checked beyond the file's own expectations (None: every registered
+    invariant). `invariants_only`: drop the file's `expect` list (a story scenario pins exact
+    times and counts that any drawn fault changes) and check the invariants alone. `command`:
+    how the fuzz run was started, for the reproducer's header.
+    """
+    path = str(path)
+    unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"unknown fault kind(s) {unknown}; allowed: {list(FAULT_KINDS)}")
+    names = tuple(CHECKERS) if invariants is None else invariant_names(",".join(invariants))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidScenario(path, None, "", f"cannot read the file: {exc}") from None
+    if invariants_only:
+        text = remove_top_level(
+            text, "expect", "expect: left out by agentsim fuzz --invariants-only"
+        )
+    base = parse_scenario(text, path)
+    try:  # the edits the fuzzer makes are the same for every schedule: try them once
+        probe = [InsertedStep(index, 0, "deploy") for index in (0, len(base.steps))]
+        retitle(insert_steps(text, base, probe), base.name, base.seed)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    base_result = run_scenario(base, invariants=names)
+    outcome = FuzzOutcome(path, examples, seed, names, 1, 0, base_result)
+    if not base_result.passed:
+        return outcome
+    out_path = reproducer_path(base, out_dir, seed)
+    fuzzer = _Fuzzer(path, text, base, base_result, names, out_path)
+    hypothesis = _hypothesis()
+    HealthCheck, Phase = hypothesis.HealthCheck, hypothesis.Phase  # noqa: N806
+    config = hypothesis.settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    try:
+        schedule = hypothesis.find(
+            fuzzer.strategy(kinds, max_steps),
+            fuzzer.fails,
+            settings=config,
+            random=random.Random(seed),
+        )
+    except hypothesis.errors.Flaky as exc:
+        raise FlakyFinding(
+            f"{path}: a drawn schedule failed once and passed when Hypothesis ran it again; the "
+            f"failure depends on something outside the scenario, the seed and the code (state "
+            f"kept between runs in the process?): {' '.join(str(exc).split())[:600]}"
+        ) from None
+    except hypothesis.errors.NoSuchExample:
+        return FuzzOutcome(path, examples, seed, names, fuzzer.runs, fuzzer.rejected, base_result)
+    return _write_reproducer(
+        fuzzer, schedule, seed, examples, command or _command(path, seed, examples)
+    )
+
+
+def _command(path: str, seed: int, examples: int) -> str:
+    return f"agentsim fuzz {shlex.quote(path)} --seed {seed} --examples {examples}"
+
+
+def _write_reproducer(
+    fuzzer: _Fuzzer, schedule: Schedule, seed: int, examples: int, how: str
+) -> FuzzOutcome:
+    candidate, result = fuzzer.evaluate(schedule)
+    if candidate.scenario is None or result is None or result.passed:
+        raise FlakyFinding(
+            f"the shrunk schedule {schedule} of {fuzzer.path} did not fail when run again; "
+            f"the failure depends on something outside the scenario, the seed and the code"
+        )
+    violated = _violated(result)
+    text = _with_invariants(candidate, violated, fuzzer.out_path) if violated else candidate.text
+    out_path = fuzzer.out_path
+    run = f"agentsim run {shlex.quote(out_path)}"
+
+    def headed(first_failure: str) -> str:
+        header = [
+            f"Found by `{how}`:",
+            "Hypothesis drew fault steps over the base scenario and shrank the first failing",
+            f"schedule to seed {schedule.seed} and the {len(candidate.inserted)} step(s) marked "
+            f"'{NOTE}' below.",
+            f"It fails with: {' '.join(first_failure.split())[:300]}",
+            f"Run it: {run}",
+            "",
+        ]
+        return with_header(text, header)
+
+    # What is written is run once more exactly as the printed command runs it (the header has
+    # as many lines whatever the sentence, so the check's line numbers are the file's).
+    check = run_scenario(parse_scenario(headed("..."), out_path))
+    if check.passed or check.digest != result.digest:
+        raise FlakyFinding(
+            f"the reproducer {out_path} did not fail the same way when run again (digest "
+            f"{check.digest[:12]}, was {result.digest[:12]})"
+        )
+    text = headed(check.failures[0])
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(text, encoding="utf-8")
+    return FuzzOutcome(
+        base=fuzzer.path,
+        examples=examples,
+        seed=seed,
+        invariants=fuzzer.invariants,
+        runs=fuzzer.runs,
+        rejected=fuzzer.rejected,
+        base_result=fuzzer.base_result,
+        finding=check,
+        schedule=schedule,
+        steps=candidate.inserted,
+        reproducer=text,
+        path=out_path,
+        command=run,
+    )
+
+
+def _with_invariants(candidate: Candidate, violated: Sequence[str], out_path: str) -> str:
+    """The reproducer names the invariants it breaks in its own `expect` list, so that a plain
+    `agentsim run` of it checks them."""
+    assert candidate.scenario is not None
+    item = "invariants: [" + ", ".join(violated) + "]"
+    text = add_expectation(candidate.text, candidate.scenario, item)
+    parse_scenario(text, out_path)  # an InvalidScenario here is a bug of the emitter: loud
+    return text

@@ -1,0 +1,467 @@
+"""The `agents:` and `clients:` sections: agent classes by import path, and built-in workloads.
+
+An agent is either a class (`{class: "package.module:Class", options: {...}}`) or a workload
+described in YAML (`{workload: fibers | tools | chat, ...}`), which the loader builds into a
+subclass of the workload's agent (`scenarios.workloads`) carrying the description. Everything a
+workload description can get wrong is reported here with its place (`agents.worker.fibers[2]`):
+duplicate names, a `fail_at` past the last step, steps for a child that plays none, `notify` on
+a parent that has no chat to notify.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from scenarios import agents as agent_classes
+from scenarios.errors import InvalidScenario
+from scenarios.fields import Fields, plain, show
+from scenarios.schema import MODEL_SERVICE, AgentSpec, ClientSpec, ModelScript
+from scenarios.shapes import Anything, Duration, Flag, Map, Number, OneOf, Seq, Shape, Text, Whole
+from scenarios.workloads.chat import CHAT_HOSTS, chat_workload
+from scenarios.workloads.children import CHILD_CLASSES
+from scenarios.workloads.fibers import FIBER_RECOVERIES, FIBER_STARTS, FiberPlan, fiber_workload
+from scenarios.workloads.tools import TOOL_HOSTS, TOOL_STARTS, DetachedPlan, RunPlan, tools_workload
+from sim.model import text
+
+__all__ = [
+    "AGENT",
+    "CLIENT",
+    "NAME_HINT",
+    "NAME_PATTERN",
+    "WORKLOADS",
+    "parse_agents",
+    "parse_clients",
+]
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""Scenario, agent, client, fiber and run names: they end up in file names and agent paths."""
+NAME_HINT = "expected a name of letters, digits, '.', '_' and '-' (at most 100, no spaces)"
+NAME = Text(pattern=NAME_PATTERN.pattern, hint=NAME_HINT)
+OPTIONS = Map(doc="Runtime options (keep_alive_interval_ms, ...) and public class attributes.")
+
+CLASS_AGENT = Shape(
+    {
+        "class": Text(hint="expected 'package.module:Class'", doc="The Agent subclass."),
+        "options": OPTIONS,
+    },
+    required=("class",),
+    doc="An agent class by import path.",
+)
+
+FIBER = Shape(
+    {
+        "name": NAME,
+        "steps": Whole(minimum=1, maximum=100_000, doc="How many steps the fiber runs."),
+        "step": Duration(default="30s", doc="How long each step sleeps."),
+        "stash": Flag(default=True, doc="Stash {step} after each step (workload:stashed)."),
+        "fail_at": Whole(minimum=1, maximum=100_000, doc="The step that raises instead."),
+        "managed": Flag(default=False, doc="Start it with start_fiber (the ledger)."),
+        "idempotency_key": Text(doc="start_fiber's idempotency key (managed fibers)."),
+    },
+    required=("name", "steps"),
+)
+FIBERS_WORKLOAD = Shape(
+    {
+        "workload": Text(choices=("fibers",)),
+        "fibers": Seq(FIBER, min_items=1),
+        "start": Text(choices=FIBER_STARTS, default="on_start", doc="on_start, or a start call."),
+        "keep_alive_interval": Duration(doc="The keepAlive heartbeat (keep_alive_interval_ms)."),
+        "recovery": Text(
+            choices=FIBER_RECOVERIES, default="resume", doc="What the recovery hook does."
+        ),
+        "options": OPTIONS,
+    },
+    required=("workload", "fibers"),
+    doc="An agent running fibers of N sleeping steps (scenarios.workloads.fibers).",
+)
+
+PROGRESS = Shape(
+    {
+        "fraction": Number(),
+        "message": Text(empty=True),
+        "phase": Text(empty=True),
+    }
+)
+MILESTONE = Shape({"name": Text(), "data": Anything()}, required=("name",))
+FINISH = Shape(
+    {
+        "status": Text(choices=("completed", "error"), default="completed"),
+        "summary": Text(empty=True),
+        "error": Text(empty=True),
+    }
+)
+CHILD_STEPS = {
+    "text": Text(empty=True, doc="A stored text chunk."),
+    "progress": PROGRESS,
+    "milestone": OneOf((Text(), MILESTONE), doc="A milestone: its name, or {name, data}."),
+    "sleep": Duration(doc="Virtual time passes."),
+    "finish": OneOf((Text(choices=("completed", "error")), FINISH), doc="The run ends."),
+    "hang": Flag(doc="The run never ends (true)."),
+}
+CHILD_STEP = OneOf(
+    tuple(Shape({kind: value}, required=(kind,)) for kind, value in CHILD_STEPS.items()),
+    doc="One step of a scripted child.",
+)
+MILESTONES_CONFIG = Shape(
+    {
+        "names": Seq(Text(), min_items=1),
+        "mode": Text(choices=("narrate", "react"), default="narrate"),
+    },
+    required=("names",),
+)
+DETACHED = Shape(
+    {
+        "on_finish": Flag(doc="Call the built-in workload_on_finish (default: unless notify)."),
+        "max_budget": Duration(doc="Give up (interrupted) this long after dispatch."),
+        "no_progress_budget": Duration(doc="Give up after this long without progress."),
+        "notify": Flag(default=False, doc="Narrate the finish in the parent's chat."),
+        "on_milestones": OneOf(
+            (Seq(Text()), MILESTONES_CONFIG), doc="Milestones narrated in the parent's chat."
+        ),
+    }
+)
+RUN = Shape(
+    {
+        "run_id": NAME,
+        "child": Text(choices=tuple(CHILD_CLASSES), default="scripted"),
+        "detached": OneOf((Flag(), DETACHED), doc="Detached options; absent or false: awaited."),
+        "steps": Seq(CHILD_STEP, doc="A scripted child's script."),
+        "input": Text(doc="A think or chat child's user message (default 'go')."),
+        "resume": Flag(doc="A scripted child resumes its script after a restart (default)."),
+    },
+    required=("run_id",),
+)
+TOOLS_WORKLOAD = Shape(
+    {
+        "workload": Text(choices=("tools",)),
+        "host": Text(choices=tuple(TOOL_HOSTS), default="agent", doc="The parent's kind."),
+        "start": Text(choices=TOOL_STARTS, default="call", doc="A dispatch call, or on_start."),
+        "runs": Seq(RUN, min_items=1),
+        "options": OPTIONS,
+    },
+    required=("workload", "runs"),
+    doc="A parent running agent tools (scenarios.workloads.tools).",
+)
+CHAT_MODEL = Shape(
+    {
+        "reply": Text(empty=True, doc="What the model answers to everything."),
+        "chunks": Whole(minimum=1, maximum=10_000, default=1),
+        "chunk_delay": Duration(doc="Time before each chunk."),
+    },
+    required=("reply",),
+    doc="A model of this agent's own (service model/<alias>).",
+)
+CHAT_WORKLOAD = Shape(
+    {
+        "workload": Text(choices=("chat",)),
+        "host": Text(choices=tuple(CHAT_HOSTS), default="think"),
+        "model": CHAT_MODEL,
+        "options": OPTIONS,
+    },
+    required=("workload",),
+    doc="A chat host answering say(text) (scenarios.workloads.chat).",
+)
+WORKLOADS = {"fibers": FIBERS_WORKLOAD, "tools": TOOLS_WORKLOAD, "chat": CHAT_WORKLOAD}
+AGENT = OneOf((CLASS_AGENT, *WORKLOADS.values()), doc="An agent: a class, or a workload.")
+DESCRIBED = ("fibers", "start_on", "recovery", "runs", "model_service")
+"""Class attributes that carry a workload's description: never set through `options`."""
+CLIENT = Shape({"agent": Text(doc="The agent it connects to.")}, required=("agent",))
+AGENT_HINT = (
+    "an agent is {class: 'package.module:Class', options: {...}} or "
+    "{workload: fibers | tools | chat, ...}"
+)
+
+
+def _items(fields: Fields, key: str) -> list[tuple[int, Any, int]]:
+    items = fields.get(key) or []
+    lines = getattr(items, "lines", [])
+    return [
+        (n, item, lines[n - 1] if n <= len(lines) else fields.line_of(key))
+        for n, item in enumerate(items, start=1)
+    ]
+
+
+# -- agents -------------------------------------------------------------------------------------
+def parse_agents(top: Fields) -> tuple[dict[str, AgentSpec], dict[str, ModelScript]]:
+    """The agents by alias, and the model services of chat workloads with their own model."""
+    declared = top.mapping("agents")
+    if not declared:
+        top.bad("agents", "declare at least one agent: alias: {class: 'package.module:Class'}")
+    agents: dict[str, AgentSpec] = {}
+    models: dict[str, ModelScript] = {}
+    for alias, value in declared.items():
+        line = getattr(declared, "lines", {}).get(alias, top.line_of("agents"))
+        where = f"agents.{alias}"
+        if not NAME_PATTERN.fullmatch(alias):
+            raise InvalidScenario(top.path, line, where, f"agent name {show(alias)}", NAME_HINT)
+        if isinstance(value, dict) and "workload" in value:
+            agents[alias] = _workload(top.path, alias, where, value, line, models)
+            continue
+        if not isinstance(value, dict):
+            raise InvalidScenario(
+                top.path, line, where, f"{show(value)} is not a mapping", AGENT_HINT
+            )
+        spec = Fields(top.path, where, value, line, shape=CLASS_AGENT)
+        class_path = spec.get("class")
+        options = plain(spec.get("options") or {})
+        try:
+            base = agent_classes.resolve(class_path)
+        except ValueError as exc:
+            spec.fail("class", f"class: {exc}")
+        agents[alias] = AgentSpec(
+            alias=alias,
+            class_path=class_path,
+            options=options,
+            cls=_with_options(spec, base, options),
+            line=line,
+        )
+    return agents, models
+
+
+def _with_options(spec: Fields, base: type, options: dict[str, Any]) -> type:
+    try:
+        return agent_classes.with_options(base, options)
+    except ValueError as exc:
+        spec.fail("options", f"options: {exc}")
+
+
+def _workload(
+    path: str, alias: str, where: str, value: Any, line: int, models: dict[str, ModelScript]
+) -> AgentSpec:
+    kind, lines = value["workload"], getattr(value, "lines", {})
+    if not isinstance(kind, str) or kind not in WORKLOADS:
+        raise InvalidScenario(
+            path,
+            lines.get("workload", line),
+            where,
+            f"workload: {show(plain(kind))}",
+            f"allowed: {list(WORKLOADS)}",
+        )
+    if "class" in value:
+        raise InvalidScenario(
+            path, lines.get("class", line), where, "both class: and workload:", "give one of them"
+        )
+    spec = Fields(path, where, value, line, shape=WORKLOADS[kind])
+    options = dict(plain(spec.get("options") or {}))
+    described = sorted(set(options) & set(DESCRIBED))
+    if described:
+        spec.fail(
+            "options",
+            f"options: {described[0]!r} is part of the workload's description",
+            f"write the workload's own keys instead ({list(WORKLOADS[kind].keys)})",
+        )
+    if kind == "fibers":
+        built = _fibers(spec, options)
+    elif kind == "tools":
+        built = _tools(spec)
+    else:
+        service = MODEL_SERVICE
+        if "model" in spec:
+            model = spec.sub("model", shape=CHAT_MODEL, where=f"{where}.model")
+            service = f"{MODEL_SERVICE}/{alias}"
+            reply = text(model.get("reply"), model.get("chunks"), delay_ms=model.get("chunk_delay"))
+            models[service] = ModelScript(default=(reply,))
+        built = chat_workload(spec.get("host"), model_service=service)
+    return AgentSpec(
+        alias=alias,
+        class_path=f"scenarios.workloads:{built.__name__}",
+        options=options,
+        cls=_with_options(spec, built, options),
+        line=line,
+        workload=kind,
+    )
+
+
+def _fibers(spec: Fields, options: dict[str, Any]) -> type:
+    plans: list[FiberPlan] = []
+    for index, item, line in _items(spec, "fibers"):
+        fiber = Fields(spec.path, f"{spec.where}.fibers[{index}]", item, line, shape=FIBER)
+        name = fiber.get("name")
+        earlier = [n for n, plan in enumerate(plans, start=1) if plan.name == name]
+        if earlier:
+            fiber.fail(
+                "name",
+                f"name: {show(name)} is already fibers[{earlier[0]}]'s",
+                "fiber names must be unique in a workload",
+            )
+        steps, fail_at = fiber.get("steps"), fiber.get("fail_at")
+        if fail_at is not None and fail_at > steps:
+            fiber.bad("fail_at", f"expected a step from 1 to {steps} (the fiber has {steps} steps)")
+        managed, key = fiber.get("managed"), fiber.get("idempotency_key")
+        if key is not None and not managed:
+            fiber.bad("idempotency_key", "only a managed fiber has one: add managed: true")
+        plans.append(
+            FiberPlan(
+                name=name,
+                steps=steps,
+                step_ms=fiber.get("step"),
+                stash=fiber.get("stash"),
+                fail_at=fail_at,
+                managed=managed,
+                idempotency_key=key,
+            )
+        )
+    interval = spec.get("keep_alive_interval")
+    if interval is not None:
+        if "keep_alive_interval_ms" in options:
+            spec.fail(
+                "keep_alive_interval",
+                "both keep_alive_interval: and options.keep_alive_interval_ms",
+                "give one of them",
+            )
+        options["keep_alive_interval_ms"] = interval
+    return fiber_workload(plans, start=spec.get("start"), recovery=spec.get("recovery"))
+
+
+def _tools(spec: Fields) -> type:
+    host = spec.get("host")
+    plans: list[RunPlan] = []
+    for index, item, line in _items(spec, "runs"):
+        run = Fields(spec.path, f"{spec.where}.runs[{index}]", item, line, shape=RUN)
+        run_id = run.get("run_id")
+        earlier = [n for n, plan in enumerate(plans, start=1) if plan.run_id == run_id]
+        if earlier:
+            run.fail(
+                "run_id",
+                f"run_id: {show(run_id)} is already runs[{earlier[0]}]'s",
+                "run ids must be unique in a workload",
+            )
+        child = run.get("child")
+        scripted = child == "scripted"
+        for key in ("steps", "resume") if not scripted else ("input",):
+            if key in run:
+                run.fail(
+                    key,
+                    f"{key}: {show(plain(run.raw(key)))} for a {child} child",
+                    "a scripted child plays steps (and may resume them); a think or chat child "
+                    "answers its input: from the model",
+                )
+        plans.append(
+            RunPlan(
+                run_id=run_id,
+                child=child,
+                detached=_detached(run, host),
+                steps=tuple(_child_steps(run)) if scripted else (),
+                input=run.get("input") or "go",
+                resume=True if run.get("resume") is None else run.get("resume"),
+            )
+        )
+    return tools_workload(plans, host=host, start=spec.get("start"))
+
+
+def _detached(run: Fields, host: str) -> DetachedPlan | None:
+    value = run.raw("detached")
+    if value is None or value is False:
+        return None
+    if value is True:
+        return DetachedPlan()
+    if not isinstance(value, dict):
+        run.bad("detached", "expected true, false, or a mapping of detached options")
+    options = run.sub("detached", shape=DETACHED, where=f"{run.where}.detached")
+    notify = options.get("notify")
+    on_finish = options.get("on_finish")
+    if notify and on_finish:
+        options.fail(
+            "on_finish",
+            "both on_finish: true and notify: true",
+            "each names the run's finish callback; give one of them",
+        )
+    names, mode = _milestones(options)
+    for key, given in (("notify", notify), ("on_milestones", bool(names))):
+        if given and host == "agent":
+            options.fail(
+                key,
+                f"{key}: {show(plain(options.raw(key)))} on a plain agent parent",
+                "it narrates in the parent's chat: give the workload host: think or chat",
+            )
+    return DetachedPlan(
+        on_finish=not notify if on_finish is None else on_finish,
+        max_budget_ms=options.get("max_budget"),
+        no_progress_budget_ms=options.get("no_progress_budget"),
+        notify=notify,
+        on_milestones=names,
+        milestone_mode=mode,
+    )
+
+
+def _milestones(options: Fields) -> tuple[tuple[str, ...], str]:
+    value = options.raw("on_milestones")
+    if value is None:
+        return (), "narrate"
+    hint = "expected a list of milestone names, or {names: [...], mode: narrate | react}"
+    if isinstance(value, list):
+        names, mode = value, "narrate"
+    elif isinstance(value, dict):
+        config = options.sub("on_milestones", shape=MILESTONES_CONFIG)
+        names, mode = config.get("names"), config.get("mode")
+    else:
+        options.bad("on_milestones", hint)
+    if not all(isinstance(name, str) and name for name in names):
+        options.bad("on_milestones", hint)
+    return tuple(names), mode
+
+
+def _child_steps(run: Fields) -> list[tuple[Any, ...]]:
+    steps: list[tuple[Any, ...]] = []
+    allowed = (
+        "each step is one mapping of {text: words}, {progress: {fraction, message, phase}}, "
+        "{milestone: name}, {sleep: 1m}, {finish: completed}, {hang: true}"
+    )
+    for index, item, line in _items(run, "steps"):
+        where = f"{run.where}.steps[{index}]"
+        if not isinstance(item, dict) or len(item) != 1 or next(iter(item)) not in CHILD_STEPS:
+            raise InvalidScenario(run.path, line, where, f"{show(plain(item))}", allowed)
+        kind = next(iter(item))
+        step = Fields(run.path, where, item, line, shape=Shape({kind: CHILD_STEPS[kind]}))
+        steps.append(_child_step(step, kind))
+    return steps
+
+
+def _child_step(step: Fields, kind: str) -> tuple[Any, ...]:
+    value = step.raw(kind)
+    if kind == "text":
+        return ("text", step.get("text"))
+    if kind == "sleep":
+        return ("sleep", step.get("sleep"))
+    if kind == "hang":
+        if step.get("hang") is not True:
+            step.bad("hang", "expected true (the run never ends)")
+        return ("hang",)
+    if kind == "progress":
+        progress = step.sub("progress", shape=PROGRESS)
+        return ("progress", {key: progress.get(key) for key in PROGRESS.keys if key in progress})
+    if kind == "milestone":
+        if isinstance(value, str) and value:
+            return ("milestone", value)
+        if not isinstance(value, dict):
+            step.bad("milestone", "expected a milestone name, or {name: ..., data: ...}")
+        milestone = step.sub("milestone", shape=MILESTONE)
+        return ("milestone", milestone.get("name"), plain(milestone.get("data")))
+    if isinstance(value, str):
+        status = step.text("finish", choices=FINISH.fields["status"].choices)
+        return ("finish", status, "" if status == "completed" else None)
+    if not isinstance(value, dict):
+        step.bad("finish", "expected completed, error, or {status, summary, error}")
+    finish = step.sub("finish", shape=FINISH)
+    status = finish.get("status")
+    if status == "completed":
+        return ("finish", "completed", finish.get("summary") or "")
+    return ("finish", status, finish.get("error"))
+
+
+# -- clients ------------------------------------------------------------------------------------
+def parse_clients(top: Fields, agents: dict[str, AgentSpec]) -> dict[str, ClientSpec]:
+    declared = top.mapping("clients", {})
+    clients: dict[str, ClientSpec] = {}
+    for name, value in declared.items():
+        line = getattr(declared, "lines", {}).get(name, top.line_of("clients"))
+        where = f"clients.{name}"
+        if not NAME_PATTERN.fullmatch(name):
+            raise InvalidScenario(top.path, line, where, f"client name {show(name)}", NAME_HINT)
+        spec = Fields(top.path, where, value, line, shape=CLIENT)
+        agent = spec.get("agent")
+        if agent not in agents:
+            spec.fail("agent", f"unknown agent {show(agent)}", f"known agents: {sorted(agents)}")
+        clients[name] = ClientSpec(name=name, agent=agent, line=line)
+    return clients

@@ -1,0 +1,287 @@
+"""Agent-tool children a `tools` workload dispatches: a scripted one and the two chat hosts.
+
+`ScriptedToolChild` implements the child adapter by hand (start, cancel, inspect, chunks, a live
+tail) and plays a script given in its input, `{"steps": [...], "resume": bool}`, each step a
+list:
+
+    ["text", "some words"]              a stored text chunk
+    ["progress", {fraction, message}]   an ephemeral progress frame (not stored; last one kept)
+    ["milestone", "name", data]         a stored milestone chunk and milestone row
+    ["sleep", ms]                       virtual time passes
+    ["finish", "completed", summary]    terminal ("error" with a message instead)
+    ["hang"]                            never finishes
+
+No steps (or none given) means a run that completes at once with the summary 'done'. The script
+and the child's place in it are durable: with `resume` (the default) a new incarnation picks the
+script up where it stopped, as a chat host's own recovery resumes its turn; without it the run
+stays silent after a restart, for the parent's budgets to catch.
+`ThinkToolChild` and `ChatToolChild` are the chat hosts with nothing added: their input is the
+user message, and they answer from the scenario's model.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agents_core import Agent
+from agents_core.chat import ChatAgent, ThinkAgent
+
+__all__ = ["CHILD_CLASSES", "ChatToolChild", "ScriptedToolChild", "ThinkToolChild"]
+
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS child_runs (run_id TEXT PRIMARY KEY, status TEXT, summary TEXT, "
+    "error TEXT, started_at INTEGER, completed_at INTEGER, progress_json TEXT, "
+    "last_signal_at INTEGER)",
+    "CREATE TABLE IF NOT EXISTS child_chunks (run_id TEXT, seq INTEGER, body TEXT, "
+    "PRIMARY KEY (run_id, seq))",
+    "CREATE TABLE IF NOT EXISTS child_milestones (run_id TEXT, sequence INTEGER, name TEXT, "
+    "data_json TEXT, at INTEGER, PRIMARY KEY (run_id, sequence))",
+    "CREATE TABLE IF NOT EXISTS child_scripts (run_id TEXT PRIMARY KEY, steps_json TEXT, "
+    "resume INTEGER NOT NULL, cursor INTEGER NOT NULL DEFAULT 0, sleep_until INTEGER)",
+)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class ScriptedToolChild(Agent):
+    """Plays its input's script as an agent-tool run (see the module docstring)."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        for statement in _DDL:
+            self.sql(statement)
+        self._tails: dict[str, dict[str, Any]] = {}
+        self._live_sequence: dict[str, int] = {}
+
+    async def on_start(self) -> None:
+        pending = self.sql(
+            "SELECT s.run_id, s.steps_json FROM child_scripts s JOIN child_runs r "
+            "ON r.run_id = s.run_id WHERE r.completed_at IS NULL AND s.resume = 1 ORDER BY s.rowid"
+        )
+        for row in pending:
+            self._play(row["run_id"], json.loads(row["steps_json"]))
+
+    # -- the adapter ------------------------------------------------------------------------------
+    async def start_agent_tool_run(self, input: Any, run_id: str) -> dict[str, Any]:
+        existing = await self.inspect_agent_tool_run(run_id)
+        if existing is not None:
+            return existing
+        now = self.host.clock.now_ms()
+        script = input if isinstance(input, dict) else {}
+        steps = list(script.get("steps") or [["finish", "completed", "done"]])
+        self.sql(
+            "INSERT INTO child_runs (run_id, status, started_at) VALUES (?, 'running', ?)",
+            run_id,
+            now,
+        )
+        self.sql(
+            "INSERT INTO child_scripts (run_id, steps_json, resume) VALUES (?, ?, ?)",
+            run_id,
+            _compact(steps),
+            int(script.get("resume", True)),
+        )
+        self._play(run_id, steps)
+        return {"runId": run_id, "status": "running", "startedAt": now}
+
+    async def cancel_agent_tool_run(self, run_id: str, reason: Any = None) -> None:
+        self._settle(run_id, "aborted", error=None if reason is None else str(reason))
+
+    async def inspect_agent_tool_run(self, run_id: str) -> dict[str, Any] | None:
+        rows = self.sql("SELECT * FROM child_runs WHERE run_id = ?", run_id)
+        if not rows:
+            return None
+        row = rows[0]
+        out: dict[str, Any] = {"runId": run_id, "status": row["status"]}
+        out["startedAt"] = row["started_at"]
+        for key, column in (("summary", "summary"), ("error", "error")):
+            if row[column] is not None:
+                out[key] = row[column]
+        if row["completed_at"] is not None:
+            out["completedAt"] = row["completed_at"]
+        if row["progress_json"] is not None and row["last_signal_at"] is not None:
+            out["progress"] = {**json.loads(row["progress_json"]), "at": row["last_signal_at"]}
+        milestones = self.sql(
+            "SELECT name, sequence, at, data_json FROM child_milestones WHERE run_id = ? "
+            "ORDER BY sequence",
+            run_id,
+        )
+        if milestones:
+            out["milestones"] = [
+                {
+                    "name": m["name"],
+                    "sequence": m["sequence"],
+                    "at": m["at"],
+                    **({"data": json.loads(m["data_json"])} if m["data_json"] else {}),
+                }
+                for m in milestones
+            ]
+        return out
+
+    async def get_agent_tool_chunks(
+        self, run_id: str, after_sequence: int = -1
+    ) -> list[dict[str, Any]]:
+        rows = self.sql(
+            "SELECT seq, body FROM child_chunks WHERE run_id = ? AND seq > ? ORDER BY seq",
+            run_id,
+            after_sequence,
+        )
+        return [{"sequence": r["seq"], "body": r["body"]} for r in rows]
+
+    async def open_agent_tool_tail(self, run_id: str, after_sequence: int = -1) -> str:
+        tail_id = self.host.entropy.nanoid(8)
+        tail: dict[str, Any] = {"run_id": run_id, "queue": [], "waiter": None, "closed": False}
+        self._tails[tail_id] = tail
+        for chunk in await self.get_agent_tool_chunks(run_id, after_sequence):
+            seq = chunk["sequence"]
+            tail["queue"].append({"sequence": seq, "body": chunk["body"], "chunkSequence": seq})
+        tail["closed"] = self._is_terminal(run_id)
+        return tail_id
+
+    async def read_agent_tool_tail(self, tail_id: str) -> list[dict[str, Any]] | None:
+        tail = self._tails.get(tail_id)
+        if tail is None:
+            return None
+        while not tail["queue"] and not tail["closed"]:
+            tail["waiter"] = self.host.tasks.deferred()
+            await tail["waiter"]
+        if tail["queue"]:
+            batch, tail["queue"] = tail["queue"], []
+            return batch
+        return None
+
+    async def close_agent_tool_tail(self, tail_id: str) -> None:
+        tail = self._tails.pop(tail_id, None)
+        if tail is not None:
+            tail["closed"] = True
+            self._wake(tail)
+
+    # -- the script -------------------------------------------------------------------------------
+    def _play(self, run_id: str, steps: list[Any]) -> None:
+        self.host.tasks.wait_until(self.keep_alive_while(lambda: self._drive(run_id, steps)))
+
+    async def _drive(self, run_id: str, steps: list[Any]) -> None:
+        place = self.sql("SELECT cursor FROM child_scripts WHERE run_id = ?", run_id)
+        for index in range(place[0]["cursor"] if place else 0, len(steps)):
+            if self._is_terminal(run_id):
+                return
+            step = steps[index]
+            if step[0] == "hang":
+                await self.host.tasks.deferred()
+            elif step[0] == "sleep":
+                await self._sleep(run_id, step[1])
+            else:
+                self._act(run_id, step)
+            self.sql(
+                "UPDATE child_scripts SET cursor = ?, sleep_until = NULL WHERE run_id = ?",
+                index + 1,
+                run_id,
+            )
+
+    async def _sleep(self, run_id: str, ms: int) -> None:
+        # The wake-up time is durable, so a resumed sleep ends when the first one would have.
+        now = self.host.clock.now_ms()
+        rows = self.sql("SELECT sleep_until FROM child_scripts WHERE run_id = ?", run_id)
+        until = rows[0]["sleep_until"] if rows else None
+        if until is None:
+            until = now + ms
+            self.sql("UPDATE child_scripts SET sleep_until = ? WHERE run_id = ?", until, run_id)
+        if until > now:
+            await self.host.clock.sleep(until - now)
+
+    def _act(self, run_id: str, step: list[Any]) -> None:
+        kind, now = step[0], self.host.clock.now_ms()
+        if kind == "text":
+            self._store_chunk(run_id, {"type": "text-delta", "id": "t", "delta": step[1]})
+        elif kind == "progress":
+            self.sql(
+                "UPDATE child_runs SET progress_json = ?, last_signal_at = ? WHERE run_id = ?",
+                _compact(step[1]),
+                now,
+                run_id,
+            )
+            chunk = {"type": "data-agent-progress", "transient": True, "data": step[1]}
+            self._push(run_id, chunk, None)
+        elif kind == "milestone":
+            self._milestone(run_id, step[1], step[2] if len(step) > 2 else None, now)
+        elif kind == "finish" and step[1] == "completed":
+            self._settle(run_id, "completed", summary=step[2] if len(step) > 2 else "")
+        elif kind == "finish":
+            self._settle(run_id, step[1], error=step[2] if len(step) > 2 else None)
+
+    def _milestone(self, run_id: str, name: str, data: Any, now: int) -> None:
+        sequence = self.sql(
+            "SELECT COALESCE(MAX(sequence), -1) + 1 AS n FROM child_milestones WHERE run_id = ?",
+            run_id,
+        )[0]["n"]
+        self.sql(
+            "INSERT INTO child_milestones VALUES (?, ?, ?, ?, ?)",
+            run_id,
+            sequence,
+            name,
+            None if data is None else _compact(data),
+            now,
+        )
+        self.sql("UPDATE child_runs SET last_signal_at = ? WHERE run_id = ?", now, run_id)
+        payload: dict[str, Any] = {"name": name, "sequence": sequence, "at": now}
+        if data is not None:
+            payload["data"] = data
+        self._store_chunk(run_id, {"type": "data-agent-milestone", "data": payload})
+
+    def _store_chunk(self, run_id: str, chunk: dict[str, Any]) -> None:
+        seq = self.sql(
+            "SELECT COALESCE(MAX(seq), -1) + 1 AS n FROM child_chunks WHERE run_id = ?", run_id
+        )[0]["n"]
+        self.sql("INSERT INTO child_chunks VALUES (?, ?, ?)", run_id, seq, _compact(chunk))
+        self._push(run_id, chunk, seq)
+
+    def _push(self, run_id: str, chunk: dict[str, Any], chunk_sequence: int | None) -> None:
+        sequence = self._live_sequence.get(run_id, 0)
+        self._live_sequence[run_id] = sequence + 1
+        record = {"sequence": sequence, "body": _compact(chunk), "chunkSequence": chunk_sequence}
+        for tail in self._tails.values():
+            if tail["run_id"] == run_id and not tail["closed"]:
+                tail["queue"].append(record)
+                self._wake(tail)
+
+    def _settle(
+        self, run_id: str, status: str, *, summary: str | None = None, error: str | None = None
+    ) -> None:
+        changed = self.host.sql.execute(
+            "UPDATE child_runs SET status = ?, summary = ?, error = ?, completed_at = ? "
+            "WHERE run_id = ? AND completed_at IS NULL",
+            (status, summary, error, self.host.clock.now_ms(), run_id),
+        )
+        if changed:
+            for tail in self._tails.values():
+                if tail["run_id"] == run_id:
+                    tail["closed"] = True
+                    self._wake(tail)
+
+    @staticmethod
+    def _wake(tail: dict[str, Any]) -> None:
+        if tail["waiter"] is not None:
+            tail["waiter"].resolve(None)
+            tail["waiter"] = None
+
+    def _is_terminal(self, run_id: str) -> bool:
+        rows = self.sql("SELECT completed_at FROM child_runs WHERE run_id = ?", run_id)
+        return bool(rows) and rows[0]["completed_at"] is not None
+
+
+class ThinkToolChild(ThinkAgent):
+    """A Think-like chat host as an agent-tool child; it answers from the `model` service."""
+
+
+class ChatToolChild(ChatAgent):
+    """An AIChatAgent-like chat host as an agent-tool child; it answers from `model`."""
+
+
+CHILD_CLASSES: dict[str, type] = {
+    "scripted": ScriptedToolChild,
+    "think": ThinkToolChild,
+    "chat": ChatToolChild,
+}
+"""The `child:` of a run, to the class dispatched."""

@@ -1,0 +1,218 @@
+"""`FiberWorkload`: an agent that runs fibers of N sleeping steps, described in YAML.
+
+Each fiber (`FiberPlan`) runs `steps` steps; a step sleeps `step_ms`, records itself in
+`workload_steps`, and (with `stash`) stashes `{"fiber": name, "step": k}` and emits
+`workload:stashed {fiberId, step}` — the convention `no_lost_stash` checks. A fiber with
+`fail_at: k` raises at step k instead (`workload:fiber_failed`); one that finishes emits
+`workload:fiber_done {name}`. `managed` fibers go through `start_fiber` (the ledger, with an
+optional idempotency key), the others through `run_fiber`.
+
+Fibers start from `on_start` (`start_on = "on_start"`) or when the `start` method is called.
+Each fiber starts once: `workload_fibers` remembers it durably, with its status (`running`,
+`done`, `failed`, `dropped`) and how many times it was resumed.
+
+The recovery hook does what `recovery` says with a fiber an eviction interrupted: `resume` emits
+`workload:resumed {fiberId: the recovered fiber's id, step: the stashed step or None}` and starts
+a continuation fiber (a new id, no idempotency key: the key stays with the interrupted original)
+at the next step; `drop` lets it go (`workload:dropped`); `throw`
+raises, so the row stays a poison row that recovery retries until it ages out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agents_core import Agent
+
+__all__ = [
+    "FIBER_RECOVERIES",
+    "FIBER_STARTS",
+    "FiberPlan",
+    "FiberWorkload",
+    "WorkloadRecoveryRefused",
+    "WorkloadStepFailed",
+    "fiber_workload",
+]
+
+FIBER_STARTS = ("on_start", "call")
+FIBER_RECOVERIES = ("resume", "drop", "throw")
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS workload_fibers (name TEXT PRIMARY KEY, status TEXT NOT NULL, "
+    "started_at INTEGER NOT NULL, ended_at INTEGER, resumes INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS workload_steps (fiber TEXT NOT NULL, step INTEGER NOT NULL, "
+    "fiber_id TEXT NOT NULL, at_ms INTEGER NOT NULL)",
+)
+
+
+class WorkloadStepFailed(RuntimeError):
+    """A fiber step scripted to fail (`fail_at`)."""
+
+
+class WorkloadRecoveryRefused(RuntimeError):
+    """The recovery hook of a workload with `recovery: throw`."""
+
+
+@dataclass(frozen=True)
+class FiberPlan:
+    """One fiber of the workload."""
+
+    name: str
+    steps: int
+    step_ms: int = 30_000
+    stash: bool = True
+    fail_at: int | None = None
+    """The step (1-based) that raises instead of completing; None: no step fails."""
+    managed: bool = False
+    idempotency_key: str | None = None
+    """For a managed fiber: `start_fiber`'s idempotency key."""
+
+
+def _stashed_step(snapshot: Any) -> int | None:
+    step = snapshot.get("step") if isinstance(snapshot, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+class FiberWorkload(Agent):
+    """Runs `fibers` (class attribute, built from the scenario) and recovers them."""
+
+    fibers: ClassVar[tuple[FiberPlan, ...]] = ()
+    start_on: ClassVar[str] = "on_start"
+    recovery: ClassVar[str] = "resume"
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        # Here and not in on_start: recovery runs before on_start, and a plain RPC on a stale
+        # stub starts an incarnation without on_start at all.
+        for statement in _DDL:
+            self.sql(statement)
+
+    # -- the surface a scenario calls -----------------------------------------------------------
+    async def on_start(self) -> None:
+        if self.start_on == "on_start":
+            self._start_unstarted(None)
+
+    async def start(self, name: str | None = None) -> list[str]:
+        """Start every fiber (or the one named) that never started; the names started."""
+        return self._start_unstarted(name)
+
+    async def status(self) -> dict[str, str]:
+        """Each started fiber's status: running, done, failed or dropped."""
+        rows = self.sql("SELECT name, status FROM workload_fibers ORDER BY started_at, name")
+        return {row["name"]: row["status"] for row in rows}
+
+    # -- running --------------------------------------------------------------------------------
+    def _plan(self, name: str) -> FiberPlan | None:
+        return next((plan for plan in self.fibers if plan.name == name), None)
+
+    def _start_unstarted(self, name: str | None) -> list[str]:
+        if name is not None and self._plan(name) is None:
+            names = [plan.name for plan in self.fibers]
+            raise ValueError(f"no fiber named {name!r}; this workload's fibers: {names}")
+        started = []
+        for plan in self.fibers:
+            if name is not None and plan.name != name:
+                continue
+            if self.sql("SELECT 1 AS x FROM workload_fibers WHERE name = ?", plan.name):
+                continue
+            self.sql(
+                "INSERT INTO workload_fibers (name, status, started_at) VALUES (?, 'running', ?)",
+                plan.name,
+                self.host.clock.now_ms(),
+            )
+            self._launch(plan, 1)
+            started.append(plan.name)
+        return started
+
+    def _launch(self, plan: FiberPlan, first_step: int, *, continuation: bool = False) -> None:
+        self.host.tasks.wait_until(self._run(plan, first_step, continuation))
+
+    async def _run(self, plan: FiberPlan, first_step: int, continuation: bool) -> None:
+        async def body(ctx: Any) -> None:
+            await self._steps(plan, ctx, first_step)
+
+        # The key stays with the original: a continuation under it would be deduplicated
+        # into the interrupted ledger row and never run.
+        key = None if continuation else plan.idempotency_key
+        try:
+            if plan.managed:
+                await self.start_fiber(plan.name, body, idempotency_key=key)
+            else:
+                await self.run_fiber(plan.name, body)
+        except WorkloadStepFailed:
+            return  # scripted: already recorded by the step itself
+
+    async def _steps(self, plan: FiberPlan, ctx: Any, first_step: int) -> None:
+        for step in range(first_step, plan.steps + 1):
+            await self.host.clock.sleep(plan.step_ms)
+            if plan.fail_at == step:
+                self._ended(plan, "failed")
+                error = f"fiber {plan.name} failed at step {step} (fail_at)"
+                self.host.trace.emit("workload:fiber_failed", name=plan.name, step=step)
+                raise WorkloadStepFailed(error)
+            self.sql(
+                "INSERT INTO workload_steps (fiber, step, fiber_id, at_ms) VALUES (?, ?, ?, ?)",
+                plan.name,
+                step,
+                ctx.id,
+                self.host.clock.now_ms(),
+            )
+            if plan.stash:
+                ctx.stash({"fiber": plan.name, "step": step})
+                self.host.trace.emit("workload:stashed", fiberId=ctx.id, step=step)
+        self._ended(plan, "done")
+        self.host.trace.emit("workload:fiber_done", name=plan.name)
+
+    def _ended(self, plan: FiberPlan, status: str) -> None:
+        self.sql(
+            "UPDATE workload_fibers SET status = ?, ended_at = ? WHERE name = ?",
+            status,
+            self.host.clock.now_ms(),
+            plan.name,
+        )
+
+    # -- recovery -------------------------------------------------------------------------------
+    async def on_fiber_recovered(self, ctx: Any) -> Any:
+        plan = self._plan(ctx.name)
+        if plan is None:
+            return await super().on_fiber_recovered(ctx)
+        step = _stashed_step(ctx.snapshot)
+        if self.recovery == "throw":
+            raise WorkloadRecoveryRefused(
+                f"fiber {ctx.name} ({ctx.id}) was not recovered: the workload's recovery is throw"
+            )
+        if self.recovery == "drop":
+            self._ended(plan, "dropped")
+            self.host.trace.emit("workload:dropped", fiberId=ctx.id, step=step)
+            return None
+        self.host.trace.emit("workload:resumed", fiberId=ctx.id, step=step)
+        self.sql("UPDATE workload_fibers SET resumes = resumes + 1 WHERE name = ?", plan.name)
+        self._launch(plan, (step or 0) + 1, continuation=True)
+        return None
+
+
+def fiber_workload(
+    fibers: Sequence[FiberPlan], *, start: str = "on_start", recovery: str = "resume"
+) -> type[FiberWorkload]:
+    """A `FiberWorkload` subclass (same name, so trace paths read `FiberWorkload/<alias>`)
+    running `fibers`, started `on_start` or by a `call` to `start`, recovered per `recovery`."""
+    plans = tuple(fibers)
+    if not plans or not all(isinstance(plan, FiberPlan) for plan in plans):
+        raise ValueError(f"fiber_workload takes one or more FiberPlan values, got {fibers!r}")
+    names = [plan.name for plan in plans]
+    if len(set(names)) != len(names):
+        raise ValueError(f"fiber names must be unique, got {names}")
+    if start not in FIBER_STARTS:
+        raise ValueError(f"start must be one of {list(FIBER_STARTS)}, got {start!r}")
+    if recovery not in FIBER_RECOVERIES:
+        raise ValueError(f"recovery must be one of {list(FIBER_RECOVERIES)}, got {recovery!r}")
+    attributes = {
+        "fibers": plans,
+        "start_on": start,
+        "recovery": recovery,
+        "__module__": FiberWorkload.__module__,
+        "__qualname__": FiberWorkload.__qualname__,
+        "__doc__": FiberWorkload.__doc__,
+    }
+    return type(FiberWorkload.__name__, (FiberWorkload,), attributes)

@@ -1,0 +1,207 @@
+"""`ToolsWorkload`: a parent that runs other agents as tools, described in YAML.
+
+Each `RunPlan` is one agent-tool run with a fixed run id: its child (`scripted`, `think`,
+`chat`; see `scenarios.workloads.children`), its input (a scripted child's steps, or a chat
+child's user message), and `detached` options (`DetachedPlan`) or None for an awaited run.
+`dispatch` runs them (every run, or the one named) and returns their results (a detached run's
+handle); with `start_on = "on_start"` every run not dispatched yet is dispatched in the
+background at startup. `workload_dispatched` remembers durably which runs were dispatched.
+
+`on_finish: true` makes the built-in `workload_on_finish` the run's per-run callback; it emits
+`workload:on_finish {runId, status}` and writes a `workload_finishes` row. `notify` and
+`on_milestones` tell a chat host to narrate in its chat, so they need `host: think` or `chat`
+(the parent is then a `ThinkAgent` / `ChatAgent`; on a plain agent they would do nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agents_core import Agent
+from agents_core.chat import ChatAgent, ThinkAgent
+from scenarios.workloads.children import CHILD_CLASSES
+
+__all__ = [
+    "TOOL_HOSTS",
+    "TOOL_STARTS",
+    "AiChatToolsWorkload",
+    "DetachedPlan",
+    "RunPlan",
+    "ThinkToolsWorkload",
+    "ToolsWorkload",
+    "tools_workload",
+]
+
+TOOL_STARTS = ("call", "on_start")
+ON_FINISH_METHOD = "workload_on_finish"
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS workload_dispatched (run_id TEXT PRIMARY KEY, at_ms INTEGER)",
+    "CREATE TABLE IF NOT EXISTS workload_finishes (run_id TEXT NOT NULL, status TEXT NOT NULL, "
+    "at_ms INTEGER NOT NULL)",
+)
+
+
+@dataclass(frozen=True)
+class DetachedPlan:
+    """The `detached` option of one run (durations in ms; None: the runtime's default)."""
+
+    on_finish: bool = True
+    max_budget_ms: int | None = None
+    no_progress_budget_ms: int | None = None
+    notify: bool = False
+    on_milestones: tuple[str, ...] = ()
+    milestone_mode: str = "narrate"
+
+    def option(self) -> dict[str, Any]:
+        """What `run_agent_tool(detached=...)` takes."""
+        out: dict[str, Any] = {}
+        if self.on_finish:
+            out["on_finish"] = ON_FINISH_METHOD
+        if self.notify:
+            out["notify"] = True
+        if self.max_budget_ms is not None:
+            out["max_budget_ms"] = self.max_budget_ms
+        if self.no_progress_budget_ms is not None:
+            out["no_progress_budget_ms"] = self.no_progress_budget_ms
+        if self.on_milestones:
+            out["on_milestones"] = {"names": list(self.on_milestones), "mode": self.milestone_mode}
+        return out
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One agent-tool run of the workload."""
+
+    run_id: str
+    child: str = "scripted"
+    detached: DetachedPlan | None = None
+    """None: an awaited run (`dispatch` returns when it ends)."""
+    steps: tuple[tuple[Any, ...], ...] = ()
+    """A scripted child's script (see `ScriptedToolChild`)."""
+    input: str = "go"
+    """A chat child's user message."""
+    resume: bool = True
+    """Whether a scripted child picks its script up again after a restart."""
+
+    def child_input(self) -> Any:
+        if self.child == "scripted":
+            return {"steps": [list(step) for step in self.steps], "resume": self.resume}
+        return self.input
+
+
+class _ToolsMixin:
+    runs: ClassVar[tuple[RunPlan, ...]] = ()
+    start_on: ClassVar[str] = "call"
+
+    def _init_tools(self: Any) -> None:
+        for statement in _DDL:
+            self.sql(statement)
+
+    async def on_start(self: Any) -> None:
+        await super().on_start()  # type: ignore[misc]
+        if self.start_on != "on_start":
+            return
+        for plan in self.runs:
+            if not self.sql("SELECT 1 AS x FROM workload_dispatched WHERE run_id = ?", plan.run_id):
+                # In the background: startup holds the input gate, and an awaited run is long.
+                self.host.tasks.wait_until(self._dispatch_one(plan))
+
+    async def dispatch(self: Any, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Run every run (or the one named): detached runs return their handle, awaited runs
+        their result, once they ended."""
+        plans = [plan for plan in self.runs if run_id is None or plan.run_id == run_id]
+        if not plans:
+            known = [plan.run_id for plan in self.runs]
+            raise ValueError(f"no run {run_id!r}; this workload's runs: {known}")
+        results = await self.host.tasks.gather(*(self._dispatch_one(plan) for plan in plans))
+        return list(results)
+
+    async def cancel(self: Any, run_id: str, reason: str = "cancelled by the scenario") -> None:
+        """Cancel a run (`cancel_agent_tool`): a detached one is delivered `aborted`."""
+        await self.cancel_agent_tool(run_id, reason)
+
+    async def _dispatch_one(self: Any, plan: RunPlan) -> dict[str, Any]:
+        self.sql(
+            "INSERT OR IGNORE INTO workload_dispatched (run_id, at_ms) VALUES (?, ?)",
+            plan.run_id,
+            self.host.clock.now_ms(),
+        )
+        result = await self.run_agent_tool(
+            CHILD_CLASSES[plan.child],
+            input=plan.child_input(),
+            run_id=plan.run_id,
+            detached=None if plan.detached is None else plan.detached.option(),
+        )
+        return result.to_dict()
+
+    async def workload_on_finish(self: Any, run: Any, lifecycle: Any) -> None:
+        """The built-in per-run `on_finish`: a trace record and a row per call."""
+        status = lifecycle.get("status") if isinstance(lifecycle, dict) else None
+        self.sql(
+            "INSERT INTO workload_finishes (run_id, status, at_ms) VALUES (?, ?, ?)",
+            run.run_id,
+            status,
+            self.host.clock.now_ms(),
+        )
+        self.host.trace.emit("workload:on_finish", runId=run.run_id, status=status)
+
+
+class ToolsWorkload(_ToolsMixin, Agent):
+    """A plain agent as the parent of `runs`."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        self._init_tools()
+
+
+class ThinkToolsWorkload(_ToolsMixin, ThinkAgent):
+    """A Think-like chat host as the parent (`notify` and `on_milestones` narrate in its chat)."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        self._init_tools()
+
+
+class AiChatToolsWorkload(_ToolsMixin, ChatAgent):
+    """An AIChatAgent-like chat host as the parent."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        self._init_tools()
+
+
+TOOL_HOSTS: dict[str, type] = {
+    "agent": ToolsWorkload,
+    "think": ThinkToolsWorkload,
+    "chat": AiChatToolsWorkload,
+}
+"""The `host:` of a tools workload, to the parent's base class."""
+
+
+def tools_workload(runs: Sequence[RunPlan], *, host: str = "agent", start: str = "call") -> type:
+    """A subclass of the `host`'s parent class (same name) running `runs`, dispatched by a
+    call to `dispatch` or at startup (`start: on_start`)."""
+    plans = tuple(runs)
+    if not plans or not all(isinstance(plan, RunPlan) for plan in plans):
+        raise ValueError(f"tools_workload takes one or more RunPlan values, got {runs!r}")
+    ids = [plan.run_id for plan in plans]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"run ids must be unique, got {ids}")
+    if host not in TOOL_HOSTS:
+        raise ValueError(f"host must be one of {list(TOOL_HOSTS)}, got {host!r}")
+    if start not in TOOL_STARTS:
+        raise ValueError(f"start must be one of {list(TOOL_STARTS)}, got {start!r}")
+    for plan in plans:
+        if plan.child not in CHILD_CLASSES:
+            raise ValueError(f"run {plan.run_id}: child must be one of {list(CHILD_CLASSES)}")
+    base = TOOL_HOSTS[host]
+    attributes = {
+        "runs": plans,
+        "start_on": start,
+        "__module__": base.__module__,
+        "__qualname__": base.__qualname__,
+        "__doc__": base.__doc__,
+    }
+    return type(base.__name__, (base,), attributes)

@@ -1,0 +1,121 @@
+"""Editing scenario text for the fuzzer: steps go in at their places with the base file's
+comments kept where they belong, names, seeds and expectations are rewritten, drawn faults are
+placed by the base run's timeline, and files the edits cannot handle are refused by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from scenarios import parse_scenario, run_scenario
+from scenarios.emit import (
+    InsertedStep,
+    add_expectation,
+    format_duration,
+    insert_steps,
+    remove_top_level,
+    retitle,
+)
+from scenarios.fuzz import Fault, place
+from tests.scenarios.helpers import BASE
+
+# BASE: step 1 call (line 9), step 2 run_for: 3m (line 10), step 3 evict (line 11).
+BASE_SCENARIO = parse_scenario(BASE, "base.yaml")
+
+
+def kinds(text: str) -> list[str]:
+    return [step.kind for step in parse_scenario(text, "x.yaml").steps]
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [(0, "0s"), (1, "1ms"), (90_000, "1m30s"), (90_500, "1m30s500ms"), (86_400_000, "1d")],
+)
+def test_durations_are_written_the_way_scenarios_read_them(ms: int, text: str) -> None:
+    """The loader reads back what `format_duration` writes."""
+    assert format_duration(ms) == text
+
+
+def test_steps_go_in_before_the_step_they_name_and_after_the_last() -> None:
+    """Two drawn steps before step 2 (in time order) and one after the last; the result is a
+    valid scenario with the base steps in their order."""
+    steps = [
+        InsertedStep(1, 60_000, "deploy", {}, "drawn"),
+        InsertedStep(1, 90_000, "evict", {"agent": "counter", "reason": "idle"}),
+        InsertedStep(3, 400_000, "arm_storage_fault", {"agent": "a", "kind": "crash", "skip": 2}),
+    ]
+    text = insert_steps(BASE, BASE_SCENARIO, steps)
+    assert kinds(text) == [
+        "call",
+        "deploy",
+        "evict",
+        "run_for",
+        "evict",
+        "arm_storage_fault",
+    ]
+    assert "  # drawn\n  - at: 1m\n    deploy: {}\n  - at: 1m30s\n" in text
+    assert "    evict: {agent: counter, reason: idle}\n  - run_for: 3m\n" in text
+    assert (
+        "  - evict: {agent: counter, reason: idle}\n  - at: 6m40s\n"
+        "    arm_storage_fault: {agent: a, kind: crash, skip: 2}\nexpect:\n"
+    ) in text
+
+
+def test_a_comment_above_a_step_stays_with_it() -> None:
+    """A step inserted before a commented step goes above the comment."""
+    text = BASE.replace("  - run_for: 3m\n", "  # wait a while\n  - run_for: 3m\n")
+    scenario = parse_scenario(text, "x.yaml")
+    out = insert_steps(text, scenario, [InsertedStep(1, 1_000, "deploy")])
+    assert "  - at: 1s\n    deploy: {}\n  # wait a while\n  - run_for: 3m\n" in out
+
+
+def test_values_yaml_would_misread_are_quoted() -> None:
+    """An alias such as `yes` or `1e3` is written as a quoted string."""
+    step = InsertedStep(0, 0, "evict", {"agent": "yes", "reason": "1e3"})
+    assert step.lines("  ")[-1] == '    evict: {agent: "yes", reason: "1e3"}'
+
+
+def test_retitle_replaces_name_and_seed() -> None:
+    """Top-level `name:` and `seed:` get the new values; the rest is untouched."""
+    text = retitle(BASE, "base-fuzz-3", 99)
+    scenario = parse_scenario(text, "x.yaml")
+    assert (scenario.name, scenario.seed) == ("base-fuzz-3", 99)
+    assert text.replace("base-fuzz-3", "base").replace("seed: 99", "seed: 7") == BASE
+
+
+def test_flow_style_files_are_refused_by_name() -> None:
+    """The edits are line based; a file they cannot handle is a ValueError saying why."""
+    text = BASE.replace(
+        "steps:\n  - call: {agent: counter, method: increment}\n  - run_for: 3m\n"
+        "  - evict: {agent: counter, reason: idle}\n",
+        "steps: [{call: {agent: counter, method: increment}}]\n",
+    )
+    scenario = parse_scenario(text, "x.yaml")
+    with pytest.raises(ValueError, match=r"step 1 \(call\) is not a block list item"):
+        insert_steps(text, scenario, [InsertedStep(0, 0, "deploy")])
+    with pytest.raises(ValueError, match="no top-level 'seed:' line"):
+        retitle(text.replace("seed: 7\n", ""), "x", 1)
+
+
+def test_an_expectation_goes_after_the_last_or_into_a_new_list() -> None:
+    """`add_expectation` appends to `expect`, or creates it."""
+    item = "{state: {agent: a, equals: {count: 0}}}"
+    text = add_expectation(BASE, BASE_SCENARIO, item)
+    assert len(parse_scenario(text, "x.yaml").expect) == 3
+    bare = remove_top_level(BASE, "expect", "no expectations")
+    assert bare.endswith("# no expectations\n")
+    assert parse_scenario(bare, "x.yaml").expect == ()
+    again = add_expectation(bare, parse_scenario(bare, "x.yaml"), item)
+    assert len(parse_scenario(again, "x.yaml").expect) == 1
+
+
+def test_drawn_faults_are_placed_by_the_base_timeline() -> None:
+    """Before a step whose wait it falls in, before a `run_for` it interrupts (at its own
+    time), after a blocking step it falls inside (at that step's end), after the last step."""
+    timeline = run_scenario(BASE_SCENARIO)
+    at = [place(BASE_SCENARIO, timeline, Fault(t, "deploy")) for t in (0, 60_000, 180_000, 500_000)]
+    assert [(s.before, s.at_ms) for s in at if s is not None] == [
+        (0, 0),
+        (1, 60_000),
+        (2, 180_000),
+        (3, 500_000),
+    ]
