@@ -8,13 +8,17 @@ list:
     ["progress", {fraction, message}]   an ephemeral progress frame (not stored; last one kept)
     ["milestone", "name", data]         a stored milestone chunk and milestone row
     ["sleep", ms]                       virtual time passes
-    ["finish", "completed", summary]    terminal ("error" with a message instead)
+    ["finish", "completed", summary, output]
+                                        terminal, with an optional structured output ("error"
+                                        with a message instead)
     ["hang"]                            never finishes
 
 No steps (or none given) means a run that completes at once with the summary 'done'. The script
 and the child's place in it are durable: with `resume` (the default) a new incarnation picks the
 script up where it stopped, as a chat host's own recovery resumes its turn; without it the run
-stays silent after a restart, for the parent's budgets to catch.
+stays silent after a restart, for the parent's budgets to catch. A subclass sets `resume` (the
+default when the input leaves it out), adds steps by overriding `_step`, routes its waits through
+`_wait` and `_pause`, and resumes through `_resume`.
 `ThinkToolChild` and `ChatToolChild` are the chat hosts with nothing added: their input is the
 user message, and they answer from the scenario's model.
 """
@@ -31,7 +35,7 @@ __all__ = ["CHILD_CLASSES", "ChatToolChild", "ScriptedToolChild", "ThinkToolChil
 
 _DDL = (
     "CREATE TABLE IF NOT EXISTS child_runs (run_id TEXT PRIMARY KEY, status TEXT, summary TEXT, "
-    "error TEXT, started_at INTEGER, completed_at INTEGER, progress_json TEXT, "
+    "output_json TEXT, error TEXT, started_at INTEGER, completed_at INTEGER, progress_json TEXT, "
     "last_signal_at INTEGER)",
     "CREATE TABLE IF NOT EXISTS child_chunks (run_id TEXT, seq INTEGER, body TEXT, "
     "PRIMARY KEY (run_id, seq))",
@@ -49,6 +53,9 @@ def _compact(value: Any) -> str:
 class ScriptedToolChild(Agent):
     """Plays its input's script as an agent-tool run (see the module docstring)."""
 
+    resume: bool = True
+    """Whether a new incarnation resumes a run whose input does not say."""
+
     def __init__(self, host: Any, name: str) -> None:
         super().__init__(host, name)
         for statement in _DDL:
@@ -62,7 +69,11 @@ class ScriptedToolChild(Agent):
             "ON r.run_id = s.run_id WHERE r.completed_at IS NULL AND s.resume = 1 ORDER BY s.rowid"
         )
         for row in pending:
-            self._play(row["run_id"], json.loads(row["steps_json"]))
+            self._resume(row["run_id"], json.loads(row["steps_json"]))
+
+    def _resume(self, run_id: str, steps: list[Any]) -> None:
+        """Pick an unfinished run's script up again in a new incarnation."""
+        self._play(run_id, steps)
 
     # -- the adapter ------------------------------------------------------------------------------
     async def start_agent_tool_run(self, input: Any, run_id: str) -> dict[str, Any]:
@@ -81,7 +92,7 @@ class ScriptedToolChild(Agent):
             "INSERT INTO child_scripts (run_id, steps_json, resume) VALUES (?, ?, ?)",
             run_id,
             _compact(steps),
-            int(script.get("resume", True)),
+            int(bool(script.get("resume", self.resume))),
         )
         self._play(run_id, steps)
         return {"runId": run_id, "status": "running", "startedAt": now}
@@ -101,6 +112,8 @@ class ScriptedToolChild(Agent):
                 out[key] = row[column]
         if row["completed_at"] is not None:
             out["completedAt"] = row["completed_at"]
+        if row["output_json"] is not None:
+            out["output"] = json.loads(row["output_json"])
         if row["progress_json"] is not None and row["last_signal_at"] is not None:
             out["progress"] = {**json.loads(row["progress_json"]), "at": row["last_signal_at"]}
         milestones = self.sql(
@@ -137,7 +150,7 @@ class ScriptedToolChild(Agent):
         for chunk in await self.get_agent_tool_chunks(run_id, after_sequence):
             seq = chunk["sequence"]
             tail["queue"].append({"sequence": seq, "body": chunk["body"], "chunkSequence": seq})
-        tail["closed"] = self._is_terminal(run_id)
+        tail["closed"] = self._is_settled(run_id)
         return tail_id
 
     async def read_agent_tool_tail(self, tail_id: str) -> list[dict[str, Any]] | None:
@@ -163,22 +176,44 @@ class ScriptedToolChild(Agent):
         self.host.tasks.wait_until(self.keep_alive_while(lambda: self._drive(run_id, steps)))
 
     async def _drive(self, run_id: str, steps: list[Any]) -> None:
+        """Play the script from its durable place."""
         place = self.sql("SELECT cursor FROM child_scripts WHERE run_id = ?", run_id)
-        for index in range(place[0]["cursor"] if place else 0, len(steps)):
-            if self._is_terminal(run_id):
+        await self._perform(run_id, steps, place[0]["cursor"] if place else 0)
+
+    async def _perform(self, run_id: str, steps: list[Any], start: int = 0) -> None:
+        """Play `steps` from `start`, advancing the durable place after each step."""
+        for index in range(start, len(steps)):
+            if self._is_settled(run_id):
                 return
-            step = steps[index]
-            if step[0] == "hang":
-                await self.host.tasks.deferred()
-            elif step[0] == "sleep":
-                await self._sleep(run_id, step[1])
-            else:
-                self._act(run_id, step)
-            self.sql(
-                "UPDATE child_scripts SET cursor = ?, sleep_until = NULL WHERE run_id = ?",
-                index + 1,
-                run_id,
-            )
+            if not await self._step(run_id, index, steps[index]):
+                return
+            self._advance(run_id, index)
+
+    def _advance(self, run_id: str, index: int) -> None:
+        self.sql(
+            "UPDATE child_scripts SET cursor = ?, sleep_until = NULL WHERE run_id = ?",
+            index + 1,
+            run_id,
+        )
+
+    async def _step(self, run_id: str, index: int, step: list[Any]) -> bool:
+        """Run step `index` of the script; False when the script ends here."""
+        if step[0] == "hang":
+            await self._wait(run_id, self.host.tasks.deferred())
+        elif step[0] == "sleep":
+            await self._sleep(run_id, step[1])
+        else:
+            self._act(run_id, step)
+        return True
+
+    async def _wait(self, run_id: str, awaitable: Any) -> None:
+        """Wait for `awaitable` on behalf of the run (a subclass may stop early)."""
+        await awaitable
+
+    async def _pause(self, run_id: str, remaining_ms: int) -> None:
+        """Let the rest of a sleep pass."""
+        if remaining_ms > 0:
+            await self._wait(run_id, self.host.clock.sleep(remaining_ms))
 
     async def _sleep(self, run_id: str, ms: int) -> None:
         # The wake-up time is durable, so a resumed sleep ends when the first one would have.
@@ -188,8 +223,7 @@ class ScriptedToolChild(Agent):
         if until is None:
             until = now + ms
             self.sql("UPDATE child_scripts SET sleep_until = ? WHERE run_id = ?", until, run_id)
-        if until > now:
-            await self.host.clock.sleep(until - now)
+        await self._pause(run_id, until - now)
 
     def _act(self, run_id: str, step: list[Any]) -> None:
         kind, now = step[0], self.host.clock.now_ms()
@@ -207,7 +241,8 @@ class ScriptedToolChild(Agent):
         elif kind == "milestone":
             self._milestone(run_id, step[1], step[2] if len(step) > 2 else None, now)
         elif kind == "finish" and step[1] == "completed":
-            self._settle(run_id, "completed", summary=step[2] if len(step) > 2 else "")
+            summary, output = step[2] if len(step) > 2 else "", step[3] if len(step) > 3 else None
+            self._settle(run_id, "completed", summary=summary, output=output)
         elif kind == "finish":
             self._settle(run_id, step[1], error=step[2] if len(step) > 2 else None)
 
@@ -247,18 +282,37 @@ class ScriptedToolChild(Agent):
                 self._wake(tail)
 
     def _settle(
-        self, run_id: str, status: str, *, summary: str | None = None, error: str | None = None
-    ) -> None:
+        self,
+        run_id: str,
+        status: str,
+        *,
+        summary: str | None = None,
+        error: str | None = None,
+        output: Any = None,
+    ) -> bool:
+        """Settle the run once; True when this call did."""
         changed = self.host.sql.execute(
-            "UPDATE child_runs SET status = ?, summary = ?, error = ?, completed_at = ? "
-            "WHERE run_id = ? AND completed_at IS NULL",
-            (status, summary, error, self.host.clock.now_ms(), run_id),
+            "UPDATE child_runs SET status = ?, summary = ?, error = ?, output_json = ?, "
+            "completed_at = ? WHERE run_id = ? AND completed_at IS NULL",
+            (
+                status,
+                summary,
+                error,
+                None if output is None else _compact(output),
+                self.host.clock.now_ms(),
+                run_id,
+            ),
         )
         if changed:
+            self._settled(run_id)
             for tail in self._tails.values():
                 if tail["run_id"] == run_id:
                     tail["closed"] = True
                     self._wake(tail)
+        return bool(changed)
+
+    def _settled(self, run_id: str) -> None:
+        """Called once when the run settles, before its tails close."""
 
     @staticmethod
     def _wake(tail: dict[str, Any]) -> None:
@@ -266,7 +320,7 @@ class ScriptedToolChild(Agent):
             tail["waiter"].resolve(None)
             tail["waiter"] = None
 
-    def _is_terminal(self, run_id: str) -> bool:
+    def _is_settled(self, run_id: str) -> bool:
         rows = self.sql("SELECT completed_at FROM child_runs WHERE run_id = ?", run_id)
         return bool(rows) and rows[0]["completed_at"] is not None
 
