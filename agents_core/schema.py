@@ -4,12 +4,15 @@ schedules in Unix seconds, fiber tables in epoch milliseconds."""
 
 from __future__ import annotations
 
+import hashlib
+
 from agents_core.host import SqlStorage
 
 __all__ = ["CURRENT_SCHEMA_VERSION", "SCHEMA_VERSION_ROW_ID", "ensure_schema"]
 
 CURRENT_SCHEMA_VERSION = 11
 SCHEMA_VERSION_ROW_ID = "cf_schema_version"
+EXTRA_SCHEMA_ROW_ID = "agentsim_schema_extras"
 
 STATE_DDL = "CREATE TABLE IF NOT EXISTS cf_agents_state (id TEXT PRIMARY KEY NOT NULL, state TEXT)"
 
@@ -74,16 +77,32 @@ DDL = (
 
 
 def ensure_schema(sql: SqlStorage, extra_ddl: tuple[str, ...] = ()) -> None:
-    """Create the tables unless the stored version is current (the SDK's `_ensureSchema`)."""
+    """Create the tables unless the stored version is current (the SDK's `_ensureSchema`).
+
+    `extra_ddl` (tables of this port beyond the SDK's core ones: agent-tool runs, MCP servers)
+    is versioned by a digest of its text under its own row, so `cf_schema_version` keeps the
+    SDK's value and an unchanged schema costs two reads per construction, not every DDL."""
     sql.execute(STATE_DDL)
-    rows = sql.query("SELECT state FROM cf_agents_state WHERE id = ?", (SCHEMA_VERSION_ROW_ID,))
-    stored = int(rows[0]["state"]) if rows and str(rows[0]["state"]).isdigit() else 0
-    if stored >= CURRENT_SCHEMA_VERSION and not extra_ddl:
+    rows = sql.query(
+        "SELECT id, state FROM cf_agents_state WHERE id IN (?, ?)",
+        (SCHEMA_VERSION_ROW_ID, EXTRA_SCHEMA_ROW_ID),
+    )
+    stored = {row["id"]: str(row["state"]) for row in rows}
+    version = stored.get(SCHEMA_VERSION_ROW_ID, "")
+    extras = _digest(extra_ddl)
+    current = version.isdigit() and int(version) >= CURRENT_SCHEMA_VERSION
+    if current and stored.get(EXTRA_SCHEMA_ROW_ID, _digest(())) == extras:
         return
     for statement in (*DDL, *extra_ddl):
         sql.execute(statement)
-    sql.execute(
+    upsert = (
         "INSERT INTO cf_agents_state (id, state) VALUES (?, ?) "
-        "ON CONFLICT(id) DO UPDATE SET state = excluded.state",
-        (SCHEMA_VERSION_ROW_ID, str(CURRENT_SCHEMA_VERSION)),
+        "ON CONFLICT(id) DO UPDATE SET state = excluded.state"
     )
+    sql.execute(upsert, (SCHEMA_VERSION_ROW_ID, str(CURRENT_SCHEMA_VERSION)))
+    if extra_ddl:
+        sql.execute(upsert, (EXTRA_SCHEMA_ROW_ID, extras))
+
+
+def _digest(statements: tuple[str, ...]) -> str:
+    return hashlib.sha256("\n".join(statements).encode()).hexdigest()[:16]

@@ -235,3 +235,19 @@ def test_closing_a_simulation_ends_live_tasks_quietly() -> None:
     assert journal(sim, ref) == ["start", "hold begins"]
     assert len(sim.trace) == records
     assert sim.platform.kernel.graveyard == []
+
+
+def test_a_current_schema_is_not_recreated_by_each_incarnation(sim: Simulation) -> None:
+    """The first incarnation creates the tables and records both schema markers; later ones
+    only read them."""
+    ref = sim.agent(Journal, "j")
+    sim.run_for(1)
+    storage = sim.platform.records[ref.path].storage
+    first = storage.statements
+    markers = {r["id"]: r["state"] for r in sim.query(ref, "SELECT id, state FROM cf_agents_state")}
+    assert markers["cf_schema_version"] == "11" and len(markers["agentsim_schema_extras"]) == 16
+    sim.evict(ref)
+    before = storage.statements
+    sim.agent(Journal, "j")
+    sim.run_for(1)
+    assert storage.statements - before < first * 0.6  # the DDL (most of the first) is skipped
