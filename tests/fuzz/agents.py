@@ -12,37 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from agents_core import Agent
+from tests.checkers.agents import Worker
 
 __all__ = ["Forgetful", "HashOrdered", "Leaky", "SometimesForgetful", "Steady"]
 
-STEP_MS = 10_000
 
-
-class Steady(Agent):
-    """`work(steps)` starts a background fiber of `steps` steps STEP_MS apart that stashes
-    `{"step": n, "of": steps}` after step n; recovery resumes from the stashed step."""
-
-    options = {"keep_alive_interval_ms": 2_000}
+class Steady(Worker):
+    """`work(steps)` starts a background fiber of `steps` steps (4 by default) that stashes after
+    each; recovery resumes from the stashed step (the checkers' `Worker`)."""
 
     async def work(self, steps: int = 4) -> None:
-        self.host.tasks.wait_until(self.run_fiber("work", lambda ctx: self._steps(ctx, 0, steps)))
-
-    async def _steps(self, ctx: Any, done: int, steps: int) -> None:
-        for step in range(done + 1, steps + 1):
-            await self.host.clock.sleep(STEP_MS)
-            ctx.stash({"step": step, "of": steps})
-            self.host.trace.emit("workload:stashed", fiberId=ctx.id, step=step)
-
-    def resume_from(self, snapshot: Any) -> int:
-        return int(snapshot["step"]) if snapshot else 0
-
-    async def on_fiber_recovered(self, ctx: Any) -> None:
-        if ctx.name != "work":
-            return
-        step = self.resume_from(ctx.snapshot)
-        self.host.trace.emit("workload:resumed", fiberId=ctx.id, step=step)
-        steps = ctx.snapshot["of"] if ctx.snapshot else 4
-        self.host.tasks.wait_until(self.run_fiber("work", lambda c: self._steps(c, step, steps)))
+        await super().work(steps)
 
 
 class Forgetful(Steady):
