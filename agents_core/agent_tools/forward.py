@@ -49,19 +49,40 @@ class ForwardingMixin:
         idle_ms: float | None = None,
     ) -> ForwardOutcome:
         host = self.host
-        tail_id = await child.call("open_agent_tool_tail", run_id, after_sequence)
         forwarded = 0
         aborted = host.tasks.deferred()
         if signal is not None:
             signal.add_listener(lambda _reason: aborted.resolve(("aborted", None)))
+
+        def race(call: Any) -> Any:
+            racers = [call]
+            if signal is not None:
+                racers.append(aborted)
+            if idle_ms is not None and 0 < idle_ms < float("inf"):
+                racers.append(_tagged("idle", host.clock.sleep(int(idle_ms))))
+            return host.tasks.race(*racers)
+
+        # Opening is bounded like every read: a child whose open hangs ends the wait as idle.
+        opened = host.tasks.deferred()
+
+        async def open_tail() -> None:
+            try:
+                opened.resolve(
+                    ("open", await child.call("open_agent_tool_tail", run_id, after_sequence))
+                )
+            except Exception as exc:  # noqa: BLE001 - handed to whoever awaits `opened`
+                opened.reject(exc)
+
+        host.tasks.wait_until(open_tail())
+        tag, tail_id = await race(opened)
+        if tag != "open":
+            host.tasks.wait_until(self._close_tail_once_open(child, opened))
+            return ForwardOutcome(sequence, tag, forwarded)
         try:
             while True:
-                racers = [_tagged("read", child.call("read_agent_tool_tail", tail_id))]
-                if signal is not None:
-                    racers.append(aborted)
-                if idle_ms is not None and 0 < idle_ms < float("inf"):
-                    racers.append(_tagged("idle", host.clock.sleep(int(idle_ms))))
-                tag, batch = await host.tasks.race(*racers)
+                tag, batch = await race(
+                    _tagged("read", child.call("read_agent_tool_tail", tail_id))
+                )
                 if tag != "read":
                     return ForwardOutcome(sequence, tag, forwarded)
                 if batch is None:
@@ -86,6 +107,14 @@ class ForwardingMixin:
                     self._on_agent_tool_stream_progress()
         finally:
             host.tasks.wait_until(self._close_tail_quietly(child, tail_id))
+
+    async def _close_tail_once_open(self: Any, child: Any, opening: Any) -> None:
+        """A tail whose open lost the race: close it if it ever opens."""
+        try:
+            _, tail_id = await opening
+        except Exception:  # noqa: BLE001 - it never opened: nothing to close
+            return
+        await self._close_tail_quietly(child, tail_id)
 
     async def _close_tail_quietly(self: Any, child: Any, tail_id: str) -> None:
         try:

@@ -781,3 +781,28 @@ def test_tail_that_throws_seals_no_progress_at_once(sim: Simulation) -> None:
     row = row_of(sim, p, "r")
     assert (row["interrupted_reason"], row["child_still_running"]) == ("no-progress", 1)
     assert row["completed_at"] == event_of(sim, "agent_tool:recovery:reattach", runId="r").t_ms
+
+
+class HangingOpenChild(ResumingChild):
+    """A child whose tail never opens once it has been restarted."""
+
+    async def open_agent_tool_tail(self, run_id: str, after_sequence: int = -1) -> str:
+        if self.sql("SELECT 1 AS x FROM drives WHERE kind = 'resume'"):
+            await self.host.tasks.deferred()
+        return await super().open_agent_tool_tail(run_id, after_sequence)
+
+
+CHILDREN[HangingOpenChild.__name__] = HangingOpenChild
+
+
+def test_a_tail_that_never_opens_is_bounded_by_the_idle_budget(sim: Simulation) -> None:
+    """With no ceiling, a re-attach whose tail open hangs still ends after the no-progress
+    budget (sealed no-progress) instead of waiting forever."""
+    cls = parent_with(agent_tool_reattach_no_progress_timeout_ms=300)
+    p = sim.agent(cls, "p")
+    dispatch(sim, p, "r", [["text", "a"], *HANG], HANG, child=HangingOpenChild)
+    woke = restart(sim, p)
+    sim.run_for(2_000)
+    row = row_of(sim, p, "r")
+    assert (row["status"], row["interrupted_reason"]) == ("interrupted", "no-progress")
+    assert row["completed_at"] - woke <= 1_000
