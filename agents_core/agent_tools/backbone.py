@@ -141,11 +141,7 @@ class BackboneMixin:
             await self._schedule_next_backbone_tick(index, executing)
 
     async def _schedule_next_backbone_tick(self: Any, index: int, executing: str | None) -> None:
-        outstanding = self.sql(
-            "SELECT count(*) AS n FROM cf_agent_tool_runs WHERE detached = 1 "
-            "AND finish_delivered_at IS NULL"
-        )[0]["n"]
-        if not outstanding:
+        if not self._owes_detached_finish():
             return
         following = min(index + 1, len(DETACHED_BACKBONE_CADENCE_S) - 1)
 

@@ -102,16 +102,21 @@ class LedgerMixin:
             "ORDER BY started_at, rowid"
         )
 
+    def _owes_detached_finish(self: Any) -> bool:
+        """Whether any detached run has not had its finish delivered yet."""
+        return bool(
+            self.sql(
+                "SELECT 1 AS x FROM cf_agent_tool_runs WHERE detached = 1 "
+                "AND finish_delivered_at IS NULL LIMIT 1"
+            )
+        )
+
     async def _arm_agent_tool_hook_redelivery(self: Any, *, sweeping: bool = False) -> None:
         """At startup: if an awaited run's hook was claimed by an incarnation that died before
         it was marked delivered, schedule its redelivery for when the claim's lease expires; if
         a detached run still owes its finish, make sure the backbone tick exists and the alarm
         slot is armed for it (the platform may have given the alarm up after repeated crashes)."""
-        owed = self.sql(
-            "SELECT 1 AS x FROM cf_agent_tool_runs WHERE detached = 1 "
-            "AND finish_delivered_at IS NULL LIMIT 1"
-        )
-        if owed:
+        if self._owes_detached_finish():
             if not sweeping:
                 # When a startup sweep runs, it arms the backbone at its end (spec §7.1).
                 await self._arm_detached_backbone(reset_cadence=False)

@@ -280,8 +280,8 @@ class RecoverySweepMixin:
         deferred: list[DeferredHook],
         completed_at: int | None = None,
     ) -> None:
-        """Write the row and send its terminal frame now, through the ledger slot of the
-        result (as `_finish_agent_tool_run` does); the hooks wait in `deferred`."""
+        """Write the row and send its terminal frame now, through `_finish_agent_tool_run`;
+        the hooks wait in `deferred`."""
         self._emit(
             "agent_tool:recovery:row",
             runId=row["run_id"],
@@ -290,32 +290,14 @@ class RecoverySweepMixin:
             reason=result.error,
             elapsedMs=self.host.clock.now_ms() - started,
         )
-        slot = "give_up" if result.status == "interrupted" else "finish"
-        delivered = await self._deliver_agent_tool_terminal(
-            row["run_id"],
-            slot,
-            result,
-            sequence=sequence,
-            completed_at=completed_at,
-            defer_handlers_to=deferred,
+        await self._finish_agent_tool_run(
+            row, result, sequence, completed_at, defer_handlers_to=deferred
         )
-        if not delivered:
-            self._update_agent_tool_terminal(row["run_id"], result, completed_at)
 
     async def _rearm_detached_backbone_after_recovery(self: Any) -> None:
         """Re-arm the backbone (keeping its cadence) if a detached row still owes its finish."""
         try:
-            owed = self.sql(
-                "SELECT 1 AS x FROM cf_agent_tool_runs WHERE detached = 1 "
-                "AND finish_delivered_at IS NULL LIMIT 1"
-            )
-            if owed:
+            if self._owes_detached_finish():
                 await self._arm_detached_backbone(reset_cadence=False)
-        except NotImplementedError:
-            self._log(
-                "warn",
-                "detached agent-tool runs are owed a finish, but the backbone is "
-                "not available in this build",
-            )
         except Exception as exc:  # noqa: BLE001 - the persisted schedule still drives it
             await self._call_on_error_quietly(exc)

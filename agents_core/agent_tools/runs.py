@@ -142,6 +142,7 @@ class RunsMixin:
         completed_at: int | None = None,
         *,
         serialize: bool = False,
+        defer_handlers_to: list[Any] | None = None,
     ) -> bool:
         """Finish a run through the ledger (S8): a soft `interrupted` through the `give_up` slot,
         a real result through `finish`. The slot's first delivery writes the row, broadcasts the
@@ -156,6 +157,7 @@ class RunsMixin:
             sequence=sequence,
             completed_at=completed_at,
             serialize=serialize,
+            defer_handlers_to=defer_handlers_to,
         )
         if not delivered and self._update_agent_tool_terminal(row["run_id"], result, completed_at):
             now = self.host.clock.now_ms()
