@@ -52,3 +52,15 @@ def edit(old: str, new: str, text: str = BASE) -> str:
     """`text` with `old` replaced once; fails loudly if `old` is not there (a stale test)."""
     assert old in text, f"{old!r} not in the base scenario"
     return text.replace(old, new, 1)
+
+
+# A scenario whose trace is nondeterministic on purpose (for the determinism checks).
+LEAKY = """\
+name: leaky
+description: An agent whose trace depends on a counter that outlives the run.
+seed: 2
+agents:
+  a: {class: "tests.fuzz.agents:Leaky"}
+steps:
+  - call: {agent: a, method: ping}
+"""

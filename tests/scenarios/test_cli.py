@@ -17,19 +17,10 @@ import pytest
 from scenarios import load_scenario, run_scenario
 from scenarios.cli import main
 from sim import Trace
-from tests.scenarios.helpers import BASE, LIBRARY, ROOT, edit, library_files
+from tests.scenarios.helpers import BASE, LEAKY, LIBRARY, ROOT, edit, library_files
 
 HEADLINE = re.compile(r"^(PASS|FAIL) [\w.-]+ seed=\d+ events=\d+ digest=[0-9a-f]{8}$")
 COMMANDS = ["run", "validate", "replay", "report", "schema", "fuzz", "golden"]
-LEAKY = """\
-name: leaky
-description: An agent whose trace depends on a counter that outlives the run.
-seed: 2
-agents:
-  a: {class: "tests.fuzz.agents:Leaky"}
-steps:
-  - call: {agent: a, method: ping}
-"""
 FORGETFUL = """\
 name: forgetful
 description: A background fiber killed by a deploy after its first stash; recovery forgets it.

@@ -18,7 +18,7 @@ from scenarios.determinism import (
 from scenarios.runner import invariant_names
 from sim import TraceRecord
 from sim.checkers import CHECKERS
-from tests.scenarios.helpers import BASE, EVERY_STEP, LIBRARY, edit, library_files
+from tests.scenarios.helpers import BASE, EVERY_STEP, LEAKY, LIBRARY, edit, library_files
 
 IDLE = LIBRARY / "idle-eviction.yaml"
 
@@ -241,15 +241,6 @@ def test_each_step_has_its_timing_in_the_result() -> None:
 
 
 # -- determinism --------------------------------------------------------------------------------
-LEAKY = """\
-name: leaky
-description: An agent whose trace depends on a counter that outlives the run.
-seed: 2
-agents:
-  a: {class: "tests.fuzz.agents:Leaky"}
-steps:
-  - call: {agent: a, method: ping}
-"""
 
 
 def test_a_deterministic_scenario_passes_the_check_and_returns_its_result() -> None:
