@@ -135,9 +135,13 @@ class FibersMixin(FiberLedgerMixin):
             return value
         finally:
             self._run_fiber_active_fibers.pop(fiber_id, None)
-            self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
-            if dispose is not None:
-                dispose()
+            try:
+                self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+            finally:
+                # A failed DELETE must not leak the lease (the SDK's order would: divergence
+                # F2): the row it leaves is an orphan that recovery picks up.
+                if dispose is not None:
+                    dispose()
             if registered:
                 await self._facet_unregister_run_logged(fiber_id)
 

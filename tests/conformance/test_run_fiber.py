@@ -207,3 +207,29 @@ def test_stash_rejects_data_json_cannot_hold(sim: Simulation, data: object, show
     ):
         sim.call(ref, "run", "work", [stash({"ok": True}), sleep(10), stash(data)])
     assert run_rows(sim, ref) == []
+
+
+def test_F051_a_failing_fiber_releases_its_keep_alive_and_leaves_no_alarm(
+    sim: Simulation,
+) -> None:
+    """A throwing callback gives its keepAlive lease back: no ref, no heartbeat alarm left."""
+    ref = sim.agent(Recorder, "rf")
+    with pytest.raises(RuntimeError, match="boom"):
+        sim.call(ref, "run", "work", [sleep(200), fail("boom")])
+    assert sim.instance_of(ref)._keep_alive_refs == 0
+    sim.run_for(1)
+    assert sim.alarm_of(ref) is None
+
+
+def test_a_failed_run_row_delete_still_releases_the_keep_alive_lease(sim: Simulation) -> None:
+    """When the cleanup's DELETE of the run row fails, the lease is released all the same: the
+    heartbeat stops, and the row left behind is recovered as an orphan instead of leaking."""
+    ref = sim.agent(Recorder, "rf")
+    sim.arm_storage_fault(ref, "error", match=r"^DELETE FROM cf_agents_runs")
+    with pytest.raises(Exception, match="injected storage fault"):
+        sim.call(ref, "run", "work", [sleep(200), returns(1)])
+    assert sim.instance_of(ref)._keep_alive_refs == 0
+    sim.run_for(600_000)
+    assert run_rows(sim, ref) == []
+    assert [r.get("fiberName") for r in sim.trace.select("fiber:recovery:detected")] == ["work"]
+    assert sim.alarm_of(ref) is None
