@@ -100,6 +100,7 @@ class Agent(
         self._options: AgentOptions = _options_of(type(self))
         # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
         self._keep_alive_refs = 0
+        self._keep_alive_leases = 0
         self._run_fiber_active_fibers: dict[str, None] = {}
         self._managed_fiber_abort_controllers: dict[str, Any] = {}
         self._managed_fiber_executions: dict[str, Any] = {}
@@ -207,7 +208,8 @@ class Agent(
         """Startup, once per incarnation under the input gate: facet identity, MCP servers, the
         recovery scan, then the user's on_start (recovery runs before on_start, as in the SDK)."""
         set_current_agent(self)
-        self._hydrate_facet_identity()
+        if self._hydrate_facet_identity():
+            await self._release_leases_of_earlier_incarnations()
         self._restore_mcp_connections()
         await self._check_run_fibers()
         self._collect_agent_tool_runs_for_recovery()

@@ -25,6 +25,7 @@ from agents_core.fiber_ledger import (
     StartFiberResult,
 )
 from agents_core.jsontext import to_json_text
+from agents_core.probes import probe
 from agents_core.signals import AbortController, AbortSignal
 
 __all__ = ["FiberContext", "FibersMixin"]
@@ -100,7 +101,7 @@ class FibersMixin(FiberLedgerMixin):
             if self._is_facet:
                 await self._facet_register_run(fiber_id)
                 registered = True
-            dispose = await self.keep_alive()
+            dispose = await self._keep_alive_lease(f"fiber:{fiber_id}")
             context = FiberContext(id=fiber_id, signal=signal or AbortSignal(), stash=stash)
             # set/restore rather than reset(token): a coroutine closed outside its task's context
             # (by the garbage collector, after its incarnation died) must not raise here.
@@ -137,6 +138,9 @@ class FibersMixin(FiberLedgerMixin):
             self._run_fiber_active_fibers.pop(fiber_id, None)
             try:
                 self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+            except Exception:
+                probe(self.host, "fiber.cleanup_delete_failed")
+                raise
             finally:
                 # A failed DELETE must not leak the lease (the SDK's order would: divergence
                 # F2): the row it leaves is an orphan that recovery picks up.

@@ -205,6 +205,11 @@ class TraceSink(Protocol):
 
     def emit(self, event: str, **fields: Any) -> None: ...
 
+    def probe(self, name: str) -> None:
+        """Count that this run reached the rare path `name` (`agents_core.probes`); never a
+        trace record."""
+        ...
+
 
 class Host(Protocol):
     """Everything one agent instance may use, bound to the incarnation that runs it."""

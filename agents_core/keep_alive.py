@@ -19,14 +19,26 @@ T = TypeVar("T")
 
 class KeepAliveMixin:
     _keep_alive_refs: int
+    _keep_alive_leases: int
 
     async def keep_alive(self: Any) -> Callable[[], None]:
         """Take a lease; returns its disposer (synchronous and idempotent)."""
+        return await self._keep_alive_lease("keep_alive")
+
+    async def _keep_alive_lease(self: Any, holder: str) -> Callable[[], None]:
+        """`keep_alive` for a named holder (`fiber:<id>`, ...): the trace records say who took
+        each lease and when it was given back (`keep_alive:acquire` / `keep_alive:release`, the
+        harness's own records: the SDK emits no event for keepAlive)."""
         if self._is_facet:
-            return await self._facet_keep_alive()
-        self._keep_alive_refs += 1
-        if self._keep_alive_refs == 1:
-            await self._schedule_next_alarm()
+            release = await self._facet_keep_alive()
+        else:
+            self._keep_alive_refs += 1
+            if self._keep_alive_refs == 1:
+                await self._schedule_next_alarm()
+            release = self._release_keep_alive_ref
+        self._keep_alive_leases += 1
+        lease = self._keep_alive_leases
+        self.host.trace.emit("keep_alive:acquire", lease=lease, holder=holder)
         disposed = False
 
         def dispose() -> None:
@@ -34,12 +46,16 @@ class KeepAliveMixin:
             if disposed:
                 return
             disposed = True
-            self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
-            if self._keep_alive_refs == 0:
-                # Reads the live count when it runs, so an immediate re-acquire wins.
-                self.host.tasks.wait_until(self._schedule_next_alarm_logged())
+            self.host.trace.emit("keep_alive:release", lease=lease, holder=holder)
+            release()
 
         return dispose
+
+    def _release_keep_alive_ref(self: Any) -> None:
+        self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
+        if self._keep_alive_refs == 0:
+            # Reads the live count when it runs, so an immediate re-acquire wins.
+            self.host.tasks.wait_until(self._schedule_next_alarm_logged())
 
     async def keep_alive_while(self: Any, fn: Callable[[], Awaitable[T]]) -> T:
         """Hold a lease while `fn()` runs; release it however `fn` ends."""

@@ -65,6 +65,7 @@ class Alarms:
         record.alarm_at_ms = None
         record.alarm_generation += 1
         if record.alarm_run is not None:
+            self._platform.probes.hit("platform.alarm_due_while_running")
             record.alarm_due_while_running = True
             return
         self._fire(record, attempt=0)
@@ -111,6 +112,8 @@ class Alarms:
     def _limit(self, record: AgentRecord, run: _AlarmRun) -> None:
         if run.over or record.alarm_run is not run:
             return
+        if run.attempt > 0:
+            self._platform.probes.hit("platform.alarm_killed_on_retry")
         self._platform.platform_event(
             record, "alarm:killed", attempt=run.attempt, limit_ms=ALARM_HANDLER_LIMIT_MS
         )
@@ -133,6 +136,7 @@ class Alarms:
     def _retry(self, record: AgentRecord, attempt: int) -> None:
         platform = self._platform
         if attempt >= ALARM_RETRY_LIMIT:
+            platform.probes.hit("platform.alarm_given_up")
             platform.platform_event(record, "alarm:given_up", attempts=attempt + 1)
             return
         at_ms = platform.kernel.now_ms + ALARM_RETRY_BASE_MS * 2**attempt

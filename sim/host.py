@@ -201,6 +201,10 @@ class _Trace(_Fenced):
                 self._host._record.path, self._host._incarnation.number, event, fields
             )
 
+    def probe(self, name: str) -> None:
+        if not self._dead():
+            self._host._platform.probes.hit(name)
+
 
 class SimHost:
     """`agents_core.host.Host` for one incarnation of one agent."""

@@ -167,6 +167,10 @@ class Kernel:
         self._live: dict[SimTask, None] = {}
         self._stack: list[SimTask] = []
         self._turn: dict[TurnParticipant, None] = {}
+        self._after_turn: list[Callable[[], None]] = []
+        self._committing = False
+        self.turns = 0
+        """How many turns (outermost steps) have begun: a turn's number names it in logs."""
 
     def close(self) -> None:
         """End the simulation's coroutines now, quietly: the buried ones, and the live ones after
@@ -263,6 +267,8 @@ class Kernel:
         if owner is not None and not owner.alive:
             self._bury(task)
             return
+        if not self._stack:
+            self.turns += 1
         self._stack.append(task)
         try:
             self._advance(task, value, error)
@@ -270,8 +276,24 @@ class Kernel:
             self._stack.pop()
             if not self._stack:
                 turn, self._turn = self._turn, {}
-                for participant in turn:
-                    participant.commit_turn()
+                self._committing = True
+                try:
+                    for participant in turn:
+                        participant.commit_turn()
+                finally:
+                    self._committing = False
+                if self._after_turn:
+                    after, self._after_turn = self._after_turn, []
+                    for callback in after:
+                        callback()
+
+    def after_turn(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the current turn has committed, before anything else happens
+        (a crash at the instant after a commit); at once when no step runs."""
+        if self._stack or self._committing:
+            self._after_turn.append(callback)
+        else:
+            callback()
 
     def _advance(self, task: SimTask, value: Any, error: BaseException | None) -> None:
         coro = task.coro

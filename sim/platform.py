@@ -26,7 +26,8 @@ from sim.host import SimHost
 from sim.kernel import Kernel, SimDeferred, SimTask
 from sim.lifecycle import Lifecycle
 from sim.prng import Seeds
-from sim.sqlite import FaultyStorage
+from sim.probes import Probes
+from sim.sqlite import FaultyStorage, StorageFault
 from sim.trace import Trace
 from sim.upstream import Upstream
 
@@ -108,6 +109,13 @@ class Platform:
         self.alarms = Alarms(self)
         self.lifecycle = Lifecycle(self)
         self.upstream = Upstream(self.seeds.stream("latency"))
+        self.probes = Probes()
+        self._faults_on_creation: list[
+            tuple[AgentRecord, tuple[str, ...], str | None, StorageFault]
+        ] = []
+        self.statement_observer: Callable[[str, str], None] | None = None
+        """Called with (agent path, statement) for every statement agent code runs (the hunt
+        sets it on a base run to learn where faults can land)."""
 
     # -- trace ------------------------------------------------------------------------------
     def record(self, agent: str, inc: int, event: str, fields: dict[str, Any]) -> None:
@@ -170,16 +178,45 @@ class Platform:
             self._bind_storage(record)
             parent.children[path] = record
             self.records[path] = record
+            self._arm_awaited_faults(record)
         elif record.cls is not cls:
             raise ValueError(f"sub-agent path {path} is already used by {record.cls.__qualname__}")
         return record
 
+    def arm_on_creation(
+        self,
+        under: AgentRecord,
+        names: tuple[str, ...],
+        class_name: str | None,
+        fault: StorageFault,
+    ) -> None:
+        """Arm `fault` on the sub-agent `names` below `under` when its record is created."""
+        self._faults_on_creation.append((under, names, class_name, fault))
+
+    def _arm_awaited_faults(self, record: AgentRecord) -> None:
+        for entry in list(self._faults_on_creation):
+            under, names, class_name, fault = entry
+            depth = len(under.steps)
+            if (
+                record.steps[:depth] == under.steps
+                and tuple(name for _, name in record.steps[depth:]) == names
+                and class_name in (None, record.cls.__name__)
+            ):
+                self._faults_on_creation.remove(entry)
+                record.storage.arm(fault)
+
     def _new_storage(self, path: str) -> FaultyStorage:
-        return FaultyStorage(
+        storage = FaultyStorage(
             self.kernel,
             on_fault=lambda kind, stmt: self._storage_fault(path, kind, stmt),
             random_fault=self._random_storage_fault,
         )
+        storage.on_statement = lambda statement: self._statement(path, statement)
+        return storage
+
+    def _statement(self, path: str, statement: str) -> None:
+        if self.statement_observer is not None:
+            self.statement_observer(path, statement)
 
     def _bind_storage(self, record: AgentRecord) -> None:
         # A crash anywhere in the isolate kills the whole isolate: root and every facet.
@@ -266,9 +303,14 @@ class Platform:
             if trigger in STARTUP_TRIGGERS:
                 await self._ensure_started(incarnation)
             else:
+                if incarnation.gate is not None:
+                    self.probes.hit("platform.delivery_waited_at_gate")
                 while incarnation.gate is not None:
                     await incarnation.gate
-            return None if handler is None else await handler(agent)
+            if handler is None:
+                return None
+            self.platform_event(incarnation.record, "delivery:begin", trigger=trigger)
+            return await handler(agent)
         finally:
             # Never runs for a dead incarnation: its tasks are buried, not unwound.
             isolate.inflight -= 1
@@ -458,6 +500,10 @@ class Platform:
     # -- faults -----------------------------------------------------------------------------
     def _storage_fault(self, path: str, kind: str, statement: str) -> None:
         record = self.records[path]
+        if kind == "crash_after_commit":
+            self.probes.hit("platform.crash_after_commit")
+        elif kind == "crash" and record.storage.in_turn_with_writes:
+            self.probes.hit("platform.crash_rolled_back_writes")
         self.platform_event(record, f"fault:{kind}", statement=" ".join(statement.split())[:200])
 
     def _random_storage_fault(self, statement: str) -> str | None:

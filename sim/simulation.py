@@ -80,6 +80,12 @@ class Simulation:
     def digest(self) -> str:
         return self.platform.trace.digest()
 
+    @property
+    def probes(self) -> dict[str, int]:
+        """How often each probe (`sim.probes`, `agents_core.probes`, and any of the agents'
+        own) was hit so far, by name."""
+        return self.platform.probes.counts()
+
     def query(self, agent: AgentRef, statement: str, *params: Any) -> list[dict[str, Any]]:
         """Read the agent's committed storage from outside (no fault, no turn)."""
         return self._record(agent).storage.query(statement, params)
@@ -251,6 +257,35 @@ class Simulation:
         record.storage.arm(fault)
         self.platform.platform_event(
             record, "fault:armed", kind=kind, match=match, skip=skip, count=count
+        )
+        return fault
+
+    def arm_storage_fault_on_creation(
+        self,
+        parent: AgentRef,
+        names: tuple[str, ...],
+        class_name: str | None,
+        kind: str,
+        *,
+        match: str | None = None,
+        skip: int = 0,
+        count: int = 1,
+    ) -> StorageFault:
+        """`arm_storage_fault` for a sub-agent that does not exist yet: the sub-agent named
+        `names` below `parent` (of class `class_name`, or any) gets the fault when it is
+        created."""
+        fault = StorageFault(kind=kind, match=match, skip=skip, count=count)  # type: ignore[arg-type]
+        record = self._record(parent)
+        path = "/".join((record.path, *names))
+        self.platform.arm_on_creation(record, tuple(names), class_name, fault)
+        self.platform.platform_event(
+            record,
+            "fault:armed",
+            kind=kind,
+            match=match,
+            skip=skip,
+            count=count,
+            when_created=path if class_name is None else f"{path} ({class_name})",
         )
         return fault
 

@@ -4,10 +4,14 @@ Injector contract (what it may do, what it preserves):
 - may make one statement raise `StorageError` (the statement does not run; the turn goes on);
 - may kill the incarnation between two statements of a turn: the turn's earlier writes roll
   back, the statement does not run, and `IncarnationKilled` is thrown into the dying turn;
+- may kill the incarnation at the instant after a turn commits (`crash-after-commit`): the
+  turn's writes stay, and nothing else runs in that incarnation;
 - preserves every committed turn: no fault touches a turn that has ended.
 
 A turn is the storage use of one step of agent code (see `sim.kernel`). Outside a step (a test
-reading state) statements run in autocommit mode and no fault is injected.
+reading state) statements run in autocommit mode and no fault is injected. Every committed turn's
+writes are kept, in order, in `journal`: replaying it into an empty database must give the
+committed state (the `turns_atomic` invariant checks exactly that).
 """
 
 from __future__ import annotations
@@ -21,9 +25,50 @@ from typing import Any, Literal
 
 from sim.kernel import IncarnationKilled, Kernel
 
-__all__ = ["FaultyStorage", "StorageError", "StorageFault"]
+__all__ = ["FAULT_KINDS", "FaultyStorage", "StorageError", "StorageFault", "statement_shape"]
 
 KV_TABLE = "_cf_KV"
+KV_DDL = f"CREATE TABLE IF NOT EXISTS {KV_TABLE} (key TEXT PRIMARY KEY, value TEXT)"
+FAULT_KINDS = ("error", "crash", "crash-after-commit")
+"""What an armed storage fault does: the statement fails; the process dies just before it; the
+process dies at the instant after the statement's turn commits."""
+
+Write = tuple[str, tuple[Any, ...]]
+"""One statement that changed (or may have changed) the database, with its parameters."""
+
+_READS = ("SELECT", "PRAGMA", "EXPLAIN")
+_SHAPE = re.compile(
+    r"^\s*(?P<kind>INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|"
+    r"DELETE\s+FROM|SELECT|CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)(?:\s+IF\s+NOT\s+EXISTS)?|"
+    r"DROP\s+(?:TABLE|INDEX)(?:\s+IF\s+EXISTS)?|ALTER\s+TABLE|WITH|PRAGMA)\s*"
+    r"(?P<table>\"?[A-Za-z_][A-Za-z0-9_]*\"?)?",
+    re.IGNORECASE,
+)
+_FROM = re.compile(r"\bFROM\s+\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+
+def is_write(statement: str) -> bool:
+    """Whether a statement may change the database (anything but a plain read)."""
+    head = statement.lstrip()[:8].upper()
+    return not head.startswith(_READS)
+
+
+def statement_shape(statement: str) -> tuple[str, str]:
+    """(kind, table) of a statement: `('UPDATE', 'cf_agents_runs')`, `('SELECT', 'counts')`;
+    what the hunt groups statements by. The kind is the leading keyword(s) in upper case; the
+    table is the first table named ('' when none is)."""
+    match = _SHAPE.match(statement)
+    if match is None:
+        word = statement.split(None, 1)[0].upper() if statement.strip() else ""
+        return word, ""
+    kind = " ".join(match.group("kind").upper().split())
+    kind = kind.replace(" INTO", "").replace(" FROM", "").replace(" IF NOT EXISTS", "")
+    kind = kind.replace(" IF EXISTS", "")
+    table = (match.group("table") or "").strip('"')
+    if kind in ("SELECT", "WITH"):
+        found = _FROM.search(statement)
+        table = found.group(1) if found else ""
+    return kind, table
 
 
 class StorageError(Exception):
@@ -35,16 +80,20 @@ class StorageFault:
     """One armed fault: the `skip`+1-th statement matching `match` (a regex; None = any) fails.
 
     kind `error`: that statement raises `StorageError`. kind `crash`: the process dies just before
-    that statement, i.e. between it and the turn's earlier statements. `count` faults in a row."""
+    that statement, i.e. between it and the turn's earlier statements. kind `crash-after-commit`:
+    the statement runs, its turn commits, and the process dies at that instant. `count` faults in
+    a row."""
 
-    kind: Literal["error", "crash"]
+    kind: Literal["error", "crash", "crash-after-commit"]
     match: str | None = None
     skip: int = 0
     count: int = 1
 
     def __post_init__(self) -> None:
-        if self.kind not in ("error", "crash"):
-            raise ValueError(f"storage fault kind must be 'error' or 'crash', got {self.kind!r}")
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(
+                f"storage fault kind must be one of {list(FAULT_KINDS)}, got {self.kind!r}"
+            )
         if self.skip < 0 or self.count < 1:
             raise ValueError(f"storage fault needs skip >= 0 and count >= 1, got {self}")
         if self.match is not None:
@@ -71,10 +120,15 @@ class FaultyStorage:
         self._on_fault = on_fault
         self._random_fault = random_fault
         self._crash: Callable[[], None] | None = None
+        self._crash_after_commit: str | None = None
         self.statements = 0
-        self._db.execute(
-            f"CREATE TABLE IF NOT EXISTS {KV_TABLE} (key TEXT PRIMARY KEY, value TEXT)"
-        )
+        self.journal: list[tuple[Write, ...]] = []
+        """The writes of every committed turn, in commit order."""
+        self._pending: list[Write] = []
+        self.on_statement: Callable[[str], None] | None = None
+        """Called with each statement agent code runs in a step, before any fault (the hunt's
+        record of what a run executes)."""
+        self._db.execute(KV_DDL)
 
     def bind_crash(self, crash: Callable[[], None]) -> None:
         """What a crash fault does: kill the incarnation currently using this storage."""
@@ -92,12 +146,25 @@ class FaultyStorage:
         if self._in_turn:
             self._in_turn = False
             self._db.execute("COMMIT")
+            if self._pending:
+                self.journal.append(tuple(self._pending))
+                self._pending = []
+        statement, self._crash_after_commit = self._crash_after_commit, None
+        if statement is not None:
+            self._kernel.after_turn(lambda: self._crash_now("crash_after_commit", statement))
+
+    @property
+    def in_turn_with_writes(self) -> bool:
+        """A turn is open and has written something (what a crash now would roll back)."""
+        return self._in_turn and bool(self._pending)
 
     def rollback_turn(self) -> None:
         """The incarnation died in this turn: its writes are gone."""
+        self._crash_after_commit = None
         if self._in_turn:
             self._in_turn = False
             self._db.execute("ROLLBACK")
+            self._pending = []
             self._kernel.leave_turn(self)
 
     # -- statements -----------------------------------------------------------------------
@@ -114,15 +181,24 @@ class FaultyStorage:
             raise TypeError(f"SQL statement must be a str, got {statement!r}")
         in_step = self._kernel.join_turn(self)
         if in_step:
+            if self.on_statement is not None:
+                self.on_statement(statement)
             self._inject(statement)
             if not self._in_turn:
                 self._db.execute("BEGIN")
                 self._in_turn = True
         self.statements += 1
+        values = tuple(params)
         try:
-            return self._db.execute(statement, tuple(params))
+            cursor = self._db.execute(statement, values)
         except sqlite3.Error as exc:
             raise StorageError(f"{exc} (statement: {_short(statement)})") from exc
+        if is_write(statement):
+            if self._in_turn:
+                self._pending.append((statement, values))
+            else:
+                self.journal.append(((statement, values),))
+        return cursor
 
     def _inject(self, statement: str) -> None:
         kind = None
@@ -148,6 +224,13 @@ class FaultyStorage:
             if self._crash is not None:
                 self._crash()
             raise IncarnationKilled("process died between two statements of a turn")
+        if kind == "crash-after-commit":
+            self._crash_after_commit = statement
+
+    def _crash_now(self, fault: str, statement: str) -> None:
+        self._on_fault(fault, statement)
+        if self._crash is not None:
+            self._crash()
 
     # -- key-value (same database, so the same turn) ----------------------------------------
     def kv_get(self, key: str) -> Any | None:

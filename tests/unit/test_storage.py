@@ -82,6 +82,68 @@ def test_a_crash_between_statements_rolls_back_only_that_turn(sim: Simulation) -
     assert sim.trace.select("incarnation:end")[-1].get("reason") == "crash"
 
 
+def test_a_crash_after_commit_keeps_the_turn_and_kills_at_that_instant(sim: Simulation) -> None:
+    """The matched statement runs, its turn commits whole, and the incarnation dies right then:
+    the next turn never starts."""
+    ref = sim.agent(Ledger, "l")
+    sim.run_for(1)
+    sim.arm_storage_fault(ref, "crash-after-commit", match="INSERT INTO b", skip=1)
+    pending = sim.start_call(ref, "write", 5)
+    with pytest.raises(AgentEvicted, match="crash"):
+        sim.wait(pending)
+    assert rows(sim, ref, "a") == [0, 1]
+    assert rows(sim, ref, "b") == [0, 1]
+    assert [r.get("i") for r in sim.trace.select("user:committed")] == [0, 1]
+    (fault,) = sim.trace.select("fault:crash_after_commit")
+    (end,) = sim.trace.select("incarnation:end")
+    assert fault.seq < end.seq and fault.t_ms == end.t_ms == 101
+    assert end.get("reason") == "crash"
+
+
+def test_the_journal_holds_exactly_the_committed_writes(sim: Simulation) -> None:
+    """Replaying the journal gives the committed state: a rolled-back turn is not in it, a
+    failed statement is not in it, reads are not in it."""
+    ref = sim.agent(Ledger, "l")
+    sim.run_for(1)
+    sim.arm_storage_fault(ref, "crash", match="INSERT INTO b", skip=2)
+    with pytest.raises(AgentEvicted):
+        sim.call(ref, "write", 5)
+    storage = sim.platform.records[ref.path].storage
+    writes = [w for turn in storage.journal for w in turn]
+    inserts = [
+        (stmt, params)
+        for stmt, params in writes
+        if stmt.startswith("INSERT INTO ") and stmt.split()[2] in ("a", "b")
+    ]
+    assert inserts == [
+        ("INSERT INTO a VALUES (?)", (0,)),
+        ("INSERT INTO b VALUES (?)", (0,)),
+        ("INSERT INTO a VALUES (?)", (1,)),
+        ("INSERT INTO b VALUES (?)", (1,)),
+    ]
+    mine = [t for t in storage.journal if any(w[0].startswith("INSERT INTO a") for w in t)]
+    assert [len(turn) for turn in mine] == [2, 2]
+    assert not any(stmt.startswith("SELECT") for stmt, _ in writes)
+
+
+def test_statement_shapes_name_kind_and_table() -> None:
+    """The hunt groups statements by kind and table."""
+    from sim.sqlite import statement_shape
+
+    assert statement_shape("UPDATE cf_agents_runs SET snapshot = ?") == ("UPDATE", "cf_agents_runs")
+    assert statement_shape("  insert or replace into t (a) values (1)") == (
+        "INSERT OR REPLACE",
+        "t",
+    )
+    assert statement_shape("DELETE FROM counts WHERE id = 1") == ("DELETE", "counts")
+    assert statement_shape("SELECT MIN(time) AS t FROM cf_agents_schedules") == (
+        "SELECT",
+        "cf_agents_schedules",
+    )
+    assert statement_shape('CREATE TABLE IF NOT EXISTS "x" (a)') == ("CREATE TABLE", "x")
+    assert statement_shape("SELECT 1") == ("SELECT", "")
+
+
 def test_sqlite_errors_name_the_statement(sim: Simulation) -> None:
     """A bad statement raises StorageError showing SQLite's message and the statement."""
 
@@ -97,7 +159,9 @@ def test_sqlite_errors_name_the_statement(sim: Simulation) -> None:
 def test_unknown_fault_kind_is_refused(sim: Simulation) -> None:
     """Arming says which kinds exist."""
     ref = sim.agent(Ledger, "l")
-    with pytest.raises(ValueError, match="'error' or 'crash', got 'melt'"):
+    with pytest.raises(
+        ValueError, match=r"one of \['error', 'crash', 'crash-after-commit'\], got 'melt'"
+    ):
         sim.arm_storage_fault(ref, "melt")
 
 

@@ -1,0 +1,42 @@
+"""Probes: named marks on the rare paths that the runtime's recovery promises rest on.
+
+A probe is not an event and not a check: `probe(host, name)` tells the host "this run reached
+that path", and the host counts it. A hunt that never reached a path proves nothing about it, so
+`agentsim fuzz`, `explore` and `run --seeds` report how often each probe was hit and which never
+were, the fuzzer keeps examples that reach a probe it had not seen, and a scenario can require
+probes (`expect: - probes: [...]`) so that a story that stops reaching its rare path fails
+instead of passing vacuously. Probes never go into the trace: adding one changes no run's digest.
+
+`RUNTIME_PROBES` is the catalogue of the runtime's own probes (the platform's are in
+`sim.probes`); a test keeps it and the call sites in step. User code may hit probes of its own
+through `host.trace.probe(name)`; they are counted the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["PROBE_NAME", "RUNTIME_PROBES", "probe"]
+
+PROBE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+"""`area.what_happened`: lower case words, dot-separated, at least two parts."""
+
+RUNTIME_PROBES: dict[str, str] = {
+    "fiber.cleanup_delete_failed": (
+        "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "
+        "cleanup); the lease is released and the row is left for recovery"
+    ),
+    "facet.dead_incarnation_leases_released": (
+        "a sub-agent started again after dying on its own (its root lived on) and the root "
+        "dropped the keepAlive leases its dead incarnation still held"
+    ),
+}
+"""Name -> what reaching it means, for every probe the runtime's code can hit."""
+
+
+def probe(host: Any, name: str) -> None:
+    """Mark that this run reached the rare path `name` (a key of `RUNTIME_PROBES`)."""
+    if name not in RUNTIME_PROBES:
+        raise ValueError(f"unknown runtime probe {name!r}; add it to RUNTIME_PROBES first")
+    host.trace.probe(name)
