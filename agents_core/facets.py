@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from agents_core.errors import InvalidArgument
+from agents_core.probes import probe
 
 __all__ = ["FacetsMixin", "encode_owner_path"]
 
@@ -56,11 +57,33 @@ class FacetsMixin:
         self._is_facet = len(steps) > 1
         self._facet_keep_alive_tokens: dict[str, None] = {}
 
-    def _hydrate_facet_identity(self: Any) -> None:
-        if self._is_facet and not self.host.kv.get("cf_agents_is_facet"):
-            self.host.kv.put("cf_agents_is_facet", True)
-            self.host.kv.put("cf_agents_facet_name", self.name)
-            self.host.kv.put("cf_agents_parent_path", self._self_path[:-1])
+    def _hydrate_facet_identity(self: Any) -> bool:
+        """Store a facet's identity on its first start; True when an earlier incarnation of
+        this facet had already stored it (so this start follows a death)."""
+        if not self._is_facet:
+            return False
+        if self.host.kv.get("cf_agents_is_facet"):
+            return True
+        self.host.kv.put("cf_agents_is_facet", True)
+        self.host.kv.put("cf_agents_facet_name", self.name)
+        self.host.kv.put("cf_agents_parent_path", self._self_path[:-1])
+        return False
+
+    async def _release_leases_of_earlier_incarnations(self: Any) -> None:
+        """A facet starting again after a death of its own (its root lived on) tells the root
+        to drop the keepAlive leases its dead incarnation held: their disposers never ran, and
+        the root would otherwise heartbeat for them forever (docs/divergences.md F3)."""
+        try:
+            await self.host.facets.root().call(
+                "_cf_release_facet_keep_alives_of", self._self_path_key()
+            )
+        except Exception as exc:  # noqa: BLE001 - a failed release is only logged
+            self._log("error", f"failed to release the leases of an earlier incarnation: {exc}")
+
+    async def _cf_release_facet_keep_alives_of(self: Any, owner_key: str) -> None:
+        if self._release_facet_keep_alives_under(owner_key, exact=True):
+            probe(self.host, "facet.dead_incarnation_leases_released")
+            await self._schedule_next_alarm()
 
     def _self_path_key(self: Any) -> str:
         return encode_owner_path(self._self_path)
@@ -367,14 +390,17 @@ class FacetsMixin:
         self._release_facet_keep_alives_under(encode_owner_path(prefix))
         await self._schedule_next_alarm()
 
-    def _release_facet_keep_alives_under(self: Any, prefix_key: str) -> None:
+    def _release_facet_keep_alives_under(self: Any, prefix_key: str, exact: bool = False) -> int:
         """Drop the keepAlive leases held for facets at or below `prefix_key`. Their work died
         with them and their disposers will never run, so without this the root's heartbeat
-        would go on for a deleted sub-tree (docs/divergences.md F1)."""
+        would go on for a deleted sub-tree (docs/divergences.md F1). `exact`: only the facet's own
+        leases, not those of facets below it. Returns how many were dropped."""
         released = 0
         for token in list(self._facet_keep_alive_tokens):
             owner_key = token.rsplit(":", 1)[0]  # tokens are "<owner key>:<nanoid(9)>"
-            if owner_key == prefix_key or owner_key.startswith(prefix_key + "/"):
+            below = not exact and owner_key.startswith(prefix_key + "/")
+            if owner_key == prefix_key or below:
                 del self._facet_keep_alive_tokens[token]
                 released += 1
         self._keep_alive_refs = max(0, self._keep_alive_refs - released)
+        return released

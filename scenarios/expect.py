@@ -22,12 +22,14 @@ from scenarios.schema import (
     EventExpectation,
     Expectation,
     InvariantsExpectation,
+    ProbesExpectation,
     QueryExpectation,
     Scenario,
     StateExpectation,
 )
 from sim import AgentRef, Simulation, TraceRecord, format_sim_time
 from sim.checkers import check, context_from
+from sim.probes import ALL_PROBES
 
 __all__ = ["check_expectations", "json_equal", "name_matches", "read_state", "records_text"]
 
@@ -41,6 +43,8 @@ def check_expectations(sim: Simulation, scenario: Scenario) -> list[str]:
             timeline = TIMELINE_CHECKS.get(type(expectation))
             if isinstance(expectation, InvariantsExpectation):
                 problems = _check_invariants(sim, scenario, expectation)
+            elif isinstance(expectation, ProbesExpectation):
+                problems = _check_probes(sim, expectation)
             elif timeline is not None:
                 problems = [timeline(sim, scenario, expectation)]
             else:
@@ -57,6 +61,19 @@ def _check_invariants(
 ) -> list[str]:
     violations = check(context_from(sim, scenario=scenario.path), expectation.names)
     return [str(violation) for violation in violations]
+
+
+def _check_probes(sim: Simulation, expectation: ProbesExpectation) -> list[str]:
+    hits = sim.probes
+    missing = [name for name in expectation.names if not hits.get(name)]
+    if not missing:
+        return []
+    reached = ", ".join(f"{name} ({count})" for name, count in hits.items()) or "none"
+    return [
+        f"probe {name!r} was never reached: the run did not take the rare path it marks "
+        f"({ALL_PROBES.get(name, 'a probe of the agents own code')}); probes reached: {reached}"
+        for name in missing
+    ]
 
 
 def _check(sim: Simulation, scenario: Scenario, expectation: Expectation) -> str:

@@ -64,7 +64,13 @@ SCENARIO = Shape(
         "steps": Seq(STEP, min_items=1, doc="The safety phase, in order."),
         "expect": Seq(EXPECTATION, doc="Checked after the liveness phase."),
         "liveness": Shape(
-            {"limit": Duration(default="1h", doc="How long the liveness phase may run.")}
+            {
+                "limit": Duration(default="1h", doc="How long the liveness phase may run."),
+                "settles": Flag(
+                    default=True,
+                    doc="Whether it must go quiet within the limit (false: a busy end is meant).",
+                ),
+            }
         ),
     },
     required=("name", "description", "seed", "agents", "steps"),
@@ -203,9 +209,11 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
     steps = parse_steps(top, agents, clients, models)
     expect = parse_expectations(top, agents, clients, steps)
     liveness_limit_ms = DEFAULT_LIVENESS_LIMIT_MS
+    liveness_settles = True
     if "liveness" in top:
         liveness = top.sub("liveness", shape=SCENARIO.fields["liveness"], where="liveness")
         liveness_limit_ms = liveness.get("limit")
+        liveness_settles = liveness.flag("settles") if "settles" in liveness else True
     return Scenario(
         name=name,
         description=description,
@@ -216,6 +224,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         steps=steps,
         expect=expect,
         liveness_limit_ms=liveness_limit_ms,
+        liveness_settles=liveness_settles,
         path=path,
         models=models,
     )

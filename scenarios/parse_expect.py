@@ -11,8 +11,10 @@ Schema says); aliases, clients, run ids and invariant names are checked against 
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
+from agents_core.probes import PROBE_NAME
 from scenarios.errors import InvalidScenario
 from scenarios.fields import Fields, LineDict, line_of, plain, show
 from scenarios.parse_steps import StepContext, known_agent
@@ -29,6 +31,7 @@ from scenarios.schema import (
     HookExpectation,
     InvariantsExpectation,
     OrderExpectation,
+    ProbesExpectation,
     QueryExpectation,
     RecordMatcher,
     StateExpectation,
@@ -47,6 +50,7 @@ from scenarios.shapes import (
     Whole,
 )
 from sim.checkers import CHECKERS
+from sim.probes import ALL_PROBES
 from sim.trace import RESERVED_KEYS
 
 __all__ = [
@@ -175,10 +179,18 @@ INVARIANTS = OneOf(
     (Seq(INVARIANT_NAME, min_items=1), Text(choices=("all",))),
     doc="sim.checkers invariants that must hold after the liveness phase (all: every one).",
 )
+PROBES = Seq(
+    Text(
+        pattern=PROBE_NAME.pattern, hint="expected a probe name such as platform.crash_after_commit"
+    ),
+    min_items=1,
+    doc="Probes (sim.probes) the run must reach, each at least once.",
+)
 WRAPPED = {
     "query": QUERY,
     "state": STATE,
     "invariants": INVARIANTS,
+    "probes": PROBES,
     "order": Seq(MATCHER, min_items=2, doc="Records matching these exist, in this order."),
 }
 EXPECTATION = OneOf(
@@ -194,7 +206,7 @@ EXPECTATION = OneOf(
 ALLOWED = (
     "each expectation is a trace matcher {event: name, ...}, a hook count {hook: ...}, a client "
     "timeline {client: ...}, or one of {query: {...}}, {state: {...}}, {invariants: [...]}, "
-    "{order: [...]}"
+    "{order: [...]}, {probes: [...]}"
 )
 
 
@@ -233,6 +245,8 @@ def _expectation(context: StepContext, index: int, item: Any, line: int) -> Expe
     where = f"{where} ({kind})"
     if kind == "invariants":
         return _invariants(context, index, where, value, value_line, line)
+    if kind == "probes":
+        return _probes(context, index, where, value, value_line, line)
     if kind == "order":
         return _order(context, index, where, value, value_line, line)
     fields = Fields(context.path, where, value, value_line, shape=WRAPPED[kind], name=kind)
@@ -424,6 +438,39 @@ def _invariants(
             problem = f"unknown invariant {show(name)}"
             raise InvalidScenario(context.path, item_line, where, problem, f"{known}, or all")
     return InvariantsExpectation(index=index, line=line, names=tuple(dict.fromkeys(value)))
+
+
+def _probes(
+    context: StepContext, index: int, where: str, value: Any, value_line: int, line: int
+) -> ProbesExpectation:
+    if not isinstance(value, list) or not value:
+        raise InvalidScenario(
+            context.path, value_line, where, f"probes: {show(value)}", "expected a list of names"
+        )
+    lines = getattr(value, "lines", [])
+    areas = {name.split(".", 1)[0] for name in ALL_PROBES}
+    for n, name in enumerate(value, start=1):
+        item_line = lines[n - 1] if n <= len(lines) else value_line
+        if not isinstance(name, str) or not PROBE_NAME.match(name):
+            raise InvalidScenario(
+                context.path,
+                item_line,
+                where,
+                f"probe {show(name)}",
+                "a probe name is dot-separated lower-case words (area.what_happened)",
+            )
+        if name.split(".", 1)[0] in areas and name not in ALL_PROBES:
+            near = difflib.get_close_matches(name, ALL_PROBES, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise InvalidScenario(
+                context.path,
+                item_line,
+                where,
+                f"unknown probe {show(name)}",
+                f"{hint}known probes of that area: "
+                f"{sorted(p for p in ALL_PROBES if p.split('.')[0] == name.split('.')[0])}",
+            )
+    return ProbesExpectation(index=index, line=line, names=tuple(dict.fromkeys(value)))
 
 
 def _client(context: StepContext, index: int, item: Any, line: int) -> Expectation:

@@ -284,8 +284,9 @@ def _run_until(context: StepContext, where: str, value: Any, line: int) -> dict[
     return {"until_ms": _duration(context, where, "run_until", value, line)}
 
 
-def _evict(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
-    fields = _fields(context, where, value, line)
+def _sub_agent_target(context: StepContext, fields: Fields) -> tuple[str, list[str], str | None]:
+    """`agent: alias` or `alias/name/...`, or `agent:` with `run_id:` (and `child:`): the alias,
+    the sub-agent names below it (outermost first) and the class the last must have."""
     alias, *names = fields.get("agent").split("/")
     if alias not in context.agents:
         fields.fail(
@@ -330,6 +331,12 @@ def _evict(context: StepContext, where: str, value: Any, line: int) -> dict[str,
         child_class = actual if child_class is not None else None
     elif child_class in CHILD_CLASSES:
         child_class = CHILD_CLASSES[child_class].__name__
+    return alias, names, child_class
+
+
+def _evict(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
+    fields = _fields(context, where, value, line)
+    alias, names, child_class = _sub_agent_target(context, fields)
     return {
         "agent": alias,
         "child": tuple(names),
@@ -353,8 +360,11 @@ def _arm_storage_fault(context: StepContext, where: str, value: Any, line: int) 
             re.compile(match)
         except (re.error, RecursionError, OverflowError) as exc:
             fields.bad("match", f"not a regular expression ({exc})")
+    alias, names, child_class = _sub_agent_target(context, fields)
     return {
-        "agent": known_agent(context, fields).alias,
+        "agent": alias,
+        "child": tuple(names),
+        "child_class": child_class,
         "fault": fields.get("kind"),
         "match": match,
         "skip": fields.get("skip"),

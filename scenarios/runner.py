@@ -17,8 +17,29 @@ from scenarios.schema import Scenario
 from scenarios.steps import StepRunner
 from sim import Simulation, Trace
 from sim.checkers import CHECKERS, check, context_from
+from sim.liveness import busy_report, format_gap
+from sim.trace import format_sim_time
 
-__all__ = ["ScenarioResult", "StepTiming", "invariant_names", "run_scenario"]
+__all__ = [
+    "ExecutedStatement",
+    "ScenarioResult",
+    "StepTiming",
+    "invariant_names",
+    "run_scenario",
+]
+
+
+@dataclass(frozen=True)
+class ExecutedStatement:
+    """One statement agent code ran (what a base run tells the hunt about where faults can
+    land): when, on which agent's storage, in which turn, during which step (its 0-based index;
+    the number of steps for the liveness phase)."""
+
+    t_ms: int
+    agent: str
+    statement: str
+    turn: int
+    step: int
 
 
 @dataclass(frozen=True)
@@ -52,6 +73,10 @@ class ScenarioResult:
     """The named invariants checked after the expectations (beyond those the file names)."""
     timings: tuple[StepTiming, ...] = field(default=(), compare=False, repr=False)
     """One per step of the scenario, in order."""
+    probes: dict[str, int] = field(default_factory=dict, compare=False)
+    """How often each probe was hit (`sim.probes`), by name."""
+    statements: tuple[ExecutedStatement, ...] = field(default=(), compare=False, repr=False)
+    """Every statement agent code ran, when asked for (`record_statements=True`)."""
 
     @property
     def headline(self) -> str:
@@ -98,33 +123,58 @@ def replay_command(scenario: Scenario, seed: int, invariants: Sequence[str] = ()
 
 
 def run_scenario(
-    scenario: Scenario, seed: int | None = None, *, invariants: Sequence[str] = ()
+    scenario: Scenario,
+    seed: int | None = None,
+    *,
+    invariants: Sequence[str] = (),
+    record_statements: bool = False,
 ) -> ScenarioResult:
     """Run `scenario` with its own seed, or with `seed` when given (the CLI's `--seed`); then
-    check its expectations and the named `invariants`."""
+    check its expectations and the named `invariants`. `record_statements`: keep every
+    statement agent code ran (the hunt's map of where faults can land)."""
     seed = scenario.seed if seed is None else seed
     invariants = invariant_names(",".join(invariants))
     sim = Simulation(seed=seed, faults=scenario.faults)
+    statements: list[ExecutedStatement] = []
+    current = [0]
+    if record_statements:
+        kernel = sim.platform.kernel
+
+        def observe(agent: str, statement: str) -> None:
+            statements.append(
+                ExecutedStatement(kernel.now_ms, agent, statement, kernel.turns, current[0])
+            )
+
+        sim.platform.statement_observer = observe
     try:
         steps = StepRunner(sim, scenario)
         timings = []
-        for step in scenario.steps:
+        for index, step in enumerate(scenario.steps):
+            current[0] = index
             begin_ms = sim.now_ms
             steps.run(step)
             timings.append(StepTiming(begin_ms, sim.now_ms))
+        current[0] = len(scenario.steps)
         quiet = False
+        liveness: list[str] = []
+        quiesce_ms = sim.now_ms
         try:
             quiet = sim.quiesce(scenario.liveness_limit_ms)
         except Exception as exc:  # reported with the replay command rather than as a traceback
             steps.failures.append(
                 f"{scenario.path}: the liveness phase raised {type(exc).__name__}: {exc}"
             )
-        failures = [*steps.finish(), *check_expectations(sim, scenario)]
+        else:
+            if not quiet and scenario.liveness_settles:
+                liveness.append(_unsettled(sim, scenario, quiesce_ms))
+        failures = [*steps.finish(), *liveness, *check_expectations(sim, scenario)]
         if invariants:
             context = context_from(sim, scenario.path)
             failures += [f"{scenario.path}: invariant {v}" for v in check(context, invariants)]
         digest, events = sim.digest(), len(sim.trace)
+        probes = sim.probes
     finally:
+        sim.platform.statement_observer = None
         sim.close()
     return ScenarioResult(
         name=scenario.name,
@@ -139,4 +189,20 @@ def run_scenario(
         trace=sim.trace,
         invariants=invariants,
         timings=tuple(timings),
+        probes=probes,
+        statements=tuple(statements),
+    )
+
+
+def _unsettled(sim: Simulation, scenario: Scenario, quiesce_ms: int) -> str:
+    """The failure of a liveness phase that did not go quiet: what kept the run busy."""
+    env = sim.platform.kernel.env
+    pending = env.peek()
+    next_due = None if pending == float("inf") else int(pending)
+    limit = format_gap(scenario.liveness_limit_ms)
+    report = busy_report(sim.trace.records, quiesce_ms, sim.now_ms, next_due)
+    return (
+        f"{scenario.path}: liveness: the run did not settle within its limit ({limit} after "
+        f"{format_sim_time(quiesce_ms)}): {report}. If a busy end is intended (a cron job, a "
+        f"heartbeat that never stops), say so with `liveness: {{settles: false}}`"
     )

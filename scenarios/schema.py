@@ -48,6 +48,7 @@ __all__ = [
     "ModelRule",
     "ModelScript",
     "OrderExpectation",
+    "ProbesExpectation",
     "QueryExpectation",
     "QuiesceStep",
     "ReconnectStep",
@@ -250,7 +251,8 @@ class DeployAllStep(DeployStep):
 
 @dataclass(frozen=True, kw_only=True)
 class ArmStorageFaultStep(Step):
-    """The `skip`+1-th statement matching `match` fails (`error`) or kills the process (`crash`)."""
+    """The `skip`+1-th statement matching `match` fails (`error`), kills the process just
+    before it (`crash`) or right after its turn commits (`crash-after-commit`)."""
 
     kind: ClassVar[str] = "arm_storage_fault"
     agent: str
@@ -258,6 +260,14 @@ class ArmStorageFaultStep(Step):
     match: str | None = None
     skip: int = 0
     count: int = 1
+    child: tuple[str, ...] = ()
+    """Sub-agent names below `agent` whose storage is meant (armed when it is created, if it
+    does not exist yet); empty: the agent's own storage."""
+    child_class: str | None = None
+
+    @property
+    def target(self) -> str:
+        return "/".join((self.agent, *self.child))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -404,6 +414,15 @@ class InvariantsExpectation(Expectation):
     names: tuple[str, ...]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProbesExpectation(Expectation):
+    """Probes (`sim.probes`) the run must have reached, each at least once: the story's rare
+    path was really taken."""
+
+    kind: ClassVar[str] = "probes"
+    names: tuple[str, ...]
+
+
 HOOK_EVENTS = {
     "on_finish": "hook:on_finish",
     "on_agent_tool_finish": "hook:on_agent_tool_finish",
@@ -505,6 +524,9 @@ class Scenario:
     steps: tuple[Step, ...]
     expect: tuple[Expectation, ...] = ()
     liveness_limit_ms: int = DEFAULT_LIVENESS_LIMIT_MS
+    liveness_settles: bool = True
+    """Whether the liveness phase must go quiet within its limit (a busy end fails the run);
+    `liveness: {settles: false}` says a busy end is intended (a cron job, say)."""
     path: str
     models: dict[str, ModelScript] = field(default_factory=lambda: {MODEL_SERVICE: DEFAULT_MODEL})
     """Scripted model services by name: `model` (the `model:` section, or one that answers

@@ -25,6 +25,7 @@ from scenarios.shapes import (
     Value,
     Whole,
 )
+from sim.sqlite import FAULT_KINDS
 
 __all__ = ["ERROR_NAME", "HTTP_METHODS", "STEP", "STEP_SHAPES"]
 
@@ -101,8 +102,14 @@ STEP_SHAPES: dict[str, Value] = {
     "deploy_all": Shape({}, doc="The same as deploy."),
     "arm_storage_fault": Shape(
         {
-            "agent": AGENT,
-            "kind": Text(choices=("error", "crash")),
+            "agent": Text(doc="An alias, or alias/name/... for a sub-agent."),
+            "run_id": Text(pattern=NAME_PATTERN.pattern, hint=NAME_HINT, doc="A sub-agent's name."),
+            "child": Text(
+                pattern=r"[A-Za-z_]\w*",
+                hint="expected the sub-agent's class name, or scripted, think or chat",
+                doc="The sub-agent's class (with run_id): a class name, or a child kind.",
+            ),
+            "kind": Text(choices=FAULT_KINDS),
             "match": Text(doc="A regular expression the statement must match."),
             "skip": Whole(default=0),
             "count": Whole(minimum=1, default=1),

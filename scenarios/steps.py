@@ -273,16 +273,32 @@ class StepRunner:
         self.sim.run_until(step.until_ms)
 
     def _arm_storage_fault(self, step: ArmStorageFaultStep) -> None:
+        root = self._ref(step.agent)
+        ref, _ = self._sub_agent(root, step.child, step.child_class)
+        if ref is None:
+            # Not created yet: armed on the sub-agent's storage the moment it is.
+            self.sim.arm_storage_fault_on_creation(
+                root,
+                step.child,
+                step.child_class,
+                step.fault,
+                match=step.match,
+                skip=step.skip,
+                count=step.count,
+            )
+            return
         self.sim.arm_storage_fault(
-            self._ref(step.agent), step.fault, match=step.match, skip=step.skip, count=step.count
+            ref, step.fault, match=step.match, skip=step.skip, count=step.count
         )
 
-    def _evict(self, step: EvictStep) -> None:
-        ref = self._ref(step.agent)
-        for hop, name in enumerate(step.child, start=1):
+    def _sub_agent(
+        self, ref: AgentRef, names: tuple[str, ...], child_class: str | None
+    ) -> tuple[AgentRef | None, str]:
+        """The ref of the sub-agent `names` below `ref`, or None and why it cannot be found."""
+        for hop, name in enumerate(names, start=1):
             record = self.sim.platform.records.get(ref.path)
             children = [] if record is None else list(record.children.values())
-            wanted = step.child_class if hop == len(step.child) else None
+            wanted = child_class if hop == len(names) else None
             found = [
                 child
                 for child in children
@@ -290,14 +306,19 @@ class StepRunner:
             ]
             if not found:
                 what = f"{wanted} {name!r}" if wanted else f"named {name!r}"
-                names = sorted(f"{child.cls.__name__}/{child.name}" for child in children)
-                self.fail(
-                    step,
-                    f"cannot evict {step.target}: {ref.path} has no sub-agent {what} at "
-                    f"{format_sim_time(self.sim.now_ms)} (its sub-agents: {names})",
+                known = sorted(f"{child.cls.__name__}/{child.name}" for child in children)
+                return None, (
+                    f"{ref.path} has no sub-agent {what} at {format_sim_time(self.sim.now_ms)} "
+                    f"(its sub-agents: {known})"
                 )
-                return
             ref = AgentRef(found[0].cls, name, ref)
+        return ref, ""
+
+    def _evict(self, step: EvictStep) -> None:
+        ref, why = self._sub_agent(self._ref(step.agent), step.child, step.child_class)
+        if ref is None:
+            self.fail(step, f"cannot evict {step.target}: {why}")
+            return
         self.sim.evict(ref, step.reason)
 
     def _rescript_model(self, step: StallModelStep | FailModelStep) -> None:

@@ -37,7 +37,6 @@ class StoryChild(ScriptedToolChild, StoryAgent):
         super().__init__(host, name)
         self.sql(APPROVALS_DDL)
         self._approvals: dict[str, Any] = {}
-        self._stops: dict[str, Any] = {}
 
     def _resume(self, run_id: str, steps: list[Any]) -> None:
         self._note("child-resumed", run=run_id)
@@ -83,21 +82,8 @@ class StoryChild(ScriptedToolChild, StoryAgent):
             return True
         return await super()._step(run_id, index, step)
 
-    async def _wait(self, run_id: str, awaitable: Any) -> None:
-        """Wait for `awaitable`, or less if the run is settled meanwhile (a cancel), so that a
-        cancelled script lets go of its keepAlive lease."""
-        stop = self._stops.get(run_id)
-        if stop is None:
-            stop = self._stops[run_id] = self.host.tasks.deferred()
-        await self.host.tasks.race(awaitable, stop)
-
     async def _pause(self, run_id: str, remaining_ms: int) -> None:
         await self._wait(run_id, self.host.clock.sleep(max(0, remaining_ms)))
-
-    def _settled(self, run_id: str) -> None:
-        stop = self._stops.pop(run_id, None)
-        if stop is not None:
-            stop.resolve(None)
 
     async def _fan_out(self, run_id: str, count: int, steps: list[Any]) -> None:
         runs = [

@@ -62,6 +62,7 @@ class ScriptedToolChild(Agent):
             self.sql(statement)
         self._tails: dict[str, dict[str, Any]] = {}
         self._live_sequence: dict[str, int] = {}
+        self._stops: dict[str, Any] = {}
 
     async def on_start(self) -> None:
         pending = self.sql(
@@ -207,8 +208,12 @@ class ScriptedToolChild(Agent):
         return True
 
     async def _wait(self, run_id: str, awaitable: Any) -> None:
-        """Wait for `awaitable` on behalf of the run (a subclass may stop early)."""
-        await awaitable
+        """Wait for `awaitable` on behalf of the run, or less if the run is settled meanwhile
+        (a cancel), so that a cancelled script lets go of its keepAlive lease."""
+        stop = self._stops.get(run_id)
+        if stop is None:
+            stop = self._stops[run_id] = self.host.tasks.deferred()
+        await self.host.tasks.race(awaitable, stop)
 
     async def _pause(self, run_id: str, remaining_ms: int) -> None:
         """Let the rest of a sleep pass."""
@@ -312,7 +317,10 @@ class ScriptedToolChild(Agent):
         return bool(changed)
 
     def _settled(self, run_id: str) -> None:
-        """Called once when the run settles, before its tails close."""
+        """Called once when the run settles, before its tails close: a waiting script lets go."""
+        stop = self._stops.pop(run_id, None)
+        if stop is not None:
+            stop.resolve(None)
 
     @staticmethod
     def _wake(tail: dict[str, Any]) -> None:

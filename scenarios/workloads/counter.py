@@ -27,6 +27,9 @@ class Counter(Agent):
     initial_state: ClassVar[Any] = {"count": 0}
     step_ms: ClassVar[int] = 1_000
     """Sleep between two counts of `work` (a scenario sets it: `options: {step_ms: 20s}`)."""
+    alarm_work_ms: ClassVar[int] = 0
+    """How long the alarm handler works after its count (`options: {alarm_work_ms: 20m}`): past
+    15 minutes the platform kills it and retries, which shows the alarm limit without code."""
 
     async def on_start(self) -> None:
         self.sql(COUNTS_DDL)
@@ -68,6 +71,8 @@ class Counter(Agent):
         # The runtime's hook inside its alarm entry; `alarm` itself is the runtime's multiplexer
         # and must stay in charge of re-arming the slot.
         self._count("alarm")
+        if self.alarm_work_ms > 0:
+            await self.host.clock.sleep(int(self.alarm_work_ms))
 
     async def on_request(self, request: Request) -> Response:
         if request.method == "GET":

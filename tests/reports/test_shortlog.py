@@ -167,9 +167,9 @@ def test_a_real_run_reads_as_expected() -> None:
     assert (
         "Counter/counter               #1    alarm:set                     at=00:10:00.000" in text
     )
-    assert lines[6].startswith("00:01:18.480  Counter/counter")
-    assert lines[6].endswith("incarnation:end               reason=idle")
-    assert lines[7].endswith("incarnation:start             trigger=alarm")
+    assert lines[7].startswith("00:01:18.480  Counter/counter")
+    assert lines[7].endswith("incarnation:end               reason=idle")
+    assert lines[8].endswith("incarnation:start             trigger=alarm")
 
 
 def test_the_same_records_give_the_same_log() -> None:

@@ -277,7 +277,8 @@ CASES = [
     (
         "fault-kind",
         ("  - run_for: 3m\n", "  - arm_storage_fault: {agent: a, kind: boom}\n"),
-        "lib/x.yaml:10: step 2 (arm_storage_fault): kind: 'boom'; allowed: ['error', 'crash']",
+        "lib/x.yaml:10: step 2 (arm_storage_fault): kind: 'boom'; allowed: ['error', 'crash', "
+        "'crash-after-commit']",
     ),
     (
         "fault-count",

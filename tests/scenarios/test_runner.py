@@ -116,10 +116,55 @@ steps:
   - call: {agent: counter, method: work, args: [100], wait: false}
 """
     result = run_scenario(parse_scenario(text, "x.yaml"))
-    assert result.failures == (
+    assert result.failures[0] == (
         "x.yaml:8: step 1 (call): counter.work(100) never finished (still running at "
-        "00:05:00.000, after the liveness phase)",
+        "00:05:00.000, after the liveness phase)"
     )
+    assert result.failures[1].startswith(
+        "x.yaml: liveness: the run did not settle within its limit (5m after 00:00:00.000): "
+        "the liveness phase (00:00:00.000 to 00:05:00.000) did not go quiet (the next event was "
+        "due at 00:06:00.000); what kept it busy: Counter/counter (5 records): its records: "
+    )
+    assert len(result.failures) == 2
+
+
+def test_a_run_that_never_settles_fails_naming_what_kept_it_busy() -> None:
+    """A job that needs 20 minutes inside an alarm handler is killed at 15 and retried; the
+    liveness phase cannot go quiet, and the failure says which alarm kept it busy and how."""
+    text = """\
+name: never-settles
+description: An alarm handler that needs 20 minutes is killed at 15 and retried.
+seed: 1
+liveness: {limit: 1h}
+agents:
+  counter: {class: "scenarios.workloads:Counter", options: {alarm_work_ms: 20m}}
+steps:
+  - call: {agent: counter, method: arm, args: [1000]}
+"""
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    (failure,) = result.failures
+    assert failure.startswith("x.yaml: liveness: the run did not settle within its limit (1h ")
+    assert "(every 15m4s on average; interrupted 3 times, killed by the 15-minute limit" in failure
+    assert "Counter/counter (" in failure
+    assert "its alarm fired 4 times" in failure
+    assert "killed by the 15-minute limit" in failure
+    assert failure.endswith("say so with `liveness: {settles: false}`")
+
+
+def test_settles_false_accepts_a_busy_end() -> None:
+    """`liveness: {settles: false}`: the same run passes; the result still says it was busy."""
+    text = """\
+name: busy-on-purpose
+description: A heartbeat that never stops, on purpose.
+seed: 1
+liveness: {limit: 1h, settles: false}
+agents:
+  counter: {class: "scenarios.workloads:Counter", options: {alarm_work_ms: 20m}}
+steps:
+  - call: {agent: counter, method: arm, args: [1000]}
+"""
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    assert result.passed and not result.quiet
 
 
 def test_an_at_that_has_already_passed_is_reported_and_the_step_runs_then() -> None:
@@ -272,3 +317,47 @@ def test_first_divergence_finds_a_changed_record_or_a_missing_tail() -> None:
     assert first_divergence(a, list(a)) is None
     assert first_divergence(a, b) == 2
     assert first_divergence(a, a[:1]) == 1
+
+
+def test_a_probes_expectation_fails_when_the_rare_path_was_not_taken() -> None:
+    """`probes: [...]`: a story that stops reaching its rare path fails instead of passing."""
+    reached = edit(
+        "  - run_for: 3m\n",
+        "  - arm_storage_fault: {agent: counter, kind: crash-after-commit, match: INSERT}\n"
+        "  - call: {agent: counter, method: increment, expect_error: AgentEvicted}\n"
+        "  - run_for: 3m\n",
+    )
+    probes = "  - probes: [platform.crash_after_commit]\n"
+    result = run_scenario(
+        parse_scenario(reached.replace("  - state:", probes + "  - state:"), "x.yaml")
+    )
+    assert result.probes.get("platform.crash_after_commit") == 1
+    assert not any("probe" in failure for failure in result.failures), result.failures
+    missed = run_scenario(
+        parse_scenario(BASE.replace("  - state:", probes + "  - state:"), "x.yaml")
+    )
+    (failure,) = [f for f in missed.failures if "probe" in f]
+    assert failure.startswith(
+        "x.yaml:16: expect 2 (probes): probe 'platform.crash_after_commit' was never reached: "
+        "the run did not take the rare path it marks (the process died at the instant after a "
+        "turn committed)"
+    )
+
+
+def test_a_storage_fault_on_a_sub_agent_is_armed_when_it_is_created() -> None:
+    """`arm_storage_fault: {agent: parent/a}` before the child exists waits for its creation,
+    and then fails the child's own statement."""
+    from tests.scenarios.helpers import workload_scenario
+
+    runs = "      - {run_id: a, detached: true, steps: [{sleep: 1m}, {finish: completed}]}\n"
+    agents = f"  parent:\n    workload: tools\n    runs:\n{runs}"
+    steps = (
+        "  - arm_storage_fault: {agent: parent/a, kind: crash, match: '^UPDATE child_scripts'}\n"
+        "  - call: {agent: parent, method: dispatch}\n"
+    )
+    result = run_scenario(parse_scenario(workload_scenario(agents, steps), "w.yaml"))
+    faults = [r for r in result.trace.records if r.event.startswith("fault:")]
+    assert [r.event for r in faults] == ["fault:armed", "fault:crash"]
+    assert faults[0].get("when_created") == "ToolsWorkload/parent/a"
+    assert faults[1].agent == "ToolsWorkload/parent/ScriptedToolChild/a"
+    assert faults[1].get("statement").startswith("UPDATE child_scripts")
