@@ -25,7 +25,14 @@ from typing import Any, Literal
 
 from sim.kernel import IncarnationKilled, Kernel
 
-__all__ = ["FAULT_KINDS", "FaultyStorage", "StorageError", "StorageFault", "statement_shape"]
+__all__ = [
+    "FAULT_KINDS",
+    "FaultyStorage",
+    "StorageError",
+    "StorageFault",
+    "shape_pattern",
+    "statement_shape",
+]
 
 KV_TABLE = "_cf_KV"
 KV_DDL = f"CREATE TABLE IF NOT EXISTS {KV_TABLE} (key TEXT PRIMARY KEY, value TEXT)"
@@ -71,6 +78,27 @@ def statement_shape(statement: str) -> tuple[str, str]:
     return kind, table
 
 
+def shape_pattern(statement: str) -> str:
+    """An anchored regex for the statements of `statement`'s shape (its leading keywords and
+    first table, as written): `^UPDATE cf_agents_runs\\b` for any UPDATE of that table. What a
+    reproducer's `match:` says; faults match statements with their whitespace collapsed."""
+    kind, table = statement_shape(statement)
+    words = statement.split()
+    if not words:
+        return "^$"
+
+    def pattern(head: list[str]) -> str:
+        end = r"\b" if re.match(r"\w", head[-1][-1:]) else ""
+        return "^" + " ".join(re.escape(word) for word in head) + end
+
+    if table and kind not in ("SELECT", "WITH"):
+        for index, word in enumerate(words):
+            if word.strip('"(').lower() == table.lower():
+                return pattern(words[: index + 1])
+    head = pattern(words[: len(kind.split())])
+    return head + (r".* FROM " + re.escape(table) + r"\b" if table else "")
+
+
 class StorageError(Exception):
     """A statement failed in storage (injected, or SQLite's own error with the statement named)."""
 
@@ -100,7 +128,10 @@ class StorageFault:
             re.compile(self.match)
 
     def matches(self, statement: str) -> bool:
-        return self.match is None or re.search(self.match, statement) is not None
+        """Whether `statement`, its whitespace collapsed to single spaces, matches."""
+        if self.match is None:
+            return True
+        return re.search(self.match, " ".join(statement.split())) is not None
 
 
 class FaultyStorage:

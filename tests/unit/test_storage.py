@@ -245,3 +245,18 @@ def test_background_work_started_by_a_dying_turn_leaves_no_unawaited_coroutine(
         with pytest.raises(AgentEvicted):
             sim.call(ref, "go")
         gc.collect()
+
+
+def test_shape_patterns_match_every_statement_of_the_shape_and_read_plainly() -> None:
+    """`match:` patterns the hunt writes: anchored, the statement's own words, whitespace-blind."""
+    from sim.sqlite import StorageFault, shape_pattern
+
+    update = shape_pattern("UPDATE cf_agents_runs SET snapshot = ? WHERE id = ?")
+    assert update == r"^UPDATE cf_agents_runs\b"
+    fault = StorageFault("error", match=update)
+    assert fault.matches("UPDATE  cf_agents_runs\n   SET x = 1")
+    assert not fault.matches("UPDATE cf_agents_runs_archive SET x = 1")
+    assert not fault.matches("SELECT * FROM cf_agents_runs")
+    select = shape_pattern("SELECT MIN(time) AS t FROM cf_agents_schedules WHERE x = 1")
+    assert select == r"^SELECT\b.* FROM cf_agents_schedules\b"
+    assert StorageFault("error", match=select).matches("SELECT id FROM cf_agents_schedules")
