@@ -486,3 +486,32 @@ def test_the_pure_reducer_ignores_events_for_unknown_runs_and_never_mutates_its_
     assert [r.run_id for r in apply_agent_tool_event(after, bare_event, Clock()).unbound_runs] == [
         "bare"
     ]
+
+
+def test_S5_a_second_run_reusing_the_first_runs_chunk_indexes_loses_nothing() -> None:
+    """Stored chunk indexes count per child run, so two runs (under one tool call or two, live or
+    replayed, interleaved) both carry chunkSequence 0, 1, ...: each run still shows every one of
+    its own chunks once, and a replay of either run doubles nothing."""
+    first = [
+        started(run="a", order=0),
+        chunk(1, TEXT_START, cs=0, run="a"),
+        chunk(2, delta("first"), cs=1, run="a"),
+    ]
+    second = [
+        started(run="b", order=1),
+        chunk(1, TEXT_START, cs=0, run="b"),
+        chunk(2, delta("second"), cs=1, run="b"),
+    ]
+    other_call = [
+        started(run="c", parent="tool-2"),
+        chunk(1, TEXT_START, cs=0, run="c", parent="tool-2"),
+        chunk(2, delta("third"), cs=1, run="c", parent="tool-2"),
+    ]
+    replay = [
+        chunk(5, TEXT_START, cs=0, run="b", replay=True),
+        chunk(6, delta("second"), cs=1, run="b", replay=True),
+    ]
+    interleaved = [f for pair in zip(first, second, strict=True) for f in pair]
+    events = client(interleaved + other_call + replay)
+    texts = {run: parts_text(events.runs_by_id[run].parts) for run in ("a", "b", "c")}
+    assert texts == {"a": "first", "b": "second", "c": "third"}

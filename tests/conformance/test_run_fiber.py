@@ -212,13 +212,27 @@ def test_stash_rejects_data_json_cannot_hold(sim: Simulation, data: object, show
 def test_F051_a_failing_fiber_releases_its_keep_alive_and_leaves_no_alarm(
     sim: Simulation,
 ) -> None:
-    """A throwing callback gives its keepAlive lease back: no ref, no heartbeat alarm left."""
+    """A throwing callback gives its keepAlive lease back: no ref, no heartbeat alarm left, and
+    the same for a managed fiber, whose failure the ledger records instead of raising."""
     ref = sim.agent(Recorder, "rf")
     with pytest.raises(RuntimeError, match="boom"):
         sim.call(ref, "run", "work", [sleep(200), fail("boom")])
     assert sim.instance_of(ref)._keep_alive_refs == 0
     sim.run_for(1)
     assert sim.alarm_of(ref) is None
+    started = sim.call(ref, "start", "managed", [sleep(200), fail("managed boom")])
+    sim.run_for(1_000)
+    assert sim.call(ref, "inspect_fiber", started.fiber_id).status == "error"
+    assert sim.instance_of(ref)._keep_alive_refs == 0
+    assert sim.alarm_of(ref) is None
+    # Each fiber's own lease was given back (the trace names its holder), and the heartbeat
+    # never fires afterwards.
+    holders = [r.get("holder") for r in sim.trace.select("keep_alive:release")]
+    fiber_ids = [r.get("fiberId") for r in sim.trace.select("fiber:run:failed")]
+    assert len(fiber_ids) == 2
+    assert holders == [f"fiber:{fiber_id}" for fiber_id in fiber_ids]
+    sim.run_for(120_000)
+    assert sim.trace.select("alarm:fired") == []
 
 
 def test_a_failed_run_row_delete_still_releases_the_keep_alive_lease(sim: Simulation) -> None:
