@@ -23,6 +23,10 @@ PROBE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 """`area.what_happened`: lower case words, dot-separated, at least two parts."""
 
 RUNTIME_PROBES: dict[str, str] = {
+    "chat.recovery_found_complete_answer": (
+        "chat recovery found an interrupted turn whose stream already held the answer's finish "
+        "chunk (it died in its last step) and persisted that answer instead of continuing it"
+    ),
     "fiber.cleanup_delete_failed": (
         "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "
         "cleanup); the lease is released and the row is left for recovery"

@@ -10,9 +10,13 @@ answer from the interrupted stream's stored chunks and decides:
 - **continue** when the answer had content: persist the partial assistant message and run a new
   turn that extends it (the model request says `continuation: true`; tool calls that never got a
   result are run again first, with their original ids);
-- **retry** when nothing was streamed: run the turn again from the same transcript.
+- **retry** when nothing was streamed: run the turn again from the same transcript;
+- **complete** when the stream already holds the answer's `finish` chunk: the turn had answered
+  in full and died before its last step committed (the persisted message, the stream's end and
+  the fiber row's delete roll back together), so the rebuilt answer is persisted as it is and no
+  model call is made. Continuing it would ask the model again and append the same reply twice.
 
-Either way the recovered turn has a new request id (and is itself a fiber, so an eviction during
+A continued or retried turn has a new request id (and is itself a fiber, so an eviction during
 it is recovered the same way, up to `max_chat_recovery_attempts`). `on_chat_recovery(ctx)` can
 override the decision. Incident statuses: `scheduled`, `attempting`, `recovered`, `failed`,
 `exhausted`.
@@ -25,12 +29,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agents_core.chat.messages import MessageBuilder
-from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX, TurnPlan
+from agents_core.chat.turns import CHAT_RESPONSE_TYPE, CHAT_TURN_FIBER_PREFIX, TurnPlan
+from agents_core.probes import probe
 
 __all__ = ["ChatRecoveryContext", "ChatRecoveryMixin", "INCIDENT_PREFIX"]
 
 INCIDENT_PREFIX = "cf_chat_recovery_incident:"
 RECOVERY_CALLBACK = "_cf_chat_recovery_continue"
+RECOVERY_DECISIONS = ("continue", "retry", "skip", "complete")
 _LIVE_STATUSES = ("scheduled", "attempting")
 _FAILED_STATUSES = ("failed", "exhausted")
 
@@ -45,7 +51,8 @@ class ChatRecoveryContext:
     """The turn first interrupted (the same unless a recovered turn was interrupted again)."""
     attempt: int
     mode: str
-    """The framework's choice: `continue` (the answer had content) or `retry`."""
+    """The framework's choice: `complete` (the answer was streamed in full), `continue` (it had
+    content) or `retry` (it had none)."""
     partial_message: dict[str, Any] | None
 
 
@@ -56,7 +63,9 @@ class ChatRecoveryMixin:
         self._chat_recovery_live: set[str] = set()
 
     async def on_chat_recovery(self: Any, ctx: ChatRecoveryContext) -> str | None:
-        """Return `continue`, `retry` or `skip` to override the framework's choice (None)."""
+        """Return `continue`, `retry`, `skip` or `complete` to override the framework's choice
+        (None). `complete` is only taken for an answer streamed in full; otherwise the
+        framework's choice stands."""
         return None
 
     # -- claiming the fiber ----------------------------------------------------------------------
@@ -113,20 +122,30 @@ class ChatRecoveryMixin:
         dispose = await self.keep_alive()
         try:
             snapshot = payload.get("snapshot") or {}
-            partial = self._rebuild_interrupted_answer(payload["requestId"], snapshot)
-            mode = "continue" if partial is not None and partial["parts"] else "retry"
+            partial, finished = self._rebuild_interrupted_answer(payload["requestId"], snapshot)
+            if finished:
+                mode = "complete"
+            else:
+                mode = "continue" if partial is not None and partial["parts"] else "retry"
             ctx = ChatRecoveryContext(payload["requestId"], origin, attempt, mode, partial)
             decision = await self.on_chat_recovery(ctx) or mode
-            if decision not in ("continue", "retry", "skip"):
+            if decision not in RECOVERY_DECISIONS:
                 raise ValueError(
-                    f"on_chat_recovery must return 'continue', 'retry', 'skip' or None, "
-                    f"got {decision!r}"
+                    f"on_chat_recovery must return 'continue', 'retry', 'skip', 'complete' or "
+                    f"None, got {decision!r}"
                 )
+            if decision == "complete" and not finished:
+                decision = mode
             if decision == "continue" and (partial is None or not partial["parts"]):
                 decision = "retry"
             if decision == "skip":
                 self._set_incident(key, self.host.kv.get(key) or {}, "failed")
                 await self._after_chat_recovery(None)
+                return
+            if decision == "complete":
+                assert partial is not None
+                self._complete_interrupted_answer(payload["requestId"], origin, attempt, partial)
+                self._set_incident(key, self.host.kv.get(key) or {}, "recovered")
                 return
             request_id = self.host.entropy.nanoid()
             self.host.trace.emit(
@@ -160,18 +179,21 @@ class ChatRecoveryMixin:
 
     def _rebuild_interrupted_answer(
         self: Any, request_id: str, snapshot: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The interrupted assistant message: the persisted one (a continuation's) plus every
-        chunk its stream stored; None when there is nothing to build on."""
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """The interrupted assistant message (the persisted one, a continuation's, plus every
+        chunk its stream stored; None when there is nothing to build on), and whether the
+        stream holds the answer's `finish` chunk (the model had answered in full: a turn
+        stores it last, after its final model call, and never for an error or an abort)."""
         message_id = snapshot.get("messageId")
         if not isinstance(message_id, str):
-            return None
+            return None, False
         base = self._message_by_id(message_id) or {
             "id": message_id,
             "role": "assistant",
             "parts": [],
         }
         builder = MessageBuilder(base)
+        finished = False
         for chunk in self.stream_chunks(self._stream_for_request(request_id)):
             try:
                 parsed = json.loads(chunk["body"])
@@ -179,10 +201,35 @@ class ChatRecoveryMixin:
                 continue
             if isinstance(parsed, dict):
                 builder.apply(parsed)
+                finished = finished or parsed.get("type") == "finish"
         for part in builder.parts:
             if part.get("state") == "streaming":
                 part["state"] = "done"  # cut short: the continuation adds its own parts
-        return builder.message
+        return builder.message, finished
+
+    def _complete_interrupted_answer(
+        self: Any, request_id: str, origin: str, attempt: int, answer: dict[str, Any]
+    ) -> None:
+        """Settle a turn that had answered in full before its incarnation died: persist the
+        answer rebuilt from its stream, end that stream and tell clients the turn is done; no
+        new turn, no model call."""
+        probe(self.host, "chat.recovery_found_complete_answer")
+        self.host.trace.emit(
+            "chat:recovery:attempt",
+            requestId=request_id,
+            originRequestId=origin,
+            mode="complete",
+            attempt=attempt,
+        )
+        self._persist_message(answer)
+        stream_id = self._stream_for_request(request_id)
+        if stream_id is not None:
+            self._finish_stream(stream_id, "completed")
+        self._broadcast_chat_frame(
+            {"type": CHAT_RESPONSE_TYPE, "id": request_id, "body": "", "done": True}
+        )
+        self._broadcast_messages()
+        self.host.trace.emit("chat:recovery:settled", requestId=request_id, status="completed")
 
     def _set_incident(self: Any, key: str, incident: dict[str, Any], status: str) -> None:
         incident = dict(incident)

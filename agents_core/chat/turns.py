@@ -9,9 +9,10 @@ incarnation dies mid-turn chat recovery finds it (`agents_core.chat.chat_recover
 Inside a turn: open a stream to `model_service`, store each UI chunk in the resumable stream
 and broadcast it as a `cf_agent_use_chat_response` frame; when the model calls tools, run them
 (in parallel, each result streamed as it lands), append the results and call the model again,
-until it answers without tools (at most `max_steps` model calls). The assistant message is
-persisted at the end. A model failure, in-band or raised, becomes one error frame
-(`error: true`, body = the message) and the turn's status `error`.
+until it answers without tools (at most `max_steps` model calls). The answer's `finish` chunk
+commits in a step of its own; the assistant message is persisted after it, at the end. A model
+failure, in-band or raised, becomes one error frame (`error: true`, body = the message) and the
+turn's status `error`.
 """
 
 from __future__ import annotations
@@ -306,6 +307,12 @@ class ChatTurnsMixin:
             if not calls:
                 if state.started:
                     self._emit_turn_chunk(state, finish or {"type": "finish"})
+                    # End the step here, so the finish chunk commits on its own: whatever the
+                    # turn's last step does next (persist the answer, end the stream, drop the
+                    # fiber row, a delivery mark queued behind the turn), a crash in it leaves
+                    # the proof that the answer was complete, and chat recovery completes the
+                    # answer instead of asking the model for it again.
+                    await self.host.clock.sleep(0)
                 return "completed", None
             pending = calls
         return "error", self._fail_turn(

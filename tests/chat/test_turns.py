@@ -209,6 +209,72 @@ def test_a_turn_interrupted_mid_answer_is_continued_by_recovery(
     assert [r.get("mode") for r in sim.trace.select("chat:recovery:attempt")] == ["continue"]
 
 
+def test_a_turn_that_died_in_its_last_step_is_completed_not_continued(
+    sim: Simulation, host: type
+) -> None:
+    """The model answered in full and the process died while the turn persisted the answer: the
+    finish chunk had committed in a step of its own, so recovery persists the answer rebuilt
+    from the stream as it is (mode `complete`), with no second model call and no doubled text."""
+    model = register_model(
+        sim, "model", ScriptedModel(default=text("All three files are ready.", chunks=3))
+    )
+    ref = sim.agent(host, "c")
+    client = sim.connect(ref)
+    # The first insert is the user's message, the second the answer.
+    sim.arm_storage_fault(ref, "crash", match="INSERT INTO cf_ai_chat_agent_messages", skip=1)
+    pending = sim.start_call(ref, "save_messages", [user("status?")])
+    with pytest.raises(AgentEvicted):
+        sim.wait(pending)
+    (stream,) = streams(sim, ref)
+    assert stream["status"] == "streaming"
+    assert stream["chunks"][-1]["type"] == "finish"
+    assert [m["role"] for m in transcript(sim, ref)] == ["user"]
+    client = sim.connect(ref)
+    sim.run_for(10_000)
+    assert len(model.requests) == 1
+    messages = transcript(sim, ref)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert texts(messages[1]) == "All three files are ready."
+    (stream,) = streams(sim, ref)
+    assert stream["status"] == "completed"
+    attempts = sim.trace.select("chat:recovery:attempt")
+    assert [(r.get("mode"), r.get("requestId")) for r in attempts] == [
+        ("complete", stream["request_id"])
+    ]
+    done = [f for f in chat_frames(client.frames, stream["request_id"]) if f.get("done")]
+    assert len(done) == 1
+    assert sim.probes["chat.recovery_found_complete_answer"] == 1
+    incidents = sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX)
+    assert [i["status"] for i in incidents.values()] == ["recovered"]
+
+
+def test_a_turn_that_died_before_its_finish_chunk_committed_is_continued(
+    sim: Simulation, host: type
+) -> None:
+    """A crash while the last text chunk is stored (the finish chunk never committed) leaves an
+    answer cut short: recovery continues it, as for an eviction mid-answer."""
+    model = register_model(
+        sim,
+        "model",
+        ScriptedModel(
+            rules=[when(continuing(), reply=text(" and done."))],
+            default=text("AAAABBBB", chunks=2),
+        ),
+    )
+    ref = sim.agent(host, "c")
+    # Chunks: start, text-start, AAAA, BBBB, text-end, finish: die storing text-end.
+    sim.arm_storage_fault(ref, "crash", match="INSERT INTO cf_ai_chat_stream_chunks", skip=4)
+    pending = sim.start_call(ref, "save_messages", [user("tell me")])
+    with pytest.raises(AgentEvicted):
+        sim.wait(pending)
+    sim.agent(host, "c")
+    sim.run_for(10_000)
+    assert [r.get("mode") for r in sim.trace.select("chat:recovery:attempt")] == ["continue"]
+    assert model.requests[-1]["continuation"] is True
+    assert texts(transcript(sim, ref)[1]) == "AAAABBBB and done."
+    assert sim.probes.get("chat.recovery_found_complete_answer", 0) == 0
+
+
 def test_a_turn_interrupted_before_any_chunk_is_retried(sim: Simulation, host: type) -> None:
     """Evicted before the model sent anything, the turn is run again from the same transcript."""
     model = register_model(
