@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from agents_core.probes import probe
+
 __all__ = ["KeepAliveMixin"]
 
 T = TypeVar("T")
@@ -34,7 +36,14 @@ class KeepAliveMixin:
         else:
             self._keep_alive_refs += 1
             if self._keep_alive_refs == 1:
-                await self._schedule_next_alarm()
+                try:
+                    await self._schedule_next_alarm()
+                except BaseException:
+                    # No disposer reaches the caller, so nobody could give this ref back: the
+                    # heartbeat would run forever (the SDK's order leaks it: divergence F4).
+                    self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
+                    probe(self.host, "keep_alive.acquire_failed")
+                    raise
             release = self._release_keep_alive_ref
         self._keep_alive_leases += 1
         lease = self._keep_alive_leases

@@ -31,6 +31,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "
         "cleanup); the lease is released and the row is left for recovery"
     ),
+    "keep_alive.acquire_failed": (
+        "taking a keepAlive lease failed while arming the heartbeat (a storage fault), and the "
+        "ref it had counted was given back"
+    ),
     "facet.dead_incarnation_leases_released": (
         "a sub-agent started again after dying on its own (its root lived on) and the root "
         "dropped the keepAlive leases its dead incarnation still held"

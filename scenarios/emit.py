@@ -60,6 +60,8 @@ def _scalar(value: Any) -> str:
     text = str(value)
     if _BARE.fullmatch(text) and text.lower() not in _YAML_WORDS:
         return text
+    if "\\" in text and "'" not in text and text.isprintable():
+        return f"'{text}'"  # a regex reads better single-quoted: backslashes stay as written
     return json.dumps(text)
 
 
@@ -70,10 +72,12 @@ def _flow(args: Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class InsertedStep:
     """One step to put into a scenario: before base step `before` (0-based; the number of
-    steps means after the last one), run at `at_ms`, doing `action` with `args`."""
+    steps means after the last one), run at `at_ms` (None: with no `at:`, right when the step
+    before it ends, which leaves the base run's timeline as it was), doing `action` with
+    `args`."""
 
     before: int
-    at_ms: int
+    at_ms: int | None
     action: str
     args: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
@@ -81,10 +85,18 @@ class InsertedStep:
 
     def describe(self) -> str:
         shown = _flow(self.args) if self.args else "{}"
-        return f"at {format_duration(self.at_ms)}: {self.action} {shown}"
+        when = (
+            f"before step {self.before + 1}"
+            if self.at_ms is None
+            else f"at {format_duration(self.at_ms)}"
+        )
+        return f"{when}: {self.action} {shown}"
 
     def lines(self, indent: str) -> list[str]:
         out = [f"{indent}# {self.note}"] if self.note else []
+        if self.at_ms is None:
+            out.append(f"{indent}- {self.action}: {_flow(self.args)}")
+            return out
         out.append(f"{indent}- at: {format_duration(self.at_ms)}")
         out.append(f"{indent}  {self.action}: {_flow(self.args)}")
         return out

@@ -1,15 +1,24 @@
 """Fuzzing: Hypothesis draws fault schedules over a base scenario and shrinks the first that fails.
 
-A schedule is a seed and a few extra steps at sim times: an eviction (any reason), a deploy, a
-storage fault armed on an agent (`error` or `crash`, after skipping a few statements), a client
-reconnect. Each is placed between the base steps by the base run's timeline (before the step
+A schedule is a seed and a few extra steps: an eviction (any reason), a deploy or a client
+reconnect at a sim time, and storage faults aimed at statements the base run really executed
+(`scenarios.fault_sites`: a shape such as `UPDATE cf_agent_tool_runs` on one agent, drawn over
+the groups of (agent, kind, table) so user writes are hit as often as housekeeping, then one
+occurrence of it, failed with `error`, `crash` just before it, or `crash-after-commit`). Swarm
+testing: each example first draws which fault kinds it may use at all, so rare combinations
+get room. Probes guide the search: an example that reaches probes seldom seen scores high
+(`hypothesis.target`), and Hypothesis mutates towards it. Timed steps are placed between the
+base steps by the base run's timeline (before the step
 whose wait it falls in, or before a `run_for` / `run_until` it interrupts; after a blocking step
 it falls inside) and written into the base file's text (`scenarios.emit`), which is then loaded
 and run: what is run is exactly what a reproducer says. A run fails when the scenario's
-expectations or the named invariants (`sim.checkers`, all of them by default) do not hold. A
-schedule whose own steps cannot run as drawn (a client never connected, an `at:` that an
-earlier blocking step overran), or whose fault merely failed a step's call with that very fault
-(`AgentEvicted`, `StorageError`), is not a finding; it is counted as rejected.
+expectations or the named invariants (`sim.checkers`, all of them by default) do not hold, or
+its liveness phase does not settle. A schedule whose own steps cannot be written as drawn is
+set aside. A step's call that fails with the drawn fault itself (`AgentEvicted`,
+`StorageError`: the platform telling the caller the truth), or an `at:` a fault pushed into the
+past, is not a finding by itself; the run still counts for what else it shows. With
+`invariants_only` only invariants and liveness count: the steps' own checks are part of the
+story a fault is allowed to change.
 
 Deterministic: generation uses `random.Random(seed)`, no example database, no deadline. The
 reproducer is the shrunk schedule's text with a header saying how it was found, the invariants
@@ -25,7 +34,7 @@ import random
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -39,10 +48,12 @@ from scenarios.emit import (
     with_header,
 )
 from scenarios.errors import InvalidScenario
+from scenarios.fault_sites import StatementSite, site_groups, statement_sites
 from scenarios.loader import NAME_PATTERN, parse_scenario
 from scenarios.runner import ScenarioResult, invariant_names, run_scenario
 from scenarios.schema import EVICTION_REASONS, ConnectStep, Scenario, Step
 from sim.checkers import CHECKERS
+from sim.probes import ALL_PROBES, never_hit
 
 if TYPE_CHECKING:
     from hypothesis import strategies as st
@@ -59,6 +70,8 @@ __all__ = [
 
 FAULT_KINDS = ("evict", "deploy", "storage", "reconnect")
 """What a schedule may draw, by the name `agentsim fuzz --faults` takes."""
+STORAGE_FAULTS = ("error", "crash", "crash-after-commit")
+"""How a drawn storage fault hits its statement (`crash-after-commit` only on writes)."""
 TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"})
 """Steps that only let time pass: a fault drawn inside one is put before it."""
 MIN_HORIZON_MS = 60_000
@@ -67,6 +80,8 @@ NOTE = "inserted by agentsim fuzz"
 _TIMING_SLIP = "had already passed"
 _FAULT_ERROR = re.compile(r"failed with (AgentEvicted|StorageError|IncarnationKilled)\b")
 _INVARIANT = re.compile(r": invariant (\w+): ")
+_INVARIANT_EXPECTED = re.compile(r": expect \d+ \(invariants\): (\w+): ")
+_LIVENESS = re.compile(r": liveness: the run did not settle|: the liveness phase raised ")
 
 
 def _hypothesis() -> ModuleType:
@@ -91,11 +106,13 @@ class FlakyFinding(AssertionError):
 @dataclass(frozen=True)
 class Fault:
     """One drawn step: at `at_ms`, do `action` (a step kind of the scenario language) with
-    `args`."""
+    `args`; or, with `before` set, put it with no `at:` just before that base step (a storage
+    fault aimed at a statement of that step: the timeline stays the base run's)."""
 
     at_ms: int
     action: str
     args: tuple[tuple[str, Any], ...] = ()
+    before: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +146,8 @@ class FuzzOutcome:
     runs: int
     rejected: int
     base_result: ScenarioResult
+    probes: dict[str, int] = field(default_factory=dict)
+    """How many runs reached each probe (`sim.probes`), over the whole fuzz run."""
     finding: ScenarioResult | None = None
     schedule: Schedule | None = None
     steps: tuple[InsertedStep, ...] = ()
@@ -154,20 +173,24 @@ class FuzzOutcome:
             )
         tried = (
             f"{self.runs} runs: up to {self.examples} examples, then shrinking; seed {self.seed}; "
-            f"{self.rejected} schedules set aside (not placeable, or a call failed with the "
-            f"drawn fault itself)"
+            f"{self.rejected} schedules set aside (their steps could not be placed)"
         )
         if self.finding is None:
-            return f"no failure found in {self.base} ({tried})"
+            return "\n".join([f"no failure found in {self.base} ({tried})", self.coverage()])
         lines = [
             f"FOUND a failure in {self.base} ({tried}); shrunk to seed {self.finding.seed} and "
             f"{len(self.steps)} step(s):",
             *(f"  + {step.describe()}" for step in self.steps),
             *(f"  - {failure}" for failure in self.finding.failures),
+            self.coverage(),
             f"  reproducer: {self.path}",
             f"  run it: {self.command}",
         ]
         return "\n".join(lines)
+
+    def coverage(self) -> str:
+        """Which probes the runs reached (and how many runs each), and which never."""
+        return probe_coverage(self.probes, self.runs)
 
 
 # -- placing drawn steps ------------------------------------------------------------------------
@@ -179,11 +202,23 @@ def _ready_ms(step: Step, begin_ms: int) -> int:
     return begin_ms
 
 
+def probe_coverage(probes: dict[str, int], runs: int) -> str:
+    """`probes: 7 of 31 reached (name ×runs, ...); never: a, b, ...` for a hunt's report."""
+    reached = ", ".join(f"{name} x{count}" for name, count in sorted(probes.items()))
+    missing = never_hit(probes)
+    known = sum(1 for name in probes if name in ALL_PROBES)
+    text = f"  probes: {known} of {len(ALL_PROBES)} reached in {runs} runs"
+    text += f" ({reached})" if reached else ""
+    return text + (f"; never reached: {', '.join(missing)}" if missing else "")
+
+
 def place(base: Scenario, timeline: ScenarioResult, fault: Fault) -> InsertedStep | None:
     """Where `fault` goes among the base steps, by the base run's timeline; None when it cannot
     go at its time (inside a time-passing step that has its own later-written `at:`)."""
     t = fault.at_ms
     args = dict(fault.args)
+    if fault.before is not None:
+        return InsertedStep(fault.before, None, fault.action, args, NOTE)
     for index, (step, timing) in enumerate(zip(base.steps, timeline.timings, strict=True)):
         ready = _ready_ms(step, timing.begin_ms)
         if t <= ready:
@@ -200,7 +235,7 @@ def place(base: Scenario, timeline: ScenarioResult, fault: Fault) -> InsertedSte
 def _inserted_indices(base: Scenario, inserted: Sequence[InsertedStep]) -> list[int]:
     """1-based step numbers of the inserted steps in the combined scenario."""
     out, number = [], 0
-    ordered = sorted(inserted, key=lambda s: (s.before, s.at_ms))
+    ordered = sorted(inserted, key=_order)
     for index in range(len(base.steps) + 1):
         for _ in (s for s in ordered if s.before == index):
             number += 1
@@ -219,8 +254,10 @@ class _Fuzzer:
         base_result: ScenarioResult,
         invariants: tuple[str, ...],
         out_path: str,
+        invariants_only: bool = False,
     ) -> None:
         self.path = path
+        self.invariants_only = invariants_only
         self.text = text
         self.base = base
         self.base_result = base_result
@@ -229,6 +266,16 @@ class _Fuzzer:
         self.name = _reproducer_name(base.name, out_path)
         self.runs = 0
         self.rejected = 0
+        self.groups = site_groups(statement_sites(base, base_result.statements))
+        self.probes: dict[str, int] = {}
+        """Runs that reached each probe so far (the novelty the search is guided by)."""
+
+    def coverage(self) -> dict[str, int]:
+        """Runs that reached each probe, the base run included."""
+        out = dict(self.probes)
+        for name in self.base_result.probes:
+            out[name] = out.get(name, 0) + 1
+        return dict(sorted(out.items()))
 
     def candidate(self, schedule: Schedule) -> Candidate:
         placed = [place(self.base, self.base_result, fault) for fault in schedule.faults]
@@ -245,19 +292,26 @@ class _Fuzzer:
         return Candidate(text, scenario, inserted, lines)
 
     def evaluate(self, schedule: Schedule) -> tuple[Candidate, ScenarioResult | None]:
-        """The candidate and its run; the run is None when the schedule was rejected."""
+        """The candidate and its run; the run is None when the schedule was set aside."""
         candidate = self.candidate(schedule)
         if candidate.scenario is None:
             self.rejected += 1
             return candidate, None
         self.runs += 1
         result = run_scenario(candidate.scenario, invariants=self.invariants)
-        if any(self._unplaceable(failure, candidate) for failure in result.failures):
-            self.rejected += 1
-            return candidate, None
         return candidate, result
 
-    def _unplaceable(self, failure: str, candidate: Candidate) -> bool:
+    def findings(self, result: ScenarioResult, candidate: Candidate) -> list[str]:
+        """The failures of a run that count as findings (see the module docstring)."""
+        if self.invariants_only:
+            return [
+                f
+                for f in result.failures
+                if _INVARIANT.search(f) or _INVARIANT_EXPECTED.search(f) or _LIVENESS.search(f)
+            ]
+        return [f for f in result.failures if not self._caused_by_the_fault(f, candidate)]
+
+    def _caused_by_the_fault(self, failure: str, candidate: Candidate) -> bool:
         # A drawn fault that made a step's call fail with the fault itself (the platform telling
         # the caller the truth), or that pushed a later `at:` into the past, says nothing about
         # the agent; expectations and invariants do.
@@ -268,8 +322,16 @@ class _Fuzzer:
         )
 
     def fails(self, schedule: Schedule) -> bool:
-        _, result = self.evaluate(schedule)
-        return result is not None and not result.passed
+        candidate, result = self.evaluate(schedule)
+        if result is None:
+            return False
+        # Coverage guidance: a run that reaches probes few runs reached before scores high, and
+        # Hypothesis's targeting phase mutates towards such runs.
+        novelty = sum(1.0 / (1 + self.probes.get(name, 0)) for name in result.probes)
+        for name in result.probes:
+            self.probes[name] = self.probes.get(name, 0) + 1
+        _hypothesis().target(novelty, label="rarely reached probes")
+        return bool(self.findings(result, candidate))
 
     def strategy(self, kinds: Sequence[str], max_steps: int) -> st.SearchStrategy[Schedule]:
         st = _hypothesis().strategies
@@ -284,45 +346,69 @@ class _Fuzzer:
                 + [s.client for s in self.base.steps if isinstance(s, ConnectStep)]
             )
         )
-        options: list[st.SearchStrategy[Fault]] = []
+        options: dict[str, st.SearchStrategy[Fault]] = {}
         if "evict" in kinds:
-            options.append(
-                st.builds(
-                    lambda t, a, r: Fault(t, "evict", (("agent", a), ("reason", r))),
-                    at,
-                    st.sampled_from(agents),
-                    st.sampled_from(EVICTION_REASONS),
-                )
+            options["evict"] = st.builds(
+                lambda t, a, r: Fault(t, "evict", (("agent", a), ("reason", r))),
+                at,
+                st.sampled_from(agents),
+                st.sampled_from(EVICTION_REASONS),
             )
         if "deploy" in kinds:
-            options.append(st.builds(lambda t: Fault(t, "deploy"), at))
-        if "storage" in kinds:
-            options.append(
-                st.builds(
-                    lambda t, a, k, n: Fault(
-                        t, "arm_storage_fault", (("agent", a), ("kind", k), ("skip", n))
-                    ),
-                    at,
-                    st.sampled_from(agents),
-                    st.sampled_from(("crash", "error")),
-                    st.integers(0, 5),
-                )
-            )
+            options["deploy"] = st.builds(lambda t: Fault(t, "deploy"), at)
+        if "storage" in kinds and self.groups:
+            for how in STORAGE_FAULTS:
+                groups = [
+                    [site for site in group if site.write or how != "crash-after-commit"]
+                    for group in self.groups
+                ]
+                groups = [group for group in groups if group]
+                if groups:
+                    options[f"storage:{how}"] = self._storage_faults(st, groups, how)
         if "reconnect" in kinds and clients:
-            options.append(
-                st.builds(
-                    lambda t, c: Fault(t, "reconnect", (("client", c),)),
-                    at,
-                    st.sampled_from(clients),
-                )
+            options["reconnect"] = st.builds(
+                lambda t, c: Fault(t, "reconnect", (("client", c),)),
+                at,
+                st.sampled_from(clients),
             )
+        if not options:
+            raise ValueError(
+                f"nothing to draw: the fault kinds {list(kinds)} have nothing to act on in "
+                f"{self.path} (no statement ran, no client connected)"
+            )
+        features = sorted(options)
+
+        # Swarm testing: each example first picks which kinds of fault it may use at all.
+        def faults_of(enabled: frozenset[str]) -> st.SearchStrategy[list[Fault]]:
+            chosen = [options[name] for name in features if name in enabled]
+            return st.lists(st.one_of(chosen), min_size=1, max_size=max_steps)
+
+        swarm = st.frozensets(st.sampled_from(features), min_size=1)
         seeds = st.one_of(st.just(self.base.seed), st.integers(0, SEED_LIMIT))
-        faults = st.lists(st.one_of(options), min_size=1, max_size=max_steps)
-        return st.builds(lambda s, f: Schedule(s, tuple(f)), seeds, faults)
+        return st.builds(lambda s, f: Schedule(s, tuple(f)), seeds, swarm.flatmap(faults_of))
+
+    @staticmethod
+    def _storage_faults(
+        st: Any, groups: list[list[StatementSite]], how: str
+    ) -> st.SearchStrategy[Fault]:
+        """One occurrence of one statement shape of one agent, hit by `how`: a group first
+        (uniformly, so every shape gets its share), then an occurrence in it."""
+
+        def fault(site: StatementSite) -> Fault:
+            args = (
+                ("agent", site.target),
+                ("kind", how),
+                ("match", site.pattern),
+                ("skip", site.skip),
+            )
+            return Fault(site.t_ms, "arm_storage_fault", args, before=site.step)
+
+        return st.sampled_from(groups).flatmap(lambda group: st.sampled_from(group)).map(fault)
 
 
 def _order(step: InsertedStep) -> tuple[int, int]:
-    return (step.before, step.at_ms)
+    # A step with no `at:` runs when the step before it ends: before any timed one.
+    return (step.before, -1 if step.at_ms is None else step.at_ms)
 
 
 def _reproducer_name(base_name: str, out_path: str) -> str:
@@ -377,12 +463,12 @@ def fuzz_scenario(
         retitle(insert_steps(text, base, probe), base.name, base.seed)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    base_result = run_scenario(base, invariants=names)
-    outcome = FuzzOutcome(path, examples, seed, names, 1, 0, base_result)
+    base_result = run_scenario(base, invariants=names, record_statements=True)
+    outcome = FuzzOutcome(path, examples, seed, names, 1, 0, base_result, base_result.probes)
     if not base_result.passed:
         return outcome
     out_path = reproducer_path(base, out_dir, seed)
-    fuzzer = _Fuzzer(path, text, base, base_result, names, out_path)
+    fuzzer = _Fuzzer(path, text, base, base_result, names, out_path, invariants_only)
     hypothesis = _hypothesis()
     HealthCheck, Phase = hypothesis.HealthCheck, hypothesis.Phase  # noqa: N806
     config = hypothesis.settings(
@@ -390,7 +476,7 @@ def fuzz_scenario(
         database=None,
         deadline=None,
         derandomize=False,
-        phases=(Phase.generate, Phase.shrink),
+        phases=(Phase.generate, Phase.target, Phase.shrink),
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )
@@ -408,7 +494,16 @@ def fuzz_scenario(
             f"kept between runs in the process?): {' '.join(str(exc).split())[:600]}"
         ) from None
     except hypothesis.errors.NoSuchExample:
-        return FuzzOutcome(path, examples, seed, names, fuzzer.runs, fuzzer.rejected, base_result)
+        return FuzzOutcome(
+            path,
+            examples,
+            seed,
+            names,
+            fuzzer.runs,
+            fuzzer.rejected,
+            base_result,
+            fuzzer.coverage(),
+        )
     return _write_reproducer(
         fuzzer, schedule, seed, examples, command or _command(path, seed, examples)
     )
@@ -422,7 +517,7 @@ def _write_reproducer(
     fuzzer: _Fuzzer, schedule: Schedule, seed: int, examples: int, how: str
 ) -> FuzzOutcome:
     candidate, result = fuzzer.evaluate(schedule)
-    if candidate.scenario is None or result is None or result.passed:
+    if candidate.scenario is None or result is None or not fuzzer.findings(result, candidate):
         raise FlakyFinding(
             f"the shrunk schedule {schedule} of {fuzzer.path} did not fail when run again; "
             f"the failure depends on something outside the scenario, the seed and the code"
@@ -447,12 +542,13 @@ def _write_reproducer(
     # What is written is run once more exactly as the printed command runs it (the header has
     # as many lines whatever the sentence, so the check's line numbers are the file's).
     check = run_scenario(parse_scenario(headed("..."), out_path))
-    if check.passed or check.digest != result.digest:
+    found = fuzzer.findings(check, candidate)
+    if not found or check.digest != result.digest:
         raise FlakyFinding(
             f"the reproducer {out_path} did not fail the same way when run again (digest "
             f"{check.digest[:12]}, was {result.digest[:12]})"
         )
-    text = headed(check.failures[0])
+    text = headed(found[0])
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(text, encoding="utf-8")
     return FuzzOutcome(
@@ -463,6 +559,7 @@ def _write_reproducer(
         runs=fuzzer.runs,
         rejected=fuzzer.rejected,
         base_result=fuzzer.base_result,
+        probes=fuzzer.coverage(),
         finding=check,
         schedule=schedule,
         steps=candidate.inserted,

@@ -28,6 +28,21 @@ def test_F002_held_lease_writes_no_schedule_rows(sim: Simulation) -> None:
     assert sim.call(ref, "list_schedules") == []
 
 
+def test_a_failed_acquire_gives_its_ref_back(sim: Simulation) -> None:
+    """When arming the heartbeat fails inside keep_alive (a storage error), the caller gets the
+    error and no lease, and the count it had taken is given back: no heartbeat leaks."""
+    ref = sim.agent(Recorder, "ka")
+    sim.run_for(1)
+    sim.arm_storage_fault(ref, "error", match=r"^SELECT value FROM _cf_KV\b")
+    with pytest.raises(Exception, match="injected storage fault"):
+        sim.call(ref, "acquire")
+    assert refs(sim, ref) == 0
+    assert sim.alarm_of(ref) is None
+    assert sim.probes.get("keep_alive.acquire_failed") == 1
+    sim.call(ref, "acquire")
+    assert refs(sim, ref) == 1
+
+
 def test_F003_disposing_the_only_lease_clears_the_alarm(sim: Simulation) -> None:
     """The one disposer drops the count to 0 and, with nothing else due, deletes the alarm."""
     ref = sim.agent(Recorder, "ka")

@@ -14,7 +14,7 @@ from typing import Any
 from agents_core import Agent
 from tests.checkers.agents import Worker
 
-__all__ = ["Forgetful", "HashOrdered", "Leaky", "SometimesForgetful", "Steady"]
+__all__ = ["Forgetful", "HashOrdered", "Leaky", "SometimesForgetful", "Steady", "Tally"]
 
 
 class Steady(Worker):
@@ -64,3 +64,25 @@ class SometimesForgetful(Steady):
 
     def resume_from(self, snapshot: Any) -> int:
         return 0 if next(_FORGETS) < 3 else super().resume_from(snapshot)
+
+
+class Tally(Agent):
+    """`tally(n)` takes a keepAlive lease, then bumps a counter row n times a second apart, and
+    gives the lease back at the end; the bug: a failing UPDATE skips the release (no
+    `finally`), so the heartbeat never stops. Only a storage fault on `UPDATE tally` shows it."""
+
+    options = {"keep_alive_interval_ms": 5_000}
+
+    async def on_start(self) -> None:
+        self.sql("CREATE TABLE IF NOT EXISTS tally (id INTEGER PRIMARY KEY, n INTEGER)")
+        self.sql("INSERT OR IGNORE INTO tally VALUES (1, 0)")
+
+    async def tally(self, n: int = 3) -> None:
+        self.host.tasks.wait_until(self._tally(n))
+
+    async def _tally(self, n: int) -> None:
+        dispose = await self.keep_alive()
+        for _ in range(n):
+            self.sql("UPDATE tally SET n = n + 1 WHERE id = 1")
+            await self.host.clock.sleep(1_000)
+        dispose()
