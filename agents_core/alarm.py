@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents_core.probes import probe
+
 __all__ = [
     "AlarmMixin",
     "DESTROY_PENDING_KEY",
@@ -31,15 +33,25 @@ class AlarmMixin:
             return
         host = self.host
         now = host.clock.now_ms()
-        if host.kv.get(DESTROY_PENDING_KEY):
-            host.alarm.set_alarm(now)
-            return
-        candidates = [
-            *self._schedule_alarm_candidates(now),
-            *self._keep_alive_candidates(now),
-            *self._recovery_alarm_candidates(now),
-            *self._facet_lease_candidates(now),
-        ]
+        try:
+            if host.kv.get(DESTROY_PENDING_KEY):
+                host.alarm.set_alarm(now)
+                return
+            candidates = [
+                *self._schedule_alarm_candidates(now),
+                *self._keep_alive_candidates(now),
+                *self._recovery_alarm_candidates(now),
+                *self._facet_lease_candidates(now),
+            ]
+        except Exception:
+            # The state could not be read (a storage fault): what needs the agent is unknown,
+            # so arm a check-back no later than one interval from now, whose alarm computes it
+            # again. Without it a schedule written just before would never fire (divergence K5).
+            probe(self.host, "alarm.reschedule_failed")
+            check_back = now + self._options.keep_alive_interval_ms
+            armed = host.alarm.get_alarm()
+            host.alarm.set_alarm(check_back if armed is None else min(armed, check_back))
+            raise
         if candidates:
             host.alarm.set_alarm(min(candidates))
         else:

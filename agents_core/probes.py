@@ -31,6 +31,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "
         "cleanup); the lease is released and the row is left for recovery"
     ),
+    "alarm.reschedule_failed": (
+        "computing the next alarm failed on a storage fault, and a check-back alarm was armed "
+        "so that a later alarm computes it again"
+    ),
     "keep_alive.acquire_failed": (
         "taking a keepAlive lease failed while arming the heartbeat (a storage fault), and the "
         "ref it had counted was given back"

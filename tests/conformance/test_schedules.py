@@ -703,3 +703,25 @@ def test_platform_error_classes_follow_the_cause_chain() -> None:
     assert is_memory_limit_reset(RuntimeError(MEMORY_LIMIT))
     assert not is_platform_transient(RuntimeError(MEMORY_LIMIT))
     assert not is_platform_transient(RuntimeError("boom"))
+
+
+class Planner(Recorder):
+    async def plan(self, seconds: int) -> str:
+        schedule = await self.schedule(seconds, "tick", {"n": 1})
+        return schedule.id
+
+
+def test_a_schedule_whose_alarm_could_not_be_armed_still_fires(sim: Simulation) -> None:
+    """The row is written, then arming the alarm fails on a storage fault: the caller gets the
+    error, and a check-back alarm makes sure the schedule still runs (divergence K5)."""
+    ref = wake(sim, Planner, "p")
+    sim.arm_storage_fault(ref, "error", match=r"^SELECT value FROM _cf_KV\b")
+    with pytest.raises(Exception, match="injected storage fault"):
+        sim.call(ref, "plan", 120)
+    assert len(schedule_rows(sim, ref)) == 1
+    assert sim.alarm_of(ref) is not None
+    assert sim.probes.get("alarm.reschedule_failed") == 1
+    sim.run_for(600_000)
+    assert [r["callback"] for r in runs(sim, ref)] == ["tick"]
+    assert 120_000 <= run_times(sim, ref)[0] <= 121_000
+    assert schedule_rows(sim, ref) == []
