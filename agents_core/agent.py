@@ -113,6 +113,7 @@ class Agent(
         self._executing_schedule_id: str | None = None
         self._init_facet_state()
         self._init_mcp_state()
+        self._init_agent_tool_ledger()
         ensure_schema(host.sql, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
 
     # -- storage ----------------------------------------------------------------------------

@@ -23,9 +23,25 @@ PROBE_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 """`area.what_happened`: lower case words, dot-separated, at least two parts."""
 
 RUNTIME_PROBES: dict[str, str] = {
+    "agent_tool.detached_finish_redelivered": (
+        "a detached run's finish was delivered again after its claim's 60 s lease expired: the "
+        "incarnation that claimed it died before marking it delivered"
+    ),
     "chat.recovery_found_complete_answer": (
         "chat recovery found an interrupted turn whose stream already held the answer's finish "
         "chunk (it died in its last step) and persisted that answer instead of continuing it"
+    ),
+    "ledger.dead_claim_reclaimed": (
+        "a delivery claimed a slot whose earlier claim had outlived its lease and was left by "
+        "an incarnation that died between its claim and its delivered mark (at least once)"
+    ),
+    "ledger.failed_handler_reclaimed": (
+        "a delivery claimed a slot whose handler had thrown in this incarnation, once that "
+        "claim's lease expired (the throwing handler is run again)"
+    ),
+    "ledger.live_claim_outlived_lease": (
+        "a delivery found its slot claimed more than 60 s ago by a delivery of this same "
+        "incarnation still pending (a startup sweep's deferred hooks), and stood back"
     ),
     "fiber.cleanup_delete_failed": (
         "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "

@@ -297,6 +297,8 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
             row = self._read_agent_tool_run(run_id)
             if row is None or row["give_up_delivered_at"] is None:
                 return
+        if self._agent_tool_slot_held(run_id, "finish"):
+            return  # a live delivery of this incarnation holds the finish slot
         now = self.host.clock.now_ms()
         closed = self.host.sql.execute(
             "UPDATE cf_agent_tool_runs SET finish_claimed_at = ?, finish_delivered_at = ? "

@@ -8,6 +8,12 @@ calls `on_agent_tool_finish` and the run's `on_finish` method, and only then mar
 delivered. So a delivery happens exactly once normally and at least once across a crash or a
 throwing handler (re-claimed after the lease) — spec agent-tools §4.4.
 
+The lease is how a later incarnation tells a dead claimer from a live one, so it only ever
+frees a claim this incarnation does not hold itself: a claim whose delivery is still pending
+here (its handlers run late, as a startup sweep's deferred hooks do, or run long) is never taken
+over, however old it is. Without that, a re-issue racing a sweep that outlived the lease would
+call the same slot's hooks twice with no crash between (S8: exactly once normally).
+
 Seed decision S8 extends this to awaited runs: the SDK calls their hook unguarded (a throwing
 hook re-finishes the run as `error` and calls the hook again; two observers of one run both call
 it); here they use the same slots, so the hook fires once. Detached slots are re-delivered by
@@ -22,6 +28,7 @@ from typing import Any
 
 from agents_core.agent_tools.frames import frame, terminal_event
 from agents_core.agent_tools.registry import AgentToolRunInfo, RunAgentToolResult
+from agents_core.probes import probe
 
 __all__ = ["DETACHED_DELIVERY_LEASE_MS", "LedgerMixin", "SLOTS"]
 
@@ -30,6 +37,23 @@ SLOTS = ("finish", "give_up")
 
 
 class LedgerMixin:
+    def _init_agent_tool_ledger(self: Any) -> None:
+        # In memory, so gone with the incarnation: (run id, slot) -> claim time of every claim
+        # whose delivery this incarnation has not finished yet, and the claims whose handlers
+        # threw here (released for a redelivery once their lease expires).
+        self._agent_tool_claims_held: dict[tuple[str, str], int] = {}
+        self._agent_tool_claims_failed: set[tuple[str, str, int]] = set()
+
+    def _agent_tool_slot_held(self: Any, run_id: str, slot: str) -> bool:
+        """Whether a delivery of this incarnation holds the slot's claim and has not finished:
+        no other path may claim it, however old the claim (its holder is alive)."""
+        claimed_at = self._agent_tool_claims_held.get((run_id, slot))
+        if claimed_at is None:
+            return False
+        if claimed_at < self.host.clock.now_ms() - DETACHED_DELIVERY_LEASE_MS:
+            probe(self.host, "ledger.live_claim_outlived_lease")
+        return True
+
     async def _deliver_agent_tool_terminal(
         self: Any,
         run_id: str,
@@ -49,7 +73,12 @@ class LedgerMixin:
         startup recovery finishes rows during its sweep and calls the hooks after it (§7.1)."""
         if slot not in SLOTS:
             raise ValueError(f"ledger slot must be one of {SLOTS}, got {slot!r}")
+        if self._agent_tool_slot_held(run_id, slot):
+            return False
         now = self.host.clock.now_ms()
+        row = self._read_agent_tool_run(run_id)
+        if row is None:
+            return False
         claimed = self.host.sql.execute(
             f"UPDATE cf_agent_tool_runs SET {slot}_claimed_at = ? WHERE run_id = ? "
             f"AND {slot}_delivered_at IS NULL "
@@ -58,9 +87,9 @@ class LedgerMixin:
         )
         if not claimed:
             return False
-        row = self._read_agent_tool_run(run_id)
-        if row is None:
-            return False
+        self._note_reclaimed_slot(row, slot)
+        held = (run_id, slot)
+        self._agent_tool_claims_held[held] = now
         completed_at = now if completed_at is None else completed_at
         self._update_agent_tool_terminal(run_id, result, completed_at)
         self.broadcast(
@@ -87,11 +116,37 @@ class LedgerMixin:
             )
             self.host.trace.emit("hook:delivered", runId=run_id, slot=slot, status=result.status)
 
+        async def release_after(delivery: Callable[[], Awaitable[None]]) -> None:
+            try:
+                await delivery()
+            except BaseException:
+                self._agent_tool_claims_failed.add((run_id, slot, now))
+                raise
+            finally:
+                if self._agent_tool_claims_held.get(held) == now:
+                    del self._agent_tool_claims_held[held]
+
         if defer_handlers_to is not None:
-            defer_handlers_to.append(complete)
+            defer_handlers_to.append(lambda: release_after(complete))
         else:
-            await complete()
+            await release_after(complete)
         return True
+
+    def _note_reclaimed_slot(self: Any, row: dict[str, Any], slot: str) -> None:
+        """This claim took over an expired one (read from `row`, before the claim): mark who
+        had left it, a handler that threw here, or an incarnation that died between its claim
+        and its delivered mark (the at-least-once redelivery across a crash)."""
+        prior = row[f"{slot}_claimed_at"]
+        if prior is None:
+            return
+        failed = (row["run_id"], slot, prior)
+        if failed in self._agent_tool_claims_failed:
+            self._agent_tool_claims_failed.discard(failed)
+            probe(self.host, "ledger.failed_handler_reclaimed")
+        else:
+            probe(self.host, "ledger.dead_claim_reclaimed")
+            if row["detached"] and slot == "finish":
+                probe(self.host, "agent_tool.detached_finish_redelivered")
 
     # -- at least once across a crash, for awaited runs (S8) ------------------------------------
     def _claimed_undelivered_awaited_rows(self: Any) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from tests.conformance.test_reattach import (
     ResumingChild,
     child_ref,
     dispatch,
+    event_of,
     frames_of,
     notes,
     parent_with,
@@ -194,6 +195,40 @@ def test_recovery_and_reissue_racing_finish_the_run_once(sim: Simulation) -> Non
     assert row_of(sim, p, "r")["status"] == "completed"
     assert notes(sim, p) == ["finish:r:completed"]
     assert child_turns(sim, child_ref(sim, p, ResumingChild, "r")) == ["start", "resume"]
+
+
+def test_reissue_racing_a_sweep_that_outlives_the_claim_lease_finishes_once(
+    sim: Simulation,
+) -> None:
+    """Startup recovery gives one run up early but defers its hook until the whole sweep is
+    over, which a streaming sibling keeps going for 90 s. A re-issue of the given-up run 65 s
+    later gives up again: the sweep's claim is past its 60 s lease, but its delivery is alive
+    and pending, so the re-issue does not take it over, and the give-up hook runs once, after
+    the sweep (seed decision S8: exactly once normally)."""
+    cls = parent_with(agent_tool_reattach_no_progress_timeout_ms=1_000)
+    p = sim.agent(cls, "p")
+    dispatch(sim, p, "scout", [["text", "a"], *HANG], HANG)
+    stream = [step for i in range(180) for step in (["sleep", 500], ["text", f"s{i}"])]
+    dispatch(sim, p, "survey", [["text", "a"], *HANG], [*stream, ["finish", "completed", "ok"]])
+    woke = restart(sim, p)
+    sim.run_for(2_000)
+    sealed = row_of(sim, p, "scout")
+    assert (sealed["status"], sealed["interrupted_reason"]) == ("interrupted", "no-progress")
+    assert sealed["give_up_claimed_at"] < woke + 2_000
+    assert notes(sim, p) == []  # deferred until the sweep is over
+
+    sim.run_until(sealed["give_up_claimed_at"] + 65_000)
+    result = sim.call(p, "go", "ResumingChild", "scout", HANG)
+    assert (result["status"], result["reason"]) == ("interrupted", "no-progress")
+    assert notes(sim, p) == []
+    assert sim.probes["ledger.live_claim_outlived_lease"] == 1
+
+    sim.run_for(60_000)
+    complete = event_of(sim, "agent_tool:recovery:complete")
+    assert complete.t_ms > sealed["give_up_claimed_at"] + 65_000
+    assert notes(sim, p) == ["finish:scout:interrupted", "finish:survey:completed"]
+    delivered = sim.trace.select("hook:delivered", runId="scout")
+    assert [(r.get("slot"), r.t_ms) for r in delivered] == [("give_up", complete.t_ms)]
 
 
 def test_reissue_whose_child_cannot_be_resolved_reports_no_reason(sim: Simulation) -> None:
