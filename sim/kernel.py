@@ -2,8 +2,9 @@
 
 Every awaitable the host hands out yields a `Wait` holding a simpy event; the driver resumes the
 coroutine when that event is processed. Same-time events run in simpy's FIFO order, so a run is
-deterministic. Code between two awaits runs as one *step*; the storage writes of a step are one
-turn and commit together when the step ends (the Durable Object output gate).
+deterministic (with an `Interleave` setting, a seed orders the timers due at one instant
+instead: `sim.interleave`). Code between two awaits runs as one *step*; the storage writes of a
+step are one turn and commit together when the step ends (the Durable Object output gate).
 
 A task belongs to an owner (an incarnation). When the owner dies its tasks are never resumed:
 they are moved to a graveyard that lives as long as the kernel, so that the garbage collector
@@ -24,6 +25,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol
 
 import simpy
+
+from sim.interleave import Interleave, InterleavingEnvironment, Reordering
 
 __all__ = [
     "Gone",
@@ -161,8 +164,15 @@ class SimTask:
 class Kernel:
     """The simpy environment, the step in progress and the graveyard of killed tasks."""
 
-    def __init__(self) -> None:
-        self.env = simpy.Environment(initial_time=0)
+    def __init__(self, interleave: Interleave | None = None) -> None:
+        # Without an interleave setting, the plain environment: FIFO at every instant, and not
+        # one instruction more per event than before interleavings existed.
+        self.env = (
+            simpy.Environment(initial_time=0)
+            if interleave is None
+            else InterleavingEnvironment(interleave)
+        )
+        self.interleave = interleave
         self.graveyard: list[SimTask] = []
         self._live: dict[SimTask, None] = {}
         self._stack: list[SimTask] = []
@@ -190,6 +200,20 @@ class Kernel:
 
     def __del__(self) -> None:
         self.close()
+
+    # -- same-instant groups (`sim.interleave`) -------------------------------------------------
+    @property
+    def group_sizes(self) -> tuple[int, ...]:
+        """The size of each same-instant group of timers reached so far (none are counted
+        without an interleave setting)."""
+        env = self.env
+        return tuple(env.sizes) if isinstance(env, InterleavingEnvironment) else ()
+
+    @property
+    def reorderings(self) -> list[Reordering]:
+        """The groups run out of FIFO order so far."""
+        env = self.env
+        return list(env.reorderings) if isinstance(env, InterleavingEnvironment) else []
 
     # -- time -------------------------------------------------------------------------------
     @property

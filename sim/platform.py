@@ -99,8 +99,8 @@ class AgentRecord:
 class Platform:
     """All agents of one simulation, and the rules of their lives."""
 
-    def __init__(self, seed: int, faults: FaultProfile) -> None:
-        self.kernel = Kernel()
+    def __init__(self, seed: int, faults: FaultProfile, kernel: Kernel | None = None) -> None:
+        self.kernel = kernel if kernel is not None else Kernel()
         self.seeds = Seeds(seed)
         self.trace = Trace()
         self.faults = faults

@@ -15,7 +15,8 @@ from typing import Any
 from agents_core.agent import Request, Response
 from sim.clients import Client
 from sim.faults import FaultProfile
-from sim.kernel import SimDeferred
+from sim.interleave import Interleave, Reordering
+from sim.kernel import Kernel, SimDeferred
 from sim.model import ScriptedModel, register_model
 from sim.platform import AgentRecord, Platform
 from sim.sqlite import StorageFault
@@ -50,9 +51,16 @@ class AgentRef:
 class Simulation:
     """A deterministic run: same seed and same script give the same trace, byte for byte."""
 
-    def __init__(self, seed: int = 0, faults: FaultProfile | None = None) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        faults: FaultProfile | None = None,
+        interleave: Interleave | None = None,
+    ) -> None:
+        """`interleave`: let a seed order the timers due at one instant at the groups it names
+        (`sim.interleave`); None keeps FIFO order at every instant."""
         self.seed = seed
-        self.platform = Platform(seed, faults or FaultProfile(name="none"))
+        self.platform = Platform(seed, faults or FaultProfile(name="none"), Kernel(interleave))
         self.platform.platform_event(None, "simulation:start", seed=seed)
         self.platform.lifecycle.start_deploys()
         self._clients = 0
@@ -79,6 +87,17 @@ class Simulation:
 
     def digest(self) -> str:
         return self.platform.trace.digest()
+
+    @property
+    def group_sizes(self) -> tuple[int, ...]:
+        """The size of each same-instant group of timers reached so far, in order (counted
+        only with an interleave setting)."""
+        return self.platform.kernel.group_sizes
+
+    @property
+    def reorderings(self) -> list[Reordering]:
+        """The same-instant groups run out of FIFO order so far, with what each event resumed."""
+        return self.platform.kernel.reorderings
 
     @property
     def probes(self) -> dict[str, int]:
