@@ -25,7 +25,13 @@ from scenarios.parse_agents import AGENT, CLIENT, NAME, NAME_PATTERN, parse_agen
 from scenarios.parse_expect import EXPECTATION, parse_expectations
 from scenarios.parse_model import MODEL, parse_model
 from scenarios.parse_steps import STEP, parse_steps
-from scenarios.schema import DEFAULT_LIVENESS_LIMIT_MS, DEFAULT_MODEL, MODEL_SERVICE, Scenario
+from scenarios.schema import (
+    DEFAULT_LIVENESS_LIMIT_MS,
+    DEFAULT_MODEL,
+    MODEL_SERVICE,
+    InterleaveSetting,
+    Scenario,
+)
 from scenarios.shapes import Duration, Flag, Map, Number, OneOf, Seq, Shape, Text, Whole
 from sim.faults import PROFILES, FaultProfile
 
@@ -48,6 +54,24 @@ FAULTS = Shape(
         "idle_eviction": Flag(doc="Whether idle incarnations are evicted."),
     },
     doc="Explicit fault settings.",
+)
+INTERLEAVE = Shape(
+    {
+        "seed": Whole(doc="Seeds the order each reordered group runs in."),
+        "points": Seq(
+            Whole(minimum=1),
+            doc="The same-instant groups (numbered from 1 in the order the run reaches them) "
+            "run out of FIFO order.",
+        ),
+        "depth": Whole(
+            minimum=1,
+            maximum=1000,
+            doc="How many groups to reorder, drawn by the seed among those of the FIFO run.",
+        ),
+    },
+    required=("seed",),
+    exclusive=(("points", "depth"),),
+    doc="Timers due at the same instant run in an order the seed chooses (agentsim explore).",
 )
 SCENARIO = Shape(
     {
@@ -72,6 +96,7 @@ SCENARIO = Shape(
                 ),
             }
         ),
+        "interleave": INTERLEAVE,
     },
     required=("name", "description", "seed", "agents", "steps"),
     doc="An agentsim scenario: agents, what happens to them and when, and what must hold.",
@@ -225,12 +250,31 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         expect=expect,
         liveness_limit_ms=liveness_limit_ms,
         liveness_settles=liveness_settles,
+        interleave=_interleave(top),
         path=path,
         models=models,
     )
 
 
 # -- sections ---------------------------------------------------------------------------------
+def _interleave(top: Fields) -> InterleaveSetting | None:
+    if "interleave" not in top:
+        return None
+    section = top.sub("interleave", shape=INTERLEAVE, where="interleave")
+    if "points" not in section and "depth" not in section:
+        section.fail(
+            "seed",
+            "neither points: nor depth:",
+            "points: [3, 11] reorders those same-instant groups; depth: 2 draws two of them",
+        )
+    points = section.get("points")
+    return InterleaveSetting(
+        seed=section.get("seed"),
+        points=None if points is None else tuple(sorted(set(points))),
+        depth=section.get("depth"),
+    )
+
+
 def _faults(top: Fields) -> FaultProfile:
     value = top.raw("faults", "none")
     if isinstance(value, str):

@@ -17,6 +17,7 @@ from scenarios.schema import Scenario
 from scenarios.steps import StepRunner
 from sim import Simulation, Trace
 from sim.checkers import CHECKERS, check, context_from
+from sim.interleave import Interleave, Reordering, draw_points
 from sim.liveness import busy_report, format_gap
 from sim.trace import format_sim_time
 
@@ -77,6 +78,13 @@ class ScenarioResult:
     """How often each probe was hit (`sim.probes`), by name."""
     statements: tuple[ExecutedStatement, ...] = field(default=(), compare=False, repr=False)
     """Every statement agent code ran, when asked for (`record_statements=True`)."""
+    interleave: Interleave | None = None
+    """The interleaving the run had (`interleave:` resolved to its points), None for FIFO."""
+    group_sizes: tuple[int, ...] = ()
+    """The size of each same-instant group of timers the run reached, in order (counted only
+    with an interleaving)."""
+    reorderings: tuple[Reordering, ...] = field(default=(), compare=False, repr=False)
+    """The groups that ran out of FIFO order, with what each of their events resumed."""
 
     @property
     def headline(self) -> str:
@@ -128,13 +136,41 @@ def run_scenario(
     *,
     invariants: Sequence[str] = (),
     record_statements: bool = False,
+    interleave: Interleave | None = None,
 ) -> ScenarioResult:
     """Run `scenario` with its own seed, or with `seed` when given (the CLI's `--seed`); then
     check its expectations and the named `invariants`. `record_statements`: keep every
-    statement agent code ran (the hunt's map of where faults can land)."""
+    statement agent code ran (the hunt's map of where faults can land). `interleave`: this
+    interleaving instead of the file's `interleave:` (`Interleave(seed, ())` counts the groups
+    and keeps FIFO order)."""
     seed = scenario.seed if seed is None else seed
     invariants = invariant_names(",".join(invariants))
-    sim = Simulation(seed=seed, faults=scenario.faults)
+    if interleave is None:
+        interleave = _interleaving(scenario, seed)
+    return _run(scenario, seed, invariants, record_statements, interleave)
+
+
+def _interleaving(scenario: Scenario, seed: int) -> Interleave | None:
+    """The file's `interleave:` as points; `depth` draws them among the groups of the FIFO run
+    (run once more, first, to count them)."""
+    setting = scenario.interleave
+    if setting is None:
+        return None
+    if setting.points is not None:
+        return Interleave(setting.seed, setting.points)
+    counted = _run(scenario, seed, (), False, Interleave(setting.seed, ()))
+    groups = len(counted.group_sizes)
+    return Interleave(setting.seed, draw_points(setting.seed, setting.depth or 0, groups))
+
+
+def _run(
+    scenario: Scenario,
+    seed: int,
+    invariants: tuple[str, ...],
+    record_statements: bool,
+    interleave: Interleave | None,
+) -> ScenarioResult:
+    sim = Simulation(seed=seed, faults=scenario.faults, interleave=interleave)
     statements: list[ExecutedStatement] = []
     current = [0]
     if record_statements:
@@ -173,6 +209,7 @@ def run_scenario(
             failures += [f"{scenario.path}: invariant {v}" for v in check(context, invariants)]
         digest, events = sim.digest(), len(sim.trace)
         probes = sim.probes
+        group_sizes, reorderings = sim.group_sizes, tuple(sim.reorderings)
     finally:
         sim.platform.statement_observer = None
         sim.close()
@@ -191,6 +228,9 @@ def run_scenario(
         timings=tuple(timings),
         probes=probes,
         statements=tuple(statements),
+        interleave=interleave,
+        group_sizes=group_sizes,
+        reorderings=reorderings,
     )
 
 

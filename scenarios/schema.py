@@ -44,6 +44,7 @@ __all__ = [
     "Expectation",
     "FailModelStep",
     "HookExpectation",
+    "InterleaveSetting",
     "InvariantsExpectation",
     "ModelRule",
     "ModelScript",
@@ -511,6 +512,17 @@ EXPECTATIONS: dict[str, type[Expectation]] = {
 
 
 # -- the whole ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InterleaveSetting:
+    """`interleave:`: which same-instant groups of timers run out of FIFO order
+    (`sim.interleave`). Either `points` (group numbers, from 1) or `depth` (that many points
+    drawn by the seed among the groups the run has in FIFO order)."""
+
+    seed: int
+    points: tuple[int, ...] | None = None
+    depth: int | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Scenario:
     """One scenario file, validated: everything the runner needs and nothing it must check."""
@@ -527,6 +539,8 @@ class Scenario:
     liveness_settles: bool = True
     """Whether the liveness phase must go quiet within its limit (a busy end fails the run);
     `liveness: {settles: false}` says a busy end is intended (a cron job, say)."""
+    interleave: InterleaveSetting | None = None
+    """Same-instant timers in an order the seed chooses (None: FIFO at every instant)."""
     path: str
     models: dict[str, ModelScript] = field(default_factory=lambda: {MODEL_SERVICE: DEFAULT_MODEL})
     """Scripted model services by name: `model` (the `model:` section, or one that answers

@@ -116,7 +116,7 @@ CASES = [
         "unknown-top-level-key",
         ("seed: 7\n", "seed: 7\nsteeps: []\n"),
         "lib/x.yaml:4: unknown key 'steeps'; allowed keys: ['agents', 'clients', 'description', "
-        "'expect', 'faults', 'liveness', 'model', 'name', 'seed', 'steps']",
+        "'expect', 'faults', 'interleave', 'liveness', 'model', 'name', 'seed', 'steps']",
     ),
     (
         "missing-seed",
