@@ -142,9 +142,9 @@ class InterleavingEnvironment(simpy.Environment):
 
 # -- saying what an event resumes ------------------------------------------------------------
 def describe_event(event: simpy.Event) -> str:
-    """What processing `event` resumes, for people: `Worker/w#1 task 'wait_until' at
-    fibers.py:88 (step)`, `Alarms.set (Worker/w)`, ... ('nothing' for an event no one waits
-    for)."""
+    """What processing `event` resumes, for people: `Worker/w#1 steps (fibers.py:88)` (a task
+    and the line it waits at), `Alarms._due (Worker/w)` (a platform timer), 'nothing' for an
+    event no one waits for."""
     callbacks = event.callbacks or ()
     parts = [_describe_callback(callback, 3) for callback in callbacks]
     return "; ".join(part for part in parts if part) or "nothing"
@@ -169,6 +169,11 @@ def _describe_callback(callback: Any, depth: int) -> str:
             if inner:
                 return inner
     name = getattr(callback, "__qualname__", type(callback).__name__)
+    code = getattr(callback, "__code__", None)
+    if name.endswith("<lambda>") and code is not None and code.co_names:
+        # `lambda: self._due(record, generation)`: name the method the timer calls.
+        owner = name.removesuffix(".<locals>.<lambda>").rsplit(".", 1)[0]
+        name = f"{owner}.{code.co_names[-1]}"
     name = name.replace(".<locals>.<lambda>", "").replace(".<locals>", "")
     paths = [
         content.path for content in contents if isinstance(getattr(content, "path", None), str)
@@ -185,12 +190,11 @@ def _describe_task(task: Any) -> str:
     owner = task.owner
     record = getattr(owner, "record", None)
     who = f"{record.path}#{owner.number} " if record is not None else ""
-    where = _awaiting_line(task.coro)
-    return f"{who}task {task.name!r}{where}"
+    return f"{who}{_awaiting_line(task.coro) or f'task {task.name!r}'}"
 
 
 def _awaiting_line(coro: Any) -> str:
-    """` at file.py:88 (function)` of the innermost project frame the coroutine waits in."""
+    """`function (file.py:88)` of the innermost project frame the coroutine waits in."""
     frames: list[Any] = []
     node = coro
     while node is not None:
@@ -203,7 +207,7 @@ def _awaiting_line(coro: Any) -> str:
         return ""
     frame = own[-1]
     name = frame.f_code.co_filename.replace("\\", "/").rsplit("/", 1)[-1]
-    return f" at {name}:{frame.f_lineno} ({frame.f_code.co_name})"
+    return f"{frame.f_code.co_name} ({name}:{frame.f_lineno})"
 
 
 def _is_project_file(filename: str) -> bool:

@@ -91,7 +91,7 @@ def test_a_point_reorders_its_group_by_the_seed_and_leaves_the_rest_fifo() -> No
     (reordering,) = sim.reorderings
     assert (reordering.t_ms, reordering.group) == (2_000, 2)
     assert len(reordering.before) == len(reordering.after) == 3
-    assert "task 'wait_until'" in reordering.before[0]
+    assert reordering.before[0].startswith("Racers/r#1 sleeper (test_interleave.py:")
     assert sorted(reordering.before) == sorted(reordering.after)
 
 
