@@ -36,6 +36,7 @@ from scenarios.progress import RunProgress, is_terminal
 from scenarios.runner import ScenarioResult, invariant_names, run_scenario
 from scenarios.schema import Scenario
 from sim.human import render_all
+from sim.probes import coverage_line
 from sim.trace import Trace, TraceRecord
 
 __all__ = ["main"]
@@ -278,15 +279,19 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     many = len(seeds) > 1
     runs = [(scenario, seed) for scenario in scenarios for seed in seeds]
     reports: list[RunReport] = []
+    reaching: dict[str, int] = {}
     with RunProgress(out, len(runs), terminal=is_terminal(out)) as progress:
         for scenario, seed in runs:
             result = _execute(scenario, seed, args)
+            for name in result.probes:
+                reaching[name] = reaching.get(name, 0) + 1
             notes = _keep(result, args, trace_dir, html_dir, reports)
             if not many or not result.passed:
                 progress.print(result.report(notes))
             progress.advance(f"{scenario.name} seed={result.seed}")
     if many:
         print(render_summary(reports), file=out)
+        print(coverage_line(reaching, len(runs)), file=out)
     if args.junit:
         _write(args.junit, render_junit(reports), "JUnit XML")
     failed = sum(1 for report in reports if not report.passed)

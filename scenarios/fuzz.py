@@ -53,7 +53,7 @@ from scenarios.loader import NAME_PATTERN, parse_scenario
 from scenarios.runner import ScenarioResult, invariant_names, run_scenario
 from scenarios.schema import EVICTION_REASONS, ConnectStep, Scenario, Step
 from sim.checkers import CHECKERS
-from sim.probes import ALL_PROBES, never_hit
+from sim.probes import coverage_line
 
 if TYPE_CHECKING:
     from hypothesis import strategies as st
@@ -190,7 +190,7 @@ class FuzzOutcome:
 
     def coverage(self) -> str:
         """Which probes the runs reached (and how many runs each), and which never."""
-        return probe_coverage(self.probes, self.runs)
+        return "  " + coverage_line(self.probes, self.runs)
 
 
 # -- placing drawn steps ------------------------------------------------------------------------
@@ -200,16 +200,6 @@ def _ready_ms(step: Step, begin_ms: int) -> int:
     if step.at_ms is not None:
         return max(begin_ms, step.at_ms)
     return begin_ms
-
-
-def probe_coverage(probes: dict[str, int], runs: int) -> str:
-    """`probes: 7 of 31 reached (name ×runs, ...); never: a, b, ...` for a hunt's report."""
-    reached = ", ".join(f"{name} x{count}" for name, count in sorted(probes.items()))
-    missing = never_hit(probes)
-    known = sum(1 for name in probes if name in ALL_PROBES)
-    text = f"  probes: {known} of {len(ALL_PROBES)} reached in {runs} runs"
-    text += f" ({reached})" if reached else ""
-    return text + (f"; never reached: {', '.join(missing)}" if missing else "")
 
 
 def place(base: Scenario, timeline: ScenarioResult, fault: Fault) -> InsertedStep | None:

@@ -12,9 +12,16 @@ from collections.abc import Iterable, Mapping
 
 from agents_core.probes import PROBE_NAME, RUNTIME_PROBES
 
-__all__ = ["ALL_PROBES", "PLATFORM_PROBES", "Probes", "never_hit"]
+__all__ = ["ALL_PROBES", "PLATFORM_PROBES", "Probes", "coverage_line", "never_hit"]
 
 PLATFORM_PROBES: dict[str, str] = {
+    "platform.alarm_limit_killed": (
+        "the 15-minute limit killed a running alarm handler together with its incarnation"
+    ),
+    "platform.alarm_started_incarnation": (
+        "an alarm came due for an agent with no live incarnation and started one: startup ran "
+        "inside the alarm delivery (the path agents with no clients recover by)"
+    ),
     "platform.alarm_killed_on_retry": (
         "the 15-minute limit killed an alarm handler that was already a retry"
     ),
@@ -62,3 +69,14 @@ def never_hit(
     """The known probes with no hit, sorted."""
     reached = set(hits)
     return sorted(name for name in known if name not in reached)
+
+
+def coverage_line(runs_reaching: Mapping[str, int], runs: int) -> str:
+    """`probes: 7 of 31 reached in 60 runs (name x12, ...); never reached: a, b` for the report
+    of a hunt or a sweep; `runs_reaching` counts the runs that reached each probe."""
+    reached = ", ".join(f"{name} x{count}" for name, count in sorted(runs_reaching.items()))
+    missing = never_hit(runs_reaching)
+    known = sum(1 for name in runs_reaching if name in ALL_PROBES)
+    text = f"probes: {known} of {len(ALL_PROBES)} reached in {runs} runs"
+    text += f" ({reached})" if reached else ""
+    return text + (f"; never reached: {', '.join(missing)}" if missing else "")

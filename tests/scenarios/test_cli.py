@@ -139,8 +139,29 @@ def test_seeds_run_each_seed_print_failures_and_a_summary_then_the_count_alone(
         "bad-6.json",
     ]
     assert any(re.match(r"^bad\s+3\s+0\s+3\s+4, 5, 6$", line) for line in lines)
-    assert lines[-2] == "total: 6 runs, 3 passed, 3 failed"
+    assert lines[-3] == "total: 6 runs, 3 passed, 3 failed"
+    assert (
+        lines[-2].startswith("probes: 0 of ") and " reached in 6 runs; never reached: " in lines[-2]
+    )
     assert lines[-1] == "3 passed, 3 failed"
+
+
+def test_seeds_report_how_many_runs_reached_each_probe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep says which rare paths its runs reached, and how many runs reached each."""
+    crashing = edit(
+        "  - run_for: 3m\n",
+        "  - arm_storage_fault: {agent: counter, kind: crash-after-commit, match: INSERT}\n"
+        "  - call: {agent: counter, method: increment, expect_error: AgentEvicted}\n"
+        "  - run_for: 3m\n",
+    ).replace("{count: 1}", "{count: 2}")
+    path = write(tmp_path, "crashing.yaml", crashing)
+    code, out, _ = run_cli(capsys, "run", path, "--seeds", "1..2")
+    coverage = out.splitlines()[-2]
+    assert coverage.startswith("probes: 1 of ")
+    assert " reached in 2 runs (platform.crash_after_commit x2); never reached: " in coverage
+    assert "platform.alarm_given_up" in coverage
 
 
 def test_junit_has_a_case_per_scenario_and_seed_and_html_a_page_per_run(
