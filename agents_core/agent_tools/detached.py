@@ -179,8 +179,8 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
                 "run_agent_tool: signal is ignored for detached runs: a detached run outlives "
                 "the turn that started it. Cancel it with cancel_agent_tool(run_id).",
             )
-        # Armed before the fast path starts, so an eviction right after dispatch is covered.
-        await self._arm_detached_backbone(reset_cadence=True)
+        # Armed (again, keeping the tick the row's turn armed) before the fast path starts.
+        await self._arm_detached_backbone(reset_cadence=False)
         self._check_detached_live_count()
         self.host.tasks.wait_until(self._detached_fast_path(cls, run_id))
         return DetachedRunAgentToolResult(run_id, agent_type, "running")

@@ -220,6 +220,11 @@ class RunsMixin:
         self._insert_agent_tool_run(
             run_id, agent_type, parent_tool_call_id, display_order, preview, display, now, config
         )
+        if config is not None:
+            # In the row's own turn: a crash before the child has started must still leave a
+            # tick that gives the run up (the SDK arms only after the child start: divergence
+            # A7; the seed promises a run past its budget is never silently lost).
+            await self._arm_detached_backbone(reset_cadence=True)
         row = self._read_agent_tool_run(run_id)
         await self.on_agent_tool_start(AgentToolRunInfo.from_row(row))
         self.broadcast(
