@@ -316,9 +316,12 @@ def reattach_terminal(context: CheckContext) -> list[Violation]:
     Only when a liveness phase ran. For every awaited (`detached = 0`) row of a parent, find the
     first `incarnation:end` of that parent at which the run was open: started by then and no
     `on_agent_tool_finish` called for it before. Rows that are terminal with neither slot ever
-    claimed were inserted terminal (a concurrency-cap rejection) and were never open. For an
-    open run, once the run went quiet or `LIVENESS_GRACE_MS` after that end: the row is
-    terminal (not `starting`/`running`), and the slot of its final status is delivered —
+    claimed were inserted terminal (a concurrency-cap rejection) and were never open. An open
+    run is owed its recovery only once the parent has restarted: a later `startup:done` of the
+    parent (an awaited run has no alarm of its own, and a plain RPC on a stale stub starts an
+    incarnation without startup, so without one nothing recovers it, as in the SDK). Then, once
+    the run went quiet or `LIVENESS_GRACE_MS` after that startup: the row is terminal (not
+    `starting`/`running`), and the slot of its final status is delivered —
     `give_up_delivered_at` for `interrupted`, `finish_delivered_at` for a hard terminal.
     """
     if not context.liveness_ran:
@@ -336,7 +339,10 @@ def reattach_terminal(context: CheckContext) -> list[Violation]:
             if status not in ("starting", "running") and never_claimed:
                 continue
             end = next((e for e in ends if _open_at(context, agent, row, e)), None)
-            if end is None or not context.had_time_since(end.t_ms):
+            if end is None:
+                continue
+            restart = context.first_after(context.events("startup:done", agent), end.seq)
+            if restart is None or not context.had_time_since(restart.t_ms):
                 continue
             run_id = str(row.get("run_id"))
             died = (
@@ -344,10 +350,10 @@ def reattach_terminal(context: CheckContext) -> list[Violation]:
                 f"({end.get('reason')}) at {_at(end)}"
             )
             if status in ("starting", "running"):
-                message = f"awaited run {run_id} of {agent} {died}, and was still {status} at "
-                message += context.end_words()
-                if context.first_after(context.events("incarnation:start", agent), end.seq) is None:
-                    message += "; the parent never started again to recover it"
+                message = (
+                    f"awaited run {run_id} of {agent} {died}, and was still {status} at "
+                    f"{context.end_words()}, though the parent started again at {_at(restart)}"
+                )
             else:
                 slot = "give_up" if status == "interrupted" else "finish"
                 if row.get(f"{slot}_delivered_at") is not None:

@@ -263,9 +263,22 @@ def test_an_awaited_run_left_running_after_its_parent_died_is_caught(
     (violation,) = check(broken, ["reattach_terminal"])
     assert violation.message == (
         "awaited run a1 of ToolParent/p was open when incarnation 1 of its parent ended (deploy) "
-        "at 00:00:10.000, and was still running at the end (00:15:50.000, quiet)"
+        "at 00:00:10.000, and was still running at the end (00:15:50.000, quiet), though the "
+        "parent started again at 00:00:10.010"
     )
     assert broken.records[violation.seqs[0]].event == "incarnation:end"
+
+
+def test_an_awaited_run_whose_parent_never_ran_startup_again_is_not_owed_recovery(
+    healthy: CheckContext,
+) -> None:
+    """Without a later startup of the parent (a plain RPC starts an incarnation without one),
+    nothing recovers an awaited run: not a violation."""
+    broken = without(healthy, lambda r: r.get("runId") == "a1" and r.event.startswith("hook:"))
+    broken = with_row(broken, P, RUNS, {"run_id": "a1"}, status="running", finish_delivered_at=None)
+    died = one(broken, "incarnation:end", reason="deploy")
+    no_restart = without(broken, lambda r: r.event == "startup:done" and r.seq > died.seq)
+    assert check(no_restart, ["reattach_terminal"]) == []
 
 
 def test_an_awaited_run_interrupted_but_never_delivered_is_caught(healthy: CheckContext) -> None:
