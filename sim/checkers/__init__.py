@@ -1,11 +1,12 @@
 """Checkers: named invariants over a finished run's trace and final storage.
 
 A checker is a small function `CheckContext -> list[Violation]` that reads only the context —
-trace records, the final storage snapshot and alarm slot of every agent, whether the liveness
-phase went quiet — never the runtime's memory. `CHECKERS` maps each invariant's name (the names
-scenario files use) to its checker; `check` runs some or all of them; `assert_invariants(sim)`
-raises an `InvariantViolation` (seed, scenario, each violation in a sentence, the trace tail and
-the replay command). How to write one: `docs/checkers.md`.
+trace records, the final storage snapshot, its journal of committed turns and the alarm slot of
+every agent, whether the liveness phase went quiet — never the runtime's memory. `CHECKERS`
+maps each invariant's name (the names scenario files use) to its checker; `check` runs some or
+all of them; `assert_invariants(sim)` raises an `InvariantViolation` (seed, scenario, each
+violation in a sentence, the trace tail and the replay command). How to write one:
+`docs/checkers.md`.
 
 | invariant | promise |
 | --- | --- |
@@ -16,9 +17,30 @@ the replay command). How to write one: `docs/checkers.md`.
 | `no_leaked_keep_alive` | an alarm armed after quiesce is explained by durable work |
 | `schedules_fire` | every due schedule fires; intervals keep their cadence |
 | `fibers_settled` | after quiesce every fiber settled or is a failing row within max age |
+| `fiber_leases_released` | a fiber gives its keepAlive lease back in the instant it ends |
+| `eviction_final` | nothing of an incarnation runs after its death; one life at a time |
+| `startup_once` | startup runs once per incarnation (again only after it failed) |
+| `startup_gates_deliveries` | no handler runs during startup; startup triggers wait for it |
+| `turns_atomic` | the journal of committed turns replays to the committed storage |
+| `alarms_never_overlap` | two alarm handlers of one agent never run at once |
+| `alarm_retries` | a failed handler is retried at 2, 4, 8 ... s, six times, then given up |
+| `alarm_limit` | a handler is killed exactly 15 minutes after it started, never sooner |
+| `alarm_fires_on_time` | an armed alarm fires at its time, never before |
+| `recovery_once` | the recovery hook runs once per orphan, again only after it failed |
+| `recovery_error_kept` | S1: a managed fiber whose hook threw stays `interrupted` with the error |
+| `schedules_fire_once` | a schedule never fires twice for one occurrence without a crash |
+| `one_shot_completes` | a due one-shot's callback completes or runs again |
+| `client_timeline_exact` | S5: a client's reduced timeline never drops or doubles a frame |
+| `milestones_once` | S3: a milestone notification is delivered at most once |
+| `child_reset_retryable` | S6: a child reset while its parent lives ends the run `interrupted` |
+| `give_up_not_early` | S7: a detached run is given up only when its budget or window ran out |
 """
 
-from sim.checkers import alarms, delivery, fibers  # noqa: F401 - importing registers them
+# Importing a module registers its invariants; `check` runs them in this order: the original
+# seven first, then the platform's rules, storage, fibers, schedules and agent tools.
+from sim.checkers import alarms, delivery, fibers  # noqa: F401, I001
+from sim.checkers import lives, storage, alarm_slot, recovery, schedules  # noqa: F401, I001
+from sim.checkers import timeline, tools  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

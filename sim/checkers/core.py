@@ -2,12 +2,13 @@
 check raises.
 
 A `CheckContext` is everything a checker may look at once a run is over — the trace records, a
-snapshot of every agent's committed storage, every top-level agent's alarm slot, whether the
-liveness phase ran and went quiet, each agent class's static options — and nothing of the running
-runtime. `context_from(sim)` builds one from a `Simulation`; tests build one by hand. A
-`Violation` is one broken promise, told in a sentence a person reads, with the trace records that
-show it. `InvariantViolation` is the `AssertionError` a failed check raises: seed, scenario, the
-violations, the trace tail and the command that replays the run.
+snapshot of every agent's committed storage and the journal of the turns that built it, every
+top-level agent's alarm slot, whether the liveness phase ran and went quiet, each agent class's
+static options — and nothing of the running runtime. `context_from(sim)` builds one from a
+`Simulation`; tests build one by hand. A `Violation` is one broken promise, told in a sentence a
+person reads, with the trace records that show it. `InvariantViolation` is the `AssertionError` a
+failed check raises: seed, scenario, the violations, the trace tail and the command that replays
+the run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from agents_core.options import AgentOptions, resolve_options
+from sim.sqlite import Write
 from sim.trace import TraceRecord, format_sim_time
 
 if TYPE_CHECKING:
@@ -84,6 +86,9 @@ class CheckContext:
     end_ms: int | None = None
     options: Mapping[str, AgentOptions] = field(default_factory=dict)
     """Agent path -> its class's resolved static options (defaults for a path not listed)."""
+    journals: Mapping[str, Sequence[Sequence[Write]]] = field(default_factory=dict)
+    """Agent path -> the writes `(statement, params)` of every committed turn of its current
+    storage, in commit order (`FaultyStorage.journal`); empty in a hand-built context."""
 
     def __post_init__(self) -> None:
         records = tuple(self.records)
@@ -135,6 +140,29 @@ class CheckContext:
                 continue
             out.append(record)
         return out
+
+    @cached_property
+    def _by_agent(self) -> dict[str, list[TraceRecord]]:
+        index: dict[str, list[TraceRecord]] = defaultdict(list)
+        for record in self.records:
+            index[record.agent].append(record)
+        return index
+
+    def records_of(self, agent: str, *events: str) -> list[TraceRecord]:
+        """The agent's records (in trace order), only of the named events if any are given."""
+        found = self._by_agent.get(agent, [])
+        return [r for r in found if r.event in events] if events else list(found)
+
+    def agents(self) -> list[str]:
+        """Every agent path that has a record or storage, sorted ('' excluded)."""
+        return sorted({*(a for a in self._by_agent if a), *self.storage})
+
+    def root_of(self, agent: str) -> str:
+        """The top-level agent an agent lives under (itself for a top-level agent)."""
+        for root in sorted(self.alarms, key=len, reverse=True):
+            if agent == root or agent.startswith(root + "/"):
+                return root
+        return "/".join(agent.split("/")[:2])
 
     def incarnation_ends(self, agent: str) -> list[TraceRecord]:
         return self.events("incarnation:end", agent)
@@ -203,13 +231,16 @@ Checker = Callable[[CheckContext], list[Violation]]
 
 def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
     """Everything checkers may read at this instant of `sim`: the trace so far, every agent's
-    committed storage, every top-level alarm slot, whether the last liveness phase went quiet."""
+    committed storage and its journal, every top-level alarm slot, whether the last liveness
+    phase went quiet."""
     platform = sim.platform
     storage = {}
+    journals = {}
     alarms = {}
     options = {}
     for path, record in sorted(platform.records.items()):
         storage[path] = record.storage.snapshot()
+        journals[path] = tuple(record.storage.journal)
         if record.parent is None:
             alarms[path] = record.alarm_at_ms
         try:
@@ -224,6 +255,7 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
         scenario=scenario,
         end_ms=sim.now_ms,
         options=options,
+        journals=journals,
     )
 
 

@@ -25,7 +25,7 @@ from sim.checkers.core import LIVENESS_GRACE_MS, CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["fibers_settled", "no_lost_stash"]
+__all__ = ["fiber_leases_released", "fibers_settled", "no_lost_stash"]
 
 RECOVERY_OUTCOMES = ("fiber:recovery:handled", "fiber:recovery:failed", "fiber:recovery:skipped")
 
@@ -176,3 +176,82 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
                 )
             )
     return out
+
+
+FIBER_ENDS = ("fiber:run:completed", "fiber:run:failed")
+
+
+@invariant("fiber_leases_released")
+def fiber_leases_released(context: CheckContext) -> list[Violation]:
+    """Fibers §3 / §5.1 — a fiber holds a keepAlive lease while it runs and gives it back when it
+    ends, however it ends.
+
+    For every agent and incarnation:
+    1. every `fiber:run:completed|failed {fiberId: F}` is followed, in the same instant, by a
+       `keep_alive:release {holder: fiber:F}` of that incarnation — unless the incarnation died
+       in that instant (its `incarnation:end` follows at the same time);
+    2. every `keep_alive:release {lease, holder}` answers an earlier `keep_alive:acquire` with
+       that lease and holder in that incarnation, and a lease is released at most once.
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        records = context.records_of(
+            agent, *FIBER_ENDS, "keep_alive:acquire", "keep_alive:release", "incarnation:end"
+        )
+        held: dict[tuple[int, Any], TraceRecord] = {}
+        released: dict[tuple[int, Any], TraceRecord] = {}
+        for record in records:
+            key = (record.inc, record.get("lease"))
+            if record.event == "keep_alive:acquire":
+                held[key] = record
+            elif record.event == "keep_alive:release":
+                taken, before = held.get(key), released.get(key)
+                if taken is not None and taken.get("holder") == record.get("holder"):
+                    if before is None:
+                        released[key] = record
+                        continue
+                    why = f"a second time (first at {format_sim_time(before.t_ms)})"
+                else:
+                    why = "though it was never acquired"
+                out.append(
+                    Violation(
+                        "fiber_leases_released",
+                        agent,
+                        str(record.get("holder")),
+                        f"keepAlive lease {record.get('lease')} ({record.get('holder')}) of "
+                        f"{agent} was released at {format_sim_time(record.t_ms)} {why}, in "
+                        f"incarnation {record.inc}",
+                        (record.seq,),
+                    )
+                )
+            elif record.event in FIBER_ENDS:
+                out += _fiber_end_releases(context, agent, record, records)
+    return out
+
+
+def _fiber_end_releases(
+    context: CheckContext, agent: str, end: TraceRecord, records: list[TraceRecord]
+) -> list[Violation]:
+    fiber = end.get("fiberId")
+    holder = f"fiber:{fiber}"
+    for later in records:
+        if later.seq <= end.seq or later.inc != end.inc:
+            continue
+        if later.t_ms != end.t_ms:
+            break
+        if later.event == "incarnation:end" or (
+            later.event == "keep_alive:release" and later.get("holder") == holder
+        ):
+            return []
+    how = "completed" if end.event == "fiber:run:completed" else "failed"
+    return [
+        Violation(
+            "fiber_leases_released",
+            agent,
+            str(fiber),
+            f"fiber {fiber} ({end.get('fiberName')}) of {agent} {how} at "
+            f"{format_sim_time(end.t_ms)} without releasing its keepAlive lease in that "
+            f"instant (incarnation {end.inc} lived on)",
+            (end.seq,),
+        )
+    ]

@@ -10,11 +10,15 @@ dispatches agent-tool runs, awaited or detached, to the conformance tests' scrip
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from agents_core import Agent
-from sim.checkers import CheckContext
+from scenarios.loader import parse_scenario
+from scenarios.steps import StepRunner
+from sim import Simulation
+from sim.checkers import CheckContext, context_from
 from sim.trace import TraceRecord
 from tests.conformance.fiber_agents import Recorder
 from tests.conformance.test_reattach import ResumingChild
@@ -93,6 +97,20 @@ class ToolParent(Agent):
             detached={"on_finish": "on_detached_done", **detached},
         )
         return result.to_dict()
+
+
+# -- running a scenario -------------------------------------------------------------------------
+def scenario_context(text: str, seed: int | None = None) -> CheckContext:
+    """Run a scenario written inline (its steps, then its liveness phase) and return the
+    context checkers read; its steps must all succeed."""
+    scenario = parse_scenario(textwrap.dedent(text), "<test>")
+    with Simulation(scenario.seed if seed is None else seed, faults=scenario.faults) as sim:
+        steps = StepRunner(sim, scenario)
+        for step in scenario.steps:
+            steps.run(step)
+        sim.quiesce(scenario.liveness_limit_ms)
+        assert steps.finish() == [], steps.failures
+        return context_from(sim, scenario="<test>")
 
 
 # -- rewriting a context ------------------------------------------------------------------------

@@ -1,0 +1,218 @@
+"""Invariants of incarnations, the platform's rules of life and death (README "The platform's
+rules"): `eviction_final` (death is an instant: nothing of a dead incarnation runs afterwards),
+`startup_once` (startup runs once per incarnation) and `startup_gates_deliveries` (no event is
+delivered while startup runs, and one that triggers startup only after it).
+
+They read the platform's own records: `incarnation:start {trigger}` / `incarnation:end
+{reason}`, `startup:begin`, `startup:done`, `startup:failed`, and `delivery:begin {trigger}` (a
+delivery's handler starts, after the input gate and startup). Records the platform writes when
+no incarnation is alive carry incarnation 0.
+
+A gap: `startup:begin` does not say which delivery ran it, so "a plain RPC never triggers
+startup" cannot be checked; a `trigger` field on `startup:begin` would make it checkable.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.platform import STARTUP_TRIGGERS
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = ["eviction_final", "startup_gates_deliveries", "startup_once"]
+
+AT_DEATH = frozenset({"connection:close"})
+"""What the platform itself writes for a dead incarnation in its instant of death, after its
+`incarnation:end`: the closing of the connections it held."""
+SLOT_WRITES = ("alarm:set", "alarm:deleted")
+STARTUP_EVENTS = ("startup:begin", "startup:done", "startup:failed")
+
+
+def _at(record: TraceRecord) -> str:
+    return format_sim_time(record.t_ms)
+
+
+def _lives(context: CheckContext, agent: str) -> list[tuple[int, list[TraceRecord]]]:
+    """The agent's records by incarnation, in order of first record (records of incarnation 0
+    left out; a path used again after its record was forgotten starts new incarnations)."""
+    out: dict[tuple[int, int], list[TraceRecord]] = defaultdict(list)
+    resets = _record_resets(context, agent)
+    for record in context.records_of(agent):
+        if record.inc:
+            generation = sum(1 for s in resets if s < record.seq)
+            out[(generation, record.inc)].append(record)
+    return [(inc, records) for (_, inc), records in out.items()]
+
+
+@invariant("eviction_final")
+def eviction_final(context: CheckContext) -> list[Violation]:
+    """Platform rule "eviction kills, it never unwinds" — after the instant of death nothing of
+    that incarnation runs: no finally, no except, no storage write, no alarm change, no record.
+
+    For every agent:
+    1. after the `incarnation:end` of incarnation I, no record of incarnation I follows, except
+       the `connection:close` the platform writes for its connections in that same instant;
+    2. incarnations are lived one at a time and numbered 1, 2, 3...: `incarnation:start` of I
+       comes only once incarnation I-1 has ended;
+    3. no `alarm:set` / `alarm:deleted` is written while the agent has no live incarnation
+       (incarnation 0): only a live incarnation may change the alarm slot.
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        ended: dict[int, TraceRecord] = {}
+        expected, alive = 1, None
+        resets = _record_resets(context, agent)
+        for record in context.records_of(agent):
+            if resets and resets[0] < record.seq:
+                # A deleted sub-agent comes back as a fresh record: numbering starts over.
+                resets = [s for s in resets if s > record.seq]
+                ended, expected, alive = {}, 1, None
+            death = ended.get(record.inc)
+            if death is not None and not (record.event in AT_DEATH and record.t_ms == death.t_ms):
+                out.append(
+                    Violation(
+                        "eviction_final",
+                        agent,
+                        "",
+                        f"incarnation {record.inc} of {agent} wrote {record.event} at "
+                        f"{_at(record)}, after it died ({death.get('reason')}) at {_at(death)}",
+                        (death.seq, record.seq),
+                    )
+                )
+                ended.pop(record.inc)  # one sentence per dead incarnation is enough
+            if record.event == "incarnation:start":
+                if record.inc != expected or alive is not None:
+                    why = (
+                        f"while incarnation {alive.inc} was still alive"
+                        if alive is not None
+                        else f"where incarnation {expected} was next"
+                    )
+                    out.append(
+                        Violation(
+                            "eviction_final",
+                            agent,
+                            "",
+                            f"incarnation {record.inc} of {agent} started at {_at(record)} {why}",
+                            (record.seq,),
+                        )
+                    )
+                expected, alive = record.inc + 1, record
+            elif record.event == "incarnation:end":
+                ended[record.inc] = record
+                if alive is not None and alive.inc == record.inc:
+                    alive = None
+            elif record.event in SLOT_WRITES and record.inc == 0:
+                out.append(
+                    Violation(
+                        "eviction_final",
+                        agent,
+                        "",
+                        f"the alarm slot of {agent} was changed ({record.event}) at "
+                        f"{_at(record)} while no incarnation of it was alive",
+                        (record.seq,),
+                    )
+                )
+    return out
+
+
+def _record_resets(context: CheckContext, agent: str) -> list[int]:
+    """Seqs at which the platform forgot the agent's record (a `facet:deleted` of it or of an
+    ancestor, a `storage:wiped` of an ancestor): a later use of the path is a new record."""
+    seqs = []
+    for event in ("facet:deleted", "storage:wiped"):
+        for record in context.events(event):
+            owner = record.agent
+            if agent.startswith(owner + "/") or (event == "facet:deleted" and agent == owner):
+                seqs.append(record.seq)
+    return sorted(seqs)
+
+
+@invariant("startup_once")
+def startup_once(context: CheckContext) -> list[Violation]:
+    """Platform rule "startup runs once per incarnation under an input gate" — a started
+    incarnation never runs startup again, and two startups never run at once.
+
+    For every incarnation of every agent, its `startup:begin` records each get one outcome
+    (`startup:done` or `startup:failed`) before the next `startup:begin`, and a `startup:begin`
+    after a `startup:done` is a violation (a failed startup is tried again by the next event
+    that triggers it; a completed one never).
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        for inc, records in _lives(context, agent):
+            running: TraceRecord | None = None
+            done: TraceRecord | None = None
+            for record in records:
+                if record.event == "startup:begin":
+                    if done is not None:
+                        what = f"again at {_at(record)}, after it completed at {_at(done)}"
+                        seqs = (done.seq, record.seq)
+                    elif running is not None:
+                        what = f"again at {_at(record)} while the one begun at {_at(running)} ran"
+                        seqs = (running.seq, record.seq)
+                    else:
+                        running = record
+                        continue
+                    out.append(
+                        Violation(
+                            "startup_once",
+                            agent,
+                            "",
+                            f"startup of {agent} began {what}, in incarnation {inc}",
+                            seqs,
+                        )
+                    )
+                    break
+                if record.event in ("startup:done", "startup:failed"):
+                    running = None
+                    if record.event == "startup:done":
+                        done = record
+    return out
+
+
+@invariant("startup_gates_deliveries")
+def startup_gates_deliveries(context: CheckContext) -> list[Violation]:
+    """Platform rule "startup runs under an input gate" — no event's handler runs while startup
+    runs, and an event that triggers startup is handled only after startup completed.
+
+    For every incarnation of every agent:
+    1. no `delivery:begin` lies between a `startup:begin` and its outcome (`startup:done`,
+       `startup:failed`, or the incarnation's end);
+    2. a `delivery:begin` whose trigger runs startup (`sim.platform.STARTUP_TRIGGERS`: a request,
+       a connection, a message, a close, an alarm...) comes after a `startup:done` of its
+       incarnation.
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        for inc, records in _lives(context, agent):
+            running: TraceRecord | None = None
+            done = False
+            for record in records:
+                if record.event == "startup:begin":
+                    running = record
+                elif record.event in ("startup:done", "startup:failed"):
+                    running = None
+                    done = done or record.event == "startup:done"
+                elif record.event == "delivery:begin":
+                    trigger = record.get("trigger")
+                    if running is not None:
+                        what = f"while its startup (begun at {_at(running)}) was still running"
+                        seqs: tuple[int, ...] = (running.seq, record.seq)
+                    elif trigger in STARTUP_TRIGGERS and not done:
+                        what = "before its startup had completed"
+                        seqs = (record.seq,)
+                    else:
+                        continue
+                    out.append(
+                        Violation(
+                            "startup_gates_deliveries",
+                            agent,
+                            "",
+                            f"{agent} began handling a {trigger} delivery at {_at(record)} "
+                            f"{what}, in incarnation {inc}",
+                            seqs,
+                        )
+                    )
+    return out

@@ -1,0 +1,181 @@
+"""Invariants of fiber recovery (spec fibers §6, seed decision S1): `recovery_once` (the recovery
+hook is called once per orphan, and again only after it failed) and `recovery_error_kept` (a
+managed fiber whose recovery hook threw stays `interrupted` with the hook's error recorded).
+
+They read the recovery records the runtime emits as the SDK does — `fiber:recovery:attempt`
+(the hook is about to be called), then `fiber:recovery:handled` or `fiber:recovery:failed
+{error}`, and `fiber:recovery:skipped {reason}` — with `fiberId` and `managed`, the fibers'
+`fiber:run:started|completed|failed`, storage faults (`fault:storage_error`), and the final
+`cf_agents_fibers` ledger rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = ["recovery_error_kept", "recovery_once"]
+
+OUTCOMES = ("fiber:recovery:handled", "fiber:recovery:failed", "fiber:recovery:skipped")
+FIBER_EVENTS = (
+    "fiber:recovery:attempt",
+    *OUTCOMES,
+    "fiber:run:started",
+    "fiber:run:completed",
+    "fiber:run:failed",
+)
+
+
+def _at(record: TraceRecord) -> str:
+    return format_sim_time(record.t_ms)
+
+
+def _settled(context: CheckContext, record: TraceRecord, agent: str) -> bool:
+    """`record` closes its fiber's recovery for good: a handled hook or an unmanaged row dropped
+    for its age (the row is deleted in that turn), or any outcome of a managed fiber (its run
+    row is deleted and its ledger row left `interrupted` or settled) — unless that turn may have
+    rolled back, or a storage fault on the agent in that instant may have failed the delete."""
+    if record.event == "fiber:recovery:skipped" and record.get("reason") != "max_age_exceeded":
+        return False
+    if record.event == "fiber:recovery:failed" and not record.get("managed"):
+        return False
+    if context.may_have_rolled_back(record):
+        return False
+    return not any(
+        fault.seq > record.seq and fault.t_ms == record.t_ms
+        for fault in context.events("fault:storage_error", agent)
+    )
+
+
+@invariant("recovery_once")
+def recovery_once(context: CheckContext) -> list[Violation]:
+    """Fibers §6.2 — `on_fiber_recovered` is called once for each orphaned fiber: at most once
+    per orphan per incarnation, again only after it failed, and never for a fiber still running.
+
+    For every `fiber:recovery:attempt` of fiber F on an agent, in incarnation I:
+    1. F is not running in I (no `fiber:run:started` of F in I without a later
+       `fiber:run:completed|failed` of F before the attempt);
+    2. an earlier attempt of F in I is followed by a `fiber:recovery:failed` of F (the hook
+       threw and the row was kept for the next scan) or a storage fault on the agent (a failed
+       delete keeps the row) before this attempt;
+    3. no earlier outcome settled F for good (see `_settled`: a handled hook, an unmanaged row
+       dropped for its age, or any outcome of a managed fiber), in any incarnation.
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        seen: dict[Any, list[TraceRecord]] = defaultdict(list)
+        for record in context.records_of(agent, *FIBER_EVENTS):
+            seen[record.get("fiberId")].append(record)
+        faults = context.events("fault:storage_error", agent)
+        for fiber, records in seen.items():
+            out += _one_fiber(context, agent, fiber, records, faults)
+    return out
+
+
+def _one_fiber(
+    context: CheckContext,
+    agent: str,
+    fiber: Any,
+    records: list[TraceRecord],
+    faults: list[TraceRecord],
+) -> list[Violation]:
+    running: dict[int, TraceRecord] = {}
+    last_attempt: dict[int, TraceRecord] = {}
+    failed_since: set[int] = set()
+    settled: TraceRecord | None = None
+    for record in records:
+        if record.event == "fiber:run:started":
+            running[record.inc] = record
+            settled = None  # an id started again (a managed fiber's explicit id) is a new life
+        elif record.event in ("fiber:run:completed", "fiber:run:failed"):
+            running.pop(record.inc, None)
+        elif record.event == "fiber:recovery:failed":
+            failed_since.add(record.inc)
+        if record.event in OUTCOMES and settled is None and _settled(context, record, agent):
+            settled = record
+        if record.event != "fiber:recovery:attempt":
+            continue
+        what = f"the recovery hook of fiber {fiber} ({record.get('fiberName')}) of {agent}"
+        why, seqs = None, (record.seq,)
+        earlier = last_attempt.get(record.inc)
+        if record.inc in running:
+            started = running[record.inc]
+            why = f"while the fiber, started at {_at(started)}, was still running in it"
+            seqs = (started.seq, record.seq)
+        elif settled is not None:
+            why = f"after its recovery was settled ({settled.event}) at {_at(settled)}"
+            seqs = (settled.seq, record.seq)
+        elif (
+            earlier is not None
+            and record.inc not in failed_since
+            and not any(earlier.seq < f.seq < record.seq for f in faults)
+        ):
+            why = f"a second time in it (first at {_at(earlier)}) with no failure between"
+            seqs = (earlier.seq, record.seq)
+        last_attempt[record.inc] = record
+        failed_since.discard(record.inc)
+        if why is None:
+            continue
+        message = f"{what} was called at {_at(record)} in incarnation {record.inc} {why}"
+        return [Violation("recovery_once", agent, str(fiber), message, seqs)]
+    return []
+
+
+@invariant("recovery_error_kept")
+def recovery_error_kept(context: CheckContext) -> list[Violation]:
+    """S1 — a managed fiber whose `on_fiber_recovered` throws stays `interrupted`, with the
+    recovery error recorded for later analysis; `resolve_fiber` can still settle it.
+
+    For every managed fiber whose last recovery outcome on its agent is
+    `fiber:recovery:failed {error: E}` at t (one that could not have been rolled back), its
+    final `cf_agents_fibers` row, if it still exists, is either `interrupted` with
+    `error_message` E, or was settled later: `completed_at` after t (a resolution writes it;
+    the failed hook does not), or at t by a resolution in that same instant — unless the row is
+    exactly what the SDK writes instead (`error` with the hook's error E). A row `interrupted`
+    with another error, or settled with no later `completed_at`, breaks the promise.
+    """
+    out: list[Violation] = []
+    for agent in context.paths():
+        ledger = {str(row.get("fiber_id")): row for row in context.table(agent, "cf_agents_fibers")}
+        last: dict[str, TraceRecord] = {}
+        for record in context.records_of(agent, *OUTCOMES):
+            last[str(record.get("fiberId"))] = record
+        for fiber, outcome in sorted(last.items()):
+            row = ledger.get(fiber)
+            if (
+                row is None
+                or outcome.event != "fiber:recovery:failed"
+                or not outcome.get("managed")
+                or context.may_have_rolled_back(outcome)
+            ):
+                continue
+            error = outcome.get("error")
+            status, recorded = row.get("status"), row.get("error_message")
+            completed = row.get("completed_at")
+            settled_at = int(completed) if completed is not None else None
+            if (status == "interrupted" and recorded == error) or (
+                settled_at is not None and settled_at > outcome.t_ms
+            ):
+                continue
+            if (
+                settled_at == outcome.t_ms
+                and status != "interrupted"
+                and not (status == "error" and recorded == error)
+            ):
+                continue  # resolved in the very instant the hook failed (the same request)
+            out.append(
+                Violation(
+                    "recovery_error_kept",
+                    agent,
+                    fiber,
+                    f"managed fiber {fiber} ({row.get('name')}) of {agent} ended {status!r} with "
+                    f"error {recorded!r} after its recovery hook threw {error!r} at "
+                    f"{_at(outcome)}; it should have stayed 'interrupted' with that error",
+                    (outcome.seq,),
+                )
+            )
+    return out

@@ -1,0 +1,187 @@
+"""Invariants of schedule runs beyond `schedules_fire` (which lives with the alarm slot in
+`sim.checkers.alarms`): `schedules_fire_once` (a schedule never fires twice for one occurrence)
+and `one_shot_completes` (a due one-shot's callback completes, or is run again).
+
+A schedule's kind and timing come from its final `cf_agents_schedules` row or, for a row that no
+longer exists, from the journal's INSERT of it (`type`, `cron`, `intervalSeconds`): the
+`schedule:*` records carry only `callback` and `id`. Rows live on the top-level agent; a facet's
+callbacks run (and their `schedule:execute` records are written) on the facet.
+
+"Its run was cut short" is what allows a schedule to run again for the same occurrence (at
+least once across a crash): an `incarnation:end` of the agent that ran it or of one it lives in,
+the alarm run that ran it ending failed or interrupted rather than done, a failed dispatch to a
+facet (`schedule:error {attempts: 0}` on the root), or the alarm's memory-limit breaker
+(`alarm:memory_limit_reset`), each between the two runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from agents_core.cron import InvalidCronExpression, next_cron_time_ms
+from sim.checkers.alarm_slot import alarm_runs
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.checkers.storage import inserted_rows
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = ["one_shot_completes", "schedule_rows", "schedules_fire_once"]
+
+ONE_SHOT = ("delayed", "scheduled")
+TABLE = "cf_agents_schedules"
+
+
+def schedule_rows(context: CheckContext) -> dict[str, dict[str, Any]]:
+    """Schedule id -> its row as last known: the final row if it still exists, else the last
+    INSERT of it in a journal (with `holder`, the path of the agent that stores it)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for path in sorted(context.journals):
+        for row in inserted_rows(context.journals[path], TABLE):
+            rows[str(row.get("id"))] = {**row, "holder": path}
+    for path in context.paths():
+        for row in context.table(path, TABLE):
+            rows[str(row.get("id"))] = {**row, "holder": path}
+    return rows
+
+
+def _at(record: TraceRecord) -> str:
+    return format_sim_time(record.t_ms)
+
+
+def _lines(context: CheckContext, agent: str) -> list[str]:
+    """The agent and every agent it lives in, itself first."""
+    parts = agent.split("/")
+    return ["/".join(parts[:n]) for n in range(len(parts), 1, -2)]
+
+
+def _cut_between(
+    context: CheckContext, root: str, first: TraceRecord, second: TraceRecord
+) -> str | None:
+    """Why the run of `first` may not have completed before `second`, or None."""
+    for line in _lines(context, first.agent):
+        for end in context.incarnation_ends(line):
+            if first.seq < end.seq < second.seq:
+                return f"{line} died ({end.get('reason')}) at {_at(end)}"
+    for run in alarm_runs(context, root):
+        if run.fired.seq < first.seq and (run.end is None or run.end.seq > first.seq):
+            if run.end is not None and run.end.seq < second.seq and run.end.event != "alarm:done":
+                return f"its alarm run ended {run.end.event.removeprefix('alarm:')}"
+            break
+    for event, fields in (
+        ("schedule:error", {"id": first.get("id"), "attempts": 0}),
+        ("alarm:memory_limit_reset", {}),
+    ):
+        if any(first.seq < r.seq < second.seq for r in context.events(event, root, **fields)):
+            return event
+    return None
+
+
+def _next_due_ms(row: Mapping[str, Any], context: CheckContext, first: TraceRecord) -> int | None:
+    """The earliest instant a recurring row may run again after a completed run at `first`."""
+    if row.get("type") == "cron":
+        try:
+            return next_cron_time_ms(str(row.get("cron") or ""), first.t_ms) // 1000 * 1000
+        except InvalidCronExpression:
+            return None
+    interval_s = int(row.get("intervalSeconds") or 0)
+    hung_s = int(context.option(str(row.get("holder")), "hung_schedule_timeout_seconds"))
+    return (first.t_ms // 1000 + min(interval_s, hung_s)) * 1000
+
+
+@invariant("schedules_fire_once")
+def schedules_fire_once(context: CheckContext) -> list[Violation]:
+    """Fibers §4.4 — a schedule fires once per occurrence: a one-shot row once, a cron or
+    interval row once per occurrence; a second run for the same occurrence needs a run that was
+    cut short (at least once across a crash).
+
+    For every two consecutive `schedule:execute` records of one schedule id with nothing
+    between them that cut the first run short (see the module docstring):
+    1. a one-shot row (`delayed`, `scheduled`) never runs a second time: a completed run
+       deletes it;
+    2. a cron row runs again no earlier than its next occurrence strictly after the first run
+       (whole seconds, as the row stores them);
+    3. an interval row runs again no earlier than min(interval, hung timeout) seconds after the
+       first run's second (the next run is due one interval after the first completes, and a
+       run still going after the hung timeout is reset).
+    Ids whose kind is unknown (no row and no journal) are skipped.
+    """
+    rows = schedule_rows(context)
+    executes: dict[str, list[TraceRecord]] = defaultdict(list)
+    for record in context.events("schedule:execute"):
+        executes[str(record.get("id"))].append(record)
+    out: list[Violation] = []
+    for schedule_id, runs in sorted(executes.items()):
+        row = rows.get(schedule_id)
+        if row is None or row.get("type") not in (*ONE_SHOT, "cron", "interval"):
+            continue
+        root = context.root_of(runs[0].agent)
+        for first, second in zip(runs, runs[1:], strict=False):
+            if _cut_between(context, root, first, second) is not None:
+                continue
+            kind = row.get("type")
+            if kind in ONE_SHOT:
+                rule = "a one-shot runs once"
+            else:
+                due = _next_due_ms(row, context, first)
+                if due is None or second.t_ms >= due:
+                    continue
+                rule = f"its next occurrence was not due before {format_sim_time(due)}"
+            out.append(
+                Violation(
+                    "schedules_fire_once",
+                    second.agent,
+                    schedule_id,
+                    f"{kind} schedule {schedule_id} (callback {row.get('callback')}) of "
+                    f"{second.agent} fired at {_at(first)} and again at {_at(second)} with no "
+                    f"crash or failure between ({rule})",
+                    (first.seq, second.seq),
+                )
+            )
+            break
+    return out
+
+
+@invariant("one_shot_completes")
+def one_shot_completes(context: CheckContext) -> list[Violation]:
+    """Fibers §4.3 — a due one-shot schedule's callback completes (its row is deleted, or its
+    failure is reported and the row dropped), or it is run again.
+
+    Only when a liveness phase ran. For every one-shot row (`delayed`, `scheduled`) left at the
+    end whose last `schedule:execute` was at t and whose due time is not after t (a row moved
+    later, by the memory-limit breaker, is due again later): once the run went quiet, or
+    `LIVENESS_GRACE_MS` after t, the row must have been deleted — unless its agent's alarm was
+    given up (`alarm:given_up`) after t: the platform stopped retrying it.
+    """
+    if not context.liveness_ran:
+        return []
+    executes: dict[str, list[TraceRecord]] = defaultdict(list)
+    for record in context.events("schedule:execute"):
+        executes[str(record.get("id"))].append(record)
+    out: list[Violation] = []
+    for path in context.paths():
+        for row in context.table(path, TABLE):
+            schedule_id = str(row.get("id"))
+            runs = executes.get(schedule_id)
+            if row.get("type") not in ONE_SHOT or not runs:
+                continue
+            last = runs[-1]
+            if int(row.get("time") or 0) * 1000 > last.t_ms or not context.had_time_since(
+                last.t_ms
+            ):
+                continue
+            if any(g.seq > last.seq for g in context.events("alarm:given_up", path)):
+                continue
+            out.append(
+                Violation(
+                    "one_shot_completes",
+                    last.agent,
+                    schedule_id,
+                    f"{row.get('type')} schedule {schedule_id} (callback {row.get('callback')}) "
+                    f"of {last.agent} ran at {_at(last)} and neither completed (its row was "
+                    f"still there at {context.end_words()}) nor ran again",
+                    (last.seq,),
+                )
+            )
+    return out

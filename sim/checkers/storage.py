@@ -1,0 +1,182 @@
+"""Invariants of storage itself, read from the journal of committed turns: `turns_atomic` (the
+writes of one turn all land or none do), and the journal readers other checkers share.
+
+`CheckContext.journals[path]` holds, for each agent's current storage, the writes
+`(statement, params)` of every committed turn in commit order (`FaultyStorage.journal`). It is a
+record of what committed, not of when: a journal entry carries no time and no incarnation. A
+storage wiped by `destroy` starts a new journal, so the journal always describes the storage
+the context holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.sqlite import KV_DDL, KV_TABLE, Write
+
+__all__ = ["KvWrite", "inserted_rows", "kv_writes", "replay_journal", "turns_atomic"]
+
+_INSERT = re.compile(
+    r"^\s*(?:INSERT(?:\s+OR\s+\w+)?|REPLACE)\s+INTO\s+\"?(\w+)\"?\s*\(([^)]*)\)\s*VALUES\s*"
+    r"\((.*)\)",
+    re.IGNORECASE | re.DOTALL,
+)
+_KV_PUT = re.compile(rf"^\s*INSERT\s+INTO\s+{KV_TABLE}\s*\(key,\s*value\)", re.IGNORECASE)
+_KV_DELETE = re.compile(rf"^\s*DELETE\s+FROM\s+{KV_TABLE}\s+WHERE\s+key\s*=\s*\?", re.IGNORECASE)
+
+
+def replay_journal(turns: Sequence[Sequence[Write]]) -> tuple[sqlite3.Connection, str | None]:
+    """A fresh in-memory database with `KV_DDL` and every turn replayed in order, and the first
+    replay error as a sentence (None when every statement ran)."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.row_factory = sqlite3.Row
+    db.execute(KV_DDL)
+    for number, turn in enumerate(turns, start=1):
+        for statement, params in turn:
+            try:
+                db.execute(statement, tuple(params))
+            except sqlite3.Error as exc:
+                short = " ".join(statement.split())[:80]
+                return db, f"committed turn {number} does not replay ({exc}: {short})"
+    return db, None
+
+
+def _snapshot(db: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
+    names = [
+        row["name"]
+        for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        )
+    ]
+    return {
+        name: [dict(row) for row in db.execute(f'SELECT * FROM "{name}" ORDER BY rowid')]
+        for name in names
+    }
+
+
+def _first_difference(
+    committed: Mapping[str, Sequence[Mapping[str, Any]]],
+    replayed: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> str | None:
+    for table in sorted(set(committed) | set(replayed)):
+        if table not in replayed:
+            return f"its table {table} exists, but no committed turn created it"
+        if table not in committed:
+            return f"its committed turns create table {table}, which it does not have"
+        have, want = list(committed[table]), list(replayed[table])
+        for index, (row, expected) in enumerate(zip(have, want, strict=False)):
+            if dict(row) != dict(expected):
+                return (
+                    f"row {index + 1} of its table {table} is {_show(row)}, but its committed "
+                    f"turns give {_show(expected)}"
+                )
+        if len(have) != len(want):
+            extra = have[len(want)] if len(have) > len(want) else want[len(have)]
+            which = "has" if len(have) > len(want) else "lacks"
+            return (
+                f"its table {table} has {len(have)} row(s) where its committed turns give "
+                f"{len(want)}: it {which} {_show(extra)}"
+            )
+    return None
+
+
+def _show(row: Mapping[str, Any], limit: int = 160) -> str:
+    text = json.dumps(dict(row), sort_keys=True, default=repr)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@invariant("turns_atomic")
+def turns_atomic(context: CheckContext) -> list[Violation]:
+    """Platform rule "storage survives, memory does not" — the writes of one turn all land or
+    none do: a crash rolls back its own turn and never an earlier one.
+
+    For every agent with a journal in the context, replaying its committed turns (each turn's
+    writes in order, the turns in commit order) into an empty in-memory SQLite that starts with
+    the KV table (`KV_DDL`) gives exactly its final committed storage: the same tables, and in
+    each table the same rows in rowid order. A statement that does not replay, a table or row
+    that is only on one side, or a row that differs is a violation naming the first difference.
+    A partial turn that landed, a committed turn that was lost, or a write made outside any turn
+    all show up here.
+    """
+    out = []
+    for agent in sorted(context.journals):
+        if agent not in context.storage:
+            continue
+        turns = context.journals[agent]
+        db, failed = replay_journal(turns)
+        try:
+            difference = failed or _first_difference(context.storage[agent], _snapshot(db))
+        finally:
+            db.close()
+        if difference is None:
+            continue
+        out.append(
+            Violation(
+                "turns_atomic",
+                agent,
+                "",
+                f"the committed storage of {agent} is not what its {len(turns)} committed turns "
+                f"give: {difference}",
+            )
+        )
+    return out
+
+
+# -- readers of the journal, for other checkers ---------------------------------------------------
+def inserted_rows(turns: Sequence[Sequence[Write]], table: str) -> Iterator[dict[str, Any]]:
+    """Every row the journal inserts into `table` (INSERT with a column list and VALUES of `?`
+    placeholders or plain literals), as {column: value}, in commit order."""
+    for turn in turns:
+        for statement, params in turn:
+            match = _INSERT.match(statement)
+            if match is None or match.group(1).lower() != table.lower():
+                continue
+            columns = [c.strip().strip('"') for c in match.group(2).split(",")]
+            values = [v.strip() for v in match.group(3).split(",")]
+            if len(columns) != len(values):
+                continue
+            row, given = {}, iter(params)
+            for column, value in zip(columns, values, strict=True):
+                row[column] = next(given, None) if value == "?" else _literal(value)
+            yield row
+
+
+def _literal(text: str) -> Any:
+    if text.upper() == "NULL":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text.strip("'")
+
+
+@dataclass(frozen=True)
+class KvWrite:
+    """One committed write of a KV key: its new value (None for a delete), and its place in the
+    journal (turn number, from 1)."""
+
+    key: str
+    value: Any
+    turn: int
+
+
+def kv_writes(turns: Sequence[Sequence[Write]], prefix: str) -> Iterator[KvWrite]:
+    """The committed puts and deletes of KV keys that start with `prefix`, in commit order."""
+    for number, turn in enumerate(turns, start=1):
+        for statement, params in turn:
+            if _KV_PUT.match(statement) and len(params) >= 2 and str(params[0]).startswith(prefix):
+                try:
+                    value = json.loads(params[1])
+                except (TypeError, ValueError):
+                    value = params[1]
+                yield KvWrite(str(params[0]), value, number)
+            elif _KV_DELETE.match(statement) and params and str(params[0]).startswith(prefix):
+                yield KvWrite(str(params[0]), None, number)

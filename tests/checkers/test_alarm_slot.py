@@ -1,0 +1,225 @@
+"""The alarm-slot invariants — `alarms_never_overlap`, `alarm_retries`, `alarm_limit` and
+`alarm_fires_on_time` — pass a handler that fails twice and a handler that is killed at 15
+minutes on every attempt until the platform gives up, and catch crafted traces that break each
+timing rule."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sim.checkers import CheckContext, check
+from sim.trace import TraceRecord
+from tests.checkers.agents import record, renumbered, scenario_context, with_record, without
+
+C = "Counter/counter"
+FAILING = """
+    name: failing-alarm
+    description: the alarm's count fails twice, then succeeds
+    seed: 7
+    agents:
+      counter: {class: "scenarios.workloads:Counter"}
+    steps:
+      - call: {agent: counter, method: arm, args: [60000]}
+      - arm_storage_fault: {agent: counter, kind: error, match: "INSERT INTO counts", count: 2}
+      - run_until: 5m
+"""
+KILLED = """
+    name: killed-alarm
+    description: an alarm handler that works 20 minutes, killed and retried until given up
+    seed: 7
+    agents:
+      counter: {class: "scenarios.workloads:Counter", options: {alarm_work_ms: 20m}}
+    steps:
+      - call: {agent: counter, method: arm, args: [60000]}
+      - run_until: 2h
+"""
+ALL = ["alarms_never_overlap", "alarm_retries", "alarm_limit", "alarm_fires_on_time"]
+
+
+@pytest.fixture(scope="module")
+def failing() -> CheckContext:
+    return scenario_context(FAILING)
+
+
+@pytest.fixture(scope="module")
+def killed() -> CheckContext:
+    return scenario_context(KILLED)
+
+
+def messages(context: CheckContext, name: str) -> list[str]:
+    return [v.message for v in check(context, [name])]
+
+
+def fired(context: CheckContext, attempt: int) -> TraceRecord:
+    return context.events("alarm:fired", C, attempt=attempt)[0]
+
+
+def moved(context: CheckContext, target: TraceRecord, **changes: object) -> CheckContext:
+    """The context with one record changed (time, or fields)."""
+    t_ms = changes.pop("t_ms", target.t_ms)
+    new = dataclasses.replace(target, t_ms=t_ms, fields={**target.fields, **changes})
+    return dataclasses.replace(
+        context, records=tuple(new if r is target else r for r in context.records)
+    )
+
+
+def built(*records: TraceRecord, end_ms: int | None = None) -> CheckContext:
+    return CheckContext(records=renumbered(list(records)), end_ms=end_ms)
+
+
+def test_a_failing_handler_is_retried_at_2_then_4_seconds(failing: CheckContext) -> None:
+    """Attempt 0 fails at 1 min, attempt 1 runs at +2 s and fails, attempt 2 at +4 s succeeds."""
+    assert [(r.t_ms, r.get("attempt")) for r in failing.events("alarm:fired")] == [
+        (60_000, 0),
+        (62_000, 1),
+        (66_000, 2),
+    ]
+    assert check(failing, ALL) == []
+
+
+def test_a_handler_killed_on_every_attempt_is_given_up_after_seven(killed: CheckContext) -> None:
+    """Killed exactly 15 minutes into each attempt, retried 2, 4, ... 64 s later, given up."""
+    kills = killed.events("alarm:killed")
+    assert [k.t_ms - fired(killed, k.get("attempt")).t_ms for k in kills] == [900_000] * 7
+    assert killed.events("alarm:given_up")[0].get("attempts") == 7
+    assert check(killed, ALL) == []
+
+
+# -- alarms_never_overlap ------------------------------------------------------------------------
+def test_a_second_handler_while_one_runs_is_caught(killed: CheckContext) -> None:
+    first = fired(killed, 0)
+    overlap = with_record(killed, first.seq, first, t_ms=300_000)
+    assert messages(overlap, "alarms_never_overlap") == [
+        "an alarm handler of Counter/counter (attempt 0) started at 00:05:00.000 while the one "
+        "started at 00:01:00.000 (attempt 0) was still running"
+    ]
+
+
+# -- alarm_retries -------------------------------------------------------------------------------
+def test_a_retry_at_the_wrong_time_is_caught(failing: CheckContext) -> None:
+    """A first retry asked for 3 s later instead of 2 s: the retry and the run it asked for are
+    both named."""
+    retry = failing.events("alarm:retry", C, attempt=1)[0]
+    late = moved(moved(failing, retry, at=63_000), fired(failing, 1), t_ms=63_000)
+    assert messages(late, "alarm_retries") == [
+        "the alarm handler of Counter/counter (attempt 0, started at 00:01:00.000) ended "
+        "(failed) at 00:01:00.000 and should have been retried as attempt 1 at 00:01:02.000, "
+        "but the next record is alarm:retry (at 63000, attempt 1) at 00:01:00.000"
+    ]
+
+
+def test_a_retry_that_never_runs_or_runs_unasked_is_caught(failing: CheckContext) -> None:
+    """Dropping attempt 1's run leaves its retry unanswered and attempt 2 unasked for."""
+    first_retry = fired(failing, 1)
+    dropped = without(failing, lambda r: r.seq >= first_retry.seq and r.event != "alarm:done")
+    done = failing.events("alarm:done")[0]
+    shown = dataclasses.replace(
+        dropped, records=(*dropped.records, dataclasses.replace(done, seq=len(dropped.records)))
+    )
+    assert messages(shown, "alarm_retries") == [
+        "the alarm handler of Counter/counter (attempt 0, started at 00:01:00.000) ended "
+        "(failed) at 00:01:00.000; its retry (attempt 1) was due at 00:01:02.000 but never ran"
+    ]
+    unasked = without(failing, lambda r: r.event == "alarm:retry" and r.get("attempt") == 2)
+    assert messages(unasked, "alarm_retries")[-1] == (
+        "the alarm handler of Counter/counter ran as attempt 2 at 00:01:06.000, but no retry had "
+        "asked for attempt 2 then"
+    )
+
+
+def test_giving_up_early_late_or_never_is_caught(killed: CheckContext) -> None:
+    """After the seventh attempt the platform gives up; a missing give-up, or an eighth
+    attempt, is named."""
+    no_give_up = without(killed, lambda r: r.event == "alarm:given_up")
+    assert messages(no_give_up, "alarm_retries") == [
+        "the alarm handler of Counter/counter (attempt 6, started at 01:33:06.000) ended "
+        "(interrupted) at 01:48:06.000 and should have been given up after 7 attempts then, but "
+        "the next record is missing"
+    ]
+    given_up = killed.events("alarm:given_up")[0]
+    early = moved(killed, killed.events("alarm:retry", C, attempt=6)[0], attempt=7)
+    assert "ran as attempt 6 at 01:33:06.000, but no retry had asked" in " ".join(
+        messages(early, "alarm_retries")
+    )
+    assert given_up.get("attempts") == 7
+
+
+# -- alarm_limit ---------------------------------------------------------------------------------
+def test_a_kill_before_or_after_fifteen_minutes_is_caught(killed: CheckContext) -> None:
+    kill = killed.events("alarm:killed", C, attempt=2)[0]
+    early = moved(killed, kill, t_ms=kill.t_ms - 60_000)
+    assert messages(early, "alarm_limit") == [
+        "the alarm handler of Counter/counter (attempt 2, started at 00:31:06.000) was killed at "
+        "00:45:06.000, before its 15-minute limit at 00:46:06.000"
+    ]
+    death = [e for e in killed.incarnation_ends(C) if e.t_ms == kill.t_ms][0]
+    lived = moved(killed, death, reason="deploy")
+    assert messages(lived, "alarm_limit") == [
+        "the alarm handler of Counter/counter (attempt 2, started at 00:31:06.000) was killed at "
+        "its limit, but its incarnation died deploy"
+    ]
+
+
+def test_a_handler_running_past_its_limit_is_caught() -> None:
+    """A handler that ran 20 minutes and completed was never killed; one still running at the
+    end of a trace that went past its limit neither."""
+    overlong = built(
+        record(0, 0, C, 1, "alarm:fired", attempt=0),
+        record(0, 1_200_000, C, 1, "alarm:done", attempt=0),
+    )
+    assert messages(overlong, "alarm_limit") == [
+        "the alarm handler of Counter/counter (attempt 0, started at 00:00:00.000) was not "
+        "killed at its 15-minute limit at 00:15:00.000: it ran until done at 00:20:00.000"
+    ]
+    running = built(record(0, 0, C, 1, "alarm:fired", attempt=0), end_ms=900_001)
+    assert len(messages(running, "alarm_limit")) == 1
+    assert (
+        messages(built(record(0, 0, C, 1, "alarm:fired", attempt=0), end_ms=900_000), "alarm_limit")
+        == []
+    )
+
+
+# -- alarm_fires_on_time -------------------------------------------------------------------------
+def test_an_alarm_that_fires_early_is_caught(failing: CheckContext) -> None:
+    """Moved a second earlier, the fire is early, and the slot's own time passes unfired."""
+    early = moved(failing, fired(failing, 0), t_ms=59_000)
+    assert messages(early, "alarm_fires_on_time") == [
+        "the alarm of Counter/counter fired at 00:00:59.000, but its slot was armed for "
+        "00:01:00.000 (at 00:00:00.000)",
+        "the alarm of Counter/counter armed at 00:00:00.000 for 00:01:00.000 did not fire at "
+        "00:01:00.000",
+    ]
+
+
+def test_an_armed_alarm_that_never_fires_or_a_deleted_one_that_does_is_caught() -> None:
+    armed = record(0, 0, C, 1, "alarm:set", at=60_000)
+    assert messages(built(armed, end_ms=90_000), "alarm_fires_on_time") == [
+        "the alarm of Counter/counter armed at 00:00:00.000 for 00:01:00.000 did not fire at "
+        "00:01:00.000"
+    ]
+    assert messages(built(armed, end_ms=60_000), "alarm_fires_on_time") == []
+    deleted = record(0, 10_000, C, 1, "alarm:deleted", was=60_000)
+    ghost = record(0, 60_000, C, 1, "alarm:fired", attempt=0)
+    assert messages(built(armed, deleted, ghost), "alarm_fires_on_time") == [
+        "the alarm of Counter/counter fired at 00:01:00.000, but its slot was not armed"
+    ]
+
+
+def test_a_slot_due_while_a_handler_runs_fires_when_it_ends() -> None:
+    """Due during a run, the alarm waits and fires as the run ends; a set in the past fires at
+    once."""
+    records = built(
+        record(0, 0, C, 1, "alarm:set", at=1_000),
+        record(0, 1_000, C, 1, "alarm:fired", attempt=0),
+        record(0, 2_000, C, 1, "alarm:set", at=3_000),
+        record(0, 5_000, C, 1, "alarm:done", attempt=0),
+        record(0, 5_000, C, 1, "alarm:fired", attempt=0),
+        record(0, 5_000, C, 1, "alarm:done", attempt=0),
+        record(0, 8_000, C, 1, "alarm:set", at=7_000),
+        record(0, 8_000, C, 1, "alarm:fired", attempt=0),
+        record(0, 8_000, C, 1, "alarm:done", attempt=0),
+        end_ms=20_000,
+    )
+    assert check(records, ALL) == []
