@@ -27,6 +27,7 @@ from agents_core.host import Connection, Host
 from agents_core.keep_alive import KeepAliveMixin
 from agents_core.mcp import MCP_SERVERS_DDL, McpMixin
 from agents_core.options import AgentOptions, resolve_options
+from agents_core.probes import probe
 from agents_core.recovery import RecoveryMixin
 from agents_core.schedules import SchedulesMixin
 from agents_core.schema import ensure_schema
@@ -241,6 +242,7 @@ class Agent(
         class_name, name = parts[at + 1], parts[at + 2]
         gate = await self.on_before_sub_agent(request, class_name, name)
         if isinstance(gate, Response):
+            probe(self.host, "agent.sub_agent_request_gated")
             return gate
         forwarded = gate if isinstance(gate, Request) else request
         try:

@@ -87,6 +87,8 @@ class AlarmMixin:
             return []
         exponent = min(self._recovery_no_progress_scans, FIBER_RECOVERY_BACKOFF_MAX_EXP)
         delay = self._options.keep_alive_interval_ms * 2**exponent
+        if delay >= FIBER_RECOVERY_MAX_BACKOFF_MS and self._recovery_no_progress_scans > 0:
+            probe(self.host, "fiber.recovery_backoff_at_cap")
         return [now + min(FIBER_RECOVERY_MAX_BACKOFF_MS, delay)]
 
     def _facet_lease_candidates(self: Any, now: int) -> list[int]:

@@ -245,11 +245,13 @@ class FacetsMixin:
                 self._log("error", f"facet recovery check for {owner_key} failed: {exc}")
                 continue
             if count == 0:
+                probe(self.host, "facet.stale_fiber_lease_pruned")
                 self.sql("DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ?", owner_key)
 
     async def _cf_check_run_fibers_for_facet(self: Any, steps: list[dict[str, str]]) -> int:
         """Walk down `steps`; at the owner run its scan and return its total run-row count."""
         if not steps:
+            probe(self.host, "facet.recovery_driven_by_root")
             await self._check_run_fibers()
             return len(self.sql("SELECT id FROM cf_agents_runs"))
         child = await self._resolve_registered_child(steps[0])
@@ -362,6 +364,7 @@ class FacetsMixin:
             return True
         child = await self._resolve_registered_child(steps[0])
         if child is None:
+            probe(self.host, "facet.schedule_owner_gone_pruned")
             await self._on_root("_cf_cleanup_facet_prefix", [*self._self_path, steps[0]])
             return False
         return await child.call("_cf_dispatch_scheduled_callback", row, steps[1:])

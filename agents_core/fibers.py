@@ -208,6 +208,10 @@ class FibersMixin(FiberLedgerMixin):
         existing = by_id or by_key
         if existing is not None:
             if wait_for_completion and existing["status"] not in TERMINAL_STATUSES:
+                if existing["fiber_id"] in self._managed_fiber_executions:
+                    probe(self.host, "fiber.duplicate_joined_running_execution")
+                else:  # its execution died with an incarnation: the wait runs recovery
+                    probe(self.host, "fiber.duplicate_wait_triggered_recovery")
                 waited = await self._wait_for_managed_fiber(existing["fiber_id"])
                 if waited is None:
                     raise InvalidArgument(f"Fiber {existing['fiber_id']} no longer exists")

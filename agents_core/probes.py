@@ -43,6 +43,195 @@ RUNTIME_PROBES: dict[str, str] = {
         "a delivery found its slot claimed more than 60 s ago by a delivery of this same "
         "incarnation still pending (a startup sweep's deferred hooks), and stood back"
     ),
+    "fiber.orphan_recovered": (
+        "an orphaned unmanaged fiber row (its incarnation died mid-fiber) was handed to "
+        "recovery and the hook succeeded; the row is gone"
+    ),
+    "fiber.recovery_failed_row_kept": (
+        "an unmanaged fiber's recovery hook threw and the row, younger than the max age, was "
+        "kept for a later scan to retry"
+    ),
+    "fiber.max_age_dropped": (
+        "a poison fiber row whose hook threw was older than fiber_recovery_max_age_ms and was "
+        "dropped (skipped, max_age_exceeded)"
+    ),
+    "fiber.recovery_backoff_at_cap": (
+        "fiber recovery's follow-up alarm was computed at its 5-minute cap: scans made no "
+        "progress so often that the backoff stopped growing"
+    ),
+    "fiber.recovery_scan_deadline": (
+        "a recovery scan ran past its soft deadline and stopped at a row, leaving the rest for "
+        "the follow-up alarm"
+    ),
+    "fiber.recovery_scan_already_running": (
+        "a recovery scan was asked for while one was already running in this incarnation, and "
+        "returned at once"
+    ),
+    "fiber.managed_orphan_recovered": (
+        "a managed fiber whose incarnation died was marked interrupted and offered to its "
+        "recovery hook"
+    ),
+    "fiber.managed_recovery_hook_threw": (
+        "the recovery hook of a managed fiber threw: the ledger stays interrupted with the "
+        "hook's error recorded (S1)"
+    ),
+    "fiber.ledger_only_row_recovered": (
+        "a managed ledger row left pending or running with no run row was recovered as interrupted"
+    ),
+    "fiber.stale_terminal_run_row_dropped": (
+        "a run row was found beside a terminal ledger row (cancelled, then its incarnation "
+        "died) and was deleted without calling the hook"
+    ),
+    "fiber.internal_recovery_timed_out": (
+        "a framework host's internal recovery handler ran past fiber_recovery_hook_timeout_ms "
+        "and the scan stopped waiting for it"
+    ),
+    "fiber.duplicate_joined_running_execution": (
+        "a duplicate waiting start_fiber joined the execution still running in this incarnation"
+    ),
+    "fiber.duplicate_wait_triggered_recovery": (
+        "a duplicate waiting start_fiber found its fiber unfinished with no execution in this "
+        "incarnation, and ran a recovery scan"
+    ),
+    "agent_tool.cap_rejected": (
+        "a new run was refused by max_concurrent_agent_tools and recorded as a born-error run"
+    ),
+    "agent_tool.child_reset_interrupted": (
+        "an awaited run's child was reset while the parent lived: the run finished interrupted "
+        "and retryable (S6)"
+    ),
+    "agent_tool.reissue_reattached": (
+        "run_agent_tool was called again with the id of a run that is not hard terminal, and "
+        "re-attached to its child instead of starting a turn"
+    ),
+    "agent_tool.recovery_reattached": (
+        "startup recovery found an awaited run whose child was still running and queued it for "
+        "re-attach"
+    ),
+    "agent_tool.recovery_inspect_failed": (
+        "startup recovery could not inspect a run's child (it timed out or failed) and sealed "
+        "the run interrupted"
+    ),
+    "agent_tool.recovery_deadline": (
+        "startup recovery's pass-1 deadline had passed when a run's turn came, and the run was "
+        "sealed recovery-deadline"
+    ),
+    "agent_tool.reattach_rearmed": (
+        "a re-attach's tail closed cleanly after forwarding chunks (the child was re-evicted) "
+        "and was opened again"
+    ),
+    "agent_tool.reattach_window_exceeded": (
+        "a re-attach hit its max-window ceiling before the child reached a terminal, and gave "
+        "up window-exceeded"
+    ),
+    "agent_tool.give_up_budget_exceeded": (
+        "the backbone gave a detached run up because its absolute budget (max_budget_ms) was "
+        "exceeded"
+    ),
+    "agent_tool.give_up_no_progress": (
+        "the backbone gave a detached run up because it was silent past its no-progress window"
+    ),
+    "agent_tool.give_up_teardown_failed": (
+        "a detached give-up could not cancel its child, so the child may still run "
+        "(childStillRunning true)"
+    ),
+    "agent_tool.own_teardown_abort_closed": (
+        "a child's abort caused by the parent's own give-up teardown closed the finish slot "
+        "silently (S7)"
+    ),
+    "agent_tool.backbone_delivered_finish": (
+        "a backbone tick delivered a detached run's finish: no warm fast path of this "
+        "incarnation delivered it first"
+    ),
+    "agent_tool.startup_found_owed_detached_finish": (
+        "startup found a detached run still owing its finish and made sure the backbone tick "
+        "and the alarm are armed"
+    ),
+    "agent_tool.milestone_deduped": (
+        "a configured milestone was seen again (live or reconciled) and was not notified a "
+        "second time (S3)"
+    ),
+    "agent_tool.milestone_stale_claim_retaken": (
+        "a milestone notification's claim was older than its lease (its isolate died mid-call) "
+        "and was taken again"
+    ),
+    "agent_tool.milestone_delivered_by_reconciliation": (
+        "a backbone tick, not the live stream, claimed a configured milestone's notification (S3)"
+    ),
+    "agent_tool.replayed_stored_chunks": (
+        "a connecting client was sent the stored chunks of a run again, as replay"
+    ),
+    "agent_tool.clear_cancelled_live_run": (
+        "clear_agent_tool_runs cancelled the child of a run that was still live before deleting it"
+    ),
+    "agent.sub_agent_request_gated": (
+        "a drill-in request to a sub-agent was answered by on_before_sub_agent (refused) "
+        "instead of reaching the child"
+    ),
+    "ledger.finish_after_give_up": (
+        "a run's finish slot delivered a genuine result after its give-up had been delivered: "
+        "a soft interrupted did not hide a later completion (S7)"
+    ),
+    "ledger.awaited_redelivery_armed": (
+        "startup found an awaited run's hook claimed by an incarnation that died before "
+        "marking it delivered, and scheduled its redelivery"
+    ),
+    "ledger.superseded_give_up_closed": (
+        "a redelivery found a claimed give-up slot whose run has since reached a real "
+        "terminal, and closed it without calling the hooks"
+    ),
+    "chat.recovery_continued": (
+        "chat recovery continued an interrupted answer that had content, in a new turn"
+    ),
+    "chat.recovery_retried": (
+        "chat recovery ran an interrupted turn again from the same transcript (nothing had "
+        "been streamed)"
+    ),
+    "chat.recovery_exhausted": (
+        "chat recovery gave an interrupted turn up after max_chat_recovery_attempts"
+    ),
+    "chat.stale_child_run_reconciled": (
+        "an agent-tool child settled a run row that no live turn of this incarnation drives "
+        "(self-heal after a restart)"
+    ),
+    "chat.submission_interrupted": (
+        "a Think-like host started again and found durable submissions whose turn a dead "
+        "isolate was running"
+    ),
+    "chat.progress_trailing_flush": (
+        "a coalesced progress value was sent when its 200 ms window ended (S4's trailing flush)"
+    ),
+    "schedule.idempotent_dedupe": (
+        "an idempotent schedule() found its row already stored, returned it and re-armed the alarm"
+    ),
+    "schedule.hung_interval_forced": (
+        "an interval schedule still marked running past hung_schedule_timeout_seconds was "
+        "forced to run again"
+    ),
+    "schedule.callback_retried": ("a schedule callback threw and was attempted again in-process"),
+    "schedule.one_shot_deferred_to_platform": (
+        "a one-shot schedule's failure was re-raised so the platform retries the alarm (code "
+        "update or platform transient)"
+    ),
+    "schedule.facet_dispatch_failed": (
+        "dispatching a sub-agent's schedule through the root threw; the row was left to run again"
+    ),
+    "alarm.memory_limit_backed_off": (
+        "an alarm ended in a memory-limit reset and the executing schedule was pushed back"
+    ),
+    "alarm.memory_limit_sealed": (
+        "an alarm hit the memory-limit strike budget and the executing schedule was purged"
+    ),
+    "facet.recovery_driven_by_root": (
+        "the root's alarm housekeeping ran a sub-agent's fiber recovery scan"
+    ),
+    "facet.stale_fiber_lease_pruned": (
+        "the root dropped a sub-agent's fiber lease whose sub-agent had no run rows left"
+    ),
+    "facet.schedule_owner_gone_pruned": (
+        "a schedule's owning sub-agent was no longer registered, and the root pruned that sub- "
+        "tree's rows"
+    ),
     "fiber.cleanup_delete_failed": (
         "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "
         "cleanup); the lease is released and the row is left for recovery"

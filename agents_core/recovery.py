@@ -17,6 +17,7 @@ from typing import Any
 
 from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberRecoveryResult
 from agents_core.jsontext import parse_json_text
+from agents_core.probes import probe
 
 __all__ = ["FiberRecoveryContext", "RecoveryMixin"]
 
@@ -68,6 +69,7 @@ class RecoveryMixin:
     async def _check_run_fibers(self: Any) -> None:
         """One recovery pass; returns at once if a pass is already running in this incarnation."""
         if self._run_fiber_recovery_in_progress:
+            probe(self.host, "fiber.recovery_scan_already_running")
             return
         self._run_fiber_recovery_in_progress = True
         scan_start = self.host.clock.now_ms()
@@ -90,6 +92,7 @@ class RecoveryMixin:
         deadline = self._options.fiber_recovery_scan_deadline_ms
         elapsed = self.host.clock.now_ms() - scan_start
         if deadline > 0 and elapsed > deadline:
+            probe(self.host, "fiber.recovery_scan_deadline")
             extra = {"managed": True} if managed else {}
             self._emit(
                 "fiber:recovery:skipped",
@@ -117,6 +120,7 @@ class RecoveryMixin:
             ledger = self._ledger_row(fiber_id)
             self._emit_detected(fiber_id, name, ledger is not None, created_at)
             if ledger is not None and ledger["status"] in TERMINAL_STATUSES:
+                probe(self.host, "fiber.stale_terminal_run_row_dropped")
                 self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
                 progress = True
                 self._notify_managed_fiber_terminal(fiber_id)
@@ -135,6 +139,7 @@ class RecoveryMixin:
             max_age = self._options.fiber_recovery_max_age_ms
             age = self.host.clock.now_ms() - created_at
             too_old = max_age > 0 and age > max_age
+            self._probe_recovered_row(ok, ledger is not None, too_old)
             if ok or ledger is not None or too_old:
                 if not ok and ledger is None and too_old:
                     self._emit(
@@ -149,6 +154,16 @@ class RecoveryMixin:
             if ledger is not None:
                 self._notify_managed_fiber_terminal(fiber_id)
         return progress
+
+    def _probe_recovered_row(self: Any, ok: bool, managed: bool, too_old: bool) -> None:
+        if managed:
+            probe(self.host, "fiber.managed_orphan_recovered")
+        elif ok:
+            probe(self.host, "fiber.orphan_recovered")
+        elif too_old:
+            probe(self.host, "fiber.max_age_dropped")
+        else:
+            probe(self.host, "fiber.recovery_failed_row_kept")
 
     async def _recover_ledger_only_rows(self: Any, scan_start: int) -> bool:
         progress = False
@@ -168,6 +183,7 @@ class RecoveryMixin:
                 self.host.clock.now_ms(),
                 fiber_id,
             )
+            probe(self.host, "fiber.ledger_only_row_recovered")
             _, snapshot = parse_json_text(ledger["snapshot"])
             ctx = self._managed_context(
                 FiberRecoveryContext(fiber_id, name, snapshot, ledger["created_at"]), ledger
@@ -236,6 +252,7 @@ class RecoveryMixin:
             message = str(exc) or type(exc).__name__
             if managed:
                 # S1: stays `interrupted`; the hook's error is recorded for later analysis.
+                probe(self.host, "fiber.managed_recovery_hook_threw")
                 self.sql(
                     "UPDATE cf_agents_fibers SET error_message = ? "
                     "WHERE fiber_id = ? AND status = 'interrupted'",
@@ -264,6 +281,8 @@ class RecoveryMixin:
 
         async def expire() -> None:
             await self.host.clock.sleep(timeout_ms)
+            if not handler.done():
+                probe(self.host, "fiber.internal_recovery_timed_out")
             timeout.reject(TimeoutError(f"internal fiber recovery timed out after {timeout_ms} ms"))
 
         self.host.tasks.wait_until(expire())

@@ -19,6 +19,7 @@ from typing import Any
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.options import resolve_retry
+from agents_core.probes import probe
 
 __all__ = [
     "DUPLICATE_SCHEDULE_THRESHOLD",
@@ -152,6 +153,7 @@ class ScheduleDispatchMixin:
                         f"Skipping interval schedule {row['id']}: previous execution still running",
                     )
                     return False
+                probe(self.host, "schedule.hung_interval_forced")
                 self._log(
                     "warn",
                     f"Forcing reset of hung interval schedule {row['id']} "
@@ -174,6 +176,7 @@ class ScheduleDispatchMixin:
         try:
             return bool(await self._dispatch_facet_schedule(row))
         except Exception as exc:
+            probe(self.host, "schedule.facet_dispatch_failed")
             self._log("error", f'error dispatching scheduled callback "{row["callback"]}": {exc}')
             self._emit(
                 "schedule:error", callback=row["callback"], id=row["id"], error=str(exc), attempts=0
@@ -225,6 +228,7 @@ class ScheduleDispatchMixin:
         attempt = 1
         while True:
             if attempt > 1:
+                probe(self.host, "schedule.callback_retried")
                 self._emit(
                     "schedule:retry",
                     callback=callback,
@@ -239,6 +243,7 @@ class ScheduleDispatchMixin:
                 return
             except Exception as exc:
                 if one_shot and is_code_update_reset(exc):
+                    probe(self.host, "schedule.one_shot_deferred_to_platform")
                     self._log(
                         "warn",
                         f'Deferring scheduled callback "{callback}" to a fresh invocation after '
@@ -261,6 +266,7 @@ class ScheduleDispatchMixin:
         callback = row["callback"]
         if row["type"] in _ONE_SHOT_TYPES:
             if is_platform_transient(error):
+                probe(self.host, "schedule.one_shot_deferred_to_platform")
                 self._log(
                     "warn",
                     f'Deferring scheduled callback "{callback}" after exhausting in-process '
@@ -313,6 +319,10 @@ class ScheduleDispatchMixin:
         kv.put(OOM_ALARM_STRIKES_KEY, strikes)
         limit = self._options.max_alarm_memory_limit_strikes
         sealed = strikes >= limit
+        if sealed:
+            probe(self.host, "alarm.memory_limit_sealed")
+        else:
+            probe(self.host, "alarm.memory_limit_backed_off")
         self._log(
             "error",
             f"Alarm hit a Durable Object memory-limit reset (strike {strikes}/{limit}"

@@ -23,6 +23,7 @@ from typing import Any
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import InvalidArgument
 from agents_core.options import RetryOptions, resolve_retry
+from agents_core.probes import probe
 from agents_core.schedule_dispatch import ScheduleDispatchMixin, retry_from_json, retry_to_json
 
 __all__ = ["Schedule", "SchedulesMixin"]
@@ -287,6 +288,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         if dedupe:
             existing = self._find_matching_schedule(timing, callback, payload_json, owner_path_key)
             if existing is not None:
+                probe(self.host, "schedule.idempotent_dedupe")
                 await self._schedule_next_alarm()
                 return row_to_schedule(existing), False
         if owner_path is not None and not isinstance(owner_path, str):

@@ -112,6 +112,7 @@ class Alarms:
     def _limit(self, record: AgentRecord, run: _AlarmRun) -> None:
         if run.over or record.alarm_run is not run:
             return
+        self._platform.probes.hit("platform.alarm_limit_killed")
         if run.attempt > 0:
             self._platform.probes.hit("platform.alarm_killed_on_retry")
         self._platform.platform_event(

@@ -238,6 +238,8 @@ class Platform:
         if record.parent is not None:
             record.parent.incarnation.facets[record.path] = incarnation  # type: ignore[union-attr]
         self.platform_event(record, "incarnation:start", trigger=trigger)
+        if trigger == "alarm":
+            self.probes.hit("platform.alarm_started_incarnation")
         self.lifecycle.touch(incarnation)
         return incarnation
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from agents_core.agent_tools.registry import HARD_TERMINAL, RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.probes import probe
 
 __all__ = [
     "BackboneMixin",
@@ -169,12 +170,12 @@ class BackboneMixin:
             inspection = None
         if isinstance(inspection, Mapping):
             # S3: reconciliation delivers every configured milestone the child reached.
-            self._notify_detached_milestones(row, inspection.get("milestones"))
+            self._notify_detached_milestones(row, inspection.get("milestones"), reconciled=True)
         else:
             inspection = None
         if inspection is not None and inspection.get("status") in HARD_TERMINAL:
             result = result_from_inspection(run_id, row["agent_type"], dict(inspection))
-            await self._deliver_detached_terminal(
+            delivered = await self._deliver_detached_terminal(
                 run_id,
                 "finish",
                 result,
@@ -182,6 +183,10 @@ class BackboneMixin:
                 serialize=True,
                 from_child=True,
             )
+            if delivered:
+                # No fast path of this incarnation got there first (the dispatching isolate is
+                # gone, or its fast path could not see the terminal).
+                probe(self.host, "agent_tool.backbone_delivered_finish")
             return
         reason = detached_budget_exceeded(row, inspection, self.host.clock.now_ms())
         if reason is not None and row["give_up_delivered_at"] is None:
@@ -193,6 +198,10 @@ class BackboneMixin:
     ) -> None:
         """Cancel the child, then deliver `interrupted`/`reason` through the `give_up` slot."""
         run_id = row["run_id"]
+        if reason == "budget-exceeded":
+            probe(self.host, "agent_tool.give_up_budget_exceeded")
+        else:
+            probe(self.host, "agent_tool.give_up_no_progress")
         cancel_reason, error = GIVE_UP[reason]
         marker = f"{TEARDOWN_MARKER_PREFIX}{run_id}"
         # S7: noted durably before the cancel, so the `aborted` the child reports because of it
@@ -207,6 +216,7 @@ class BackboneMixin:
             await child.call("cancel_agent_tool_run", run_id, cancel_reason)
             torn_down = True
         except Exception as exc:  # noqa: BLE001 - the give-up stands; the child may run on
+            probe(self.host, "agent_tool.give_up_teardown_failed")
             self._log("warn", f"tearing down detached run {run_id} failed: {exc}")
         if not torn_down:
             self.host.kv.delete(marker)

@@ -28,6 +28,7 @@ from agents_core.agent_tools.registry import (
 from agents_core.agent_tools.runs import result_from_inspection
 from agents_core.errors import InvalidArgument
 from agents_core.jsontext import to_json_text
+from agents_core.probes import probe
 
 __all__ = ["DETACHED_LIVE_COUNT_WARN_THRESHOLD", "DetachedConfig", "DetachedMixin"]
 
@@ -307,6 +308,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
             (now, now, run_id, now - DETACHED_DELIVERY_LEASE_MS),
         )
         if closed:
+            probe(self.host, "agent_tool.own_teardown_abort_closed")
             self.host.kv.delete(f"{TEARDOWN_MARKER_PREFIX}{run_id}")
             self._log(
                 "info",

@@ -88,6 +88,9 @@ class LedgerMixin:
         if not claimed:
             return False
         self._note_reclaimed_slot(row, slot)
+        if slot == "finish" and row["give_up_delivered_at"] is not None:
+            # S7: a soft give-up never hides a later genuine result.
+            probe(self.host, "ledger.finish_after_give_up")
         held = (run_id, slot)
         self._agent_tool_claims_held[held] = now
         completed_at = now if completed_at is None else completed_at
@@ -172,6 +175,7 @@ class LedgerMixin:
         a detached run still owes its finish, make sure the backbone tick exists and the alarm
         slot is armed for it (the platform may have given the alarm up after repeated crashes)."""
         if self._owes_detached_finish():
+            probe(self.host, "agent_tool.startup_found_owed_detached_finish")
             if not sweeping:
                 # When a startup sweep runs, it arms the backbone at its end (spec §7.1).
                 await self._arm_detached_backbone(reset_cadence=False)
@@ -180,6 +184,7 @@ class LedgerMixin:
         rows = self._claimed_undelivered_awaited_rows()
         if not rows:
             return
+        probe(self.host, "ledger.awaited_redelivery_armed")
         claims = [
             row[f"{slot}_claimed_at"]
             for row in rows
@@ -205,6 +210,7 @@ class LedgerMixin:
                     continue
                 if slot == "give_up" and stored["status"] != "interrupted":
                     # Superseded by a real terminal, whose own finish slot delivers it.
+                    probe(self.host, "ledger.superseded_give_up_closed")
                     self.sql(
                         "UPDATE cf_agent_tool_runs SET give_up_delivered_at = ? WHERE run_id = ?",
                         self.host.clock.now_ms(),

@@ -23,6 +23,7 @@ from typing import Any
 
 from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.jsontext import parse_json_text
+from agents_core.probes import probe
 
 __all__ = [
     "DEFAULT_NOTIFY_SOURCE",
@@ -118,13 +119,19 @@ class NotifyMixin:
 
     # -- milestone notifications (§4.10) ------------------------------------------------------
     def _notify_detached_milestones(
-        self: Any, row: Mapping[str, Any], milestones: Sequence[Any] | None
+        self: Any,
+        row: Mapping[str, Any],
+        milestones: Sequence[Any] | None,
+        *,
+        reconciled: bool = False,
     ) -> None:
         for milestone in milestones or ():
             if isinstance(milestone, Mapping) and isinstance(milestone.get("name"), str):
-                self._notify_detached_milestone(row, milestone)
+                self._notify_detached_milestone(row, milestone, reconciled=reconciled)
 
-    def _notify_detached_milestone(self: Any, row: Mapping[str, Any], milestone: Any) -> None:
+    def _notify_detached_milestone(
+        self: Any, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
+    ) -> None:
         """Claim (run, name) and call the host's milestone hook in the background, unless the
         name is not configured, the host has no hook, or the pair was claimed already."""
         if not row["detached"]:
@@ -147,7 +154,11 @@ class NotifyMixin:
                 and entry.get("at", now) < now - MILESTONE_CLAIM_LEASE_MS
             )
             if not stale_claim:
+                probe(self.host, "agent_tool.milestone_deduped")
                 return
+            probe(self.host, "agent_tool.milestone_stale_claim_retaken")
+        if reconciled:
+            probe(self.host, "agent_tool.milestone_delivered_by_reconciliation")
         self.host.kv.put(key, {"state": "claimed", "at": now})
         mode = config["mode"] if config["mode"] in MILESTONE_MODES else "narrate"
         info = AgentToolRunInfo.from_row(row)

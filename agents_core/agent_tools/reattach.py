@@ -31,6 +31,7 @@ from agents_core.agent_tools.recovery_sweep import (
 )
 from agents_core.agent_tools.registry import RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.probes import probe
 from agents_core.signals import AbortController, AbortSignal
 
 __all__ = ["ReattachMixin", "ReattachOutcome"]
@@ -118,6 +119,8 @@ class ReattachMixin(RecoverySweepMixin):
                 if ended != "done" or forwarded == 0:
                     return ReattachOutcome(sequence, reason="no-progress")
                 # A clean close after progress (the child was re-evicted mid-flight): re-arm.
+                probe(self.host, "agent_tool.reattach_rearmed")
+            probe(self.host, "agent_tool.reattach_window_exceeded")
             return ReattachOutcome(sequence, reason="window-exceeded")
         finally:
             stop.resolve(("stop", None))
@@ -219,6 +222,7 @@ class ReattachMixin(RecoverySweepMixin):
     async def _reattach_on_reissue(self: Any, cls: type, row: dict[str, Any]) -> RunAgentToolResult:
         """Collect the run from its child: its terminal result if it reaches one, else a soft
         `interrupted` after the child's stored chunks are sent again. Never a second turn."""
+        probe(self.host, "agent_tool.reissue_reattached")
         no_progress_ms, max_window_ms = self._agent_tool_reattach_budgets()
         call_timeout = self._reattach_call_timeout_ms(no_progress_ms)
         tag, child = await self._within(self._agent_tool_child(cls, row["run_id"]), call_timeout)

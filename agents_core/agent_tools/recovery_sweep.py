@@ -21,6 +21,7 @@ from typing import Any
 
 from agents_core.agent_tools.registry import RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.probes import probe
 
 __all__ = [
     "REASON_PROSE",
@@ -214,6 +215,7 @@ class RecoverySweepMixin:
         for row in rows:
             now = self.host.clock.now_ms()
             if now >= deadline:
+                probe(self.host, "agent_tool.recovery_deadline")
                 self._emit(
                     "agent_tool:recovery:deadline",
                     runId=row["run_id"],
@@ -227,6 +229,7 @@ class RecoverySweepMixin:
             timeout = remaining if child_timeout_ms <= 0 else min(child_timeout_ms, remaining)
             tag, value = await self._within(self._inspect_recovered_child(row), timeout)
             if tag != "ok":
+                probe(self.host, "agent_tool.recovery_inspect_failed")
                 reason = "inspect-timeout" if tag == "timeout" else "inspect-failed"
                 result = interrupted_result(row, reason)
                 await self._finalize_recovered_run(row, result, 1, started, deferred)
@@ -237,6 +240,7 @@ class RecoverySweepMixin:
                 or inspection.get("status") in ACTIVE_CHILD_STATUSES
             )
             if still_running and self._child_can_tail(child):
+                probe(self.host, "agent_tool.recovery_reattached")
                 queued.append((row, child))
                 continue
             sequence = await self._rebroadcast_stored_chunks(row, child, timeout)

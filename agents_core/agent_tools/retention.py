@@ -18,6 +18,7 @@ from agents_core.agent_tools.frames import chunk_event, frame, started_event, te
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from agents_core.agent_tools.registry import TERMINAL
 from agents_core.jsontext import parse_json_text
+from agents_core.probes import probe
 
 __all__ = ["RetentionMixin"]
 
@@ -42,6 +43,8 @@ class RetentionMixin:
             )
             sequence = 1
             for chunk in await self._stored_agent_tool_chunks(row):
+                if sequence == 1:
+                    probe(self.host, "agent_tool.replayed_stored_chunks")
                 connection.send(
                     frame(
                         parent,
@@ -108,6 +111,7 @@ class RetentionMixin:
         try:
             child = await self._agent_tool_child(row["agent_type"], run_id)
             if row["status"] in ("starting", "running"):
+                probe(self.host, "agent_tool.clear_cancelled_live_run")
                 await child.call("cancel_agent_tool_run", run_id, CLEAR_REASON)
             record = getattr(child, "record", None)
             if record is not None:

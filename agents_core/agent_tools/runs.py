@@ -28,6 +28,7 @@ from agents_core.agent_tools.registry import (
 )
 from agents_core.errors import AgentReset, InvalidArgument
 from agents_core.jsontext import parse_json_text, to_json_text
+from agents_core.probes import probe
 
 __all__ = ["ADAPTER_METHODS", "RunsMixin", "result_from_inspection"]
 
@@ -295,6 +296,7 @@ class RunsMixin:
         )[0]["n"]
         if live < cap:
             return None
+        probe(self.host, "agent_tool.cap_rejected")
         error = f"maxConcurrentAgentTools ({cap if cap != int(cap) else int(cap)}) exceeded"
         now = self.host.clock.now_ms()
         self._insert_agent_tool_run(
@@ -368,6 +370,7 @@ class RunsMixin:
             return await self._finish_awaited(row, result, sequence, completed_at)
         except AgentReset as reset:
             # S6: the child was reset while this parent lives: soft, retryable.
+            probe(self.host, "agent_tool.child_reset_interrupted")
             result = RunAgentToolResult(
                 run_id,
                 agent_type,

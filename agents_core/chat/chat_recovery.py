@@ -104,6 +104,7 @@ class ChatRecoveryMixin:
         if incident is None or incident.get("status") != "scheduled":
             return
         if incident["attempts"] >= self.max_chat_recovery_attempts:
+            probe(self.host, "chat.recovery_exhausted")
             self._set_incident(key, incident, "exhausted")
             self._log(
                 "warn",
@@ -160,9 +161,12 @@ class ChatRecoveryMixin:
                 request_id, trigger="recovery", origin_request_id=origin, attempt=attempt
             )
             if decision == "continue":
+                probe(self.host, "chat.recovery_continued")
                 assert partial is not None
                 self._persist_message(partial)
                 plan.continue_message_id = partial["id"]
+            else:
+                probe(self.host, "chat.recovery_retried")
             result = await self._submit_turn(plan)
             status = "recovered" if result.status == "completed" else "failed"
             self._set_incident(key, self.host.kv.get(key) or {}, status)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
 from agents_core.errors import InvalidArgument
+from agents_core.probes import probe
 from agents_core.signals import AbortController
 
 __all__ = ["AgentToolChildMixin", "INTERRUPTED_BEFORE_FINISH"]
@@ -227,6 +228,7 @@ class AgentToolChildMixin:
                 terminal = await self._stale_completion(row)
             else:
                 terminal = {"status": "error", "error": INTERRUPTED_BEFORE_FINISH}
+            probe(self.host, "chat.stale_child_run_reconciled")
             self._forget_progress(row["run_id"])
             self._write_agent_tool_terminal(row["run_id"], terminal)
             self._release_agent_tool_run(row["run_id"])

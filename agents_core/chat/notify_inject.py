@@ -35,6 +35,7 @@ from agents_core.chat.messages import user_message
 from agents_core.chat.parent import in_delivery_slot
 from agents_core.chat.turns import TurnPlan
 from agents_core.jsontext import to_json_text
+from agents_core.probes import probe
 
 __all__ = [
     "AiChatNotifyMixin",
@@ -206,12 +207,13 @@ class ThinkNotifyMixin:
         ones (accepted, never admitted) are drained."""
         if not self._think_submissions_exist():
             return
-        self.sql(
+        interrupted = self.host.sql.execute(
             "UPDATE cf_think_submissions SET status = 'error', error_message = ?, "
             "completed_at = ? WHERE status = 'running'",
-            INTERRUPTED_SUBMISSION,
-            self.host.clock.now_ms(),
+            (INTERRUPTED_SUBMISSION, self.host.clock.now_ms()),
         )
+        if interrupted:
+            probe(self.host, "chat.submission_interrupted")
         if self.sql("SELECT 1 AS x FROM cf_think_submissions WHERE status = 'pending' LIMIT 1"):
             self._kick_think_submissions()
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from agents_core.jsontext import to_json_text
+from agents_core.probes import probe
 
 __all__ = ["AGENT_TOOL_PROGRESS_COALESCE_MS", "ProgressMixin"]
 
@@ -198,6 +199,7 @@ class ProgressMixin:
         pending = self._progress_pending.pop(run_id, None)
         if pending is None or self._agent_tool_request_runs.get(pending.request_id) != run_id:
             return  # the run settled or moved on: a post-terminal signal is dropped
+        probe(self.host, "chat.progress_trailing_flush")
         now = self.host.clock.now_ms()
         self._emit_progress(
             run_id, pending.request_id, pending.fields, pending.data, pending.persist, now
