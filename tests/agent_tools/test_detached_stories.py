@@ -137,6 +137,8 @@ def test_an_hour_long_import_survives_two_deploys_and_an_idle_eviction(sim: Simu
     child = sim.facet(ref, ResumableChild, "import-1")
     assert len(sim.query(child, "SELECT * FROM child_resumes")) == 3
     assert sim.call(ref, "backbone") == []
+    assert sim.probes["agent_tool.backbone_delivered_finish"] == 1
+    assert sim.probes["agent_tool.startup_found_owed_detached_finish"] >= 1
 
 
 def test_a_run_past_its_budget_is_interrupted_and_its_child_cancelled(sim: Simulation) -> None:
@@ -186,6 +188,9 @@ def test_a_run_past_its_budget_is_interrupted_and_its_child_cancelled(sim: Simul
     assert [kind for _, kind in run_frames(client, "warm")].count("aborted") == 0
     assert [kind for _, kind in run_frames(client, "warm")][-1] == "interrupted"
     assert sim.call(ref, "backbone") == []
+    # The warm run and the cold one each gave up once, and each child's abort closed silently.
+    assert sim.probes["agent_tool.give_up_budget_exceeded"] == 2
+    assert sim.probes["agent_tool.own_teardown_abort_closed"] == 2
 
 
 def test_a_real_completion_after_a_give_up_fires_on_finish_again(sim: Simulation) -> None:
@@ -203,6 +208,7 @@ def test_a_real_completion_after_a_give_up_fires_on_finish_again(sim: Simulation
     still = sim.query(ref, "SELECT still_running FROM hook_log WHERE hook = 'on_import_done'")
     assert [r["still_running"] for r in still] == [1, None]
     assert run_row(sim, ref, "r1")["status"] == "completed"
+    assert sim.probes["ledger.finish_after_give_up"] == 1
 
 
 def test_a_child_that_goes_silent_is_sealed_no_progress(sim: Simulation) -> None:
@@ -230,6 +236,7 @@ def test_a_child_that_goes_silent_is_sealed_no_progress(sim: Simulation) -> None
     assert finishes(sim, ref, "r1") == [("on_import_done", "interrupted", "no-progress")]
     child = sim.query(sim.facet(ref, ScriptedChild, "r1"), "SELECT status FROM child_runs")
     assert child == [{"status": "aborted"}]
+    assert sim.probes["agent_tool.give_up_no_progress"] == 1
 
 
 def test_a_crash_between_claim_and_delivered_mark_redelivers_after_the_lease(
@@ -257,3 +264,6 @@ def test_a_crash_between_claim_and_delivered_mark_redelivers_after_the_lease(
     row = run_row(sim, ref, "r1")
     assert (row["status"], row["finish_delivered_at"]) == ("completed", 172_000)
     assert sim.call(ref, "backbone") == []
+    assert sim.probes["ledger.dead_claim_reclaimed"] == 1
+    assert sim.probes["agent_tool.detached_finish_redelivered"] == 1
+    assert sim.probes["agent_tool.backbone_delivered_finish"] == 1

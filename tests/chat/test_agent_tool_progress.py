@@ -131,6 +131,7 @@ def test_T090_S4_the_latest_coalesced_value_is_flushed_after_the_window(
     assert [r.t_ms for r in flushes] == [first_t + 200]
     assert json.loads(row(sim, ref, "run-1")["progress_json"]) == {"fraction": 0.3, "phase": "late"}
     assert row(sim, ref, "run-1")["last_signal_at"] == first_t + 200
+    assert sim.probes["chat.progress_trailing_flush"] >= 1
 
 
 def test_T090_S4_a_value_pending_when_the_run_ends_is_not_lost(sim: Simulation, host: type) -> None:

@@ -71,6 +71,7 @@ def test_T097_a_stale_row_is_completed_when_its_recovered_turn_answers(
     inspection = sim.call(ref, "inspect_agent_tool_run", "run-1")
     assert inspection["status"] == "completed" and "Recovered answer." in inspection["summary"]
     assert "error" not in inspection
+    assert sim.probes["chat.stale_child_run_reconciled"] == 1
 
 
 def test_T097_a_stale_row_errors_when_its_recovered_turn_fails(sim: Simulation, host: type) -> None:

@@ -208,6 +208,30 @@ def test_T076_think_notify_submits_a_follow_up_turn_that_drains_to_a_model_reply
     assert run_row(sim, ref, "notify-run")["finish_delivered_at"] is not None
 
 
+def test_a_think_submission_cut_off_mid_turn_is_settled_error_and_its_turn_recovered(
+    sim: Simulation,
+) -> None:
+    """The notify submission's turn is running when the parent is evicted: at the restart the
+    submission is settled `error` (it is never drained a second time) and chat recovery, not
+    the drain, finishes its turn: one user message and one answer."""
+    reply_model(sim, text("Reading the findings now.", chunks=2, delay_ms=2_000))
+    ref = sim.agent(ThinkParent, "p")
+    sim.call(ref, "dispatch", "notify-run", [["finish", "completed", "done"]], {"notify": True})
+    sim.run_for(3_000)
+    (submission,) = submissions(sim, ref)
+    assert submission["status"] == "running"
+    sim.evict(ref, "deploy")
+    sim.agent(ThinkParent, "p")
+    sim.run_for(60_000)
+    (submission,) = submissions(sim, ref)
+    assert (submission["status"], submission["error_message"]) == (
+        "error",
+        "the isolate died while this submission's turn ran; chat recovery resumes the turn",
+    )
+    assert [role for role, _ in said(sim, ref)] == ["user", "assistant"]
+    assert sim.probes["chat.submission_interrupted"] == 1
+
+
 def test_T077_aichat_notify_injects_one_user_turn_across_a_redelivery(sim: Simulation) -> None:
     """An AIChatAgent parent injects a user message with the id detached-finish:<run>:completed
     and the metadata, and the model replies once; delivering the hook again adds nothing."""

@@ -207,6 +207,7 @@ def test_a_turn_interrupted_mid_answer_is_continued_by_recovery(
     assert old["status"] == "streaming" and new["status"] == "completed"
     assert old["request_id"] != new["request_id"]
     assert [r.get("mode") for r in sim.trace.select("chat:recovery:attempt")] == ["continue"]
+    assert sim.probes["chat.recovery_continued"] == 1
 
 
 def test_a_turn_that_died_in_its_last_step_is_completed_not_continued(
@@ -295,6 +296,7 @@ def test_a_turn_interrupted_before_any_chunk_is_retried(sim: Simulation, host: t
     assert model.requests[1]["messages"] == model.requests[0]["messages"]
     assert [texts(m) for m in transcript(sim, ref)] == ["tell me", "Fresh answer"]
     assert [r.get("mode") for r in sim.trace.select("chat:recovery:attempt")] == ["retry"]
+    assert sim.probes["chat.recovery_retried"] == 1
 
 
 def test_a_turn_interrupted_while_its_tool_ran_reruns_the_call_with_its_id(

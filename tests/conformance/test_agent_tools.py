@@ -252,6 +252,7 @@ def test_T033_child_reset_while_the_parent_lives_is_interrupted_and_retryable(
         RunAgentToolResult("r", "ScriptedChild", "interrupted", error=result["error"])
     )
     assert envelope["retryable"] is True
+    assert sim.probes["agent_tool.child_reset_interrupted"] == 1
 
 
 def test_T035_live_frames_are_started_chunks_then_terminal(sim: Simulation) -> None:
@@ -325,6 +326,7 @@ def test_T045_over_cap_runs_fail_fast_and_slots_are_reused(sim: Simulation) -> N
     again = sim.call(ref, "go_many", [QUICK, QUICK])
     # m0 and m1 are re-issues of finished runs; a fresh batch needs fresh ids
     assert [r["status"] for r in again] == ["completed", "completed"]
+    assert sim.probes["agent_tool.cap_rejected"] >= 1
 
 
 def test_T041_cap_rejection_pins_the_run_id(sim: Simulation) -> None:
@@ -369,6 +371,7 @@ def test_T127_replay_alone_reconstructs_a_completed_run(sim: Simulation) -> None
     ]
     assert "".join(bodies) == "Hello world"
     assert frames[-1]["event"]["summary"] == "all done"
+    assert sim.probes["agent_tool.replayed_stored_chunks"] >= 1
 
 
 def test_T129_interrupted_cause_survives_replay(sim: Simulation) -> None:
@@ -429,6 +432,7 @@ def test_T146_drill_in_is_gated_by_has_agent_tool_run(sim: Simulation) -> None:
     allowed = sim.fetch(ref, Request(path="/sub/RoutableChild/known/status"))
     assert (allowed.status, allowed.body) == (200, "known/status")
     assert sim.trace.select("incarnation:start", agent="Gated/g/RoutableChild/guessed") == []
+    assert sim.probes["agent.sub_agent_request_gated"] >= 1
 
 
 def test_clear_cancels_running_children_and_is_silent(sim: Simulation) -> None:
@@ -454,6 +458,7 @@ def test_clear_cancels_running_children_and_is_silent(sim: Simulation) -> None:
     assert sim.trace.select("facet:deleted", agent="Clearing/c/ScriptedChild/h")
     assert [f["event"]["kind"] for f in frames_of(client)[before:]] in ([], ["error"])
     assert not sim.call(ref, "has_agent_tool_run", "ScriptedChild", "done")
+    assert sim.probes["agent_tool.clear_cancelled_live_run"] >= 1
 
 
 def test_clearing_a_run_forgets_its_milestone_notes(sim: Simulation) -> None:
@@ -503,6 +508,8 @@ def test_S8_awaited_hook_killed_mid_delivery_is_delivered_again_after_the_lease(
     assert len(sim.trace.select("hook:delivered", runId="r")) == 1
     sim.run_for(600_000)
     assert len(sim.trace.select("user:finish_begin")) == 2
+    assert sim.probes["ledger.awaited_redelivery_armed"] == 1
+    assert sim.probes["ledger.dead_claim_reclaimed"] == 1
 
 
 class HangingStart(ScriptedChild):
@@ -560,6 +567,7 @@ def test_S8_startup_rearms_a_lost_backbone_while_a_detached_finish_is_owed(
     sim.agent(Detacher, "p")  # any startup
     sim.run_for(300_000)
     assert len(sim.trace.select("hook:delivered", runId="d")) == 1
+    assert sim.probes["agent_tool.startup_found_owed_detached_finish"] >= 1
 
 
 def test_T087_base_agent_report_progress_is_a_no_op_with_a_warning(sim: Simulation) -> None:

@@ -335,6 +335,7 @@ def test_T053_give_up_then_real_completion_are_two_deliveries(sim: Simulation) -
         ("on_detached_done", "interrupted", "budget-exceeded"),
         ("on_detached_done", "completed", None),
     ]
+    assert sim.probes["ledger.finish_after_give_up"] == 1
 
 
 # -- E. backbone and budgets ------------------------------------------------------------------
@@ -497,6 +498,8 @@ def test_T068_never_signalling_or_disabled_window_is_bounded_only_by_the_ceiling
     row = run_row(sim, ref, "ceiling")
     assert (row["status"], row["interrupted_reason"]) == ("interrupted", "budget-exceeded")
     assert hooks(sim, ref) == [("on_agent_tool_finish", "interrupted", "budget-exceeded")]
+    assert sim.probes["agent_tool.give_up_budget_exceeded"] >= 1
+    assert sim.probes.get("agent_tool.give_up_no_progress", 0) == 0
 
 
 def test_T069_a_recent_milestone_resets_the_no_progress_window(sim: Simulation) -> None:
@@ -661,6 +664,8 @@ def test_E32_a_throwing_on_finish_is_retried_after_the_lease(sim: Simulation) ->
     assert len(sim.trace.select("schedule:retry", callback=DETACHED_RECONCILE_CALLBACK)) == 1
     assert run_row(sim, ref, "r1")["finish_delivered_at"] == 170_000
     assert sim.call(ref, "backbone") == []
+    assert sim.probes["ledger.failed_handler_reclaimed"] >= 1
+    assert sim.probes.get("ledger.dead_claim_reclaimed", 0) == 0
 
 
 def test_E33_a_give_up_frees_the_concurrency_slot_even_if_the_teardown_failed(
@@ -678,3 +683,4 @@ def test_E33_a_give_up_frees_the_concurrency_slot_even_if_the_teardown_failed(
     assert (row["status"], row["child_still_running"]) == ("interrupted", 1)
     admitted = sim.call(ref, "dispatch", "a2", [["finish", "completed", "ok"]], None)
     assert admitted["status"] == "completed"
+    assert sim.probes["agent_tool.give_up_teardown_failed"] >= 1

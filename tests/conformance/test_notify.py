@@ -183,6 +183,8 @@ def test_T085_a_milestone_name_notifies_once_from_reconciliation(sim: Simulation
         "milestone": "a",
     }
     assert run_row(sim, ref, "r1")["status"] == "completed"
+    assert sim.probes["agent_tool.milestone_delivered_by_reconciliation"] == 1
+    assert sim.probes["agent_tool.milestone_deduped"] >= 1
 
 
 def test_T086_a_milestone_is_notified_live_before_the_run_finishes(sim: Simulation) -> None:
@@ -226,3 +228,32 @@ def test_S3_a_milestone_notified_live_is_not_renotified_after_an_eviction(
     ticks = sim.trace.select("schedule:execute", agent="ChatParent/p", callback=TICK)
     assert len([t for t in ticks if t.t_ms > 1_000]) >= 3
     assert inject_calls(sim, ref, "milestone") == [("detached-ms:r1:sources-gathered", 0)]
+    assert sim.probes["agent_tool.milestone_deduped"] >= 1
+
+
+class SlowMilestoneParent(ChatParent):
+    """Its milestone hook takes 10 s before it injects (a deploy can land inside it)."""
+
+    async def _cf_detached_notify_milestone(self, run: Any, milestone: Any, mode: str) -> None:
+        await self.host.clock.sleep(10_000)
+        await super()._cf_detached_notify_milestone(run, milestone, mode)
+
+
+def test_S3_a_milestone_claim_left_by_a_dead_isolate_is_taken_again_after_its_lease(
+    sim: Simulation,
+) -> None:
+    """S3 with a crash: the isolate dies inside the milestone hook, leaving its claim. A
+    backbone tick inside the claim's 60 s lease leaves it alone; the first tick past it takes
+    the claim again and the milestone is notified, once."""
+    ref = sim.agent(SlowMilestoneParent, "p")
+    steps = [["milestone", "sources-gathered"], ["hang"]]
+    sim.call(ref, "dispatch", "r1", steps, {"on_milestones": ["sources-gathered"]})
+    sim.run_for(1_000)
+    sim.evict(ref, "deploy")
+    sim.run_for(60_000)
+    assert inject_calls(sim, ref, "milestone") == []
+    sim.run_for(300_000)
+    calls = inject_calls(sim, ref, "milestone")
+    assert [key for key, _ in calls] == ["detached-ms:r1:sources-gathered"]
+    assert calls[0][1] > 60_000
+    assert sim.probes["agent_tool.milestone_stale_claim_retaken"] == 1

@@ -271,6 +271,7 @@ def test_T103_still_running_child_completes_within_budget(sim: Simulation) -> No
     event_of(
         sim, "agent_tool:recovery:reattach", runId="r", agentType="ResumingChild", budgetMs=1_000
     )
+    assert sim.probes["agent_tool.recovery_reattached"] == 1
 
 
 def test_T104_silent_tailable_child_sealed_no_progress(sim: Simulation) -> None:
@@ -327,6 +328,7 @@ def test_T105_ceiling_tears_the_child_down(sim: Simulation) -> None:
             "error": "agent tool run given up by parent recovery: window-exceeded",
         }
     ]
+    assert sim.probes["agent_tool.reattach_window_exceeded"] == 1
 
 
 def test_T106_rearms_after_a_clean_close_with_progress(sim: Simulation) -> None:
@@ -351,6 +353,7 @@ def test_T106_rearms_after_a_clean_close_with_progress(sim: Simulation) -> None:
     assert row_of(sim, p, "r")["status"] == "completed"
     assert tail_opens(sim, child_ref(sim, p, ResumingChild, "r"), since_ms=woke) == 2
     assert texts(frames_of(sim, p, "r", since_ms=woke)) == ["c", "d", "e"]
+    assert sim.probes["agent_tool.reattach_rearmed"] >= 1
 
 
 def test_T107_no_rearm_after_a_full_silent_window(sim: Simulation) -> None:
@@ -490,6 +493,7 @@ def test_T112_hung_facet_start_times_the_inspection_out(sim: Simulation) -> None
             },
         }
     ]
+    assert sim.probes["agent_tool.recovery_inspect_failed"] == 1
 
 
 def test_T113_uninspectable_child_is_interrupted_and_hooked(sim: Simulation) -> None:
@@ -610,6 +614,7 @@ def test_T119_rows_past_the_deadline_are_sealed_recovery_deadline(sim: Simulatio
             },
         }
     ]
+    assert sim.probes["agent_tool.recovery_deadline"] >= 1
 
 
 class BackboneSpyParent(Parent):

@@ -107,6 +107,7 @@ def test_F062_a_recovered_row_is_deleted_and_never_offered_again(sim: Simulation
     sim.run_for(10_000)
     assert len(sim.trace.select("startup:done", agent=ref.path)) == 3
     assert len(hook_calls(sim, ref)) == 1
+    assert sim.probes["fiber.orphan_recovered"] == 1
 
 
 def test_F063_a_fiber_still_running_here_is_not_recovered(sim: Simulation) -> None:
@@ -170,6 +171,9 @@ def test_F067_an_aged_orphan_whose_hook_throws_is_dropped(sim: Simulation) -> No
     assert failures[-1] == skip.t_ms
     assert failures[-2] - row["created_at"] <= 86_400_000
     assert sim.alarm_of(ref) is None
+    # Every failure but the last kept the row; the last, past the max age, dropped it.
+    assert sim.probes["fiber.recovery_failed_row_kept"] == len(failures) - 1
+    assert sim.probes["fiber.max_age_dropped"] == 1
 
 
 def test_F068_an_aged_orphan_whose_hook_succeeds_is_recovered_normally(sim: Simulation) -> None:
@@ -394,6 +398,8 @@ def test_F080_the_backoff_delay_is_capped_at_five_minutes(sim: Simulation) -> No
         assert delay == min(300_000, 30_000 * 2 ** min(n, 20))
     assert [d for _, d in observed[:4]] == [120_000, 240_000, 300_000, 300_000]
     assert sim.incarnation_of(ref) == 2
+    # Each alarm's re-arm reads the candidates once: the cap bound from the third on.
+    assert sim.probes["fiber.recovery_backoff_at_cap"] >= len(observed) - 2
 
 
 def test_F083_the_scan_stops_at_the_row_where_the_deadline_has_passed(sim: Simulation) -> None:
@@ -418,6 +424,7 @@ def test_F083_the_scan_stops_at_the_row_where_the_deadline_has_passed(sim: Simul
         "elapsedMs": 100,
     }
     assert run_rows(sim, ref) == rows[1:]
+    assert sim.probes["fiber.recovery_scan_deadline"] == 1
     sim.run_for(60_000)
     assert sorted(c["fiber"] for c in hook_calls(sim, ref)) == sorted(r["id"] for r in rows)
     assert run_rows(sim, ref) == []
@@ -465,6 +472,34 @@ def test_F083_a_deadline_hit_also_stops_the_ledger_only_pass(sim: Simulation) ->
         "interrupted",
         '{"n":1}',
     )
+    assert sim.probes["fiber.ledger_only_row_recovered"] == 1
+
+
+def test_an_internal_handler_past_its_timeout_fails_the_attempt_and_keeps_the_row(
+    sim: Simulation,
+) -> None:
+    """A framework host's internal recovery handler is raced against
+    fiber_recovery_hook_timeout_ms: past it the scan stops waiting, the attempt fails with the
+    timeout (the user hook is not called), and the row stays for a later scan."""
+
+    class SlowInternal(Recorder):
+        options = {**FAST_HEARTBEAT, "fiber_recovery_hook_timeout_ms": 1_000}
+
+        async def _handle_internal_fiber_recovery(self, ctx: Any) -> bool:
+            await self.host.clock.sleep(5_000)
+            return True
+
+    ref = sim.agent(SlowInternal, "slow")
+    (row,) = make_orphans(sim, ref, ("turn", [LONG]))
+    start = sim.now_ms
+    sim.fetch(ref)
+    assert sim.now_ms == start + 1_000
+    (failed,) = sim.trace.select("fiber:recovery:failed", agent=ref.path)
+    assert failed.get("error") == "internal fiber recovery timed out after 1000 ms"
+    assert hook_calls(sim, ref) == []
+    assert [r["id"] for r in run_rows(sim, ref)] == [row["id"]]
+    assert sim.probes["fiber.internal_recovery_timed_out"] == 1
+    assert sim.probes["fiber.recovery_failed_row_kept"] == 1
 
 
 def test_F124_a_second_scan_during_a_scan_returns_at_once(sim: Simulation) -> None:
@@ -500,6 +535,9 @@ def test_F124_a_second_scan_during_a_scan_returns_at_once(sim: Simulation) -> No
     ]
     assert journal(sim, ref, "duplicate ran") == []
     assert run_rows(sim, ref) == []
+    assert sim.probes["fiber.duplicate_wait_triggered_recovery"] == 1
+    # Startup's scan and three alarms' housekeeping scans met the running one.
+    assert sim.probes["fiber.recovery_scan_already_running"] == 4
 
 
 # -- managed recovery -----------------------------------------------------------------------
@@ -572,6 +610,8 @@ def test_F105_throwing_hook_leaves_managed_fiber_interrupted_with_error_s1(
     assert run_rows(sim, ref) == []
     sim.run_for(20_000)
     assert len(hook_calls(sim, ref)) == 1
+    assert sim.probes["fiber.managed_orphan_recovered"] == 1
+    assert sim.probes["fiber.managed_recovery_hook_threw"] == 1
     settled = {"status": "completed", "snapshot": {"amount": 40, "refunded": False}}
     assert sim.call(ref, "resolve_fiber", fiber_id, settled) is True
     row = ledger(sim, ref, fiber_id)
@@ -598,6 +638,7 @@ def test_F106_a_stale_run_row_beside_a_terminal_ledger_is_dropped_silently(
     assert run_rows(sim, ref) == []
     events = [(e, f["managed"]) for e, f in recovery_events(sim, ref, "j")]
     assert events == [("fiber:recovery:detected", True), ("fiber:run:interrupted", True)]
+    assert sim.probes["fiber.stale_terminal_run_row_dropped"] == 1
 
 
 def test_F107_resolve_fiber_settles_only_interrupted_rows(sim: Simulation) -> None:

@@ -99,6 +99,8 @@ def test_T039_reissue_repairs_an_interrupted_run(sim: Simulation) -> None:
     )
     assert (row["interrupted_reason"], row["child_still_running"]) == (None, None)
     assert notes(sim, p) == ["finish:r:interrupted", "finish:r:completed"]
+    assert sim.probes["agent_tool.reissue_reattached"] == 1
+    assert sim.probes["ledger.finish_after_give_up"] == 1
 
 
 def test_T043_evicted_parent_collects_without_restarting_the_child(sim: Simulation) -> None:
@@ -229,6 +231,50 @@ def test_reissue_racing_a_sweep_that_outlives_the_claim_lease_finishes_once(
     assert notes(sim, p) == ["finish:scout:interrupted", "finish:survey:completed"]
     delivered = sim.trace.select("hook:delivered", runId="scout")
     assert [(r.get("slot"), r.t_ms) for r in delivered] == [("give_up", complete.t_ms)]
+
+
+class SlowGiveUpHook(Parent):
+    """Its hook takes 10 s for a give-up (a crash can land inside it)."""
+
+    options = {"agent_tool_reattach_no_progress_timeout_ms": 200}
+
+    async def on_agent_tool_finish(self, run: Any, result: Any) -> None:
+        self.note(f"begin:{run.run_id}:{result.status}")
+        if result.status == "interrupted":
+            await self.host.clock.sleep(10_000)
+        self.note(f"finish:{run.run_id}:{result.status}")
+
+
+def test_a_give_up_left_claimed_by_a_dead_incarnation_is_closed_once_the_run_completed(
+    sim: Simulation,
+) -> None:
+    """An awaited run's give-up hook is cut short by a deploy; before its lease expires a
+    re-issue collects the child's real result through the finish slot. The redelivery armed at
+    startup then finds the run completed: it closes the give-up slot without calling the hooks
+    again, since the real terminal was delivered (S7, S8)."""
+    p = sim.agent(SlowGiveUpHook, "p")
+    dispatch(sim, p, "r", [["text", "a"], *HANG], [["sleep", 3_000], ["finish", "completed", "ok"]])
+    restart(sim, p)
+    sim.run_for(1_000)
+    assert notes(sim, p) == ["begin:r:interrupted"]
+    sim.deploy()
+    sim.run_for(10)
+    sim.agent(SlowGiveUpHook, "p")  # startup arms the redelivery of the claimed give-up
+    # The first re-issue starts the child again and gives up (the slot is claimed: no hook).
+    assert sim.call(p, "go", "ResumingChild", "r", HANG)["status"] == "interrupted"
+    sim.run_for(4_000)
+    assert sim.call(p, "go", "ResumingChild", "r", HANG)["status"] == "completed"
+    sim.run_for(120_000)
+    assert notes(sim, p) == [
+        "begin:r:interrupted",
+        "begin:r:completed",
+        "finish:r:completed",
+    ]
+    row = row_of(sim, p, "r")
+    assert row["status"] == "completed"
+    assert row["give_up_delivered_at"] is not None and row["finish_delivered_at"] is not None
+    assert sim.probes["ledger.awaited_redelivery_armed"] == 1
+    assert sim.probes["ledger.superseded_give_up_closed"] == 1
 
 
 def test_reissue_whose_child_cannot_be_resolved_reports_no_reason(sim: Simulation) -> None:

@@ -177,6 +177,7 @@ def test_F019_same_cron_callback_and_payload_returns_the_existing_row(sim: Simul
     assert ids == {first.id}
     assert [r["id"] for r in schedule_rows(sim, ref)] == [first.id]
     assert len(events(sim, ref, "schedule:create")) == 1
+    assert sim.probes["schedule.idempotent_dedupe"] >= 1
 
 
 def test_F020_cron_differing_in_expression_payload_or_opted_out_adds_a_row(
@@ -358,6 +359,7 @@ def test_an_interval_stuck_running_is_rerun_30s_after_it_started(sim: Simulation
     sim.run_until(60_500)
     (row,) = schedule_rows(sim, ref)
     assert (row["running"], row["time"]) == (0, 70)
+    assert sim.probes["schedule.hung_interval_forced"] >= 1
 
 
 # -- F-33: many stale one-shots ------------------------------------------------------------------
@@ -420,6 +422,8 @@ def test_F036_a_transient_outliving_its_retries_defers_the_row(sim: Simulation) 
     assert schedule_rows(sim, later) == []
     assert sim.trace.select("alarm:failed", agent=later.path) == []
     assert [e["attempt"] for e in events(sim, later, "schedule:retry")] == [2, 3]
+    assert sim.probes["schedule.one_shot_deferred_to_platform"] >= 1
+    assert sim.probes["schedule.callback_retried"] >= 1
 
 
 def test_F037_a_supersede_error_defers_at_once(sim: Simulation) -> None:
@@ -437,6 +441,7 @@ def test_F037_a_supersede_error_defers_at_once(sim: Simulation) -> None:
     sim.run_until(10_000)
     assert len(runs(sim, ref)) == 3
     assert schedule_rows(sim, ref) == []
+    assert sim.probes["schedule.one_shot_deferred_to_platform"] >= 1
 
 
 def oom_events(sim: Simulation, ref: AgentRef) -> list[tuple[int, int, bool]]:
@@ -482,6 +487,8 @@ def test_F038_memory_limit_resets_back_off_then_seal(sim: Simulation) -> None:
     assert strikes_stored(sim, reset) is None
     sim.run_until(245_000)  # the row pushed to 240 s strikes again, counting from 1
     assert oom_events(sim, reset) == [(1, 3, False), (1, 3, False)]
+    assert sim.probes["alarm.memory_limit_backed_off"] >= 1
+    assert sim.probes["alarm.memory_limit_sealed"] >= 1
 
 
 # -- beyond the catalogue ------------------------------------------------------------------------

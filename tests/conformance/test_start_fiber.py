@@ -318,3 +318,29 @@ def test_F125_two_starts_with_one_key_in_one_turn_accept_once(sim: Simulation) -
     sim.run_for(100)
     assert len(journal(sim, ref, "ran")) == 2
     assert len(ledger_rows(sim, ref)) == 2
+
+
+def test_a_duplicate_waiting_start_joins_the_execution_still_running(sim: Simulation) -> None:
+    """A duplicate start_fiber with the same key that waits, while the first execution still
+    runs in this incarnation, joins it: accepted False, the first callback's result, and its
+    own callback never runs."""
+    ref = sim.agent(Recorder, "m")
+    sim.start_call(ref, "start", "reply", [sleep(5_000), stash({"sent": 1})], idempotency_key="w:1")
+    sim.run_for(1_000)
+    duplicate = sim.call(
+        ref,
+        "start",
+        "reply",
+        [note("duplicate ran")],
+        idempotency_key="w:1",
+        wait_for_completion=True,
+    )
+    assert (duplicate.accepted, duplicate.status, duplicate.snapshot) == (
+        False,
+        "completed",
+        {"sent": 1},
+    )
+    assert sim.now_ms == 5_000
+    assert journal(sim, ref, "duplicate ran") == []
+    assert sim.probes["fiber.duplicate_joined_running_execution"] == 1
+    assert sim.probes.get("fiber.duplicate_wait_triggered_recovery", 0) == 0

@@ -222,6 +222,36 @@ def test_F046_grandchild_schedules_dispatch_hop_by_hop_and_die_with_an_ancestor(
     assert len(pruned) == 4 and {p["callback"] for p in pruned} == {"tick"}
 
 
+def test_a_schedule_whose_owner_is_no_longer_registered_is_pruned_unrun(sim: Simulation) -> None:
+    """When the root's alarm dispatches a sub-agent's schedule and the owner's registry entry
+    is gone (a lost write), nothing runs: the root prunes that sub-tree's rows and observes the
+    cancel."""
+    root = wake(sim)
+    created = sim.call(root, "at", [(Child, "c")], "schedule", 10, "tick", "lost")
+    sim.call(root, "forget_child", "Child", "c")
+    fire_next_alarm(sim)
+    assert journal(sim, sim.facet(root, Child, "c"), "tick") == []
+    assert schedule_rows(sim, root) == []
+    assert events(sim, root, "schedule:cancel") == [{"callback": "tick", "id": created.id}]
+    assert sim.probes["facet.schedule_owner_gone_pruned"] == 1
+
+
+def test_a_sub_agent_schedule_whose_dispatch_throws_is_left_to_run_again(
+    sim: Simulation,
+) -> None:
+    """A dispatch that throws (here an unreadable owner path) is reported as a schedule error
+    with 0 attempts and leaves the row as it was, neither run nor deleted (spec fibers §4.4)."""
+    root = wake(sim)
+    sim.call(root, "at", [(Child, "c")], "schedule", 10, "tick", "x")
+    sim.query(root, "UPDATE cf_agents_schedules SET owner_path = 'not a path'")
+    fire_next_alarm(sim)
+    (error,) = events(sim, root, "schedule:error")
+    assert (error["callback"], error["attempts"]) == ("tick", 0)
+    assert [row["owner_path"] for row in schedule_rows(sim, root)] == ["not a path"]
+    assert journal(sim, sim.facet(root, Child, "c"), "tick") == []
+    assert sim.probes["schedule.facet_dispatch_failed"] == 1
+
+
 def test_F047_names_with_slashes_or_like_wildcards_do_not_prune_siblings(
     sim: Simulation,
 ) -> None:
@@ -390,6 +420,7 @@ def test_F118_stale_leases_are_pruned_when_the_facet_has_no_rows_or_no_registry_
     sim.call(root, "at", [(Child, "lost")], "tick")
     assert [h["data"]["id"] for h in journal(sim, lost, "hook")] == [fiber_id]
     assert sim.query(lost, "SELECT id FROM cf_agents_runs") == []
+    assert sim.probes["facet.stale_fiber_lease_pruned"] >= 1
 
 
 def test_F119_internal_recovery_in_a_child_schedules_a_continuation_the_root_runs(
@@ -487,6 +518,7 @@ def test_F121_child_fibers_killed_by_a_restart_are_recovered_by_the_parent_alarm
     assert ledger == {"status": "interrupted", "snapshot": '{"kind":"m"}'}
     assert sim.query(child, "SELECT id FROM cf_agents_runs") == []
     assert facet_runs(sim, root) == []
+    assert sim.probes["facet.recovery_driven_by_root"] >= 1
 
 
 def test_F122_child_recovery_yields_at_its_deadline_and_drains_over_root_passes(
