@@ -1,6 +1,7 @@
 """`agentsim`, the front door: run scenarios over seeds, replay failures, fuzz, keep golden traces.
 
-Commands: `run`, `validate`, `replay`, `report`, `schema`, `fuzz`, `golden` (`agentsim --help`).
+Commands: `run`, `validate`, `replay`, `report`, `schema`, `fuzz`, `explore`, `golden`
+(`agentsim --help`).
 Exit codes: 0 everything passed (or was valid), 1 something failed (a scenario, a replay that did
 not reproduce, a fuzz finding, a golden diff), 2 bad input (a missing path, an invalid scenario,
 an unknown command or flag, an unreadable trace or failure file). Bad input never shows a
@@ -28,6 +29,7 @@ from typing import NoReturn, TextIO
 from reports import RunReport, read_trace, render_html, render_junit, render_summary
 from scenarios.determinism import run_checked
 from scenarios.errors import InvalidScenario
+from scenarios.explore import ExploreInputError, explore_command
 from scenarios.failures import RunRecord, failure_file_name, replay_file, report_of_trace
 from scenarios.fuzz import FAULT_KINDS, FlakyFinding, fuzz_scenario
 from scenarios.golden import check_golden, update_golden
@@ -226,6 +228,35 @@ def _parser() -> _Parser:
     fuzz.add_argument(
         "--out", metavar="DIR", default=FUZZ_DIR, help=f"where reproducers go ({FUZZ_DIR})"
     )
+    explore = commands.add_parser(
+        "explore",
+        help="crash at every kind of point and reorder same-instant timers; write reproducers",
+        description="Run the scenario once, then again with a crash at each chosen statement or "
+        "commit and with same-instant timers reordered (PCT-style); check every invariant and "
+        "the liveness rule, and write each distinct failure as a runnable scenario. Exit 0 "
+        "nothing found, 1 found, 2 bad input.",
+    )
+    explore.add_argument("path", metavar="FILE", help="the base scenario file")
+    explore.add_argument(
+        "--crash-points", type=_seed, default=300, metavar="N", help="crash points to run (300)"
+    )
+    explore.add_argument(
+        "--interleavings", type=_seed, default=50, metavar="N", help="interleavings to run (50)"
+    )
+    explore.add_argument(
+        "--depth", type=_positive, default=2, help="groups reordered per interleaving, at most (2)"
+    )
+    explore.add_argument(
+        "--with-expect",
+        action="store_true",
+        help="keep the file's expectations (left out by default: a crash changes a story)",
+    )
+    explore.add_argument(
+        "--out", metavar="DIR", default="agentsim-explore", help="where reproducers go"
+    )
+    explore.add_argument(
+        "--all-probes", action="store_true", help="name every probe no run reached"
+    )
     golden = commands.add_parser(
         "golden",
         help="compare scenarios' runs with their golden traces (NAME.golden), or --update them",
@@ -257,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _schema(out)
         if args.command == "fuzz":
             return _fuzz(args, out)
+        if args.command == "explore":
+            return _explore(args, out)
         return _golden(args.paths, args.update, out)
     except _BadInput as exc:
         print(f"agentsim {args.command}: error: {exc}", file=err)
@@ -457,6 +490,13 @@ def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
         raise _BadInput(str(exc)) from None
     print(outcome.report(), file=out)
     return EXIT_FAILED if outcome.found else EXIT_OK
+
+
+def _explore(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        return explore_command(args, out)
+    except (InvalidScenario, ExploreInputError) as exc:
+        raise _BadInput(str(exc)) from None
 
 
 def _golden(paths: Sequence[str], update: bool, out: TextIO) -> int:

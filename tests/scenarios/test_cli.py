@@ -20,7 +20,7 @@ from sim import Trace
 from tests.scenarios.helpers import BASE, LEAKY, LIBRARY, ROOT, edit, library_files
 
 HEADLINE = re.compile(r"^(PASS|FAIL) [\w.-]+ seed=\d+ events=\d+ digest=[0-9a-f]{8}$")
-COMMANDS = ["run", "validate", "replay", "report", "schema", "fuzz", "golden"]
+COMMANDS = ["run", "validate", "replay", "report", "schema", "fuzz", "explore", "golden"]
 FORGETFUL = """\
 name: forgetful
 description: A background fiber killed by a deploy after its first stash; recovery forgets it.
