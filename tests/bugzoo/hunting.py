@@ -1,0 +1,270 @@
+"""The hunt against one tree: scratch copies, the tools, and one tool's hunt over a bug's stories.
+
+A scratch tree holds copies of `agents_core`, `sim`, `scenarios` and `reports` (what a hunt
+imports) and of `hunt.py`; a bug is planted in its own copy, never in the working tree. A tool
+(`fuzz`, and `explore` when the tree has it) runs alone, in a subprocess, once per story, with a
+fixed number of examples per story, until the first story where it exits 1 with a finding or the
+time budget runs out. `fuzz` checks the invariants only (`--invariants-only`): story scenarios pin
+exact counts and times that any drawn fault changes. The wall time to the finding is recorded;
+the examples, not the clock, decide what is found, so a result is the same on every run (unless
+the budget cuts a hunt short, which the result says).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "Budget",
+    "HuntResult",
+    "StoryOutcome",
+    "Tool",
+    "copy_tree",
+    "detect_tools",
+    "hunt",
+    "hunt_story",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("agents_core", "sim", "scenarios", "reports")
+HUNT_SCRIPT = "_bugzoo_hunt.py"
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "agentsim-fuzz", "agentsim-failures")
+_FINDING = re.compile(r"^(FOUND|FAIL|FLAKY)\b", re.M)
+_FAILURE_LINE = re.compile(r"^\s+- (.+)$", re.M)
+_WHERE = re.compile(r"^\S+\.yaml(:\d+)?: ")
+_FINDING_WORDS = re.compile(r"\binvariants?\b|\bliveness:")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One size flag of a tool: `total` units per bug, split evenly over the bug's stories, and
+    at least `minimum` per story."""
+
+    flag: str
+    total: int
+    minimum: int
+
+    def share(self, stories: int) -> int:
+        return max(self.minimum, self.total // max(stories, 1))
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A hunting command of `agentsim`, and how big a hunt of it is per story."""
+
+    name: str
+    budgets: tuple[Budget, ...]
+    extra: tuple[str, ...] = ()
+
+    def shares(self, stories: int) -> tuple[int, ...]:
+        """The size of the hunt over each story, for a bug with `stories` stories."""
+        return tuple(budget.share(stories) for budget in self.budgets)
+
+    def argv(self, story: Path, shares: tuple[int, ...], out: Path) -> list[str]:
+        args = [self.name, str(story), *self.extra, "--out", str(out)]
+        for budget, share in zip(self.budgets, shares, strict=True):
+            args += [budget.flag, str(share)]
+        return args
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{b.total} {b.flag.lstrip('-')}" for b in self.budgets)
+        return f"{self.name} ({sizes} per bug)"
+
+
+@dataclass(frozen=True)
+class StoryOutcome:
+    """One tool run over one story."""
+
+    story: str
+    found: bool
+    seconds: float
+    first_failure: str = ""
+    base: bool = False
+    """The story failed without any drawn fault (the base run)."""
+    crashed: str = ""
+    """The tool itself failed (a traceback, a bad-input exit): its last line."""
+    timed_out: bool = False
+    probes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class HuntResult:
+    """One tool's hunt for one bug over its stories."""
+
+    tool: str
+    stories: int
+    shares: tuple[int, ...]
+    found_in: StoryOutcome | None = None
+    seconds: float = 0.0
+    """Wall time from the hunt's start to the finding (or to its end)."""
+    ran: int = 0
+    timed_out: bool = False
+    crashes: list[StoryOutcome] = field(default_factory=list)
+    probes: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    """Stories left out because the tool finds something there on the clean tree too."""
+
+    @property
+    def caught(self) -> bool:
+        return self.found_in is not None
+
+
+def copy_tree(destination: Path, source: Path = ROOT) -> Path:
+    """A scratch tree at `destination`: the packages a hunt imports, and the hunt script."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for package in PACKAGES:
+        shutil.copytree(source / package, destination / package, ignore=_IGNORE)
+    shutil.copy(Path(__file__).with_name("hunt.py"), destination / HUNT_SCRIPT)
+    return destination
+
+
+def _environment(tree: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "COLUMNS"))}
+    env.update(PYTHONPATH=str(tree), PYTHONHASHSEED="0", COLUMNS="200", NO_COLOR="1")
+    return env
+
+
+def _agentsim(tree: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scenarios.cli", *args],
+        cwd=tree,
+        env=_environment(tree),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def detect_tools(
+    tree: Path, fuzz_examples: int, crash_points: int, interleavings: int
+) -> tuple[list[Tool], list[str]]:
+    """The hunting tools this tree has (sized per bug), and a note for each one it lacks.
+    `fuzz` checks the invariants only, with a fixed seed; `explore` leaves expectations out
+    by default (a crash changes a story), and is deterministic by construction."""
+    fuzz = Tool(
+        "fuzz", (Budget("--examples", fuzz_examples, 10),), ("--invariants-only", "--seed", "0")
+    )
+    tools, notes = [fuzz], []
+    try:
+        explore = _agentsim(tree, ["explore", "--help"], 60)
+    except subprocess.TimeoutExpired:
+        explore = None
+    if explore is None or explore.returncode != 0:
+        notes.append("explore: not available (agentsim explore --help failed in this tree)")
+        return tools, notes
+    text = explore.stdout
+    budgets = [
+        Budget(flag, total, minimum)
+        for flag, total, minimum in (
+            ("--crash-points", crash_points, 20),
+            ("--interleavings", interleavings, 5),
+        )
+        if flag in text
+    ]
+    extra = ("--invariants-only",) if "--invariants-only" in text else ()
+    tools.append(Tool("explore", tuple(budgets), extra))
+    return tools, notes
+
+
+def _first_failure(output: str) -> str:
+    """The first failure that is a finding (an invariant or liveness), else the first one."""
+    failures = _FAILURE_LINE.findall(output) or output.strip().splitlines()[:1] or [""]
+    findings = [f for f in failures if _FINDING_WORDS.search(f)]
+    return _WHERE.sub("", " ".join((findings or failures)[0].split()))
+
+
+def hunt_story(
+    tree: Path, tool: Tool, story: Path, shares: tuple[int, ...], timeout: float
+) -> StoryOutcome:
+    """Run `tool` over one story of `tree` (a subprocess); what it found and how long it took."""
+    out = tree / "agentsim-out" / tool.name
+    report = tree / f"hunt-{tool.name}-{story.stem}.json"
+    command = [
+        sys.executable,
+        str(tree / HUNT_SCRIPT),
+        str(report),
+        *tool.argv(story, shares, out),
+    ]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            command,
+            cwd=tree,
+            env=_environment(tree),
+            capture_output=True,
+            text=True,
+            timeout=max(timeout, 0.1),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return StoryOutcome(story.stem, False, time.monotonic() - started, timed_out=True)
+    seconds = time.monotonic() - started
+    probes: dict[str, int] = {}
+    if report.is_file():
+        written = json.loads(report.read_text(encoding="utf-8"))
+        _check_imported_from(tree, written)
+        probes = written.get("probes", {})
+        report.unlink()
+    output = done.stdout + done.stderr
+    finding = _FINDING.search(done.stdout)
+    if done.returncode == 1 and finding is not None:
+        base = finding.group(1) == "FAIL"
+        return StoryOutcome(story.stem, True, seconds, _first_failure(output), base, probes=probes)
+    if done.returncode != 0:
+        last = next(iter(reversed(output.strip().splitlines())), f"exit {done.returncode}")
+        return StoryOutcome(story.stem, False, seconds, crashed=last.strip(), probes=probes)
+    return StoryOutcome(story.stem, False, seconds, probes=probes)
+
+
+def _check_imported_from(tree: Path, written: dict[str, str]) -> None:
+    for package in ("scenarios", "agents_core"):
+        where = Path(written.get(package, "")).resolve()
+        if not where.is_relative_to(tree.resolve()):
+            raise RuntimeError(
+                f"the hunt imported {package} from {where}, not from the scratch tree {tree}: "
+                f"the planted bug was not what ran (check PYTHONPATH and the editable install)"
+            )
+
+
+def hunt(
+    tree: Path,
+    tool: Tool,
+    stories: list[Path],
+    budget_s: float,
+    skip: frozenset[str] = frozenset(),
+) -> HuntResult:
+    """Hunt with `tool` over `stories` of `tree` until the first finding or the budget's end."""
+    shares = tool.shares(len(stories))
+    result = HuntResult(tool.name, len(stories), shares)
+    started = time.monotonic()
+    for story in stories:
+        if story.stem in skip:
+            result.skipped.append(story.stem)
+            continue
+        left = budget_s - (time.monotonic() - started)
+        if left <= 0:
+            result.timed_out = True
+            break
+        outcome = hunt_story(tree, tool, story, shares, left)
+        result.ran += 1
+        for name, hits in outcome.probes.items():
+            result.probes[name] = result.probes.get(name, 0) + hits
+        if outcome.timed_out:
+            result.timed_out = True
+            break
+        if outcome.crashed:
+            result.crashes.append(outcome)
+        if outcome.found:
+            result.found_in = outcome
+            break
+    result.seconds = time.monotonic() - started
+    return result

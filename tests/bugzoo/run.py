@@ -1,0 +1,283 @@
+"""`python tests/bugzoo/run.py`: plant each zoo bug in a scratch tree and see whether the hunt
+finds it.
+
+For each bug: copy the tree (never the working tree), apply its hunks, and run `agentsim fuzz`
+(and `agentsim explore`, once the tree has it) alone over the library stories of the bug's
+areas, each tool with a fixed number of examples split over those stories and at most
+`--budget-s` seconds, stopping at the first finding. Before that, the same hunts run on the
+clean tree: a story where a tool finds something without any bug says nothing about the bug,
+so it is left out of that tool's hunts (and reported). Prints one line per bug as it goes,
+then the table, the probes no hunt reached, and last `bugzoo: fuzz caught X/Y, explore caught
+Z/Y, either W/Y`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `tests.bugzoo` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bugzoo.catalogue import BUGS, stories_for, unknown_classes  # noqa: E402
+from tests.bugzoo.hunting import (  # noqa: E402
+    ROOT,
+    HuntResult,
+    Tool,
+    copy_tree,
+    detect_tools,
+    hunt,
+    hunt_story,
+)
+from tests.bugzoo.model import Bug, PatchError, apply_bug  # noqa: E402
+
+LIBRARY = Path("scenarios") / "library"
+
+
+@dataclass
+class BugResult:
+    bug: Bug
+    stories: int
+    hunts: dict[str, HuntResult] = field(default_factory=dict)
+    error: str = ""
+
+    def caught_by(self, tool: str) -> bool:
+        found = self.hunts.get(tool)
+        return found is not None and found.caught
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python tests/bugzoo/run.py",
+        description="Plant each zoo bug in a scratch tree and measure whether fuzz and explore "
+        "find it.",
+    )
+    parser.add_argument("--only", metavar="ID,...", help="only these bugs (comma-separated)")
+    parser.add_argument("--jobs", type=int, default=2, help="bugs hunted at once (2)")
+    parser.add_argument(
+        "--budget-s", type=float, default=60.0, help="seconds per tool and bug at most (60)"
+    )
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=400,
+        help="fuzz examples per bug, split evenly over the bug's stories, at least 10 per story "
+        "(400)",
+    )
+    parser.add_argument(
+        "--crash-points",
+        type=int,
+        default=900,
+        help="explore crash points per bug, split the same way, at least 20 per story (900)",
+    )
+    parser.add_argument(
+        "--interleavings",
+        type=int,
+        default=150,
+        help="explore interleavings per bug, split the same way, at least 5 per story (150)",
+    )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the clean-tree hunts (a story where a tool finds something anyway is then "
+        "not left out)",
+    )
+    parser.add_argument("--keep", metavar="DIR", help="keep the scratch trees in DIR")
+    return parser
+
+
+def _select(only: str | None) -> list[Bug]:
+    if not only:
+        return list(BUGS)
+    wanted = [word.strip() for word in only.split(",") if word.strip()]
+    known = {bug.id: bug for bug in BUGS}
+    unknown = [word for word in wanted if word not in known]
+    if unknown:
+        raise SystemExit(f"unknown bug id(s) {unknown}; known: {sorted(known)}")
+    return [known[word] for word in wanted]
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+Key = tuple[str, str, tuple[int, ...]]
+"""(tool, story file name, the hunt's size per story)."""
+
+
+def _baseline(
+    clean: Path, tools: list[Tool], plans: dict[str, list[Path]], jobs: int, budget_s: float
+) -> dict[Key, str]:
+    """Key -> the finding's first sentence, for every hunt the bugs will run that finds
+    something on the clean tree."""
+    wanted = sorted(
+        {
+            (tool.name, story.name, tool.shares(len(stories)))
+            for stories in plans.values()
+            for story in stories
+            for tool in tools
+        }
+    )
+    by_name = {tool.name: tool for tool in tools}
+    _say(f"bugzoo: baseline: {len(wanted)} hunts on the clean tree")
+
+    def one(key: Key) -> tuple[Key, str]:
+        tool, story, shares = key
+        outcome = hunt_story(clean, by_name[tool], clean / LIBRARY / story, shares, budget_s)
+        if outcome.found:
+            return key, outcome.first_failure
+        if outcome.crashed:
+            return key, f"the tool crashed: {outcome.crashed}"
+        return key, ""
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        found = {key: why for key, why in pool.map(one, wanted) if why}
+    grouped: dict[tuple[str, str], list[tuple[int, ...]]] = {}
+    for tool, story, shares in sorted(found):
+        grouped.setdefault((tool, story), []).append(shares)
+    for (tool, story), sizes in grouped.items():
+        why = found[(tool, story, sizes[0])]
+        _say(
+            f"  baseline: {tool} finds something in {story} on the clean tree ({len(sizes)} "
+            f"hunt size(s)); left out of those hunts: {why[:200]}"
+        )
+    return found
+
+
+def _hunt_bug(
+    bug: Bug,
+    stories: list[Path],
+    clean: Path,
+    scratch: Path,
+    tools: list[Tool],
+    budget_s: float,
+    dirty: dict[Key, str],
+) -> BugResult:
+    result = BugResult(bug, len(stories))
+    tree = scratch / bug.id
+    copy_tree(tree, clean)
+    try:
+        try:
+            apply_bug(bug, tree)
+        except PatchError as exc:
+            result.error = str(exc)
+            return result
+        paths = [tree / LIBRARY / story.name for story in stories]
+        for tool in tools:
+            shares = tool.shares(len(stories))
+            skip = frozenset(
+                story.stem for story in stories if (tool.name, story.name, shares) in dirty
+            )
+            result.hunts[tool.name] = hunt(tree, tool, paths, budget_s, skip)
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+    return result
+
+
+def _cell(result: BugResult, tool: str) -> str:
+    found = result.hunts.get(tool)
+    if found is None:
+        return "n/a"
+    if found.caught:
+        assert found.found_in is not None
+        where = found.found_in.story + (" (base run)" if found.found_in.base else "")
+        return f"caught {found.seconds:5.1f} s in {where}"
+    cut = ", budget out" if found.timed_out else ""
+    crashes = f", {len(found.crashes)} crash" if found.crashes else ""
+    return f"missed {found.seconds:5.1f} s, {found.ran}/{found.stories} stories{cut}{crashes}"
+
+
+def _first_failure(result: BugResult) -> str:
+    for found in result.hunts.values():
+        if found.caught and found.found_in is not None:
+            return found.found_in.first_failure
+    for found in result.hunts.values():
+        if found.crashes:
+            return f"(the tool crashed: {found.crashes[0].crashed})"
+    return result.error or "-"
+
+
+def _line(result: BugResult, tools: list[str]) -> str:
+    cells = "  ".join(f"{tool}: {_cell(result, tool):<44}" for tool in tools)
+    return f"{result.bug.id:<40} {cells} | {_first_failure(result)[:200]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    bugs = _select(args.only)
+    library = ROOT / LIBRARY
+    for story in sorted(library.glob("*.yaml")):
+        if unknown_classes(story):
+            _say(
+                f"bugzoo: note: {story.name} uses agent classes no area knows "
+                f"({unknown_classes(story)}); it counts for platform bugs only"
+            )
+    plans = {bug.id: stories_for(bug.areas, library) for bug in bugs}
+    with tempfile.TemporaryDirectory(prefix="bugzoo-", dir=args.keep) as scratch_name:
+        scratch = Path(scratch_name)
+        clean = copy_tree(scratch / "_clean")
+        tools, notes = detect_tools(clean, args.examples, args.crash_points, args.interleavings)
+        for note in notes:
+            _say(f"bugzoo: {note}")
+        names = [tool.name for tool in tools]
+        _say(
+            f"bugzoo: {len(bugs)} bugs; {'; '.join(tool.describe() for tool in tools)}, split "
+            f"over each bug's stories; at most {args.budget_s:g} s per tool and bug; "
+            f"{args.jobs} jobs"
+        )
+        started = time.monotonic()
+        dirty: dict[Key, str] = {}
+        if not args.no_baseline:
+            dirty = _baseline(clean, tools, plans, args.jobs, args.budget_s)
+        results: list[BugResult] = []
+
+        def one(bug: Bug) -> BugResult:
+            return _hunt_bug(bug, plans[bug.id], clean, scratch, tools, args.budget_s, dirty)
+
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for number, result in enumerate(pool.map(one, bugs), start=1):
+                results.append(result)
+                _say(f"[{number:>2}/{len(bugs)}] {_line(result, names)}")
+        _say("")
+        _say(f"bugzoo: done in {time.monotonic() - started:.0f} s")
+        _report(results, tools, notes)
+    return 0
+
+
+def _report(results: list[BugResult], tools: list[Tool], notes: list[str]) -> None:
+    names = [tool.name for tool in tools]
+    for result in results:
+        _say(_line(result, names))
+    reached: set[str] = set()
+    for result in results:
+        for found in result.hunts.values():
+            reached |= set(found.probes)
+    try:
+        from sim.probes import ALL_PROBES, never_hit
+    except ImportError:
+        _say("probes: not measured (this tree has no sim.probes)")
+    else:
+        missed = never_hit(reached, ALL_PROBES)
+        _say(
+            f"probes no hunt reached ({len(missed)} of {len(ALL_PROBES)}): "
+            + (", ".join(missed) if missed else "none")
+        )
+    planted = [r for r in results if not r.error]
+    total = len(planted)
+    counts = {name: sum(r.caught_by(name) for r in planted) for name in ("fuzz", "explore")}
+    either = sum(any(r.caught_by(name) for name in names) for r in planted)
+    missing = "" if "explore" in names else " (explore not available)"
+    _say(
+        f"bugzoo: fuzz caught {counts['fuzz']}/{total}, explore caught {counts['explore']}/"
+        f"{total}, either {either}/{total}{missing}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
