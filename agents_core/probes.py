@@ -161,6 +161,10 @@ RUNTIME_PROBES: dict[str, str] = {
     "agent_tool.replayed_stored_chunks": (
         "a connecting client was sent the stored chunks of a run again, as replay"
     ),
+    "agent_tool.cancel_ignored_settled_run": (
+        "cancel_agent_tool was called for a run that is unknown or already hard terminal, and "
+        "changed nothing (a cancel is idempotent)"
+    ),
     "agent_tool.clear_cancelled_live_run": (
         "clear_agent_tool_runs cancelled the child of a run that was still live before deleting it"
     ),

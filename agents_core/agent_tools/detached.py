@@ -323,6 +323,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
         run is left alone."""
         row = self._read_agent_tool_run(run_id)
         if row is None or row["status"] in HARD_TERMINAL:
+            probe(self.host, "agent_tool.cancel_ignored_settled_run")
             return
         message = str(reason) if isinstance(reason, BaseException) else None
         if message is None:

@@ -563,6 +563,8 @@ def test_T072_cancel_is_idempotent_and_delivers_aborted_after_a_give_up(sim: Sim
     row = run_row(sim, ref, "gave-up")
     assert (row["status"], row["error_message"]) == ("aborted", "user said stop")
     assert child_row(sim, ref, "gave-up")["status"] == "aborted"
+    # Ignored: the unknown run, the completed one and the second cancel of the aborted one.
+    assert sim.probes["agent_tool.cancel_ignored_settled_run"] == 3
 
 
 def test_T074_live_count_warning_is_edge_triggered_at_50(sim: Simulation) -> None:
