@@ -61,13 +61,17 @@ class Forgetful(Worker):
 
 
 class Ticker(Recorder):
-    """Schedules `tick` callbacks: delayed, every N seconds, and cancels them."""
+    """Schedules `tick` callbacks: delayed, every N seconds, on a cron expression, and cancels
+    them."""
 
     async def later(self, seconds: int) -> str:
         return (await self.schedule(seconds, "tick", {"kind": "later"})).id
 
     async def every(self, seconds: int) -> str:
         return (await self.schedule_every(seconds, "tick", {"kind": "every"})).id
+
+    async def on_cron(self, expression: str) -> str:
+        return (await self.schedule(expression, "tick", {"kind": "cron"})).id
 
     async def drop(self, schedule_id: str) -> bool:
         return await self.cancel_schedule(schedule_id)
