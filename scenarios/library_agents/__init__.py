@@ -21,6 +21,7 @@ from scenarios.library_agents.fibers import (
     Exporter,
     PoisonedResearcher,
     Researcher,
+    SlowRecoveryResearcher,
     StrictWebhooks,
     Webhooks,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "PoisonedResearcher",
     "Researcher",
     "SlowFinishParent",
+    "SlowRecoveryResearcher",
     "StoryAgent",
     "StoryChild",
     "StoryParent",

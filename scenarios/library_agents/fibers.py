@@ -1,9 +1,9 @@
 """Library agents for the seed page "durable execution with fibers" (seed 002).
 
-A research fiber that checkpoints every step (and a poisoned variant whose hook always throws),
-a batch job run inline in an alarm handler, a webhook receiver accepting managed fibers by
-idempotency key (and a strict variant that resolves by hand), a cancellable export, and a cron
-digest. Each is as small as its story needs.
+A research fiber that checkpoints every step (a poisoned variant whose hook always throws, and
+a slow one whose hook takes seconds), a batch job run inline in an alarm handler, a webhook
+receiver accepting managed fibers by idempotency key (and a strict variant that resolves by
+hand), a cancellable export, and a cron digest. Each is as small as its story needs.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ __all__ = [
     "Exporter",
     "PoisonedResearcher",
     "Researcher",
+    "SlowRecoveryResearcher",
     "StrictWebhooks",
     "Webhooks",
 ]
@@ -119,6 +120,17 @@ class PoisonedResearcher(Researcher):
             self._last_gap_ms = gap
         self._note("hook-attempt", backoff=backoff, age_ms=now - ctx.created_at)
         raise RuntimeError(f"cannot recover {ctx.name}: the upstream rejects this input")
+
+
+class SlowRecoveryResearcher(Researcher):
+    """Its recovery hook re-reads the topic's sources (`recover_ms`) before it resumes, so
+    recovering many orphans takes long enough for the scan's soft deadline to stop a pass."""
+
+    recover_ms: ClassVar[int] = 4_000
+
+    async def on_fiber_recovered(self, ctx: Any) -> Any:
+        await self.host.clock.sleep(int(self.recover_ms))
+        return await super().on_fiber_recovered(ctx)
 
 
 class Batcher(StoryAgent):
