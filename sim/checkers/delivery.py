@@ -75,7 +75,9 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
     3. liveness (only when a liveness phase ran): every detached run whose parent row is hard
        terminal at the end, or whose child's own run row is, has `finish_delivered_at` set —
        once the run went quiet, or `LIVENESS_GRACE_MS` after the fact (the silent close of S7
-       counts as delivered).
+       counts as delivered); and so does every awaited run whose row is hard terminal and whose
+       finish slot was claimed (`finish_claimed_at`), once the run went quiet or
+       `LIVENESS_GRACE_MS` after the claim (a claim whose delivery died is taken again).
     """
     out: list[Violation] = []
     delivered = _by_run_slot(context, "hook:delivered")
@@ -134,9 +136,12 @@ def _undelivered_finishes(context: CheckContext) -> list[Violation]:
     out = []
     for agent in context.paths():
         for row in context.table(agent, "cf_agent_tool_runs"):
-            if not row.get("detached") or row.get("finish_delivered_at") is not None:
+            if row.get("finish_delivered_at") is not None:
                 continue
             run_id = str(row.get("run_id"))
+            if not row.get("detached"):
+                out += _undelivered_awaited(context, agent, row)
+                continue
             facts = []
             if row.get("status") in HARD_TERMINAL:
                 facts.append((row.get("finish_claimed_at"), f"its row ended {row.get('status')}"))
@@ -162,6 +167,31 @@ def _undelivered_finishes(context: CheckContext) -> list[Violation]:
                 )
             )
     return out
+
+
+def _undelivered_awaited(
+    context: CheckContext, agent: str, row: Mapping[str, Any]
+) -> list[Violation]:
+    """An awaited run whose finish slot was claimed for a hard terminal is delivered (a row
+    inserted terminal, by a concurrency-cap rejection, is never claimed and owes nothing)."""
+    claimed = row.get("finish_claimed_at")
+    if row.get("status") not in HARD_TERMINAL or claimed is None:
+        return []
+    if not context.had_time_since(int(claimed)):
+        return []
+    run_id = str(row.get("run_id"))
+    calls = context.events("hook:on_agent_tool_finish", agent, runId=run_id, slot="finish")
+    return [
+        Violation(
+            "exactly_once_finish",
+            agent,
+            run_id,
+            f"awaited run {run_id} of {agent}: its row ended {row.get('status')} and its finish "
+            f"slot was claimed at {format_sim_time(int(claimed))}, but it was never delivered "
+            f"by {context.end_words()}",
+            tuple(c.seq for c in calls),
+        )
+    ]
 
 
 def _hard_since(context: CheckContext, agent: str, row: Mapping[str, Any]) -> int | None:

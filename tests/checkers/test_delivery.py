@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sim import Simulation
+from sim import Simulation, format_sim_time
 from sim.checkers import CheckContext, check, context_from
 from tests.checkers.agents import (
     ToolParent,
@@ -153,6 +153,23 @@ def test_an_undelivered_finish_of_a_finished_detached_run_is_caught(
         "ToolParent/p/ResumingChild/d1 reached completed at 00:00:25.000, but its finish slot "
         "was never delivered by the end (00:15:50.000, quiet)"
     ]
+
+
+def test_a_claimed_but_undelivered_finish_of_an_awaited_run_is_caught(
+    healthy: CheckContext,
+) -> None:
+    """S8 for every run: an awaited run whose finish was claimed (its handler may have died
+    with its isolate) is delivered again; a row inserted terminal, never claimed, owes
+    nothing."""
+    claimed = with_row(healthy, P, RUNS, {"run_id": "a1"}, finish_delivered_at=None)
+    (row,) = [r for r in claimed.table(P, RUNS) if r["run_id"] == "a1"]
+    assert messages(claimed, "exactly_once_finish") == [
+        "awaited run a1 of ToolParent/p: its row ended completed and its finish slot was claimed "
+        f"at {format_sim_time(row['finish_claimed_at'])}, but it was never delivered by the end "
+        "(00:15:50.000, quiet)"
+    ]
+    never = with_row(claimed, P, RUNS, {"run_id": "a1"}, finish_claimed_at=None)
+    assert check(never, ["exactly_once_finish"]) == []
 
 
 def test_an_owed_finish_is_only_late_after_the_grace_when_not_quiet(
