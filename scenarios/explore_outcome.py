@@ -3,11 +3,12 @@ failure, and the `ExploreOutcome` report that ends with `N crash points, M inter
 failures`.
 
 A failure sentence of an explored run counts (`classify`) when an invariant breaks, the liveness
-phase does not settle, or a step errs in a way the fault does not explain (an unexpected
-exception, a call that never finishes). A call that failed because its incarnation died, a
-client that is no longer connected, a later `at:` pushed into the past: that is the platform
-telling the truth about the fault, not a finding. Without `--with-expect` a step's own check of
-the story (a status code, a reply) does not count either: a crash changes the story.
+phase does not settle, or a step raises an exception the fault does not explain. A call that
+failed because its incarnation died, a client that is no longer connected, a later `at:` pushed
+into the past: that is the platform telling the truth about the fault, not a finding. Without
+`--with-expect` a step's own check of the story does not count either (a status code, a reply,
+a call that waits for something the crash prevented and never finishes): a crash changes the
+story, and the invariants are what judge the runtime.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _PLATFORM_TRUTH = re.compile(
     r"(failed with|raised) (AgentEvicted|StorageError|IncarnationKilled)\b|had already passed|"
     r"was never connected|is not connected"
 )
-_STEP_ERROR = re.compile(r"\braised \w|never finished|could not finish")
+_STEP_ERROR = re.compile(r"\braised \w")
 
 
 def classify(failure: str, path: str, with_expect: bool) -> str | None:

@@ -168,9 +168,10 @@ def test_a_sub_agent_is_named_the_way_a_step_names_it() -> None:
         ("p.yaml: liveness: the run did not settle ...", False, "liveness"),
         ("p.yaml:9: step 2 (call): w.go() failed with AgentEvicted: W/w was evicted", True, None),
         ("p.yaml:9: step 2 (call): w.go() raised KeyError: 'x'", False, "step 2 (call)"),
+        ("p.yaml:9: step 2 (call): w.go() never finished (still running at ...)", False, None),
         (
             "p.yaml:9: step 2 (call): w.go() never finished (still running at ...)",
-            False,
+            True,
             "step 2 (call)",
         ),
         ("p.yaml:9: step 4 (request): GET / answered 202 ..., expected status 200", False, None),
