@@ -33,7 +33,8 @@ RUNTIME_PROBES: dict[str, str] = {
     ),
     "ledger.dead_claim_reclaimed": (
         "a delivery claimed a slot whose earlier claim had outlived its lease and was left by "
-        "an incarnation that died between its claim and its delivered mark (at least once)"
+        "an earlier incarnation: it died between its claim and its delivered mark (or its "
+        "handler threw before it died); the at-least-once redelivery across a crash"
     ),
     "ledger.failed_handler_reclaimed": (
         "a delivery claimed a slot whose handler had thrown in this incarnation, once that "
