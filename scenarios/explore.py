@@ -143,7 +143,7 @@ class Exploration:
         out)."""
         if not self.base_result.passed:
             return 0
-        return len(self.points) + (self.planner.count if self.planner.groups else 0)
+        return len(self.points) + self.planner.most()
 
     # -- running ------------------------------------------------------------------------------
     def run(

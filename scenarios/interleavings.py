@@ -16,6 +16,8 @@ was done.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +46,25 @@ class Planner:
     def groups(self) -> int:
         return len(self.sizes)
 
+    def most(self) -> int:
+        """At most how many schedules `singles` and `draws` can give: the count, or fewer when
+        the groups are few and small (a progress bar's total)."""
+        if not self.sizes or self.count <= 0:
+            return 0
+        singles = len(spread(self.groups)[: self._single_limit()])
+        depth = min(self.depth, self.groups)
+        if math.comb(self.groups, depth) >= self.count:
+            return self.count
+        orders = [min(math.factorial(size) - 1, self.count) for size in self.sizes]
+        drawn = sum(
+            math.prod(orders[group] for group in chosen)
+            for chosen in itertools.combinations(range(self.groups), depth)
+        )
+        return min(self.count, singles + drawn)
+
+    def _single_limit(self) -> int:
+        return self.count if self.depth == 1 else (self.count + 1) // 2
+
     def _new(self, interleave: Interleave) -> bool:
         key = tuple(
             (group, tuple(permutation(interleave.seed, group, self.sizes[group - 1])))
@@ -57,9 +78,8 @@ class Planner:
     def singles(self) -> list[Interleave]:
         """Each group alone (its number is the seed), in spread order, up to half the count
         (all of it at depth 1)."""
-        limit = self.count if self.depth == 1 else (self.count + 1) // 2
         out = []
-        for index in spread(self.groups)[:limit]:
+        for index in spread(self.groups)[: self._single_limit()]:
             interleave = Interleave(index + 1, (index + 1,))
             if self._new(interleave):
                 out.append(interleave)

@@ -17,6 +17,7 @@ from scenarios.crash_points import all_points, choose, landed, spread, strata
 from scenarios.emit import add_expectation, insert_steps
 from scenarios.explore import Exploration
 from scenarios.explore_outcome import classify
+from scenarios.interleavings import Planner
 from scenarios.loader import load_scenario, parse_scenario
 from scenarios.runner import ExecutedStatement, run_scenario
 from tests.scenarios.helpers import LIBRARY, ROOT
@@ -158,6 +159,23 @@ def test_a_sub_agent_is_named_the_way_a_step_names_it() -> None:
     point = child[len(child) // 2]
     run = run_scenario(parse_scenario(insert_steps(text, scenario, [point.step()]), "x.yaml"))
     assert landed(point, base, run), point.describe()
+
+
+# -- interleavings -------------------------------------------------------------------------------
+def test_schedules_try_each_group_alone_then_draw_pairs_and_never_repeat() -> None:
+    """Singles in spread order up to half the budget, then depth-2 draws among the groups
+    given; no two schedules reorder the same groups the same way; few small groups run out."""
+    planner = Planner([2, 3, 2, 2, 4], count=8, depth=2)
+    singles = planner.singles()
+    assert [s.points for s in singles] == [(1,), (5,), (3,), (2,)]
+    drawn = planner.draws([2, 5], 4)
+    assert drawn and all(d.points == (2, 5) for d in drawn)
+    assert len({(d.seed, d.points) for d in [*singles, *drawn]}) == len(singles) + len(drawn)
+    assert planner.most() == 8
+    few = Planner([2], count=50, depth=2)
+    assert [s.points for s in few.singles()] == [(1,)]
+    assert few.draws([1], 49) == []  # a group of two has one other order, already tried
+    assert Planner([], count=50, depth=2).most() == 0
 
 
 # -- what counts ----------------------------------------------------------------------------------
