@@ -140,6 +140,15 @@ RUNTIME_PROBES: dict[str, str] = {
         "a child's abort caused by the parent's own give-up teardown closed the finish slot "
         "silently (S7)"
     ),
+    "agent_tool.finish_redelivered_from_row": (
+        "a backbone tick delivered the finish of a run whose row was already hard terminal "
+        "(a cancel, or a delivery whose handler threw or whose incarnation died) from the row, "
+        "while its child had no record of the run or did not report it terminal (S8)"
+    ),
+    "agent_tool.unstarted_run_finish_closed": (
+        "a given-up detached run whose child has no record of it, and whose start no dispatch "
+        "of this incarnation has in flight, had its finish slot closed silently (E11)"
+    ),
     "agent_tool.backbone_delivered_finish": (
         "a backbone tick delivered a detached run's finish: no warm fast path of this "
         "incarnation delivered it first"

@@ -2,12 +2,14 @@
 give-up (spec agent-tools §4.5, §4.6).
 
 The backbone is one delayed schedule row calling `_cf_detached_reconcile_tick` with
-`{cadenceIndex}`. A tick inspects every detached run whose finish is still undelivered: a hard
+`{cadenceIndex}`. A tick inspects every detached run whose finish is still undelivered: a row
+already hard terminal (its delivery failed) is delivered again from the row (A9); a hard
 terminal child is delivered through the `finish` slot; otherwise the budgets are checked and an
-exceeded one gives the run up (child cancelled, `interrupted` through the `give_up` slot). While
-any finish is outstanding the tick schedules the next one, 5, 15, 30, then every 120 s. It is the
-guarantee behind every detached delivery: it survives eviction and deploys because it is a
-schedule row, and the fast path only makes the common case faster.
+exceeded one gives the run up (child cancelled, `interrupted` through the `give_up` slot), and
+a given-up run whose child never got it has its finish slot closed (A10). While any finish is
+outstanding the tick schedules the next one, 5, 15, 30, then every 120 s. It is the guarantee
+behind every detached delivery: it survives eviction and deploys because it is a schedule row,
+and the fast path only makes the common case faster.
 
 Arming is serialized in-isolate through a chain of deferreds so concurrent arms never
 interleave, and the backbone never has more than one pending row: a fresh dispatch resets it to
@@ -20,6 +22,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from agents_core.agent_tools.ledger import DETACHED_DELIVERY_LEASE_MS
 from agents_core.agent_tools.registry import HARD_TERMINAL, RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
 from agents_core.probes import probe
@@ -162,10 +165,11 @@ class BackboneMixin:
         row = self._read_agent_tool_run(run_id)
         if row is None or row["finish_delivered_at"] is not None:
             return
-        child, inspection = None, None
+        child, inspection, answered = None, None, False
         try:
             child = await self._agent_tool_child(row["agent_type"], run_id)
             inspection = await child.call("inspect_agent_tool_run", run_id)
+            answered = True
         except Exception:  # noqa: BLE001 - an uninspectable child is "not terminal yet"
             inspection = None
         if isinstance(inspection, Mapping):
@@ -173,6 +177,9 @@ class BackboneMixin:
             self._notify_detached_milestones(row, inspection.get("milestones"), reconciled=True)
         else:
             inspection = None
+        if row["status"] in HARD_TERMINAL:
+            await self._redeliver_hard_terminal_row(row, inspection)
+            return
         if inspection is not None and inspection.get("status") in HARD_TERMINAL:
             result = result_from_inspection(run_id, row["agent_type"], dict(inspection))
             delivered = await self._deliver_detached_terminal(
@@ -191,6 +198,69 @@ class BackboneMixin:
         reason = detached_budget_exceeded(row, inspection, self.host.clock.now_ms())
         if reason is not None and row["give_up_delivered_at"] is None:
             await self._give_up_detached_run(row, child, reason)
+            row = self._read_agent_tool_run(run_id)
+        if answered and inspection is None and row is not None:
+            await self._close_finish_of_unstarted_run(row)
+
+    async def _redeliver_hard_terminal_row(
+        self: Any, row: Mapping[str, Any], inspection: Mapping[str, Any] | None
+    ) -> None:
+        """The row is hard terminal, so immutable, and its finish slot was claimed by the path
+        that wrote it (a cancel, the fast path, an earlier tick). If that delivery's handler
+        threw, or its incarnation died before the delivered mark, the slot is delivered again
+        from the row once the claim's lease has expired (the ledger's compare-and-set decides).
+
+        S8 (at least once): the SDK's tick delivers only from a hard-terminal inspection, so a
+        run the parent made terminal itself (a cancel) whose child has no record of it, or
+        still runs, would never be delivered again; and the row, not a child that may since
+        report something else, is what the first delivery announced."""
+        delivered = await self._deliver_agent_tool_terminal(
+            row["run_id"],
+            "finish",
+            self._result_from_agent_tool_row(dict(row)),
+            completed_at=row["completed_at"],
+            serialize=True,
+        )
+        if delivered:
+            probe(self.host, "agent_tool.backbone_delivered_finish")
+            if inspection is None or inspection.get("status") not in HARD_TERMINAL:
+                probe(self.host, "agent_tool.finish_redelivered_from_row")
+
+    async def _close_finish_of_unstarted_run(self: Any, row: Mapping[str, Any]) -> None:
+        """A given-up run whose child answered that it has no record of it, and whose start no
+        dispatch of this incarnation has in flight, can never produce a result: the child start
+        died with an earlier incarnation or failed. Its finish slot is closed silently, as the
+        abort of the parent's own teardown closes it (S7); the row stays `interrupted`.
+
+        The seed's "null is not a failure, keep watching within the budget" is kept: the close
+        comes only after the budget's give-up was delivered. The SDK leaves the slot open, and
+        its backbone then ticks every 120 s for as long as the parent exists (E11)."""
+        run_id = row["run_id"]
+        if row["give_up_delivered_at"] is None or run_id in self._agent_tool_runs_dispatching:
+            return
+        if self._close_finish_slot_silently(run_id):
+            probe(self.host, "agent_tool.unstarted_run_finish_closed")
+            self._log(
+                "info",
+                f"detached run {run_id} was given up and its child has no record of it; "
+                "nothing more is delivered",
+            )
+
+    def _close_finish_slot_silently(self: Any, run_id: str) -> bool:
+        """Mark the finish slot delivered with no frame and no hook, unless a delivery of this
+        incarnation holds it or another holds a claim within its lease; True if closed."""
+        if self._agent_tool_slot_held(run_id, "finish"):
+            return False
+        now = self.host.clock.now_ms()
+        closed = self.host.sql.execute(
+            "UPDATE cf_agent_tool_runs SET finish_claimed_at = ?, finish_delivered_at = ? "
+            "WHERE run_id = ? AND finish_delivered_at IS NULL "
+            "AND (finish_claimed_at IS NULL OR finish_claimed_at < ?)",
+            (now, now, run_id, now - DETACHED_DELIVERY_LEASE_MS),
+        )
+        if closed:
+            self.host.kv.delete(f"{TEARDOWN_MARKER_PREFIX}{run_id}")
+        return bool(closed)
 
     # -- give-up (§4.6) ---------------------------------------------------------------------
     async def _give_up_detached_run(

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents_core.agent_tools.backbone import TEARDOWN_MARKER_PREFIX, BackboneMixin
-from agents_core.agent_tools.ledger import DETACHED_DELIVERY_LEASE_MS
+from agents_core.agent_tools.backbone import BackboneMixin
 from agents_core.agent_tools.notify import DETACHED_NOTIFY_CALLBACK, NotifyMixin
 from agents_core.agent_tools.registry import (
     HARD_TERMINAL,
@@ -298,18 +297,8 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
             row = self._read_agent_tool_run(run_id)
             if row is None or row["give_up_delivered_at"] is None:
                 return
-        if self._agent_tool_slot_held(run_id, "finish"):
-            return  # a live delivery of this incarnation holds the finish slot
-        now = self.host.clock.now_ms()
-        closed = self.host.sql.execute(
-            "UPDATE cf_agent_tool_runs SET finish_claimed_at = ?, finish_delivered_at = ? "
-            "WHERE run_id = ? AND finish_delivered_at IS NULL "
-            "AND (finish_claimed_at IS NULL OR finish_claimed_at < ?)",
-            (now, now, run_id, now - DETACHED_DELIVERY_LEASE_MS),
-        )
-        if closed:
+        if self._close_finish_slot_silently(run_id):
             probe(self.host, "agent_tool.own_teardown_abort_closed")
-            self.host.kv.delete(f"{TEARDOWN_MARKER_PREFIX}{run_id}")
             self._log(
                 "info",
                 f"detached run {run_id} was aborted by the parent's own give-up teardown; "

@@ -43,6 +43,9 @@ class LedgerMixin:
         # threw here (released for a redelivery once their lease expires).
         self._agent_tool_claims_held: dict[tuple[str, str], int] = {}
         self._agent_tool_claims_failed: set[tuple[str, str, int]] = set()
+        # The run ids whose child start this incarnation has in flight (row inserted, the
+        # child's start call not returned): the only path that can still give a child its run.
+        self._agent_tool_runs_dispatching: set[str] = set()
 
     def _agent_tool_slot_held(self: Any, run_id: str, slot: str) -> bool:
         """Whether a delivery of this incarnation holds the slot's claim and has not finished:

@@ -217,26 +217,38 @@ class RunsMixin:
         )
         if rejected is not None:
             return rejected
-        now = self.host.clock.now_ms()
-        self._insert_agent_tool_run(
-            run_id, agent_type, parent_tool_call_id, display_order, preview, display, now, config
-        )
-        if config is not None:
-            # In the row's own turn: a crash before the child has started must still leave a
-            # tick that gives the run up (the SDK arms only after the child start: divergence
-            # A7; the seed promises a run past its budget is never silently lost).
-            await self._arm_detached_backbone(reset_cadence=True)
-        row = self._read_agent_tool_run(run_id)
-        await self.on_agent_tool_start(AgentToolRunInfo.from_row(row))
-        self.broadcast(
-            frame(
+        dispatching = self._agent_tool_runs_dispatching
+        dispatching.add(run_id)
+        try:
+            now = self.host.clock.now_ms()
+            self._insert_agent_tool_run(
+                run_id,
+                agent_type,
                 parent_tool_call_id,
-                0,
-                started_event(run_id, agent_type, preview, display_order, display),
+                display_order,
+                preview,
+                display,
+                now,
+                config,
             )
-        )
-        child = await self._agent_tool_child(cls, run_id)
-        start = await child.call("start_agent_tool_run", input, run_id)
+            if config is not None:
+                # In the row's own turn: a crash before the child has started must still leave a
+                # tick that gives the run up (the SDK arms only after the child start: divergence
+                # A7; the seed promises a run past its budget is never silently lost).
+                await self._arm_detached_backbone(reset_cadence=True)
+            row = self._read_agent_tool_run(run_id)
+            await self.on_agent_tool_start(AgentToolRunInfo.from_row(row))
+            self.broadcast(
+                frame(
+                    parent_tool_call_id,
+                    0,
+                    started_event(run_id, agent_type, preview, display_order, display),
+                )
+            )
+            child = await self._agent_tool_child(cls, run_id)
+            start = await child.call("start_agent_tool_run", input, run_id)
+        finally:
+            dispatching.discard(run_id)
         self.sql(
             "UPDATE cf_agent_tool_runs SET status = 'running' WHERE run_id = ? "
             "AND status = 'starting'",

@@ -686,3 +686,31 @@ def test_E33_a_give_up_frees_the_concurrency_slot_even_if_the_teardown_failed(
     admitted = sim.call(ref, "dispatch", "a2", [["finish", "completed", "ok"]], None)
     assert admitted["status"] == "completed"
     assert sim.probes["agent_tool.give_up_teardown_failed"] >= 1
+
+
+@pytest.mark.parametrize("child", ["RowlessChild", "StubbornChild"])
+def test_S8_a_cancel_whose_on_finish_threw_is_redelivered_from_the_row(
+    sim: Simulation, child: str
+) -> None:
+    """The parent made the run hard terminal itself (a cancel) and its on_finish threw. The
+    child cannot report the abort (it has no record of the run, or it refused the cancel and
+    still runs), so the first tick after the 60 s lease delivers the finish again from the row,
+    with the row's error, and the backbone stops."""
+    ref = sim.agent(Parent, "p")
+    sim.call(ref, "dispatch", "r1", HANG, {"on_finish": "on_detached_fails_once"}, child=child)
+    sim.run_for(1_000)
+    with pytest.raises(RuntimeError, match="handler broke"):
+        sim.call(ref, "cancel", "r1", "user said stop")
+    sim.run_for(10 * 60_000)
+    log = sim.query(ref, "SELECT at, hook, status, error FROM hook_log ORDER BY seq")
+    assert [(r["at"] // 1000, r["hook"], r["status"], r["error"]) for r in log] == [
+        (1, "on_agent_tool_finish", "aborted", "user said stop"),
+        (1, "on_detached_fails_once", "aborted", "user said stop"),
+        (170, "on_agent_tool_finish", "aborted", "user said stop"),
+        (170, "on_detached_fails_once", "aborted", "user said stop"),
+    ]
+    row = run_row(sim, ref, "r1")
+    assert (row["status"], row["finish_delivered_at"]) == ("aborted", 170_000)
+    assert sim.call(ref, "backbone") == []
+    assert sim.probes["agent_tool.finish_redelivered_from_row"] == 1
+    assert sim.probes.get("agent_tool.give_up_budget_exceeded", 0) == 0

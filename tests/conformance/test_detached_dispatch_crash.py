@@ -1,13 +1,20 @@
 """A detached dispatch cut short by a crash before its child ever started is still given up
-when its budget passes: the backbone tick is armed in the run row's own turn (divergence A7)."""
+when its budget passes: the backbone tick is armed in the run row's own turn (divergence A7);
+once given up, a run whose child never got it stops the backbone (E11), unless this incarnation
+is still waiting for the child's start."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from agents_core import Agent
+from agents_core.agent_tools.backbone import DETACHED_RECONCILE_CALLBACK
 from scenarios.workloads import DetachedPlan, RunPlan, tools_workload
 from sim import AgentEvicted, Simulation
 from sim.checkers import assert_invariants
+from tests.agent_tools.scripted_child import ScriptedChild
 
 Parent = tools_workload(
     [
@@ -36,4 +43,65 @@ def test_a_crash_while_the_child_is_created_still_gives_the_run_up(sim: Simulati
     assert row["status"] == "interrupted"
     finishes = sim.trace.select("workload:on_finish")
     assert [(r.get("runId"), r.get("status")) for r in finishes] == [("import", "interrupted")]
+    assert_invariants(sim, ["budget_interrupts", "exactly_once_finish"])
+
+
+def test_a_given_up_run_whose_child_never_started_stops_the_backbone(sim: Simulation) -> None:
+    """After the give-up, the child still has no record of the run and no dispatch of it is in
+    flight: nothing can ever finish it, so its finish slot is closed silently (E11) and the
+    backbone stops instead of ticking every 120 s for as long as the parent exists."""
+    ref = sim.agent(Parent, "p")
+    sim.run_for(1)
+    sim.arm_storage_fault_on_creation(ref, ("import",), None, "crash", match=r"^CREATE TABLE")
+    with pytest.raises(AgentEvicted, match="crash"):
+        sim.call(ref, "dispatch", "import")
+    sim.run_for(3_600_000)
+    (row,) = sim.query(ref, "SELECT * FROM cf_agent_tool_runs")
+    assert (row["status"], row["interrupted_reason"]) == ("interrupted", "budget-exceeded")
+    assert row["give_up_delivered_at"] is not None
+    assert row["finish_delivered_at"] is not None
+    assert sim.query(ref, "SELECT * FROM cf_agents_schedules") == []
+    ticks = sim.trace.select("schedule:execute", callback=DETACHED_RECONCILE_CALLBACK)
+    assert ticks and ticks[-1].t_ms <= 600_000 + 120_000
+    finishes = sim.trace.select("workload:on_finish")
+    assert [(r.get("runId"), r.get("status")) for r in finishes] == [("import", "interrupted")]
+    assert sim.probes["agent_tool.unstarted_run_finish_closed"] == 1
+    assert_invariants(sim, ["budget_interrupts", "exactly_once_finish"])
+
+
+class SlowStartChild(ScriptedChild):
+    """Takes 10 s to accept a run: its row does not exist until then."""
+
+    async def start_agent_tool_run(self, input: Any, run_id: str) -> dict[str, Any]:
+        await self.host.clock.sleep(10_000)
+        return await super().start_agent_tool_run(input, run_id)
+
+
+class SlowStartParent(Agent):
+    async def dispatch(self, run_id: str, budget_ms: int) -> str:
+        handle = await self.run_agent_tool(
+            SlowStartChild,
+            input={"steps": [["sleep", 1_000], ["finish", "completed", "late but real"]]},
+            run_id=run_id,
+            detached={"max_budget_ms": budget_ms},
+        )
+        return handle.status
+
+    async def on_agent_tool_finish(self, run: Any, result: Any) -> None:
+        self.host.trace.emit("test:finish", runId=run.run_id, status=result["status"])
+
+
+def test_a_run_whose_start_is_still_in_flight_is_given_up_but_not_closed(
+    sim: Simulation,
+) -> None:
+    """A give-up that sees no child record while this incarnation still waits for the child's
+    start leaves the finish slot open: the completion that follows is delivered (S7)."""
+    ref = sim.agent(SlowStartParent, "p")
+    assert sim.call(ref, "dispatch", "slow", 0) == "running"
+    sim.run_for(60_000)
+    finishes = [(r.t_ms, r.get("status")) for r in sim.trace.select("test:finish")]
+    assert finishes == [(5_000, "interrupted"), (11_000, "completed")]
+    (row,) = sim.query(ref, "SELECT status, summary FROM cf_agent_tool_runs")
+    assert (row["status"], row["summary"]) == ("completed", "late but real")
+    assert sim.probes.get("agent_tool.unstarted_run_finish_closed", 0) == 0
     assert_invariants(sim, ["budget_interrupts", "exactly_once_finish"])
