@@ -18,7 +18,9 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `schedules_fire` | every due schedule fires; intervals keep their cadence |
 | `fibers_settled` | after quiesce every fiber settled or is a failing row within max age |
 | `fiber_leases_released` | a fiber gives its keepAlive lease back in the instant it ends |
+| `fiber_runs_once` | a fiber's function runs once: no automatic retry |
 | `eviction_final` | nothing of an incarnation runs after its death; one life at a time |
+| `deaths_are_whole` | a death takes its sub-agents and connections; a deploy takes all |
 | `startup_once` | startup runs once per incarnation (again only after it failed) |
 | `startup_gates_deliveries` | no handler runs during startup; startup triggers wait for it |
 | `turns_atomic` | the journal of committed turns replays to the committed storage |

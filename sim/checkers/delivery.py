@@ -77,7 +77,8 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
        once the run went quiet, or `LIVENESS_GRACE_MS` after the fact (the silent close of S7
        counts as delivered); and so does every awaited run whose row is hard terminal and whose
        finish slot was claimed (`finish_claimed_at`), once the run went quiet or
-       `LIVENESS_GRACE_MS` after the claim (a claim whose delivery died is taken again).
+       `LIVENESS_GRACE_MS` after the claim (a claim whose delivery died is taken again, once
+       the parent's startup ran again after that death).
     """
     out: list[Violation] = []
     delivered = _by_run_slot(context, "hook:delivered")
@@ -173,12 +174,19 @@ def _undelivered_awaited(
     context: CheckContext, agent: str, row: Mapping[str, Any]
 ) -> list[Violation]:
     """An awaited run whose finish slot was claimed for a hard terminal is delivered (a row
-    inserted terminal, by a concurrency-cap rejection, is never claimed and owes nothing)."""
+    inserted terminal, by a concurrency-cap rejection, is never claimed and owes nothing); when
+    the parent died after the claim, only once its startup ran again (nothing durable wakes a
+    parent for an awaited run)."""
     claimed = row.get("finish_claimed_at")
     if row.get("status") not in HARD_TERMINAL or claimed is None:
         return []
     if not context.had_time_since(int(claimed)):
         return []
+    death = next((e for e in context.incarnation_ends(agent) if e.t_ms >= int(claimed)), None)
+    if death is not None and not any(
+        s.seq > death.seq for s in context.events("startup:done", agent)
+    ):
+        return []  # as for reattach_terminal: only a restarted parent can deliver it again
     run_id = str(row.get("run_id"))
     calls = context.events("hook:on_agent_tool_finish", agent, runId=run_id, slot="finish")
     return [

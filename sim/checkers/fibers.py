@@ -25,7 +25,7 @@ from sim.checkers.core import LIVENESS_GRACE_MS, CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["fiber_leases_released", "fibers_settled", "no_lost_stash"]
+__all__ = ["fiber_leases_released", "fiber_runs_once", "fibers_settled", "no_lost_stash"]
 
 RECOVERY_OUTCOMES = ("fiber:recovery:handled", "fiber:recovery:failed", "fiber:recovery:skipped")
 
@@ -255,3 +255,35 @@ def _fiber_end_releases(
             (end.seq,),
         )
     ]
+
+
+@invariant("fiber_runs_once")
+def fiber_runs_once(context: CheckContext) -> list[Violation]:
+    """Fibers §5 / the seed's "no automatic retries" — a fiber's function runs once: a failed
+    or interrupted fiber is never run again by the runtime (recovery is the hook's job, and a
+    continuation is a new fiber), and an accepted managed fiber is executed once.
+
+    For every agent, each `fiberId` has at most one `fiber:run:started`, unless the earlier
+    start's turn may have rolled back (its incarnation crashed in that instant).
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        first: dict[Any, TraceRecord] = {}
+        for record in context.records_of(agent, "fiber:run:started"):
+            fiber = record.get("fiberId")
+            earlier = first.get(fiber)
+            if earlier is None or context.may_have_rolled_back(earlier):
+                first[fiber] = record
+                continue
+            out.append(
+                Violation(
+                    "fiber_runs_once",
+                    agent,
+                    str(fiber),
+                    f"fiber {fiber} ({record.get('fiberName')}) of {agent} started again at "
+                    f"{format_sim_time(record.t_ms)} in incarnation {record.inc}, after it "
+                    f"started at {format_sim_time(earlier.t_ms)} in incarnation {earlier.inc}",
+                    (earlier.seq, record.seq),
+                )
+            )
+    return out

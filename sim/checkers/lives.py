@@ -21,7 +21,7 @@ from sim.checkers.registry import invariant
 from sim.platform import STARTUP_TRIGGERS
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["eviction_final", "startup_gates_deliveries", "startup_once"]
+__all__ = ["deaths_are_whole", "eviction_final", "startup_gates_deliveries", "startup_once"]
 
 AT_DEATH = frozenset({"connection:close"})
 """What the platform itself writes for a dead incarnation in its instant of death, after its
@@ -216,3 +216,113 @@ def startup_gates_deliveries(context: CheckContext) -> list[Violation]:
                         )
                     )
     return out
+
+
+@invariant("deaths_are_whole")
+def deaths_are_whole(context: CheckContext) -> list[Violation]:
+    """Platform rules "kill is the instant of death" and "a crash kills the whole isolate" — a
+    death takes everything the incarnation held, in that instant: the sub-agents living in it,
+    its clients' connections; a crash anywhere takes the top-level agent; a deploy restarts
+    every live incarnation.
+
+    Following every agent's lives in trace order:
+    1. when an incarnation of an agent ends at t, no sub-agent under it is still alive (sub-agents
+       die first, in that instant);
+    2. a sub-agent's `incarnation:end {reason: crash}` at t is followed by its top-level agent's
+       `incarnation:end` at t;
+    3. every connection its incarnation opened and had not closed gets its `connection:close` at
+       t, after the `incarnation:end`;
+    4. after a `platform:deploy` at t, every agent then alive has an `incarnation:end {reason:
+       deploy}` at t.
+    """
+    out: list[Violation] = []
+    alive: dict[str, TraceRecord] = {}
+    open_connections: dict[str, TraceRecord] = {}
+    owed: list[tuple[str, TraceRecord, TraceRecord]] = []  # (what must follow, death, subject)
+    for record in context.records:
+        agent = record.agent
+        if record.event == "incarnation:start":
+            alive[agent] = record
+        elif record.event == "connection:open":
+            open_connections[str(record.get("connection"))] = record
+        elif record.event == "connection:close":
+            open_connections.pop(str(record.get("connection")), None)
+        elif record.event in ("facet:deleted", "storage:wiped"):
+            for other in [a for a in alive if a.startswith(agent + "/")]:
+                alive.pop(other)
+        elif record.event == "platform:deploy":
+            owed += [("deploy", record, life) for life in alive.values()]
+        elif record.event == "incarnation:end":
+            life = alive.pop(agent, None)
+            for other in sorted(a for a in alive if a.startswith(agent + "/")):
+                out.append(
+                    _whole(
+                        other,
+                        f"{other} was still alive when {agent} (incarnation {record.inc}), which "
+                        f"it lives in, died ({record.get('reason')}) at "
+                        f"{format_sim_time(record.t_ms)}",
+                        (alive[other].seq, record.seq),
+                    )
+                )
+                alive.pop(other)
+            if record.get("reason") == "crash" and context.root_of(agent) != agent:
+                owed.append(("crash", record, record))
+            if life is not None:
+                for connection in [
+                    c for c in open_connections.values() if c.agent == agent and c.inc == record.inc
+                ]:
+                    owed.append(("close", record, connection))
+                    open_connections.pop(str(connection.get("connection")))
+    for kind, death, subject in owed:
+        out += _owed(context, kind, death, subject)
+    return out
+
+
+def _whole(agent: str, message: str, seqs: tuple[int, ...]) -> Violation:
+    return Violation("deaths_are_whole", agent, "", message, seqs)
+
+
+def _owed(
+    context: CheckContext, kind: str, death: TraceRecord, subject: TraceRecord
+) -> list[Violation]:
+    at = format_sim_time(death.t_ms)
+    if kind == "close":
+        connection = subject.get("connection")
+        closes = context.events("connection:close", subject.agent, connection=connection)
+        if any(c.seq > death.seq and c.t_ms == death.t_ms for c in closes):
+            return []
+        return [
+            _whole(
+                subject.agent,
+                f"connection {connection} of {subject.agent} (client {subject.get('client')}) "
+                f"was not closed when its incarnation {death.inc} died at {at}",
+                (subject.seq, death.seq),
+            )
+        ]
+    if kind == "crash":
+        root = context.root_of(death.agent)
+        ends = context.incarnation_ends(root)
+        if any(e.seq > death.seq and e.t_ms == death.t_ms for e in ends):
+            return []
+        return [
+            _whole(
+                root,
+                f"{death.agent} crashed at {at}, but {root}, whose isolate it lives in, did not "
+                "die with it",
+                (death.seq,),
+            )
+        ]
+    ends = context.incarnation_ends(subject.agent)
+    if any(
+        e.seq > death.seq and e.t_ms == death.t_ms and e.inc == subject.inc
+        for e in ends
+        if e.get("reason") == "deploy"
+    ):
+        return []
+    return [
+        _whole(
+            subject.agent,
+            f"incarnation {subject.inc} of {subject.agent} lived on through the deploy at {at}",
+            (subject.seq, death.seq),
+        )
+    ]

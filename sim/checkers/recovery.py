@@ -35,11 +35,14 @@ def _at(record: TraceRecord) -> str:
 
 
 def _settled(context: CheckContext, record: TraceRecord, agent: str) -> bool:
-    """`record` closes its fiber's recovery for good: a handled hook or an unmanaged row dropped
-    for its age (the row is deleted in that turn), or any outcome of a managed fiber (its run
-    row is deleted and its ledger row left `interrupted` or settled) — unless that turn may have
-    rolled back, or a storage fault on the agent in that instant may have failed the delete."""
+    """`record` closes its fiber's recovery for good: the fiber's own end (its run row is deleted
+    as it completes or fails), a handled hook or an unmanaged row dropped for its age (the row is
+    deleted in that turn), or any outcome of a managed fiber (its run row is deleted and its
+    ledger row left `interrupted` or settled) — unless that turn may have rolled back, or a
+    storage fault on the agent in that instant may have failed the delete."""
     if record.event == "fiber:recovery:skipped" and record.get("reason") != "max_age_exceeded":
+        return False
+    if record.event == "fiber:recovery:attempt":
         return False
     if record.event == "fiber:recovery:failed" and not record.get("managed"):
         return False
@@ -62,8 +65,9 @@ def recovery_once(context: CheckContext) -> list[Violation]:
     2. an earlier attempt of F in I is followed by a `fiber:recovery:failed` of F (the hook
        threw and the row was kept for the next scan) or a storage fault on the agent (a failed
        delete keeps the row) before this attempt;
-    3. no earlier outcome settled F for good (see `_settled`: a handled hook, an unmanaged row
-       dropped for its age, or any outcome of a managed fiber), in any incarnation.
+    3. nothing earlier settled F for good (see `_settled`: the fiber completed or failed, a
+       handled hook, an unmanaged row dropped for its age, or any outcome of a managed fiber), in
+       any incarnation.
     """
     out: list[Violation] = []
     for agent in context.agents():
@@ -93,6 +97,8 @@ def _one_fiber(
             settled = None  # an id started again (a managed fiber's explicit id) is a new life
         elif record.event in ("fiber:run:completed", "fiber:run:failed"):
             running.pop(record.inc, None)
+            if settled is None and _settled(context, record, agent):
+                settled = record  # its run row was deleted as it ended: no orphan is left
         elif record.event == "fiber:recovery:failed":
             failed_since.add(record.inc)
         if record.event in OUTCOMES and settled is None and _settled(context, record, agent):

@@ -46,6 +46,8 @@ INVARIANTS = [
     "milestones_once",
     "child_reset_retryable",
     "give_up_not_early",
+    "deaths_are_whole",
+    "fiber_runs_once",
 ]
 
 

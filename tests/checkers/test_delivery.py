@@ -159,16 +159,20 @@ def test_a_claimed_but_undelivered_finish_of_an_awaited_run_is_caught(
     healthy: CheckContext,
 ) -> None:
     """S8 for every run: an awaited run whose finish was claimed (its handler may have died
-    with its isolate) is delivered again; a row inserted terminal, never claimed, owes
+    with its isolate) is delivered again once the parent runs again; a parent that never ran
+    startup again after dying could not, and a row inserted terminal, never claimed, owes
     nothing."""
     claimed = with_row(healthy, P, RUNS, {"run_id": "a1"}, finish_delivered_at=None)
     (row,) = [r for r in claimed.table(P, RUNS) if r["run_id"] == "a1"]
-    assert messages(claimed, "exactly_once_finish") == [
+    assert check(claimed, ["exactly_once_finish"]) == []  # it idled out, nothing woke it
+    last = claimed.records[-1]
+    woken = inserted(claimed, last.seq - 1, record(0, last.t_ms, P, 3, "startup:done"))
+    assert messages(woken, "exactly_once_finish") == [
         "awaited run a1 of ToolParent/p: its row ended completed and its finish slot was claimed "
         f"at {format_sim_time(row['finish_claimed_at'])}, but it was never delivered by the end "
         "(00:15:50.000, quiet)"
     ]
-    never = with_row(claimed, P, RUNS, {"run_id": "a1"}, finish_claimed_at=None)
+    never = with_row(woken, P, RUNS, {"run_id": "a1"}, finish_claimed_at=None)
     assert check(never, ["exactly_once_finish"]) == []
 
 

@@ -160,3 +160,84 @@ def test_a_startup_trigger_handled_before_startup_is_caught(lives: CheckContext)
         "Counter/counter began handling a request delivery at 00:00:20.000 before its startup "
         "had completed, in incarnation 2",
     ]
+
+
+# -- deaths_are_whole ----------------------------------------------------------------------------
+FAMILY = """
+    name: family
+    description: a parent with a detached child facet and a client, across a deploy
+    seed: 12
+    agents:
+      parent:
+        workload: tools
+        runs:
+          - run_id: job
+            detached: true
+            steps: [{text: "working"}, {sleep: 1m}, {finish: completed}]
+    clients:
+      c: {agent: parent}
+    steps:
+      - connect: {client: c}
+      - call: {agent: parent, method: dispatch}
+      - at: 20s
+        deploy: {}
+      - run_until: 5m
+"""
+PARENT = "ToolsWorkload/parent"
+CHILD = f"{PARENT}/ScriptedToolChild/job"
+
+
+@pytest.fixture(scope="module")
+def family() -> CheckContext:
+    return scenario_context(FAMILY)
+
+
+def test_a_deploy_takes_the_parent_its_child_and_its_connection(family: CheckContext) -> None:
+    deaths = [(e.agent, e.t_ms) for e in family.events("incarnation:end") if e.t_ms == 20_000]
+    assert deaths == [(CHILD, 20_000), (PARENT, 20_000)]
+    assert messages(family, "deaths_are_whole") == []
+    assert messages(lives_context(), "deaths_are_whole") == []
+
+
+def lives_context() -> CheckContext:
+    return scenario_context(LIVES)
+
+
+def test_a_connection_left_open_by_a_death_is_caught(family: CheckContext) -> None:
+    close = family.events("connection:close", PARENT)[0]
+    opened = family.events("connection:open", PARENT)[0]
+    kept = dataclasses.replace(family, records=tuple(r for r in family.records if r is not close))
+    assert messages(kept, "deaths_are_whole") == [
+        f"connection {opened.get('connection')} of {PARENT} (client c) was not closed when its "
+        "incarnation 1 died at 00:00:20.000"
+    ]
+
+
+def test_a_child_that_outlives_its_parent_or_a_deploy_is_caught(family: CheckContext) -> None:
+    child_death = [e for e in family.incarnation_ends(CHILD) if e.t_ms == 20_000][0]
+    survived = dataclasses.replace(
+        family, records=tuple(r for r in family.records if r is not child_death)
+    )
+    assert messages(survived, "deaths_are_whole") == [
+        f"{CHILD} was still alive when {PARENT} (incarnation 1), which it lives in, died "
+        "(deploy) at 00:00:20.000",
+        f"incarnation 1 of {CHILD} lived on through the deploy at 00:00:20.000",
+    ]
+
+
+def test_a_sub_agent_crash_that_spares_its_isolate_is_caught() -> None:
+    child = "P/p/C/c"
+    records = [
+        record(0, 0, "P/p", 1, "incarnation:start", trigger="get"),
+        record(1, 0, child, 1, "incarnation:start", trigger="facet"),
+        record(2, 5, child, 1, "incarnation:end", reason="crash"),
+    ]
+    spared = CheckContext(records=records, alarms={"P/p": None})
+    assert messages(spared, "deaths_are_whole") == [
+        f"{child} crashed at 00:00:00.005, but P/p, whose isolate it lives in, did not die with it"
+    ]
+    whole = CheckContext(
+        records=[*records, record(3, 5, "P/p", 1, "incarnation:end", reason="crash")],
+        alarms={"P/p": None},
+    )
+    assert messages(whole, "deaths_are_whole") == []

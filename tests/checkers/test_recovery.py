@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sim import Simulation
+from sim import Simulation, format_sim_time
 from sim.checkers import CheckContext, check, context_from
 from sim.trace import TraceRecord
 from tests.checkers.agents import (
@@ -185,3 +185,40 @@ def test_a_lease_released_twice_or_never_acquired_is_caught(resumed: CheckContex
     assert messages(stranger, "fiber_leases_released")[0].endswith(
         "was released at 00:00:46.000 though it was never acquired, in incarnation 2"
     )
+
+
+# -- fiber_runs_once -----------------------------------------------------------------------------
+def test_a_fiber_started_again_is_caught(resumed: CheckContext) -> None:
+    """The interrupted fiber run again under its own id (an automatic retry) is caught; a first
+    start whose turn a same-instant crash rolled back does not count."""
+    first = resumed.events("fiber:run:started", W)[0]
+    assert check(resumed, ["fiber_runs_once"]) == []
+    last = resumed.records[-1]
+    again = with_record(resumed, last.seq - 1, first, t_ms=100_000, inc=3)
+    assert messages(again, "fiber_runs_once") == [
+        f"fiber {first.get('fiberId')} (work) of {W} started again at 00:01:40.000 in "
+        "incarnation 3, after it started at 00:00:00.000 in incarnation 1"
+    ]
+    crash = record(0, first.t_ms, W, first.inc, "incarnation:end", reason="crash")
+    rolled_back = with_record(again, first.seq, crash)
+    assert messages(rolled_back, "fiber_runs_once") == []
+
+
+def test_a_call_for_a_fiber_that_completed_is_caught(resumed: CheckContext) -> None:
+    """A fiber that completed deleted its run row: recovering it later is a phantom orphan."""
+    (done,) = resumed.events("fiber:run:completed", W)
+    last = resumed.records[-1]
+    attempt = record(0, last.t_ms, W, 3, "fiber:recovery:attempt")
+    phantom = with_record(
+        resumed,
+        last.seq - 1,
+        attempt,
+        t_ms=last.t_ms,
+        fiberId=done.get("fiberId"),
+        fiberName="work",
+    )
+    assert messages(phantom, "recovery_once") == [
+        f"the recovery hook of fiber {done.get('fiberId')} (work) of {W} was called at "
+        f"{format_sim_time(last.t_ms)} in incarnation 3 after its recovery was settled "
+        "(fiber:run:completed) at 00:00:46.000"
+    ]
