@@ -40,6 +40,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "a delivery claimed a slot whose handler had thrown in this incarnation, once that "
         "claim's lease expired (the throwing handler is run again)"
     ),
+    "ledger.unused_claim_released": (
+        "a delivery failed after claiming its slot but before any handler ran (writing the "
+        "terminal row failed), and gave the claim back for the next delivery to take at once"
+    ),
     "ledger.live_claim_outlived_lease": (
         "a delivery found its slot claimed more than 60 s ago by a delivery of this same "
         "incarnation still pending (a startup sweep's deferred hooks), and stood back"

@@ -97,14 +97,22 @@ class LedgerMixin:
         held = (run_id, slot)
         self._agent_tool_claims_held[held] = now
         completed_at = now if completed_at is None else completed_at
-        self._update_agent_tool_terminal(run_id, result, completed_at)
-        self.broadcast(
-            frame(
-                row["parent_tool_call_id"],
-                now if sequence is None else sequence,
-                terminal_event(result),
+        try:
+            self._update_agent_tool_terminal(run_id, result, completed_at)
+            self.broadcast(
+                frame(
+                    row["parent_tool_call_id"],
+                    now if sequence is None else sequence,
+                    terminal_event(result),
+                )
             )
-        )
+        except BaseException:
+            # No handler has run: give the claim back, so that the next delivery (an awaited
+            # run's `error` finish, the next tick) can take it at once instead of finding it
+            # held for good by a delivery that is over.
+            del self._agent_tool_claims_held[held]
+            self._release_unused_claim(run_id, slot, now)
+            raise
         info = AgentToolRunInfo.from_row(row, status=result.status, completed_at=completed_at)
 
         async def invoke() -> None:
@@ -137,6 +145,19 @@ class LedgerMixin:
         else:
             await release_after(complete)
         return True
+
+    def _release_unused_claim(self: Any, run_id: str, slot: str, claimed_at: int) -> None:
+        """Undo a claim whose delivery failed before any handler ran; if even that write fails,
+        the claim stays and is taken again once its lease expires, like a throwing handler's."""
+        try:
+            self.host.sql.execute(
+                f"UPDATE cf_agent_tool_runs SET {slot}_claimed_at = NULL WHERE run_id = ? "
+                f"AND {slot}_claimed_at = ? AND {slot}_delivered_at IS NULL",
+                (run_id, claimed_at),
+            )
+            probe(self.host, "ledger.unused_claim_released")
+        except Exception:  # noqa: BLE001 - the lease still frees it
+            self._agent_tool_claims_failed.add((run_id, slot, claimed_at))
 
     def _note_reclaimed_slot(self: Any, row: dict[str, Any], slot: str) -> None:
         """This claim took over an expired one (read from `row`, before the claim): mark who

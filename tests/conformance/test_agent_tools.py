@@ -512,6 +512,24 @@ def test_S8_awaited_hook_killed_mid_delivery_is_delivered_again_after_the_lease(
     assert sim.probes["ledger.dead_claim_reclaimed"] == 1
 
 
+def test_S8_a_failed_terminal_write_gives_the_claim_back_and_the_error_finish_is_delivered(
+    sim: Simulation,
+) -> None:
+    """S8: when writing the terminal row fails right after the finish slot was claimed, no
+    handler has run; the claim is given back, so the run's `error` finish (the SDK's rule for
+    any failure while finishing) delivers the hook once, at once, in the same incarnation."""
+    ref = sim.agent(Parent, "p")
+    sim.arm_storage_fault(ref, "error", match=r"^UPDATE cf_agent_tool_runs SET status = \?")
+    result = sim.call(ref, "go", QUICK, "r")
+    assert result["status"] == "error"
+    assert "injected storage fault" in result["error"]
+    assert [r.get("status") for r in sim.trace.select("user:finish")] == ["error"]
+    assert [r.get("status") for r in sim.trace.select("hook:delivered", runId="r")] == ["error"]
+    (row,) = sim.query(ref, "SELECT status, finish_delivered_at FROM cf_agent_tool_runs")
+    assert row["status"] == "error" and row["finish_delivered_at"] is not None
+    assert sim.probes["ledger.unused_claim_released"] == 1
+
+
 class HangingStart(ScriptedChild):
     async def on_start(self) -> None:
         await self.host.tasks.deferred()  # a facet whose startup never finishes
