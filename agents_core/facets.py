@@ -177,7 +177,15 @@ class FacetsMixin:
         self._facet_keep_alive_tokens[token] = None
         self._keep_alive_refs += 1
         if self._keep_alive_refs == 1:
-            await self._schedule_next_alarm()
+            try:
+                await self._schedule_next_alarm()
+            except BaseException:
+                # The facet gets the error and no token to release: give the ref back, or the
+                # root's heartbeat would run for as long as it lives (F4, for a facet's lease).
+                self._facet_keep_alive_tokens.pop(token, None)
+                self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
+                probe(self.host, "keep_alive.acquire_failed")
+                raise
         return token
 
     async def _cf_release_facet_keep_alive(self: Any, token: str) -> None:

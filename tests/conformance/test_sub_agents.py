@@ -137,6 +137,27 @@ def test_F014_keep_alive_while_in_a_sub_agent_releases_the_root_ref_when_it_thro
     assert sim.alarm_of(root) is None
 
 
+def test_a_sub_agent_whose_keep_alive_fails_at_the_root_leaves_no_heartbeat(
+    sim: Simulation,
+) -> None:
+    """When arming the root's heartbeat fails while a sub-agent takes a lease (a storage error
+    in the root), the sub-agent gets the error and no lease, and the root gives the ref and
+    its token back: no heartbeat runs on for a lease nobody holds (F4)."""
+    root = wake(sim)
+    sim.facet(root, Child, "c")
+    sim.run_for(1)
+    sim.arm_storage_fault(root, "error", match=r"^SELECT value FROM _cf_KV\b")
+    with pytest.raises(Exception, match="injected storage fault"):
+        sim.call(root, "at", [(Child, "c")], "hold")
+    instance = root_instance(sim, root)
+    assert instance._keep_alive_refs == 0
+    assert instance._facet_keep_alive_tokens == {}
+    assert sim.probes.get("keep_alive.acquire_failed") == 1
+    sim.run_for(60_000)  # at most the check-back of the failed alarm computation (K5)
+    assert sim.alarm_of(root) is None
+    assert len(sim.trace.select("alarm:fired", agent=root.path)) <= 1
+
+
 # -- schedules of a sub-agent live on the root ----------------------------------------------
 def test_F041_sub_agent_interval_schedule_is_idempotent_and_stays_recurring(
     sim: Simulation,
