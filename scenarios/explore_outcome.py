@@ -95,6 +95,7 @@ class ExploreOutcome:
     strata: int = 0
     points_run: int = 0
     points_set_aside: int = 0
+    points_unnamed: int = 0
     groups: int = 0
     interleavings: int = 0
     distinct_traces: int = 0
@@ -131,6 +132,11 @@ class ExploreOutcome:
             + (
                 f"; {self.points_set_aside} set aside (the fault fired elsewhere)"
                 if self.points_set_aside
+                else ""
+            )
+            + (
+                f"; {self.points_unnamed} not run (no step can name their agent)"
+                if self.points_unnamed
                 else ""
             ),
             f"interleavings: {self.interleavings} run ({self.distinct_traces} distinct traces)"

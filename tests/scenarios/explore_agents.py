@@ -6,7 +6,8 @@ crash between the two turns makes its recovery, which trusts the row, resume beh
 (`no_lost_stash`). `Handoff` hands a keepAlive lease from a worker to a closer whose timers are
 due at the same instant: the closer assumes the worker woke first, so when it wakes first it
 finds nothing to give back, the worker's lease is never released and the heartbeat never stops
-(the liveness rule). FIFO order never shows either bug.
+(the liveness rule). FIFO order never shows either bug. `Nest` has a sub-agent whose name no
+scenario step can spell (`a leaf`), for the points explore cannot write down.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, ClassVar
 from agents_core import Agent
 from tests.checkers.agents import Worker
 
-__all__ = ["Handoff", "SplitProgress"]
+__all__ = ["Handoff", "Leaf", "Nest", "SplitProgress"]
 
 PROGRESS_DDL = "CREATE TABLE IF NOT EXISTS progress (id INTEGER PRIMARY KEY, step INTEGER)"
 
@@ -61,3 +62,19 @@ class Handoff(Agent):
             return  # the bug: "no lease to give back" assumes the worker woke first
         release = await self._taken
         release()
+
+
+class Leaf(Agent):
+    """A sub-agent that writes one row when asked."""
+
+    async def write(self) -> None:
+        self.sql("CREATE TABLE IF NOT EXISTS leaves (n INTEGER)")
+        self.sql("INSERT INTO leaves VALUES (1)")
+
+
+class Nest(Agent):
+    """`grow()`: asks its sub-agent `a leaf` to write; no scenario step can spell that name."""
+
+    async def grow(self) -> None:
+        child = await self.sub_agent(Leaf, "a leaf")
+        await child.write()

@@ -55,6 +55,16 @@ steps:
   - run_for: 1m
 """
 
+NEST = """\
+name: nest
+description: A parent asks a sub-agent whose name has a space to write a row.
+seed: 1
+agents:
+  nest: {class: "tests.scenarios.explore_agents:Nest"}
+steps:
+  - call: {agent: nest, method: grow}
+"""
+
 
 @pytest.fixture(autouse=True)
 def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,6 +169,18 @@ def test_a_sub_agent_is_named_the_way_a_step_names_it() -> None:
     point = child[len(child) // 2]
     run = run_scenario(parse_scenario(insert_steps(text, scenario, [point.step()]), "x.yaml"))
     assert landed(point, base, run), point.describe()
+
+
+def test_a_point_no_step_can_name_is_not_run_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sub-agent named `a leaf` cannot be written as `agent: nest/a leaf`: its points are
+    counted as not run, and the rest are explored."""
+    base = write(tmp_path, "nest.yaml", NEST)
+    code, out, _ = run_cli(capsys, "explore", base, "--crash-points", "100")
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if line.startswith("crash points: "))
+    assert re.search(r"; [1-9]\d* not run \(no step can name their agent\)$", line)
 
 
 # -- interleavings -------------------------------------------------------------------------------
