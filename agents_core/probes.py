@@ -198,6 +198,11 @@ RUNTIME_PROBES: dict[str, str] = {
         "a redelivery found a claimed give-up slot whose run has since reached a real "
         "terminal, and closed it without calling the hooks"
     ),
+    "chat.run_lease_failed_settled": (
+        "an agent-tool child could not take the keepAlive lease for a run's headless turn (a "
+        "storage error arming the heartbeat), so the turn never started and the run was "
+        "settled as error"
+    ),
     "chat.recovery_continued": (
         "chat recovery continued an interrupted answer that had content, in a new turn"
     ),

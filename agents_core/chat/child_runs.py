@@ -145,11 +145,7 @@ class AgentToolChildMixin:
     async def _run_agent_tool_in_background(
         self: Any, run_id: str, input: Any, controller: AbortController
     ) -> None:
-        async def body() -> None:
-            try:
-                terminal = await self._drive_agent_tool_run(run_id, input, controller)
-            except Exception as exc:  # noqa: BLE001 - a failing run is settled, not raised
-                terminal = self._agent_tool_exception_terminal(exc, controller)
+        def settle(terminal: dict[str, Any]) -> None:
             try:
                 self._finalize_agent_tool_run(run_id, terminal)
             except Exception as exc:  # noqa: BLE001 - e.g. a storage error on the terminal write
@@ -157,7 +153,21 @@ class AgentToolChildMixin:
                 # Without its controller the row is stale: the next inspect reconciles it.
                 self._release_agent_tool_run(run_id)
 
-        await self.keep_alive_while(body)
+        async def body() -> None:
+            try:
+                terminal = await self._drive_agent_tool_run(run_id, input, controller)
+            except Exception as exc:  # noqa: BLE001 - a failing run is settled, not raised
+                terminal = self._agent_tool_exception_terminal(exc, controller)
+            settle(terminal)
+
+        try:
+            await self.keep_alive_while(body)
+        except Exception as exc:  # noqa: BLE001 - only taking the lease can throw here
+            # The turn never started. Settled as failed, the run does not look live for the
+            # rest of the incarnation with nothing driving it (its controller is held, so no
+            # inspect reconciles it), while the parent waits on its tail (the SDK leaves it).
+            probe(self.host, "chat.run_lease_failed_settled")
+            settle(self._agent_tool_exception_terminal(exc, controller))
 
     def _finalize_agent_tool_run(self: Any, run_id: str, terminal: dict[str, Any]) -> None:
         self._forget_progress(run_id)

@@ -330,6 +330,28 @@ def test_T032_a_child_cancelled_while_running_is_aborted(sim: Simulation, host: 
     assert sim.call(ref, "bookkeeping")["controllers"] == []
 
 
+@both_hosts
+def test_a_run_whose_keep_alive_lease_fails_is_settled_as_error(
+    sim: Simulation, host: type
+) -> None:
+    """When the headless turn cannot take its keepAlive lease (a storage error arming the
+    heartbeat), the turn never starts: the run is settled `error` with that error and its tail
+    closes, instead of looking live for good while a parent waits on it."""
+    model = register_model(sim, "model", ScriptedModel(default=text("never asked")))
+    ref = sim.agent(host, "c")
+    sim.run_for(1)
+    sim.arm_storage_fault(ref, "error", match=r"^SELECT value FROM _cf_KV\b")
+    sim.call(ref, "start_agent_tool_run", "go", "run-1")
+    tail = sim.call(ref, "open_agent_tool_tail", "run-1")
+    assert read_tail(sim, ref, tail) == []
+    inspection = sim.call(ref, "inspect_agent_tool_run", "run-1")
+    assert inspection["status"] == "error"
+    assert "injected storage fault" in inspection["error"]
+    assert model.requests == []
+    assert sim.call(ref, "bookkeeping")["controllers"] == []
+    assert sim.probes["chat.run_lease_failed_settled"] == 1
+
+
 # -- host differences ------------------------------------------------------------------------------
 def test_E16_think_shows_stored_chunks_only_once_settled(sim: Simulation) -> None:
     """Mid-run a Think child's chunks are hidden (its row has no stream id until the terminal
