@@ -174,7 +174,16 @@ class ScriptedToolChild(Agent):
 
     # -- the script -------------------------------------------------------------------------------
     def _play(self, run_id: str, steps: list[Any]) -> None:
-        self.host.tasks.wait_until(self.keep_alive_while(lambda: self._drive(run_id, steps)))
+        self.host.tasks.wait_until(self._play_leased(run_id, steps))
+
+    async def _play_leased(self, run_id: str, steps: list[Any]) -> None:
+        try:
+            await self.keep_alive_while(lambda: self._drive(run_id, steps))
+        except Exception as exc:
+            # As a chat host settles a failing turn (its lease or a step threw): a script that
+            # can no longer run must not look live to a parent tailing it.
+            self._settle(run_id, "error", error=str(exc) or type(exc).__name__)
+            raise
 
     async def _drive(self, run_id: str, steps: list[Any]) -> None:
         """Play the script from its durable place."""
