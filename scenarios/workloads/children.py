@@ -151,7 +151,9 @@ class ScriptedToolChild(Agent):
         for chunk in await self.get_agent_tool_chunks(run_id, after_sequence):
             seq = chunk["sequence"]
             tail["queue"].append({"sequence": seq, "body": chunk["body"], "chunkSequence": seq})
-        tail["closed"] = self._is_settled(run_id)
+        # As the chat hosts' tails: closed at once for a settled run or one this child never got.
+        known = self.sql("SELECT 1 AS x FROM child_runs WHERE run_id = ?", run_id)
+        tail["closed"] = not known or self._is_settled(run_id)
         return tail_id
 
     async def read_agent_tool_tail(self, tail_id: str) -> list[dict[str, Any]] | None:
