@@ -48,12 +48,19 @@ def _slot_words(slot: str) -> str:
 def _crash_between(
     context: CheckContext, key: Key, first: TraceRecord, second: TraceRecord
 ) -> bool:
-    """An incarnation of the parent ended, or the run's handler threw (`delivery_failed`: the
-    slot stays claimed and is delivered again after the lease), between the two records."""
+    """An incarnation of the parent ended, the run's handler threw (`delivery_failed`: the
+    slot stays claimed and is delivered again after the lease), or a storage fault failed the
+    write of the slot's delivered mark (`fault:storage_error` of a statement naming
+    `<slot>_delivered_at`: the claim is left to go stale), between the two records."""
     agent, run_id, slot = key
     for end in context.incarnation_ends(agent):
         if first.seq < end.seq < second.seq:
             return True
+    if any(
+        first.seq < fault.seq < second.seq and f"{slot}_delivered_at" in str(fault.get("statement"))
+        for fault in context.events("fault:storage_error", agent)
+    ):
+        return True
     return any(
         first.seq < failed.seq < second.seq and failed.get("kind") == slot
         for failed in context.events("agent_tool:detached:delivery_failed", agent, runId=run_id)
@@ -69,8 +76,9 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
        recorded the first crashed in the same instant (its turn, holding the delivered mark,
        rolled back);
     2. two calls of one handler (`hook:on_agent_tool_finish` or `hook:on_finish`) are allowed only
-       with an `incarnation:end` of the parent, or an `agent_tool:detached:delivery_failed` for
-       that slot, between them; and no handler is called for a slot after its `hook:delivered`
+       with an `incarnation:end` of the parent, an `agent_tool:detached:delivery_failed` for
+       that slot, or a storage fault that failed the write of the slot's delivered mark, between
+       them; and no handler is called for a slot after its `hook:delivered`
        (unless that one was rolled back as in 1);
     3. liveness (only when a liveness phase ran): every detached run whose parent row is hard
        terminal at the end, or whose child's own run row is, has `finish_delivered_at` set —

@@ -108,6 +108,20 @@ def test_a_handler_called_twice_without_a_crash_is_caught(healthy: CheckContext)
     ]
 
 
+def test_a_handler_called_again_after_its_delivered_mark_failed_is_at_least_once(
+    healthy: CheckContext,
+) -> None:
+    """A storage error on the write of the delivered mark leaves the claim to go stale: the
+    second call is at-least-once; a storage error on another statement excuses nothing."""
+    call = one(healthy, "hook:on_finish", runId="d1")
+    twice = with_record(healthy, call.seq, call, t_ms=call.t_ms + 120_000)
+    statement = "UPDATE cf_agent_tool_runs SET finish_delivered_at = ? WHERE run_id = ?"
+    fault = record(0, call.t_ms, P, call.inc, "fault:storage_error", statement=statement)
+    assert check(inserted(twice, call.seq, fault), ["exactly_once_finish"]) == []
+    other = dataclasses.replace(fault, fields={"statement": "SELECT 1"})
+    assert len(check(inserted(twice, call.seq, other), ["exactly_once_finish"])) == 1
+
+
 def test_a_handler_called_again_after_delivery_is_caught(healthy: CheckContext) -> None:
     """Even across a restart, a handler is not called for a slot already delivered."""
     call = one(healthy, "hook:on_agent_tool_finish", runId="a1")
