@@ -153,6 +153,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "a given-up detached run whose child has no record of it, and whose start no dispatch "
         "of this incarnation has in flight, had its finish slot closed silently (E11)"
     ),
+    "agent_tool.unarmed_dispatch_dropped": (
+        "arming the backbone for a new detached run failed (a storage error), so its row was "
+        "deleted and the dispatch failed as a whole, before anything was announced"
+    ),
     "agent_tool.backbone_delivered_finish": (
         "a backbone tick delivered a detached run's finish: no warm fast path of this "
         "incarnation delivered it first"

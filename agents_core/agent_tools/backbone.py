@@ -94,11 +94,13 @@ class BackboneMixin:
                 for extra in ticks[1:]:
                     await self.cancel_schedule(extra.id)
                 return
-            for tick in ticks:
-                await self.cancel_schedule(tick.id)
+            # The new tick first: if writing it fails, the ticks other runs rely on are still
+            # there (the SDK cancels them first, and a failed create leaves none: B3).
             await self.schedule(
                 DETACHED_BACKBONE_CADENCE_S[0], DETACHED_RECONCILE_CALLBACK, {"cadenceIndex": 0}
             )
+            for tick in ticks:
+                await self.cancel_schedule(tick.id)
 
         await self._serialized_backbone_arm(arm)
 

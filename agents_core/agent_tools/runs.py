@@ -235,7 +235,11 @@ class RunsMixin:
                 # In the row's own turn: a crash before the child has started must still leave a
                 # tick that gives the run up (the SDK arms only after the child start: divergence
                 # A7; the seed promises a run past its budget is never silently lost).
-                await self._arm_detached_backbone(reset_cadence=True)
+                try:
+                    await self._arm_detached_backbone(reset_cadence=True)
+                except Exception:
+                    self._drop_unarmed_agent_tool_run(run_id)
+                    raise
             row = self._read_agent_tool_run(run_id)
             await self.on_agent_tool_start(AgentToolRunInfo.from_row(row))
             self.broadcast(
@@ -257,6 +261,16 @@ class RunsMixin:
         if config is not None:
             return await self._dispatch_detached_run(cls, run_id, agent_type, config, signal)
         return await self._await_agent_tool_run(child, row, start, signal)
+
+    def _drop_unarmed_agent_tool_run(self: Any, run_id: str) -> None:
+        """Arming the backbone for a new detached run failed (a storage error): nothing would
+        ever give the run up, and nothing was announced yet (no hook, no frame, no child), so
+        the row goes and the dispatch fails as a whole."""
+        try:
+            self.sql("DELETE FROM cf_agent_tool_runs WHERE run_id = ?", run_id)
+            probe(self.host, "agent_tool.unarmed_dispatch_dropped")
+        except Exception as exc:  # noqa: BLE001 - the next startup re-arms for the row (A5)
+            self._log("error", f"dropping detached run {run_id} after a failed arm: {exc}")
 
     def _insert_agent_tool_run(
         self: Any,

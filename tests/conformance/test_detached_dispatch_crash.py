@@ -105,3 +105,46 @@ def test_a_run_whose_start_is_still_in_flight_is_given_up_but_not_closed(
     assert (row["status"], row["summary"]) == ("completed", "late but real")
     assert sim.probes.get("agent_tool.unstarted_run_finish_closed", 0) == 0
     assert_invariants(sim, ["budget_interrupts", "exactly_once_finish"])
+
+
+class TwoRunParent(Agent):
+    async def dispatch(self, run_id: str) -> str:
+        handle = await self.run_agent_tool(
+            ScriptedChild,
+            input={"steps": [["hang"]]},
+            run_id=run_id,
+            detached={"max_budget_ms": 600_000},
+        )
+        return handle.status
+
+
+def test_a_dispatch_whose_backbone_cannot_be_armed_fails_whole(sim: Simulation) -> None:
+    """A storage error while the new run's backbone tick is armed fails the dispatch before
+    anything is announced, and its row goes with it: no run is left that nothing would ever
+    give up (the SDK's order, and the bare A7 arming, left a `starting` row with no tick)."""
+    ref = sim.agent(TwoRunParent, "p")
+    client = sim.connect(ref)
+    sim.arm_storage_fault(ref, "error", match=r"^SELECT\b.* FROM cf_agents_schedules\b")
+    with pytest.raises(Exception, match="injected storage fault"):
+        sim.call(ref, "dispatch", "r1")
+    assert sim.query(ref, "SELECT * FROM cf_agent_tool_runs") == []
+    assert [f for f in client.frames if f.get("type") == "agent-tool-event"] == []
+    assert sim.probes["agent_tool.unarmed_dispatch_dropped"] == 1
+    assert sim.call(ref, "dispatch", "r1") == "running"  # the run id is free again
+
+
+def test_a_failed_backbone_reset_keeps_the_tick_other_runs_rely_on(sim: Simulation) -> None:
+    """When a second dispatch cannot write its fresh tick, the pending tick of the first run
+    is still there: it is replaced only once the new one exists (B3), so the first run is
+    still given up at its budget."""
+    ref = sim.agent(TwoRunParent, "p")
+    assert sim.call(ref, "dispatch", "r1") == "running"
+    sim.run_for(60_000)
+    sim.arm_storage_fault(ref, "error", match=r"^INSERT\b.* INTO cf_agents_schedules\b")
+    with pytest.raises(Exception, match="injected storage fault"):
+        sim.call(ref, "dispatch", "r2")
+    ticks = sim.query(ref, "SELECT * FROM cf_agents_schedules")
+    assert [t["callback"] for t in ticks] == [DETACHED_RECONCILE_CALLBACK]
+    sim.run_for(3_600_000)
+    (row,) = sim.query(ref, "SELECT status, interrupted_reason FROM cf_agent_tool_runs")
+    assert (row["status"], row["interrupted_reason"]) == ("interrupted", "budget-exceeded")
