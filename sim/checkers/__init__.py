@@ -28,6 +28,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `alarm_retries` | a failed handler is retried at 2, 4, 8 ... s, six times, then given up |
 | `alarm_limit` | a handler is killed exactly 15 minutes after it started, never sooner |
 | `alarm_fires_on_time` | an armed alarm fires at its time, never before |
+| `keep_alive_heartbeat` | while a keepAlive lease is held the alarm fires every interval |
 | `recovery_once` | the recovery hook runs once per orphan, again only after it failed |
 | `recovery_error_kept` | S1: a managed fiber whose hook threw stays `interrupted` with the error |
 | `schedules_fire_once` | a schedule never fires twice for one occurrence without a crash |

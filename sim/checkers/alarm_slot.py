@@ -16,6 +16,7 @@ set)`: an alarm set in the past fires at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sim.alarms import ALARM_HANDLER_LIMIT_MS, ALARM_RETRY_BASE_MS, ALARM_RETRY_LIMIT
 from sim.checkers.core import CheckContext, Violation
@@ -29,6 +30,7 @@ __all__ = [
     "alarm_retries",
     "alarm_runs",
     "alarms_never_overlap",
+    "keep_alive_heartbeat",
 ]
 
 ALARM_EVENTS = (
@@ -402,4 +404,71 @@ def _follow_slot(context: CheckContext, agent: str) -> list[Violation]:
             running, last_end = False, record.t_ms
     if context.end is not None:
         passed(context.end)
+    return out
+
+
+@invariant("keep_alive_heartbeat")
+def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
+    """Seed, keepAlive — while any keepAlive lease is held, the alarm fires every
+    `keep_alive_interval_ms` (30 s by default) and keeps the agent from idling out.
+
+    For every top-level agent and its own leases (`keep_alive:acquire` / `keep_alive:release`
+    records on the agent; a sub-agent's leases are counted on its root and not followed here):
+    from the moment its first lease of a held period is acquired, and from the end of every
+    alarm run that ends `done` while a lease is held, an `alarm:fired` comes within the
+    interval — unless every lease was released, or the incarnation died, first. While a handler
+    runs the heartbeat waits for it; after a run that failed or was interrupted the platform's
+    retries (`alarm_retries`) govern the next fire.
+    """
+    out: list[Violation] = []
+    for agent in sorted(context.alarms):
+        interval = int(context.option(agent, "keep_alive_interval_ms"))
+        out += _heartbeat(context, agent, interval)
+    return out
+
+
+def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violation]:
+    out: list[Violation] = []
+    held: dict[tuple[int, Any], TraceRecord] = {}
+    since: TraceRecord | None = None  # what started the current wait for a heartbeat
+    running = False
+
+    def late(now: int) -> None:
+        nonlocal since
+        if since is None or running or now <= since.t_ms + interval:
+            return
+        lease = next(iter(held.values()))
+        out.append(
+            Violation(
+                "keep_alive_heartbeat",
+                agent,
+                str(lease.get("holder")),
+                f"{agent} held keepAlive lease {lease.get('lease')} ({lease.get('holder')}) but "
+                f"its alarm did not fire between {format_sim_time(since.t_ms)} and "
+                f"{format_sim_time(since.t_ms + interval)} (every {interval} ms while a lease "
+                "is held)",
+                (since.seq,),
+            )
+        )
+        since = None
+
+    events = ("keep_alive:acquire", "keep_alive:release", "incarnation:end", "alarm:fired")
+    for record in context.records_of(agent, *events, *RUN_ENDS):
+        late(record.t_ms)
+        if record.event == "keep_alive:acquire":
+            if not held:
+                since = record
+            held[(record.inc, record.get("lease"))] = record
+        elif record.event == "keep_alive:release":
+            held.pop((record.inc, record.get("lease")), None)
+        elif record.event == "incarnation:end":
+            held = {key: lease for key, lease in held.items() if key[0] != record.inc}
+        elif record.event == "alarm:fired":
+            running, since = True, None
+        else:
+            running = False
+            since = record if held and record.event == "alarm:done" else None
+        if not held:
+            since = None
+    late(context.end)
     return out

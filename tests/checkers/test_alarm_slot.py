@@ -9,9 +9,17 @@ import dataclasses
 
 import pytest
 
-from sim.checkers import CheckContext, check
+from sim import Simulation
+from sim.checkers import CheckContext, check, context_from
 from sim.trace import TraceRecord
-from tests.checkers.agents import record, renumbered, scenario_context, with_record, without
+from tests.checkers.agents import (
+    Worker,
+    record,
+    renumbered,
+    scenario_context,
+    with_record,
+    without,
+)
 
 C = "Counter/counter"
 FAILING = """
@@ -223,3 +231,30 @@ def test_a_slot_due_while_a_handler_runs_fires_when_it_ends() -> None:
         end_ms=20_000,
     )
     assert check(records, ALL) == []
+
+
+# -- keep_alive_heartbeat ------------------------------------------------------------------------
+def test_a_held_lease_heartbeats_every_interval() -> None:
+    """A fiber of four 10 s steps on a 2 s heartbeat: the alarm fires every 2 s until the
+    fiber ends; dropping one run leaves a 4 s gap, excused only if the lease was gone first."""
+    with Simulation(3) as sim:
+        ref = sim.agent(Worker, "w")
+        sim.call(ref, "work", 4)
+        sim.quiesce(3_600_000)
+        context = context_from(sim)
+    fires = [r.t_ms for r in context.events("alarm:fired", "Worker/w")]
+    assert fires[:3] == [2_000, 4_000, 6_000]
+    assert messages(context, "keep_alive_heartbeat") == []
+    dropped = without(context, lambda r: r.event.startswith("alarm:") and r.t_ms == 6_000)
+    (release,) = dropped.events("keep_alive:release", "Worker/w")
+    assert messages(dropped, "keep_alive_heartbeat") == [
+        f"Worker/w held keepAlive lease 1 ({release.get('holder')}) but its alarm did not fire "
+        "between 00:00:04.000 and 00:00:06.000 (every 2000 ms while a lease is held)"
+    ]
+    # Released at 5 s, before the heartbeat was due, the lease asked for nothing more.
+    done = [r for r in dropped.events("alarm:done", "Worker/w") if r.t_ms == 4_000][0]
+    moved_release = with_record(dropped, done.seq, release, t_ms=5_000)
+    early = without(
+        moved_release, lambda r: r.event == "keep_alive:release" and r.t_ms == release.t_ms
+    )
+    assert messages(early, "keep_alive_heartbeat") == []

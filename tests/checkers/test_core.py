@@ -48,6 +48,7 @@ INVARIANTS = [
     "give_up_not_early",
     "deaths_are_whole",
     "fiber_runs_once",
+    "keep_alive_heartbeat",
 ]
 
 
