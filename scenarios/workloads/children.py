@@ -84,16 +84,18 @@ class ScriptedToolChild(Agent):
         now = self.host.clock.now_ms()
         script = input if isinstance(input, dict) else {}
         steps = list(script.get("steps") or [["finish", "completed", "done"]])
+        # The script first: the run row makes the run exist (inspect, resume), so a start that
+        # fails between the two must not leave a `running` row with no script to drive it.
+        self.sql(
+            "INSERT OR REPLACE INTO child_scripts (run_id, steps_json, resume) VALUES (?, ?, ?)",
+            run_id,
+            _compact(steps),
+            int(bool(script.get("resume", self.resume))),
+        )
         self.sql(
             "INSERT INTO child_runs (run_id, status, started_at) VALUES (?, 'running', ?)",
             run_id,
             now,
-        )
-        self.sql(
-            "INSERT INTO child_scripts (run_id, steps_json, resume) VALUES (?, ?, ?)",
-            run_id,
-            _compact(steps),
-            int(bool(script.get("resume", self.resume))),
         )
         self._play(run_id, steps)
         return {"runId": run_id, "status": "running", "startedAt": now}
