@@ -52,6 +52,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "an orphaned unmanaged fiber row (its incarnation died mid-fiber) was handed to "
         "recovery and the hook succeeded; the row is gone"
     ),
+    "fiber.finished_during_scan_skipped": (
+        "a recovery scan reached a run row it had read as a candidate, but the fiber had "
+        "finished (its row gone) while an earlier hook of the pass ran, and skipped it"
+    ),
     "fiber.recovery_failed_row_kept": (
         "an unmanaged fiber's recovery hook threw and the row, younger than the max age, was "
         "kept for a later scan to retry"

@@ -112,6 +112,16 @@ class RecoveryMixin:
             fiber_id, name, created_at = row["id"], row["name"], row["created_at"]
             if self._past_deadline(scan_start, fiber_id, name, managed=False):
                 break
+            # The rows were read up front and each hook is awaited: a fiber that was live then
+            # may have finished since, its row gone. Only a row that is still there is an
+            # orphan (the SDK recovers the stale copy: F6).
+            current = self.sql(
+                "SELECT id, name, snapshot, created_at FROM cf_agents_runs WHERE id = ?", fiber_id
+            )
+            if not current:
+                probe(self.host, "fiber.finished_during_scan_skipped")
+                continue
+            row = current[0]
             if fiber_id in self._run_fiber_active_fibers:
                 continue
             parsed, snapshot = parse_json_text(row["snapshot"])

@@ -540,6 +540,36 @@ def test_F124_a_second_scan_during_a_scan_returns_at_once(sim: Simulation) -> No
     assert sim.probes["fiber.recovery_scan_already_running"] == 4
 
 
+def test_a_fiber_that_finishes_while_a_scan_runs_is_not_recovered(sim: Simulation) -> None:
+    """A scan reads its candidate rows once and awaits each hook: a fiber live when the scan
+    began, which finished while an earlier orphan's hook ran, is gone when its turn comes and
+    is not offered to the hook (the SDK recovers its stale copy: F6)."""
+
+    class Scanner(SlowHook):
+        hook_ms = 5_000
+
+        async def plant_orphan(self) -> None:
+            self.sql(
+                "INSERT INTO cf_agents_runs (id, name, snapshot, created_at) "
+                "VALUES ('orphan', 'old', NULL, ?)",
+                self.host.clock.now_ms(),
+            )
+
+        async def scan(self) -> None:
+            await self._check_run_fibers()
+
+    ref = sim.agent(Scanner, "s")
+    sim.run_for(1)
+    sim.call(ref, "plant_orphan")
+    sim.start_call(ref, "run", "quick", [sleep(1_000), note("quick done")])
+    sim.run_for(100)
+    sim.call(ref, "scan")
+    assert [c["fiber"] for c in hook_calls(sim, ref)] == ["orphan"]
+    assert len(journal(sim, ref, "quick done")) == 1
+    assert run_rows(sim, ref) == []
+    assert sim.probes["fiber.finished_during_scan_skipped"] == 1
+
+
 # -- managed recovery -----------------------------------------------------------------------
 def test_F102_an_orphaned_managed_fiber_is_marked_interrupted(sim: Simulation) -> None:
     """The hook gets status, idempotency key and metadata; the ledger ends `interrupted` with
