@@ -2,7 +2,11 @@
 
 A subclass sets `options = {"keep_alive_interval_ms": 2_000, ...}`; each field falls back to its
 default on its own, and an explicit 0 is kept (the SDK uses `??`). Unknown names are an error
-that lists the known ones, so a typo never silently means "default".
+that lists the known ones, so a typo never silently means "default". Every value is checked
+against its range (`OPTION_RANGES`: the SDK's own bounds where it has them, such as retry's; a
+positive interval where zero would arm the alarm at `now` for ever, such as keepAlive's; at most
+366 days for any time), so a bad value is a `ValueError` naming the option when the class is
+first used, never a run that spins.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["AgentOptions", "RetryOptions", "resolve_options", "resolve_retry"]
+__all__ = ["OPTION_RANGES", "AgentOptions", "RetryOptions", "resolve_options", "resolve_retry"]
 
 DEFAULT_KEEP_ALIVE_INTERVAL_MS = 30_000
+MAX_OPTION_MS = 366 * 86_400_000
+"""No option is a time longer than this (a larger value is a typo: seconds written as ms...)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,46 @@ class AgentOptions:
 
 
 _NAMES = tuple(f.name for f in fields(AgentOptions))
+_INF = float("inf")
+
+OPTION_RANGES: dict[str, tuple[int, int, bool, str]] = {
+    # name: (lowest, highest, whether float('inf') is allowed, what the value means)
+    "keep_alive_interval_ms": (1, MAX_OPTION_MS, False, "the heartbeat; 0 would spin the alarm"),
+    "hung_schedule_timeout_seconds": (1, MAX_OPTION_MS // 1000, False, "seconds"),
+    "fiber_recovery_hook_timeout_ms": (-MAX_OPTION_MS, MAX_OPTION_MS, False, "<= 0 disables"),
+    "fiber_recovery_scan_deadline_ms": (-MAX_OPTION_MS, MAX_OPTION_MS, False, "<= 0 disables"),
+    "fiber_recovery_max_age_ms": (-MAX_OPTION_MS, MAX_OPTION_MS, False, "<= 0 keeps forever"),
+    "max_alarm_memory_limit_strikes": (1, 1_000, False, "strikes"),
+    "max_concurrent_agent_tools": (0, 1_000_000, False, "None: no cap"),
+    "agent_tool_reattach_no_progress_timeout_ms": (1, MAX_OPTION_MS, False, "ms"),
+    "agent_tool_reattach_max_window_ms": (1, MAX_OPTION_MS, True, "ms, or inf"),
+    "detached_max_budget_ms": (1, MAX_OPTION_MS, True, "ms, or inf"),
+    "detached_no_progress_budget_ms": (1, MAX_OPTION_MS, True, "ms, or inf"),
+}
+"""The range of each numeric option, both ends included (docs/scenario-language.md lists them)."""
+RETRY_RANGES: dict[str, tuple[int, int]] = {
+    "max_attempts": (1, 1_000),
+    "base_delay_ms": (1, MAX_OPTION_MS),
+    "max_delay_ms": (1, MAX_OPTION_MS),
+}
+"""retries.ts wants max_attempts >= 1 and both delays > 0; the upper ends are ours."""
+
+
+def check_range(name: str, value: Any, low: float, high: float, infinite: bool = False) -> None:
+    """A ValueError naming `name` unless `value` is a whole number from `low` to `high` (or,
+    when `infinite`, float('inf'))."""
+    if infinite and isinstance(value, float) and value == _INF:
+        return
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not whole and infinite and isinstance(value, float) and value.is_integer():
+        whole = True  # a float option (it may be inf) given as 3600000.0
+    if not whole or not low <= value <= high:
+        extra = ", or inf" if infinite else ""
+        raise ValueError(
+            f"{name} must be a whole number from {low} to {high}{extra}, got {value!r}"
+        )
+
+
 _RETRY_NAMES = tuple(f.name for f in fields(RetryOptions))
 
 
@@ -63,10 +109,12 @@ def resolve_retry(
     attempts, low, high = merged["max_attempts"], merged["base_delay_ms"], merged["max_delay_ms"]
     if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
         raise ValueError(f"retry.max_attempts must be an integer >= 1, got {attempts!r}")
-    if not isinstance(low, int | float) or low <= 0:
+    if not isinstance(low, int | float) or isinstance(low, bool) or low <= 0:
         raise ValueError(f"retry.base_delay_ms must be > 0, got {low!r}")
-    if not isinstance(high, int | float) or high <= 0:
+    if not isinstance(high, int | float) or isinstance(high, bool) or high <= 0:
         raise ValueError(f"retry.max_delay_ms must be > 0, got {high!r}")
+    for name, (lowest, highest) in RETRY_RANGES.items():
+        check_range(f"retry.{name}", merged[name], lowest, highest)
     if low > high:
         raise ValueError(f"retry.base_delay_ms ({low}) must be <= retry.max_delay_ms ({high})")
     return RetryOptions(attempts, low, high)
@@ -79,6 +127,10 @@ def resolve_options(given: Mapping[str, Any] | None) -> AgentOptions:
     if unknown:
         raise ValueError(f"unknown agent option(s) {unknown}; known options: {list(_NAMES)}")
     values = {name: given[name] for name in _NAMES if given.get(name) is not None}
+    for name, value in values.items():
+        if name in OPTION_RANGES:
+            low, high, infinite, _ = OPTION_RANGES[name]
+            check_range(name, value, low, high, infinite)
     if "retry" in values:
         values["retry"] = resolve_retry(values["retry"], RetryOptions())
     return AgentOptions(**values)

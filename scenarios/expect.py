@@ -5,6 +5,8 @@ found, with enough context (record times, near misses) to start debugging from t
 alone; `invariants` give one sentence per violation the named checkers found. Values are
 compared as JSON: `true` is not `1`, `1` is `1.0`. Hook counts, record order and client
 timelines are in `scenarios.expect_timeline`; like the checkers, they read only the trace.
+Queries and states are read with `Simulation.read`, which refuses anything but a read, so no
+expectation can change what a later one sees.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def _check(sim: Simulation, scenario: Scenario, expectation: Expectation) -> str
     ref = AgentRef(spec.cls, spec.alias)
     if isinstance(expectation, QueryExpectation):
         try:
-            rows = sim.query(ref, expectation.sql, *expectation.params)
+            rows = sim.read(ref, expectation.sql, *expectation.params)
         except Exception as exc:
             return f"the query {expectation.sql!r} failed: {exc}"
         if not json_equal(rows, list(expectation.rows)):
@@ -105,7 +107,7 @@ def _check(sim: Simulation, scenario: Scenario, expectation: Expectation) -> str
 def read_state(sim: Simulation, ref: AgentRef) -> Any:
     """The persisted state as the agent's next incarnation would read it."""
     try:
-        rows = sim.query(
+        rows = sim.read(
             ref,
             "SELECT id, state FROM cf_agents_state WHERE id IN (?, ?)",
             STATE_ROW_ID,

@@ -223,6 +223,13 @@ def _with_options(spec: Fields, base: type, options: dict[str, Any]) -> type:
     try:
         return agent_classes.with_options(base, options)
     except ValueError as exc:
+        # At the line of the option the error names, when it names one of the file's.
+        given = spec.raw("options")
+        lines = getattr(given, "lines", {})
+        named = [key for key in lines if str(exc).startswith((f"{key} ", f"option {key}:"))]
+        if named:
+            problem = f"options.{named[0]}: {show(given[named[0]])}"
+            raise InvalidScenario(spec.path, lines[named[0]], spec.where, problem, str(exc))
         spec.fail("options", f"options: {exc}")
 
 
@@ -304,6 +311,12 @@ def _fibers(spec: Fields, options: dict[str, Any]) -> type:
         )
     interval = spec.get("keep_alive_interval")
     if interval is not None:
+        if interval < 1:
+            spec.bad(
+                "keep_alive_interval",
+                "expected a positive duration (1ms to 366d): the heartbeat re-arms the alarm "
+                "this long after each alarm, so 0 would fire it at the same instant for ever",
+            )
         if "keep_alive_interval_ms" in options:
             spec.fail(
                 "keep_alive_interval",

@@ -12,7 +12,6 @@ durations, and `at:` times that would go back in time. Expectations are read by
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +31,7 @@ from scenarios.schema import (
 from scenarios.step_shapes import ERROR_NAME, HTTP_METHODS, STEP, STEP_SHAPES
 from scenarios.workloads.children import CHILD_CLASSES
 from sim.model import fail, stall
+from sim.sqlite import compile_match
 from sim.units import parse_duration_ms
 
 __all__ = ["HTTP_METHODS", "STEP", "STEP_SHAPES", "StepContext", "known_agent", "parse_steps"]
@@ -357,9 +357,9 @@ def _arm_storage_fault(context: StepContext, where: str, value: Any, line: int) 
         if not isinstance(match, str):
             fields.bad("match", "expected a regular expression (a string)")
         try:
-            re.compile(match)
-        except (re.error, RecursionError, OverflowError) as exc:
-            fields.bad("match", f"not a regular expression ({exc})")
+            compile_match(match)
+        except ValueError as exc:
+            fields.bad("match", f"not a usable pattern: {exc}")
     alias, names, child_class = _sub_agent_target(context, fields)
     return {
         "agent": alias,

@@ -110,7 +110,9 @@ STEP_SHAPES: dict[str, Value] = {
                 doc="The sub-agent's class (with run_id): a class name, or a child kind.",
             ),
             "kind": Text(choices=FAULT_KINDS),
-            "match": Text(doc="A regular expression the statement must match."),
+            "match": Text(
+                doc="An RE2 pattern the statement (whitespace collapsed) must contain a match of."
+            ),
             "skip": Whole(default=0),
             "count": Whole(minimum=1, default=1),
         },

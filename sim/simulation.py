@@ -109,6 +109,12 @@ class Simulation:
         """Read the agent's committed storage from outside (no fault, no turn)."""
         return self._record(agent).storage.query(statement, params)
 
+    def read(self, agent: AgentRef, statement: str, *params: Any) -> list[dict[str, Any]]:
+        """`query`, read-only: a statement that would write, attach a database or change a
+        setting raises `sim.sqlite.ReadOnlyViolation` and changes nothing (what a scenario's
+        expectations read with, so that no expectation can change what a later one sees)."""
+        return self._record(agent).storage.read(statement, params)
+
     def snapshot(self, agent: AgentRef) -> dict[str, list[dict[str, Any]]]:
         return self._record(agent).storage.snapshot()
 

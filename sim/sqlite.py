@@ -12,10 +12,16 @@ A turn is the storage use of one step of agent code (see `sim.kernel`). Outside 
 reading state) statements run in autocommit mode and no fault is injected. Every committed turn's
 writes are kept, in order, in `journal`: replaying it into an empty database must give the
 committed state (the `turns_atomic` invariant checks exactly that).
+
+Matching is linear-time: a fault's `match` is an RE2 pattern (`compile_match`), so no pattern
+can make a statement's match backtrack for ever. Reads from outside a run's code (a scenario's
+`query` expectation) go through `read`, which an SQLite authorizer keeps read-only: no write,
+no ATTACH, no PRAGMA that changes anything.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -23,13 +29,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import re2
+
 from sim.kernel import IncarnationKilled, Kernel
 
 __all__ = [
     "FAULT_KINDS",
+    "MATCH_MAX_LENGTH",
     "FaultyStorage",
+    "ReadOnlyViolation",
     "StorageError",
     "StorageFault",
+    "compile_match",
     "shape_pattern",
     "statement_shape",
 ]
@@ -52,6 +63,36 @@ _SHAPE = re.compile(
     re.IGNORECASE,
 )
 _FROM = re.compile(r"\bFROM\s+\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+MATCH_MAX_LENGTH = 1000
+"""The longest `match` pattern accepted (a statement shape is a few dozen characters)."""
+_MATCH_MAX_MEM = 8 << 20
+"""RE2's memory for one compiled pattern: a pattern that needs more is refused, not run."""
+
+
+@functools.lru_cache(maxsize=512)
+def compile_match(pattern: str) -> Any:
+    """`pattern` compiled by RE2, whose matching time is linear in the statement: no pattern
+    hangs a run. RE2 has no backreferences and no lookaround (`(?=...)`, `\\1`); a pattern it
+    cannot compile, or one longer than `MATCH_MAX_LENGTH`, is a ValueError saying why."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"a match pattern is a string, got {pattern!r}")
+    if len(pattern) > MATCH_MAX_LENGTH:
+        raise ValueError(
+            f"the pattern is {len(pattern)} characters long; at most {MATCH_MAX_LENGTH}"
+        )
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print its own copy of the error on stderr
+    options.max_mem = _MATCH_MAX_MEM
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(
+            f"{reason} (match patterns are RE2: no backreferences, no lookaround)"
+        ) from None
 
 
 def is_write(statement: str) -> bool:
@@ -103,6 +144,32 @@ class StorageError(Exception):
     """A statement failed in storage (injected, or SQLite's own error with the statement named)."""
 
 
+class ReadOnlyViolation(StorageError):
+    """A read-only query (`FaultyStorage.read`) tried to write, attach or change a setting."""
+
+
+_SQLITE_READ_ACTIONS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+_READ_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo"}
+    | {"foreign_key_list"}
+)
+"""PRAGMAs that only describe the schema (`PRAGMA table_info(counts)`)."""
+
+
+def _read_only(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    if action in _SQLITE_READ_ACTIONS:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+        # What a table-valued function (json_each) asks for as it is set up; a statement of
+        # the query's own that changes the schema table is refused by SQLite (and query_only).
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
 @dataclass
 class StorageFault:
     """One armed fault: the `skip`+1-th statement matching `match` (a regex; None = any) fails.
@@ -125,13 +192,14 @@ class StorageFault:
         if self.skip < 0 or self.count < 1:
             raise ValueError(f"storage fault needs skip >= 0 and count >= 1, got {self}")
         if self.match is not None:
-            re.compile(self.match)
+            compile_match(self.match)
 
     def matches(self, statement: str) -> bool:
-        """Whether `statement`, its whitespace collapsed to single spaces, matches."""
+        """Whether `statement`, its whitespace collapsed to single spaces, matches (RE2's
+        search: linear in the statement, whatever the pattern)."""
         if self.match is None:
             return True
-        return re.search(self.match, " ".join(statement.split())) is not None
+        return compile_match(self.match).search(" ".join(statement.split())) is not None
 
 
 class FaultyStorage:
@@ -262,6 +330,31 @@ class FaultyStorage:
         self._on_fault(fault, statement)
         if self._crash is not None:
             self._crash()
+
+    def read(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """The rows of a query from outside the run (a scenario's expectation), read-only: an
+        authorizer lets SQLite only read tables and call functions, so a DELETE, an ATTACH (which
+        would create a file) or a PRAGMA that changes a setting is refused with
+        `ReadOnlyViolation` before it runs. No fault, no turn, nothing recorded."""
+        if not isinstance(statement, str):
+            raise TypeError(f"SQL statement must be a str, got {statement!r}")
+        self._db.execute("PRAGMA query_only = ON")
+        self._db.set_authorizer(_read_only)
+        try:
+            rows = self._db.execute(statement, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if "not authorized" in str(exc):
+                raise ReadOnlyViolation(
+                    f"only reads are allowed here (SELECT, WITH ... SELECT, PRAGMA table_info); "
+                    f"this statement would write, attach or change a setting: {_short(statement)}"
+                ) from None
+            raise StorageError(f"{exc} (statement: {_short(statement)})") from None
+        except sqlite3.Error as exc:
+            raise StorageError(f"{exc} (statement: {_short(statement)})") from None
+        finally:
+            self._db.set_authorizer(None)
+            self._db.execute("PRAGMA query_only = OFF")
+        return [dict(row) for row in rows]
 
     # -- key-value (same database, so the same turn) ----------------------------------------
     def kv_get(self, key: str) -> Any | None:

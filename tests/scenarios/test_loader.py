@@ -179,8 +179,8 @@ CASES = [
     (
         "option-duration",
         ('Counter"}\n  a', 'Counter", options: {keep_alive_interval_ms: soon}}\n  a'),
-        "lib/x.yaml:6: agents.counter: options: option keep_alive_interval_ms: not a duration: "
-        "'soon'",
+        "lib/x.yaml:6: agents.counter: options.keep_alive_interval_ms: 'soon'; option "
+        "keep_alive_interval_ms: not a duration: 'soon'",
     ),
     (
         "unknown-method",
@@ -271,8 +271,8 @@ CASES = [
     (
         "bad-regex",
         ("  - run_for: 3m\n", "  - arm_storage_fault: {agent: a, kind: crash, match: '(('}\n"),
-        "lib/x.yaml:10: step 2 (arm_storage_fault): match: '(('; not a regular expression "
-        "(missing ), unterminated subpattern at position 1)",
+        "lib/x.yaml:10: step 2 (arm_storage_fault): match: '(('; not a usable pattern: missing"
+        " ): (( (match patterns are RE2: no backreferences, no lookaround)",
     ),
     (
         "fault-kind",
