@@ -33,6 +33,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `recovery_error_kept` | S1: a managed fiber whose hook threw stays `interrupted` with the error |
 | `schedules_fire_once` | a schedule never fires twice for one occurrence without a crash |
 | `one_shot_completes` | a due one-shot's callback completes or runs again |
+| `schedules_armed` | a schedule written re-arms the alarm slot no later than its due time |
 | `client_timeline_exact` | S5: a client's reduced timeline never drops or doubles a frame |
 | `milestones_once` | S3: a milestone notification is delivered at most once |
 | `child_reset_retryable` | S6: a child reset while its parent lives ends the run `interrupted` |

@@ -27,7 +27,7 @@ from sim.checkers.registry import invariant
 from sim.checkers.storage import inserted_rows
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["one_shot_completes", "schedule_rows", "schedules_fire_once"]
+__all__ = ["one_shot_completes", "schedule_rows", "schedules_armed", "schedules_fire_once"]
 
 ONE_SHOT = ("delayed", "scheduled")
 TABLE = "cf_agents_schedules"
@@ -184,4 +184,57 @@ def one_shot_completes(context: CheckContext) -> list[Violation]:
                     (last.seq,),
                 )
             )
+    return out
+
+
+@invariant("schedules_armed")
+def schedules_armed(context: CheckContext) -> list[Violation]:
+    """Fibers §4.1 / §1.5 — every schedule write re-arms the alarm slot: a new schedule's row
+    is covered by the slot the moment it exists, so no wake-up is ever lost.
+
+    For every `schedule:create` written by a top-level agent (a sub-agent's rows are armed on
+    its root through a call, at another moment), whose row's due time D is known from the
+    journal's INSERT of it (`time` × 1000): the agent's latest `alarm:set` / `alarm:deleted`
+    before the record is an `alarm:set` of that same instant armed no later than max(D, that
+    instant + 1 ms) — the multiplexer's earliest candidate.
+    """
+    inserted = {}
+    for path in sorted(context.journals):
+        for row in inserted_rows(context.journals[path], TABLE):
+            inserted.setdefault(str(row.get("id")), row)
+    out: list[Violation] = []
+    for create in context.events("schedule:create"):
+        agent = create.agent
+        row = inserted.get(str(create.get("id")))
+        if row is None or context.root_of(agent) != agent or row.get("time") is None:
+            continue
+        due = max(int(row["time"]) * 1000, create.t_ms + 1)
+        slot = [
+            r for r in context.records_of(agent, "alarm:set", "alarm:deleted") if r.seq < create.seq
+        ]
+        last = slot[-1] if slot else None
+        if (
+            last is not None
+            and last.event == "alarm:set"
+            and last.t_ms == create.t_ms
+            and int(last.get("at") or 0) <= due
+        ):
+            continue
+        if last is None or last.t_ms != create.t_ms:
+            armed = "the slot was not re-armed when it was written"
+        elif last.event == "alarm:deleted":
+            armed = "the slot was cleared when it was written"
+        else:
+            armed = f"the slot was armed for {format_sim_time(int(last.get('at') or 0))}"
+        out.append(
+            Violation(
+                "schedules_armed",
+                agent,
+                str(create.get("id")),
+                f"{row.get('type')} schedule {create.get('id')} (callback "
+                f"{create.get('callback')}) of {agent} was created at {_at(create)}, due at "
+                f"{format_sim_time(due)}, but {armed}",
+                (*((last.seq,) if last is not None else ()), create.seq),
+            )
+        )
     return out

@@ -49,6 +49,7 @@ INVARIANTS = [
     "deaths_are_whole",
     "fiber_runs_once",
     "keep_alive_heartbeat",
+    "schedules_armed",
 ]
 
 

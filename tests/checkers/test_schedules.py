@@ -112,3 +112,26 @@ def test_a_one_shot_still_there_after_it_ran_is_caught(ticking) -> None:
     assert messages(given_up, "one_shot_completes") == []
     no_liveness = without(kept, lambda r: r.event.startswith("quiesce:"))
     assert messages(dataclasses.replace(no_liveness, quiet=None), "one_shot_completes") == []
+
+
+# -- schedules_armed -----------------------------------------------------------------------------
+def test_a_schedule_written_without_re_arming_the_slot_is_caught(ticking) -> None:
+    """Each create is covered by the slot set in its instant; a slot left for later, or not
+    set at all, would lose the wake-up."""
+    context, once, _, _ = ticking
+    assert check(context, ["schedules_armed"]) == []
+    (create,) = context.events("schedule:create", T, id=once)
+    arm = [r for r in context.events("alarm:set", T) if r.seq < create.seq][-1]
+    late = [
+        dataclasses.replace(r, fields={**r.fields, "at": 60_000}) if r is arm else r
+        for r in context.records
+    ]
+    assert messages(dataclasses.replace(context, records=late), "schedules_armed") == [
+        f"delayed schedule {once} (callback tick) of Ticker/t was created at 00:00:00.000, due "
+        "at 00:00:30.000, but the slot was armed for 00:01:00.000"
+    ]
+    unarmed = without(context, lambda r: r.event == "alarm:set" and r.t_ms == 0)
+    assert messages(unarmed, "schedules_armed")[0] == (
+        f"delayed schedule {once} (callback tick) of Ticker/t was created at 00:00:00.000, due "
+        "at 00:00:30.000, but the slot was not re-armed when it was written"
+    )
