@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
@@ -227,3 +229,21 @@ def test_the_public_surface_of_sim_checkers_is_pinned() -> None:
         "render_record",
     ]
     assert all(hasattr(sim.checkers, name) for name in sim.checkers.__all__)
+
+
+@pytest.mark.parametrize(
+    ("document", "heading"),
+    [
+        ("README.md", "**Invariants.**"),
+        ("docs/checkers.md", "## The invariants"),
+        ("docs/scenario-language.md", "### `invariants`"),
+    ],
+)
+def test_the_docs_name_every_registered_invariant(document: str, heading: str) -> None:
+    """The README's table, the checker guide's table and the scenario language's list name
+    every invariant the registry holds, in their invariants section."""
+    text = (Path(__file__).resolve().parents[2] / document).read_text()
+    section = text[text.index(heading) :]
+    section = section[: section.find("\n#", len(heading))]
+    named = set(re.findall(r"`([a-z_]+)`", section))
+    assert sorted(set(CHECKERS) - named) == []
