@@ -202,6 +202,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "startup found an awaited run's hook claimed by an incarnation that died before "
         "marking it delivered, and scheduled its redelivery"
     ),
+    "ledger.awaited_redelivery_rearmed": (
+        "an awaited runs' redelivery found a claim still within its lease (a later claim of "
+        "the dead incarnation) and scheduled itself again for when that lease expires"
+    ),
     "ledger.superseded_give_up_closed": (
         "a redelivery found a claimed give-up slot whose run has since reached a real "
         "terminal, and closed it without calling the hooks"

@@ -209,6 +209,13 @@ class LedgerMixin:
         if not rows:
             return
         probe(self.host, "ledger.awaited_redelivery_armed")
+        await self._schedule_awaited_redelivery(rows, idempotent=True)
+
+    async def _schedule_awaited_redelivery(
+        self: Any, rows: list[dict[str, Any]], *, idempotent: bool
+    ) -> None:
+        """One `_cf_redeliver_agent_tool_hooks` call for when the oldest of these claims
+        leaves its lease."""
         claims = [
             row[f"{slot}_claimed_at"]
             for row in rows
@@ -217,7 +224,7 @@ class LedgerMixin:
         ]
         due_ms = min(claims) + DETACHED_DELIVERY_LEASE_MS + 1
         delay_s = max(0, -(-(due_ms - self.host.clock.now_ms()) // 1000))
-        await self.schedule(delay_s, "_cf_redeliver_agent_tool_hooks", None, idempotent=True)
+        await self.schedule(delay_s, "_cf_redeliver_agent_tool_hooks", None, idempotent=idempotent)
 
     async def _cf_redeliver_agent_tool_hooks(
         self: Any, payload: Any = None, row: Any = None
@@ -244,8 +251,13 @@ class LedgerMixin:
                 await self._deliver_agent_tool_terminal(
                     stored["run_id"], slot, result, completed_at=stored["completed_at"]
                 )
-        if self._claimed_undelivered_awaited_rows():
-            await self._arm_agent_tool_hook_redelivery()
+        remaining = self._claimed_undelivered_awaited_rows()
+        if remaining:
+            # Not idempotent: the one pending call of this callback is the one running now,
+            # whose row goes when it returns; an idempotent schedule would dedupe against it
+            # and leave the claims still within their lease with no redelivery at all.
+            probe(self.host, "ledger.awaited_redelivery_rearmed")
+            await self._schedule_awaited_redelivery(remaining, idempotent=False)
 
     async def _invoke_finish_handlers(
         self: Any,

@@ -512,6 +512,40 @@ def test_S8_awaited_hook_killed_mid_delivery_is_delivered_again_after_the_lease(
     assert sim.probes["ledger.dead_claim_reclaimed"] == 1
 
 
+class SlowFirstHook(Parent):
+    """Its finish hook takes 100 s in the first incarnation (long enough to be killed in it)
+    and returns at once in later ones."""
+
+    async def on_agent_tool_finish(self, run, result) -> None:
+        self.host.trace.emit("user:finish_begin", runId=run.run_id, status=result.status)
+        if self.host.incarnation_number == 1:
+            await self.host.clock.sleep(100_000)
+        self.host.trace.emit("user:finish_end", runId=run.run_id, status=result.status)
+
+
+def test_S8_claims_of_a_dead_incarnation_that_expire_apart_are_each_delivered_again(
+    sim: Simulation,
+) -> None:
+    """S8: two awaited hooks were claimed 30 s apart by an incarnation that died in both. The
+    redelivery that startup arms for the first claim's lease finds the second still leased and
+    schedules itself again, so the second is delivered too once its own lease expires."""
+    ref = sim.agent(SlowFirstHook, "p")
+    sim.start_call(ref, "go", QUICK, "a")
+    sim.start_call(ref, "go", [["sleep", 30_000], ["finish", "completed", "b done"]], "b")
+    sim.run_until(40_000)
+    assert [r.get("runId") for r in sim.trace.select("user:finish_begin")] == ["a", "b"]
+    sim.deploy()
+    sim.run_until(45_000)
+    sim.agent(SlowFirstHook, "p")  # wakes with startup: the redelivery is armed
+    sim.run_for(120_000)
+    ends = [(r.get("runId"), r.t_ms // 1000) for r in sim.trace.select("user:finish_end")]
+    assert [run for run, _ in ends] == ["a", "b"]
+    assert ends[1][1] >= 90  # b's claim, at 30 s, left its lease at 90 s
+    for run_id in ("a", "b"):
+        assert len(sim.trace.select("hook:delivered", runId=run_id)) == 1
+    assert sim.probes["ledger.awaited_redelivery_rearmed"] == 1
+
+
 def test_S8_a_failed_terminal_write_gives_the_claim_back_and_the_error_finish_is_delivered(
     sim: Simulation,
 ) -> None:
