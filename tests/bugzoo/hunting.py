@@ -3,11 +3,14 @@
 A scratch tree holds copies of `agents_core`, `sim`, `scenarios` and `reports` (what a hunt
 imports) and of `hunt.py`; a bug is planted in its own copy, never in the working tree. A tool
 (`fuzz`, and `explore` when the tree has it) runs alone, in a subprocess, once per story, with a
-fixed number of examples per story, until the first story where it exits 1 with a finding or the
-time budget runs out. `fuzz` checks the invariants only (`--invariants-only`): story scenarios pin
-exact counts and times that any drawn fault changes. The wall time to the finding is recorded;
-the examples, not the clock, decide what is found, so a result is the same on every run (unless
-the budget cuts a hunt short, which the result says).
+fixed size per story (examples, crash points), until the first story where it exits 1 with a
+finding that is the bug's, or its time budget runs out. A finding is the bug's when a reproducer
+it wrote passes on the clean tree with every invariant checked: the tree under test has real
+bugs of its own, and a finding it shares says nothing about the zoo's. `fuzz` checks the
+invariants only (`--invariants-only`): story scenarios pin exact counts and times that any
+drawn fault changes. The tool's wall time to the finding is recorded; the sizes, not the clock,
+decide what is found, so a result is the same on every run (unless the budget cuts a hunt
+short, which the result says).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "HuntResult",
     "StoryOutcome",
     "Tool",
+    "clean_tree_passes",
     "copy_tree",
     "detect_tools",
     "hunt",
@@ -39,6 +43,7 @@ HUNT_SCRIPT = "_bugzoo_hunt.py"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "agentsim-fuzz", "agentsim-failures")
 _FINDING = re.compile(r"^(FOUND|FAIL|FLAKY)\b", re.M)
 _FAILURE_LINE = re.compile(r"^\s+- (.+)$", re.M)
+_REPRODUCER = re.compile(r"^\s*reproducer: (\S+)\s*$", re.M)
 _WHERE = re.compile(r"^\S+\.yaml(:\d+)?: ")
 _FINDING_WORDS = re.compile(r"\binvariants?\b|\bliveness:")
 
@@ -89,6 +94,8 @@ class StoryOutcome:
     first_failure: str = ""
     base: bool = False
     """The story failed without any drawn fault (the base run)."""
+    reproducers: tuple[str, ...] = ()
+    """The scenario files the tool wrote for the finding."""
     crashed: str = ""
     """The tool itself failed (a traceback, a bad-input exit): its last line."""
     timed_out: bool = False
@@ -104,13 +111,13 @@ class HuntResult:
     shares: tuple[int, ...]
     found_in: StoryOutcome | None = None
     seconds: float = 0.0
-    """Wall time from the hunt's start to the finding (or to its end)."""
+    """The tool's wall time from the hunt's start to the finding (or to its end)."""
     ran: int = 0
     timed_out: bool = False
     crashes: list[StoryOutcome] = field(default_factory=list)
     probes: dict[str, int] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
-    """Stories left out because the tool finds something there on the clean tree too."""
+    shared: list[StoryOutcome] = field(default_factory=list)
+    """Findings the clean tree shares (their reproducers fail there too): not the bug's."""
 
     @property
     def caught(self) -> bool:
@@ -217,8 +224,15 @@ def hunt_story(
     output = done.stdout + done.stderr
     finding = _FINDING.search(done.stdout)
     if done.returncode == 1 and finding is not None:
-        base = finding.group(1) == "FAIL"
-        return StoryOutcome(story.stem, True, seconds, _first_failure(output), base, probes=probes)
+        return StoryOutcome(
+            story.stem,
+            True,
+            seconds,
+            _first_failure(output),
+            base=finding.group(1) == "FAIL",
+            reproducers=tuple(dict.fromkeys(_REPRODUCER.findall(done.stdout))),
+            probes=probes,
+        )
     if done.returncode != 0:
         last = next(iter(reversed(output.strip().splitlines())), f"exit {done.returncode}")
         return StoryOutcome(story.stem, False, seconds, crashed=last.strip(), probes=probes)
@@ -235,26 +249,42 @@ def _check_imported_from(tree: Path, written: dict[str, str]) -> None:
             )
 
 
-def hunt(
-    tree: Path,
-    tool: Tool,
-    stories: list[Path],
-    budget_s: float,
-    skip: frozenset[str] = frozenset(),
-) -> HuntResult:
-    """Hunt with `tool` over `stories` of `tree` until the first finding or the budget's end."""
+def clean_tree_passes(clean: Path, tree: Path, outcome: StoryOutcome) -> bool:
+    """Whether the finding is the bug's: some reproducer it wrote (or, for a failure without
+    any drawn fault, the story itself) passes on the clean tree with every invariant checked.
+    A finding the clean tree shares is a bug of the tree, not of the zoo."""
+    tree_library = tree / "scenarios" / "library"
+    files = [Path(p) for p in outcome.reproducers] or [tree_library / f"{outcome.story}.yaml"]
+    for number, path in enumerate(files):
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        # The same file name as in the planted tree: a reproducer's name is its identity.
+        copy = clean / "agentsim-replay" / f"{number}-{path.name}"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(text, encoding="utf-8")
+        args = ["run", str(copy), "--invariants", "all", "--failures", str(copy.parent / "f")]
+        try:
+            done = _agentsim(clean, args, 300)
+        except subprocess.TimeoutExpired:
+            continue
+        if done.returncode == 0:
+            return True
+    return False
+
+
+def hunt(tree: Path, tool: Tool, stories: list[Path], budget_s: float, clean: Path) -> HuntResult:
+    """Hunt with `tool` over `stories` of `tree` until the first finding that is the bug's (see
+    `clean_tree_passes`) or the end of the budget, which counts the tool's own time only."""
     shares = tool.shares(len(stories))
     result = HuntResult(tool.name, len(stories), shares)
-    started = time.monotonic()
     for story in stories:
-        if story.stem in skip:
-            result.skipped.append(story.stem)
-            continue
-        left = budget_s - (time.monotonic() - started)
+        left = budget_s - result.seconds
         if left <= 0:
             result.timed_out = True
             break
         outcome = hunt_story(tree, tool, story, shares, left)
+        result.seconds += outcome.seconds
         result.ran += 1
         for name, hits in outcome.probes.items():
             result.probes[name] = result.probes.get(name, 0) + hits
@@ -264,7 +294,8 @@ def hunt(
         if outcome.crashed:
             result.crashes.append(outcome)
         if outcome.found:
-            result.found_in = outcome
-            break
-    result.seconds = time.monotonic() - started
+            if clean_tree_passes(clean, tree, outcome):
+                result.found_in = outcome
+                break
+            result.shared.append(outcome)
     return result
