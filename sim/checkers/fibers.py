@@ -200,7 +200,7 @@ def fiber_leases_released(context: CheckContext) -> list[Violation]:
         )
         held: dict[tuple[int, Any], TraceRecord] = {}
         released: dict[tuple[int, Any], TraceRecord] = {}
-        for record in records:
+        for index, record in enumerate(records):
             key = (record.inc, record.get("lease"))
             if record.event == "keep_alive:acquire":
                 held[key] = record
@@ -225,20 +225,20 @@ def fiber_leases_released(context: CheckContext) -> list[Violation]:
                     )
                 )
             elif record.event in FIBER_ENDS:
-                out += _fiber_end_releases(context, agent, record, records)
+                out += _fiber_end_releases(agent, records, index)
     return out
 
 
-def _fiber_end_releases(
-    context: CheckContext, agent: str, end: TraceRecord, records: list[TraceRecord]
-) -> list[Violation]:
+def _fiber_end_releases(agent: str, records: list[TraceRecord], index: int) -> list[Violation]:
+    end = records[index]
     fiber = end.get("fiberId")
     holder = f"fiber:{fiber}"
-    for later in records:
-        if later.seq <= end.seq or later.inc != end.inc:
-            continue
+    for position in range(index + 1, len(records)):
+        later = records[position]
         if later.t_ms != end.t_ms:
             break
+        if later.inc != end.inc:
+            continue
         if later.event == "incarnation:end" or (
             later.event == "keep_alive:release" and later.get("holder") == holder
         ):

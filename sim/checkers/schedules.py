@@ -16,12 +16,13 @@ facet (`schedule:error {attempts: 0}` on the root), or the alarm's memory-limit 
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from agents_core.cron import InvalidCronExpression, next_cron_time_ms
-from sim.checkers.alarm_slot import alarm_runs
+from sim.checkers.alarm_slot import AlarmRun, alarm_runs
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.storage import inserted_rows
@@ -50,32 +51,56 @@ def _at(record: TraceRecord) -> str:
     return format_sim_time(record.t_ms)
 
 
-def _lines(context: CheckContext, agent: str) -> list[str]:
+def _lines(agent: str) -> list[str]:
     """The agent and every agent it lives in, itself first."""
     parts = agent.split("/")
     return ["/".join(parts[:n]) for n in range(len(parts), 1, -2)]
 
 
-def _cut_between(
-    context: CheckContext, root: str, first: TraceRecord, second: TraceRecord
-) -> str | None:
-    """Why the run of `first` may not have completed before `second`, or None."""
-    for line in _lines(context, first.agent):
-        for end in context.incarnation_ends(line):
-            if first.seq < end.seq < second.seq:
-                return f"{line} died ({end.get('reason')}) at {_at(end)}"
-    for run in alarm_runs(context, root):
-        if run.fired.seq < first.seq and (run.end is None or run.end.seq > first.seq):
-            if run.end is not None and run.end.seq < second.seq and run.end.event != "alarm:done":
-                return f"its alarm run ended {run.end.event.removeprefix('alarm:')}"
-            break
-    for event, fields in (
-        ("schedule:error", {"id": first.get("id"), "attempts": 0}),
-        ("alarm:memory_limit_reset", {}),
-    ):
-        if any(first.seq < r.seq < second.seq for r in context.events(event, root, **fields)):
-            return event
-    return None
+class _Cuts:
+    """What may cut a schedule's run short, indexed once per context (seqs sorted for bisect):
+    each agent's deaths, each top-level agent's alarm runs, its failed facet dispatches by
+    schedule id and its memory-limit resets."""
+
+    def __init__(self, context: CheckContext) -> None:
+        self._context = context
+        self._deaths: dict[str, list[int]] = {}
+        self._runs: dict[str, tuple[list[AlarmRun], list[int]]] = {}
+        self._errors: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for record in context.events("schedule:error"):
+            if record.get("attempts") == 0:
+                self._errors[(record.agent, str(record.get("id")))].append(record.seq)
+        self._resets: dict[str, list[int]] = defaultdict(list)
+        for record in context.events("alarm:memory_limit_reset"):
+            self._resets[record.agent].append(record.seq)
+
+    def _deaths_of(self, agent: str) -> list[int]:
+        if agent not in self._deaths:
+            self._deaths[agent] = [e.seq for e in self._context.incarnation_ends(agent)]
+        return self._deaths[agent]
+
+    def _runs_of(self, root: str) -> tuple[list[AlarmRun], list[int]]:
+        if root not in self._runs:
+            runs = alarm_runs(self._context, root)
+            self._runs[root] = (runs, [run.fired.seq for run in runs])
+        return self._runs[root]
+
+    def between(self, root: str, first: TraceRecord, second: TraceRecord) -> bool:
+        """The run of `first` may not have completed before `second`."""
+
+        def any_between(seqs: list[int]) -> bool:
+            at = bisect_right(seqs, first.seq)
+            return at < len(seqs) and seqs[at] < second.seq
+
+        if any(any_between(self._deaths_of(line)) for line in _lines(first.agent)):
+            return True
+        runs, fired = self._runs_of(root)
+        at = bisect_left(fired, first.seq) - 1
+        end = runs[at].end if at >= 0 else None
+        if end is not None and first.seq < end.seq < second.seq and end.event != "alarm:done":
+            return True
+        errors = self._errors.get((root, str(first.get("id"))), [])
+        return any_between(errors) or any_between(self._resets.get(root, []))
 
 
 def _next_due_ms(row: Mapping[str, Any], context: CheckContext, first: TraceRecord) -> int | None:
@@ -111,6 +136,7 @@ def schedules_fire_once(context: CheckContext) -> list[Violation]:
     executes: dict[str, list[TraceRecord]] = defaultdict(list)
     for record in context.events("schedule:execute"):
         executes[str(record.get("id"))].append(record)
+    cuts = _Cuts(context)
     out: list[Violation] = []
     for schedule_id, runs in sorted(executes.items()):
         row = rows.get(schedule_id)
@@ -118,7 +144,7 @@ def schedules_fire_once(context: CheckContext) -> list[Violation]:
             continue
         root = context.root_of(runs[0].agent)
         for first, second in zip(runs, runs[1:], strict=False):
-            if _cut_between(context, root, first, second) is not None:
+            if cuts.between(root, first, second):
                 continue
             kind = row.get("type")
             if kind in ONE_SHOT:
@@ -203,16 +229,19 @@ def schedules_armed(context: CheckContext) -> list[Violation]:
         for row in inserted_rows(context.journals[path], TABLE):
             inserted.setdefault(str(row.get("id")), row)
     out: list[Violation] = []
+    slots: dict[str, tuple[list[TraceRecord], list[int]]] = {}
     for create in context.events("schedule:create"):
         agent = create.agent
         row = inserted.get(str(create.get("id")))
         if row is None or context.root_of(agent) != agent or row.get("time") is None:
             continue
         due = max(int(row["time"]) * 1000, create.t_ms + 1)
-        slot = [
-            r for r in context.records_of(agent, "alarm:set", "alarm:deleted") if r.seq < create.seq
-        ]
-        last = slot[-1] if slot else None
+        if agent not in slots:
+            writes = context.records_of(agent, "alarm:set", "alarm:deleted")
+            slots[agent] = (writes, [r.seq for r in writes])
+        writes, seqs = slots[agent]
+        before = bisect_left(seqs, create.seq)
+        last = writes[before - 1] if before else None
         if (
             last is not None
             and last.event == "alarm:set"
