@@ -172,6 +172,10 @@ class BackboneMixin:
             child = await self._agent_tool_child(row["agent_type"], run_id)
             inspection = await child.call("inspect_agent_tool_run", run_id)
             answered = True
+        except LookupError:
+            # The child facet was never created (the dispatch died before it): it has no
+            # record of the run, as surely as a child that answers null.
+            answered = child is None
         except Exception:  # noqa: BLE001 - an uninspectable child is "not terminal yet"
             inspection = None
         if isinstance(inspection, Mapping):

@@ -108,6 +108,14 @@ def test_a_run_whose_start_is_still_in_flight_is_given_up_but_not_closed(
 
 
 class TwoRunParent(Agent):
+    async def leave_row_without_child(self, run_id: str) -> None:
+        """What a dispatch leaves when its isolate dies after the run row's turn committed and
+        before the child facet was created: the row and its tick, no facet."""
+        config = self._parse_detached_option({"max_budget_ms": 600_000})
+        now = self.host.clock.now_ms()
+        self._insert_agent_tool_run(run_id, "ScriptedChild", None, 0, None, None, now, config)
+        await self._arm_detached_backbone(reset_cadence=True)
+
     async def dispatch(self, run_id: str) -> str:
         handle = await self.run_agent_tool(
             ScriptedChild,
@@ -148,3 +156,19 @@ def test_a_failed_backbone_reset_keeps_the_tick_other_runs_rely_on(sim: Simulati
     sim.run_for(3_600_000)
     (row,) = sim.query(ref, "SELECT status, interrupted_reason FROM cf_agent_tool_runs")
     assert (row["status"], row["interrupted_reason"]) == ("interrupted", "budget-exceeded")
+
+
+def test_a_given_up_run_whose_child_facet_was_never_created_stops_the_backbone(
+    sim: Simulation,
+) -> None:
+    """When the child facet was never created the tick cannot even resolve it (LookupError):
+    that child has no record of the run either, and once the give-up is delivered the finish
+    slot is closed (A10)."""
+    ref = sim.agent(TwoRunParent, "p")
+    sim.call(ref, "leave_row_without_child", "r1")
+    sim.run_for(3_600_000)
+    (row,) = sim.query(ref, "SELECT * FROM cf_agent_tool_runs")
+    assert (row["status"], row["interrupted_reason"]) == ("interrupted", "budget-exceeded")
+    assert row["finish_delivered_at"] is not None
+    assert sim.query(ref, "SELECT * FROM cf_agents_schedules") == []
+    assert sim.probes["agent_tool.unstarted_run_finish_closed"] == 1
