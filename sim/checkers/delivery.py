@@ -178,6 +178,28 @@ def _undelivered_finishes(context: CheckContext) -> list[Violation]:
     return out
 
 
+def _lasting_restart(context: CheckContext, agent: str, after_seq: int) -> TraceRecord | None:
+    """The first `startup:done` of `agent` after `after_seq` whose incarnation could run its
+    agent-tool recovery: it was still alive at the end, it recorded the recovery's end
+    (`agent_tool:recovery:complete|failed`), or it lived `LIVENESS_GRACE_MS` before dying. A
+    restart whose incarnation died in the middle of that recovery (a crash in the child it was
+    reaching) recovered nothing; only a later restart can."""
+    ends = context.incarnation_ends(agent)
+    for restart in context.events("startup:done", agent):
+        if restart.seq <= after_seq:
+            continue
+        death = next((e for e in ends if e.seq > restart.seq and e.inc == restart.inc), None)
+        if death is None or death.t_ms - restart.t_ms >= LIVENESS_GRACE_MS:
+            return restart
+        if any(
+            restart.seq < r.seq < death.seq
+            for event in ("agent_tool:recovery:complete", "agent_tool:recovery:failed")
+            for r in context.events(event, agent)
+        ):
+            return restart
+    return None
+
+
 def _undelivered_awaited(
     context: CheckContext, agent: str, row: Mapping[str, Any]
 ) -> list[Violation]:
@@ -191,9 +213,7 @@ def _undelivered_awaited(
     if not context.had_time_since(int(claimed)):
         return []
     death = next((e for e in context.incarnation_ends(agent) if e.t_ms >= int(claimed)), None)
-    if death is not None and not any(
-        s.seq > death.seq for s in context.events("startup:done", agent)
-    ):
+    if death is not None and _lasting_restart(context, agent, death.seq) is None:
         return []  # as for reattach_terminal: only a restarted parent can deliver it again
     run_id = str(row.get("run_id"))
     calls = context.events("hook:on_agent_tool_finish", agent, runId=run_id, slot="finish")
@@ -365,7 +385,9 @@ def reattach_terminal(context: CheckContext) -> list[Violation]:
     claimed were inserted terminal (a concurrency-cap rejection) and were never open. An open
     run is owed its recovery only once the parent has restarted: a later `startup:done` of the
     parent (an awaited run has no alarm of its own, and a plain RPC on a stale stub starts an
-    incarnation without startup, so without one nothing recovers it, as in the SDK). Then, once
+    incarnation without startup, so without one nothing recovers it, as in the SDK) in an
+    incarnation that could run the recovery (see `_lasting_restart`: not one that died in the
+    middle of it). Then, once
     the run went quiet or `LIVENESS_GRACE_MS` after that startup: the row is terminal (not
     `starting`/`running`), and the slot of its final status is delivered —
     `give_up_delivered_at` for `interrupted`, `finish_delivered_at` for a hard terminal.
@@ -387,7 +409,7 @@ def reattach_terminal(context: CheckContext) -> list[Violation]:
             end = next((e for e in ends if _open_at(context, agent, row, e)), None)
             if end is None:
                 continue
-            restart = context.first_after(context.events("startup:done", agent), end.seq)
+            restart = _lasting_restart(context, agent, end.seq)
             if restart is None or not context.had_time_since(restart.t_ms):
                 continue
             run_id = str(row.get("run_id"))

@@ -316,6 +316,24 @@ def test_an_awaited_run_whose_parent_never_ran_startup_again_is_not_owed_recover
     assert check(no_restart, ["reattach_terminal"]) == []
 
 
+def test_a_restart_that_died_in_its_recovery_owes_nothing_yet(healthy: CheckContext) -> None:
+    """A restart whose incarnation crashed before its agent-tool recovery ended (and never
+    started again) could not recover the run; had its recovery ended first, it owes it."""
+    broken = without(healthy, lambda r: r.get("runId") == "a1" and r.event.startswith("hook:"))
+    broken = with_row(broken, P, RUNS, {"run_id": "a1"}, status="running", finish_delivered_at=None)
+    died = one(broken, "incarnation:end", reason="deploy")
+    restart = [r for r in broken.events("startup:done", P) if r.seq > died.seq][0]
+    crash = record(0, restart.t_ms, P, restart.inc, "incarnation:end", reason="crash")
+    cut = without(
+        inserted(broken, restart.seq, crash),
+        lambda r: r.agent == P and r.inc == restart.inc and r.t_ms > restart.t_ms,
+    )
+    cut = without(cut, lambda r: r.event.startswith("agent_tool:recovery:"))
+    assert check(cut, ["reattach_terminal"]) == []
+    completed = record(0, restart.t_ms, P, restart.inc, "agent_tool:recovery:complete")
+    assert len(check(inserted(cut, restart.seq, completed), ["reattach_terminal"])) == 1
+
+
 def test_an_awaited_run_interrupted_but_never_delivered_is_caught(healthy: CheckContext) -> None:
     """A re-attach that ended `interrupted` owes its give_up slot."""
     broken = with_row(
