@@ -12,6 +12,7 @@ loader adds the file and line.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -119,14 +120,24 @@ def public_methods(cls: type) -> list[str]:
     )
 
 
-def call_signature_error(cls: type, method: str, args: tuple[Any, ...], kwargs: Mapping) -> str:
-    """Why `method(*args, **kwargs)` cannot be called on an instance of `cls`; '' if it can."""
+@functools.lru_cache(maxsize=1024)
+def _signature(cls: type, method: str) -> tuple[inspect.Signature | None, bool]:
+    """The method's signature (None for none) and whether it is static or a class method:
+    read once per class and method (a long scenario calls the same few thousands of times)."""
     function = getattr(cls, method, None)
     try:
         signature = inspect.signature(function)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return ""  # no signature to check against (a builtin); the call itself will tell
+        return None, False
     static = isinstance(inspect.getattr_static(cls, method, None), staticmethod | classmethod)
+    return signature, static
+
+
+def call_signature_error(cls: type, method: str, args: tuple[Any, ...], kwargs: Mapping) -> str:
+    """Why `method(*args, **kwargs)` cannot be called on an instance of `cls`; '' if it can."""
+    signature, static = _signature(cls, method)
+    if signature is None:
+        return ""  # no signature to check against (a builtin); the call itself will tell
     receiver = () if static else (None,)
     try:
         signature.bind(*receiver, *args, **kwargs)

@@ -20,22 +20,32 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
 from reports import RunReport, read_trace, render_html, render_junit, render_summary
+from scenarios.cli_input import (
+    PathProblem,
+    add_budget_flags,
+    budget_flags,
+    input_file,
+    non_negative,
+    output_file,
+    path_problem,
+    positive,
+    seed_range,
+)
 from scenarios.determinism import run_checked
-from scenarios.errors import InvalidScenario
+from scenarios.errors import InvalidScenario, printable
 from scenarios.explore import ExploreInputError, explore_command
 from scenarios.failures import RunRecord, failure_file_name, replay_file, report_of_trace
 from scenarios.fuzz import FAULT_KINDS, FlakyFinding, fuzz_scenario
 from scenarios.golden import check_golden, update_golden
 from scenarios.loader import load_scenario
 from scenarios.progress import RunProgress, is_terminal
-from scenarios.runner import ScenarioResult, invariant_names, run_scenario
+from scenarios.runner import ScenarioResult, budget_overrides, invariant_names, run_scenario
 from scenarios.schema import Scenario
 from sim.human import render_all
 from sim.probes import coverage_line
@@ -46,10 +56,10 @@ __all__ = ["main"]
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, as shells report a command stopped by Ctrl-C."""
 FAILURES_DIR = "agentsim-failures"
 FUZZ_DIR = "agentsim-fuzz"
-MAX_SEEDS = 1_000_000
-_SEED_RANGE = re.compile(r"(\d+)\.\.(\d+)")
 
 
 class _BadInput(Exception):
@@ -64,34 +74,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 # -- argument types -----------------------------------------------------------------------------
-def _seed(text: str) -> int:
-    try:
-        seed = int(text)
-    except ValueError:
-        seed = -1
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return seed
-
-
-def _seed_range(text: str) -> list[int]:
-    match = _SEED_RANGE.fullmatch(text.strip())
-    low, high = (int(match.group(1)), int(match.group(2))) if match else (1, 0)
-    if low > high or high - low >= MAX_SEEDS:
-        raise argparse.ArgumentTypeError(
-            f"expected A..B, whole numbers with A <= B (both included, at most {MAX_SEEDS} "
-            f"seeds), e.g. 0..99; got {text!r}"
-        )
-    return list(range(low, high + 1))
-
-
-def _positive(text: str) -> int:
-    value = _seed(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
 def _invariants(text: str) -> tuple[str, ...]:
     try:
         return invariant_names(text)
@@ -128,10 +110,10 @@ def _parser() -> _Parser:
     )
     run.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
     seeds = run.add_mutually_exclusive_group()
-    seeds.add_argument("--seed", type=_seed, help="run with this seed instead of the file's")
+    seeds.add_argument("--seed", type=non_negative, help="run with this seed instead of the file's")
     seeds.add_argument(
         "--seeds",
-        type=_seed_range,
+        type=seed_range,
         metavar="A..B",
         help="run each seed from A to B (both included)",
     )
@@ -166,6 +148,7 @@ def _parser() -> _Parser:
         action="store_true",
         help="the same, the second run in a child process under another PYTHONHASHSEED",
     )
+    add_budget_flags(run)
     validate = commands.add_parser(
         "validate",
         help="check scenario files without running them",
@@ -202,8 +185,8 @@ def _parser() -> _Parser:
         "shrunk failing schedule as a runnable scenario. Exit 1 when a failure is found.",
     )
     fuzz.add_argument("path", metavar="PATH", help="the base scenario file")
-    fuzz.add_argument("--examples", type=_positive, default=100, help="schedules to try (100)")
-    fuzz.add_argument("--seed", type=_seed, default=0, help="the Hypothesis seed (0)")
+    fuzz.add_argument("--examples", type=positive, default=100, help="schedules to try (100)")
+    fuzz.add_argument("--seed", type=non_negative, default=0, help="the Hypothesis seed (0)")
     fuzz.add_argument(
         "--invariants",
         type=_invariants,
@@ -224,10 +207,11 @@ def _parser() -> _Parser:
         metavar="KINDS",
         help=f"fault kinds to draw (default: {','.join(FAULT_KINDS)})",
     )
-    fuzz.add_argument("--max-steps", type=_positive, default=4, help="drawn steps at most (4)")
+    fuzz.add_argument("--max-steps", type=positive, default=4, help="drawn steps at most (4)")
     fuzz.add_argument(
         "--out", metavar="DIR", default=FUZZ_DIR, help=f"where reproducers go ({FUZZ_DIR})"
     )
+    add_budget_flags(fuzz)
     explore = commands.add_parser(
         "explore",
         help="crash at every kind of point and reorder same-instant timers; write reproducers",
@@ -238,13 +222,21 @@ def _parser() -> _Parser:
     )
     explore.add_argument("path", metavar="FILE", help="the base scenario file")
     explore.add_argument(
-        "--crash-points", type=_seed, default=300, metavar="N", help="crash points to run (300)"
+        "--crash-points",
+        type=non_negative,
+        default=300,
+        metavar="N",
+        help="crash points to run (300)",
     )
     explore.add_argument(
-        "--interleavings", type=_seed, default=50, metavar="N", help="interleavings to run (50)"
+        "--interleavings",
+        type=non_negative,
+        default=50,
+        metavar="N",
+        help="interleavings to run (50)",
     )
     explore.add_argument(
-        "--depth", type=_positive, default=2, help="groups reordered per interleaving, at most (2)"
+        "--depth", type=positive, default=2, help="groups reordered per interleaving, at most (2)"
     )
     explore.add_argument(
         "--with-expect",
@@ -257,6 +249,7 @@ def _parser() -> _Parser:
     explore.add_argument(
         "--all-probes", action="store_true", help="name every probe no run reached"
     )
+    add_budget_flags(explore)
     golden = commands.add_parser(
         "golden",
         help="compare scenarios' runs with their golden traces (NAME.golden), or --update them",
@@ -276,28 +269,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     out, err = sys.stdout, sys.stderr
     try:
-        if args.command == "run":
-            return _run(args, out, err)
-        if args.command == "validate":
-            return _validate(args.paths, out, err)
-        if args.command == "replay":
-            return _replay(args, out, err)
-        if args.command == "report":
-            return _report(args.trace, args.html, out)
-        if args.command == "schema":
-            return _schema(out)
-        if args.command == "fuzz":
-            return _fuzz(args, out)
-        if args.command == "explore":
-            return _explore(args, out)
-        return _golden(args.paths, args.update, out)
+        with budget_overrides(**budget_flags(args)):
+            return _command(args, out, err)
     except _BadInput as exc:
-        print(f"agentsim {args.command}: error: {exc}", file=err)
+        print(printable(f"agentsim {args.command}: error: {exc}"), file=err)
+        return EXIT_BAD_INPUT
+    except PathProblem as exc:
+        print(printable(f"agentsim {args.command}: error: {exc}"), file=err)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `agentsim ... | head`: the reader left; no traceback for that
         with contextlib.suppress(OSError, ValueError, AttributeError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, no traceback. The failure files of finished runs are already
+        # written, one per run as it ends, and stay.
+        with contextlib.suppress(OSError, ValueError):
+            out.flush()
+        with contextlib.suppress(OSError, ValueError):
+            print(f"agentsim {args.command}: interrupted", file=err, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.command == "run":
+        return _run(args, out, err)
+    if args.command == "validate":
+        return _validate(args.paths, out, err)
+    if args.command == "replay":
+        return _replay(args, out, err)
+    if args.command == "report":
+        return _report(args.trace, args.html, out)
+    if args.command == "schema":
+        return _schema(out)
+    if args.command == "fuzz":
+        return _fuzz(args, out)
+    if args.command == "explore":
+        return _explore(args, out)
+    return _golden(args.paths, args.update, out)
 
 
 # -- run ----------------------------------------------------------------------------------------
@@ -306,6 +315,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if scenarios is None:
         return EXIT_BAD_INPUT
     _no_duplicate_names(scenarios)
+    if args.junit:
+        output_file(args.junit, "JUnit report", "junit.xml")
     seeds: list[int | None] = list(args.seeds) if args.seeds else [args.seed]
     trace_dir = _directory(args.trace, "trace") if args.trace else None
     html_dir = _directory(args.html, "HTML") if args.html else None
@@ -320,10 +331,10 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 reaching[name] = reaching.get(name, 0) + 1
             notes = _keep(result, args, trace_dir, html_dir, reports)
             if not many or not result.passed:
-                progress.print(result.report(notes))
+                progress.print(printable(result.report(notes)))
             progress.advance(f"{scenario.name} seed={result.seed}")
     if many:
-        print(render_summary(reports), file=out)
+        print(printable(render_summary(reports)), file=out)
         print(coverage_line(reaching, len(runs)), file=out)
     if args.junit:
         _write(args.junit, render_junit(reports), "JUnit XML")
@@ -394,19 +405,19 @@ def _validate(paths: Sequence[str], out: TextIO, err: TextIO) -> int:
     scenarios, errors = _load_all(_expand(paths))
     for scenario in scenarios:
         print(
-            f"ok {scenario.path}: {scenario.name} ({len(scenario.steps)} steps, "
-            f"{len(scenario.expect)} expectations)",
+            printable(
+                f"ok {scenario.path}: {scenario.name} ({len(scenario.steps)} steps, "
+                f"{len(scenario.expect)} expectations)"
+            ),
             file=out,
         )
     for error in errors:
-        print(error, file=err)
+        print(printable(error), file=err)
     return EXIT_BAD_INPUT if errors else EXIT_OK
 
 
 def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    path = Path(args.file)
-    if not path.is_file():
-        raise _BadInput(f"no such file: {args.file!r}")
+    path = input_file(args.file, "failure file or scenario file")
     if path.suffix != ".json":
         args.paths = [args.file]
         args.seed, args.seeds, args.trace, args.junit, args.html = None, None, None, None, None
@@ -417,21 +428,27 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (ValueError, InvalidScenario) as exc:
         raise _BadInput(str(exc)) from None
     for line in lines:
-        print(line, file=out)
+        print(printable(line), file=out)
     return code
 
 
 # -- report, schema -----------------------------------------------------------------------------
 def _report(path: str, html: str | None, out: TextIO) -> int:
+    input_file(path, "trace file (JSONL)")
+    if html is not None:
+        output_file(html, "HTML report", "report.html")
     if html is None:
-        text = render_all(_read_trace(path))
-        if text:
-            print(text, file=out)
+        records = _read_trace(path)
+        if not records:
+            raise _BadInput(f"{path!r} holds no trace record (an empty file is not a trace)")
+        print(printable(render_all(records)), file=out)
         return EXIT_OK
     try:
         records = read_trace(path)
     except (OSError, ValueError) as exc:
         raise _BadInput(str(exc)) from None
+    if not records:
+        raise _BadInput(f"{path!r} holds no trace record (an empty file is not a trace)")
     try:
         run = report_of_trace(path, records)
     except ValueError as exc:
@@ -464,8 +481,7 @@ def _schema(out: TextIO) -> int:
 
 # -- fuzz, golden -------------------------------------------------------------------------------
 def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
-    if not Path(args.path).is_file():
-        raise _BadInput(f"no such file: {args.path!r}")
+    input_file(args.path, "scenario file")
     command = f"agentsim fuzz {args.path} --seed {args.seed} --examples {args.examples}"
     if args.invariants_only:
         command += " --invariants-only"
@@ -484,15 +500,16 @@ def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
     except InvalidScenario as exc:
         raise _BadInput(str(exc)) from None
     except FlakyFinding as exc:
-        print(f"FLAKY: {exc}", file=out)
+        print(printable(f"FLAKY: {exc}"), file=out)
         return EXIT_FAILED
     except (ValueError, OSError) as exc:
         raise _BadInput(str(exc)) from None
-    print(outcome.report(), file=out)
+    print(printable(outcome.report()), file=out)
     return EXIT_FAILED if outcome.found else EXIT_OK
 
 
 def _explore(args: argparse.Namespace, out: TextIO) -> int:
+    input_file(args.path, "scenario file")
     try:
         return explore_command(args, out)
     except (InvalidScenario, ExploreInputError) as exc:
@@ -515,7 +532,7 @@ def _golden(paths: Sequence[str], update: bool, out: TextIO) -> int:
             print(f"ok {check.golden}", file=out)
         else:
             bad += 1
-            print(check.explain().rstrip("\n"), file=out)
+            print(printable(check.explain().rstrip("\n")), file=out)
     return EXIT_FAILED if bad else EXIT_OK
 
 
@@ -525,15 +542,16 @@ def _expand(paths: Sequence[str]) -> list[str]:
     files: list[str] = []
     for given in paths:
         path = Path(given)
+        problem = path_problem(given)
+        if problem is not None:
+            raise _BadInput(f"{given!r}: {problem}")
         if path.is_dir():
             found = sorted(path.glob("*.yaml"), key=lambda p: p.name)
             if not found:
                 raise _BadInput(f"no *.yaml scenario files in directory {given!r}")
             files += [str(p) for p in found if p.is_file()]
-        elif path.is_file():
-            files.append(given)
         else:
-            raise _BadInput(f"no such file or directory: {given!r}")
+            files.append(given)
     return list(dict.fromkeys(files))
 
 

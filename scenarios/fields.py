@@ -9,12 +9,16 @@ the bad value and what is allowed. No YAML is imported here: this module only se
 
 from __future__ import annotations
 
+import difflib
+import functools
 import reprlib
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn, TypeVar
 
 from scenarios.errors import InvalidScenario
 from sim.units import DAY_MS, parse_duration_ms
+
+T = TypeVar("T")
 
 __all__ = [
     "DURATION_HINT",
@@ -23,6 +27,9 @@ __all__ = [
     "Fields",
     "LineDict",
     "LineList",
+    "did_you_mean",
+    "duration_ms",
+    "gather",
     "line_of",
     "plain",
     "show",
@@ -35,6 +42,40 @@ DURATION_HINT = (
     "expected a duration: whole numbers with units d, h, m, s, ms, largest first "
     "(e.g. '90s', '14m59s', '1h30m', '250ms'), or whole milliseconds, at most 366d"
 )
+
+
+def did_you_mean(word: Any, candidates: Iterable[Any]) -> str:
+    """`did you mean 'call'? ` when a candidate is close to `word` (a misspelt key, action,
+    alias or name), else ''; written before the list of what is allowed."""
+    if not isinstance(word, str):
+        return ""
+    names = [name for name in candidates if isinstance(name, str)]
+    near = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    if not near:
+        near = [name for name in names if name.lower() == word.lower()]
+    return f"did you mean {near[0]!r}? " if near else ""
+
+
+def gather(problems: list[InvalidScenario] | None, read: Callable[..., T], *args: Any) -> T | None:
+    """`read(*args)`; with a `problems` list, an `InvalidScenario` it raises is added there
+    (every error it stands for) and None returned, so the next part is read too."""
+    if problems is None:
+        return read(*args)
+    try:
+        return read(*args)
+    except InvalidScenario as error:
+        problems.extend(error.errors)
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _duration_of_text(text: str) -> int:
+    return parse_duration_ms(text)
+
+
+def duration_ms(value: Any) -> int:
+    """`parse_duration_ms`, remembering the spellings a file repeats (`1s` in every step)."""
+    return _duration_of_text(value) if type(value) is str else parse_duration_ms(value)
 
 
 class _Missing:
@@ -142,6 +183,7 @@ class Fields:
         hint: str = "",
         name: str = "",
         shape: Any = None,
+        problems: list[InvalidScenario] | None = None,
     ) -> None:
         self.path = path
         self.where = where
@@ -156,24 +198,44 @@ class Fields:
             self._fail(line, shown, f"expected a mapping with keys {list(keys)}")
         self.data: dict[Any, Any] = value
         self._lines: dict[Any, int] = getattr(value, "lines", {})
+        self.problems: list[InvalidScenario] | None = problems
+        """Where errors of this part's children are gathered (`gather`); None: raise the first."""
+        found: list[InvalidScenario] = []
         for key in value:
             if not isinstance(key, str) or key not in keys:
                 extra = hint if key in ("at", "after") and hint else ""
-                self._fail(
-                    self.line_of(key),
-                    f"unknown key {show(key)}{extra}",
-                    f"allowed keys: {sorted(keys)}",
+                found.append(
+                    self._error(
+                        self.line_of(key),
+                        f"unknown key {show(key)}{extra}",
+                        f"{'' if extra else did_you_mean(key, keys)}allowed keys: {sorted(keys)}",
+                    )
                 )
         for key in required:
             if key not in value:
-                self._fail(self.line, f"missing key {key!r}", f"required keys: {list(required)}")
+                found.append(
+                    self._error(
+                        self.line, f"missing key {key!r}", f"required keys: {list(required)}"
+                    )
+                )
         for first, second in getattr(shape, "exclusive", ()):
             if first in value and second in value:
-                self._fail(self.line_of(second), f"both {first}: and {second}:", "give one of them")
+                found.append(
+                    self._error(
+                        self.line_of(second), f"both {first}: and {second}:", "give one of them"
+                    )
+                )
+        if found and problems is None:
+            raise found[0] if len(found) == 1 else InvalidScenario.many(found)
+        if found:
+            problems.extend(found)
 
     # -- errors -----------------------------------------------------------------------------
+    def _error(self, line: int, problem: str, allowed: str = "") -> InvalidScenario:
+        return InvalidScenario(self.path, line, self.where, problem, allowed)
+
     def _fail(self, line: int, problem: str, allowed: str = "") -> NoReturn:
-        raise InvalidScenario(self.path, line, self.where, problem, allowed)
+        raise self._error(line, problem, allowed)
 
     def fail(self, key: str, problem: str, allowed: str = "") -> NoReturn:
         """An error about the value of `key`, at its line."""
@@ -218,7 +280,7 @@ class Fields:
         if value is default and key not in self.data:
             return value
         if choices is not None and value not in choices:
-            self.bad(key, f"allowed: {list(choices)}")
+            self.bad(key, f"{did_you_mean(value, choices)}allowed: {list(choices)}")
         if not isinstance(value, str) or not value:
             self.bad(key, allowed)
         return value
@@ -247,7 +309,7 @@ class Fields:
 
     def duration_value(self, key: str, value: Any) -> int:
         try:
-            ms = parse_duration_ms(value)
+            ms = duration_ms(value)
         except ValueError:
             self.fail(key, f"{key}: {show(value)}", DURATION_HINT)
         if ms > MAX_DURATION_MS:

@@ -1,8 +1,10 @@
-"""Scenario files in, validated `Scenario`s out: the only module of the project that reads YAML.
+"""Scenario files in, validated `Scenario`s out.
 
-Parsing keeps line numbers: a `SafeLoader` subclass builds `LineDict` / `LineList` (see
+Parsing keeps line numbers: `scenarios.yaml_lines` builds `LineDict` / `LineList` (see
 `scenarios.fields`) that remember the line of every key and item, and refuses duplicate keys,
-which plain PyYAML would silently let the last one win. Validation then walks the document
+which plain PyYAML would silently let the last one win. A file must be a regular file of at
+most `MAX_FILE_BYTES`: a device, a FIFO or a larger file is refused before it is read (reading
+/dev/zero would never end). Validation then walks the document
 top-down and raises `InvalidScenario` at the first problem, naming file, line, part, field, bad
 value and what is allowed. Nothing but `InvalidScenario` leaves `load_scenario` for any input:
 YAML's own errors, undecodable bytes and unimportable agent classes are all turned into one.
@@ -14,13 +16,13 @@ The format itself is declared, section by section, in `SCENARIO` and the shapes 
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scenarios.errors import InvalidScenario
-from scenarios.fields import Fields, LineDict, LineList, show
+from scenarios.fields import Fields
 from scenarios.parse_agents import AGENT, CLIENT, NAME, NAME_PATTERN, parse_agents, parse_clients
 from scenarios.parse_expect import EXPECTATION, parse_expectations
 from scenarios.parse_model import MODEL, parse_model
@@ -33,9 +35,11 @@ from scenarios.schema import (
     Scenario,
 )
 from scenarios.shapes import Duration, Flag, Map, Number, OneOf, Seq, Shape, Text, Whole
+from scenarios.yaml_lines import read_document
 from sim.faults import PROFILES, FaultProfile
 
 __all__ = [
+    "MAX_FILE_BYTES",
     "NAME_PATTERN",
     "SCENARIO",
     "TOP_LEVEL_KEYS",
@@ -73,6 +77,27 @@ INTERLEAVE = Shape(
     exclusive=(("points", "depth"),),
     doc="Timers due at the same instant run in an order the seed chooses (agentsim explore).",
 )
+LIMITS = Shape(
+    {
+        "events": Whole(
+            minimum=1,
+            maximum=10**9,
+            doc="Simulated events the run may step (default 100000; deterministic).",
+        ),
+        "records": Whole(
+            minimum=1, maximum=10**9, doc="Trace records it may write (default 100000)."
+        ),
+        "wall_clock": Duration(
+            doc="Wall-clock time it may take (default 2m; depends on the machine: a last resort)."
+        ),
+        "memory_mb": Whole(
+            minimum=16,
+            maximum=1_000_000,
+            doc="MB its memory may grow by (default 1024; depends on the machine).",
+        ),
+    },
+    doc="Run budgets: a run that uses one up is stopped and fails (agentsim run --max-*).",
+)
 SCENARIO = Shape(
     {
         "name": NAME,
@@ -97,6 +122,7 @@ SCENARIO = Shape(
             }
         ),
         "interleave": INTERLEAVE,
+        "limits": LIMITS,
     },
     required=("name", "description", "seed", "agents", "steps"),
     doc="An agentsim scenario: agents, what happens to them and when, and what must hold.",
@@ -104,95 +130,8 @@ SCENARIO = Shape(
 """The whole format: what `parse_scenario` checks and `scenarios.json_schema` renders."""
 TOP_LEVEL_KEYS = SCENARIO.keys
 REQUIRED_KEYS = SCENARIO.required
-
-
-_SYNTAX_HINT = (
-    "check the indentation (spaces only, the same amount for keys of one mapping) "
-    "and quote values that contain ': ' or start with a special character"
-)
-
-
-# -- YAML with line numbers -------------------------------------------------------------------
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings and sequences remember the line of each key and item."""
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        # PyYAML's scalar constructors raise bare ValueErrors (a date like 2024-02-30) that
-        # carry no line; give them the node's.
-        try:
-            return super().construct_object(node, deep)
-        except yaml.YAMLError:
-            raise
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{show(node.value)}: {exc}", node.start_mark
-            ) from None
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
-    own_keys = {id(key_node) for key_node, _ in node.value}
-    loader.flatten_mapping(node)  # resolves `<<` merge keys; merged entries come first
-    data = LineDict(node.start_mark.line + 1)
-    own_seen: set[Any] = set()
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            hash(key)
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"a mapping key cannot be a {'list' if isinstance(key, list) else 'mapping'}",
-                key_node.start_mark,
-            ) from None
-        if id(key_node) in own_keys:
-            if key in own_seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {show(key)}; each key may appear once in a mapping",
-                    key_node.start_mark,
-                )
-            own_seen.add(key)
-        data[key] = loader.construct_object(value_node, deep=True)
-        data.lines[key] = key_node.start_mark.line + 1
-    return data
-
-
-def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
-    data = LineList(node.start_mark.line + 1)
-    for item_node in node.value:
-        data.append(loader.construct_object(item_node, deep=True))
-        data.lines.append(item_node.start_mark.line + 1)
-    return data
-
-
-_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
-_LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
-
-
-def read_document(text: str, path: str) -> Any:
-    """The YAML document in `text`, with line numbers; `InvalidScenario` if it is not YAML."""
-    try:
-        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = " ".join(str(part) for part in (exc.context, exc.problem) if part)
-        syntax = not isinstance(exc, yaml.constructor.ConstructorError)
-        raise InvalidScenario(
-            path,
-            line,
-            "not valid YAML",
-            problem or "unreadable",
-            _SYNTAX_HINT if syntax else "",
-        ) from None
-    except RecursionError:
-        raise InvalidScenario(path, None, "not valid YAML", "nested too deeply") from None
-    except Exception as exc:  # PyYAML also raises plain ValueErrors (a date like 2024-02-30)
-        raise InvalidScenario(
-            path, None, "not valid YAML", f"{type(exc).__name__}: {exc}"
-        ) from None
+MAX_FILE_BYTES = 10 * 1024 * 1024
+"""The largest scenario file read (a long story is a few hundred KB; 5 MB reads in seconds)."""
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -200,9 +139,24 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate one scenario file."""
     shown = str(path)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise InvalidScenario(
+                    shown, None, "", "not a regular file (a directory, a FIFO or a device)"
+                )
+            data = file.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise InvalidScenario(shown, None, "", f"cannot read the file: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidScenario(
+            shown,
+            None,
+            "",
+            f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB",
+            "a scenario this large is a generated one: split it, or keep its data in the "
+            "agent's code",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -251,6 +205,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         liveness_limit_ms=liveness_limit_ms,
         liveness_settles=liveness_settles,
         interleave=_interleave(top),
+        limits=_limits(top),
         path=path,
         models=models,
     )
@@ -273,6 +228,22 @@ def _interleave(top: Fields) -> InterleaveSetting | None:
         points=None if points is None else tuple(sorted(set(points))),
         depth=section.get("depth"),
     )
+
+
+def _limits(top: Fields) -> dict[str, int | float]:
+    if "limits" not in top:
+        return {}
+    section = top.sub("limits", shape=LIMITS, where="limits")
+    limits: dict[str, int | float] = {}
+    for key in ("events", "records", "memory_mb"):
+        if key in section:
+            limits[key] = section.get(key)
+    if "wall_clock" in section:
+        wall_ms = section.get("wall_clock")
+        if wall_ms < 1_000:
+            section.bad("wall_clock", "expected at least 1s (a duration of wall-clock time)")
+        limits["wall_s"] = wall_ms / 1000
+    return limits
 
 
 def _faults(top: Fields) -> FaultProfile:

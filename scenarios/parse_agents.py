@@ -229,7 +229,9 @@ def _with_options(spec: Fields, base: type, options: dict[str, Any]) -> type:
         named = [key for key in lines if str(exc).startswith((f"{key} ", f"option {key}:"))]
         if named:
             problem = f"options.{named[0]}: {show(given[named[0]])}"
-            raise InvalidScenario(spec.path, lines[named[0]], spec.where, problem, str(exc))
+            raise InvalidScenario(
+                spec.path, lines[named[0]], spec.where, problem, str(exc)
+            ) from None
         spec.fail("options", f"options: {exc}")
 
 

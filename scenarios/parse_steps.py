@@ -17,7 +17,7 @@ from typing import Any
 
 from scenarios import agents as agent_classes
 from scenarios.errors import InvalidScenario
-from scenarios.fields import DURATION_HINT, MAX_DURATION_MS, Fields, plain, show
+from scenarios.fields import DURATION_HINT, MAX_DURATION_MS, Fields, duration_ms, plain, show
 from scenarios.parse_agents import NAME_HINT, NAME_PATTERN
 from scenarios.parse_model import read_reply
 from scenarios.schema import (
@@ -32,7 +32,6 @@ from scenarios.step_shapes import ERROR_NAME, HTTP_METHODS, STEP, STEP_SHAPES
 from scenarios.workloads.children import CHILD_CLASSES
 from sim.model import fail, stall
 from sim.sqlite import compile_match
-from sim.units import parse_duration_ms
 
 __all__ = ["HTTP_METHODS", "STEP", "STEP_SHAPES", "StepContext", "known_agent", "parse_steps"]
 
@@ -79,9 +78,12 @@ def parse_steps(
     )
 
 
+_ALLOWED_ACTIONS = f"each step has exactly one action of {sorted(ACTIONS)}, plus at: or after:"
+
+
 def _step(context: StepContext, index: int, item: Any, line: int) -> Step:
     where = f"step {index}"
-    allowed_actions = f"each step has exactly one action of {sorted(ACTIONS)}, plus at: or after:"
+    allowed_actions = _ALLOWED_ACTIONS
     if not isinstance(item, dict):
         raise InvalidScenario(
             context.path, line, where, f"{show(item)} is not a mapping", allowed_actions
@@ -268,7 +270,7 @@ def _send(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
 
 def _duration(context: StepContext, where: str, key: str, value: Any, line: int) -> int:
     try:
-        ms = parse_duration_ms(value)
+        ms = duration_ms(value)
     except ValueError:
         ms = -1
     if not 0 <= ms <= MAX_DURATION_MS:

@@ -5,17 +5,27 @@ triple gives the same trace, digest and verdict in any process. The result carri
 as sentences and the one command that replays the run; nothing in it depends on the wall clock.
 Named invariants (`sim.checkers`) given here are checked after the scenario's own expectations,
 over the trace and the final storage, as the fuzzer and `agentsim run --invariants` ask.
+
+Every run has a budget (`sim.budget`): the defaults, then the file's `limits:`, then the command
+line's (`budget_overrides`, which `agentsim run/fuzz/explore` set for every run they make). A run
+that uses one up is stopped there and fails with one sentence naming the budget, the busiest
+agent and the records that filled it; its expectations are not checked (they would only
+describe a run cut short).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from scenarios.errors import printable
 from scenarios.expect import check_expectations
 from scenarios.schema import Scenario
 from scenarios.steps import StepRunner
 from sim import Simulation, Trace
+from sim.budget import BUDGET_NAMES, DEFAULT_BUDGET, BudgetExceeded, RunBudget
 from sim.checkers import CHECKERS, check, context_from
 from sim.interleave import Interleave, Reordering, draw_points
 from sim.liveness import busy_report, format_gap
@@ -23,6 +33,8 @@ from sim.trace import format_sim_time
 
 __all__ = [
     "ExecutedStatement",
+    "budget_for",
+    "budget_overrides",
     "ScenarioResult",
     "StepTiming",
     "invariant_names",
@@ -121,12 +133,41 @@ def invariant_names(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(words))
 
 
+_OVERRIDES: contextvars.ContextVar[tuple[tuple[str, int | float], ...]] = contextvars.ContextVar(
+    "budget_overrides", default=()
+)
+
+
+@contextlib.contextmanager
+def budget_overrides(**limits: int | float | None) -> Iterator[None]:
+    """Within the block every run takes these limits (`RunBudget` field names; None leaves a
+    limit as the file and the defaults say): what the command line's `--max-*` flags set."""
+    given = {key: value for key, value in limits.items() if value is not None}
+    unknown = sorted(set(given) - set(BUDGET_NAMES))
+    if unknown:
+        raise ValueError(f"unknown budget(s) {unknown}; known: {list(BUDGET_NAMES)}")
+    token = _OVERRIDES.set(tuple(sorted({**dict(_OVERRIDES.get()), **given}.items())))
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)
+
+
+def budget_for(scenario: Scenario) -> RunBudget:
+    """The budget a run of `scenario` gets: defaults, the file's `limits:`, the overrides."""
+    return DEFAULT_BUDGET.merged(**scenario.limits).merged(**dict(_OVERRIDES.get()))
+
+
 def replay_command(scenario: Scenario, seed: int, invariants: Sequence[str] = ()) -> str:
-    """`agentsim run PATH --seed N`, with `--invariants a,b` when the run checked some."""
+    """`agentsim run PATH --seed N`, with `--invariants a,b` when the run checked some and the
+    command line's budget flags when it set any."""
     command = scenario.replay_command(seed)
     if invariants:
         names = "all" if set(invariants) == set(CHECKERS) else ",".join(invariants)
         command += f" --invariants {names}"
+    for key, value in _OVERRIDES.get():
+        flag = BUDGET_NAMES[key][2]
+        command += f" {flag} {f'{value:g}s' if key == 'wall_s' else value}"
     return command
 
 
@@ -170,7 +211,9 @@ def _run(
     record_statements: bool,
     interleave: Interleave | None,
 ) -> ScenarioResult:
-    sim = Simulation(seed=seed, faults=scenario.faults, interleave=interleave)
+    sim = Simulation(
+        seed=seed, faults=scenario.faults, interleave=interleave, budget=budget_for(scenario)
+    )
     statements: list[ExecutedStatement] = []
     current = [0]
     if record_statements:
@@ -182,31 +225,38 @@ def _run(
             )
 
         sim.platform.statement_observer = observe
+    timings: list[StepTiming] = []
+    quiet = False
     try:
         steps = StepRunner(sim, scenario)
-        timings = []
-        for index, step in enumerate(scenario.steps):
-            current[0] = index
-            begin_ms = sim.now_ms
-            steps.run(step)
-            timings.append(StepTiming(begin_ms, sim.now_ms))
-        current[0] = len(scenario.steps)
-        quiet = False
         liveness: list[str] = []
-        quiesce_ms = sim.now_ms
         try:
-            quiet = sim.quiesce(scenario.liveness_limit_ms)
-        except Exception as exc:  # reported with the replay command rather than as a traceback
-            steps.failures.append(
-                f"{scenario.path}: the liveness phase raised {type(exc).__name__}: {exc}"
-            )
+            for index, step in enumerate(scenario.steps):
+                current[0] = index
+                begin_ms = sim.now_ms
+                steps.run(step)
+                timings.append(StepTiming(begin_ms, sim.now_ms))
+            current[0] = len(scenario.steps)
+            quiesce_ms = sim.now_ms
+            try:
+                quiet = sim.quiesce(scenario.liveness_limit_ms)
+            except Exception as exc:  # reported with the replay command, not as a traceback
+                steps.failures.append(
+                    f"{scenario.path}: the liveness phase raised {type(exc).__name__}: {exc}"
+                )
+            else:
+                if not quiet and scenario.liveness_settles:
+                    liveness.append(_unsettled(sim, scenario, quiesce_ms))
+        except BudgetExceeded as exc:
+            # The run was cut short: what its expectations and invariants would say of it now
+            # is noise. The steps it never reached keep the time it stopped at.
+            timings += [StepTiming(sim.now_ms, sim.now_ms)] * (len(scenario.steps) - len(timings))
+            failures = [*steps.failures, f"{scenario.path}: {exc.sentence()}"]
         else:
-            if not quiet and scenario.liveness_settles:
-                liveness.append(_unsettled(sim, scenario, quiesce_ms))
-        failures = [*steps.finish(), *liveness, *check_expectations(sim, scenario)]
-        if invariants:
-            context = context_from(sim, scenario.path)
-            failures += [f"{scenario.path}: invariant {v}" for v in check(context, invariants)]
+            failures = [*steps.finish(), *liveness, *check_expectations(sim, scenario)]
+            if invariants:
+                context = context_from(sim, scenario.path)
+                failures += [f"{scenario.path}: invariant {v}" for v in check(context, invariants)]
         digest, events = sim.digest(), len(sim.trace)
         probes = sim.probes
         group_sizes, reorderings = sim.group_sizes, tuple(sim.reorderings)
@@ -218,7 +268,9 @@ def _run(
         path=scenario.path,
         seed=seed,
         passed=not failures,
-        failures=tuple(failures),
+        # Sentences quote agents' exception texts: no control character of theirs reaches a
+        # terminal, a failure file or a report raw.
+        failures=tuple(printable(failure) for failure in failures),
         digest=digest,
         events=events,
         quiet=quiet,

@@ -541,6 +541,8 @@ class Scenario:
     `liveness: {settles: false}` says a busy end is intended (a cron job, say)."""
     interleave: InterleaveSetting | None = None
     """Same-instant timers in an order the seed chooses (None: FIFO at every instant)."""
+    limits: dict[str, int | float] = field(default_factory=dict)
+    """The run budgets the file sets (`limits:`), by `sim.budget.RunBudget` field name."""
     path: str
     models: dict[str, ModelScript] = field(default_factory=lambda: {MODEL_SERVICE: DEFAULT_MODEL})
     """Scripted model services by name: `model` (the `model:` section, or one that answers

@@ -3,7 +3,9 @@
 It owns a `Platform` (kernel, seeds, agents, trace) and offers what a test needs: get an agent,
 call it, send it a request, connect a client, let virtual time run, evict, deploy, arm a fault,
 quiesce, and read the trace. Time only moves inside `run_*`, `wait` and the blocking helpers
-(`call`, `fetch`, `connect`); everything else schedules and returns.
+(`call`, `fetch`, `connect`); everything else schedules and returns. Every event those loops
+step is counted against the run's `RunBudget` (`sim.budget`), which stops a runaway run with
+`BudgetExceeded`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents_core.agent import Request, Response
+from sim.budget import BudgetMeter, RunBudget
 from sim.clients import Client
 from sim.faults import FaultProfile
 from sim.interleave import Interleave, Reordering
@@ -56,11 +59,20 @@ class Simulation:
         seed: int = 0,
         faults: FaultProfile | None = None,
         interleave: Interleave | None = None,
+        budget: RunBudget | None = None,
     ) -> None:
         """`interleave`: let a seed order the timers due at one instant at the groups it names
-        (`sim.interleave`); None keeps FIFO order at every instant."""
+        (`sim.interleave`); None keeps FIFO order at every instant. `budget`: stop the run with
+        `sim.budget.BudgetExceeded` when it uses one up (None: no limit; events are counted
+        either way, in `events`)."""
         self.seed = seed
         self.platform = Platform(seed, faults or FaultProfile(name="none"), Kernel(interleave))
+        kernel = self.platform.kernel
+        self._meter = BudgetMeter(
+            budget or RunBudget(None, None, None, None),
+            self.platform.trace.records,
+            lambda: kernel.now_ms,
+        )
         self.platform.platform_event(None, "simulation:start", seed=seed)
         self.platform.lifecycle.start_deploys()
         self._clients = 0
@@ -80,6 +92,12 @@ class Simulation:
     @property
     def now_ms(self) -> int:
         return self.platform.kernel.now_ms
+
+    @property
+    def events(self) -> int:
+        """How many simulated events the run has stepped so far (what the events budget
+        counts)."""
+        return self._meter.events
 
     @property
     def trace(self) -> Trace:
@@ -209,10 +227,18 @@ class Simulation:
             raise ValueError(f"cannot run back in time: now is {self.now_ms} ms, asked {t_ms} ms")
         env = self.platform.kernel.env
         while env.peek() <= t_ms:
-            env.step()
+            self._step()
         if self.now_ms < t_ms:
             env.timeout(t_ms - self.now_ms)
-            env.step()
+            self._step()
+
+    def _step(self) -> None:
+        """Process one event and count it against the budget (checked every so many)."""
+        self.platform.kernel.env.step()
+        meter = self._meter
+        meter.events += 1
+        if meter.events >= meter.next_check:
+            meter.check()
 
     def run_while(
         self, condition: Callable[[], bool], limit_ms: int = DEFAULT_WAIT_LIMIT_MS
@@ -225,7 +251,7 @@ class Simulation:
                 raise SimulationStuck(f"nothing left to run at t={self.now_ms} ms")
             if env.peek() > deadline:
                 raise SimulationStuck(f"still waiting after {limit_ms} ms of virtual time")
-            env.step()
+            self._step()
 
     def wait(self, pending: SimDeferred, limit_ms: int = DEFAULT_WAIT_LIMIT_MS) -> Any:
         """Run until `pending` settles; return its value or raise its error."""
@@ -250,7 +276,7 @@ class Simulation:
         env = self.platform.kernel.env
         deadline = self.now_ms + limit_ms
         while env.peek() <= deadline:
-            env.step()
+            self._step()
         quiet = env.peek() == float("inf")
         if not quiet:
             self.run_until(deadline)

@@ -341,7 +341,7 @@ def test_a_terminal_gets_a_bar_and_a_pipe_gets_lines(
 @pytest.mark.parametrize(
     ("text", "argv", "message"),
     [
-        (None, [], "no such file: 'missing.yaml'"),
+        (None, [], "'missing.yaml': no such file or directory"),
         ("name: x\n  bad: [", [], "not valid YAML"),
         (COUNTER.replace("seed: 3", "seed: -3"), [], "seed: -3"),
         (

@@ -48,7 +48,7 @@ def test_a_zero_keep_alive_interval_is_refused_at_its_line(interval: str, shown:
         ("keep_alive_interval_ms", -1),
         ("hung_schedule_timeout_seconds", 0),
         ("max_alarm_memory_limit_strikes", 0),
-        ("detached_max_budget_ms", 0),
+        ("hung_schedule_timeout_seconds", -1),
         ("keep_alive_interval_ms", 400 * 86_400_000),
     ],
 )

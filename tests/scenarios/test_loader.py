@@ -115,8 +115,9 @@ CASES = [
     (
         "unknown-top-level-key",
         ("seed: 7\n", "seed: 7\nsteeps: []\n"),
-        "lib/x.yaml:4: unknown key 'steeps'; allowed keys: ['agents', 'clients', 'description', "
-        "'expect', 'faults', 'interleave', 'liveness', 'model', 'name', 'seed', 'steps']",
+        "lib/x.yaml:4: unknown key 'steeps'; did you mean 'steps'? allowed keys: ['agents', "
+        "'clients', 'description', 'expect', 'faults', 'interleave', 'limits', 'liveness', "
+        "'model', 'name', 'seed', 'steps']",
     ),
     (
         "missing-seed",
@@ -299,8 +300,8 @@ CASES = [
     (
         "profile-key",
         ("faults: none", "faults: {crash_rat: 0.1}"),
-        "lib/x.yaml:4: faults: unknown key 'crash_rat'; allowed keys: ['crash_rate', "
-        "'deploys_per_day', 'idle_eviction', 'storage_error_rate']",
+        "lib/x.yaml:4: faults: unknown key 'crash_rat'; did you mean 'crash_rate'? allowed keys: "
+        "['crash_rate', 'deploys_per_day', 'idle_eviction', 'storage_error_rate']",
     ),
     (
         "count-shape",

@@ -317,7 +317,8 @@ CASES = [
     (
         "model-rule-key",
         ("{asked: research, reply", "{askd: research, reply"),
-        "lib/v.yaml:19: model.rules[1]: unknown key 'askd'; allowed keys: ['after_tool', "
+        "lib/v.yaml:19: model.rules[1]: unknown key 'askd'; did you mean 'asked'? allowed keys: "
+        "['after_tool', "
         "'asked', 'continuing', 'offers', 'reply']",
     ),
     (
@@ -586,7 +587,8 @@ CASES = [
             "    run: r1\n    reduced: {status: completed}\n",
             "    frames: {type: x, kinds: finished}\n",
         ),
-        "lib/v.yaml:33: expect 4 (client): unknown key 'kinds'; allowed keys: ['count', "
+        "lib/v.yaml:33: expect 4 (client): unknown key 'kinds'; did you mean 'kind'? allowed "
+        "keys: ['count', "
         "'fields', 'kind', 'run', 'type']",
     ),
     (

@@ -1,0 +1,180 @@
+"""What the `agentsim` command accepts: argument types, budget flags and paths that are files.
+
+Every argument type raises `argparse.ArgumentTypeError` with one sentence saying what was
+expected, and every whole-number flag says its own minimum. `add_budget_flags` gives `run`,
+`fuzz` and `explore` the `--max-*` flags of the run budgets (`sim.budget`), and `budget_flags`
+reads them back as `scenarios.runner.budget_overrides` arguments. `input_file` tells apart the
+ways a path can fail to be a file to read (missing, a symbolic-link loop, no permission, a
+directory, a FIFO or a device, which would block or never end), so that each is reported as
+what it is rather than as "no such file".
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from sim.budget import BUDGET_NAMES
+from sim.units import parse_duration_ms
+
+__all__ = [
+    "MAX_SEEDS",
+    "PathProblem",
+    "add_budget_flags",
+    "budget_flags",
+    "input_file",
+    "non_negative",
+    "output_file",
+    "path_problem",
+    "positive",
+    "seed_range",
+]
+
+MAX_SEEDS = 1_000_000
+_SEED_RANGE = re.compile(r"(\d+)\.\.(\d+)")
+
+
+class PathProblem(ValueError):
+    """A path given on the command line that cannot be read as a file."""
+
+
+# -- numbers ------------------------------------------------------------------------------------
+def _whole(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """A whole number >= 0 (a seed, a count that may be zero)."""
+    return _whole(text, 0)
+
+
+def positive(text: str) -> int:
+    """A whole number >= 1; any other input says so, whatever it is (-5, 0, 'x')."""
+    return _whole(text, 1)
+
+
+def seed_range(text: str) -> list[int]:
+    match = _SEED_RANGE.fullmatch(text.strip())
+    low, high = (int(match.group(1)), int(match.group(2))) if match else (1, 0)
+    if low > high or high - low >= MAX_SEEDS:
+        raise argparse.ArgumentTypeError(
+            f"expected A..B, whole numbers with A <= B (both included, at most {MAX_SEEDS} "
+            f"seeds), e.g. 0..99; got {text!r}"
+        )
+    return list(range(low, high + 1))
+
+
+def _wall_clock(text: str) -> float:
+    try:
+        ms = parse_duration_ms(text)
+    except ValueError:
+        ms = -1
+    if ms < 1_000:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration of at least 1s, such as 30s or 5m, got {text!r}"
+        )
+    return ms / 1000
+
+
+# -- budgets ------------------------------------------------------------------------------------
+def add_budget_flags(parser: argparse.ArgumentParser) -> None:
+    """`--max-events`, `--max-records`, `--max-wall-clock`, `--max-memory-mb`: each run's
+    budgets, over the defaults and the file's `limits:`."""
+    group = parser.add_argument_group(
+        "run budgets",
+        "a run that uses one up is stopped and fails; events and records are deterministic, "
+        "wall clock and memory depend on the machine (a last-resort guard)",
+    )
+    group.add_argument(
+        "--max-events", type=positive, metavar="N", help="simulated events per run (100000)"
+    )
+    group.add_argument(
+        "--max-records", type=positive, metavar="N", help="trace records per run (100000)"
+    )
+    group.add_argument(
+        "--max-wall-clock",
+        type=_wall_clock,
+        metavar="DURATION",
+        help="wall-clock time per run (2m)",
+    )
+    group.add_argument(
+        "--max-memory-mb",
+        type=lambda text: _whole(text, 16),
+        metavar="MB",
+        help="memory growth per run (1024)",
+    )
+
+
+def budget_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The budget flags given, as `budget_overrides` keyword arguments (absent ones None)."""
+    flags = {
+        "events": "max_events",
+        "records": "max_records",
+        "wall_s": "max_wall_clock",
+        "memory_mb": "max_memory_mb",
+    }
+    assert set(flags) == set(BUDGET_NAMES)
+    return {key: getattr(args, attribute, None) for key, attribute in flags.items()}
+
+
+# -- paths --------------------------------------------------------------------------------------
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe): reading it would wait for a writer"),
+    (stat.S_ISCHR, "a character device: reading it might never end"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def path_problem(path: str | Path) -> str | None:
+    """Why `path` cannot be read as a regular file (None when it can: it may still be a
+    directory, which callers handle)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (the link points back at itself)"
+        if exc.errno == errno.ENOENT:
+            if os.path.islink(path):
+                return "a broken symbolic link (its target does not exist)"
+            return "no such file or directory"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "permission denied"
+        if exc.errno == errno.ENAMETOOLONG:
+            return "the file name is too long"
+        return exc.strerror or str(exc)
+    for test, what in _KINDS:
+        if test(info.st_mode):
+            return f"not a regular file: it is {what}"
+    return None
+
+
+def input_file(path: str, what: str = "file") -> Path:
+    """`path`, checked to be a regular file; `PathProblem` naming what is wrong otherwise."""
+    problem = path_problem(path)
+    if problem is None and Path(path).is_dir():
+        problem = f"a directory; expected a {what}"
+    if problem is not None:
+        raise PathProblem(f"{path!r}: {problem}")
+    return Path(path)
+
+
+def output_file(path: str, what: str, example: str) -> None:
+    """A path a file will be written to at the end: refuse at once what cannot be one (a
+    directory), before any run spends its time."""
+    if Path(path).is_dir():
+        raise PathProblem(
+            f"{path!r} is a directory; the {what} is one file (give a name such as "
+            f"{os.path.join(path, example)!r})"
+        )

@@ -1,0 +1,173 @@
+"""Run budgets: how much one run may do before it is stopped as a runaway.
+
+A scenario can describe a run that never ends on its own: a 1 ms heartbeat beside a fiber step
+of a year, a schedule that re-arms itself at the same instant, a fault that strikes every
+statement. Virtual time makes such a run cheap per event but endless, so every run carries a
+`RunBudget`: at most so many simulated events (what `Simulation` steps), so many trace records,
+so much wall-clock time and so much memory growth. The first two are deterministic (the same
+file and seed stop at the same event, with the same message, on any machine) and are the ones
+that normally trip; wall clock and memory depend on the machine and are only a last-resort
+guard with generous defaults. `BudgetMeter` counts events as the simulation steps them and
+checks the rest every `CHECK_EVERY` events, so the cost per event is one addition and one
+comparison. A budget that trips raises `BudgetExceeded` (a BaseException, like
+`KeyboardInterrupt`: no `except Exception` on the way out swallows it), whose text names the
+budget, when it tripped, the busiest agent and the records that filled it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = [
+    "BUDGET_NAMES",
+    "CHECK_EVERY",
+    "DEFAULT_BUDGET",
+    "BudgetExceeded",
+    "BudgetMeter",
+    "RunBudget",
+    "rss_bytes",
+]
+
+CHECK_EVERY = 1024
+"""Records, wall clock and memory are looked at once per this many events."""
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """The limits of one run; None for no limit."""
+
+    events: int | None = 100_000
+    """Simulated events (each step of the event loop: a timer, a delivery, a resumption)."""
+    records: int | None = 100_000
+    """Trace records."""
+    wall_s: float | None = 120.0
+    """Wall-clock seconds (machine-dependent: a last-resort guard)."""
+    memory_mb: int | None = 1_024
+    """Growth of the process's resident memory since the run began, in MB (machine-dependent:
+    a last-resort guard)."""
+
+    def merged(self, **overrides: int | float | None) -> RunBudget:
+        """This budget with the given limits replaced (None values are left as they were)."""
+        given = {key: value for key, value in overrides.items() if value is not None}
+        return replace(self, **given)
+
+
+DEFAULT_BUDGET = RunBudget()
+"""Generous for every library story, its fuzzing and exploring (the largest story steps under
+1,000 events), and small enough that a runaway stops within seconds (a busy 1 ms heartbeat
+steps about 5,000 events a second, a plain one 15,000 or more)."""
+
+BUDGET_NAMES = {
+    "events": ("simulated events", "events", "--max-events"),
+    "records": ("trace records", "records", "--max-records"),
+    "wall_s": ("wall-clock seconds", "wall_clock", "--max-wall-clock"),
+    "memory_mb": ("MB of memory growth", "memory_mb", "--max-memory-mb"),
+}
+"""Each budget: how a sentence counts it, its key under `limits:`, its command-line flag."""
+
+
+class BudgetExceeded(BaseException):  # noqa: N818 - a stop, like KeyboardInterrupt
+    """A run used up one of its budgets. `budget` is the field of `RunBudget` that tripped."""
+
+    def __init__(self, budget: str, limit: float, used: float, t_ms: int, detail: str) -> None:
+        self.budget = budget
+        self.limit = limit
+        self.used = used
+        self.t_ms = t_ms
+        self.detail = detail
+        super().__init__(self.sentence())
+
+    @property
+    def deterministic(self) -> bool:
+        return self.budget in ("events", "records")
+
+    def sentence(self) -> str:
+        noun, key, flag = BUDGET_NAMES[self.budget]
+        limit = f"{self.limit:,}" if isinstance(self.limit, int) else f"{self.limit:g}"
+        # Worded as the liveness rule's failure: a runaway is a run that would never settle,
+        # and the hunts (fuzz, explore) count it as one.
+        text = (
+            f"liveness: the run did not settle within its budget of {limit} {noun} (its "
+            f"{key} budget): it was stopped at {format_sim_time(self.t_ms)} (sim time); "
+            f"{self.detail}. If the run is meant to be this long, raise it with "
+            f"`limits: {{{key}: N}}` or {flag} N"
+        )
+        if not self.deterministic:
+            text += " (this budget depends on the machine: the same run may pass elsewhere)"
+        return text
+
+
+def rss_bytes() -> int | None:
+    """The resident memory of this process now (None where it cannot be read cheaply)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def busiest(records: Sequence[TraceRecord], window: int = 50_000) -> str:
+    """Which agent wrote most of the last `window` records, and which records they were."""
+    recent = records[-window:]
+    by_agent = Counter(record.agent or "the platform" for record in recent)
+    if not by_agent:
+        return "no trace record was written (a timer or a loop at one instant filled it)"
+    (agent, count), *_ = sorted(by_agent.items(), key=lambda item: (-item[1], item[0]))
+    events = Counter(record.event for record in recent if (record.agent or "the platform") == agent)
+    common = sorted(events.items(), key=lambda item: (-item[1], item[0]))[:4]
+    shown = ", ".join(f"{event} x{n:,}" for event, n in common)
+    span = ""
+    if len(recent) > 1:
+        span = f" between {format_sim_time(recent[0].t_ms)} and {format_sim_time(recent[-1].t_ms)}"
+    return (
+        f"the busiest agent was {agent}, with {count:,} of the last {len(recent):,} records"
+        f"{span}: {shown}"
+    )
+
+
+class BudgetMeter:
+    """Counts the events of one simulation and stops it when a budget is used up."""
+
+    __slots__ = ("budget", "events", "next_check", "_started", "_rss0", "_records", "_now")
+
+    def __init__(self, budget: RunBudget, records: Sequence[TraceRecord], now_ms: object) -> None:
+        self.budget = budget
+        self.events = 0
+        self._records = records
+        self._now = now_ms
+        self._started = time.monotonic()
+        self._rss0 = rss_bytes() if budget.memory_mb is not None else None
+        self.next_check = self._next(0)
+
+    def _next(self, events: int) -> int:
+        step = events + CHECK_EVERY
+        limit = self.budget.events
+        return step if limit is None else min(step, limit)
+
+    def check(self) -> None:
+        """Called when `events` reaches `next_check`: raise `BudgetExceeded` if a budget is
+        used up, else set the next checkpoint."""
+        budget, events = self.budget, self.events
+        if budget.events is not None and events >= budget.events:
+            self._stop("events", budget.events, events)
+        if budget.records is not None and len(self._records) > budget.records:
+            self._stop("records", budget.records, len(self._records))
+        if budget.wall_s is not None:
+            elapsed = time.monotonic() - self._started
+            if elapsed > budget.wall_s:
+                self._stop("wall_s", budget.wall_s, round(elapsed, 1))
+        if budget.memory_mb is not None and self._rss0 is not None:
+            now = rss_bytes()
+            if now is not None and (now - self._rss0) >> 20 > budget.memory_mb:
+                self._stop("memory_mb", budget.memory_mb, (now - self._rss0) >> 20)
+        self.next_check = self._next(events)
+
+    def _stop(self, budget: str, limit: float, used: float) -> None:
+        t_ms = self._now()  # type: ignore[operator]
+        raise BudgetExceeded(budget, limit, used, t_ms, busiest(self._records))
