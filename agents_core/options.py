@@ -60,10 +60,29 @@ OPTION_RANGES: dict[str, tuple[int, int, bool, str]] = {
     "fiber_recovery_max_age_ms": (-MAX_OPTION_MS, MAX_OPTION_MS, False, "<= 0 keeps forever"),
     "max_alarm_memory_limit_strikes": (1, 1_000, False, "strikes"),
     "max_concurrent_agent_tools": (0, 1_000_000, False, "None: no cap"),
-    "agent_tool_reattach_no_progress_timeout_ms": (1, MAX_OPTION_MS, False, "ms"),
-    "agent_tool_reattach_max_window_ms": (1, MAX_OPTION_MS, True, "ms, or inf"),
-    "detached_max_budget_ms": (1, MAX_OPTION_MS, True, "ms, or inf"),
-    "detached_no_progress_budget_ms": (1, MAX_OPTION_MS, True, "ms, or inf"),
+    # The agent-tool budgets keep the values spec agent-tools gives a meaning: a re-attach
+    # budget <= 0 collects an already-terminal child without waiting, inf never seals on
+    # silence (§7.4); a max window <= 0 or inf is no ceiling; a detached budget of 0 gives up
+    # at the first tick (§4.6); a no-progress window <= 0 or inf is off.
+    "agent_tool_reattach_no_progress_timeout_ms": (
+        -MAX_OPTION_MS,
+        MAX_OPTION_MS,
+        True,
+        "ms; <= 0 collects without waiting, inf never seals",
+    ),
+    "agent_tool_reattach_max_window_ms": (
+        -MAX_OPTION_MS,
+        MAX_OPTION_MS,
+        True,
+        "ms; <= 0 or inf: no ceiling",
+    ),
+    "detached_max_budget_ms": (0, MAX_OPTION_MS, True, "ms, or inf; 0 gives up at once"),
+    "detached_no_progress_budget_ms": (
+        -MAX_OPTION_MS,
+        MAX_OPTION_MS,
+        True,
+        "ms; <= 0 or inf: off",
+    ),
 }
 """The range of each numeric option, both ends included (docs/scenario-language.md lists them)."""
 RETRY_RANGES: dict[str, tuple[int, int]] = {
