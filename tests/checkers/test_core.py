@@ -237,11 +237,12 @@ def test_the_public_surface_of_sim_checkers_is_pinned() -> None:
         ("README.md", "**Invariants.**"),
         ("docs/checkers.md", "## The invariants"),
         ("docs/scenario-language.md", "### `invariants`"),
+        ("sim/checkers/__init__.py", "| invariant | promise |"),
     ],
 )
 def test_the_docs_name_every_registered_invariant(document: str, heading: str) -> None:
-    """The README's table, the checker guide's table and the scenario language's list name
-    every invariant the registry holds, in their invariants section."""
+    """The README's table, the checker guide's table, the scenario language's list and the
+    package docstring's table name every invariant the registry holds."""
     text = (Path(__file__).resolve().parents[2] / document).read_text()
     section = text[text.index(heading) :]
     section = section[: section.find("\n#", len(heading))]
