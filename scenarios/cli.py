@@ -561,14 +561,14 @@ def _load_all(files: Sequence[str]) -> tuple[list[Scenario], list[str]]:
         try:
             scenarios.append(load_scenario(file))
         except InvalidScenario as exc:
-            errors.append(str(exc))
+            errors += exc.lines()  # every mistake of the file, one line each
     return scenarios, errors
 
 
 def _load_or_report(paths: Sequence[str], err: TextIO) -> list[Scenario] | None:
     scenarios, errors = _load_all(_expand(paths))
     for error in errors:
-        print(error, file=err)
+        print(printable(error), file=err)
     return None if errors else scenarios
 
 

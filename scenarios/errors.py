@@ -64,7 +64,7 @@ class InvalidScenario(ValueError):
     def many(cls, errors: list[InvalidScenario]) -> InvalidScenario:
         """One error standing for all of `errors` (each flattened; at least one), in line
         order: its text is the first one's, and `(and N more errors)` when there are more."""
-        flat = [one for error in errors for one in error.errors]
+        flat = list({str(one): one for error in errors for one in error.errors}.values())
         flat.sort(key=lambda error: -1 if error.line is None else error.line)
         first = flat[0]
         combined = cls(first.path, first.line, first.where, first.problem, first.allowed)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.errors import InvalidScenario
-from scenarios.fields import Fields
+from scenarios.fields import Fields, gather
 from scenarios.parse_agents import AGENT, CLIENT, NAME, NAME_PATTERN, parse_agents, parse_clients
 from scenarios.parse_expect import EXPECTATION, parse_expectations
 from scenarios.parse_model import MODEL, parse_model
@@ -177,22 +177,32 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
             "the document is empty",
             f"a scenario is a mapping with keys {list(TOP_LEVEL_KEYS)}",
         )
-    top = Fields(path, "", document, 1, shape=SCENARIO)
-    name = top.get("name")
-    description = top.get("description")
-    seed = top.whole("seed")
-    faults = _faults(top)
-    agents, own_models = parse_agents(top)
-    clients = parse_clients(top, agents)
-    models = {MODEL_SERVICE: parse_model(top) or DEFAULT_MODEL, **own_models}
-    steps = parse_steps(top, agents, clients, models)
-    expect = parse_expectations(top, agents, clients, steps)
-    liveness_limit_ms = DEFAULT_LIVENESS_LIMIT_MS
-    liveness_settles = True
-    if "liveness" in top:
-        liveness = top.sub("liveness", shape=SCENARIO.fields["liveness"], where="liveness")
-        liveness_limit_ms = liveness.get("limit")
-        liveness_settles = liveness.flag("settles") if "settles" in liveness else True
+    # Each part is read even when an earlier one is wrong, so that one `validate` lists every
+    # mistake of the file; a part that only fails because of another (`Skipped`) is not listed.
+    problems: list[InvalidScenario] = []
+    if not isinstance(document, dict):
+        Fields(path, "", document, 1, shape=SCENARIO)  # raises: not a mapping
+    top = Fields(path, "", document, 1, shape=SCENARIO, problems=problems)
+
+    def part(key: str, read: Any, *args: Any) -> Any:
+        if key in REQUIRED_KEYS and key not in top:
+            return None  # its absence is already one of the problems
+        return gather(problems, read, *args)
+
+    name = part("name", top.get, "name")
+    description = part("description", top.get, "description")
+    seed = part("seed", top.whole, "seed")
+    faults = gather(problems, _faults, top)
+    agents, own_models = part("agents", parse_agents, top) or ({}, {})
+    clients = gather(problems, parse_clients, top, agents) or {}
+    models = {MODEL_SERVICE: gather(problems, parse_model, top) or DEFAULT_MODEL, **own_models}
+    steps = part("steps", parse_steps, top, agents, clients, models) or ()
+    expect = gather(problems, parse_expectations, top, agents, clients, steps) or ()
+    liveness_limit_ms, liveness_settles = gather(problems, _liveness, top) or (0, True)
+    interleave = gather(problems, _interleave, top)
+    limits = gather(problems, _limits, top)
+    if problems:
+        raise InvalidScenario.many(problems)
     return Scenario(
         name=name,
         description=description,
@@ -204,14 +214,22 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         expect=expect,
         liveness_limit_ms=liveness_limit_ms,
         liveness_settles=liveness_settles,
-        interleave=_interleave(top),
-        limits=_limits(top),
+        interleave=interleave,
+        limits=limits or {},
         path=path,
         models=models,
     )
 
 
 # -- sections ---------------------------------------------------------------------------------
+def _liveness(top: Fields) -> tuple[int, bool]:
+    if "liveness" not in top:
+        return DEFAULT_LIVENESS_LIMIT_MS, True
+    liveness = top.sub("liveness", shape=SCENARIO.fields["liveness"], where="liveness")
+    settles = liveness.flag("settles") if "settles" in liveness else True
+    return liveness.get("limit"), settles
+
+
 def _interleave(top: Fields) -> InterleaveSetting | None:
     if "interleave" not in top:
         return None

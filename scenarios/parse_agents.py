@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 from scenarios import agents as agent_classes
-from scenarios.errors import InvalidScenario
-from scenarios.fields import Fields, plain, show
+from scenarios.errors import InvalidScenario, Skipped
+from scenarios.fields import Fields, did_you_mean, gather, plain, show
 from scenarios.schema import MODEL_SERVICE, AgentSpec, ClientSpec, ModelScript
 from scenarios.shapes import Anything, Duration, Flag, Map, Number, OneOf, Seq, Shape, Text, Whole
 from scenarios.workloads.chat import CHAT_HOSTS, chat_workload
@@ -190,33 +190,42 @@ def parse_agents(top: Fields) -> tuple[dict[str, AgentSpec], dict[str, ModelScri
         top.bad("agents", "declare at least one agent: alias: {class: 'package.module:Class'}")
     agents: dict[str, AgentSpec] = {}
     models: dict[str, ModelScript] = {}
+    broken: set[str] = set()
     for alias, value in declared.items():
         line = getattr(declared, "lines", {}).get(alias, top.line_of("agents"))
-        where = f"agents.{alias}"
-        if not NAME_PATTERN.fullmatch(alias):
-            raise InvalidScenario(top.path, line, where, f"agent name {show(alias)}", NAME_HINT)
-        if isinstance(value, dict) and "workload" in value:
-            agents[alias] = _workload(top.path, alias, where, value, line, models)
-            continue
-        if not isinstance(value, dict):
-            raise InvalidScenario(
-                top.path, line, where, f"{show(value)} is not a mapping", AGENT_HINT
-            )
-        spec = Fields(top.path, where, value, line, shape=CLASS_AGENT)
-        class_path = spec.get("class")
-        options = plain(spec.get("options") or {})
-        try:
-            base = agent_classes.resolve(class_path)
-        except ValueError as exc:
-            spec.fail("class", f"class: {exc}")
-        agents[alias] = AgentSpec(
-            alias=alias,
-            class_path=class_path,
-            options=options,
-            cls=_with_options(spec, base, options),
-            line=line,
-        )
+        spec = gather(top.problems, _agent, top.path, alias, value, line, models)
+        if spec is None:
+            broken.add(alias)  # what names it later is skipped, not reported again
+        else:
+            agents[alias] = spec
+    top.broken_agents = broken
     return agents, models
+
+
+def _agent(
+    path: str, alias: Any, value: Any, line: int, models: dict[str, ModelScript]
+) -> AgentSpec:
+    where = f"agents.{alias}"
+    if not isinstance(alias, str) or not NAME_PATTERN.fullmatch(alias):
+        raise InvalidScenario(path, line, where, f"agent name {show(alias)}", NAME_HINT)
+    if isinstance(value, dict) and "workload" in value:
+        return _workload(path, alias, where, value, line, models)
+    if not isinstance(value, dict):
+        raise InvalidScenario(path, line, where, f"{show(value)} is not a mapping", AGENT_HINT)
+    spec = Fields(path, where, value, line, shape=CLASS_AGENT)
+    class_path = spec.get("class")
+    options = plain(spec.get("options") or {})
+    try:
+        base = agent_classes.resolve(class_path)
+    except ValueError as exc:
+        spec.fail("class", f"class: {exc}")
+    return AgentSpec(
+        alias=alias,
+        class_path=class_path,
+        options=options,
+        cls=_with_options(spec, base, options),
+        line=line,
+    )
 
 
 def _with_options(spec: Fields, base: type, options: dict[str, Any]) -> type:
@@ -245,7 +254,7 @@ def _workload(
             lines.get("workload", line),
             where,
             f"workload: {show(plain(kind))}",
-            f"allowed: {list(WORKLOADS)}",
+            f"{did_you_mean(kind, WORKLOADS)}allowed: {list(WORKLOADS)}",
         )
     if "class" in value:
         raise InvalidScenario(
@@ -469,14 +478,37 @@ def _child_step(step: Fields, kind: str) -> tuple[Any, ...]:
 def parse_clients(top: Fields, agents: dict[str, AgentSpec]) -> dict[str, ClientSpec]:
     declared = top.mapping("clients", {})
     clients: dict[str, ClientSpec] = {}
+    broken_agents = getattr(top, "broken_agents", set())
+    top.broken_clients = set()
     for name, value in declared.items():
         line = getattr(declared, "lines", {}).get(name, top.line_of("clients"))
-        where = f"clients.{name}"
-        if not NAME_PATTERN.fullmatch(name):
-            raise InvalidScenario(top.path, line, where, f"client name {show(name)}", NAME_HINT)
-        spec = Fields(top.path, where, value, line, shape=CLIENT)
-        agent = spec.get("agent")
-        if agent not in agents:
-            spec.fail("agent", f"unknown agent {show(agent)}", f"known agents: {sorted(agents)}")
-        clients[name] = ClientSpec(name=name, agent=agent, line=line)
+        client = gather(top.problems, _client, top.path, name, value, line, agents, broken_agents)
+        if client is None:
+            top.broken_clients.add(name)
+        else:
+            clients[name] = client
     return clients
+
+
+def _client(
+    path: str,
+    name: Any,
+    value: Any,
+    line: int,
+    agents: dict[str, AgentSpec],
+    broken_agents: set[str],
+) -> ClientSpec:
+    where = f"clients.{name}"
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidScenario(path, line, where, f"client name {show(name)}", NAME_HINT)
+    spec = Fields(path, where, value, line, shape=CLIENT)
+    agent = spec.get("agent")
+    if agent in broken_agents:
+        raise Skipped(path, line, where)
+    if agent not in agents:
+        spec.fail(
+            "agent",
+            f"unknown agent {show(agent)}",
+            f"{did_you_mean(agent, agents)}known agents: {sorted(agents)}",
+        )
+    return ClientSpec(name=name, agent=agent, line=line)

@@ -17,8 +17,8 @@ import sqlite3
 from typing import Any
 
 from agents_core.probes import PROBE_NAME
-from scenarios.errors import InvalidScenario
-from scenarios.fields import Fields, LineDict, line_of, plain, show
+from scenarios.errors import InvalidScenario, Skipped
+from scenarios.fields import Fields, LineDict, did_you_mean, gather, line_of, plain, show
 from scenarios.parse_steps import StepContext, known_agent
 from scenarios.schema import (
     HOOK_EVENTS,
@@ -224,11 +224,19 @@ def parse_expectations(
     for step in steps:
         if isinstance(step, ConnectStep):
             known_clients.setdefault(step.client, step.agent)
-    context = StepContext(top.path, agents, known_clients)
+    context = StepContext(
+        top.path,
+        agents,
+        known_clients,
+        broken_agents=set(getattr(top, "broken_agents", ())),
+        broken_clients=set(getattr(top, "broken_clients", ())),
+    )
     out: list[Expectation] = []
     for index, item in enumerate(items, start=1):
         line = lines[index - 1] if index <= len(lines) else top.line
-        out.append(_expectation(context, index, item, line))
+        expectation = gather(top.problems, _expectation, context, index, item, line)
+        if expectation is not None:
+            out.append(expectation)
     return tuple(out)
 
 
@@ -477,7 +485,8 @@ def _invariants(
         if not isinstance(name, str) or name not in CHECKERS:
             item_line = lines[n - 1] if n <= len(lines) else value_line
             problem = f"unknown invariant {show(name)}"
-            raise InvalidScenario(context.path, item_line, where, problem, f"{known}, or all")
+            hint = did_you_mean(name, CHECKERS)
+            raise InvalidScenario(context.path, item_line, where, problem, f"{hint}{known}, or all")
     return InvariantsExpectation(index=index, line=line, names=tuple(dict.fromkeys(value)))
 
 
@@ -531,12 +540,14 @@ def _client(context: StepContext, index: int, item: Any, line: int) -> Expectati
         )
     name = fields.get("client")
     agent = context.clients.get(name)
+    if agent is None and name in context.broken_clients:
+        raise Skipped(context.path, fields.line_of("client"), where)
     if agent is None:
         fields.fail(
             "client",
             f"unknown client {show(name)}",
-            f"known clients: {sorted(context.clients)} (declared under clients:, or connected "
-            f"by a step)",
+            f"{did_you_mean(name, context.clients)}known clients: {sorted(context.clients)} "
+            f"(declared under clients:, or connected by a step)",
         )
     if "reduced" in item:
         reduced = fields.sub("reduced", shape=REDUCED)

@@ -13,11 +13,20 @@ durations, and `at:` times that would go back in time. Expectations are read by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from scenarios import agents as agent_classes
-from scenarios.errors import InvalidScenario
-from scenarios.fields import DURATION_HINT, MAX_DURATION_MS, Fields, duration_ms, plain, show
+from scenarios.errors import InvalidScenario, Skipped
+from scenarios.fields import (
+    DURATION_HINT,
+    MAX_DURATION_MS,
+    Fields,
+    did_you_mean,
+    duration_ms,
+    gather,
+    plain,
+    show,
+)
 from scenarios.parse_agents import NAME_HINT, NAME_PATTERN
 from scenarios.parse_model import read_reply
 from scenarios.schema import (
@@ -53,6 +62,10 @@ class StepContext:
     latest_label: str = ""
     kind: str = ""
     """The action of the step being read (names its value in errors: `call: 5; ...`)."""
+    broken_agents: set[str] = field(default_factory=set)
+    """Aliases whose declaration was wrong: a part naming one is skipped, not reported."""
+    broken_clients: set[str] = field(default_factory=set)
+    """Clients whose declaration or connect step was wrong (skipped the same way)."""
 
 
 # -- steps ------------------------------------------------------------------------------------
@@ -70,12 +83,22 @@ def parse_steps(
         agents,
         {name: spec.agent for name, spec in clients.items()},
         dict(models or {MODEL_SERVICE: ModelScript()}),
+        broken_agents=set(getattr(top, "broken_agents", ())),
+        broken_clients=set(getattr(top, "broken_clients", ())),
     )
     lines = getattr(items, "lines", [])
-    return tuple(
-        _step(context, index, item, lines[index - 1] if index <= len(lines) else top.line)
-        for index, item in enumerate(items, start=1)
-    )
+    steps = []
+    for index, item in enumerate(items, start=1):
+        line = lines[index - 1] if index <= len(lines) else top.line
+        step = gather(top.problems, _step, context, index, item, line)
+        if step is not None:
+            steps.append(step)
+            continue
+        connect = item.get("connect") if isinstance(item, dict) else None
+        if isinstance(connect, dict) and isinstance(connect.get("client"), str):
+            context.broken_clients.add(connect["client"])  # later uses are skipped
+    top.broken_clients = context.broken_clients
+    return tuple(steps)
 
 
 _ALLOWED_ACTIONS = f"each step has exactly one action of {sorted(ACTIONS)}, plus at: or after:"
@@ -97,7 +120,7 @@ def _step(context: StepContext, index: int, item: Any, line: int) -> Step:
                 lines.get(key, line),
                 where,
                 f"unknown action {show(key)}",
-                allowed_actions,
+                did_you_mean(key, ACTIONS) + allowed_actions,
             )
     if not actions:
         raise InvalidScenario(context.path, line, where, "no action", allowed_actions)
@@ -155,18 +178,31 @@ def _fields(context: StepContext, where: str, value: Any, line: int) -> Fields:
 def known_agent(context: StepContext, fields: Fields, key: str = "agent") -> AgentSpec:
     alias = fields.text(key)
     if alias not in context.agents:
-        fields.fail(key, f"unknown agent {show(alias)}", f"known agents: {sorted(context.agents)}")
+        unknown_agent(context, fields, key, alias)
     return context.agents[alias]
+
+
+def unknown_agent(context: StepContext, fields: Fields, key: str, alias: Any) -> NoReturn:
+    """The error of a name that is no agent: skipped when its declaration was the mistake."""
+    if alias in context.broken_agents:
+        raise Skipped(fields.path, fields.line_of(key), fields.where)
+    fields.fail(
+        key,
+        f"unknown agent {show(alias)}",
+        f"{did_you_mean(alias, context.agents)}known agents: {sorted(context.agents)}",
+    )
 
 
 def _known_client(context: StepContext, fields: Fields) -> str:
     name = fields.text("client")
+    if name in context.broken_clients and name not in context.clients:
+        raise Skipped(fields.path, fields.line_of("client"), fields.where)
     if name not in context.clients:
         fields.fail(
             "client",
             f"unknown client {show(name)}",
-            f"known so far: {sorted(context.clients)}; declare it under clients: or connect it "
-            f"in an earlier step",
+            f"{did_you_mean(name, context.clients)}known so far: {sorted(context.clients)}; "
+            f"declare it under clients: or connect it in an earlier step",
         )
     return name
 
@@ -185,10 +221,11 @@ def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
     spec = known_agent(context, fields)
     method = fields.get("method")
     if method.startswith("_") or not callable(getattr(spec.cls, method, None)):
+        methods = agent_classes.public_methods(spec.cls)
         fields.fail(
             "method",
             f"method: {show(method)} is not a public method of {spec.cls.__qualname__}",
-            f"methods: {agent_classes.public_methods(spec.cls)}",
+            f"{did_you_mean(method, methods)}methods: {methods}",
         )
     args = tuple(plain(fields.get("args") or []))
     kwargs = plain(fields.get("kwargs") or {})
@@ -291,9 +328,7 @@ def _sub_agent_target(context: StepContext, fields: Fields) -> tuple[str, list[s
     the sub-agent names below it (outermost first) and the class the last must have."""
     alias, *names = fields.get("agent").split("/")
     if alias not in context.agents:
-        fields.fail(
-            "agent", f"unknown agent {show(alias)}", f"known agents: {sorted(context.agents)}"
-        )
+        unknown_agent(context, fields, "agent", alias)
     if not all(NAME_PATTERN.fullmatch(name) for name in names):
         part = NAME_HINT.removeprefix("expected ")
         fields.bad("agent", f"expected an alias, or alias/name for a sub-agent, each part {part}")

@@ -171,7 +171,8 @@ def fuzz_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @settings(FUZZ, max_examples=60, suppress_health_check=list(HealthCheck))
 @given(st.one_of(broken_data(), broken_text()))
 def test_validate_exits_0_or_2_with_one_line_per_error(fuzz_file: Path, text: str) -> None:
-    """The CLI over the same files: exit 0 or 2, stderr empty or exactly one located line."""
+    """The CLI over the same files: exit 0 or 2, stderr empty or one located line per error
+    (every error of the file, as many as `InvalidScenario.errors` holds)."""
     fuzz_file.write_text(text, encoding="utf-8")
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -179,6 +180,11 @@ def test_validate_exits_0_or_2_with_one_line_per_error(fuzz_file: Path, text: st
     assert code in (0, 2)
     if code == 0:
         assert err.getvalue() == "" and out.getvalue().startswith("ok ")
-    else:
-        (line,) = err.getvalue().splitlines()
-        assert line.startswith(str(fuzz_file)) and "Traceback" not in line
+        return
+    lines = err.getvalue().splitlines()
+    assert lines and all(line.startswith(str(fuzz_file)) for line in lines), lines
+    assert "Traceback" not in err.getvalue()
+    try:
+        parse_scenario(text, str(fuzz_file))
+    except InvalidScenario as error:
+        assert lines == error.lines()

@@ -187,7 +187,7 @@ CASES = [
         "unknown-method",
         ("method: increment", "method: incremnt"),
         "lib/x.yaml:9: step 1 (call): method: 'incremnt' is not a public method of Counter; "
-        "methods: ['arm', 'fail', 'increment', 'work']",
+        "did you mean 'increment'? methods: ['arm', 'fail', 'increment', 'work']",
     ),
     (
         "private-method",

@@ -118,7 +118,8 @@ CASES = [
     (
         "workload-unknown",
         ("workload: fibers\n", "workload: fibres\n"),
-        "lib/v.yaml:6: agents.worker: workload: 'fibres'; allowed: ['fibers', 'tools', 'chat']",
+        "lib/v.yaml:6: agents.worker: workload: 'fibres'; did you mean 'fibers'? allowed: "
+        "['fibers', 'tools', 'chat']",
     ),
     (
         "workload-and-class",
@@ -401,8 +402,8 @@ CASES = [
     (
         "evict-unknown-parent",
         ("evict: {agent: parent/r1}", "evict: {agent: parnt/r1}"),
-        "lib/v.yaml:22: step 2 (evict): unknown agent 'parnt'; known agents: ['assistant', "
-        "'counter', 'parent', 'worker']",
+        "lib/v.yaml:22: step 2 (evict): unknown agent 'parnt'; did you mean 'parent'? known "
+        "agents: ['assistant', 'counter', 'parent', 'worker']",
     ),
     (
         "stall-no-own-model",
@@ -453,8 +454,8 @@ CASES = [
     (
         "invariants-unknown",
         ("invariants: [exactly_once_finish]", "invariants: [exactly_once_finsh]"),
-        "lib/v.yaml:25: expect 1 (invariants): unknown invariant 'exactly_once_finsh'; known "
-        f"invariants: {KNOWN_INVARIANTS}, or all",
+        "lib/v.yaml:25: expect 1 (invariants): unknown invariant 'exactly_once_finsh'; did you "
+        f"mean 'exactly_once_finish'? known invariants: {KNOWN_INVARIANTS}, or all",
     ),
     (
         "invariants-empty",
@@ -516,8 +517,8 @@ CASES = [
     (
         "order-agent",
         ("{event: workload:on_finish, agent: parent}", "{event: workload:on_finish, agent: parnt}"),
-        "lib/v.yaml:31: expect 3 (order) matcher 2: unknown agent 'parnt'; known agents: "
-        "['assistant', 'counter', 'parent', 'worker']",
+        "lib/v.yaml:31: expect 3 (order) matcher 2: unknown agent 'parnt'; did you mean "
+        "'parent'? known agents: ['assistant', 'counter', 'parent', 'worker']",
     ),
     (
         "order-key",
