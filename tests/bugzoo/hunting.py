@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "Budget",
@@ -34,7 +35,7 @@ __all__ = [
     "copy_tree",
     "detect_tools",
     "hunt",
-    "hunt_story",
+    "run_segment",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,22 +190,47 @@ def _first_failure(output: str) -> str:
     return _WHERE.sub("", " ".join((findings or failures)[0].split()))
 
 
-def hunt_story(
-    tree: Path, tool: Tool, story: Path, shares: tuple[int, ...], timeout: float
-) -> StoryOutcome:
-    """Run `tool` over one story of `tree` (a subprocess); what it found and how long it took."""
+def _outcome(tree: Path, line: dict[str, Any]) -> StoryOutcome:
+    """What one story's run says, from its report line."""
+    _check_imported_from(tree, line)
+    story = Path(line["argv"][1]).stem
+    output, code, seconds = line["output"], line["code"], line["seconds"]
+    probes = line.get("probes", {})
+    finding = _FINDING.search(output)
+    if code == 1 and finding is not None:
+        return StoryOutcome(
+            story,
+            True,
+            seconds,
+            _first_failure(output),
+            base=finding.group(1) == "FAIL",
+            reproducers=tuple(dict.fromkeys(_REPRODUCER.findall(output))),
+            probes=probes,
+        )
+    if code != 0:
+        last = next(iter(reversed(output.strip().splitlines())), f"exit {code}")
+        return StoryOutcome(story, False, seconds, crashed=last.strip(), probes=probes)
+    return StoryOutcome(story, False, seconds, probes=probes)
+
+
+def run_segment(
+    tree: Path, tool: Tool, stories: list[Path], shares: tuple[int, ...], timeout: float
+) -> tuple[list[StoryOutcome], float, bool]:
+    """Run `tool` over `stories` in one subprocess until the first one that exits 1: the
+    outcome of each story it ran, the segment's wall time, and whether the budget cut it."""
     out = tree / "agentsim-out" / tool.name
-    report = tree / f"hunt-{tool.name}-{story.stem}.json"
-    command = [
-        sys.executable,
-        str(tree / HUNT_SCRIPT),
-        str(report),
-        *tool.argv(story, shares, out),
-    ]
+    segment = tree / "segments" / f"{tool.name}-{stories[0].stem}"
+    segment.parent.mkdir(parents=True, exist_ok=True)
+    report = segment.with_suffix(".jsonl")
+    report.unlink(missing_ok=True)
+    spec = {"report": str(report), "runs": [tool.argv(story, shares, out) for story in stories]}
+    spec_path = segment.with_suffix(".json")
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
     started = time.monotonic()
+    timed_out = False
     try:
         done = subprocess.run(
-            command,
+            [sys.executable, str(tree / HUNT_SCRIPT), str(spec_path)],
             cwd=tree,
             env=_environment(tree),
             capture_output=True,
@@ -213,33 +239,18 @@ def hunt_story(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return StoryOutcome(story.stem, False, time.monotonic() - started, timed_out=True)
-    seconds = time.monotonic() - started
-    probes: dict[str, int] = {}
-    if report.is_file():
-        written = json.loads(report.read_text(encoding="utf-8"))
-        _check_imported_from(tree, written)
-        probes = written.get("probes", {})
-        report.unlink()
-    output = done.stdout + done.stderr
-    finding = _FINDING.search(done.stdout)
-    if done.returncode == 1 and finding is not None:
-        return StoryOutcome(
-            story.stem,
-            True,
-            seconds,
-            _first_failure(output),
-            base=finding.group(1) == "FAIL",
-            reproducers=tuple(dict.fromkeys(_REPRODUCER.findall(done.stdout))),
-            probes=probes,
-        )
-    if done.returncode != 0:
-        last = next(iter(reversed(output.strip().splitlines())), f"exit {done.returncode}")
-        return StoryOutcome(story.stem, False, seconds, crashed=last.strip(), probes=probes)
-    return StoryOutcome(story.stem, False, seconds, probes=probes)
+        timed_out, done = True, None
+    wall = time.monotonic() - started
+    lines = report.read_text(encoding="utf-8").splitlines() if report.is_file() else []
+    outcomes = [_outcome(tree, json.loads(line)) for line in lines]
+    if done is not None and not outcomes:
+        # The segment died before its first story ended (an import error, say).
+        last = (done.stdout + done.stderr).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        outcomes = [StoryOutcome(stories[0].stem, False, wall, crashed=last[0])]
+    return outcomes, wall, timed_out
 
 
-def _check_imported_from(tree: Path, written: dict[str, str]) -> None:
+def _check_imported_from(tree: Path, written: dict[str, Any]) -> None:
     for package in ("scenarios", "agents_core"):
         where = Path(written.get(package, "")).resolve()
         if not where.is_relative_to(tree.resolve()):
@@ -278,24 +289,27 @@ def hunt(tree: Path, tool: Tool, stories: list[Path], budget_s: float, clean: Pa
     `clean_tree_passes`) or the end of the budget, which counts the tool's own time only."""
     shares = tool.shares(len(stories))
     result = HuntResult(tool.name, len(stories), shares)
-    for story in stories:
+    remaining = list(stories)
+    while remaining:
         left = budget_s - result.seconds
         if left <= 0:
             result.timed_out = True
             break
-        outcome = hunt_story(tree, tool, story, shares, left)
-        result.seconds += outcome.seconds
-        result.ran += 1
-        for name, hits in outcome.probes.items():
-            result.probes[name] = result.probes.get(name, 0) + hits
-        if outcome.timed_out:
+        outcomes, wall, timed_out = run_segment(tree, tool, remaining, shares, left)
+        result.seconds += wall
+        remaining = remaining[len(outcomes) :]
+        for outcome in outcomes:
+            result.ran += 1
+            for name, hits in outcome.probes.items():
+                result.probes[name] = result.probes.get(name, 0) + hits
+            if outcome.crashed:
+                result.crashes.append(outcome)
+            if outcome.found:
+                if clean_tree_passes(clean, tree, outcome):
+                    result.found_in = outcome
+                    return result
+                result.shared.append(outcome)
+        if timed_out:
             result.timed_out = True
             break
-        if outcome.crashed:
-            result.crashes.append(outcome)
-        if outcome.found:
-            if clean_tree_passes(clean, tree, outcome):
-                result.found_in = outcome
-                break
-            result.shared.append(outcome)
     return result
