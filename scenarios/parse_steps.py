@@ -12,6 +12,7 @@ durations, and `at:` times that would go back in time. Expectations are read by
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -134,17 +135,20 @@ def _step(context: StepContext, index: int, item: Any, line: int) -> Step:
         )
     kind = context.kind = actions[0]
     where = f"step {index} ({kind})"
-    timing = Fields(context.path, where, item, line, keys=(kind, *TIMING_KEYS))
-    if "at" in timing and "after" in timing:
-        timing.fail("after", "both at: and after:", "give one of them")
-    at_ms = timing.duration("at", None)
-    if at_ms is not None:
-        _not_back_in_time(context, timing, "at", at_ms, where)
-    after_ms = timing.duration("after", None)
+    at_ms = after_ms = None
+    timing = None
+    if len(item) > 1 or kind == "run_until":  # (most steps have no at: or after:)
+        timing = Fields(context.path, where, item, line, keys=(kind, *TIMING_KEYS))
+        if "at" in timing and "after" in timing:
+            timing.fail("after", "both at: and after:", "give one of them")
+        at_ms = timing.duration("at", None)
+        if at_ms is not None:
+            _not_back_in_time(context, timing, "at", at_ms, where)
+        after_ms = timing.duration("after", None)
     value, value_line = item[kind], lines.get(kind, line)
     parser = _PARSERS[kind]
     details = parser(context, where, value, value_line)
-    if kind == "run_until":
+    if timing is not None and kind == "run_until":
         _not_back_in_time(context, timing, kind, details["until_ms"], where)
     return ACTIONS[kind](index=index, line=line, at_ms=at_ms, after_ms=after_ms, **details)
 
@@ -229,7 +233,7 @@ def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
         )
     args = tuple(plain(fields.get("args") or []))
     kwargs = plain(fields.get("kwargs") or {})
-    problem = agent_classes.call_signature_error(spec.cls, method, args, kwargs)
+    problem = _signature_error(spec.cls, method, len(args), tuple(kwargs))
     if problem:
         key = "kwargs" if "kwargs" in fields and "args" not in fields else "args"
         shown = show(list(args)) if key == "args" else show(kwargs)
@@ -242,6 +246,14 @@ def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
         "wait": fields.get("wait"),
         "expect_error": _expect_error(fields),
     }
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature_error(cls: type, method: str, positional: int, keywords: tuple[str, ...]) -> str:
+    """Whether a call binds depends on how many arguments it has and the keywords' names, not
+    their values: checked once per shape (a long scenario repeats a few shapes)."""
+    kwargs = dict.fromkeys(keywords)
+    return agent_classes.call_signature_error(cls, method, (None,) * positional, kwargs)
 
 
 def _request(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:

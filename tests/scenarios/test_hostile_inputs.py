@@ -4,16 +4,20 @@ with a located error, or runs as written without changing the agent's storage.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agents_core.options import resolve_options
-from scenarios import InvalidScenario, parse_scenario
+from scenarios import InvalidScenario, cli, loader, parse_scenario, yaml_lines
+from scenarios.loader import load_scenario
 from scenarios.workloads import Counter
 from sim import Simulation
 from sim.sqlite import ReadOnlyViolation, StorageFault, compile_match
-from tests.scenarios.helpers import BASE
+from tests.scenarios.helpers import BASE, DATA, library_files
+from tests.scenarios.test_cli import run_cli
 
 FIBERS = """\
 name: hostile
@@ -168,3 +172,194 @@ def test_reads_from_outside_cannot_write_or_attach(
         sim.call(ref, "increment")  # the agent itself still writes
         assert sim.read(ref, "SELECT COUNT(*) AS n FROM counts") == [{"n": 2}]
     assert list(tmp_path.iterdir()) == []
+
+
+# -- files and the command line -----------------------------------------------------------------
+def test_a_nul_byte_is_named_with_its_line_and_column() -> None:
+    text = BASE.replace("seed: 7", "seed: 7\x00")
+    with pytest.raises(InvalidScenario) as caught:
+        parse_scenario(text, "x.yaml")
+    assert str(caught.value).startswith(
+        "x.yaml:3: character U+0000 (NUL) at column 8 is not allowed in YAML; remove it"
+    )
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loader, "MAX_FILE_BYTES", 1000)
+    path = tmp_path / "big.yaml"
+    path.write_text(BASE + "# padding\n" * 200, encoding="utf-8")
+    with pytest.raises(InvalidScenario, match=r"big\.yaml: the file is larger than"):
+        load_scenario(path)
+    path.write_text(BASE, encoding="utf-8")
+    assert load_scenario(path).name == "base"
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda p: os.mkfifo(p), "not a regular file: it is a FIFO (named pipe)"),
+        (lambda p: os.symlink(p, p), "a symbolic link loop"),
+        (lambda p: os.symlink(str(p) + ".gone", p), "a broken symbolic link"),
+        (lambda p: None, "no such file or directory"),
+    ],
+    ids=["fifo", "symlink-loop", "broken-link", "missing"],
+)
+@pytest.mark.parametrize("command", ["validate", "run", "fuzz", "explore", "replay", "report"])
+def test_what_is_not_a_file_is_named_for_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Any, problem: str, command: str
+) -> None:
+    path = tmp_path / "x.yaml"
+    make(path)
+    code, out, err = run_cli(capsys, command, str(path))
+    assert (code, out) == (2, "")
+    assert err == f"agentsim {command}: error: {str(path)!r}: {problem}" + err.split(problem)[1]
+    assert len(err.splitlines()) == 1
+
+
+def test_a_character_device_is_refused_without_reading_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run_cli(capsys, "validate", "/dev/zero")
+    assert code == 2
+    assert "not a regular file: it is a character device" in err
+    with pytest.raises(InvalidScenario, match="not a regular file"):
+        load_scenario("/dev/zero")
+
+
+def test_report_of_an_empty_trace_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "t.jsonl"
+    empty.write_text("", encoding="utf-8")
+    code, out, err = run_cli(capsys, "report", str(empty))
+    assert (code, out) == (2, "")
+    assert "holds no trace record" in err
+
+
+def test_a_junit_directory_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(BASE, encoding="utf-8")
+    code, out, err = run_cli(capsys, "run", str(scenario), "--junit", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert "is a directory; the JUnit report is one file" in err
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--examples", "-5"), ("--examples", "0")])
+def test_every_too_small_count_names_the_same_minimum(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    code, _, err = run_cli(capsys, "fuzz", "x.yaml", flag, value)
+    assert code == 2
+    assert (
+        err
+        == f"agentsim fuzz: error: argument {flag}: expected a whole number >= 1, got {value!r}\n"
+    )
+
+
+def test_control_characters_of_an_agent_reach_the_terminal_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        BASE.replace(
+            "  - run_for: 3m\n",
+            '  - call: {agent: counter, method: fail, args: ["\\a\\e[31mred\\u202e"]}\n',
+        ),
+        encoding="utf-8",
+    )
+    code, out, _ = run_cli(capsys, "run", str(scenario), "--failures", str(tmp_path / "f"))
+    assert code == 1
+    assert "\x07" not in out and "\x1b" not in out and "\u202e" not in out
+    assert "\\x07\\x1b[31mred\\u202e" in out
+
+
+def test_ctrl_c_stops_with_one_line_and_exit_130_keeping_finished_failure_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = tmp_path / "a.yaml"
+    first.write_text(BASE.replace("name: base", "name: a").replace("count: 1}", "count: 9}"))
+    second = tmp_path / "b.yaml"
+    second.write_text(BASE.replace("name: base", "name: b"))
+    real = cli.run_scenario
+    calls = []
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "run_scenario", interrupted)
+    failures = tmp_path / "failures"
+    code, out, err = run_cli(capsys, "run", str(first), str(second), "--failures", str(failures))
+    assert code == 130
+    assert err == "agentsim run: interrupted\n"
+    assert out.startswith("FAIL a seed=7")
+    assert (failures / "a-7.json").is_file()
+
+
+def test_validate_lists_every_error_with_the_nearest_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        BASE.replace("  - call: {agent: counter", "  - cal: {agent: counter")
+        .replace("  - run_for: 3m", "  - run_for: soon")
+        .replace("agent: counter, reason: idle", "agent: countr, reason: idle"),
+        encoding="utf-8",
+    )
+    code, out, err = run_cli(capsys, "validate", str(path))
+    assert (code, out) == (2, "")
+    lines = err.splitlines()
+    assert [line.split(";")[0] for line in lines] == [
+        f"{path}:9: step 1: unknown action 'cal'",
+        f"{path}:10: step 2 (run_for): run_for: 'soon'",
+        f"{path}:11: step 3 (evict): unknown agent 'countr'",
+    ]
+    assert "did you mean 'call'?" in lines[0]
+    assert "did you mean 'counter'?" in lines[2]
+
+
+def test_a_step_naming_a_broken_agent_is_not_reported_again() -> None:
+    text = BASE.replace(
+        '  a: {class: "scenarios.workloads:Counter"}',
+        '  a: {class: "scenarios.workloads:Counter", options: {step_ms: soon}}',
+    ).replace("  - run_for: 3m", "  - call: {agent: a, method: increment}")
+    with pytest.raises(InvalidScenario) as caught:
+        parse_scenario(text, "x.yaml")
+    assert [error.where for error in caught.value.errors] == ["agents.a"]
+
+
+@pytest.mark.parametrize("path", [*library_files(), *sorted(DATA.glob("*.yaml"))], ids=str)
+def test_both_yaml_readers_give_the_same_data_and_lines(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    fast, slow = yaml_lines._read_fast(text), yaml_lines._read_slow(text)
+    assert fast == slow
+    assert lines_of(fast) == lines_of(slow)
+
+
+def lines_of(value: Any) -> Any:
+    if isinstance(value, dict):
+        return (value.line, dict(value.lines), {k: lines_of(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return (value.line, list(value.lines), [lines_of(v) for v in value])
+    return None
+
+
+def test_the_fast_reader_refuses_what_the_slow_one_refuses() -> None:
+    for text, problem in [
+        ("a: 1\na: 2\n", "duplicate key 'a'"),
+        ("a: &x [*x]\n", "found unconstructable recursive node"),
+        ("? [a]\n: 1\n", "a mapping key cannot be a list"),
+        ("a: *nope\n", "found undefined alias"),
+        ("a: 1\n---\nb: 2\n", "expected a single document"),
+        ("a: " + "[" * 70 + "]" * 70 + "\n", "nested deeper than 64 levels"),
+    ]:
+        with pytest.raises(InvalidScenario, match=problem):
+            yaml_lines.read_document(text, "x.yaml")
+    merged = yaml_lines.read_document("b: &b {x: 1}\nc: {<<: *b, y: 2}\n", "x.yaml")
+    assert merged == {"b": {"x": 1}, "c": {"x": 1, "y": 2}}  # merge keys: the slow reader
