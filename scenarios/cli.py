@@ -30,12 +30,15 @@ from scenarios.cli_input import (
     PathProblem,
     add_budget_flags,
     budget_flags,
+    expand_paths,
     input_file,
     non_negative,
+    output_directory,
     output_file,
-    path_problem,
     positive,
     seed_range,
+    write_text,
+    write_trace,
 )
 from scenarios.determinism import run_checked
 from scenarios.errors import InvalidScenario, printable
@@ -318,8 +321,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.junit:
         output_file(args.junit, "JUnit report", "junit.xml")
     seeds: list[int | None] = list(args.seeds) if args.seeds else [args.seed]
-    trace_dir = _directory(args.trace, "trace") if args.trace else None
-    html_dir = _directory(args.html, "HTML") if args.html else None
+    trace_dir = output_directory(args.trace, "trace") if args.trace else None
+    html_dir = output_directory(args.html, "HTML") if args.html else None
     many = len(seeds) > 1
     runs = [(scenario, seed) for scenario in scenarios for seed in seeds]
     reports: list[RunReport] = []
@@ -337,7 +340,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(printable(render_summary(reports)), file=out)
         print(coverage_line(reaching, len(runs)), file=out)
     if args.junit:
-        _write(args.junit, render_junit(reports), "JUnit XML")
+        write_text(args.junit, render_junit(reports), "JUnit XML")
     failed = sum(1 for report in reports if not report.passed)
     print(f"{len(reports) - failed} passed, {failed} failed", file=out, flush=True)
     return EXIT_OK if failed == 0 else EXIT_FAILED
@@ -370,8 +373,8 @@ def _keep(
     )
     stem = f"{result.name}-{result.seed}"
     if trace_dir is not None:
-        _write_trace(result.trace, trace_dir / f"{stem}.jsonl")
-        _write(trace_dir / f"{stem}.run.json", record.to_json(), "run record")
+        write_trace(result.trace, trace_dir / f"{stem}.jsonl")
+        write_text(trace_dir / f"{stem}.run.json", record.to_json(), "run record")
 
     def report_of(records: list[dict]) -> RunReport:
         return RunReport.from_records(
@@ -387,7 +390,7 @@ def _keep(
 
     records = [r.to_dict() for r in result.trace]
     if html_dir is not None:
-        _write(html_dir / f"{stem}.html", render_html(report_of(records)), "HTML report")
+        write_text(html_dir / f"{stem}.html", render_html(report_of(records)), "HTML report")
     # Kept for the summary (which needs no records) and JUnit (which does) at the end.
     reports.append(report_of(records if args.junit else []))
     if result.passed:
@@ -402,7 +405,7 @@ def _keep(
 
 # -- validate, replay ---------------------------------------------------------------------------
 def _validate(paths: Sequence[str], out: TextIO, err: TextIO) -> int:
-    scenarios, errors = _load_all(_expand(paths))
+    scenarios, errors = _load_all(expand_paths(paths))
     for scenario in scenarios:
         print(
             printable(
@@ -453,7 +456,7 @@ def _report(path: str, html: str | None, out: TextIO) -> int:
         run = report_of_trace(path, records)
     except ValueError as exc:
         raise _BadInput(str(exc)) from None
-    _write(html, render_html(run), "HTML report")
+    write_text(html, render_html(run), "HTML report")
     print(f"wrote {html}", file=out)
     return EXIT_OK
 
@@ -517,7 +520,7 @@ def _explore(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _golden(paths: Sequence[str], update: bool, out: TextIO) -> int:
-    files = _expand(paths)
+    files = expand_paths(paths)
     _, errors = _load_all(files)
     if errors:
         raise _BadInput(errors[0])
@@ -537,24 +540,6 @@ def _golden(paths: Sequence[str], update: bool, out: TextIO) -> int:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _expand(paths: Sequence[str]) -> list[str]:
-    """Files in the order given; a directory stands for its `*.yaml` files, sorted by name."""
-    files: list[str] = []
-    for given in paths:
-        path = Path(given)
-        problem = path_problem(given)
-        if problem is not None:
-            raise _BadInput(f"{given!r}: {problem}")
-        if path.is_dir():
-            found = sorted(path.glob("*.yaml"), key=lambda p: p.name)
-            if not found:
-                raise _BadInput(f"no *.yaml scenario files in directory {given!r}")
-            files += [str(p) for p in found if p.is_file()]
-        else:
-            files.append(given)
-    return list(dict.fromkeys(files))
-
-
 def _load_all(files: Sequence[str]) -> tuple[list[Scenario], list[str]]:
     scenarios, errors = [], []
     for file in files:
@@ -566,7 +551,7 @@ def _load_all(files: Sequence[str]) -> tuple[list[Scenario], list[str]]:
 
 
 def _load_or_report(paths: Sequence[str], err: TextIO) -> list[Scenario] | None:
-    scenarios, errors = _load_all(_expand(paths))
+    scenarios, errors = _load_all(expand_paths(paths))
     for error in errors:
         print(printable(error), file=err)
     return None if errors else scenarios
@@ -581,30 +566,6 @@ def _no_duplicate_names(scenarios: Sequence[Scenario]) -> None:
                 f"two scenarios are named {scenario.name!r} ({earlier} and {scenario.path}); "
                 f"names must be unique in one run, they name the trace files"
             )
-
-
-def _directory(given: str, what: str) -> Path:
-    target = Path(given)
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _BadInput(f"cannot create the {what} directory {given!r}: {exc.strerror}") from None
-    return target
-
-
-def _write(path: str | Path, text: str, what: str) -> None:
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise _BadInput(f"cannot write the {what} {str(path)!r}: {exc.strerror or exc}") from None
-
-
-def _write_trace(trace: Trace, path: Path) -> None:
-    try:
-        trace.write_jsonl(path)
-    except OSError as exc:
-        raise _BadInput(f"cannot write the trace into {str(path.parent)!r}: {exc}") from None
 
 
 if __name__ == "__main__":

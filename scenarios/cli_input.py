@@ -6,7 +6,9 @@ expected, and every whole-number flag says its own minimum. `add_budget_flags` g
 reads them back as `scenarios.runner.budget_overrides` arguments. `input_file` tells apart the
 ways a path can fail to be a file to read (missing, a symbolic-link loop, no permission, a
 directory, a FIFO or a device, which would block or never end), so that each is reported as
-what it is rather than as "no such file".
+what it is rather than as "no such file". `expand_paths` turns the paths given into scenario
+files, and the `write_*` and `output_*` helpers create what a command writes; each raises
+`PathProblem`, which the command reports as bad input (exit 2).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sim.budget import BUDGET_NAMES
+from sim.trace import Trace
 from sim.units import parse_duration_ms
 
 __all__ = [
@@ -27,12 +31,16 @@ __all__ = [
     "PathProblem",
     "add_budget_flags",
     "budget_flags",
+    "expand_paths",
     "input_file",
     "non_negative",
+    "output_directory",
     "output_file",
     "path_problem",
     "positive",
     "seed_range",
+    "write_text",
+    "write_trace",
 ]
 
 MAX_SEEDS = 1_000_000
@@ -178,3 +186,45 @@ def output_file(path: str, what: str, example: str) -> None:
             f"{path!r} is a directory; the {what} is one file (give a name such as "
             f"{os.path.join(path, example)!r})"
         )
+
+
+def expand_paths(paths: Sequence[str]) -> list[str]:
+    """Files in the order given; a directory stands for its `*.yaml` files, sorted by name."""
+    files: list[str] = []
+    for given in paths:
+        path = Path(given)
+        problem = path_problem(given)
+        if problem is not None:
+            raise PathProblem(f"{given!r}: {problem}")
+        if path.is_dir():
+            found = sorted(path.glob("*.yaml"), key=lambda p: p.name)
+            if not found:
+                raise PathProblem(f"no *.yaml scenario files in directory {given!r}")
+            files += [str(p) for p in found if p.is_file()]
+        else:
+            files.append(given)
+    return list(dict.fromkeys(files))
+
+
+def output_directory(given: str, what: str) -> Path:
+    target = Path(given)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PathProblem(f"cannot create the {what} directory {given!r}: {exc.strerror}") from None
+    return target
+
+
+def write_text(path: str | Path, text: str, what: str) -> None:
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise PathProblem(f"cannot write the {what} {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def write_trace(trace: Trace, path: Path) -> None:
+    try:
+        trace.write_jsonl(path)
+    except OSError as exc:
+        raise PathProblem(f"cannot write the trace into {str(path.parent)!r}: {exc}") from None
