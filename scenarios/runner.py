@@ -270,7 +270,7 @@ def _run(
         passed=not failures,
         # Sentences quote agents' exception texts: no control character of theirs reaches a
         # terminal, a failure file or a report raw.
-        failures=tuple(printable(failure) for failure in failures),
+        failures=tuple(_bounded(printable(failure)) for failure in failures),
         digest=digest,
         events=events,
         quiet=quiet,
@@ -284,6 +284,17 @@ def _run(
         group_sizes=group_sizes,
         reorderings=reorderings,
     )
+
+
+MAX_SENTENCE = 4_000
+"""A failure sentence is cut after this many characters (an agent's exception can quote a
+value of millions of items)."""
+
+
+def _bounded(sentence: str) -> str:
+    if len(sentence) <= MAX_SENTENCE:
+        return sentence
+    return f"{sentence[:MAX_SENTENCE]}... ({len(sentence) - MAX_SENTENCE:,} more characters)"
 
 
 def _unsettled(sim: Simulation, scenario: Scenario, quiesce_ms: int) -> str:

@@ -39,10 +39,13 @@ from yaml.nodes import ScalarNode
 from scenarios.errors import InvalidScenario
 from scenarios.fields import LineDict, LineList, show
 
-__all__ = ["MAX_DEPTH", "SYNTAX_HINT", "check_characters", "read_document"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "SYNTAX_HINT", "check_characters", "read_document"]
 
 MAX_DEPTH = 64
 """Mappings and lists nested deeper than this are refused (a scenario needs a dozen)."""
+MAX_VALUES = 5_000_000
+"""The most values a document may stand for once its aliases are expanded: nine aliases of
+nine aliases of ... of a list is a few lines that would print as billions of items."""
 
 SYNTAX_HINT = (
     "check the indentation (spaces only, the same amount for keys of one mapping) "
@@ -309,6 +312,39 @@ def _read_slow(text: str) -> Any:
 def read_document(text: str, path: str) -> Any:
     """The YAML document in `text`, with line numbers; `InvalidScenario` if it is not YAML."""
     check_characters(text, path)
+    document = _read(text, path)
+    values = _expanded_size(document)
+    if values > MAX_VALUES:
+        raise InvalidScenario(
+            path,
+            None,
+            "not valid YAML",
+            f"its aliases expand to more than {MAX_VALUES:,} values",
+            "write the values out, or alias fewer of them",
+        )
+    return document
+
+
+def _expanded_size(document: Any) -> int:
+    """How many values `document` stands for with every alias expanded (shared containers
+    are counted once per use, each counted in one pass)."""
+    sizes: dict[int, int] = {}
+
+    def size(value: Any) -> int:
+        if not isinstance(value, dict | list):
+            return 1
+        known = sizes.get(id(value))
+        if known is not None:
+            return known
+        items = value.values() if isinstance(value, dict) else value
+        total = 1 + len(value) + sum(size(item) for item in items if isinstance(item, dict | list))
+        sizes[id(value)] = total
+        return total
+
+    return size(document)
+
+
+def _read(text: str, path: str) -> Any:
     try:
         try:
             return _read_fast(text)

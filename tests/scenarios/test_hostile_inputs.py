@@ -13,6 +13,7 @@ import pytest
 from agents_core.options import resolve_options
 from scenarios import InvalidScenario, cli, loader, parse_scenario, yaml_lines
 from scenarios.loader import load_scenario
+from scenarios.runner import run_scenario
 from scenarios.workloads import Counter
 from sim import Simulation
 from sim.sqlite import ReadOnlyViolation, StorageFault, compile_match
@@ -363,3 +364,25 @@ def test_the_fast_reader_refuses_what_the_slow_one_refuses() -> None:
             yaml_lines.read_document(text, "x.yaml")
     merged = yaml_lines.read_document("b: &b {x: 1}\nc: {<<: *b, y: 2}\n", "x.yaml")
     assert merged == {"b": {"x": 1}, "c": {"x": 1, "y": 2}}  # merge keys: the slow reader
+
+
+def test_aliases_that_expand_to_billions_of_values_are_refused() -> None:
+    """Nine aliases of nine aliases of ... : a few lines standing for 9**11 values, which any
+    printing of them would never finish."""
+    anchors = "".join(
+        f"  a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 9) + "]\n"
+        for level in range(1, 12)
+    )
+    text = BASE + "x:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + anchors
+    with pytest.raises(InvalidScenario, match="its aliases expand to more than 5,000,000"):
+        yaml_lines.read_document(text, "x.yaml")
+
+
+def test_a_failure_sentence_quoting_a_huge_value_is_cut() -> None:
+    text = BASE.replace(
+        "  - run_for: 3m\n",
+        "  - call: {agent: counter, method: fail, args: [" + "x" * 9000 + "]}\n",
+    )
+    result = run_scenario(parse_scenario(text, "x.yaml"))
+    sentence = next(f for f in result.failures if "counter.fail" in f)
+    assert len(sentence) < 4_100 and sentence.endswith("more characters)")
