@@ -129,3 +129,21 @@ def test_limits_set_every_budget() -> None:
     text = RUNAWAY + "limits: {events: 10, records: 20, wall_clock: 1m, memory_mb: 64}\n"
     scenario = parse_scenario(text, "r.yaml")
     assert budget_for(scenario) == RunBudget(events=10, records=20, wall_s=60.0, memory_mb=64)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["fuzz", "--examples", "2"], ["explore", "--crash-points", "1", "--interleavings", "0"]],
+    ids=["fuzz", "explore"],
+)
+def test_fuzz_and_explore_run_under_the_budget_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """The flags reach every run a hunt makes: here the base run itself is stopped."""
+    story = library_files()[0]
+    code, out, err = run_cli(
+        capsys, command[0], str(story), *command[1:], "--max-events", "5", "--out", str(tmp_path)
+    )
+    assert code in (1, 2) and "Traceback" not in out + err
+    assert "its events budget" in out
+    assert "--max-events 5" in out
