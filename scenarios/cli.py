@@ -30,6 +30,7 @@ from scenarios.cli_input import (
     PathProblem,
     add_budget_flags,
     budget_flags,
+    budgets_in_command,
     expand_paths,
     input_file,
     non_negative,
@@ -427,12 +428,24 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         args.invariants = ()
         return _run(args, out, err)
     try:
-        code, lines = replay_file(args.file)
+        with budget_overrides(**budgets_in_command(_recorded_replay(path))):
+            code, lines = replay_file(args.file)
     except (ValueError, InvalidScenario) as exc:
         raise _BadInput(str(exc)) from None
     for line in lines:
         print(printable(line), file=out)
     return code
+
+
+def _recorded_replay(path: Path) -> str:
+    """The replay command a failure file records ('' when it cannot be read: `replay_file`
+    then says what is wrong with the file)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    replay = record.get("replay") if isinstance(record, dict) else None
+    return replay if isinstance(replay, str) else ""
 
 
 # -- report, schema -----------------------------------------------------------------------------

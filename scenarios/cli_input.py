@@ -17,6 +17,7 @@ import argparse
 import errno
 import os
 import re
+import shlex
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = [
     "PathProblem",
     "add_budget_flags",
     "budget_flags",
+    "budgets_in_command",
     "expand_paths",
     "input_file",
     "non_negative",
@@ -134,6 +136,20 @@ def budget_flags(args: argparse.Namespace) -> dict[str, Any]:
     }
     assert set(flags) == set(BUDGET_NAMES)
     return {key: getattr(args, attribute, None) for key, attribute in flags.items()}
+
+
+def budgets_in_command(command: str) -> dict[str, Any]:
+    """The budget flags of a recorded replay command (`agentsim run x.yaml --seed 3
+    --max-events 2000`), as `budget_overrides` keyword arguments: what `agentsim replay` of a
+    failure file runs under, so that a run a flag stopped is stopped again."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_budget_flags(parser)
+    try:
+        words = shlex.split(command)
+        known, _ = parser.parse_known_args(words)
+    except (ValueError, SystemExit):
+        return {}
+    return budget_flags(known)
 
 
 # -- paths --------------------------------------------------------------------------------------

@@ -147,3 +147,15 @@ def test_fuzz_and_explore_run_under_the_budget_flags(
     assert code in (1, 2) and "Traceback" not in out + err
     assert "its events budget" in out
     assert "--max-events 5" in out
+
+
+def test_replaying_a_failure_file_runs_under_the_budget_flags_it_was_found_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runaway.yaml"
+    path.write_text(RUNAWAY, encoding="utf-8")
+    failures = tmp_path / "failures"
+    run_cli(capsys, "run", str(path), "--max-events", "2000", "--failures", str(failures))
+    code, out, _ = run_cli(capsys, "replay", str(failures / "runaway-1.json"))
+    assert code == 1
+    assert out.splitlines()[-1].startswith("REPRODUCED runaway seed=1")
