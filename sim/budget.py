@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sim.trace import TraceRecord, format_sim_time
@@ -136,7 +136,9 @@ class BudgetMeter:
 
     __slots__ = ("budget", "events", "next_check", "_started", "_rss0", "_records", "_now")
 
-    def __init__(self, budget: RunBudget, records: Sequence[TraceRecord], now_ms: object) -> None:
+    def __init__(
+        self, budget: RunBudget, records: Sequence[TraceRecord], now_ms: Callable[[], int]
+    ) -> None:
         self.budget = budget
         self.events = 0
         self._records = records
@@ -169,5 +171,5 @@ class BudgetMeter:
         self.next_check = self._next(events)
 
     def _stop(self, budget: str, limit: float, used: float) -> None:
-        t_ms = self._now()  # type: ignore[operator]
+        t_ms = self._now()
         raise BudgetExceeded(budget, limit, used, t_ms, busiest(self._records))

@@ -13,7 +13,7 @@ from scenarios import InvalidScenario, parse_scenario
 from scenarios.runner import budget_for, budget_overrides, run_scenario
 from scenarios.workloads import Counter
 from sim import Simulation
-from sim.budget import DEFAULT_BUDGET, BudgetExceeded, RunBudget
+from sim.budget import DEFAULT_BUDGET, BudgetExceeded, RunBudget, rss_bytes
 from tests.scenarios.helpers import library_files
 from tests.scenarios.test_cli import run_cli
 
@@ -159,3 +159,24 @@ def test_replaying_a_failure_file_runs_under_the_budget_flags_it_was_found_with(
     code, out, _ = run_cli(capsys, "replay", str(failures / "runaway-1.json"))
     assert code == 1
     assert out.splitlines()[-1].startswith("REPRODUCED runaway seed=1")
+
+
+@pytest.mark.parametrize(
+    ("budget", "name"),
+    [(RunBudget(None, None, 0.0, None), "wall_s"), (RunBudget(None, None, None, -1), "memory_mb")],
+    ids=["wall-clock", "memory"],
+)
+def test_the_machine_budgets_stop_a_run_and_say_they_depend_on_the_machine(
+    budget: RunBudget, name: str
+) -> None:
+    """(Limits no run can stay under, so that the test does not depend on the machine.)"""
+    if name == "memory_mb" and rss_bytes() is None:
+        pytest.skip("no /proc/self/statm here")
+    with Simulation(budget=budget) as sim:
+        ref = sim.agent(Counter, "c")
+        with pytest.raises(BudgetExceeded) as caught:
+            sim.call(ref, "work", 10_000)
+    assert caught.value.budget == name and not caught.value.deterministic
+    assert caught.value.sentence().endswith(
+        "(this budget depends on the machine: the same run may pass elsewhere)"
+    )
