@@ -243,16 +243,25 @@ class FibersMixin(FiberLedgerMixin):
         self: Any, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
     ) -> None:
         try:
-            row = self._ledger_row(fiber_id)
-            if row is None or row["status"] != "pending":
-                return
             controller = AbortController()
-            self._managed_fiber_abort_controllers[fiber_id] = controller
-            changed = self.host.sql.execute(
-                "UPDATE cf_agents_fibers SET status = 'running', started_at = ? "
-                "WHERE fiber_id = ? AND status = 'pending'",
-                (self.host.clock.now_ms(), fiber_id),
-            )
+            try:
+                row = self._ledger_row(fiber_id)
+                if row is None or row["status"] != "pending":
+                    return
+                self._managed_fiber_abort_controllers[fiber_id] = controller
+                changed = self.host.sql.execute(
+                    "UPDATE cf_agents_fibers SET status = 'running', started_at = ? "
+                    "WHERE fiber_id = ? AND status = 'pending'",
+                    (self.host.clock.now_ms(), fiber_id),
+                )
+            except Exception as exc:  # noqa: BLE001 - recovery takes the accepted row over
+                # The execution could not begin (a storage fault): the accepted row stays
+                # `pending` with no run row. Arm the alarm so that a recovery pass hands it to
+                # on_fiber_recovered; without it nothing ever would (divergence F7).
+                probe(self.host, "fiber.managed_start_failed")
+                self._log("error", f'managed fiber "{name}" ({fiber_id}) could not start: {exc}')
+                await self._schedule_next_alarm_logged()
+                return
             if not changed:
                 return
             try:

@@ -267,6 +267,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "a schedule's owning sub-agent was no longer registered, and the root pruned that sub- "
         "tree's rows"
     ),
+    "fiber.managed_start_failed": (
+        "a managed fiber's execution could not begin (a storage fault on its pending-to-running "
+        "update) and the alarm was armed so that recovery takes the accepted row over"
+    ),
     "fiber.cleanup_delete_failed": (
         "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "
         "cleanup); the lease is released and the row is left for recovery"

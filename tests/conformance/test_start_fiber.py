@@ -344,3 +344,23 @@ def test_a_duplicate_waiting_start_joins_the_execution_still_running(sim: Simula
     assert journal(sim, ref, "duplicate ran") == []
     assert sim.probes["fiber.duplicate_joined_running_execution"] == 1
     assert sim.probes.get("fiber.duplicate_wait_triggered_recovery", 0) == 0
+
+
+def test_a_managed_fiber_that_cannot_begin_is_handed_to_recovery(sim: Simulation) -> None:
+    """The pending-to-running update fails on a storage fault: the accepted fiber is not left
+    `pending` forever; the alarm is armed and a recovery pass hands it to on_fiber_recovered
+    (divergence F7)."""
+    from tests.conformance.fiber_agents import hook_calls
+
+    ref = sim.agent(Recorder, "m")
+    sim.run_for(1_000)
+    sim.arm_storage_fault(ref, "error", match=r"^UPDATE cf_agents_fibers SET status = 'running'")
+    receipt = sim.call(ref, "start", "reply-to-webhook", [sleep(2_000)])
+    assert (receipt.accepted, receipt.status) == (True, "pending")
+    assert sim.probes.get("fiber.managed_start_failed") == 1
+    assert sim.alarm_of(ref) is not None
+    sim.run_for(600_000)
+    (call,) = hook_calls(sim, ref)
+    assert call["fiber"] == receipt.fiber_id
+    status = sim.query(ref, "SELECT status FROM cf_agents_fibers")[0]["status"]
+    assert status != "pending"
