@@ -13,9 +13,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agents_core.options import OPTION_RANGES
 from scenarios import agents as agent_classes
 from scenarios.errors import InvalidScenario, Skipped
-from scenarios.fields import Fields, did_you_mean, gather, plain, show
+from scenarios.fields import (
+    DURATION_HINT,
+    MAX_DURATION_MS,
+    Fields,
+    did_you_mean,
+    duration_ms,
+    gather,
+    plain,
+    show,
+)
 from scenarios.schema import MODEL_SERVICE, AgentSpec, ClientSpec, ModelScript
 from scenarios.shapes import Anything, Duration, Flag, Map, Number, OneOf, Seq, Shape, Text, Whole
 from scenarios.workloads.chat import CHAT_HOSTS, chat_workload
@@ -164,6 +174,7 @@ CHAT_WORKLOAD = Shape(
 )
 WORKLOADS = {"fibers": FIBERS_WORKLOAD, "tools": TOOLS_WORKLOAD, "chat": CHAT_WORKLOAD}
 AGENT = OneOf((CLASS_AGENT, *WORKLOADS.values()), doc="An agent: a class, or a workload.")
+RUNTIME_OPTIONS = frozenset(OPTION_RANGES) | {"retry"}
 DESCRIBED = ("fibers", "start_on", "recovery", "runs", "model_service")
 """Class attributes that carry a workload's description: never set through `options`."""
 CLIENT = Shape({"agent": Text(doc="The agent it connects to.")}, required=("agent",))
@@ -229,11 +240,24 @@ def _agent(
 
 
 def _with_options(spec: Fields, base: type, options: dict[str, Any]) -> type:
+    given = spec.raw("options")
+    for key, value in options.items():
+        # A class attribute in ms (a workload's step_ms, alarm_work_ms) is a duration like any
+        # other: 0 to 366 days. The runtime's own options are checked by their ranges.
+        if key.endswith("_ms") and key not in RUNTIME_OPTIONS:
+            try:
+                ms = duration_ms(value)
+            except (ValueError, TypeError):
+                ms = -1
+            if not 0 <= ms <= MAX_DURATION_MS:
+                line = getattr(given, "lines", {}).get(key, spec.line_of("options"))
+                raise InvalidScenario(
+                    spec.path, line, spec.where, f"options.{key}: {show(value)}", DURATION_HINT
+                )
     try:
         return agent_classes.with_options(base, options)
     except ValueError as exc:
         # At the line of the option the error names, when it names one of the file's.
-        given = spec.raw("options")
         lines = getattr(given, "lines", {})
         named = [key for key in lines if str(exc).startswith((f"{key} ", f"option {key}:"))]
         if named:

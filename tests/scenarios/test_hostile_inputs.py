@@ -70,6 +70,16 @@ def test_an_option_out_of_range_is_refused_at_the_options_line(option: str, valu
     assert "must be a whole number from" in message
 
 
+@pytest.mark.parametrize("value", ["-5", "400d", "soon"])
+def test_a_class_attribute_in_ms_is_a_duration_of_at_most_366_days(value: str) -> None:
+    text = BASE.replace(
+        '  a: {class: "scenarios.workloads:Counter"}',
+        f'  a: {{class: "scenarios.workloads:Counter", options: {{step_ms: {value}}}}}',
+    )
+    with pytest.raises(InvalidScenario, match=r"^x\.yaml:7: agents\.a: options\.step_ms: "):
+        parse_scenario(text, "x.yaml")
+
+
 def test_the_runtime_refuses_a_zero_interval_from_python_code() -> None:
     """An agent class written in Python gets the same check when it is first used: a clear
     error naming the class and the option, not an alarm re-armed at `now` for ever."""
