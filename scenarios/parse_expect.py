@@ -12,14 +12,13 @@ Schema says); aliases, clients, run ids and invariant names are checked against 
 from __future__ import annotations
 
 import difflib
-import re
-import sqlite3
 from typing import Any
 
 from agents_core.probes import PROBE_NAME
 from scenarios.errors import InvalidScenario, Skipped
 from scenarios.fields import Fields, LineDict, did_you_mean, gather, line_of, plain, show
 from scenarios.parse_steps import StepContext, known_agent
+from scenarios.query_check import check_query
 from scenarios.schema import (
     HOOK_EVENTS,
     AgentSpec,
@@ -268,7 +267,7 @@ def _expectation(context: StepContext, index: int, item: Any, line: int) -> Expe
             fields.bad("rows", "expected a list of mappings, column name to value")
         params = tuple(plain(fields.get("params") or []))
         sql = fields.get("sql")
-        _check_sql(fields, sql, params)
+        check_query(fields, sql, params)
         return QueryExpectation(
             index=index,
             line=line,
@@ -283,42 +282,6 @@ def _expectation(context: StepContext, index: int, item: Any, line: int) -> Expe
         agent=known_agent(context, fields).alias,
         equals=plain(fields.get("equals")),
     )
-
-
-# -- queries ------------------------------------------------------------------------------------
-_READ_KEYWORDS = ("SELECT", "WITH", "VALUES", "PRAGMA")
-_COMMENTS = re.compile(r"\s*(?:--[^\n]*(?:\n|$)|/\*.*?\*/)", re.DOTALL)
-_WRITE_AFTER_WITH = re.compile(r"\)\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
-SQL_HINT = (
-    "an expectation's query reads the agent's storage: one SELECT (or WITH ... SELECT, "
-    "VALUES, PRAGMA table_info(...)); it may not write, attach or change a setting"
-)
-
-
-def _check_sql(fields: Fields, sql: str, params: tuple[Any, ...]) -> None:
-    """The query parses as one statement that reads. The tables are the agent's, known only
-    when the run ends, so `no such table` here is fine; a syntax error, two statements, a
-    write or a wrong number of parameters is not. (At run time an authorizer refuses anything
-    but a read as well: `Simulation.read`.)"""
-    probe = sqlite3.connect(":memory:")
-    try:
-        probe.execute(f"EXPLAIN {sql}", params)
-    except sqlite3.OperationalError as exc:
-        if not str(exc).startswith("no such "):
-            fields.fail("sql", f"sql: {show(sql)} is not valid SQL ({exc})", SQL_HINT)
-    except (sqlite3.Error, ValueError, OverflowError) as exc:
-        fields.fail("sql", f"sql: {show(sql)}: {str(exc).rstrip('.')}", SQL_HINT)
-    finally:
-        probe.close()
-    text = sql
-    while (comment := _COMMENTS.match(text)) is not None and comment.end() > 0:
-        text = text[comment.end() :]
-    keyword = text.split(None, 1)[0].upper() if text.split() else ""
-    keyword = keyword.split("(", 1)[0]
-    if keyword not in _READ_KEYWORDS or _WRITE_AFTER_WITH.search(text):
-        fields.fail("sql", f"sql: {show(sql)} does not only read", SQL_HINT)
-    if keyword == "PRAGMA" and "=" in text:
-        fields.fail("sql", f"sql: {show(sql)} changes a setting", SQL_HINT)
 
 
 # -- records ------------------------------------------------------------------------------------
