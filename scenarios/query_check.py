@@ -41,11 +41,12 @@ def check_query(fields: Fields, sql: str, params: tuple[Any, ...]) -> None:
         fields.fail("sql", f"sql: {show(sql)}: {str(exc).rstrip('.')}", SQL_HINT)
     finally:
         probe.close()
-    text = sql
-    while (comment := _COMMENTS.match(text)) is not None and comment.end() > 0:
-        text = text[comment.end() :]
-    keyword = text.split(None, 1)[0].upper() if text.split() else ""
-    keyword = keyword.split("(", 1)[0]
+    start = 0  # past the leading comments, each matched once from where the last ended
+    while (comment := _COMMENTS.match(sql, start)) is not None and comment.end() > start:
+        start = comment.end()
+    text = sql[start:]
+    words = text.split(None, 1)
+    keyword = words[0].upper().split("(", 1)[0] if words else ""
     if keyword not in _READ_KEYWORDS or _WRITE_AFTER_WITH.search(text):
         fields.fail("sql", f"sql: {show(sql)} does not only read", SQL_HINT)
     if keyword == "PRAGMA" and "=" in text:
