@@ -40,6 +40,7 @@ from scenarios.cli_input import (
     seed_range,
     write_text,
     write_trace,
+    write_whole,
 )
 from scenarios.determinism import run_checked
 from scenarios.errors import InvalidScenario, printable
@@ -398,7 +399,7 @@ def _keep(
         return []
     target = Path(args.failures) / failure_file_name(result.name, result.seed)
     try:
-        record.write(target)
+        write_whole(target, record.to_json())
     except OSError as exc:
         return [f"failure file: not written ({exc.strerror or exc})"]
     return [f"failure file: {target} (re-run it: agentsim replay {target})"]

@@ -43,6 +43,7 @@ __all__ = [
     "seed_range",
     "write_text",
     "write_trace",
+    "write_whole",
 ]
 
 MAX_SEEDS = 1_000_000
@@ -244,3 +245,16 @@ def write_trace(trace: Trace, path: Path) -> None:
         trace.write_jsonl(path)
     except OSError as exc:
         raise PathProblem(f"cannot write the trace into {str(path.parent)!r}: {exc}") from None
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write `path` so that it is never seen half-written (a Ctrl-C in the middle leaves the
+    old file or none): into a file beside it, then renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        if partial.exists():
+            partial.unlink()

@@ -12,6 +12,7 @@ import pytest
 
 from agents_core.options import resolve_options
 from scenarios import InvalidScenario, cli, loader, parse_scenario, yaml_lines
+from scenarios.cli_input import write_whole
 from scenarios.loader import load_scenario
 from scenarios.runner import run_scenario
 from scenarios.workloads import Counter
@@ -396,3 +397,21 @@ def test_a_failure_sentence_quoting_a_huge_value_is_cut() -> None:
     result = run_scenario(parse_scenario(text, "x.yaml"))
     sentence = next(f for f in result.failures if "counter.fail" in f)
     assert len(sentence) < 4_100 and sentence.endswith("more characters)")
+
+
+def test_a_failure_file_is_never_left_half_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "f" / "a-7.json"
+    write_whole(target, '{"old": true}')
+
+    def interrupted(self: Path, text: str, encoding: str = "utf-8") -> int:
+        Path.open(self, "w").write(text[:3])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_whole(target, '{"new": true}')
+    monkeypatch.undo()
+    assert target.read_text() == '{"old": true}'
+    assert [p.name for p in target.parent.iterdir()] == ["a-7.json"]
