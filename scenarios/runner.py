@@ -26,9 +26,9 @@ from scenarios.schema import Scenario
 from scenarios.steps import StepRunner
 from sim import Simulation, Trace
 from sim.budget import BUDGET_NAMES, DEFAULT_BUDGET, BudgetExceeded, RunBudget
-from sim.checkers import CHECKERS, check, context_from
+from sim.checkers import CHECKERS, LIVENESS_GRACE_MS, check, context_from
 from sim.interleave import Interleave, Reordering, draw_points
-from sim.liveness import busy_report, format_gap
+from sim.liveness import DEADLINE_EXTENSION_MAX_MS, busy_report, durable_deadline, format_gap
 from sim.trace import format_sim_time
 
 __all__ = [
@@ -246,6 +246,8 @@ def _run(
                 )
             else:
                 if not quiet and scenario.liveness_settles:
+                    quiet = _extend_to_deadline(sim, quiesce_ms)
+                if not quiet and scenario.liveness_settles:
                     liveness.append(_unsettled(sim, scenario, quiesce_ms))
         except BudgetExceeded as exc:
             # The run was cut short: what its expectations and invariants would say of it now
@@ -295,6 +297,17 @@ def _bounded(sentence: str) -> str:
     if len(sentence) <= MAX_SENTENCE:
         return sentence
     return f"{sentence[:MAX_SENTENCE]}... ({len(sentence) - MAX_SENTENCE:,} more characters)"
+
+
+def _extend_to_deadline(sim: Simulation, quiesce_ms: int) -> bool:
+    """A liveness phase still busy with a durable promise the runtime keeps watching (a
+    detached run within its budget, a failing fiber within its maximum age) runs on until that
+    deadline and the grace after it, within `DEADLINE_EXTENSION_MAX_MS`: busy until then is
+    what the runtime promised, not a failure. Whether it went quiet then."""
+    deadline = durable_deadline(sim)
+    if deadline is None or deadline - quiesce_ms > DEADLINE_EXTENSION_MAX_MS:
+        return False
+    return sim.quiesce(deadline - sim.now_ms + LIVENESS_GRACE_MS)
 
 
 def _unsettled(sim: Simulation, scenario: Scenario, quiesce_ms: int) -> str:

@@ -51,7 +51,11 @@ class Alarms:
         record.alarm_generation += 1
         generation = record.alarm_generation
         self._platform.platform_event(record, "alarm:set", at=at_ms)
-        kernel.call_at(at_ms, lambda: self._due(record, generation))
+        kernel.call_at(
+            at_ms,
+            lambda: self._due(record, generation),
+            live=lambda: generation == record.alarm_generation and record.alarm_at_ms is not None,
+        )
 
     def delete(self, record: AgentRecord) -> None:
         if record.alarm_at_ms is not None:
@@ -92,7 +96,9 @@ class Alarms:
         )
         platform.lifecycle.touch(incarnation)
         platform.kernel.call_at(
-            run.started_ms + ALARM_HANDLER_LIMIT_MS, lambda: self._limit(record, run)
+            run.started_ms + ALARM_HANDLER_LIMIT_MS,
+            lambda: self._limit(record, run),
+            live=lambda: not run.over and record.alarm_run is run,
         )
 
     def _ended(self, record: AgentRecord, run: _AlarmRun, ok: bool, value: Any) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import simpy
 
 from sim.interleave import Interleave, InterleavingEnvironment, Reordering
+from sim.pending import event_is_live, mark_live
 
 __all__ = [
     "Gone",
@@ -227,10 +228,20 @@ class Kernel:
             raise ValueError(f"negative delay {ms} ms")
         return self.env.timeout(ms, value)
 
-    def call_at(self, at_ms: int, callback: Callable[[], None]) -> None:
-        """Run a platform callback (not agent code) at `at_ms` (now if already past)."""
+    def call_at(
+        self, at_ms: int, callback: Callable[[], None], live: Callable[[], bool] | None = None
+    ) -> None:
+        """Run a platform callback (not agent code) at `at_ms` (now if already past). `live`
+        says whether it will still do anything when it fires (`sim.pending`): a timer that
+        would not keeps no run from being quiet."""
         event = self.timeout(max(0, at_ms - self.now_ms))
         event.callbacks.append(lambda _event: callback())
+        if live is not None:
+            mark_live(event, live)
+
+    def any_live(self) -> bool:
+        """Whether any pending event would still do something (`sim.pending`)."""
+        return any(event_is_live(entry[3]) for entry in self.env._queue)
 
     def call_soon(self, callback: Callable[[], None]) -> None:
         self.call_at(self.now_ms, callback)

@@ -50,7 +50,9 @@ class Lifecycle:
             IDLE_TIMEOUT_MIN_MS, IDLE_TIMEOUT_MAX_MS
         )
         platform.kernel.call_at(
-            platform.kernel.now_ms + timeout, lambda: self._idle_due(incarnation, generation)
+            platform.kernel.now_ms + timeout,
+            lambda: self._idle_due(incarnation, generation),
+            live=lambda: generation == incarnation.idle_generation and incarnation.alive,
         )
 
     def _idle_due(self, incarnation: Incarnation, generation: int) -> None:
@@ -77,8 +79,12 @@ class Lifecycle:
         times = sorted(stream.int_between(start, start + DAY_MS - 1) for _ in range(count))
         for at_ms in times:
             if at_ms >= platform.kernel.now_ms:
-                platform.kernel.call_at(at_ms, self._random_deploy)
-        platform.kernel.call_at(start + DAY_MS, lambda: self._plan_day(day + 1))
+                platform.kernel.call_at(
+                    at_ms, self._random_deploy, live=lambda: platform.faults_active
+                )
+        platform.kernel.call_at(
+            start + DAY_MS, lambda: self._plan_day(day + 1), live=lambda: platform.faults_active
+        )
 
     def _random_deploy(self) -> None:
         if self._platform.faults_active:

@@ -6,6 +6,9 @@ settle" is useless on its own, so `busy_report` reads the trace of the phase and
 agents were active and what did it: how often each alarm fired (and how it ended), which
 schedule callbacks ran, which fibers started or were recovered, which keepAlive leases were
 never given back, with the average gap between repeats. It reads records only, like a checker.
+`durable_deadline` is the one thing read from storage: the latest deadline the runtime promised
+to act on (a detached run's budget, a failing fiber's maximum age), to which a busy liveness
+phase is extended before it is judged.
 """
 
 from __future__ import annotations
@@ -13,13 +16,21 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from agents_core.options import resolve_options
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["busy_report", "format_gap"]
+if TYPE_CHECKING:
+    from sim.simulation import Simulation
+
+__all__ = ["DEADLINE_EXTENSION_MAX_MS", "busy_report", "durable_deadline", "format_gap"]
 
 TOP_AGENTS = 3
 """How many of the busiest agents the sentence names."""
+
+DEADLINE_EXTENSION_MAX_MS = 48 * 3_600_000
+"""How far past its start a liveness phase may be extended to reach a durable deadline."""
 
 _ALARM_ENDS = {
     "alarm:killed": "killed by the 15-minute limit",
@@ -144,3 +155,40 @@ def _open_leases(held: dict[str, dict[int, tuple[str, int]]]) -> str:
 
 def _times(count: int) -> str:
     return "once" if count == 1 else f"{count} times"
+
+
+def durable_deadline(sim: Simulation) -> int | None:
+    """The latest deadline the runtime has durably promised to act on and has not reached yet,
+    or None: a detached agent-tool run's budget (`detached_max_budget_at`: until then the
+    backbone keeps watching a silent child, as the seed says), or a failing fiber row's maximum
+    age (until then recovery retries it with backoff). A liveness phase that is still busy only
+    because of such a promise is extended to it rather than failed early."""
+    now = sim.now_ms
+    latest: int | None = None
+    for record in sim.platform.records.values():
+        storage = record.storage
+        tables = set(storage.tables())
+        found: list[int] = []
+        if "cf_agent_tool_runs" in tables:
+            rows = storage.query(
+                "SELECT MAX(detached_max_budget_at) AS t FROM cf_agent_tool_runs WHERE "
+                "detached = 1 AND finish_delivered_at IS NULL AND give_up_delivered_at IS NULL"
+            )
+            if rows and rows[0]["t"] is not None:
+                found.append(int(rows[0]["t"]))
+        if "cf_agents_runs" in tables:
+            max_age = _option(record.cls, "fiber_recovery_max_age_ms")
+            rows = storage.query("SELECT MAX(created_at) AS t FROM cf_agents_runs")
+            if max_age and max_age > 0 and rows and rows[0]["t"] is not None:
+                found.append(int(rows[0]["t"]) + int(max_age))
+        for t in found:
+            if t > now and (latest is None or t > latest):
+                latest = t
+    return latest
+
+
+def _option(cls: type, name: str) -> int | None:
+    try:
+        return getattr(resolve_options(getattr(cls, "options", None)), name)
+    except (ValueError, AttributeError):
+        return None

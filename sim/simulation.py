@@ -21,6 +21,7 @@ from sim.faults import FaultProfile
 from sim.interleave import Interleave, Reordering
 from sim.kernel import Kernel, SimDeferred
 from sim.model import ScriptedModel, register_model
+from sim.pending import event_is_live
 from sim.platform import AgentRecord, Platform
 from sim.sqlite import StorageFault
 from sim.stubs import invoke_method
@@ -273,11 +274,16 @@ class Simulation:
         `limit_ms` passes. True if the platform went quiet."""
         self.platform.faults_active = False
         self.platform.platform_event(None, "quiesce:begin", limit_ms=limit_ms)
-        env = self.platform.kernel.env
+        kernel = self.platform.kernel
+        env = kernel.env
         deadline = self.now_ms + limit_ms
         while env.peek() <= deadline:
+            # Quiet once nothing pending would do anything: timers left behind by a replaced
+            # alarm or a dead incarnation do not keep a run busy (`sim.pending`).
+            if not event_is_live(env._queue[0][3]) and not kernel.any_live():
+                break
             self._step()
-        quiet = env.peek() == float("inf")
+        quiet = not kernel.any_live()
         if not quiet:
             self.run_until(deadline)
         self.platform.platform_event(None, "quiesce:end", quiet=quiet)

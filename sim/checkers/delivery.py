@@ -254,9 +254,9 @@ def budget_interrupts(context: CheckContext) -> list[Violation]:
 
     For every detached run with a `detached_max_budget_at` B in its final parent row:
     1. every `give_up` delivery (handler call or `hook:delivered`) has status `interrupted`;
-    2. if the run was still not hard terminal `LIVENESS_GRACE_MS` after B (neither the parent
-       row nor the child's own run row), a `hook:delivered` for its `give_up` slot with status
-       `interrupted` exists (an earlier no-progress give-up counts);
+    2. if the run was still not hard terminal `LIVENESS_GRACE_MS` after B, or at a quiet end
+       after B (neither the parent row nor the child's own run row), a `hook:delivered` for its
+       `give_up` slot with status `interrupted` exists (an earlier no-progress give-up counts);
     3. if a give-up was delivered and the row ends `completed`/`error`/`aborted`, an
        `on_agent_tool_finish` call for the `finish` slot with that status follows the give-up
        (checked once the run went quiet or `LIVENESS_GRACE_MS` after the finish claim);
@@ -299,7 +299,9 @@ def _budget_give_up_owed(
         return []
     done = _hard_since(context, agent, row)
     horizon = context.end if done is None else min(done, context.end)
-    if horizon - int(budget_at) < LIVENESS_GRACE_MS:
+    # A quiet end past the budget with the run still open will never see its give-up.
+    stuck = done is None and bool(context.quiet) and context.end >= int(budget_at)
+    if horizon - int(budget_at) < LIVENESS_GRACE_MS and not stuck:
         return []
     run_id = str(row.get("run_id"))
     until = (

@@ -47,13 +47,16 @@ PLATFORM_BUGS = (
             fix(
                 "        platform.lifecycle.touch(incarnation)\n"
                 "        platform.kernel.call_at(\n"
-                "            run.started_ms + ALARM_HANDLER_LIMIT_MS, lambda: self._limit(record, run)\n"
+                "            run.started_ms + ALARM_HANDLER_LIMIT_MS,\n"
+                "            lambda: self._limit(record, run),\n"
+                "            live=lambda: not run.over and record.alarm_run is run,\n"
                 "        )\n",
                 "        platform.lifecycle.touch(incarnation)\n"
                 "        if attempt == 0:  # a retry only finishes what the first run began\n"
                 "            platform.kernel.call_at(\n"
                 "                run.started_ms + ALARM_HANDLER_LIMIT_MS,\n"
                 "                lambda: self._limit(record, run),\n"
+                "                live=lambda: not run.over and record.alarm_run is run,\n"
                 "            )\n",
             ),
         ),

@@ -145,9 +145,9 @@ def test_an_orphan_never_recovered_and_a_running_ledger_row_are_caught() -> None
     )
     assert messages(broken, "fibers_settled") == [
         "fiber f-orphan (ingest) of Worker/w left an orphaned run row (created at 00:00:01.000) "
-        "that recovery never removed by the end (00:15:44.000, quiet)",
+        "that recovery never removed by the end (00:02:59.717, quiet)",
         "managed fiber m1 (job) of Worker/w was left 'running' in the ledger at the end "
-        "(00:15:44.000, quiet)",
+        "(00:02:59.717, quiet)",
     ]
     settled = with_row(broken, W, "cf_agents_fibers", {"fiber_id": "m1"}, status="interrupted")
     assert len(check(settled, ["fibers_settled"])) == 1

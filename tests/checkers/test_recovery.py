@@ -109,13 +109,13 @@ def test_a_call_after_recovery_settled_is_caught(poison: CheckContext) -> None:
     later = with_record(poison, last.seq, attempt, t_ms=last.t_ms, inc=3)
     assert messages(later, "recovery_once") == [
         f"the recovery hook of fiber {export} (export) of {F} was called at "
-        "00:25:54.000 in incarnation 3 after its recovery was settled (fiber:recovery:failed) at "
+        "00:20:00.000 in incarnation 3 after its recovery was settled (fiber:recovery:failed) at "
         "00:00:26.000"
     ]
     ingest = fiber_id(poison, F, "ingest")
     again = with_record(poison, last.seq, attempts(poison, ingest)[0], t_ms=last.t_ms, inc=3)
     assert messages(again, "recovery_once") == [
-        f"the recovery hook of fiber {ingest} (ingest) of {F} was called at 00:25:54.000 in "
+        f"the recovery hook of fiber {ingest} (ingest) of {F} was called at 00:20:00.000 in "
         "incarnation 3 after its recovery was settled (fiber:recovery:skipped) at 00:10:54.000"
     ]
 

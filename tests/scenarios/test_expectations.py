@@ -66,7 +66,7 @@ def test_invariants_read_the_run_as_it_ends_after_the_liveness_phase() -> None:
     finally:
         CHECKERS.pop("probe_end", None)
     assert result.failures == (
-        "x.yaml:11: expect 1 (invariants): probe_end: end 954000 quiet True scenario x.yaml",
+        "x.yaml:11: expect 1 (invariants): probe_end: end 177472 quiet True scenario x.yaml",
     )
 
 

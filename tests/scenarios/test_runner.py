@@ -362,3 +362,28 @@ def test_a_storage_fault_on_a_sub_agent_is_armed_when_it_is_created() -> None:
     assert faults[0].get("when_created") == "ToolsWorkload/parent/a"
     assert faults[1].agent == "ToolsWorkload/parent/ScriptedToolChild/a"
     assert faults[1].get("statement").startswith("UPDATE child_scripts")
+
+
+def test_a_busy_liveness_phase_is_extended_to_a_durable_deadline() -> None:
+    """A detached run whose child died at its creation is watched until its budget (the seed's
+    promise), past the 1 h limit: the phase runs on to that deadline, sees the give-up, and
+    goes quiet, instead of failing at 1 h for a busy backbone."""
+    from tests.scenarios.helpers import workload_scenario
+
+    runs = (
+        "      - {run_id: a, detached: {max_budget: 3h}, "
+        "steps: [{sleep: 1m}, {finish: completed}]}\n"
+    )
+    agents = f"  parent:\n    workload: tools\n    runs:\n{runs}"
+    steps = (
+        "  - arm_storage_fault: {agent: parent/a, kind: crash, match: '^CREATE TABLE'}\n"
+        "  - call: {agent: parent, method: dispatch, expect_error: AgentEvicted}\n"
+    )
+    expect = "  - hook: workload_on_finish\n    run: a\n    status: interrupted\n    exactly: 1\n"
+    result = run_scenario(
+        parse_scenario(workload_scenario(agents, steps, expect), "w.yaml"), invariants=("all",)
+    )
+    assert result.passed, result.report()
+    assert result.quiet
+    ends = [r for r in result.trace.records if r.event == "quiesce:begin"]
+    assert [r.get("limit_ms") for r in ends][0] == 3_600_000 and len(ends) == 2
