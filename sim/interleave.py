@@ -5,7 +5,8 @@ is deterministic but only ever shows one of the orders the real platform could t
 `Interleave` setting it runs on `InterleavingEnvironment` instead. When time advances to an
 instant, every event due then was scheduled earlier with a delay: a *macro* event (a sleep's
 end, an alarm, an idle check, an alarm retry, a model chunk's latency). Two or more of them due
-at the same instant form a *group*; groups are numbered from 1 in the order the run reaches
+at the same instant that still act (`sim.pending`: not a timer a replaced alarm left behind)
+form a *group*; groups are numbered from 1 in the order the run reaches
 them. At the groups named by `points` (a PCT-style schedule: a few change points, not a shuffle
 of everything) the group runs in a permutation drawn from (seed, group number), never the FIFO
 one. Events scheduled at the instant itself (promise continuations, deliveries: delay 0, the
@@ -24,6 +25,8 @@ from heapq import heappop, heappush
 from typing import Any
 
 import simpy
+
+from sim.pending import event_is_live
 
 __all__ = [
     "Interleave",
@@ -114,10 +117,14 @@ class InterleavingEnvironment(simpy.Environment):
             group = [first]
             while queue and queue[0][0] == t:
                 group.append(heappop(queue))
-            if len(group) > 1:
-                self.sizes.append(len(group))
+            # Only events that still act count: a timer left behind by a replaced alarm or a
+            # dead incarnation runs as a no-op wherever it goes (`sim.pending`).
+            live = [entry for entry in group if event_is_live(entry[3])]
+            if len(live) > 1:
+                self.sizes.append(len(live))
                 if len(self.sizes) in self._points:
-                    group = self._permuted(t, group)
+                    dead = [entry for entry in group if not event_is_live(entry[3])]
+                    group = self._permuted(t, live) + dead
             # Fresh counters keep the group's order among itself and ahead of every event the
             # instant schedules later (those get larger counters still).
             for _, priority, _, event in group:
