@@ -130,7 +130,11 @@ def copy_tree(destination: Path, source: Path = ROOT) -> Path:
     destination.mkdir(parents=True, exist_ok=True)
     for package in PACKAGES:
         shutil.copytree(source / package, destination / package, ignore=_IGNORE)
-    shutil.copy(Path(__file__).with_name("hunt.py"), destination / HUNT_SCRIPT)
+    # From a scratch source, its own copy: what a run started with, whatever changes since.
+    script = source / HUNT_SCRIPT
+    if not script.is_file():
+        script = Path(__file__).with_name("hunt.py")
+    shutil.copy(script, destination / HUNT_SCRIPT)
     return destination
 
 
@@ -262,24 +266,26 @@ def _check_imported_from(tree: Path, written: dict[str, Any]) -> None:
 
 def clean_tree_passes(clean: Path, tree: Path, outcome: StoryOutcome) -> bool:
     """Whether the finding is the bug's: some reproducer it wrote (or, for a failure without
-    any drawn fault, the story itself) passes on the clean tree with every invariant checked.
-    A finding the clean tree shares is a bug of the tree, not of the zoo."""
+    any drawn fault, the story itself) breaks no invariant and the liveness rule on the clean
+    tree, with every invariant checked. A finding the clean tree shares is a bug of the tree,
+    not of the zoo. As in the hunt, a step whose call failed with the drawn fault itself (the
+    platform telling the caller the truth) is not a finding."""
     tree_library = tree / "scenarios" / "library"
     files = [Path(p) for p in outcome.reproducers] or [tree_library / f"{outcome.story}.yaml"]
+    replay = clean / "agentsim-replay" / tree.name
+    replay.mkdir(parents=True, exist_ok=True)
     for number, path in enumerate(files):
         if not path.is_file():
             continue
-        text = path.read_text(encoding="utf-8")
-        # The same file name as in the planted tree: a reproducer's name is its identity.
-        copy = clean / "agentsim-replay" / f"{number}-{path.name}"
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_text(text, encoding="utf-8")
-        args = ["run", str(copy), "--invariants", "all", "--failures", str(copy.parent / "f")]
+        copy = replay / f"{number}-{path.name}"
+        copy.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+        args = ["run", str(copy), "--invariants", "all", "--failures", str(replay / "failures")]
         try:
             done = _agentsim(clean, args, 300)
         except subprocess.TimeoutExpired:
             continue
-        if done.returncode == 0:
+        failures = _FAILURE_LINE.findall(done.stdout)
+        if done.returncode == 0 or not any(_FINDING_WORDS.search(f) for f in failures):
             return True
     return False
 
