@@ -234,12 +234,20 @@ def hostile_files(draw: st.DrawFn) -> str:
         "agents": agents,
         "steps": draw(_steps(agents)),
         "liveness": {"limit": draw(_duration()), "settles": draw(st.booleans())},
-        "expect": [
-            {"invariants": "all"},
-            {"event": "alarm:*", "count": {"at_most": draw(HUGE)}},
-            {"query": {"agent": "counter", "sql": "SELECT COUNT(*) AS n FROM counts", "rows": []}},
-            {"state": {"agent": "counter", "equals": _nested(draw(st.integers(0, 20)))}},
-        ],
+        "expect": draw(
+            st.lists(
+                st.sampled_from(
+                    [
+                        {"invariants": "all"},
+                        {"event": "alarm:*", "count": {"at_most": 2**63 - 1}},
+                        {"event": "rpc", "count": {"exactly": 2**62}},
+                        {"query": {"agent": "counter", "sql": "SELECT 1 AS one", "rows": []}},
+                        {"state": {"agent": "counter", "equals": _nested(20)}},
+                    ]
+                ),
+                max_size=3,
+            )
+        ),
     }
     if draw(st.booleans()):
         document["interleave"] = {"seed": draw(HUGE), "depth": draw(st.integers(1, 1000))}
@@ -248,6 +256,17 @@ def hostile_files(draw: st.DrawFn) -> str:
             "events": draw(st.integers(1, 20_000)),
             "records": draw(st.integers(1, 20_000)),
         }
+    if draw(st.sampled_from([*[False] * 19, True])):  # (Hypothesis favours the first choices)
+        # One file in twenty crosses a line validate must hold: exit 2, one line per error.
+        mistake = draw(st.integers(0, 2))
+        if mistake == 0:
+            document["agents"]["counter"]["options"]["keep_alive_interval_ms"] = 0
+        elif mistake == 1:
+            query = {"agent": "counter", "sql": "DELETE FROM counts", "rows": []}
+            document["expect"].append({"query": query})
+        else:
+            fault = {"agent": "counter", "kind": "error", "match": "(?=INSERT)"}
+            document["steps"].append({"arm_storage_fault": fault})
     return yaml.safe_dump(document, sort_keys=False, width=100, allow_unicode=False)
 
 
