@@ -200,6 +200,10 @@ class Fields:
         self._lines: dict[Any, int] = getattr(value, "lines", {})
         self.problems: list[InvalidScenario] | None = problems
         """Where errors of this part's children are gathered (`gather`); None: raise the first."""
+        self.broken_agents: set[str] = set()
+        self.broken_clients: set[str] = set()
+        """(Top level) aliases and clients whose declaration was wrong: what names them later
+        is skipped rather than reported again."""
         found: list[InvalidScenario] = []
         for key in value:
             if not isinstance(key, str) or key not in keys:

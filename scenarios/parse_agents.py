@@ -502,7 +502,7 @@ def _child_step(step: Fields, kind: str) -> tuple[Any, ...]:
 def parse_clients(top: Fields, agents: dict[str, AgentSpec]) -> dict[str, ClientSpec]:
     declared = top.mapping("clients", {})
     clients: dict[str, ClientSpec] = {}
-    broken_agents = getattr(top, "broken_agents", set())
+    broken_agents = top.broken_agents
     top.broken_clients = set()
     for name, value in declared.items():
         line = getattr(declared, "lines", {}).get(name, top.line_of("clients"))

@@ -227,8 +227,8 @@ def parse_expectations(
         top.path,
         agents,
         known_clients,
-        broken_agents=set(getattr(top, "broken_agents", ())),
-        broken_clients=set(getattr(top, "broken_clients", ())),
+        broken_agents=set(top.broken_agents),
+        broken_clients=set(top.broken_clients),
     )
     out: list[Expectation] = []
     for index, item in enumerate(items, start=1):

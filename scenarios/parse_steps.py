@@ -84,8 +84,8 @@ def parse_steps(
         agents,
         {name: spec.agent for name, spec in clients.items()},
         dict(models or {MODEL_SERVICE: ModelScript()}),
-        broken_agents=set(getattr(top, "broken_agents", ())),
-        broken_clients=set(getattr(top, "broken_clients", ())),
+        broken_agents=set(top.broken_agents),
+        broken_clients=set(top.broken_clients),
     )
     lines = getattr(items, "lines", [])
     steps = []
