@@ -1,9 +1,11 @@
-"""Crash points: where a base run can die, each as one `arm_storage_fault` step, chosen in strata.
+"""Crash points: where a base run can die or fail, each as one `arm_storage_fault` step, in strata.
 
 A base run records every statement agent code ran (`run_scenario(record_statements=True)`).
 Each statement is a point where the process can die just before it (`kind: crash`: the turn's
-earlier writes roll back), and each turn that wrote on an agent's storage is a point where it
-can die at the instant after its commit (`kind: crash-after-commit` on the turn's last write).
+earlier writes roll back) and where the statement itself can fail (`kind: error`: a storage
+error raised into the code that ran it, whose error path is as much a recovery path as a
+death), and each turn that wrote on an agent's storage is a point where it can die at the
+instant after its commit (`kind: crash-after-commit` on the turn's last write).
 A point is written as one step put just before the base step the statement ran in, with no
 `at:` so the timeline stays the base run's (after the last step for the liveness phase): the
 agent (`alias/name/...` for a sub-agent), the statement's shape as an anchored pattern
@@ -30,9 +32,14 @@ from sim.trace import format_sim_time
 __all__ = ["NOTE", "CrashPoint", "all_points", "choose", "fault_records", "landed", "spread"]
 
 NOTE = "inserted by agentsim explore"
-CRASH_EVENTS = {"crash": "fault:crash", "crash-after-commit": "fault:crash_after_commit"}
+CRASH_EVENTS = {
+    "crash": "fault:crash",
+    "crash-after-commit": "fault:crash_after_commit",
+    "error": "fault:storage_error",
+}
 """The trace record a crash point's fault leaves when it fires."""
 _FAULTS = ("fault:crash", "fault:crash_after_commit", "fault:storage_error")
+_KIND_ORDER = {"crash": 0, "error": 1, "crash-after-commit": 2}
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,8 @@ class CrashPoint:
         )
         if self.kind == "crash":
             return f"crash just before `{text}` {where}"
+        if self.kind == "error":
+            return f"storage error on `{text}` {where}"
         return f"crash right after the commit of the turn whose last write is `{text}` {where}"
 
 
@@ -101,12 +110,13 @@ def all_points(statements: Sequence[ExecutedStatement]) -> list[CrashPoint]:
         if is_write(statement.statement):
             last_write[key] = index
         points.append(_point("crash", index, statement, position[key], statements))
+        points.append(_point("error", index, statement, position[key], statements))
     for key, index in sorted(last_write.items(), key=lambda item: item[1]):
         statement = statements[index]
         turn_position = sum(1 for s in statements[:index] if (s.turn, s.agent) == key)
         points.append(_point("crash-after-commit", index, statement, turn_position, statements))
     out = []
-    for point in sorted(points, key=lambda p: (p.index, p.kind != "crash")):
+    for point in sorted(points, key=lambda p: (p.index, _KIND_ORDER[p.kind])):
         if not point.agent:
             continue
         dedupe = (
@@ -186,7 +196,7 @@ def choose(points: Sequence[CrashPoint], budget: int) -> list[CrashPoint]:
         for queue in queues:
             if queue and len(chosen) < budget:
                 chosen.append(queue.popleft())
-    return sorted(chosen, key=lambda p: (p.index, p.kind != "crash"))
+    return sorted(chosen, key=lambda p: (p.index, _KIND_ORDER[p.kind]))
 
 
 # -- did it land? ------------------------------------------------------------------------------

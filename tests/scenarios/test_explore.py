@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from scenarios.cli import main
-from scenarios.crash_points import all_points, choose, landed, spread, strata
+from scenarios.crash_points import CRASH_EVENTS, all_points, choose, landed, spread, strata
 from scenarios.emit import add_expectation, insert_steps
 from scenarios.explore import Exploration
 from scenarios.explore_outcome import classify
@@ -96,12 +96,12 @@ def test_a_crash_point_lands_on_the_statement_it_names() -> None:
     its time, on its agent: the skip counts only what that agent runs from that step on."""
     text, scenario, base = _base(COUNTER)
     points = all_points(base.statements)
-    assert {p.kind for p in points} == {"crash", "crash-after-commit"}
+    assert {p.kind for p in points} == {"crash", "error", "crash-after-commit"}
     assert any(p.skip > 0 for p in points)
     for point in points:
         run = run_scenario(parse_scenario(insert_steps(text, scenario, [point.step()]), "x.yaml"))
         assert landed(point, base, run), point.describe()
-        (record,) = [r for r in run.trace if r.event.startswith("fault:crash")]
+        (record,) = [r for r in run.trace if r.event == CRASH_EVENTS[point.kind]]
         assert (record.t_ms, record.agent) == (point.statement.t_ms, point.statement.agent)
 
 
@@ -137,7 +137,11 @@ def test_points_at_one_instant_that_die_the_same_way_are_one() -> None:
         for turn in (1, 2)
     ]
     points = all_points(statements)
-    assert [(p.kind, p.index) for p in points] == [("crash", 0), ("crash-after-commit", 0)]
+    assert [(p.kind, p.index) for p in points] == [
+        ("crash", 0),
+        ("error", 0),
+        ("crash-after-commit", 0),
+    ]
     assert points[0].match == r"^INSERT INTO counts\b" and points[0].skip == 0
     assert points[0].agent == "c"
 
@@ -238,18 +242,18 @@ def test_explore_finds_a_turn_split_across_an_await_and_writes_a_reproducer(
     is one armed step, names the invariant, and fails the same way under `agentsim run`."""
     base = write(tmp_path, "split.yaml", SPLIT)
     code, out, _ = run_cli(
-        capsys, "explore", base, "--crash-points", "40", "--interleavings", "0", "--out", "found"
+        capsys, "explore", base, "--crash-points", "60", "--interleavings", "0", "--out", "found"
     )
     lines = out.splitlines()
     assert code == 1
-    assert SUMMARY.match(lines[-1]) and lines[-1].startswith("40 crash points, 0 interleavings")
+    assert SUMMARY.match(lines[-1]) and lines[-1].startswith("60 crash points, 0 interleavings")
     assert not lines[-1].endswith(" 0 failures")
     runs = [line for line in lines if line.startswith("  run it: agentsim run ")]
     assert len(runs) == 1
     reproducer = runs[0].removeprefix("  run it: agentsim run ")
     assert re.fullmatch(r"found/split-progress-explore-crash-\d+\.yaml", reproducer)
     text = Path(reproducer).read_text()
-    assert text.startswith(f"# Found by `agentsim explore {base} --crash-points 40")
+    assert text.startswith(f"# Found by `agentsim explore {base} --crash-points 60")
     assert "  - invariants: [no_lost_stash]" in text
     assert text.count("arm_storage_fault:") == 1 and "at:" not in text
     assert "# inserted by agentsim explore: crash point" in text
