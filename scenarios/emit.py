@@ -55,8 +55,10 @@ def _scalar(value: Any) -> str:
     """A YAML flow scalar that reads back as `value` (strings quoted when YAML would not)."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False)  # JSON is YAML flow style
     text = str(value)
     if _BARE.fullmatch(text) and text.lower() not in _YAML_WORDS:
         return text

@@ -51,7 +51,14 @@ from scenarios.errors import InvalidScenario
 from scenarios.fault_sites import StatementSite, site_groups, statement_sites
 from scenarios.loader import NAME_PATTERN, parse_scenario
 from scenarios.runner import ScenarioResult, invariant_names, run_scenario
-from scenarios.schema import EVICTION_REASONS, ConnectStep, Scenario, Step
+from scenarios.schema import (
+    EVICTION_REASONS,
+    CallStep,
+    ConnectStep,
+    RequestStep,
+    Scenario,
+    Step,
+)
 from sim.checkers import CHECKERS
 from sim.probes import coverage_line
 
@@ -68,8 +75,10 @@ __all__ = [
     "place",
 ]
 
-FAULT_KINDS = ("evict", "deploy", "storage", "reconnect")
-"""What a schedule may draw, by the name `agentsim fuzz --faults` takes."""
+FAULT_KINDS = ("evict", "deploy", "storage", "reconnect", "repeat")
+"""What a schedule may draw, by the name `agentsim fuzz --faults` takes. `repeat` sends one of
+the scenario's own calls or requests again at a drawn time (a retry, a duplicate delivery, a
+re-issue racing recovery), as a user's client would."""
 STORAGE_FAULTS = ("error", "crash", "crash-after-commit")
 """How a drawn storage fault hits its statement (`crash-after-commit` only on writes)."""
 TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"})
@@ -355,6 +364,13 @@ class _Fuzzer:
                 groups = [group for group in groups if group]
                 if groups:
                     options[f"storage:{how}"] = self._storage_faults(st, groups, how)
+        repeatable = [
+            step for step in self.base.steps if isinstance(step, CallStep | RequestStep)
+        ]
+        if "repeat" in kinds and repeatable:
+            options["repeat"] = st.builds(
+                _repeat, at, st.sampled_from(range(len(repeatable))).map(repeatable.__getitem__)
+            )
         if "reconnect" in kinds and clients:
             options["reconnect"] = st.builds(
                 lambda t, c: Fault(t, "reconnect", (("client", c),)),
@@ -394,6 +410,25 @@ class _Fuzzer:
             return Fault(site.t_ms, "arm_storage_fault", args, before=site.step)
 
         return st.sampled_from(groups).flatmap(lambda group: st.sampled_from(group)).map(fault)
+
+
+def _repeat(at_ms: int, step: CallStep | RequestStep) -> Fault:
+    """The base `step` sent again at `at_ms`: a call without waiting for it (its result is the
+    story's business), a request as the client sends it, without the story's status check."""
+    if isinstance(step, CallStep):
+        args: list[tuple[str, Any]] = [("agent", step.agent), ("method", step.method)]
+        if step.args:
+            args.append(("args", list(step.args)))
+        if step.kwargs:
+            args.append(("kwargs", dict(step.kwargs)))
+        args.append(("wait", False))
+        return Fault(at_ms, "call", tuple(args))
+    args = [("agent", step.agent), ("method", step.method), ("path", step.path)]
+    if step.body is not None:
+        args.append(("body", step.body))
+    if step.headers:
+        args.append(("headers", dict(step.headers)))
+    return Fault(at_ms, "request", tuple(args))
 
 
 def _order(step: InsertedStep) -> tuple[int, int]:

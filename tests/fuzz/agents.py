@@ -14,7 +14,7 @@ from typing import Any
 from agents_core import Agent
 from tests.checkers.agents import Worker
 
-__all__ = ["Forgetful", "HashOrdered", "Leaky", "SometimesForgetful", "Steady", "Tally"]
+__all__ = ["Forgetful", "HashOrdered", "Leaky", "Session", "SometimesForgetful", "Steady", "Tally"]
 
 
 class Steady(Worker):
@@ -86,3 +86,21 @@ class Tally(Agent):
             self.sql("UPDATE tally SET n = n + 1 WHERE id = 1")
             await self.host.clock.sleep(1_000)
         dispose()
+
+
+class Session(Agent):
+    """`open()` takes a keepAlive lease for a minute-long session and `close` gives it back;
+    the bug: a second `open` overwrites the first lease's disposer, which is then never
+    called, so the heartbeat never stops. Only a repeated call shows it."""
+
+    options = {"keep_alive_interval_ms": 5_000}
+
+    async def open(self) -> None:
+        self._release = await self.keep_alive()
+        self.host.tasks.wait_until(self._close_later())
+
+    async def _close_later(self) -> None:
+        await self.host.clock.sleep(60_000)
+        release, self._release = getattr(self, "_release", None), None
+        if release is not None:
+            release()

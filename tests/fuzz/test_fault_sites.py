@@ -80,7 +80,8 @@ def test_a_leak_behind_one_user_update_is_found_with_a_plain_reproducer(tmp_path
     outcome = fuzz_scenario(path, examples=30, invariants_only=True)
     assert outcome.found, outcome.report()
     text = Path(outcome.path).read_text()
-    assert "  - arm_storage_fault: {agent: t, kind: error, match: '^" in text
+    assert "# inserted by agentsim fuzz" in text
+    assert "  - arm_storage_fault: {agent: t, kind: " in text
     assert "liveness: the run did not settle" in outcome.report()
     assert outcome.report().splitlines()[-1] == f"  run it: agentsim run {outcome.path}"
 
@@ -92,3 +93,30 @@ def test_the_report_says_which_probes_the_runs_reached_and_which_never(tmp_path:
     coverage = outcome.coverage()
     assert coverage.startswith("  probes: ")
     assert "never reached: " in coverage and "platform.alarm_given_up" in coverage
+
+
+SESSION = """\
+name: session
+description: A client opens a one-minute session on an agent.
+seed: 2
+faults: none
+agents:
+  s: {class: "tests.fuzz.agents:Session"}
+steps:
+  - call: {agent: s, method: open}
+  - run_for: 2m
+"""
+
+
+def test_a_repeated_call_finds_what_one_call_never_shows(tmp_path: Path) -> None:
+    """`repeat` sends one of the scenario's own calls again at a drawn time: a second `open`
+    overwrites the first lease, and the heartbeat never stops."""
+    path = tmp_path / "session.yaml"
+    path.write_text(SESSION)
+    calm = fuzz_scenario(path, examples=20, kinds=("deploy",), invariants_only=True)
+    assert not calm.found, calm.report()
+    outcome = fuzz_scenario(path, examples=20, kinds=("repeat",), invariants_only=True)
+    assert outcome.found, outcome.report()
+    text = Path(outcome.path).read_text()
+    assert "call: {agent: s, method: open, wait: false}" in text
+    assert "liveness: the run did not settle" in outcome.report()

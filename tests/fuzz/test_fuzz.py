@@ -31,6 +31,9 @@ steps:
 """
 FORGETFUL = STEADY.replace("steady-worker", "forgetful-worker").replace("Steady", "Forgetful")
 EXAMPLES = 25
+KILLS = ("evict", "deploy")
+"""The fault kinds the forgetful agent's bug needs: these tests are about what the fuzzer does
+with a finding, so they keep the search to the faults that make one."""
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +65,9 @@ def test_a_recovery_that_loses_its_stash_is_found_and_written_as_a_runnable_repr
     """The shrunk schedule is one death after the first stash; the YAML written for it says how
     it was found, and `agentsim run` with the printed command fails with the same invariant and
     the same trace."""
-    outcome = fuzz_scenario(scenario(tmp_path, FORGETFUL, "forgetful.yaml"), examples=EXAMPLES)
+    outcome = fuzz_scenario(
+        scenario(tmp_path, FORGETFUL, "forgetful.yaml"), examples=EXAMPLES, kinds=KILLS
+    )
     assert outcome.found and outcome.finding is not None
     assert len(outcome.steps) == 1
     (step,) = outcome.steps
@@ -106,7 +111,10 @@ def test_the_fuzz_command_exits_1_with_the_run_command_or_0_with_nothing_found(
     """`agentsim fuzz`: a finding ends with the command that runs its reproducer."""
     broken = scenario(tmp_path, FORGETFUL, "forgetful.yaml")
     healthy = scenario(tmp_path, STEADY, "steady.yaml")
-    assert main(["fuzz", broken, "--examples", "15", "--out", "found"]) == 1
+    assert (
+        main(["fuzz", broken, "--examples", "15", "--faults", "evict,deploy", "--out", "found"])
+        == 1
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"FOUND a failure in {broken} (")
     assert lines[-2] == "  reproducer: found/forgetful-worker-fuzz-0.yaml"
@@ -148,8 +156,8 @@ def test_a_failure_that_does_not_come_back_is_flaky_never_a_pass(
     text = FORGETFUL.replace("Forgetful", "SometimesForgetful")
     path = scenario(tmp_path, text, "sometimes.yaml")
     with pytest.raises(FlakyFinding, match="failed once and passed when Hypothesis ran it again"):
-        fuzz_scenario(path, examples=EXAMPLES)
+        fuzz_scenario(path, examples=EXAMPLES, kinds=KILLS)
     monkeypatch.setattr(agents, "_FORGETS", iter(range(1_000_000)))
-    assert main(["fuzz", path, "--examples", str(EXAMPLES)]) == 1
+    assert main(["fuzz", path, "--examples", str(EXAMPLES), "--faults", "evict,deploy"]) == 1
     assert capsys.readouterr().out.startswith(f"FLAKY: {path}: a drawn schedule failed once")
     assert not (tmp_path / "agentsim-fuzz").exists()
