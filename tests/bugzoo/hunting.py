@@ -51,15 +51,17 @@ _FINDING_WORDS = re.compile(r"\binvariants?\b|\bliveness:")
 
 @dataclass(frozen=True)
 class Budget:
-    """One size flag of a tool: `total` units per bug, split evenly over the bug's stories, and
-    at least `minimum` per story."""
+    """One size flag of a tool: `total` units per bug, split evenly over the bug's stories, at
+    least `minimum` and at most `maximum` per story (a bug with one slow story must not spend
+    its whole budget there)."""
 
     flag: str
     total: int
     minimum: int
+    maximum: int
 
     def share(self, stories: int) -> int:
-        return max(self.minimum, self.total // max(stories, 1))
+        return min(self.maximum, max(self.minimum, self.total // max(stories, 1)))
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,7 @@ def detect_tools(
     `fuzz` checks the invariants only, with a fixed seed; `explore` leaves expectations out
     by default (a crash changes a story), and is deterministic by construction."""
     fuzz = Tool(
-        "fuzz", (Budget("--examples", fuzz_examples, 10),), ("--invariants-only", "--seed", "0")
+        "fuzz", (Budget("--examples", fuzz_examples, 10, 80),), ("--invariants-only", "--seed", "0")
     )
     tools, notes = [fuzz], []
     try:
@@ -175,10 +177,10 @@ def detect_tools(
         return tools, notes
     text = explore.stdout
     budgets = [
-        Budget(flag, total, minimum)
-        for flag, total, minimum in (
-            ("--crash-points", crash_points, 20),
-            ("--interleavings", interleavings, 5),
+        Budget(flag, total, minimum, maximum)
+        for flag, total, minimum, maximum in (
+            ("--crash-points", crash_points, 20, 160),
+            ("--interleavings", interleavings, 5, 40),
         )
         if flag in text
     ]

@@ -66,20 +66,19 @@ def _parser() -> argparse.ArgumentParser:
         "--examples",
         type=int,
         default=320,
-        help="fuzz examples per bug, split evenly over the bug's stories, at least 10 per story "
-        "(320)",
+        help="fuzz examples per bug, split evenly over the bug's stories, 10 to 80 per story (320)",
     )
     parser.add_argument(
         "--crash-points",
         type=int,
         default=640,
-        help="explore crash points per bug, split the same way, at least 20 per story (640)",
+        help="explore crash points per bug, split the same way, 20 to 160 per story (640)",
     )
     parser.add_argument(
         "--interleavings",
         type=int,
         default=160,
-        help="explore interleavings per bug, split the same way, at least 5 per story (160)",
+        help="explore interleavings per bug, split the same way, 5 to 40 per story (160)",
     )
     parser.add_argument("--keep", metavar="DIR", help="keep the scratch trees in DIR")
     return parser
