@@ -1,11 +1,11 @@
 """The `agents:` and `clients:` sections: agent classes by import path, and built-in workloads.
 
 An agent is either a class (`{class: "package.module:Class", options: {...}}`) or a workload
-described in YAML (`{workload: fibers | tools | chat, ...}`), which the loader builds into a
-subclass of the workload's agent (`scenarios.workloads`) carrying the description. Everything a
-workload description can get wrong is reported here with its place (`agents.worker.fibers[2]`):
-duplicate names, a `fail_at` past the last step, steps for a child that plays none, `notify` on
-a parent that has no chat to notify.
+described in YAML (`{workload: fibers | tools | chat | schedules, ...}`), which the loader
+builds into a subclass of the workload's agent (`scenarios.workloads`) carrying the description.
+Everything a workload description can get wrong is reported here with its place
+(`agents.worker.fibers[2]`): duplicate names, a `fail_at` past the last step, steps for a child
+that plays none, `notify` on a parent that has no chat to notify, a schedule with two timings.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agents_core.cron import InvalidCronExpression, parse_cron
 from agents_core.options import OPTION_RANGES
 from scenarios import agents as agent_classes
 from scenarios.errors import InvalidScenario, Skipped
@@ -31,6 +32,7 @@ from scenarios.shapes import Anything, Duration, Flag, Map, Number, OneOf, Seq, 
 from scenarios.workloads.chat import CHAT_HOSTS, chat_workload
 from scenarios.workloads.children import CHILD_CLASSES
 from scenarios.workloads.fibers import FIBER_RECOVERIES, FIBER_STARTS, FiberPlan, fiber_workload
+from scenarios.workloads.schedules import SCHEDULE_SETUPS, SchedulePlan, schedule_workload
 from scenarios.workloads.tools import TOOL_HOSTS, TOOL_STARTS, DetachedPlan, RunPlan, tools_workload
 from sim.model import text
 
@@ -68,6 +70,10 @@ FIBER = Shape(
         "fail_at": Whole(minimum=1, maximum=100_000, doc="The step that raises instead."),
         "managed": Flag(default=False, doc="Start it with start_fiber (the ledger)."),
         "idempotency_key": Text(doc="start_fiber's idempotency key (managed fibers)."),
+        "deadline": Duration(doc="Cancel the managed fiber this long after it starts."),
+        "recovery": Text(
+            choices=FIBER_RECOVERIES, doc="This fiber's recovery (default: the agent's)."
+        ),
     },
     required=("name", "steps"),
 )
@@ -172,15 +178,58 @@ CHAT_WORKLOAD = Shape(
     required=("workload",),
     doc="A chat host answering say(text) (scenarios.workloads.chat).",
 )
-WORKLOADS = {"fibers": FIBERS_WORKLOAD, "tools": TOOLS_WORKLOAD, "chat": CHAT_WORKLOAD}
+SCHEDULE = Shape(
+    {
+        "name": NAME,
+        "every": Duration(doc="An interval schedule (schedule_every), in whole seconds."),
+        "cron": Text(doc="A cron schedule: five fields, or six with seconds."),
+        "after": Duration(doc="A one-shot this long after setup (a delayed row), whole seconds."),
+        "at": Duration(doc="A one-shot at this sim time (a scheduled row), whole seconds."),
+        "runs": Whole(minimum=1, maximum=100_000, doc="A recurring schedule stops after N runs."),
+        "work": Duration(default="0ms", doc="How long each run works (inside the alarm)."),
+        "fail": Whole(minimum=0, maximum=100_000, default=0, doc="The first N attempts raise."),
+        "attempts": Whole(minimum=1, maximum=1_000, doc="The row's retry max_attempts."),
+        "keep_alive": Flag(default=False, doc="Run the work inside keep_alive_while."),
+        "fiber": Flag(default=False, doc="Run the work inside run_fiber(name)."),
+    },
+    required=("name",),
+)
+SCHEDULES_WORKLOAD = Shape(
+    {
+        "workload": Text(choices=("schedules",)),
+        "schedules": Seq(SCHEDULE, min_items=1),
+        "setup": Text(
+            choices=SCHEDULE_SETUPS, default="on_start", doc="on_start, or a setup call."
+        ),
+        "warmup": Duration(default="0ms", doc="How long on_start awaits before it sets up."),
+        "options": OPTIONS,
+    },
+    required=("workload", "schedules"),
+    doc="An agent keeping interval, cron and one-shot schedules (scenarios.workloads.schedules).",
+)
+WORKLOADS = {
+    "fibers": FIBERS_WORKLOAD,
+    "tools": TOOLS_WORKLOAD,
+    "chat": CHAT_WORKLOAD,
+    "schedules": SCHEDULES_WORKLOAD,
+}
 AGENT = OneOf((CLASS_AGENT, *WORKLOADS.values()), doc="An agent: a class, or a workload.")
 RUNTIME_OPTIONS = frozenset(OPTION_RANGES) | {"retry"}
-DESCRIBED = ("fibers", "start_on", "recovery", "runs", "model_service")
+DESCRIBED = (
+    "fibers",
+    "start_on",
+    "recovery",
+    "runs",
+    "model_service",
+    "schedules",
+    "setup_on",
+    "warmup_ms",
+)
 """Class attributes that carry a workload's description: never set through `options`."""
 CLIENT = Shape({"agent": Text(doc="The agent it connects to.")}, required=("agent",))
 AGENT_HINT = (
     "an agent is {class: 'package.module:Class', options: {...}} or "
-    "{workload: fibers | tools | chat, ...}"
+    "{workload: fibers | tools | chat | schedules, ...}"
 )
 
 
@@ -297,6 +346,8 @@ def _workload(
         built = _fibers(spec, options)
     elif kind == "tools":
         built = _tools(spec)
+    elif kind == "schedules":
+        built = _schedules(spec)
     else:
         service = MODEL_SERVICE
         if "model" in spec:
@@ -333,6 +384,9 @@ def _fibers(spec: Fields, options: dict[str, Any]) -> type:
         managed, key = fiber.get("managed"), fiber.get("idempotency_key")
         if key is not None and not managed:
             fiber.bad("idempotency_key", "only a managed fiber has one: add managed: true")
+        deadline = fiber.get("deadline")
+        if deadline is not None and not managed:
+            fiber.bad("deadline", "only a managed fiber can be cancelled: add managed: true")
         plans.append(
             FiberPlan(
                 name=name,
@@ -342,6 +396,8 @@ def _fibers(spec: Fields, options: dict[str, Any]) -> type:
                 fail_at=fail_at,
                 managed=managed,
                 idempotency_key=key,
+                deadline_ms=deadline,
+                recovery=fiber.get("recovery"),
             )
         )
     interval = spec.get("keep_alive_interval")
@@ -360,6 +416,67 @@ def _fibers(spec: Fields, options: dict[str, Any]) -> type:
             )
         options["keep_alive_interval_ms"] = interval
     return fiber_workload(plans, start=spec.get("start"), recovery=spec.get("recovery"))
+
+
+TIMINGS = ("every", "cron", "after", "at")
+
+
+def _schedules(spec: Fields) -> type:
+    plans: list[SchedulePlan] = []
+    for index, item, line in _items(spec, "schedules"):
+        entry = Fields(spec.path, f"{spec.where}.schedules[{index}]", item, line, shape=SCHEDULE)
+        name = entry.get("name")
+        earlier = [n for n, plan in enumerate(plans, start=1) if plan.name == name]
+        if earlier:
+            entry.fail(
+                "name",
+                f"name: {show(name)} is already schedules[{earlier[0]}]'s",
+                "schedule names must be unique in a workload",
+            )
+        given = [key for key in TIMINGS if key in entry]
+        if len(given) != 1:
+            entry.fail(
+                given[1] if len(given) > 1 else "name",
+                f"{' and '.join(given) or 'no timing'} for schedule {show(name)}",
+                "give exactly one of every: 10s, cron: '*/5 * * * *', after: 45s, at: 2m",
+            )
+        seconds = {}
+        for key in ("every", "after", "at"):
+            ms = entry.get(key)
+            if ms is None:
+                continue
+            if ms % 1000 or (key == "every" and not 1000 <= ms <= 30 * 86_400_000):
+                entry.bad(
+                    key,
+                    "expected whole seconds (schedules are kept in seconds)"
+                    + (", from 1s to 30d" if key == "every" else ""),
+                )
+            seconds[key] = ms // 1000
+        cron = entry.get("cron")
+        if cron is not None:
+            try:
+                parse_cron(cron)
+            except InvalidCronExpression as exc:
+                entry.bad("cron", str(exc))
+        runs = entry.get("runs")
+        if runs is not None and given[0] not in ("every", "cron"):
+            entry.bad("runs", "only a recurring schedule (every or cron) stops after N runs")
+        plans.append(
+            SchedulePlan(
+                name=name,
+                every_s=seconds.get("every"),
+                cron=cron,
+                after_s=seconds.get("after"),
+                at_s=seconds.get("at"),
+                runs=runs,
+                work_ms=entry.get("work"),
+                fail=entry.get("fail"),
+                attempts=entry.get("attempts"),
+                keep_alive=entry.get("keep_alive"),
+                fiber=entry.get("fiber"),
+            )
+        )
+    return schedule_workload(plans, setup=spec.get("setup"), warmup_ms=spec.get("warmup"))
 
 
 def _tools(spec: Fields) -> type:

@@ -11,11 +11,19 @@ Fibers start from `on_start` (`start_on = "on_start"`) or when the `start` metho
 Each fiber starts once: `workload_fibers` remembers it durably, with its status (`running`,
 `done`, `failed`, `dropped`) and how many times it was resumed.
 
-The recovery hook does what `recovery` says with a fiber an eviction interrupted: `resume` emits
+The recovery hook does what `recovery` says with a fiber an eviction interrupted (a fiber's
+own `recovery` overrides the workload's): `resume` emits
 `workload:resumed {fiberId: the recovered fiber's id, step: the stashed step or None}` and starts
 a continuation fiber (a new id, no idempotency key: the key stays with the interrupted original)
 at the next step; `drop` lets it go (`workload:dropped`); `throw`
 raises, so the row stays a poison row that recovery retries until it ages out.
+
+Managed fibers can be cancelled: `cancel(name)` (or, with `deadline_ms`, a one-shot schedule
+the workload sets when the fiber starts) marks the fiber cancelled in `workload_fiber_ids` and
+calls `cancel_fiber` on its current execution. The fiber cooperates: each step's sleep is raced
+against its abort signal, and a fiber whose signal fired stops there and returns
+(`workload:fiber_cancelled {name, step}`, status `cancelled`). A fiber marked cancelled is never
+resumed by recovery, and a continuation that starts after the mark stops at once.
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ __all__ = [
 
 FIBER_STARTS = ("on_start", "call")
 FIBER_RECOVERIES = ("resume", "drop", "throw")
+_MANAGED_DDL = (
+    "CREATE TABLE IF NOT EXISTS workload_fiber_ids (name TEXT PRIMARY KEY, fiber_id TEXT, "
+    "cancelled_at INTEGER)"
+)
 _DDL = (
     "CREATE TABLE IF NOT EXISTS workload_fibers (name TEXT PRIMARY KEY, status TEXT NOT NULL, "
     "started_at INTEGER NOT NULL, ended_at INTEGER, resumes INTEGER NOT NULL DEFAULT 0)",
@@ -67,6 +79,10 @@ class FiberPlan:
     managed: bool = False
     idempotency_key: str | None = None
     """For a managed fiber: `start_fiber`'s idempotency key."""
+    deadline_ms: int | None = None
+    """For a managed fiber: cancel it this long after it starts (a durable one-shot schedule)."""
+    recovery: str | None = None
+    """What recovery does with this fiber; None: the workload's `recovery`."""
 
 
 def _stashed_step(snapshot: Any) -> int | None:
@@ -87,6 +103,8 @@ class FiberWorkload(Agent):
         # stub starts an incarnation without on_start at all.
         for statement in _DDL:
             self.sql(statement)
+        if any(plan.managed for plan in self.fibers):
+            self.sql(_MANAGED_DDL)
 
     # -- the surface a scenario calls -----------------------------------------------------------
     async def on_start(self) -> None:
@@ -98,9 +116,23 @@ class FiberWorkload(Agent):
         return self._start_unstarted(name)
 
     async def status(self) -> dict[str, str]:
-        """Each started fiber's status: running, done, failed or dropped."""
+        """Each started fiber's status: running, done, failed, dropped or cancelled."""
         rows = self.sql("SELECT name, status FROM workload_fibers ORDER BY started_at, name")
         return {row["name"]: row["status"] for row in rows}
+
+    async def cancel(self, name: str, reason: str = "cancelled by the scenario") -> bool:
+        """Cancel the managed fiber `name`: True when its current execution was cancelled."""
+        plan = self._plan(name)
+        if plan is None or not plan.managed:
+            managed = [plan.name for plan in self.fibers if plan.managed]
+            raise ValueError(f"no managed fiber named {name!r}; this workload's: {managed}")
+        return self._cancel(plan, reason)
+
+    async def workload_fiber_deadline(self, payload: Any = None, row: Any = None) -> None:
+        """The one-shot a fiber with `deadline_ms` set when it started: cancel it now."""
+        plan = self._plan(payload.get("name") if isinstance(payload, dict) else None)
+        if plan is not None and plan.managed:
+            self._cancel(plan, "deadline")
 
     # -- running --------------------------------------------------------------------------------
     def _plan(self, name: str) -> FiberPlan | None:
@@ -125,6 +157,29 @@ class FiberWorkload(Agent):
             started.append(plan.name)
         return started
 
+    def _cancel(self, plan: FiberPlan, reason: str) -> bool:
+        """Mark the fiber cancelled and cancel its current execution, in one turn: a
+        continuation that starts later sees the mark, one that started earlier is cancelled."""
+        now = self.host.clock.now_ms()
+        self.sql(
+            "INSERT INTO workload_fiber_ids (name, cancelled_at) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET cancelled_at = COALESCE(cancelled_at, ?)",
+            plan.name,
+            now,
+            now,
+        )
+        rows = self.sql("SELECT fiber_id FROM workload_fiber_ids WHERE name = ?", plan.name)
+        fiber_id = rows[0]["fiber_id"] if rows else None
+        cancelled = fiber_id is not None and self.cancel_fiber(fiber_id, reason)
+        self.host.trace.emit(
+            "workload:cancel", name=plan.name, fiberId=fiber_id, reason=reason, cancelled=cancelled
+        )
+        return cancelled
+
+    def _cancelled(self, plan: FiberPlan) -> bool:
+        rows = self.sql("SELECT cancelled_at FROM workload_fiber_ids WHERE name = ?", plan.name)
+        return bool(rows) and rows[0]["cancelled_at"] is not None
+
     def _launch(self, plan: FiberPlan, first_step: int, *, continuation: bool = False) -> None:
         self.host.tasks.wait_until(self._run(plan, first_step, continuation))
 
@@ -136,6 +191,14 @@ class FiberWorkload(Agent):
         # into the interrupted ledger row and never run.
         key = None if continuation else plan.idempotency_key
         try:
+            if plan.managed and plan.deadline_ms is not None and not continuation:
+                # In the same turn as the ledger row below: the deadline exists iff the fiber does.
+                await self.schedule(
+                    -(-plan.deadline_ms // 1000),
+                    "workload_fiber_deadline",
+                    {"name": plan.name},
+                    idempotent=True,
+                )
             if plan.managed:
                 await self.start_fiber(plan.name, body, idempotency_key=key)
             else:
@@ -144,8 +207,26 @@ class FiberWorkload(Agent):
             return  # scripted: already recorded by the step itself
 
     async def _steps(self, plan: FiberPlan, ctx: Any, first_step: int) -> None:
+        aborted = None
+        if plan.managed:
+            # Which execution is current, and whether a cancel came before it started: one turn.
+            self.sql(
+                "INSERT INTO workload_fiber_ids (name, fiber_id) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET fiber_id = excluded.fiber_id",
+                plan.name,
+                ctx.id,
+            )
+            if self._cancelled(plan):
+                self._stop_cancelled(plan, first_step)
+                return
+            aborted = self.host.tasks.deferred()
+            ctx.signal.add_listener(lambda _reason: aborted.resolve(None))
         for step in range(first_step, plan.steps + 1):
-            await self.host.clock.sleep(plan.step_ms)
+            sleep = self.host.clock.sleep(plan.step_ms)
+            await (sleep if aborted is None else self.host.tasks.race(sleep, aborted))
+            if ctx.signal.aborted:
+                self._stop_cancelled(plan, step)
+                return
             if plan.fail_at == step:
                 self._ended(plan, "failed")
                 error = f"fiber {plan.name} failed at step {step} (fail_at)"
@@ -164,6 +245,11 @@ class FiberWorkload(Agent):
         self._ended(plan, "done")
         self.host.trace.emit("workload:fiber_done", name=plan.name)
 
+    def _stop_cancelled(self, plan: FiberPlan, step: int) -> None:
+        """The cooperative end of a cancelled fiber: it returns without doing step `step`."""
+        self._ended(plan, "cancelled")
+        self.host.trace.emit("workload:fiber_cancelled", name=plan.name, step=step)
+
     def _ended(self, plan: FiberPlan, status: str) -> None:
         self.sql(
             "UPDATE workload_fibers SET status = ?, ended_at = ? WHERE name = ?",
@@ -178,12 +264,13 @@ class FiberWorkload(Agent):
         if plan is None:
             return await super().on_fiber_recovered(ctx)
         step = _stashed_step(ctx.snapshot)
-        if self.recovery == "throw":
+        recovery = plan.recovery or self.recovery
+        if recovery == "throw":
             raise WorkloadRecoveryRefused(
                 f"fiber {ctx.name} ({ctx.id}) was not recovered: the workload's recovery is throw"
             )
-        if self.recovery == "drop":
-            self._ended(plan, "dropped")
+        if recovery == "drop" or (plan.managed and self._cancelled(plan)):
+            self._ended(plan, "cancelled" if plan.managed and self._cancelled(plan) else "dropped")
             self.host.trace.emit("workload:dropped", fiberId=ctx.id, step=step)
             return None
         self.host.trace.emit("workload:resumed", fiberId=ctx.id, step=step)
@@ -207,6 +294,11 @@ def fiber_workload(
         raise ValueError(f"start must be one of {list(FIBER_STARTS)}, got {start!r}")
     if recovery not in FIBER_RECOVERIES:
         raise ValueError(f"recovery must be one of {list(FIBER_RECOVERIES)}, got {recovery!r}")
+    for plan in plans:
+        if plan.recovery is not None and plan.recovery not in FIBER_RECOVERIES:
+            raise ValueError(f"fiber {plan.name}: recovery must be one of {list(FIBER_RECOVERIES)}")
+        if plan.deadline_ms is not None and not plan.managed:
+            raise ValueError(f"fiber {plan.name}: only a managed fiber has a deadline")
     attributes = {
         "fibers": plans,
         "start_on": start,

@@ -119,7 +119,7 @@ CASES = [
         "workload-unknown",
         ("workload: fibers\n", "workload: fibres\n"),
         "lib/v.yaml:6: agents.worker: workload: 'fibres'; did you mean 'fibers'? allowed: "
-        "['fibers', 'tools', 'chat']",
+        "['fibers', 'tools', 'chat', 'schedules']",
     ),
     (
         "workload-and-class",

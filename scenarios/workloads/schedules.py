@@ -1,0 +1,290 @@
+"""`ScheduleWorkload`: an agent that keeps interval, cron and one-shot schedules, described in YAML.
+
+Each `SchedulePlan` is one schedule of the agent: `every` seconds (`schedule_every`), a `cron`
+expression, a one-shot `after` a delay (a `delayed` row) or `at` an absolute sim time (a
+`scheduled` row). All of them call `workload_tick({"name": ...})`, which records the attempt
+(`workload_attempts`, `workload:schedule_run {name, attempt}`), works `work_ms` (a sleep inside
+the alarm handler), and fails its first `fail` attempts (`workload:schedule_failed`; the
+runtime's retries and `attempts` decide what happens next) before it records the run done
+(`workload:schedule_done`). The work runs inside `keep_alive_while` with `keep_alive`, and
+inside `run_fiber(name)` with `fiber` (each run of the schedule is a new fiber of that name). A
+recurring schedule with `runs: N` cancels itself once N runs are done, so a poller settles.
+
+The schedules are set up once (`workload_schedules` remembers each one durably, so a restart
+never adds a second one-shot), from `on_start` after an optional `warmup_ms` (startup awaits it,
+as a slow configuration load would, holding the input gate) or by a `setup` call. `status`
+answers over RPC or a GET request; `cancel(name)` cancels one schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from agents_core import Agent, Request, Response
+
+__all__ = [
+    "SCHEDULE_SETUPS",
+    "SchedulePlan",
+    "ScheduleWorkload",
+    "WorkloadScheduleFailed",
+    "schedule_workload",
+]
+
+SCHEDULE_SETUPS = ("on_start", "call")
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS workload_schedules (name TEXT PRIMARY KEY, schedule_id TEXT "
+    "NOT NULL, kind TEXT NOT NULL, created_at INTEGER NOT NULL, cancelled_at INTEGER)",
+    "CREATE TABLE IF NOT EXISTS workload_attempts (name TEXT NOT NULL, attempt INTEGER NOT NULL, "
+    "schedule_id TEXT, started_at INTEGER NOT NULL, inc INTEGER NOT NULL, outcome TEXT, "
+    "ended_at INTEGER)",
+)
+
+
+class WorkloadScheduleFailed(RuntimeError):
+    """A schedule attempt scripted to fail (`fail`)."""
+
+
+@dataclass(frozen=True)
+class SchedulePlan:
+    """One schedule of the workload: exactly one of `every_s`, `cron`, `after_s`, `at_s`."""
+
+    name: str
+    every_s: int | None = None
+    cron: str | None = None
+    after_s: int | None = None
+    at_s: int | None = None
+    """An absolute sim time, in seconds since the simulation's epoch (a `scheduled` row)."""
+    runs: int | None = None
+    """A recurring schedule cancels itself after this many runs are done; None: never."""
+    work_ms: int = 0
+    fail: int = 0
+    """The first `fail` attempts raise (counted across runs and restarts)."""
+    attempts: int | None = None
+    """The row's retry `max_attempts`; None: the runtime's default."""
+    keep_alive: bool = False
+    fiber: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The row type the runtime writes: interval, cron, delayed or scheduled."""
+        if self.every_s is not None:
+            return "interval"
+        if self.cron is not None:
+            return "cron"
+        return "delayed" if self.after_s is not None else "scheduled"
+
+    @property
+    def recurring(self) -> bool:
+        return self.kind in ("interval", "cron")
+
+
+class ScheduleWorkload(Agent):
+    """Keeps `schedules` (class attribute, built from the scenario) and runs their callbacks."""
+
+    schedules: ClassVar[tuple[SchedulePlan, ...]] = ()
+    setup_on: ClassVar[str] = "on_start"
+    warmup_ms: ClassVar[int] = 0
+    """How long `on_start` awaits before it sets up (startup holds the input gate meanwhile)."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        # Here, not in on_start: a plain RPC on a stale stub starts an incarnation without it,
+        # and fiber recovery runs before it.
+        for statement in _DDL:
+            self.sql(statement)
+
+    # -- the surface a scenario calls -----------------------------------------------------------
+    async def on_start(self) -> None:
+        if self.warmup_ms > 0:
+            await self.host.clock.sleep(int(self.warmup_ms))
+            self.host.trace.emit("workload:warmed_up", ms=int(self.warmup_ms))
+        if self.setup_on == "on_start":
+            await self._setup()
+
+    async def setup(self) -> list[str]:
+        """Create every schedule not created yet; the names created."""
+        return await self._setup()
+
+    async def status(self) -> dict[str, dict[str, int]]:
+        """For each schedule set up: its runs done and attempts made."""
+        out: dict[str, dict[str, int]] = {}
+        for row in self.sql("SELECT name FROM workload_schedules ORDER BY created_at, name"):
+            name = row["name"]
+            counts = self.sql(
+                "SELECT COUNT(*) AS attempts, SUM(outcome = 'done') AS done "
+                "FROM workload_attempts WHERE name = ?",
+                name,
+            )[0]
+            out[name] = {"done": int(counts["done"] or 0), "attempts": int(counts["attempts"])}
+        return out
+
+    async def cancel(self, name: str) -> bool:
+        """Cancel the schedule `name`; False when it is gone already (ran out, or cancelled)."""
+        self._plan_named(name)
+        return await self._cancel(name, "call")
+
+    async def on_request(self, request: Request) -> Response:
+        if request.method == "GET":
+            return Response(200, await self.status())
+        return Response(405, f"method {request.method} not allowed; use GET")
+
+    # -- setting up -----------------------------------------------------------------------------
+    def _plan_named(self, name: str) -> SchedulePlan:
+        plan = next((plan for plan in self.schedules if plan.name == name), None)
+        if plan is None:
+            names = [plan.name for plan in self.schedules]
+            raise ValueError(f"no schedule named {name!r}; this workload's schedules: {names}")
+        return plan
+
+    async def _setup(self) -> list[str]:
+        created = []
+        for plan in self.schedules:
+            if self.sql("SELECT 1 AS x FROM workload_schedules WHERE name = ?", plan.name):
+                continue
+            schedule = await self._create(plan)
+            self.sql(
+                "INSERT INTO workload_schedules (name, schedule_id, kind, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                plan.name,
+                schedule.id,
+                plan.kind,
+                self.host.clock.now_ms(),
+            )
+            self.host.trace.emit(
+                "workload:scheduled", name=plan.name, scheduleId=schedule.id, kind=plan.kind
+            )
+            created.append(plan.name)
+        return created
+
+    async def _create(self, plan: SchedulePlan) -> Any:
+        payload = {"name": plan.name}
+        retry = None if plan.attempts is None else {"max_attempts": plan.attempts}
+        if plan.every_s is not None:
+            return await self.schedule_every(plan.every_s, "workload_tick", payload, retry=retry)
+        if plan.cron is not None:
+            return await self.schedule(plan.cron, "workload_tick", payload, retry=retry)
+        when: Any = plan.after_s
+        if plan.at_s is not None:
+            when = datetime.fromtimestamp(plan.at_s, UTC)
+        # Idempotent: a setup a crash cut short and ran again finds the row it wrote.
+        return await self.schedule(when, "workload_tick", payload, retry=retry, idempotent=True)
+
+    async def _cancel(self, name: str, by: str) -> bool:
+        rows = self.sql(
+            "SELECT schedule_id FROM workload_schedules WHERE name = ? AND cancelled_at IS NULL",
+            name,
+        )
+        if not rows:
+            return False
+        self.sql(
+            "UPDATE workload_schedules SET cancelled_at = ? WHERE name = ?",
+            self.host.clock.now_ms(),
+            name,
+        )
+        cancelled = await self.cancel_schedule(rows[0]["schedule_id"])
+        self.host.trace.emit("workload:schedule_cancelled", name=name, by=by, found=cancelled)
+        return cancelled
+
+    # -- the callback ---------------------------------------------------------------------------
+    async def workload_tick(self, payload: Any = None, row: Any = None) -> None:
+        """Every schedule's callback: one attempt of the run of `payload["name"]`."""
+        name = payload.get("name") if isinstance(payload, dict) else None
+        plan = next((plan for plan in self.schedules if plan.name == name), None)
+        if plan is None:
+            return
+        attempt = (
+            self.sql("SELECT COUNT(*) AS n FROM workload_attempts WHERE name = ?", name)[0]["n"] + 1
+        )
+        schedule_id = row.get("id") if isinstance(row, dict) else None
+        self.sql(
+            "INSERT INTO workload_attempts (name, attempt, schedule_id, started_at, inc) "
+            "VALUES (?, ?, ?, ?, ?)",
+            name,
+            attempt,
+            schedule_id,
+            self.host.clock.now_ms(),
+            self.host.incarnation_number,
+        )
+        self.host.trace.emit("workload:schedule_run", name=name, attempt=attempt)
+
+        async def work() -> None:
+            if plan.work_ms > 0:
+                await self.host.clock.sleep(int(plan.work_ms))
+            if attempt <= plan.fail:
+                self._attempt_ended(name, attempt, "failed")
+                self.host.trace.emit("workload:schedule_failed", name=name, attempt=attempt)
+                raise WorkloadScheduleFailed(
+                    f"schedule {name} failed its attempt {attempt} (fail: {plan.fail})"
+                )
+            self._attempt_ended(name, attempt, "done")
+            self.host.trace.emit("workload:schedule_done", name=name, attempt=attempt)
+
+        async def in_fiber() -> None:
+            if plan.fiber:
+                await self.run_fiber(name, lambda _ctx: work())
+            else:
+                await work()
+
+        if plan.keep_alive:
+            await self.keep_alive_while(in_fiber)
+        else:
+            await in_fiber()
+        if plan.recurring and plan.runs is not None:
+            done = self.sql(
+                "SELECT COUNT(*) AS n FROM workload_attempts WHERE name = ? AND outcome = 'done'",
+                name,
+            )[0]["n"]
+            if done >= plan.runs:
+                await self._cancel(name, "runs")
+
+    def _attempt_ended(self, name: str, attempt: int, outcome: str) -> None:
+        self.sql(
+            "UPDATE workload_attempts SET outcome = ?, ended_at = ? WHERE name = ? AND attempt = ?",
+            outcome,
+            self.host.clock.now_ms(),
+            name,
+            attempt,
+        )
+
+    async def on_fiber_recovered(self, ctx: Any) -> Any:
+        if not any(plan.name == ctx.name for plan in self.schedules):
+            return await super().on_fiber_recovered(ctx)
+        # The schedule itself runs the work again (a one-shot row is kept until its callback
+        # returns; a recurring one comes round), so the interrupted fiber is let go.
+        self.host.trace.emit("workload:schedule_fiber_dropped", name=ctx.name, fiberId=ctx.id)
+        return None
+
+
+def schedule_workload(
+    schedules: Sequence[SchedulePlan], *, setup: str = "on_start", warmup_ms: int = 0
+) -> type[ScheduleWorkload]:
+    """A `ScheduleWorkload` subclass (same name, so trace paths read `ScheduleWorkload/<alias>`)
+    keeping `schedules`, set up `on_start` (after `warmup_ms`) or by a `setup` call."""
+    plans = tuple(schedules)
+    if not plans or not all(isinstance(plan, SchedulePlan) for plan in plans):
+        raise ValueError(f"schedule_workload takes one or more SchedulePlan values, got {plans!r}")
+    names = [plan.name for plan in plans]
+    if len(set(names)) != len(names):
+        raise ValueError(f"schedule names must be unique, got {names}")
+    for plan in plans:
+        timings = [plan.every_s, plan.cron, plan.after_s, plan.at_s]
+        if sum(value is not None for value in timings) != 1:
+            raise ValueError(f"schedule {plan.name}: give exactly one of every, cron, after, at")
+        if plan.runs is not None and not plan.recurring:
+            raise ValueError(f"schedule {plan.name}: runs is for every or cron schedules")
+    if setup not in SCHEDULE_SETUPS:
+        raise ValueError(f"setup must be one of {list(SCHEDULE_SETUPS)}, got {setup!r}")
+    if warmup_ms < 0:
+        raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
+    attributes = {
+        "schedules": plans,
+        "setup_on": setup,
+        "warmup_ms": warmup_ms,
+        "__module__": ScheduleWorkload.__module__,
+        "__qualname__": ScheduleWorkload.__qualname__,
+        "__doc__": ScheduleWorkload.__doc__,
+    }
+    return type(ScheduleWorkload.__name__, (ScheduleWorkload,), attributes)

@@ -1,0 +1,243 @@
+"""The workload features the hunting scenarios (`scenarios/library/hunt-*.yaml`) are built from:
+the `schedules` workload, cancellable managed fibers with deadlines and per-fiber recovery, read
+from the trace and the storage of small scenarios."""
+
+from __future__ import annotations
+
+import pytest
+
+from scenarios import parse_scenario, run_scenario
+from scenarios.errors import InvalidScenario
+from scenarios.runner import ScenarioResult
+from scenarios.workloads import SchedulePlan, ScheduleWorkload, schedule_workload
+from tests.scenarios.helpers import workload_scenario
+
+
+def run(text: str, seed: int | None = None) -> ScenarioResult:
+    return run_scenario(parse_scenario(text, "w.yaml"), seed)
+
+
+def events(result: ScenarioResult, event: str, **fields: object) -> list[dict]:
+    return [
+        dict(record.fields)
+        for record in result.trace.records
+        if record.event == event and all(record.get(k) == v for k, v in fields.items())
+    ]
+
+
+def times(result: ScenarioResult, event: str, **fields: object) -> list[int]:
+    return [
+        record.t_ms
+        for record in result.trace.records
+        if record.event == event and all(record.get(k) == v for k, v in fields.items())
+    ]
+
+
+# -- schedules ----------------------------------------------------------------------------------
+def scheduler(*entries: str, settings: str = "") -> str:
+    body = "".join(f"      - {entry}\n" for entry in entries)
+    return f"  s:\n    workload: schedules\n{settings}    schedules:\n{body}"
+
+
+WAKE = "  - call: {agent: s, method: status}\n  - run_until: 10m\n"
+ALL = "  - invariants: all\n"
+
+
+def test_an_interval_runs_one_interval_after_each_completion_and_stops_after_its_runs() -> None:
+    """every: 10s with work: 2s runs at 10 s, 22 s, 34 s; runs: 3 cancels it after the third."""
+    result = run(
+        workload_scenario(scheduler("{name: p, every: 10s, runs: 3, work: 2s}"), WAKE, ALL)
+    )
+    assert result.passed, result.report()
+    assert times(result, "workload:schedule_run") == [10_000, 22_000, 34_000]
+    assert times(result, "workload:schedule_done") == [12_000, 24_000, 36_000]
+    assert events(result, "workload:schedule_cancelled") == [
+        {"name": "p", "by": "runs", "found": True}
+    ]
+    assert len(events(result, "schedule:cancel")) == 1
+
+
+def test_failing_attempts_are_retried_and_the_run_still_completes() -> None:
+    """fail: 2 fails the first two attempts; the runtime's retries make the third."""
+    result = run(workload_scenario(scheduler("{name: r, after: 30s, fail: 2}"), WAKE, ALL))
+    assert result.passed, result.report()
+    assert [e["attempt"] for e in events(result, "workload:schedule_failed")] == [1, 2]
+    assert [e["attempt"] for e in events(result, "workload:schedule_done")] == [3]
+    assert [e["attempt"] for e in events(result, "schedule:retry")] == [2, 3]
+
+
+def test_attempts_one_makes_a_failure_final_for_that_run() -> None:
+    """attempts: 1: the failed run is reported (schedule:error) and the interval goes on."""
+    entry = "{name: p, every: 10s, runs: 2, fail: 1, attempts: 1}"
+    result = run(workload_scenario(scheduler(entry), WAKE, ALL))
+    assert result.passed, result.report()
+    assert len(events(result, "schedule:error")) == 1 and not events(result, "schedule:retry")
+    assert [e["attempt"] for e in events(result, "workload:schedule_done")] == [2, 3]
+
+
+def test_keep_alive_holds_a_lease_around_every_attempt_even_a_failing_one() -> None:
+    """Each attempt acquires a keep_alive lease and gives it back, also when it raises."""
+    entry = "{name: r, after: 30s, work: 5s, fail: 1, keep_alive: true}"
+    result = run(workload_scenario(scheduler(entry), WAKE, ALL))
+    assert result.passed, result.report()
+    acquired = times(result, "keep_alive:acquire", holder="keep_alive")
+    released = times(result, "keep_alive:release", holder="keep_alive")
+    assert len(acquired) == len(released) == 2
+    assert released[0] == acquired[0] + 5_000
+
+
+def test_fiber_runs_each_attempt_as_a_new_fiber_of_the_schedules_name() -> None:
+    """fiber: every run (and retry) is one run_fiber of that name, each with its own id."""
+    entry = "{name: d, cron: '* * * * *', runs: 2, work: 1s, fiber: true}"
+    result = run(workload_scenario(scheduler(entry), WAKE, ALL))
+    assert result.passed, result.report()
+    started = events(result, "fiber:run:started", fiberName="d")
+    assert len(started) == 2 and started[0]["fiberId"] != started[1]["fiberId"]
+    assert times(result, "workload:schedule_run") == [60_000, 120_000]
+
+
+def test_one_shots_run_once_and_a_restart_sets_nothing_up_again() -> None:
+    """after: and at: make delayed and scheduled rows; a deploy after they ran runs on_start
+    again, which finds them set up already and adds no row."""
+    entries = ("{name: a, after: 20s}", "{name: b, at: 1m}")
+    steps = "  - call: {agent: s, method: status}\n  - at: 2m\n    deploy_all: {}\n" + (
+        "  - at: 3m\n    request: {agent: s}\n  - run_until: 10m\n"
+    )
+    result = run(workload_scenario(scheduler(*entries), steps, ALL))
+    assert result.passed, result.report()
+    assert [e["kind"] for e in events(result, "workload:scheduled")] == ["delayed", "scheduled"]
+    assert len(events(result, "schedule:create")) == 2
+    assert times(result, "workload:schedule_done") == [20_000, 60_000]
+
+
+def test_warmup_holds_the_input_gate_while_startup_awaits() -> None:
+    """A plain RPC sent during the warmup is delivered only after startup:done."""
+    steps = (
+        "  - call: {agent: s, method: status, wait: false}\n"
+        "  - at: 1s\n    call: {agent: s, method: status, wait: false}\n  - run_until: 1m\n"
+    )
+    result = run(
+        workload_scenario(scheduler("{name: a, after: 10s}", settings="    warmup: 3s\n"), steps)
+    )
+    assert result.passed, result.report()
+    assert times(result, "startup:done") == [3_000]
+    assert times(result, "delivery:begin", trigger="rpc") == [3_000, 3_000]
+    assert result.probes.get("platform.delivery_waited_at_gate")
+
+
+def test_setup_call_and_cancel() -> None:
+    """setup: call creates nothing until `setup`; `cancel` removes a schedule before it runs."""
+    entries = ("{name: a, after: 1m}", "{name: b, every: 30s, runs: 2}")
+    steps = (
+        "  - call: {agent: s, method: status}\n  - at: 10s\n    call: {agent: s, method: setup}\n"
+        "  - at: 20s\n    call: {agent: s, method: cancel, args: [a]}\n  - run_until: 5m\n"
+    )
+    result = run(workload_scenario(scheduler(*entries, settings="    setup: call\n"), steps, ALL))
+    assert result.passed, result.report()
+    assert times(result, "schedule:create") == [10_000, 10_000]
+    assert events(result, "workload:schedule_cancelled", name="a") == [
+        {"name": "a", "by": "call", "found": True}
+    ]
+    assert {e["name"] for e in events(result, "workload:schedule_run")} == {"b"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("{name: a, after: 10s, every: 5s}", "every and after for schedule 'a'; give exactly one"),
+        ("{name: a}", "no timing for schedule 'a'; give exactly one of every"),
+        ("{name: a, after: 10s, runs: 2}", "only a recurring schedule (every or cron) stops"),
+        ("{name: a, every: 1500ms}", "expected whole seconds (schedules are kept in seconds)"),
+        ("{name: a, cron: 'every minute'}", "agents.s.schedules[1]: cron: 'every minute'"),
+        ("{name: a, every: 0s}", "from 1s to 30d"),
+    ],
+)
+def test_a_wrong_schedule_is_refused_at_its_line(entry: str, message: str) -> None:
+    with pytest.raises(InvalidScenario, match=r"w\.yaml:\d+") as raised:
+        parse_scenario(workload_scenario(scheduler(entry), WAKE), "w.yaml")
+    assert message in str(raised.value)
+
+
+def test_schedule_workload_is_a_subclass_with_the_plans_as_class_attributes() -> None:
+    cls = schedule_workload([SchedulePlan("a", every_s=5, runs=2)], setup="call", warmup_ms=10)
+    assert issubclass(cls, ScheduleWorkload) and cls.__name__ == "ScheduleWorkload"
+    assert (cls.setup_on, cls.warmup_ms, cls.schedules[0].kind) == ("call", 10, "interval")
+    with pytest.raises(ValueError, match="give exactly one of every, cron, after, at"):
+        schedule_workload([SchedulePlan("a", every_s=5, after_s=3)])
+    with pytest.raises(ValueError, match="runs is for every or cron schedules"):
+        schedule_workload([SchedulePlan("a", after_s=3, runs=1)])
+    with pytest.raises(ValueError, match=r"schedule names must be unique"):
+        schedule_workload([SchedulePlan("a", after_s=3), SchedulePlan("a", after_s=4)])
+
+
+# -- fibers: cancels, deadlines, per-fiber recovery ---------------------------------------------
+def worker(*fibers: str, settings: str = "    keep_alive_interval: 2s\n") -> str:
+    body = "".join(f"      - {fiber}\n" for fiber in fibers)
+    return f"  w:\n    workload: fibers\n{settings}    fibers:\n{body}"
+
+
+START = "  - call: {agent: w, method: status}\n"
+
+
+def test_cancel_stops_a_managed_fiber_at_once_and_the_ledger_keeps_it_aborted() -> None:
+    """The step's sleep is raced against the abort signal: the fiber returns at the cancel."""
+    steps = START + "  - at: 25s\n    call: {agent: w, method: cancel, args: [m]}\n"
+    expect = (
+        "  - query: {agent: w, sql: 'SELECT status FROM cf_agents_fibers', "
+        "rows: [{status: aborted}]}\n"
+        "  - query: {agent: w, sql: 'SELECT status FROM workload_fibers', "
+        "rows: [{status: cancelled}]}\n" + ALL
+    )
+    text = workload_scenario(worker("{name: m, steps: 5, step: 10s, managed: true}"), steps, expect)
+    result = run(text)
+    assert result.passed, result.report()
+    assert events(result, "workload:fiber_cancelled") == [{"name": "m", "step": 3}]
+    assert times(result, "fiber:run:completed") == [25_000]
+    assert [e["step"] for e in events(result, "workload:stashed")] == [1, 2]
+    assert events(result, "workload:cancel")[0]["cancelled"] is True
+
+
+def test_a_deadline_cancels_a_long_watch_through_a_one_shot_schedule() -> None:
+    """deadline: 150s: a 600-step watch is cancelled by its own one-shot mid-step 3."""
+    fiber = "{name: watch, steps: 600, step: 1m, managed: true, deadline: 150s}"
+    result = run(workload_scenario(worker(fiber), START, ALL))
+    assert result.passed, result.report()
+    assert times(result, "workload:cancel", reason="deadline") == [150_000]
+    assert events(result, "workload:fiber_cancelled") == [{"name": "watch", "step": 3}]
+    assert events(result, "schedule:execute")[0]["callback"] == "workload_fiber_deadline"
+
+
+def test_a_deadline_reaches_the_continuation_recovery_started() -> None:
+    """A deploy kills the watch; its deadline's alarm restarts the agent, whose recovery resumes
+    the watch in a continuation (a new execution), and the deadline then cancels that one."""
+    fiber = "{name: m, steps: 20, step: 1m, managed: true, deadline: 150s}"
+    steps = START + "  - at: 140s\n    deploy_all: {}\n"
+    result = run(workload_scenario(worker(fiber, settings=""), steps, ALL))
+    assert result.passed, result.report()
+    (resumed,) = events(result, "workload:resumed")
+    (cancel,) = events(result, "workload:cancel")
+    assert cancel["cancelled"] is True and cancel["fiberId"] != resumed["fiberId"]
+    assert times(result, "workload:fiber_cancelled") == [150_000]
+
+
+def test_a_fibers_own_recovery_overrides_the_workloads() -> None:
+    """One poison fiber (recovery: throw) and one resumed fiber in the same agent."""
+    fibers = (
+        "{name: ok, steps: 3, step: 10s}",
+        "{name: poison, steps: 3, step: 10s, recovery: throw}",
+    )
+    settings = "    keep_alive_interval: 2s\n    options: {fiber_recovery_max_age_ms: 5m}\n"
+    steps = START + "  - at: 15s\n    deploy_all: {}\n"
+    result = run(workload_scenario(worker(*fibers, settings=settings), steps, ALL))
+    assert result.passed, result.report()
+    assert len(events(result, "workload:resumed")) == 1
+    assert events(result, "fiber:recovery:failed", fiberName="poison")
+    assert [e["reason"] for e in events(result, "fiber:recovery:skipped")] == ["max_age_exceeded"]
+
+
+def test_cancel_and_deadline_are_for_managed_fibers_only() -> None:
+    with pytest.raises(InvalidScenario, match="only a managed fiber can be cancelled"):
+        parse_scenario(workload_scenario(worker("{name: a, steps: 1, deadline: 1m}"), START))
+    steps = START + "  - call: {agent: w, method: cancel, args: [a]}\n"
+    result = run(workload_scenario(worker("{name: a, steps: 1}"), steps))
+    assert "no managed fiber named 'a'" in result.failures[0]
