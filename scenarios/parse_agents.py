@@ -132,6 +132,12 @@ DETACHED = Shape(
         "max_budget": Duration(doc="Give up (interrupted) this long after dispatch."),
         "no_progress_budget": Duration(doc="Give up after this long without progress."),
         "notify": Flag(default=False, doc="Narrate the finish in the parent's chat."),
+        "on_finish_work": Duration(
+            default="0ms", doc="The built-in on_finish works this long before it records."
+        ),
+        "on_finish_fails": Whole(
+            minimum=0, maximum=1_000, default=0, doc="Its first N calls raise (a flaky hook)."
+        ),
         "on_milestones": OneOf(
             (Seq(Text()), MILESTONES_CONFIG), doc="Milestones narrated in the parent's chat."
         ),
@@ -540,8 +546,14 @@ def _detached(run: Fields, host: str) -> DetachedPlan | None:
                 f"{key}: {show(plain(options.raw(key)))} on a plain agent parent",
                 "it narrates in the parent's chat: give the workload host: think or chat",
             )
+    work, fails = options.get("on_finish_work"), options.get("on_finish_fails")
+    if (work or fails) and (notify or on_finish is False):
+        key = "on_finish_work" if work else "on_finish_fails"
+        options.bad(key, "it scripts the built-in on_finish: leave on_finish: true (no notify)")
     return DetachedPlan(
         on_finish=not notify if on_finish is None else on_finish,
+        on_finish_work_ms=work,
+        on_finish_fails=fails,
         max_budget_ms=options.get("max_budget"),
         no_progress_budget_ms=options.get("no_progress_budget"),
         notify=notify,

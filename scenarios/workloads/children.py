@@ -19,8 +19,13 @@ script up where it stopped, as a chat host's own recovery resumes its turn; with
 stays silent after a restart, for the parent's budgets to catch. A subclass sets `resume` (the
 default when the input leaves it out), adds steps by overriding `_step`, routes its waits through
 `_wait` and `_pause`, and resumes through `_resume`.
-`ThinkToolChild` and `ChatToolChild` are the chat hosts with nothing added: their input is the
-user message, and they answer from the scenario's model.
+`ThinkToolChild` and `ChatToolChild` are the chat hosts: their input is the user message, and
+they answer from the scenario's model. They have one server tool, `work`, that a model's tool
+call runs: its input `{"steps": [...]}` lists `{"progress": {fraction, message, phase}}`,
+`{"milestone": name}` (or `{"milestone": {name, data}}`) and `{"sleep": ms}` steps, and the tool
+reports each progress and milestone through `report_progress` (the agent-tool run the turn
+serves: progress frames, milestone chunks stored in the turn's stream), records what it answered
+(`workload:reported {runId, kind, outcome, fraction | name}`) and returns a summary.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import json
 from typing import Any
 
 from agents_core import Agent
-from agents_core.chat import ChatAgent, ThinkAgent
+from agents_core.chat import ChatAgent, ThinkAgent, tool
 
 __all__ = ["CHILD_CLASSES", "ChatToolChild", "ScriptedToolChild", "ThinkToolChild"]
 
@@ -346,11 +351,59 @@ class ScriptedToolChild(Agent):
         return bool(rows) and rows[0]["completed_at"] is not None
 
 
-class ThinkToolChild(ThinkAgent):
+class _WorkTool:
+    """The chat children's server tool `work` (see the module docstring)."""
+
+    def get_tools(self: Any) -> dict[str, Any]:
+        return {
+            "work": tool(
+                "Do the task in steps, reporting progress and milestones as they happen.",
+                self._workload_work,
+            )
+        }
+
+    async def _workload_work(self: Any, input: Any, tool_call_id: Any, signal: Any) -> str:
+        steps = input.get("steps") if isinstance(input, dict) else None
+        reported = 0
+        for step in steps if isinstance(steps, list) else []:
+            if not isinstance(step, dict) or len(step) != 1:
+                raise ValueError(f"a work step is one of progress, milestone, sleep; got {step!r}")
+            ((kind, value),) = step.items()
+            if kind == "sleep":
+                await self.host.clock.sleep(int(value))
+            elif kind == "progress":
+                fields = {k: value[k] for k in PROGRESS_KEYS if k in value}
+                outcome = await self.report_progress(**fields)
+                self._reported("progress", outcome, fraction=fields.get("fraction"))
+                reported += 1
+            elif kind == "milestone":
+                named = value if isinstance(value, dict) else {"name": value}
+                outcome = await self.report_progress(
+                    milestone=named["name"], data=named.get("data")
+                )
+                self._reported("milestone", outcome, name=named["name"])
+                reported += 1
+            else:
+                raise ValueError(f"unknown work step {kind!r}; expected progress, milestone, sleep")
+        return f"worked: {reported} reports"
+
+    def _reported(self: Any, kind: str, outcome: str, **fields: Any) -> None:
+        """`workload:reported {runId, kind, outcome, fraction | name}`: what report_progress
+        answered (`emitted`, `coalesced` or `inactive`), for checks of S2 and S4."""
+        run_id, _request_id = self._active_agent_tool_run()
+        self.host.trace.emit(
+            "workload:reported", runId=run_id, kind=kind, outcome=outcome, **fields
+        )
+
+
+PROGRESS_KEYS = ("fraction", "message", "phase")
+
+
+class ThinkToolChild(_WorkTool, ThinkAgent):
     """A Think-like chat host as an agent-tool child; it answers from the `model` service."""
 
 
-class ChatToolChild(ChatAgent):
+class ChatToolChild(_WorkTool, ChatAgent):
     """An AIChatAgent-like chat host as an agent-tool child; it answers from `model`."""
 
 

@@ -8,7 +8,11 @@ handle); with `start_on = "on_start"` every run not dispatched yet is dispatched
 background at startup. `workload_dispatched` remembers durably which runs were dispatched.
 
 `on_finish: true` makes the built-in `workload_on_finish` the run's per-run callback; it emits
-`workload:on_finish {runId, status}` and writes a `workload_finishes` row. `notify` and
+`workload:on_finish {runId, status}` and writes a `workload_finishes` row. A run's
+`on_finish_work_ms` makes it work that long first (a webhook call that takes time, which a crash
+can cut short), and `on_finish_fails: N` makes its first N calls raise after that
+(`workload:on_finish_failed {runId, status, call}`), as a flaky webhook does: the ledger keeps
+the slot claimed and delivers it again once the claim's lease expires. `notify` and
 `on_milestones` tell a chat host to narrate in its chat, so they need `host: think` or `chat`
 (the parent is then a `ThinkAgent` / `ChatAgent`; on a plain agent they would do nothing).
 """
@@ -31,6 +35,7 @@ __all__ = [
     "RunPlan",
     "ThinkToolsWorkload",
     "ToolsWorkload",
+    "WorkloadOnFinishFailed",
     "tools_workload",
 ]
 
@@ -40,6 +45,10 @@ _DDL = (
     "CREATE TABLE IF NOT EXISTS workload_dispatched (run_id TEXT PRIMARY KEY, at_ms INTEGER)",
     "CREATE TABLE IF NOT EXISTS workload_finishes (run_id TEXT NOT NULL, status TEXT NOT NULL, "
     "at_ms INTEGER NOT NULL)",
+)
+_CALLS_DDL = (
+    "CREATE TABLE IF NOT EXISTS workload_finish_calls (run_id TEXT NOT NULL, status TEXT, "
+    "at_ms INTEGER NOT NULL)"
 )
 
 
@@ -53,6 +62,10 @@ class DetachedPlan:
     notify: bool = False
     on_milestones: tuple[str, ...] = ()
     milestone_mode: str = "narrate"
+    on_finish_work_ms: int = 0
+    """How long the built-in on_finish works before it records the finish."""
+    on_finish_fails: int = 0
+    """The built-in on_finish raises in its first N calls for this run (after its work)."""
 
     def option(self) -> dict[str, Any]:
         """What `run_agent_tool(detached=...)` takes."""
@@ -68,6 +81,11 @@ class DetachedPlan:
         if self.on_milestones:
             out["on_milestones"] = {"names": list(self.on_milestones), "mode": self.milestone_mode}
         return out
+
+    @property
+    def flaky_on_finish(self) -> bool:
+        """Whether the built-in on_finish works or fails for this run before recording."""
+        return self.on_finish and (self.on_finish_work_ms > 0 or self.on_finish_fails > 0)
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,10 @@ class RunPlan:
         return self.input
 
 
+class WorkloadOnFinishFailed(RuntimeError):
+    """A call of the built-in on_finish scripted to fail (`on_finish_fails`)."""
+
+
 class _ToolsMixin:
     runs: ClassVar[tuple[RunPlan, ...]] = ()
     start_on: ClassVar[str] = "call"
@@ -98,6 +120,8 @@ class _ToolsMixin:
     def _init_tools(self: Any) -> None:
         for statement in _DDL:
             self.sql(statement)
+        if any(plan.detached and plan.detached.flaky_on_finish for plan in self.runs):
+            self.sql(_CALLS_DDL)
 
     async def on_start(self: Any) -> None:
         await super().on_start()  # type: ignore[misc]
@@ -139,6 +163,28 @@ class _ToolsMixin:
     async def workload_on_finish(self: Any, run: Any, lifecycle: Any) -> None:
         """The built-in per-run `on_finish`: a trace record and a row per call."""
         status = lifecycle.get("status") if isinstance(lifecycle, dict) else None
+        plan = next((p for p in self.runs if p.run_id == run.run_id), None)
+        detached = plan.detached if plan is not None else None
+        if detached is not None and detached.flaky_on_finish:
+            if detached.on_finish_work_ms > 0:
+                await self.host.clock.sleep(int(detached.on_finish_work_ms))
+            self.sql(
+                "INSERT INTO workload_finish_calls (run_id, status, at_ms) VALUES (?, ?, ?)",
+                run.run_id,
+                status,
+                self.host.clock.now_ms(),
+            )
+            calls = self.sql(
+                "SELECT COUNT(*) AS n FROM workload_finish_calls WHERE run_id = ?", run.run_id
+            )[0]["n"]
+            if calls <= detached.on_finish_fails:
+                self.host.trace.emit(
+                    "workload:on_finish_failed", runId=run.run_id, status=status, call=calls
+                )
+                raise WorkloadOnFinishFailed(
+                    f"on_finish of run {run.run_id} failed its call {calls} "
+                    f"(on_finish_fails: {detached.on_finish_fails})"
+                )
         self.sql(
             "INSERT INTO workload_finishes (run_id, status, at_ms) VALUES (?, ?, ?)",
             run.run_id,

@@ -241,3 +241,103 @@ def test_cancel_and_deadline_are_for_managed_fibers_only() -> None:
     steps = START + "  - call: {agent: w, method: cancel, args: [a]}\n"
     result = run(workload_scenario(worker("{name: a, steps: 1}"), steps))
     assert "no managed fiber named 'a'" in result.failures[0]
+
+
+# -- tools: a flaky or slow built-in on_finish --------------------------------------------------
+def parent(runs: str, settings: str = "") -> str:
+    return f"  parent:\n    workload: tools\n{settings}    runs:\n{runs}"
+
+
+DISPATCH = "  - call: {agent: parent, method: dispatch}\n  - run_until: 30m\n"
+
+
+def test_a_failing_on_finish_is_delivered_again_after_its_claims_lease() -> None:
+    """on_finish_fails: 2: the first two calls raise (workload:on_finish_failed) and the ledger
+    delivers the finish again after each claim's 60 s lease; the third call records it."""
+    runs = (
+        "      - run_id: a\n        detached: {on_finish_fails: 2}\n"
+        "        steps: [{sleep: 10s}, {finish: completed}]\n"
+    )
+    expect = (
+        "  - hook: workload_on_finish\n    run: a\n    status: completed\n    exactly: 1\n" + ALL
+    )
+    result = run(workload_scenario(parent(runs), DISPATCH, expect))
+    assert result.passed, result.report()
+    assert [e["call"] for e in events(result, "workload:on_finish_failed")] == [1, 2]
+    failed, done = times(result, "workload:on_finish_failed"), times(result, "workload:on_finish")
+    assert failed[1] - failed[0] >= 60_000 and done[0] - failed[1] >= 60_000
+    # Re-claimed after the lease: by this incarnation, or by a later one after an idle eviction.
+    reclaimed = ("ledger.failed_handler_reclaimed", "ledger.dead_claim_reclaimed")
+    assert any(result.probes.get(name) for name in reclaimed), result.probes
+
+
+def test_a_slow_on_finish_works_before_it_records_and_a_deploy_cuts_it_short() -> None:
+    """on_finish_work: 5s: the call records 5 s after it began; a deploy in between leaves the
+    claim to a later incarnation, which delivers it again (at least once across a crash)."""
+    runs = (
+        "      - run_id: a\n        detached: {on_finish_work: 5s}\n"
+        "        steps: [{sleep: 10s}, {finish: completed}]\n"
+    )
+    expect = (
+        "  - hook: workload_on_finish\n    run: a\n    status: completed\n    exactly: 1\n" + ALL
+    )
+    calm = run(workload_scenario(parent(runs), DISPATCH, expect))
+    assert calm.passed, calm.report()
+    (called,) = times(calm, "hook:on_finish")
+    assert times(calm, "workload:on_finish") == [called + 5_000]
+    steps = DISPATCH.replace(
+        "  - run_until", f"  - at: {called + 2_000}\n    deploy_all: {{}}\n  - run_until"
+    )
+    cut = run(workload_scenario(parent(runs), steps, expect))
+    assert cut.passed, cut.report()
+    assert len(times(cut, "hook:on_finish")) == 2 and len(times(cut, "workload:on_finish")) == 1
+    assert cut.probes.get("ledger.dead_claim_reclaimed")
+
+
+def test_a_scripted_on_finish_needs_the_built_in_callback() -> None:
+    runs = "      - {run_id: a, detached: {notify: true, on_finish_fails: 1}}\n"
+    with pytest.raises(InvalidScenario, match="it scripts the built-in on_finish"):
+        parse_scenario(workload_scenario(parent(runs, "    host: think\n"), DISPATCH), "w.yaml")
+
+
+# -- chat children: the work tool reports progress and milestones -------------------------------
+WORK_MODEL = """\
+model:
+  rules:
+    - {after_tool: work, reply: {text: done}}
+    - offers: work
+      reply:
+        tool_calls:
+          - name: work
+            input:
+              steps:
+                - progress: {fraction: 0.5, message: half}
+                - sleep: 10000
+                - milestone: {name: halfway, data: {rows: 3}}
+                - progress: {fraction: 0.9}
+                - progress: {fraction: 1.0}
+"""
+
+
+@pytest.mark.parametrize("child", ["think", "chat"])
+def test_a_chat_childs_work_tool_reports_progress_and_milestones(child: str) -> None:
+    """The model calls `work`; each report goes through report_progress for the run the turn
+    serves, and the milestone is stored in the child's stream (the client reduces it)."""
+    runs = f"      - {{run_id: a, child: {child}, input: go, detached: true}}\n"
+    steps = "  - connect: {client: browser}\n" + DISPATCH
+    expect = (
+        "  - client: browser\n    run: a\n    reduced: {status: completed, milestones: [halfway],"
+        " progress: {fraction: 1.0}}\n" + ALL
+    )
+    extra = WORK_MODEL + "clients:\n  browser: {agent: parent}\n"
+    result = run(workload_scenario(parent(runs), steps, expect, extra=extra))
+    assert result.passed, result.report()
+    reported = events(result, "workload:reported")
+    assert [(e["kind"], e["outcome"]) for e in reported] == [
+        ("progress", "emitted"),
+        ("milestone", "emitted"),
+        ("progress", "coalesced"),
+        ("progress", "emitted"),
+    ]
+    assert {e["runId"] for e in reported} == {"a"}
+    assert result.probes.get("chat.progress_trailing_flush") is None
