@@ -24,6 +24,7 @@ from scenarios.schema import Scenario
 __all__ = [
     "InsertedStep",
     "add_expectation",
+    "keep_always",
     "format_duration",
     "insert_steps",
     "remove_top_level",
@@ -207,6 +208,24 @@ def add_expectation(text: str, scenario: Scenario, item: str) -> str:
     while lines and not lines[-1].strip():
         lines.pop()
     return "\n".join([*lines, "expect:", f"  - {item}", ""])
+
+
+def keep_always(text: str, scenario: Scenario, note: str) -> str:
+    """`text` with only its `always: true` expectations (what a hunt keeps: a story's other
+    expectations pin counts and times any fault changes); without one, the whole `expect`
+    section goes, a `# note` in its place."""
+    if not any(expectation.always for expectation in scenario.expect):
+        return remove_top_level(text, "expect", note)
+    lines = text.split("\n")
+    # From the bottom up, so earlier line numbers stay valid.
+    for expectation in reversed(scenario.expect):
+        if expectation.always:
+            continue
+        indent = _item_indent(lines, expectation.line, expectation.label)
+        start = _before_item(lines, expectation.line, indent)
+        end = _after_item(lines, expectation.line, indent)
+        lines[start:end] = []
+    return "\n".join(lines)
 
 
 def remove_top_level(text: str, key: str, note: str) -> str:

@@ -37,6 +37,7 @@ from scenarios.emit import (
     InsertedStep,
     add_expectation,
     insert_steps,
+    keep_always,
     remove_top_level,
     retitle,
     with_header,
@@ -95,8 +96,10 @@ class Exploration:
         except (OSError, UnicodeDecodeError) as exc:
             raise InvalidScenario(self.path, None, "", f"cannot read the file: {exc}") from None
         if not with_expect:
-            text = remove_top_level(
-                text, "expect", "expect: left out by agentsim explore (--with-expect keeps it)"
+            text = keep_always(
+                text,
+                parse_scenario(text, self.path),
+                "expect: left out by agentsim explore (--with-expect keeps it)",
             )
         text = remove_top_level(text, "interleave", "interleave: set by agentsim explore")
         self.base = parse_scenario(text, self.path)

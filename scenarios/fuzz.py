@@ -43,7 +43,7 @@ from scenarios.emit import (
     InsertedStep,
     add_expectation,
     insert_steps,
-    remove_top_level,
+    keep_always,
     retitle,
     with_header,
 )
@@ -89,7 +89,7 @@ NOTE = "inserted by agentsim fuzz"
 _TIMING_SLIP = "had already passed"
 _FAULT_ERROR = re.compile(r"failed with (AgentEvicted|StorageError|IncarnationKilled)\b")
 _INVARIANT = re.compile(r": invariant (\w+): ")
-_INVARIANT_EXPECTED = re.compile(r": expect \d+ \(invariants\): (\w+): ")
+_EXPECTED = re.compile(r"\.ya?ml:\d+: expect \d+ \(")
 _LIVENESS = re.compile(r": liveness: the run did not settle|: the liveness phase raised ")
 
 
@@ -303,10 +303,12 @@ class _Fuzzer:
     def findings(self, result: ScenarioResult, candidate: Candidate) -> list[str]:
         """The failures of a run that count as findings (see the module docstring)."""
         if self.invariants_only:
+            # What is left of `expect` is the file's `always` expectations (and, in a
+            # reproducer, the invariants it breaks): all of it counts.
             return [
                 f
                 for f in result.failures
-                if _INVARIANT.search(f) or _INVARIANT_EXPECTED.search(f) or _LIVENESS.search(f)
+                if _INVARIANT.search(f) or _EXPECTED.search(f) or _LIVENESS.search(f)
             ]
         return [f for f in result.failures if not self._caused_by_the_fault(f, candidate)]
 
@@ -479,8 +481,10 @@ def fuzz_scenario(
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidScenario(path, None, "", f"cannot read the file: {exc}") from None
     if invariants_only:
-        text = remove_top_level(
-            text, "expect", "expect: left out by agentsim fuzz --invariants-only"
+        text = keep_always(
+            text,
+            parse_scenario(text, path),
+            "expect: left out by agentsim fuzz --invariants-only",
         )
     base = parse_scenario(text, path)
     try:  # the edits the fuzzer makes are the same for every schedule: try them once

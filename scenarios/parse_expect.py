@@ -11,6 +11,7 @@ Schema says); aliases, clients, run ids and invariant names are checked against 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Any
 
@@ -107,9 +108,15 @@ MATCHER = Named(
         doc="One trace record to find.",
     ),
 )
+ALWAYS = Flag(
+    default=False,
+    doc="This expectation holds whatever faults a hunt injects: fuzz --invariants-only and "
+    "explore keep it (they drop the others).",
+)
 EVENT = Shape(
     {
         **MATCHER.resolve().fields,
+        "always": ALWAYS,
         "count": COUNT,
         "between": Seq(Duration(), min_items=2, max_items=2, doc="[from, to] sim times."),
     },
@@ -126,6 +133,7 @@ HOOK = Shape(
         "status": Text(doc="The delivered status."),
         "count": COUNT,
         **COUNT_FIELDS,
+        "always": ALWAYS,
     },
     required=("hook",),
     exclusive=(*(("count", key) for key in COUNT_KEYS), *COUNT_EXCLUSIVE),
@@ -155,9 +163,11 @@ REDUCED = Shape(
 )
 REDUCED_KEYS = REDUCED.keys
 CLIENT = Text(doc="A client name.")
-CLIENT_FRAMES = Shape({"client": CLIENT, "frames": FRAMES}, required=("client", "frames"))
+CLIENT_FRAMES = Shape(
+    {"client": CLIENT, "frames": FRAMES, "always": ALWAYS}, required=("client", "frames")
+)
 CLIENT_RUN = Shape(
-    {"client": CLIENT, "run": Text(doc="The run id."), "reduced": REDUCED},
+    {"client": CLIENT, "run": Text(doc="The run id."), "reduced": REDUCED, "always": ALWAYS},
     required=("client", "run", "reduced"),
 )
 QUERY = Shape(
@@ -200,7 +210,10 @@ EXPECTATION = OneOf(
         HOOK,
         CLIENT_FRAMES,
         CLIENT_RUN,
-        *(Shape({kind: value}, required=(kind,)) for kind, value in WRAPPED.items()),
+        *(
+            Shape({kind: value, "always": ALWAYS}, required=(kind,))
+            for kind, value in WRAPPED.items()
+        ),
     ),
     doc="One expectation, checked after the liveness phase.",
 )
@@ -243,6 +256,28 @@ def _expectation(context: StepContext, index: int, item: Any, line: int) -> Expe
     where = f"expect {index}"
     if not isinstance(item, dict):
         raise InvalidScenario(context.path, line, where, f"{show(item)} is not a mapping", ALLOWED)
+    if "always" not in item:
+        return _one_expectation(context, index, item, line)
+    always = item["always"]
+    if not isinstance(always, bool):
+        item_line = getattr(item, "lines", {}).get("always", line)
+        raise InvalidScenario(
+            context.path,
+            item_line,
+            where,
+            f"always: {show(always)}",
+            "expected true (this expectation holds under any fault) or false",
+        )
+    rest = LineDict(getattr(item, "line", line))
+    for key, value in item.items():
+        if key != "always":
+            rest[key] = value
+    rest.lines = {k: v for k, v in getattr(item, "lines", {}).items() if k != "always"}
+    return dataclasses.replace(_one_expectation(context, index, rest, line), always=always)
+
+
+def _one_expectation(context: StepContext, index: int, item: Any, line: int) -> Expectation:
+    where = f"expect {index}"
     for flat, reader in (("event", _event), ("hook", _hook), ("client", _client)):
         if flat in item:
             return reader(context, index, item, line)

@@ -366,6 +366,9 @@ class Expectation:
     kind: ClassVar[str] = ""
     index: int
     line: int
+    always: bool = False
+    """`always: true`: it holds whatever faults a hunt injects, so `fuzz --invariants-only`
+    and `explore` keep it where they drop a story's other expectations."""
 
     @property
     def label(self) -> str:

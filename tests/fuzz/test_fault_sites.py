@@ -120,3 +120,29 @@ def test_a_repeated_call_finds_what_one_call_never_shows(tmp_path: Path) -> None
     text = Path(outcome.path).read_text()
     assert "call: {agent: s, method: open, wait: false}" in text
     assert "liveness: the run did not settle" in outcome.report()
+
+
+def test_always_expectations_are_kept_by_invariants_only_and_count_as_findings(
+    tmp_path: Path,
+) -> None:
+    """`always: true` marks an expectation that holds under any fault: `--invariants-only`
+    keeps it (and drops the story's others), and its failure is a finding."""
+    from scenarios.emit import keep_always
+
+    text = TALLY + (
+        "expect:\n"
+        "  - event: incarnation:end\n"
+        "    count: {never: true}\n"
+        "  # three counts (a repeated call makes six: the finding below)\n"
+        "  - query: {agent: t, sql: 'SELECT n FROM tally', rows: [{n: 3}]}\n"
+        "    always: true\n"
+    )
+    kept = keep_always(text, parse_scenario(text, "t.yaml"), "left out")
+    assert "incarnation:end" not in kept and "always: true" in kept
+    assert "# three counts" in kept
+    assert [e.kind for e in parse_scenario(kept, "t.yaml").expect] == ["query"]
+    path = tmp_path / "tally-always.yaml"
+    path.write_text(text)
+    outcome = fuzz_scenario(path, examples=20, kinds=("repeat",), invariants_only=True)
+    assert outcome.found, outcome.report()
+    assert any("expect 1 (query)" in f for f in outcome.finding.failures), outcome.report()

@@ -381,3 +381,28 @@ def test_a_base_run_that_fails_is_reported_before_anything_is_explored(
     outcome = exploration.run()
     assert outcome.found
     assert outcome.report().splitlines()[-1] == "0 crash points, 0 interleavings, 1 failures"
+
+
+def test_explore_keeps_always_expectations_and_reports_what_breaks_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An `always: true` expectation survives explore's dropping of the story's expectations:
+    a crash that loses a count breaks "two counts" and is a finding; the other expectation (an
+    exact time) is dropped."""
+    text = COUNTER + (
+        "expect:\n"
+        "  - event: incarnation:start\n"
+        "    count: {exactly: 1}\n"
+        "  - state: {agent: counter, equals: {count: 2}}\n"
+        "    always: true\n"
+    )
+    base = write(tmp_path, "counts.yaml", text)
+    code, out, _ = run_cli(
+        capsys, "explore", base, "--crash-points", "30", "--interleavings", "0", "--out", "f"
+    )
+    assert code == 1
+    assert "expect 1 (state)" in out
+    runs = [line for line in out.splitlines() if line.startswith("  run it: agentsim run ")]
+    reproducer = Path(runs[0].removeprefix("  run it: agentsim run ")).read_text()
+    assert "  - state: {agent: counter, equals: {count: 2}}\n    always: true" in reproducer
+    assert "incarnation:start" not in reproducer
