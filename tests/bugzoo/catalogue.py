@@ -52,6 +52,8 @@ CLASS_AREAS: dict[str, frozenset[str]] = {
     "StoryParent": _TOOL_PARENT,
     "SlowFinishParent": _TOOL_PARENT,
     "NarratingParent": _TOOL_PARENT,
+    # the hunting workloads
+    "ScheduleWorkload": frozenset({"schedules", "alarm", "keepalive", "fibers"}),
 }
 """Agent class name -> the feature areas a story using it exercises."""
 

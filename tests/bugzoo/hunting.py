@@ -82,6 +82,11 @@ class Tool:
             args += [budget.flag, str(share)]
         return args
 
+    def base_shares(self) -> tuple[int, ...]:
+        """The smallest hunt of a story: its base run (and, for fuzz, one example), which is
+        how each tool starts anyway."""
+        return tuple(1 if budget.flag == "--examples" else 0 for budget in self.budgets)
+
     def describe(self) -> str:
         sizes = ", ".join(f"{b.total} {b.flag.lstrip('-')}" for b in self.budgets)
         return f"{self.name} ({sizes} per bug)"
@@ -297,17 +302,37 @@ def hunt(tree: Path, tool: Tool, stories: list[Path], budget_s: float, clean: Pa
     `clean_tree_passes`) or the end of the budget, which counts the tool's own time only."""
     shares = tool.shares(len(stories))
     result = HuntResult(tool.name, len(stories), shares)
+    # Every story's base run first (each tool starts with it), so that a bug a base run shows
+    # is not waited for behind the full hunts of slower stories; then the full hunts.
+    for sizes, full in ((tool.base_shares(), False), (shares, True)):
+        if _hunt_pass(tree, tool, stories, sizes, budget_s, clean, result, full):
+            break
+    return result
+
+
+def _hunt_pass(
+    tree: Path,
+    tool: Tool,
+    stories: list[Path],
+    shares: tuple[int, ...],
+    budget_s: float,
+    clean: Path,
+    result: HuntResult,
+    full: bool,
+) -> bool:
+    """One pass of `tool` over `stories` at `shares`; True when it ended the hunt (a finding
+    that is the bug's, or the budget spent). Only the full pass counts stories as run."""
     remaining = list(stories)
     while remaining:
         left = budget_s - result.seconds
         if left <= 0:
             result.timed_out = True
-            break
+            return True
         outcomes, wall, timed_out = run_segment(tree, tool, remaining, shares, left)
         result.seconds += wall
         remaining = remaining[len(outcomes) :]
         for outcome in outcomes:
-            result.ran += 1
+            result.ran += 1 if full else 0
             for name, hits in outcome.probes.items():
                 result.probes[name] = result.probes.get(name, 0) + hits
             if outcome.crashed:
@@ -315,7 +340,7 @@ def hunt(tree: Path, tool: Tool, stories: list[Path], budget_s: float, clean: Pa
             if outcome.found:
                 if clean_tree_passes(clean, tree, outcome):
                     result.found_in = outcome
-                    return result
+                    return True
                 result.shared.append(outcome)
         if timed_out:
             result.timed_out = True
