@@ -125,6 +125,12 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
         metavar="MB",
         help="memory growth per run (1024)",
     )
+    group.add_argument(
+        "--max-events-per-second",
+        type=lambda text: _whole(text, 1),
+        metavar="N",
+        help="simulated events per simulated second before a run counts as spinning (2000)",
+    )
 
 
 def budget_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -134,6 +140,7 @@ def budget_flags(args: argparse.Namespace) -> dict[str, Any]:
         "records": "max_records",
         "wall_s": "max_wall_clock",
         "memory_mb": "max_memory_mb",
+        "events_per_second": "max_events_per_second",
     }
     assert set(flags) == set(BUDGET_NAMES)
     return {key: getattr(args, attribute, None) for key, attribute in flags.items()}

@@ -349,10 +349,13 @@ class _Fuzzer:
         )
         options: dict[str, st.SearchStrategy[Fault]] = {}
         if "evict" in kinds:
+            # Sub-agents too (the ones the base run wrote with): one dying alone while its
+            # root lives is a path of its own (a child reset, its leases left in the root).
+            subs = sorted({site.target for group in self.groups for site in group} - set(agents))
             options["evict"] = st.builds(
                 lambda t, a, r: Fault(t, "evict", (("agent", a), ("reason", r))),
                 at,
-                st.sampled_from(agents),
+                st.sampled_from([*agents, *subs]),
                 st.sampled_from(EVICTION_REASONS),
             )
         if "deploy" in kinds:

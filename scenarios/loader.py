@@ -95,6 +95,12 @@ LIMITS = Shape(
             maximum=1_000_000,
             doc="MB its memory may grow by (default 1024; depends on the machine).",
         ),
+        "events_per_second": Whole(
+            minimum=1,
+            maximum=10**9,
+            doc="Simulated events per simulated second before the run counts as spinning "
+            "(default 2000; deterministic).",
+        ),
     },
     doc="Run budgets: a run that uses one up is stopped and fails (agentsim run --max-*).",
 )
@@ -253,7 +259,7 @@ def _limits(top: Fields) -> dict[str, int | float]:
         return {}
     section = top.sub("limits", shape=LIMITS, where="limits")
     limits: dict[str, int | float] = {}
-    for key in ("events", "records", "memory_mb"):
+    for key in ("events", "records", "memory_mb", "events_per_second"):
         if key in section:
             limits[key] = section.get(key)
     if "wall_clock" in section:

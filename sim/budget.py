@@ -36,6 +36,8 @@ __all__ = [
 
 CHECK_EVERY = 1024
 """Records, wall clock and memory are looked at once per this many events."""
+SPIN_WINDOW = 8 * CHECK_EVERY
+"""How many of the latest events the spin rate (`events_per_second`) is measured over."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class RunBudget:
     memory_mb: int | None = 1_024
     """Growth of the process's resident memory since the run began, in MB (machine-dependent:
     a last-resort guard)."""
+    events_per_second: int | None = 2_000
+    """Simulated events per second of *simulated* time, over the last `SPIN_WINDOW` events: a
+    run that spins (an alarm re-armed a millisecond ahead, over and over; a loop at one
+    instant) is stopped long before its events budget, and named as spinning."""
 
     def merged(self, **overrides: int | float | None) -> RunBudget:
         """This budget with the given limits replaced (None values are left as they were)."""
@@ -68,6 +74,11 @@ BUDGET_NAMES = {
     "records": ("trace records", "records", "--max-records"),
     "wall_s": ("wall-clock seconds", "wall_clock", "--max-wall-clock"),
     "memory_mb": ("MB of memory growth", "memory_mb", "--max-memory-mb"),
+    "events_per_second": (
+        "simulated events per simulated second",
+        "events_per_second",
+        "--max-events-per-second",
+    ),
 }
 """Each budget: how a sentence counts it, its key under `limits:`, its command-line flag."""
 
@@ -85,7 +96,7 @@ class BudgetExceeded(BaseException):  # noqa: N818 - a stop, like KeyboardInterr
 
     @property
     def deterministic(self) -> bool:
-        return self.budget in ("events", "records")
+        return self.budget in ("events", "records", "events_per_second")
 
     def sentence(self) -> str:
         noun, key, flag = BUDGET_NAMES[self.budget]
@@ -134,7 +145,16 @@ def busiest(records: Sequence[TraceRecord], window: int = 50_000) -> str:
 class BudgetMeter:
     """Counts the events of one simulation and stops it when a budget is used up."""
 
-    __slots__ = ("budget", "events", "next_check", "_started", "_rss0", "_records", "_now")
+    __slots__ = (
+        "budget",
+        "events",
+        "next_check",
+        "_started",
+        "_rss0",
+        "_records",
+        "_now",
+        "_checkpoints",
+    )
 
     def __init__(
         self, budget: RunBudget, records: Sequence[TraceRecord], now_ms: Callable[[], int]
@@ -145,6 +165,8 @@ class BudgetMeter:
         self._now = now_ms
         self._started = time.monotonic()
         self._rss0 = rss_bytes() if budget.memory_mb is not None else None
+        self._checkpoints: list[int] = []
+        """Sim time at each of the latest checkpoints (one per `CHECK_EVERY` events)."""
         self.next_check = self._next(0)
 
     def _next(self, events: int) -> int:
@@ -168,7 +190,22 @@ class BudgetMeter:
             now = rss_bytes()
             if now is not None and (now - self._rss0) >> 20 > budget.memory_mb:
                 self._stop("memory_mb", budget.memory_mb, (now - self._rss0) >> 20)
+        if budget.events_per_second is not None and events % CHECK_EVERY == 0:
+            self._check_spin(budget.events_per_second)
         self.next_check = self._next(events)
+
+    def _check_spin(self, limit: int) -> None:
+        marks = self._checkpoints
+        marks.append(self._now())
+        window = SPIN_WINDOW // CHECK_EVERY
+        if len(marks) <= window:
+            return
+        del marks[: len(marks) - window - 1]
+        span_ms = marks[-1] - marks[0]
+        # SPIN_WINDOW events in span_ms of sim time: too many per simulated second?
+        if limit * span_ms < SPIN_WINDOW * 1000:
+            rate = SPIN_WINDOW * 1000 // max(span_ms, 1)
+            self._stop("events_per_second", limit, rate)
 
     def _stop(self, budget: str, limit: float, used: float) -> None:
         t_ms = self._now()

@@ -48,6 +48,22 @@ def test_a_runaway_is_stopped_by_its_events_budget_with_a_sentence_saying_why() 
     assert (again.failures, again.digest) == (result.failures, result.digest)
 
 
+def test_a_spinning_run_is_stopped_early_by_its_rate_in_simulated_time() -> None:
+    """A 1 ms heartbeat steps thousands of events per simulated second: it is stopped after
+    a few thousand events as spinning, long before its events budget, deterministically."""
+    scenario = parse_scenario(RUNAWAY, "runaway.yaml")
+    result = run_scenario(scenario)
+    (failure,) = result.failures
+    assert "within its budget of 2,000 simulated events per simulated second" in failure
+    assert "(its events_per_second budget)" in failure
+    assert "`limits: {events_per_second: N}` or --max-events-per-second N" in failure
+    assert result.events < 20_000
+    calm = parse_scenario(
+        RUNAWAY + "limits: {events_per_second: 1000000, events: 30000}\n", "r.yaml"
+    )
+    assert "its events budget" in run_scenario(calm).failures[0]
+
+
 def test_the_records_budget_stops_a_run_that_writes_too_much() -> None:
     scenario = parse_scenario(RUNAWAY + "limits: {records: 2000}\n", "runaway.yaml")
     (failure,) = run_scenario(scenario).failures
