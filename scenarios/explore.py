@@ -35,19 +35,17 @@ from scenarios.crash_points import (
 )
 from scenarios.emit import (
     InsertedStep,
-    add_expectation,
     insert_steps,
     keep_always,
     remove_top_level,
     retitle,
-    with_header,
 )
 from scenarios.errors import InvalidScenario
 from scenarios.explore_outcome import ExploreOutcome, Finding, classify
-from scenarios.fuzz import FlakyFinding
 from scenarios.interleavings import Planner, with_interleave
 from scenarios.loader import parse_scenario
 from scenarios.progress import RunProgress, is_terminal
+from scenarios.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
 from scenarios.runner import ScenarioResult, run_scenario
 from sim.checkers import CHECKERS
 from sim.interleave import Interleave, Reordering
@@ -247,46 +245,33 @@ class Exploration:
     # -- reproducers --------------------------------------------------------------------------
     def _write(self, finding: Finding, text: str) -> ScenarioResult:
         out_path = finding.path
-        scenario = parse_scenario(text, out_path)
         violated = [
             b.removeprefix("invariant ") for b in finding.breaks if b.startswith("invariant ")
         ]
-        if violated:
-            text = add_expectation(text, scenario, "invariants: [" + ", ".join(violated) + "]")
-        run = f"agentsim run {shlex.quote(out_path)}"
+        text = with_broken_invariants(text, out_path, violated)
 
-        def headed(first_failure: str) -> str:
+        def header(first_failure: str, run: str) -> list[str]:
             how = (
                 "A crash point: the step marked '" + NOTE + "' below arms a fault that "
-                "kills the process there (its skip counts the earlier statements of that "
-                "shape the agent runs from that step on)."
+                "strikes there (its skip counts the earlier statements of that shape the agent "
+                "runs from that step on)."
                 if finding.how.startswith("crash")
                 else "An interleaving: the `interleave:` line makes timers due at one instant "
                 "run out of FIFO order at the groups it names (numbered from 1 in the order "
                 "the run reaches them)."
             )
-            header = [
+            return [
                 f"Found by `{self.command}` ({finding.how}):",
                 *textwrap.wrap(f"{finding.what}.", 96),
                 *textwrap.wrap(how, 96),
-                f"It fails with: {' '.join(first_failure.split())[:300]}",
-                f"Run it: {run}",
-                "",
+                f"It fails with: {first_failure}",
             ]
-            return with_header(text, header)
 
-        check = run_scenario(parse_scenario(headed("..."), out_path))
-        if check.passed or check.digest != finding.result.digest:
-            raise FlakyFinding(
-                f"the reproducer {out_path} did not fail the same way when run again (digest "
-                f"{check.digest[:12]}, was {finding.result.digest[:12]})"
-            )
-        first = next(
-            (f for f in check.failures if classify(f, out_path, self.with_expect) is not None),
-            check.failures[0],
-        )
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(out_path).write_text(headed(first), encoding="utf-8")
+        def findings(run: ScenarioResult) -> list[str]:
+            own = [f for f in run.failures if classify(f, out_path, self.with_expect) is not None]
+            return own or list(run.failures)
+
+        _, check = write_reproducer(text, out_path, header, findings, finding.result.digest)
         return check
 
 

@@ -41,15 +41,14 @@ from typing import TYPE_CHECKING, Any
 
 from scenarios.emit import (
     InsertedStep,
-    add_expectation,
     insert_steps,
     keep_always,
     retitle,
-    with_header,
 )
 from scenarios.errors import InvalidScenario
 from scenarios.fault_sites import StatementSite, site_groups, statement_sites
 from scenarios.loader import NAME_PATTERN, parse_scenario
+from scenarios.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
 from scenarios.runner import ScenarioResult, invariant_names, run_scenario
 from scenarios.schema import (
     EVICTION_REASONS,
@@ -105,11 +104,6 @@ def _hypothesis() -> ModuleType:
             "pip install 'agentsim[test]' (or pip install hypothesis)"
         ) from None
     return hypothesis
-
-
-class FlakyFinding(AssertionError):
-    """The shrunk schedule did not fail when run once more: the failure depended on something
-    outside the scenario, the seed and the code (as Hypothesis's `Flaky`)."""
 
 
 @dataclass(frozen=True)
@@ -554,35 +548,25 @@ def _write_reproducer(
             f"the shrunk schedule {schedule} of {fuzzer.path} did not fail when run again; "
             f"the failure depends on something outside the scenario, the seed and the code"
         )
-    violated = _violated(result)
-    text = _with_invariants(candidate, violated, fuzzer.out_path) if violated else candidate.text
     out_path = fuzzer.out_path
-    run = f"agentsim run {shlex.quote(out_path)}"
+    text = with_broken_invariants(candidate.text, out_path, _violated(result))
 
-    def headed(first_failure: str) -> str:
-        header = [
+    def header(first_failure: str, run: str) -> list[str]:
+        return [
             f"Found by `{how}`:",
             "Hypothesis drew fault steps over the base scenario and shrank the first failing",
             f"schedule to seed {schedule.seed} and the {len(candidate.inserted)} step(s) marked "
             f"'{NOTE}' below.",
-            f"It fails with: {' '.join(first_failure.split())[:300]}",
-            f"Run it: {run}",
-            "",
+            f"It fails with: {first_failure}",
         ]
-        return with_header(text, header)
 
-    # What is written is run once more exactly as the printed command runs it (the header has
-    # as many lines whatever the sentence, so the check's line numbers are the file's).
-    check = run_scenario(parse_scenario(headed("..."), out_path))
-    found = fuzzer.findings(check, candidate)
-    if not found or check.digest != result.digest:
-        raise FlakyFinding(
-            f"the reproducer {out_path} did not fail the same way when run again (digest "
-            f"{check.digest[:12]}, was {result.digest[:12]})"
-        )
-    text = headed(found[0])
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(out_path).write_text(text, encoding="utf-8")
+    written, check = write_reproducer(
+        text,
+        out_path,
+        header,
+        lambda run: fuzzer.findings(run, candidate),
+        result.digest,
+    )
     return FuzzOutcome(
         base=fuzzer.path,
         examples=examples,
@@ -595,17 +579,7 @@ def _write_reproducer(
         finding=check,
         schedule=schedule,
         steps=candidate.inserted,
-        reproducer=text,
+        reproducer=written,
         path=out_path,
-        command=run,
+        command=f"agentsim run {shlex.quote(out_path)}",
     )
-
-
-def _with_invariants(candidate: Candidate, violated: Sequence[str], out_path: str) -> str:
-    """The reproducer names the invariants it breaks in its own `expect` list, so that a plain
-    `agentsim run` of it checks them."""
-    assert candidate.scenario is not None
-    item = "invariants: [" + ", ".join(violated) + "]"
-    text = add_expectation(candidate.text, candidate.scenario, item)
-    parse_scenario(text, out_path)  # an InvalidScenario here is a bug of the emitter: loud
-    return text
