@@ -38,6 +38,13 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `milestones_once` | S3: a milestone notification is delivered at most once |
 | `child_reset_retryable` | S6: a child reset while its parent lives ends the run `interrupted` |
 | `give_up_not_early` | S7: a detached run is given up only when its budget or window ran out |
+| `interval_runs_on_time` | an interval runs again one interval after its run completed |
+| `one_shot_retried_when_cut` | a one-shot cut short mid-callback is run again |
+| `failed_finish_redelivered` | S8: a finish whose handler threw is delivered again |
+| `chat_turns_serial` | a chat host runs its turns one at a time |
+| `progress_done_sent` | S4: progress with fraction >= 1 is sent at once, never coalesced |
+| `milestones_stored` | S2: a chat child's milestone is a stored chunk of its stream |
+| `chat_recovery_attempts_count` | chat recovery attempts count 1, 2, 3... across restarts |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original
@@ -45,6 +52,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 from sim.checkers import alarms, delivery, fibers  # noqa: F401, I001
 from sim.checkers import lives, storage, alarm_slot, recovery, schedules  # noqa: F401, I001
 from sim.checkers import timeline, tools  # noqa: F401, I001
+from sim.checkers import schedule_runs, redelivery, chat  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

@@ -52,6 +52,13 @@ INVARIANTS = [
     "fiber_runs_once",
     "keep_alive_heartbeat",
     "schedules_armed",
+    "interval_runs_on_time",
+    "one_shot_retried_when_cut",
+    "failed_finish_redelivered",
+    "chat_turns_serial",
+    "progress_done_sent",
+    "milestones_stored",
+    "chat_recovery_attempts_count",
 ]
 
 

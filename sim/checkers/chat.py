@@ -1,0 +1,242 @@
+"""Invariants of chat hosts: `chat_turns_serial` (turns run one at a time), `progress_done_sent`
+(S4: a finished progress report is never coalesced away), `milestones_stored` (S2: a child's
+milestone is a stored chunk of its stream) and `chat_recovery_attempts_count` (recovery attempts
+of an interrupted turn count up across restarts).
+
+A chat turn is a fiber named `__cf_internal_chat_turn:<requestId>` (`CHAT_TURN_FIBER_PREFIX`);
+its `fiber:run:started` and `fiber:run:completed|failed` records bound it. What
+`report_progress` answered is known from the workload convention of the chat children's `work`
+tool: `workload:reported {runId, kind, outcome, fraction | name}` (outcome `emitted`,
+`coalesced` or `inactive`). A chat child keeps its milestone rows in
+`cf_ai_chat_agent_tool_milestones` (AIChatAgent-like) or `cf_agent_tool_milestones`
+(Think-like) and its streams in `cf_ai_chat_stream_metadata` / `cf_ai_chat_stream_chunks`; a
+child facet serves one run, so every stream it holds is a stream of that run. Chat recovery
+records `chat:recovery:attempt {originRequestId, attempt}` for each attempt it makes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = [
+    "chat_recovery_attempts_count",
+    "chat_turns_serial",
+    "milestones_stored",
+    "progress_done_sent",
+]
+
+MILESTONE_TABLES = ("cf_ai_chat_agent_tool_milestones", "cf_agent_tool_milestones")
+STREAMS = "cf_ai_chat_stream_metadata"
+CHUNKS = "cf_ai_chat_stream_chunks"
+MILESTONE_PART = "data-agent-milestone"
+FIBER_ENDS = ("fiber:run:completed", "fiber:run:failed")
+
+
+def _at(t_ms: Any) -> str:
+    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
+
+
+def _request(record: TraceRecord) -> str:
+    return str(record.get("fiberName"))[len(CHAT_TURN_FIBER_PREFIX) :]
+
+
+@invariant("chat_turns_serial")
+def chat_turns_serial(context: CheckContext) -> list[Violation]:
+    """Chat turns — a chat host runs its turns one at a time, in the order they were submitted:
+    a turn starts only once the one before it ended.
+
+    For every agent and each of its incarnations, between the `fiber:run:started` of a chat-turn
+    fiber (named `__cf_internal_chat_turn:<requestId>`) and its end (`fiber:run:completed` or
+    `fiber:run:failed` of that fiber id) no other chat-turn fiber starts.
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        running: dict[int, TraceRecord] = {}
+        for record in context.records_of(agent, "fiber:run:started", *FIBER_ENDS):
+            if not str(record.get("fiberName")).startswith(CHAT_TURN_FIBER_PREFIX):
+                continue
+            current = running.get(record.inc)
+            if record.event in FIBER_ENDS:
+                if current is not None and current.get("fiberId") == record.get("fiberId"):
+                    del running[record.inc]
+                continue
+            if current is not None:
+                out.append(
+                    Violation(
+                        "chat_turns_serial",
+                        agent,
+                        _request(record),
+                        f"chat turn {_request(record)} of {agent} started at "
+                        f"{_at(record.t_ms)} while turn {_request(current)} (started at "
+                        f"{_at(current.t_ms)}) was still running; turns run one at a time",
+                        (current.seq, record.seq),
+                    )
+                )
+                break
+            running[record.inc] = record
+    return out
+
+
+@invariant("progress_done_sent")
+def progress_done_sent(context: CheckContext) -> list[Violation]:
+    """S4 — progress with `fraction >= 1` is always sent at once, never coalesced: a client
+    never misses that a run's work is done.
+
+    For every `workload:reported {kind: progress}` of an active run (`runId` set) whose
+    `fraction` is a number >= 1, the outcome is `emitted`.
+    """
+    out: list[Violation] = []
+    for report in context.events("workload:reported", kind="progress"):
+        fraction = report.get("fraction")
+        if report.get("runId") is None or isinstance(fraction, bool):
+            continue
+        if not isinstance(fraction, int | float) or fraction < 1:
+            continue
+        if report.get("outcome") == "emitted":
+            continue
+        out.append(
+            Violation(
+                "progress_done_sent",
+                report.agent,
+                str(report.get("runId")),
+                f"run {report.get('runId')} of {report.agent} reported progress {fraction} at "
+                f"{_at(report.t_ms)} and it was {report.get('outcome')} instead of sent; a "
+                "finished progress report is always sent at once",
+                (report.seq,),
+            )
+        )
+    return out
+
+
+def _parse(body: Any) -> Any:
+    try:
+        return json.loads(body) if isinstance(body, str) else None
+    except ValueError:
+        return None
+
+
+def _stored_milestones(chunks: list[Mapping[str, Any]]) -> set[tuple[Any, Any]]:
+    """(name, sequence) of every milestone chunk stored in the chunks."""
+    found = set()
+    for row in chunks:
+        chunk = _parse(row.get("body"))
+        if not isinstance(chunk, dict) or chunk.get("type") != MILESTONE_PART:
+            continue
+        data = chunk.get("data")
+        if isinstance(data, dict):
+            found.add((data.get("name"), data.get("sequence")))
+    return found
+
+
+def _streaming_at(streams: list[Mapping[str, Any]], at: Any) -> bool:
+    """The child's latest stream created at or before `at` had not ended by then (a stream a
+    dead incarnation left `streaming` is superseded by the next turn's)."""
+    if not isinstance(at, int | float):
+        return False
+    begun = [
+        s for s in streams if isinstance(s.get("created_at"), int | float) and s["created_at"] <= at
+    ]
+    if not begun:
+        return False
+    latest = max(reversed(begun), key=lambda s: s["created_at"])  # the last one on a tie
+    ended = latest.get("completed_at")
+    return ended is None or ended > at
+
+
+@invariant("milestones_stored")
+def milestones_stored(context: CheckContext) -> list[Violation]:
+    """S2 — a chat child's milestone is stored in its turn's resumable stream: it has a chunk
+    index, is part of the answer, survives eviction and is replayed.
+
+    For every agent with a milestone table (see the module docstring), every milestone row
+    (run, sequence, name, at) written while a turn streamed (the agent's latest stream created
+    at or before `at` had not ended at or before it) has a stored `data-agent-milestone` chunk
+    with that name and sequence in one of the agent's streams. A row written when no turn
+    streamed (a report after the turn ended) is not judged. The row and its chunk commit in one
+    turn, so both or neither are in storage.
+    """
+    out: list[Violation] = []
+    for agent in context.paths():
+        tables = context.storage.get(agent) or {}
+        streams = list(tables.get(STREAMS, ()))
+        stored = _stored_milestones(list(tables.get(CHUNKS, ())))
+        for table in MILESTONE_TABLES:
+            for row in tables.get(table, ()):
+                key = (row.get("name"), row.get("sequence"))
+                if key in stored or not _streaming_at(streams, row.get("at")):
+                    continue
+                out.append(
+                    Violation(
+                        "milestones_stored",
+                        agent,
+                        str(row.get("run_id")),
+                        f"milestone {row.get('name')} (sequence {row.get('sequence')}) of run "
+                        f"{row.get('run_id')} on {agent} was reported at {_at(row.get('at'))} "
+                        "while its turn streamed, but no stream of the child stored it as a "
+                        "chunk; a milestone is stored in the turn's stream",
+                    )
+                )
+                break
+    return out
+
+
+@invariant("chat_recovery_attempts_count")
+def chat_recovery_attempts_count(context: CheckContext) -> list[Violation]:
+    """Chat recovery — the attempts to recover an interrupted turn are counted durably, so they
+    number 1, 2, 3… per first-interrupted turn across restarts, and recovery gives up after
+    `max_chat_recovery_attempts`.
+
+    For every agent and origin turn (`originRequestId`), its `chat:recovery:attempt` records in
+    trace order carry `attempt` values where each is greater than the last earlier one not
+    written in a turn that may have rolled back (0 before the first), and is exactly one more
+    than the one just before it unless an `incarnation:end` of the agent lies between them (an
+    attempt counted and then cut short before its record) — for the first, between the origin's
+    first `chat:recovery:scheduled` and it.
+    """
+    out: list[Violation] = []
+    attempts: dict[tuple[str, str], list[TraceRecord]] = defaultdict(list)
+    for record in context.events("chat:recovery:attempt"):
+        attempts[(record.agent, str(record.get("originRequestId")))].append(record)
+    for (agent, origin), records in sorted(attempts.items()):
+        deaths = [e.seq for e in context.incarnation_ends(agent)]
+        scheduled = context.events("chat:recovery:scheduled", agent, originRequestId=origin)
+        previous: TraceRecord | None = None
+        durable = 0
+        for record in records:
+            value = record.get("attempt")
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            last = int(previous.get("attempt")) if previous is not None else 0
+            since = (
+                previous.seq if previous is not None else (scheduled[0].seq if scheduled else -1)
+            )
+            died = any(since < seq < record.seq for seq in deaths)
+            problem = None
+            if value <= durable:
+                problem = f"numbered an attempt {value} again after attempt {durable}"
+            elif value > last + 1 and not died:
+                problem = f"skipped from attempt {last} to {value} with no restart between"
+            if problem is not None:
+                out.append(
+                    Violation(
+                        "chat_recovery_attempts_count",
+                        agent,
+                        origin,
+                        f"chat recovery of turn {origin} on {agent} {problem} (at "
+                        f"{_at(record.t_ms)}); attempts count up 1, 2, 3… across restarts",
+                        tuple(r.seq for r in (previous, record) if r is not None),
+                    )
+                )
+                break
+            previous = record
+            if not context.may_have_rolled_back(record):
+                durable = value
+    return out

@@ -1,0 +1,63 @@
+"""The at-least-once half of finish delivery for a throwing handler: `failed_finish_redelivered`
+(seed decision S8: a detached run whose `on_finish` threw is delivered again).
+
+The ledger (`agents_core.agent_tools.ledger`) claims a slot, calls the handlers and marks the slot
+delivered only after they returned; a handler that throws records
+`agent_tool:detached:delivery_failed {runId, kind, callback}` (kind = the slot) and leaves the
+slot claimed and undelivered, so the backbone delivers it again once the claim's 60 s lease has
+run out. `exactly_once_finish` bounds the calls from above (never twice without such a failure
+or a crash between); this checker bounds them from below: a failure is always followed by
+another call.
+"""
+
+from __future__ import annotations
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.trace import format_sim_time
+
+__all__ = ["failed_finish_redelivered"]
+
+RUNS = "cf_agent_tool_runs"
+
+
+@invariant("failed_finish_redelivered")
+def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
+    """S8 — a finish whose handler threw is delivered again (at least once): the slot is marked
+    delivered only once its handlers returned.
+
+    Only when a liveness phase ran. For every `agent_tool:detached:delivery_failed {runId, kind}`
+    of a parent at t (not written in a turn that may have rolled back), whose run's row still
+    exists at the end: once the run went quiet, or `LIVENESS_GRACE_MS` after t, the parent has a
+    later `hook:on_finish` for that run — of the same slot, or, for a failed `give_up`, of either
+    slot (a real result that lands meanwhile supersedes the give-up, S7).
+    """
+    if not context.liveness_ran:
+        return []
+    out: list[Violation] = []
+    for failure in context.events("agent_tool:detached:delivery_failed"):
+        parent, run_id, slot = failure.agent, str(failure.get("runId")), failure.get("kind")
+        if context.may_have_rolled_back(failure) or not context.had_time_since(failure.t_ms):
+            continue
+        if not any(str(row.get("run_id")) == run_id for row in context.table(parent, RUNS)):
+            continue
+        later = [
+            call
+            for call in context.events("hook:on_finish", parent, runId=run_id)
+            if call.seq > failure.seq and (call.get("slot") == slot or slot == "give_up")
+        ]
+        if later:
+            continue
+        out.append(
+            Violation(
+                "failed_finish_redelivered",
+                parent,
+                run_id,
+                f"run {run_id} of {parent}: its {slot} handler {failure.get('callback')} threw at "
+                f"{format_sim_time(failure.t_ms)}, and it was never called again by "
+                f"{context.end_words()}; a slot whose handler threw stays undelivered and is "
+                "delivered again",
+                (failure.seq,),
+            )
+        )
+    return out

@@ -1,0 +1,306 @@
+"""Invariants of what follows one schedule run: `interval_runs_on_time` (an interval whose run
+completed is run again as soon as its next occurrence is due) and `one_shot_retried_when_cut`
+(a one-shot whose callback an alarm run cut short is run again).
+
+Both place each `schedule:execute` in the alarm run of its top-level agent that contains it
+(`sim.checkers.alarm_slot.alarm_runs`; a facet's callbacks run, and record their execution, on
+the facet while its root's alarm runs). The trace has no record of a callback returning, so a
+run "completed" when the alarm run that executed it ended `alarm:done`; and a one-shot's callback
+"may have been cut short" when its alarm run ended otherwise with nothing after its execution
+that shows the loop over due rows moved on (another row's execution) or that the handler was
+past its rows (fiber recovery housekeeping, a storage fault) — a conservative reading: a run
+the trace cannot place is never judged. A schedule's kind and interval come from its final row
+or its journal INSERT (`sim.checkers.schedules.schedule_rows`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from sim.checkers.alarm_slot import AlarmRun, alarm_runs
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.checkers.schedules import ONE_SHOT, schedule_rows
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = ["interval_runs_on_time", "one_shot_retried_when_cut"]
+
+HOUSEKEEPING_RPC = "_cf_check_run_fibers_for_facet"
+"""The facet scan an alarm runs after its due rows."""
+
+
+def _at(t_ms: int) -> str:
+    return format_sim_time(t_ms)
+
+
+def _in_tree(agent: str, root: str) -> bool:
+    return agent == root or agent.startswith(root + "/")
+
+
+class _Runs:
+    """Each top-level agent's alarm runs, indexed by the seq of their `alarm:fired`."""
+
+    def __init__(self, context: CheckContext) -> None:
+        self._context = context
+        self._cache: dict[str, tuple[list[AlarmRun], list[int]]] = {}
+        self._seqs = [r.seq for r in context.records]
+        self._times = [r.t_ms for r in context.records]
+
+    def last_seq_by(self, t_ms: int) -> int:
+        """The seq of the last record written at or before `t_ms` (-1 when none)."""
+        at = bisect_right(self._times, t_ms)
+        return self._seqs[at - 1] if at else -1
+
+    def between(self, low: int, high: int | None) -> tuple[TraceRecord, ...]:
+        """The records with low < seq < high (high None: to the end), in trace order."""
+        start = bisect_left(self._seqs, low + 1)
+        stop = len(self._seqs) if high is None else bisect_left(self._seqs, high)
+        return tuple(self._context.records[start:stop])
+
+    def of(self, root: str) -> list[AlarmRun]:
+        return self._index(root)[0]
+
+    def _index(self, root: str) -> tuple[list[AlarmRun], list[int]]:
+        if root not in self._cache:
+            runs = alarm_runs(self._context, root)
+            self._cache[root] = (runs, [run.fired.seq for run in runs])
+        return self._cache[root]
+
+    def containing(self, root: str, record: TraceRecord) -> AlarmRun | None:
+        """The alarm run of `root` the record was written in (None outside any)."""
+        runs, fired = self._index(root)
+        at = bisect_left(fired, record.seq) - 1
+        if at < 0:
+            return None
+        run = runs[at]
+        return run if run.end is None or run.end.seq > record.seq else None
+
+
+def _executions(context: CheckContext) -> dict[str, list[TraceRecord]]:
+    out: dict[str, list[TraceRecord]] = defaultdict(list)
+    for record in context.events("schedule:execute"):
+        out[str(record.get("id"))].append(record)
+    return out
+
+
+def _excused(
+    context: CheckContext,
+    runs: _Runs,
+    root: str,
+    schedule_id: str,
+    first: TraceRecord,
+    last_seq: int | None,
+) -> bool:
+    """Something after `first` and before `last_seq` (the end of the trace when None) lets the
+    schedule skip its next run or run it late: a death in the root's tree, an alarm run that did
+    not end `done`, a cancel of the schedule (one that may have rolled back does not count), a
+    failed dispatch of it to its facet, a memory-limit reset, or a wiped storage."""
+    return any(
+        _excuse(context, root, schedule_id, record) for record in runs.between(first.seq, last_seq)
+    )
+
+
+def _excuse(context: CheckContext, root: str, schedule_id: str, record: TraceRecord) -> bool:
+    event = record.event
+    if not _in_tree(record.agent, root):
+        return False
+    if event in (
+        "incarnation:end",
+        "alarm:failed",
+        "alarm:interrupted",
+        "storage:wiped",
+        "facet:deleted",
+        "alarm:memory_limit_reset",
+    ):
+        return True
+    if str(record.get("id")) != schedule_id:
+        return False
+    if event == "schedule:cancel":
+        return not context.may_have_rolled_back(record)
+    return event == "schedule:error" and record.get("attempts") == 0
+
+
+@invariant("interval_runs_on_time")
+def interval_runs_on_time(context: CheckContext) -> list[Violation]:
+    """Fibers §4.4 — an interval runs again one interval after each run completes: a completed
+    run clears the row's running flag, so the next run is never held back until the hung
+    timeout.
+
+    For every `schedule:execute` E of an interval row (interval I) in an alarm run of its
+    top-level agent that ended `alarm:done` at T (so E's run completed at some c <= T and its row
+    came due at floor(c / 1 s) + I <= D = (floor(T / 1 s) + I) s): let B be D, or, when an alarm
+    run of that agent started before D and was still running at D, 1 ms after the end of that
+    run (the re-arm at the end of a run asks for no time before the next millisecond). Then the
+    schedule's next `schedule:execute` after T lies in an alarm run that started after T and no
+    later than B — unless, after E and by B (or by the end of an alarm run that started by B),
+    the tree of the top-level agent saw a death, an alarm run that ended `failed` or
+    `interrupted`, a cancel of the schedule (one that may have rolled back does not count), a
+    failed dispatch of it to its facet, a memory-limit reset or a wiped storage; and unless the
+    trace ends before B or while a run started by B still runs.
+    """
+    rows = schedule_rows(context)
+    runs = _Runs(context)
+    out: list[Violation] = []
+    for schedule_id, executions in sorted(_executions(context).items()):
+        row = rows.get(schedule_id)
+        if row is None or row.get("type") != "interval":
+            continue
+        interval_ms = int(row.get("intervalSeconds") or 0) * 1000
+        root = context.root_of(executions[0].agent)
+        for index, execution in enumerate(executions):
+            found = _late_interval(
+                context, runs, root, row, execution, executions[index + 1 :], interval_ms
+            )
+            if found is not None:
+                out.append(found)
+                break
+    return out
+
+
+def _late_interval(
+    context: CheckContext,
+    runs: _Runs,
+    root: str,
+    row: Mapping[str, Any],
+    execution: TraceRecord,
+    later: list[TraceRecord],
+    interval_ms: int,
+) -> Violation | None:
+    run = runs.containing(root, execution)
+    if run is None or run.end is None or run.end.event != "alarm:done":
+        return None
+    done = run.end
+    due = (done.t_ms // 1000) * 1000 + interval_ms
+    bound = due
+    for other in runs.of(root):
+        if other.fired.t_ms < due and other.fired.seq > done.seq and other.running_at(due):
+            if other.end is None:
+                return None
+            bound = max(bound, other.end.t_ms + 1)
+    nxt = next((x for x in later if x.seq > done.seq), None)
+    nxt_run = runs.containing(root, nxt) if nxt is not None else None
+    if nxt_run is not None and nxt_run.fired.t_ms <= bound:
+        return None
+    if nxt is None:
+        if context.end <= bound:
+            return None
+        if any(
+            r.fired.seq > done.seq and r.fired.t_ms <= bound and r.end is None
+            for r in runs.of(root)
+        ):
+            return None
+    schedule_id = str(row.get("id"))
+    upper = runs.last_seq_by(bound) + 1
+    for other in runs.of(root):
+        if other.fired.seq > done.seq and other.fired.t_ms <= bound and other.end is not None:
+            upper = max(upper, other.end.seq + 1)
+    if _excused(context, runs, root, schedule_id, execution, upper):
+        return None
+    then = f"ran again at {_at(nxt.t_ms)}" if nxt is not None else "did not run again"
+    return Violation(
+        "interval_runs_on_time",
+        execution.agent,
+        schedule_id,
+        f"interval schedule {schedule_id} (every {interval_ms // 1000} s, callback "
+        f"{row.get('callback')}) of {execution.agent} ran at {_at(execution.t_ms)} in an alarm "
+        f"run that completed at {_at(done.t_ms)}, so it was due again by {_at(due)} and should "
+        f"have run by {_at(bound)}, but it {then}",
+        (execution.seq, done.seq, *((nxt.seq,) if nxt is not None else ())),
+    )
+
+
+def _moved_on(runs: _Runs, root: str, execution: TraceRecord, end: TraceRecord) -> bool:
+    """Something between the execution and the end of its alarm run shows the callback had
+    returned, or may have: another row's execution, fiber recovery housekeeping, the facet scan,
+    or a storage fault (which may have hit a statement after the callback)."""
+    for record in runs.between(execution.seq, end.seq):
+        if not _in_tree(record.agent, root):
+            continue
+        event = record.event
+        if (
+            event == "schedule:execute"
+            or event.startswith("fiber:recovery:")
+            or event.startswith("fault:")
+            or (event == "rpc" and record.get("method") == HOUSEKEEPING_RPC)
+            or (event == "schedule:error" and record.get("id") == execution.get("id"))
+        ):
+            return True
+    return False
+
+
+@invariant("one_shot_retried_when_cut")
+def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
+    """Fibers §4.3 — a one-shot schedule's callback runs at least once: its row is deleted only
+    after the callback returns, so an alarm run that dies or fails mid-callback leaves the row
+    for the platform's retry to run again.
+
+    Only when a liveness phase ran. For every `schedule:execute` E of a one-shot row (`delayed`,
+    `scheduled`) whose alarm run (on its top-level agent) ended `alarm:failed` or
+    `alarm:interrupted` (killed, deployed, evicted, crashed) at t, where E's callback may have been
+    cut short (nothing between E and t shows the loop over due rows moved on: no other row's
+    execution, no fiber recovery record, no facet scan, no `schedule:error` of E's id, no storage
+    fault): a later `schedule:execute` of the same id exists — once the run went quiet, or
+    `LIVENESS_GRACE_MS` after t — unless, after E, the schedule was cancelled (a cancel that may
+    have rolled back does not count), its agent's (or an ancestor's) storage was wiped or
+    deleted, a memory-limit reset sealed it, or the platform gave the alarm up.
+    """
+    if not context.liveness_ran:
+        return []
+    rows = schedule_rows(context)
+    runs = _Runs(context)
+    out: list[Violation] = []
+    for schedule_id, executions in sorted(_executions(context).items()):
+        row = rows.get(schedule_id)
+        if row is None or row.get("type") not in ONE_SHOT:
+            continue
+        root = context.root_of(executions[0].agent)
+        for index, execution in enumerate(executions):
+            run = runs.containing(root, execution)
+            if run is None or run.end is None or run.end.event == "alarm:done":
+                continue
+            if index + 1 < len(executions) or not context.had_time_since(run.end.t_ms):
+                continue
+            if _moved_on(runs, root, execution, run.end) or _gone(
+                context, runs, root, schedule_id, execution
+            ):
+                continue
+            how = run.end.get("reason") or run.end.get("error") or ""
+            ended = run.end.event.removeprefix("alarm:") + (f" ({how})" if how else "")
+            out.append(
+                Violation(
+                    "one_shot_retried_when_cut",
+                    execution.agent,
+                    schedule_id,
+                    f"{row.get('type')} schedule {schedule_id} (callback {row.get('callback')}) "
+                    f"of {execution.agent} ran at {_at(execution.t_ms)} in an alarm run that "
+                    f"{ended} at {_at(run.end.t_ms)} before its callback returned, and never ran "
+                    f"again by {context.end_words()}",
+                    (execution.seq, run.end.seq),
+                )
+            )
+    return out
+
+
+def _gone(
+    context: CheckContext, runs: _Runs, root: str, schedule_id: str, execution: TraceRecord
+) -> bool:
+    """After `execution`, the row was cancelled (not in a turn that may have rolled back), its
+    storage wiped or deleted, sealed by the memory-limit breaker, or the alarm given up."""
+    for record in runs.between(execution.seq, None):
+        if not _in_tree(record.agent, root):
+            continue
+        event = record.event
+        if event in ("storage:wiped", "facet:deleted", "alarm:given_up"):
+            return True
+        if event == "alarm:memory_limit_reset" and record.get("sealed"):
+            return True
+        if (
+            event == "schedule:cancel"
+            and str(record.get("id")) == schedule_id
+            and not context.may_have_rolled_back(record)
+        ):
+            return True
+    return False

@@ -1,0 +1,203 @@
+"""The chat-host invariants — `chat_turns_serial`, `progress_done_sent` (S4), `milestones_stored`
+(S2) and `chat_recovery_attempts_count` — pass a Think-like research child whose work tool
+reports progress and a milestone while two deploys interrupt its turn (recovered twice), and a
+support chat answering three messages in a row; and catch crafted overlapping turns, a finished
+progress report coalesced, a milestone row without its stored chunk and recovery attempts that
+count again from 1."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from sim.checkers import CHECKERS, CheckContext, check
+from sim.trace import TraceRecord
+from tests.checkers.agents import record, scenario_context, with_record, with_rows, without
+
+SUPPORT = "AiChatWorkload/support"
+RESEARCH = "ThinkToolsWorkload/assistant/ThinkToolChild/research"
+CHUNKS = "cf_ai_chat_stream_chunks"
+MILESTONES = "cf_agent_tool_milestones"
+CHATS = """
+    name: chat-checks
+    description: >
+      a Think-like assistant runs a research child whose work tool reports progress and a
+      milestone across two deploys, and a support chat answers three messages in a row
+    seed: 17
+    agents:
+      assistant:
+        workload: tools
+        host: think
+        runs:
+          - run_id: research
+            child: think
+            input: "research durable fibers"
+            detached: true
+      support:
+        workload: chat
+        host: chat
+        model: {reply: "Happy to help.", chunks: 3, chunk_delay: 400ms}
+    model:
+      rules:
+        - after_tool: work
+          reply: {text: "Found three sources.", chunks: 3, delay: 200ms}
+        - asked: research
+          offers: work
+          reply:
+            tool_calls:
+              - name: work
+                input:
+                  steps:
+                    - progress: {fraction: 0.2}
+                    - sleep: 20000
+                    - milestone: {name: sources, data: {n: 3}}
+                    - progress: {fraction: 0.9}
+                    - progress: {fraction: 1.0}
+      default: {text: "Noted.", chunks: 2, delay: 100ms}
+    steps:
+      - call: {agent: assistant, method: dispatch}
+      - call: {agent: support, method: say, args: ["my export failed"], wait: false}
+      - call: {agent: support, method: say, args: ["it says quota exceeded"], wait: false}
+      - call: {agent: support, method: say, args: ["can you raise it?"], wait: false}
+      - at: 10s
+        deploy_all: {}
+      - at: 25s
+        deploy_all: {}
+      - run_until: 5m
+"""
+NAMES = [
+    "chat_turns_serial",
+    "progress_done_sent",
+    "milestones_stored",
+    "chat_recovery_attempts_count",
+]
+
+
+@pytest.fixture(scope="module")
+def chats() -> CheckContext:
+    return scenario_context(CHATS)
+
+
+def messages(context: CheckContext, name: str) -> list[str]:
+    return [v.message for v in check(context, [name])]
+
+
+def rewritten(context: CheckContext, target: TraceRecord, **fields: object) -> CheckContext:
+    """The context with the fields of one record changed."""
+    records = [
+        dataclasses.replace(r, fields={**r.fields, **fields}) if r == target else r
+        for r in context.records
+    ]
+    return dataclasses.replace(context, records=records)
+
+
+def test_turns_progress_milestones_and_recovery_pass(chats) -> None:
+    """Three support turns one after another; the research turn recovered twice (attempts 1,
+    2), its milestone stored and its finished progress sent."""
+    turns = [
+        r
+        for r in chats.events("fiber:run:started", SUPPORT)
+        if str(r.get("fiberName")).startswith("__cf_internal_chat_turn:")
+    ]
+    assert [r.t_ms for r in turns] == [0, 1_600, 3_200]
+    attempts = chats.events("chat:recovery:attempt", RESEARCH)
+    assert [r.get("attempt") for r in attempts] == [1, 2]
+    assert [r["name"] for r in chats.table(RESEARCH, MILESTONES)] == ["sources"]
+    assert check(chats, NAMES) == []
+
+
+# -- chat_turns_serial --------------------------------------------------------------------------
+def test_a_turn_started_while_another_runs_is_caught(chats) -> None:
+    """Without the end of the first support turn, the second starts while it runs; a turn left
+    running by a dead incarnation does not hold the next incarnation's turns back."""
+    first_end = chats.events("fiber:run:completed", SUPPORT)[0]
+    overlapping = without(chats, lambda r: r == first_end)
+    starts = overlapping.events("fiber:run:started", SUPPORT)
+    second, first = (str(r.get("fiberName")).split(":")[-1] for r in (starts[1], starts[0]))
+    assert messages(overlapping, "chat_turns_serial") == [
+        f"chat turn {second} of {SUPPORT} started at 00:00:01.600 while turn {first} (started "
+        "at 00:00:00.000) was still running; turns run one at a time"
+    ]
+    cut = chats.events("fiber:run:started", RESEARCH)[0]
+    assert not chats.events("fiber:run:completed", RESEARCH, fiberId=cut.get("fiberId"))
+    assert messages(chats, "chat_turns_serial") == []
+
+
+# -- progress_done_sent -------------------------------------------------------------------------
+def test_a_finished_progress_report_coalesced_is_caught(chats) -> None:
+    """A report of 1.0 answered `coalesced` is named; one outside an active run is not."""
+    (done,) = [
+        r
+        for r in chats.events("workload:reported", RESEARCH, kind="progress")
+        if r.get("fraction") == 1.0
+    ]
+    coalesced = rewritten(chats, done, outcome="coalesced")
+    assert messages(coalesced, "progress_done_sent") == [
+        f"run research of {RESEARCH} reported progress 1.0 at 00:01:10.001 and it was coalesced "
+        "instead of sent; a finished progress report is always sent at once"
+    ]
+    outside = rewritten(chats, done, outcome="inactive", runId=None)
+    assert messages(outside, "progress_done_sent") == []
+
+
+# -- milestones_stored --------------------------------------------------------------------------
+def test_a_milestone_without_its_stored_chunk_is_caught(chats) -> None:
+    """The milestone row with no `data-agent-milestone` chunk in any stream of the child is
+    named; a row written when no stream was open is not judged."""
+    chunks = [r for r in chats.table(RESEARCH, CHUNKS) if "data-agent-milestone" not in r["body"]]
+    assert len(chunks) == len(chats.table(RESEARCH, CHUNKS)) - 1
+    unstored = with_rows(chats, RESEARCH, CHUNKS, chunks)
+    assert messages(unstored, "milestones_stored") == [
+        f"milestone sources (sequence 0) of run research on {RESEARCH} was reported at "
+        "00:01:10.001 while its turn streamed, but no stream of the child stored it as a chunk; "
+        "a milestone is stored in the turn's stream"
+    ]
+    (row,) = chats.table(RESEARCH, MILESTONES)
+    late = with_rows(unstored, RESEARCH, MILESTONES, [{**row, "at": 200_000}])
+    assert messages(late, "milestones_stored") == []
+
+
+# -- chat_recovery_attempts_count ---------------------------------------------------------------
+def test_recovery_attempts_counted_again_or_skipped_are_caught(chats) -> None:
+    """A second attempt numbered 1 again is named, unless the first may have rolled back; an
+    attempt skipping a number with no restart between is named."""
+    first, second = chats.events("chat:recovery:attempt", RESEARCH)
+    origin = first.get("originRequestId")
+    again = rewritten(chats, second, attempt=1)
+    assert messages(again, "chat_recovery_attempts_count") == [
+        f"chat recovery of turn {origin} on {RESEARCH} numbered an attempt 1 again after "
+        "attempt 1 (at 00:00:50.001); attempts count up 1, 2, 3… across restarts"
+    ]
+    crash = record(0, first.t_ms, RESEARCH, first.inc, "incarnation:end", reason="crash")
+    assert messages(with_record(again, first.seq, crash), "chat_recovery_attempts_count") == []
+    skipped = with_record(chats, first.seq, first, attempt=3)
+    assert messages(skipped, "chat_recovery_attempts_count") == [
+        f"chat recovery of turn {origin} on {RESEARCH} skipped from attempt 1 to 3 with no "
+        "restart between (at 00:00:20.001); attempts count up 1, 2, 3… across restarts"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "test"),
+    [
+        ("chat_turns_serial", test_a_turn_started_while_another_runs_is_caught),
+        ("progress_done_sent", test_a_finished_progress_report_coalesced_is_caught),
+        ("milestones_stored", test_a_milestone_without_its_stored_chunk_is_caught),
+        (
+            "chat_recovery_attempts_count",
+            test_recovery_attempts_counted_again_or_skipped_are_caught,
+        ),
+    ],
+)
+def test_the_catching_tests_fail_with_a_blind_checker(
+    name: str,
+    test: Callable[[CheckContext], None],
+    chats: CheckContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each test above goes red when its checker is replaced by one that finds nothing."""
+    monkeypatch.setitem(CHECKERS, name, lambda context: [])
+    with pytest.raises(AssertionError):
+        test(chats)

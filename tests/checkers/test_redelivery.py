@@ -1,0 +1,107 @@
+"""`failed_finish_redelivered` (S8): a detached run whose `on_finish` throws twice is delivered
+again after each failure and passes; a failure never followed by another call is caught, unless
+the run's row is gone or the failure's turn may have rolled back."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from sim.checkers import CHECKERS, CheckContext, check
+from tests.checkers.agents import record, scenario_context, with_record, with_rows, without
+
+TOOLS = "ToolsWorkload/parent"
+FLAKY = """
+    name: flaky-webhook
+    description: a detached import whose finish callback fails its first two calls
+    seed: 13
+    agents:
+      parent:
+        workload: tools
+        runs:
+          - run_id: import
+            detached: {on_finish_fails: 2}
+            steps: [{text: "Importing"}, {sleep: 1m}, {finish: {status: completed, summary: ok}}]
+    steps:
+      - call: {agent: parent, method: dispatch}
+      - run_until: 15m
+"""
+
+
+@pytest.fixture(scope="module")
+def flaky() -> CheckContext:
+    return scenario_context(FLAKY)
+
+
+def messages(context: CheckContext) -> list[str]:
+    return [v.message for v in check(context, ["failed_finish_redelivered"])]
+
+
+def test_each_failed_finish_is_delivered_again(flaky) -> None:
+    """Two failures, each followed by another call; the third call succeeds and is marked."""
+    failures = flaky.events("agent_tool:detached:delivery_failed", TOOLS, runId="import")
+    calls = flaky.events("hook:on_finish", TOOLS, runId="import", slot="finish")
+    assert len(failures) == 2 and len(calls) == 3
+    assert [r.get("slot") for r in flaky.events("hook:delivered", TOOLS)] == ["finish"]
+    assert check(flaky, ["failed_finish_redelivered", "exactly_once_finish"]) == []
+
+
+def test_a_failed_finish_never_called_again_is_caught(flaky) -> None:
+    """Without the calls after the second failure (a slot marked delivered although its handler
+    threw) the failure is named; a row cleared since, or a failure in a turn that crashed in its
+    instant, is not judged; neither is a run with no liveness phase."""
+    last = flaky.events("agent_tool:detached:delivery_failed", TOOLS, runId="import")[-1]
+    lost = without(
+        flaky, lambda r: r.seq > last.seq and r.event == "hook:on_finish" and r.agent == TOOLS
+    )
+    assert messages(lost) == [
+        f"run import of {TOOLS}: its finish handler workload_on_finish threw at 00:02:50.000, "
+        "and it was never called again by the end (00:15:00.000, quiet); a slot whose handler "
+        "threw stays undelivered and is delivered again"
+    ]
+    cleared = with_rows(lost, TOOLS, "cf_agent_tool_runs", [])
+    assert messages(cleared) == []
+    (failed,) = [r for r in lost.records if r.event == last.event and r.t_ms == last.t_ms]
+    crash = record(0, failed.t_ms, TOOLS, failed.inc, "incarnation:end", reason="crash")
+    assert messages(with_record(lost, failed.seq, crash)) == []
+    assert messages(_no_liveness(lost)) == []
+
+
+def test_a_failed_give_up_is_answered_by_either_slot(flaky) -> None:
+    """A give-up whose handler threw may be superseded by the run's real finish: a later call of
+    either slot answers it; a failed finish needs a finish call."""
+    first = flaky.events("agent_tool:detached:delivery_failed", TOOLS, runId="import")[0]
+    as_give_up = with_record(flaky, first.seq, first, kind="give_up")
+    assert messages(as_give_up) == []
+    last = flaky.events("agent_tool:detached:delivery_failed", TOOLS, runId="import")[-1]
+    calls_as_give_up = [
+        dataclasses.replace(r, fields={**r.fields, "slot": "give_up"})
+        if r.event == "hook:on_finish" and r.seq > last.seq
+        else r
+        for r in flaky.records
+    ]
+    relabelled = dataclasses.replace(flaky, records=calls_as_give_up)
+    assert len(messages(relabelled)) == 1
+
+
+def _no_liveness(context: CheckContext) -> CheckContext:
+    trimmed = without(context, lambda r: r.event.startswith("quiesce:"))
+    return dataclasses.replace(trimmed, quiet=None)
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        test_a_failed_finish_never_called_again_is_caught,
+        test_a_failed_give_up_is_answered_by_either_slot,
+    ],
+)
+def test_the_catching_tests_fail_with_a_blind_checker(
+    test: Callable[[CheckContext], None], flaky: CheckContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test above goes red when the checker is replaced by one that finds nothing."""
+    monkeypatch.setitem(CHECKERS, "failed_finish_redelivered", lambda context: [])
+    with pytest.raises(AssertionError):
+        test(flaky)
