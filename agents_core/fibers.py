@@ -228,16 +228,29 @@ class FibersMixin(FiberLedgerMixin):
             metadata_json,
             self.host.clock.now_ms(),
         )
-        accepted = FiberInspection.from_row(self._ledger_row(fiber_id))
-        execution = self.host.tasks.wait_until(self._execute_managed_fiber(fiber_id, name, fn))
-        if not execution.done():
-            self._managed_fiber_executions[fiber_id] = execution
+        try:
+            accepted = FiberInspection.from_row(self._ledger_row(fiber_id))
+        except Exception:
+            # The row is written, so the work is accepted: run it even though its answer
+            # cannot be read (a storage fault). The SDK throws before starting the execution,
+            # leaving a `pending` row nothing ever runs or recovers (divergence F8).
+            probe(self.host, "fiber.managed_accept_read_failed")
+            self._begin_managed_execution(fiber_id, name, fn)
+            raise
+        self._begin_managed_execution(fiber_id, name, fn)
         if wait_for_completion:
             waited = await self._wait_for_managed_fiber(fiber_id)
             if waited is None:
                 raise InvalidArgument(f"Fiber {fiber_id} no longer exists")
             return StartFiberResult.of(waited, accepted=True)
         return StartFiberResult.of(accepted, accepted=True)
+
+    def _begin_managed_execution(
+        self: Any, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+    ) -> None:
+        execution = self.host.tasks.wait_until(self._execute_managed_fiber(fiber_id, name, fn))
+        if not execution.done():
+            self._managed_fiber_executions[fiber_id] = execution
 
     async def _execute_managed_fiber(
         self: Any, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]

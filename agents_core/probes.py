@@ -287,6 +287,30 @@ RUNTIME_PROBES: dict[str, str] = {
         "a sub-agent started again after dying on its own (its root lived on) and the root "
         "dropped the keepAlive leases its dead incarnation still held"
     ),
+    "ledger.delivered_mark_failed": (
+        "a delivery's handlers ran but its delivered mark could not be written (a storage "
+        "fault): the slot is kept as handled in memory, so only its mark is owed"
+    ),
+    "ledger.handled_slot_marked": (
+        "a later delivery of a slot whose handlers had run in this incarnation, but whose "
+        "delivered mark had failed, wrote the mark only (no hook was called again)"
+    ),
+    "agent_tool.recovery_finalize_failed": (
+        "a recovery sweep could not finalize a run (a storage fault reading its row or claiming "
+        "its slot): its outcome is kept and a retry is scheduled"
+    ),
+    "agent_tool.recovery_finalize_retried": (
+        "a retry sweep finalized a run with the outcome an earlier sweep of this incarnation "
+        "kept when its own finalization failed"
+    ),
+    "agent_tool.give_up_teardown_may_have_landed": (
+        "a give-up's cancel call failed after it reached the child, which may have aborted "
+        "the run before failing: the teardown note is kept, so that abort delivers nothing (S7)"
+    ),
+    "fiber.managed_accept_read_failed": (
+        "start_fiber wrote a managed fiber's pending row but could not read it back for its "
+        "answer (a storage fault): the execution was started anyway and the error raised"
+    ),
 }
 """Name -> what reaching it means, for every probe the runtime's code can hit."""
 

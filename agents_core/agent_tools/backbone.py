@@ -165,6 +165,9 @@ class BackboneMixin:
 
     async def _reconcile_detached_run(self: Any, run_id: str) -> None:
         row = self._read_agent_tool_run(run_id)
+        if row is not None and self._mark_handled_slots(row):
+            # A slot whose handlers ran here and whose mark failed owes only that mark.
+            row = self._read_agent_tool_run(run_id)
         if row is None or row["finish_delivered_at"] is not None:
             return
         child, inspection, answered = None, None, False
@@ -285,16 +288,22 @@ class BackboneMixin:
         # The earliest note is kept: an abort from the first teardown must stay "ours".
         if self.host.kv.get(marker) is None:
             self.host.kv.put(marker, {"at": self.host.clock.now_ms(), "reason": reason})
-        torn_down = False
+        torn_down = reached = False
         try:
             if child is None:
                 child = await self._agent_tool_child(row["agent_type"], run_id)
+            reached = True
             await child.call("cancel_agent_tool_run", run_id, cancel_reason)
             torn_down = True
         except Exception as exc:  # noqa: BLE001 - the give-up stands; the child may run on
             probe(self.host, "agent_tool.give_up_teardown_failed")
             self._log("warn", f"tearing down detached run {run_id} failed: {exc}")
-        if not torn_down:
+            if reached:
+                # The call failed after it reached the child, which may have aborted the run
+                # before failing (its cancel settled the run, then a later write threw): that
+                # abort is still ours, so the note stays (S7).
+                probe(self.host, "agent_tool.give_up_teardown_may_have_landed")
+        if not reached:
             self.host.kv.delete(marker)
         result = RunAgentToolResult(
             run_id,

@@ -8,6 +8,12 @@ calls `on_agent_tool_finish` and the run's `on_finish` method, and only then mar
 delivered. So a delivery happens exactly once normally and at least once across a crash or a
 throwing handler (re-claimed after the lease) — spec agent-tools §4.4.
 
+When the handlers ran but the delivered mark cannot be written (a storage error), the slot is
+remembered in memory as handled: any later delivery of it in this incarnation writes only the
+mark, so the hooks are not called again (exactly once), and a redelivery is armed so that the
+mark is written soon (awaited runs: `_cf_redeliver_agent_tool_hooks`; detached: the backbone).
+If the incarnation dies first, the claim is taken again after its lease (at least once).
+
 The lease is how a later incarnation tells a dead claimer from a live one, so it only ever
 frees a claim this incarnation does not hold itself: a claim whose delivery is still pending
 here (its handlers run late, as a startup sweep's deferred hooks do, or run long) is never taken
@@ -30,9 +36,11 @@ from agents_core.agent_tools.frames import frame, terminal_event
 from agents_core.agent_tools.registry import AgentToolRunInfo, RunAgentToolResult
 from agents_core.probes import probe
 
-__all__ = ["DETACHED_DELIVERY_LEASE_MS", "LedgerMixin", "SLOTS"]
+__all__ = ["DETACHED_DELIVERY_LEASE_MS", "HANDLED_MARK_RETRY_MS", "LedgerMixin", "SLOTS"]
 
 DETACHED_DELIVERY_LEASE_MS = 60_000
+HANDLED_MARK_RETRY_MS = 1_000
+"""How soon an awaited slot whose handlers ran, but whose delivered mark failed, is marked again."""
 SLOTS = ("finish", "give_up")
 
 
@@ -43,6 +51,9 @@ class LedgerMixin:
         # threw here (released for a redelivery once their lease expires).
         self._agent_tool_claims_held: dict[tuple[str, str], int] = {}
         self._agent_tool_claims_failed: set[tuple[str, str, int]] = set()
+        # (run id, slot, claim time) of the claims whose handlers ran here but whose delivered
+        # mark could not be written: only the mark is owed.
+        self._agent_tool_claims_handled: set[tuple[str, str, int]] = set()
         # The run ids whose child start this incarnation has in flight (row inserted, the
         # child's start call not returned): the only path that can still give a child its run.
         self._agent_tool_runs_dispatching: set[str] = set()
@@ -81,6 +92,8 @@ class LedgerMixin:
         now = self.host.clock.now_ms()
         row = self._read_agent_tool_run(run_id)
         if row is None:
+            return False
+        if self._mark_handled_slot(row, slot):
             return False
         claimed = self.host.sql.execute(
             f"UPDATE cf_agent_tool_runs SET {slot}_claimed_at = ? WHERE run_id = ? "
@@ -123,18 +136,24 @@ class LedgerMixin:
                 await self._run_serialized_delivery(invoke)
             else:
                 await invoke()
-            self.sql(
-                f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",
-                self.host.clock.now_ms(),
-                run_id,
-            )
-            self.host.trace.emit("hook:delivered", runId=run_id, slot=slot, status=result.status)
+            try:
+                self._write_delivered_mark(run_id, slot, result.status)
+            except Exception as exc:
+                # The handlers ran, so the delivery stands and only its mark is owed: never
+                # the hooks again in this incarnation. A detached run's backbone tick comes
+                # round anyway; an awaited run gets a redelivery call soon.
+                probe(self.host, "ledger.delivered_mark_failed")
+                self._agent_tool_claims_handled.add((run_id, slot, now))
+                self._log("error", f"marking agent tool run {run_id} {slot} delivered: {exc}")
+                if not row["detached"] and not await self._arm_handled_mark_retry():
+                    raise
 
         async def release_after(delivery: Callable[[], Awaitable[None]]) -> None:
             try:
                 await delivery()
             except BaseException:
-                self._agent_tool_claims_failed.add((run_id, slot, now))
+                if (run_id, slot, now) not in self._agent_tool_claims_handled:
+                    self._agent_tool_claims_failed.add((run_id, slot, now))
                 raise
             finally:
                 if self._agent_tool_claims_held.get(held) == now:
@@ -144,6 +163,44 @@ class LedgerMixin:
             defer_handlers_to.append(lambda: release_after(complete))
         else:
             await release_after(complete)
+        return True
+
+    def _write_delivered_mark(self: Any, run_id: str, slot: str, status: str) -> None:
+        self.sql(
+            f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",
+            self.host.clock.now_ms(),
+            run_id,
+        )
+        self.host.trace.emit("hook:delivered", runId=run_id, slot=slot, status=status)
+
+    def _mark_handled_slot(self: Any, row: dict[str, Any], slot: str) -> bool:
+        """If this incarnation ran the slot's handlers for its current claim and only the
+        delivered mark failed, write the mark now (no hook); True when the slot was such."""
+        handled = (row["run_id"], slot, row[f"{slot}_claimed_at"])
+        if (
+            handled not in self._agent_tool_claims_handled
+            or row[f"{slot}_delivered_at"] is not None
+        ):
+            return False
+        self._write_delivered_mark(row["run_id"], slot, row["status"])
+        self._agent_tool_claims_handled.discard(handled)
+        probe(self.host, "ledger.handled_slot_marked")
+        return True
+
+    def _mark_handled_slots(self: Any, row: dict[str, Any]) -> bool:
+        """`_mark_handled_slot` for both slots; True if any mark was written."""
+        return any([self._mark_handled_slot(row, slot) for slot in SLOTS])
+
+    async def _arm_handled_mark_retry(self: Any) -> bool:
+        """Schedule `_cf_redeliver_agent_tool_hooks` soon, for an awaited slot whose mark
+        failed; False if that failed too (the next startup then redelivers the slot)."""
+        try:
+            rows = self._claimed_undelivered_awaited_rows()
+            if rows:
+                await self._schedule_awaited_redelivery(rows, idempotent=True)
+        except Exception as exc:  # noqa: BLE001 - the mark's own failure is what propagates
+            self._log("error", f"arming the redelivery of a handled agent tool slot: {exc}")
+            return False
         return True
 
     def _release_unused_claim(self: Any, run_id: str, slot: str, claimed_at: int) -> None:
@@ -215,15 +272,22 @@ class LedgerMixin:
         self: Any, rows: list[dict[str, Any]], *, idempotent: bool
     ) -> None:
         """One `_cf_redeliver_agent_tool_hooks` call for when the oldest of these claims
-        leaves its lease."""
-        claims = [
-            row[f"{slot}_claimed_at"]
+        leaves its lease (or soon, for a claim that owes only its delivered mark)."""
+        now = self.host.clock.now_ms()
+
+        def due_ms(row: dict[str, Any], slot: str) -> int:
+            claimed_at = row[f"{slot}_claimed_at"]
+            if (row["run_id"], slot, claimed_at) in self._agent_tool_claims_handled:
+                return now + HANDLED_MARK_RETRY_MS  # only its mark is owed: no lease to wait
+            return claimed_at + DETACHED_DELIVERY_LEASE_MS + 1
+
+        due = min(
+            due_ms(row, slot)
             for row in rows
             for slot in SLOTS
             if row[f"{slot}_claimed_at"] is not None and row[f"{slot}_delivered_at"] is None
-        ]
-        due_ms = min(claims) + DETACHED_DELIVERY_LEASE_MS + 1
-        delay_s = max(0, -(-(due_ms - self.host.clock.now_ms()) // 1000))
+        )
+        delay_s = max(0, -(-(due - now) // 1000))
         await self.schedule(delay_s, "_cf_redeliver_agent_tool_hooks", None, idempotent=idempotent)
 
     async def _cf_redeliver_agent_tool_hooks(

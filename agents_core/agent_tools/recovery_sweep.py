@@ -11,12 +11,20 @@ sent again; a child still running is queued. Pass 2 re-attaches to every queued 
 parallel, so that a hung child never holds up a sibling. Rows are written and their terminal
 frames sent as they are finalized; the `on_agent_tool_finish` calls are deferred until the sweep
 is over, and go through the delivery ledger like every finish (seed decision S8).
+
+A run the sweep could not finalize (a storage fault reading its row or claiming its slot, before
+anything durable changed) would stay `running` until the next restart, with nothing to wake the
+parent for it. Its outcome is kept in memory and `_cf_retry_agent_tool_recovery` is scheduled: it
+finalizes it with that outcome (or sweeps it again, when the sweep failed before reaching it), in
+a sweep of its own whose hooks again wait for its end. A later incarnation needs no retry: its
+own startup sweep covers every run still open (divergence A13).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agents_core.agent_tools.registry import RunAgentToolResult
@@ -25,6 +33,7 @@ from agents_core.probes import probe
 
 __all__ = [
     "REASON_PROSE",
+    "RECOVERY_RETRY_CALLBACK",
     "RECOVERY_TIMEOUT_MS",
     "RECOVERY_TOTAL_TIMEOUT_MS",
     "RecoverySweepMixin",
@@ -38,6 +47,10 @@ no-progress budget bounds (a collect under a 0 budget, a teardown cancel)."""
 
 RECOVERY_TOTAL_TIMEOUT_MS = 5_000
 """Pass-1 deadline: a row reached after it is sealed `recovery-deadline` without an inspect."""
+
+RECOVERY_RETRY_CALLBACK = "_cf_retry_agent_tool_recovery"
+RECOVERY_RETRY_DELAYS_S = (2, 4, 8, 16, 32, 60)
+"""How long a retry of runs a sweep could not finalize waits, by attempt (the last repeats)."""
 
 REASON_PROSE = {
     "no-progress": "Agent tool run was still running but made no forward progress within the "
@@ -59,6 +72,16 @@ ACTIVE_ROW_STATUSES = ("starting", "running")
 ACTIVE_CHILD_STATUSES = ("running", "starting")
 
 DeferredHook = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class KeptOutcome:
+    """What a sweep decided for a run whose finalization failed, to finalize it again."""
+
+    row: dict[str, Any]
+    result: RunAgentToolResult
+    sequence: int
+    completed_at: int | None
 
 
 def interrupted_result(
@@ -154,23 +177,37 @@ class RecoverySweepMixin:
         )
 
     # -- the sweep --------------------------------------------------------------------------
+    def _agent_tool_recovery_owed(self: Any) -> dict[str, KeptOutcome | None]:
+        """Run id -> its kept outcome (None: to be swept again) of every run a sweep of this
+        incarnation has taken on and not finalized yet."""
+        owed = getattr(self, "_agent_tool_recovery_owed_runs", None)
+        if owed is None:
+            owed = self._agent_tool_recovery_owed_runs = {}
+        return owed
+
     async def _reconcile_agent_tool_runs(
         self: Any, run_ids: list[str], *, child_timeout_ms: float, total_timeout_ms: float
     ) -> None:
         """Finalize or re-attach every awaited run of `run_ids` that is still live."""
         started = self.host.clock.now_ms()
         deferred: list[DeferredHook] = []
+        owed = self._agent_tool_recovery_owed()
+        for run_id in run_ids:
+            owed.setdefault(run_id, None)
         try:
-            rows = [
-                row
-                for row in map(self._read_agent_tool_run, run_ids)
-                if row is not None and not row["detached"] and row["status"] in ACTIVE_ROW_STATUSES
-            ]
+            rows = []
+            for run_id in run_ids:
+                row = self._read_agent_tool_run(run_id)
+                if row is None or row["detached"] or row["status"] not in ACTIVE_ROW_STATUSES:
+                    owed.pop(run_id, None)
+                else:
+                    rows.append(row)
             self._emit(
                 "agent_tool:recovery:begin", runCount=len(rows), totalTimeoutMs=total_timeout_ms
             )
+            unsettled = await self._finalize_kept_outcomes(rows, deferred)
             queued = await self._recovery_pass_one(
-                rows, started, child_timeout_ms, total_timeout_ms, deferred
+                unsettled, started, child_timeout_ms, total_timeout_ms, deferred
             )
             # Every re-attach runs to its end before a failure of one is reported, so that
             # no hook is appended to `deferred` after the hooks have run.
@@ -199,6 +236,7 @@ class RecoverySweepMixin:
             except Exception as exc:  # noqa: BLE001 - one hook's failure never skips the rest
                 await self._call_on_error_quietly(exc)
         await self._rearm_detached_backbone_after_recovery()
+        await self._arm_agent_tool_recovery_retry()
 
     async def _recovery_pass_one(
         self: Any,
@@ -294,8 +332,67 @@ class RecoverySweepMixin:
             reason=result.error,
             elapsedMs=self.host.clock.now_ms() - started,
         )
-        await self._finish_agent_tool_run(
-            row, result, sequence, completed_at, defer_handlers_to=deferred
+        await self._finish_recovered_row(KeptOutcome(row, result, sequence, completed_at), deferred)
+
+    async def _finish_recovered_row(
+        self: Any, kept: KeptOutcome, deferred: list[DeferredHook]
+    ) -> None:
+        """`_finish_agent_tool_run` with the hooks deferred; a failure keeps the outcome for
+        the retry instead of ending the sweep (the other runs are still recovered)."""
+        owed = self._agent_tool_recovery_owed()
+        try:
+            await self._finish_agent_tool_run(
+                kept.row, kept.result, kept.sequence, kept.completed_at, defer_handlers_to=deferred
+            )
+        except Exception as exc:  # noqa: BLE001 - nothing durable changed: finish it later
+            probe(self.host, "agent_tool.recovery_finalize_failed")
+            owed[kept.row["run_id"]] = kept
+            self._log("error", f"finalizing recovered agent tool run {kept.row['run_id']}: {exc}")
+            return
+        owed.pop(kept.row["run_id"], None)
+
+    async def _finalize_kept_outcomes(
+        self: Any, rows: list[dict[str, Any]], deferred: list[DeferredHook]
+    ) -> list[dict[str, Any]]:
+        """Finalize the rows a failed finalization left with a kept outcome; the others."""
+        owed = self._agent_tool_recovery_owed()
+        rest = []
+        for row in rows:
+            kept = owed.get(row["run_id"])
+            if kept is None:
+                rest.append(row)
+                continue
+            probe(self.host, "agent_tool.recovery_finalize_retried")
+            await self._finish_recovered_row(kept, deferred)
+        return rest
+
+    # -- retrying what a sweep could not finalize (A13) ------------------------------------------
+    async def _arm_agent_tool_recovery_retry(self: Any) -> None:
+        """At a sweep's end: if a run it took on is still owed, schedule the retry (a backoff
+        by attempt); else reset the attempts."""
+        if not self._agent_tool_recovery_owed():
+            self._agent_tool_recovery_retry_attempt = 0
+            return
+        attempt = getattr(self, "_agent_tool_recovery_retry_attempt", 0)
+        self._agent_tool_recovery_retry_attempt = attempt + 1
+        delay_s = RECOVERY_RETRY_DELAYS_S[min(attempt, len(RECOVERY_RETRY_DELAYS_S) - 1)]
+        try:
+            await self.schedule(delay_s, RECOVERY_RETRY_CALLBACK, None)
+        except Exception as exc:  # noqa: BLE001 - the next startup sweep still covers them
+            await self._call_on_error_quietly(exc)
+
+    async def _cf_retry_agent_tool_recovery(
+        self: Any, payload: Any = None, row: Any = None
+    ) -> None:
+        """Schedule callback: sweep again the runs a sweep of this incarnation took on and could
+        not finalize. Nothing in a later incarnation (its startup sweep covers every open run),
+        nor while a sweep runs (it arms the retry again at its end)."""
+        pending = getattr(self, "_agent_tool_recovery_task", None)
+        owed = self._agent_tool_recovery_owed()
+        if not owed or (pending is not None and not pending.done()):
+            return
+        self._agent_tool_recovery_task = self.host.tasks.wait_until(
+            self._run_scheduled_agent_tool_recovery(list(owed))
         )
 
     async def _rearm_detached_backbone_after_recovery(self: Any) -> None:

@@ -267,3 +267,53 @@ def test_a_crash_between_claim_and_delivered_mark_redelivers_after_the_lease(
     assert sim.probes["ledger.dead_claim_reclaimed"] == 1
     assert sim.probes["agent_tool.detached_finish_redelivered"] == 1
     assert sim.probes["agent_tool.backbone_delivered_finish"] == 1
+
+
+class CancelThenFailChild(ScriptedChild):
+    """Its cancel settles the run `aborted`, then fails (a later write of its own throws)."""
+
+    async def cancel_agent_tool_run(self, run_id: str, reason: Any = None) -> None:
+        await super().cancel_agent_tool_run(run_id, reason)
+        raise RuntimeError("the run was aborted, then noting the cancel failed")
+
+
+class CancelThenFailNoTailChild(CancelThenFailChild):
+    """The same, without a live tail: only a backbone tick sees its abort."""
+
+    open_agent_tool_tail = None  # type: ignore[assignment]
+
+
+CHILDREN["CancelThenFailChild"] = CancelThenFailChild
+CHILDREN["CancelThenFailNoTailChild"] = CancelThenFailNoTailChild
+
+
+def test_a_give_up_whose_cancel_aborted_the_child_then_failed_delivers_nothing_more(
+    sim: Simulation,
+) -> None:
+    """S7: the give-up's cancel call raises, but only after the child had aborted the run. The
+    abort is still the parent's own doing: the give-up is delivered once and the child's
+    `aborted` closes the finish slot silently, live and after an eviction alike."""
+    ref = sim.agent(Importer, "importer")
+    children = {"warm": CancelThenFailChild, "cold": CancelThenFailNoTailChild}
+    for run_id, cls in children.items():
+        sim.call(
+            ref,
+            "start_import",
+            run_id,
+            IMPORT_STEPS,
+            child=cls.__name__,
+            max_budget_ms=10 * MINUTE_MS,
+        )
+    sim.run_until(12 * MINUTE_MS)
+    sim.evict(ref, "idle")  # the cold run's abort is only seen by a tick of the next incarnation
+    sim.run_until(3 * HOUR_MS)
+    for run_id, cls in children.items():
+        assert finishes(sim, ref, run_id) == [("on_import_done", "interrupted", "budget-exceeded")]
+        row = run_row(sim, ref, run_id)
+        assert (row["status"], row["interrupted_reason"]) == ("interrupted", "budget-exceeded")
+        assert row["finish_delivered_at"] is not None
+        child = sim.query(sim.facet(ref, cls, run_id), "SELECT * FROM child_runs")
+        assert (child[0]["status"], child[0]["error"]) == ("aborted", "detached budget exceeded")
+    assert sim.call(ref, "backbone") == []
+    assert sim.probes["agent_tool.give_up_teardown_may_have_landed"] == 2
+    assert sim.probes["agent_tool.own_teardown_abort_closed"] == 2

@@ -38,11 +38,8 @@ AGENT_TOOL_BUGS = (
                 "                await self._run_serialized_delivery(invoke)\n"
                 "            else:\n"
                 "                await invoke()\n"
-                "            self.sql(\n"
-                '                f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",\n'
-                "                self.host.clock.now_ms(),\n"
-                "                run_id,\n"
-                "            )\n",
+                "            try:\n"
+                "                self._write_delivered_mark(run_id, slot, result.status)\n",
                 "        async def complete() -> None:\n"
                 "            self.sql(\n"
                 '                f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",\n'
@@ -52,7 +49,10 @@ AGENT_TOOL_BUGS = (
                 "            if serialize:\n"
                 "                await self._run_serialized_delivery(invoke)\n"
                 "            else:\n"
-                "                await invoke()\n",
+                "                await invoke()\n"
+                "            try:\n"
+                '                self.host.trace.emit("hook:delivered", runId=run_id, slot=slot, '
+                "status=result.status)\n",
             ),
         ),
         "marks the slot delivered before awaiting the handlers (a write moved across an await)",
@@ -64,12 +64,12 @@ AGENT_TOOL_BUGS = (
         "agents_core/agent_tools/backbone.py",
         (
             fix(
-                "        if not torn_down:\n            self.host.kv.delete(marker)\n",
-                "        if torn_down:\n            self.host.kv.delete(marker)\n",
+                "        if not reached:\n            self.host.kv.delete(marker)\n",
+                "        if reached:\n            self.host.kv.delete(marker)\n",
             ),
         ),
         "inverted the condition that drops the teardown note, so it is dropped when the cancel "
-        "worked",
+        "reached the child",
         "S7: a budget give-up is delivered once as interrupted; the abort the parent's own "
         "teardown caused delivers nothing more",
         TOOLS,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agents_core.errors import InvalidArgument
-from sim import Simulation
+from sim import Simulation, StorageError
 from tests.conformance.fiber_agents import (
     Recorder,
     fail,
@@ -364,3 +364,25 @@ def test_a_managed_fiber_that_cannot_begin_is_handed_to_recovery(sim: Simulation
     assert call["fiber"] == receipt.fiber_id
     status = sim.query(ref, "SELECT status FROM cf_agents_fibers")[0]["status"]
     assert status != "pending"
+
+
+def test_a_managed_fiber_whose_acceptance_cannot_be_read_back_still_runs(
+    sim: Simulation,
+) -> None:
+    """The pending row is written, then reading it back for the answer fails on a storage
+    fault: the call raises, but the accepted work runs to completion instead of staying
+    `pending` with no execution and no alarm (divergence F8)."""
+    ref = sim.agent(Recorder, "m")
+    sim.run_for(1_000)
+    # The second ledger read of the call: the first looks for an existing fiber.
+    sim.arm_storage_fault(
+        ref, "error", match=r"^SELECT \* FROM cf_agents_fibers WHERE fiber_id", skip=1
+    )
+    with pytest.raises(StorageError):
+        sim.call(ref, "start", "reply-to-webhook", [note("worked"), sleep(2_000)])
+    sim.run_for(5_000)
+    (row,) = sim.query(ref, "SELECT status FROM cf_agents_fibers")
+    assert row["status"] == "completed"
+    assert len(journal(sim, ref, "worked")) == 1
+    assert run_rows(sim, ref) == []
+    assert sim.probes.get("fiber.managed_accept_read_failed") == 1
