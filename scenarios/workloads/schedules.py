@@ -179,12 +179,14 @@ class ScheduleWorkload(Agent):
         )
         if not rows:
             return False
+        # The cancel first: one that fails (a storage error) must leave the name uncancelled, so
+        # the next run tries again; marked first, the schedule would run on for good.
+        cancelled = await self.cancel_schedule(rows[0]["schedule_id"])
         self.sql(
             "UPDATE workload_schedules SET cancelled_at = ? WHERE name = ?",
             self.host.clock.now_ms(),
             name,
         )
-        cancelled = await self.cancel_schedule(rows[0]["schedule_id"])
         self.host.trace.emit("workload:schedule_cancelled", name=name, by=by, found=cancelled)
         return cancelled
 

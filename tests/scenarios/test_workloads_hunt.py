@@ -141,6 +141,22 @@ def test_setup_call_and_cancel() -> None:
     assert {e["name"] for e in events(result, "workload:schedule_run")} == {"b"}
 
 
+def test_a_cancel_that_fails_is_tried_again_and_the_schedule_stops() -> None:
+    """runs: 2 cancels the interval after its second run, and that cancel fails on a storage
+    error: the schedule is not taken for cancelled, so the retried run cancels it and it
+    stops (marked first, it would have run on for good)."""
+    fault = "  - arm_storage_fault: {agent: s, kind: error, match: '^DELETE FROM cf_agents_sch'}\n"
+    plan = scheduler("{name: p, every: 10s, runs: 2, work: 1s}")
+    result = run(workload_scenario(plan, fault + WAKE, ALL))
+    assert result.passed, result.report()
+    # The failed cancel fails the second run's callback; its in-process retry runs it again.
+    first, second, retried = times(result, "workload:schedule_run")
+    assert (first, second) == (10_000, 21_000) and 22_000 <= retried < 25_000
+    assert events(result, "workload:schedule_cancelled") == [
+        {"name": "p", "by": "runs", "found": True}
+    ]
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
