@@ -76,6 +76,8 @@ class StoryChild(ScriptedToolChild, StoryAgent):
             while not self.sql("SELECT 1 AS x FROM child_approvals WHERE run_id = ?", run_id):
                 self._approvals[run_id] = self.host.tasks.deferred()
                 await self._wait(run_id, self._approvals[run_id])
+                if run_id not in self._stops:
+                    return False  # settled while waiting (a cancel): the script lets go
             return True
         if kind == "fan-out":
             await self._fan_out(run_id, int(step[1]), step[2])
