@@ -89,7 +89,11 @@ class AlarmMixin:
         delay = self._options.keep_alive_interval_ms * 2**exponent
         if delay >= FIBER_RECOVERY_MAX_BACKOFF_MS and self._recovery_no_progress_scans > 0:
             probe(self.host, "fiber.recovery_backoff_at_cap")
-        return [now + min(FIBER_RECOVERY_MAX_BACKOFF_MS, delay)]
+        at = now + min(FIBER_RECOVERY_MAX_BACKOFF_MS, delay)
+        # Trace-only (not an SDK event): the recovery candidate itself, which the slot may not
+        # show when an earlier candidate wins (checker `recovery_backoff`).
+        self.host.trace.emit("fiber:recovery:backoff", at=at, delayMs=at - now)
+        return [at]
 
     def _facet_lease_candidates(self: Any, now: int) -> list[int]:
         rows = self.sql("SELECT 1 AS x FROM cf_agents_facet_runs LIMIT 1")

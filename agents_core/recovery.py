@@ -81,12 +81,18 @@ class RecoveryMixin:
             progress = await self._recover_ledger_only_rows(scan_start) or progress
         finally:
             self._run_fiber_recovery_in_progress = False
+            before = self._recovery_no_progress_scans
             if progress:
                 self._recovery_no_progress_scans = 0
             elif self._has_pending_fiber_recovery():
                 self._recovery_no_progress_scans += 1
             else:
                 self._recovery_no_progress_scans = 0
+            scans = self._recovery_no_progress_scans
+            if progress or scans or before:
+                # Trace-only (not an SDK event): the pass's outcome and the no-progress count
+                # the follow-up alarm's backoff is computed from (checker `recovery_backoff`).
+                self.host.trace.emit("fiber:recovery:pass", progress=progress, scans=scans)
 
     def _past_deadline(self: Any, scan_start: int, row_id: str, name: str, managed: bool) -> bool:
         deadline = self._options.fiber_recovery_scan_deadline_ms

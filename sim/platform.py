@@ -303,7 +303,7 @@ class Platform:
         try:
             agent = self._agent_of(incarnation)
             if trigger in STARTUP_TRIGGERS:
-                await self._ensure_started(incarnation)
+                await self._ensure_started(incarnation, trigger)
             else:
                 if incarnation.gate is not None:
                     self.probes.hit("platform.delivery_waited_at_gate")
@@ -318,13 +318,14 @@ class Platform:
             isolate.inflight -= 1
             self.lifecycle.touch(isolate)
 
-    async def _ensure_started(self, incarnation: Incarnation) -> None:
+    async def _ensure_started(self, incarnation: Incarnation, trigger: str) -> None:
         while not incarnation.started:
             if incarnation.gate is not None:
                 await incarnation.gate
                 continue
             gate = incarnation.gate = SimDeferred(self.kernel)
-            self.platform_event(incarnation.record, "startup:begin")
+            # The trigger is the delivery that ran startup (checkers hold it to the spec's list).
+            self.platform_event(incarnation.record, "startup:begin", trigger=trigger)
             try:
                 await incarnation.agent._cf_start()
             except Exception as exc:

@@ -180,3 +180,6 @@ class NotifyMixin:
             self.host.kv.put(key, {"state": "failed", "at": self.host.clock.now_ms()})
             return
         self.host.kv.put(key, {"state": "delivered", "at": self.host.clock.now_ms()})
+        # Trace-only (not an SDK event), as `hook:delivered` for finish slots: the hook returned
+        # and its delivered mark was written (checker `delivered_marks_earned`).
+        self.host.trace.emit("hook:milestone_delivered", runId=run.run_id, name=milestone["name"])

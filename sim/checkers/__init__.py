@@ -38,6 +38,12 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `milestones_once` | S3: a milestone notification is delivered at most once |
 | `child_reset_retryable` | S6: a child reset while its parent lives ends the run `interrupted` |
 | `give_up_not_early` | S7: a detached run is given up only when its budget or window ran out |
+| `delivered_marks_earned` | S8: a slot or milestone is marked delivered only once delivered |
+| `claims_wait_for_lease` | S8: a delivery claim is taken over only after its 60 s lease |
+| `managed_status_final` | S1: a settled managed fiber's status never changes (bar a resolution) |
+| `startup_triggered` | startup runs only for a startup trigger, never a plain RPC |
+| `recovery_max_age` | an orphan is dropped for its age exactly when older than the max age |
+| `recovery_backoff` | the recovery alarm backs off 2^k while passes make no progress |
 | `interval_runs_on_time` | an interval runs again one interval after its run completed |
 | `one_shot_retried_when_cut` | a one-shot cut short mid-callback is run again |
 | `failed_finish_redelivered` | S8: a finish whose handler threw is delivered again |
@@ -51,7 +57,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 # seven first, then the platform's rules, storage, fibers, schedules and agent tools.
 from sim.checkers import alarms, delivery, fibers  # noqa: F401, I001
 from sim.checkers import lives, storage, alarm_slot, recovery, schedules  # noqa: F401, I001
-from sim.checkers import timeline, tools  # noqa: F401, I001
+from sim.checkers import timeline, tools, ledgers  # noqa: F401, I001
 from sim.checkers import schedule_runs, redelivery, chat  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,

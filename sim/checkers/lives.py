@@ -1,15 +1,15 @@
 """Invariants of incarnations, the platform's rules of life and death (README "The platform's
 rules"): `eviction_final` (death is an instant: nothing of a dead incarnation runs afterwards),
-`startup_once` (startup runs once per incarnation) and `startup_gates_deliveries` (no event is
-delivered while startup runs, and one that triggers startup only after it).
+`startup_once` (startup runs once per incarnation), `startup_gates_deliveries` (no event is
+delivered while startup runs, and one that triggers startup only after it) and
+`startup_triggered` (only a startup trigger runs startup, never a plain RPC).
 
 They read the platform's own records: `incarnation:start {trigger}` / `incarnation:end
-{reason}`, `startup:begin`, `startup:done`, `startup:failed`, and `delivery:begin {trigger}` (a
-delivery's handler starts, after the input gate and startup). Records the platform writes when
-no incarnation is alive carry incarnation 0.
-
-A gap: `startup:begin` does not say which delivery ran it, so "a plain RPC never triggers
-startup" cannot be checked; a `trigger` field on `startup:begin` would make it checkable.
+{reason}`, `startup:begin {trigger}` (the delivery that ran it), `startup:done`,
+`startup:failed`, and `delivery:begin {trigger}` (a delivery's handler starts, after the input
+gate and startup). Records the platform writes when no incarnation is alive carry incarnation 0.
+Which triggers run startup is the spec's list (`SPEC_STARTUP_TRIGGERS`), held here apart from the
+platform's own `STARTUP_TRIGGERS`: a platform that changed its list is caught, not trusted.
 """
 
 from __future__ import annotations
@@ -18,10 +18,22 @@ from collections import defaultdict
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.platform import STARTUP_TRIGGERS
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["deaths_are_whole", "eviction_final", "startup_gates_deliveries", "startup_once"]
+__all__ = [
+    "SPEC_STARTUP_TRIGGERS",
+    "deaths_are_whole",
+    "eviction_final",
+    "startup_gates_deliveries",
+    "startup_once",
+    "startup_triggered",
+]
+
+SPEC_STARTUP_TRIGGERS = frozenset(
+    {"get", "request", "connect", "message", "close", "alarm", "facet"}
+)
+"""The deliveries that run startup (spec fibers §1.4): get-by-name, a request, a connection's
+open, message and close, an alarm, a sub-agent's resolution — never a plain RPC on a stub."""
 
 AT_DEATH = frozenset({"connection:close"})
 """What the platform itself writes for a dead incarnation in its instant of death, after its
@@ -180,8 +192,8 @@ def startup_gates_deliveries(context: CheckContext) -> list[Violation]:
     For every incarnation of every agent:
     1. no `delivery:begin` lies between a `startup:begin` and its outcome (`startup:done`,
        `startup:failed`, or the incarnation's end);
-    2. a `delivery:begin` whose trigger runs startup (`sim.platform.STARTUP_TRIGGERS`: a request,
-       a connection, a message, a close, an alarm...) comes after a `startup:done` of its
+    2. a `delivery:begin` whose trigger runs startup (`SPEC_STARTUP_TRIGGERS`: a request, a
+       connection, a message, a close, an alarm...) comes after a `startup:done` of its
        incarnation.
     """
     out: list[Violation] = []
@@ -200,7 +212,7 @@ def startup_gates_deliveries(context: CheckContext) -> list[Violation]:
                     if running is not None:
                         what = f"while its startup (begun at {_at(running)}) was still running"
                         seqs: tuple[int, ...] = (running.seq, record.seq)
-                    elif trigger in STARTUP_TRIGGERS and not done:
+                    elif trigger in SPEC_STARTUP_TRIGGERS and not done:
                         what = "before its startup had completed"
                         seqs = (record.seq,)
                     else:
@@ -215,6 +227,35 @@ def startup_gates_deliveries(context: CheckContext) -> list[Violation]:
                             seqs,
                         )
                     )
+    return out
+
+
+@invariant("startup_triggered")
+def startup_triggered(context: CheckContext) -> list[Violation]:
+    """Platform rule (spec fibers §1.4) — startup is run by a delivery that triggers it: a get
+    by name, a request, a connection's open, message or close, an alarm or a sub-agent's
+    resolution, never by a plain RPC (one on a stale stub starts an incarnation that never runs
+    `on_start` until such a trigger comes).
+
+    Every `startup:begin` that names its trigger (`trigger`) names one of
+    `SPEC_STARTUP_TRIGGERS`.
+    """
+    out: list[Violation] = []
+    for record in context.events("startup:begin"):
+        trigger = record.get("trigger")
+        if trigger is None or trigger in SPEC_STARTUP_TRIGGERS:
+            continue
+        out.append(
+            Violation(
+                "startup_triggered",
+                record.agent,
+                "",
+                f"startup of {record.agent} began at {_at(record)} for a {trigger} delivery, in "
+                f"incarnation {record.inc}; only {', '.join(sorted(SPEC_STARTUP_TRIGGERS))} "
+                "deliveries run startup",
+                (record.seq,),
+            )
+        )
     return out
 
 

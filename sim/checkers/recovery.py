@@ -1,12 +1,20 @@
 """Invariants of fiber recovery (spec fibers §6, seed decision S1): `recovery_once` (the recovery
-hook is called once per orphan, and again only after it failed) and `recovery_error_kept` (a
-managed fiber whose recovery hook threw stays `interrupted` with the hook's error recorded).
+hook is called once per orphan, and again only after it failed), `recovery_error_kept` (a
+managed fiber whose recovery hook threw stays `interrupted` with the hook's error recorded),
+`recovery_max_age` (an orphan whose hook keeps failing is dropped for its age exactly when it is
+older than the maximum age) and `recovery_backoff` (the follow-up recovery alarm backs off while
+passes make no progress).
 
-They read the recovery records the runtime emits as the SDK does — `fiber:recovery:attempt`
-(the hook is about to be called), then `fiber:recovery:handled` or `fiber:recovery:failed
-{error}`, and `fiber:recovery:skipped {reason}` — with `fiberId` and `managed`, the fibers'
-`fiber:run:started|completed|failed`, storage faults (`fault:storage_error`), and the final
-`cf_agents_fibers` ledger rows.
+They read the recovery records the runtime emits as the SDK does — `fiber:recovery:detected
+{elapsedMs}` (an orphan found, that old), `fiber:recovery:attempt` (the hook is about to be
+called), then `fiber:recovery:handled` or `fiber:recovery:failed {error}`, and
+`fiber:recovery:skipped {reason, elapsedMs}` — with `fiberId` and `managed`, the fibers'
+`fiber:run:started|completed|failed`, storage faults (`fault:storage_error`), the final
+`cf_agents_fibers` ledger rows, and two records the runtime writes for the harness alone:
+`fiber:recovery:pass {progress, scans}` at the end of every recovery pass that made progress or
+left its no-progress count above zero (`scans`: that count after the pass), and
+`fiber:recovery:backoff {at, delayMs}` each time the alarm multiplexer computes the recovery
+candidate (the slot shows it only when no earlier candidate wins).
 """
 
 from __future__ import annotations
@@ -14,11 +22,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from agents_core.alarm import FIBER_RECOVERY_BACKOFF_MAX_EXP, FIBER_RECOVERY_MAX_BACKOFF_MS
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["recovery_error_kept", "recovery_once"]
+__all__ = ["recovery_backoff", "recovery_error_kept", "recovery_max_age", "recovery_once"]
 
 OUTCOMES = ("fiber:recovery:handled", "fiber:recovery:failed", "fiber:recovery:skipped")
 FIBER_EVENTS = (
@@ -182,6 +191,160 @@ def recovery_error_kept(context: CheckContext) -> list[Violation]:
                     f"error {recorded!r} after its recovery hook threw {error!r} at "
                     f"{_at(outcome)}; it should have stayed 'interrupted' with that error",
                     (outcome.seq,),
+                )
+            )
+    return out
+
+
+@invariant("recovery_max_age")
+def recovery_max_age(context: CheckContext) -> list[Violation]:
+    """Fibers §6 — an unmanaged orphan whose recovery hook keeps failing is retried until it is
+    older than the agent's `fiber_recovery_max_age_ms`, then dropped: never sooner, and not
+    retried forever.
+
+    With M the agent's `fiber_recovery_max_age_ms` (`context.option`):
+    1. every `fiber:recovery:skipped {reason: max_age_exceeded, elapsedMs: a}` has M > 0 and
+       a > M;
+    2. every unmanaged `fiber:recovery:failed` of fiber F at t, in incarnation I, where M > 0 and
+       F's age at t is more than M (its creation time is that of F's last
+       `fiber:recovery:detected {elapsedMs}` before it in I, minus `elapsedMs`), is followed in
+       that instant in I by a `fiber:recovery:skipped {reason: max_age_exceeded}` of F (nothing
+       lies between the two: the row is dropped in the turn its hook failed). The first such
+       failure of each fiber is reported.
+    """
+    out: list[Violation] = []
+    for agent in context.agents():
+        max_age = int(context.option(agent, "fiber_recovery_max_age_ms"))
+        limit = f"its fiber_recovery_max_age_ms is {max_age} ms"
+        for skip in context.events("fiber:recovery:skipped", agent, reason="max_age_exceeded"):
+            age = skip.get("elapsedMs")
+            if max_age > 0 and isinstance(age, int | float) and age > max_age:
+                continue
+            out.append(
+                Violation(
+                    "recovery_max_age",
+                    agent,
+                    str(skip.get("fiberId")),
+                    f"fiber {skip.get('fiberId')} ({skip.get('fiberName')}) of {agent} was "
+                    f"dropped for its age at {_at(skip)} when it was {age} ms old, but {limit}",
+                    (skip.seq,),
+                )
+            )
+        if max_age > 0:
+            out += _kept_past_max_age(context, agent, max_age)
+    return out
+
+
+def _kept_past_max_age(context: CheckContext, agent: str, max_age: int) -> list[Violation]:
+    detected: dict[tuple[int, Any], TraceRecord] = {}
+    reported: set[Any] = set()
+    out = []
+    for record in context.records_of(
+        agent, "fiber:recovery:detected", "fiber:recovery:failed", "fiber:recovery:skipped"
+    ):
+        fiber = record.get("fiberId")
+        if record.event == "fiber:recovery:detected":
+            detected[(record.inc, fiber)] = record
+            continue
+        found = detected.get((record.inc, fiber))
+        if (
+            record.event != "fiber:recovery:failed"
+            or record.get("managed")
+            or found is None
+            or fiber in reported
+        ):
+            continue
+        created = found.t_ms - int(found.get("elapsedMs") or 0)
+        if record.t_ms - created <= max_age:
+            continue
+        dropped = context.events(
+            "fiber:recovery:skipped", agent, fiberId=fiber, reason="max_age_exceeded"
+        )
+        same = (record.t_ms, record.inc)
+        if any(d.seq > record.seq and (d.t_ms, d.inc) == same for d in dropped):
+            continue
+        if context.may_have_rolled_back(record):
+            continue
+        reported.add(fiber)
+        out.append(
+            Violation(
+                "recovery_max_age",
+                agent,
+                str(fiber),
+                f"the recovery hook of fiber {fiber} ({record.get('fiberName')}) of {agent} "
+                f"failed at {_at(record)} when the fiber was {record.t_ms - created} ms old, "
+                f"past its fiber_recovery_max_age_ms of {max_age} ms, and the row was kept to be "
+                "retried instead of dropped",
+                (found.seq, record.seq),
+            )
+        )
+    return out
+
+
+def _backoff_ms(interval: int, scans: int) -> int:
+    exponent = min(scans, FIBER_RECOVERY_BACKOFF_MAX_EXP)
+    return min(FIBER_RECOVERY_MAX_BACKOFF_MS, interval * 2**exponent)
+
+
+@invariant("recovery_backoff")
+def recovery_backoff(context: CheckContext) -> list[Violation]:
+    """Fibers §6 — the follow-up recovery alarm backs off only while passes make no progress:
+    it is armed `keep_alive_interval_ms` × 2^k after it is computed, capped at 300 s, where k
+    counts the recovery passes without progress since the last pass that made progress (or
+    found nothing left to recover) in this incarnation.
+
+    Following each agent's `fiber:recovery:pass {progress, scans}` and `fiber:recovery:backoff
+    {delayMs}` records, incarnation by incarnation, with k = 0 when it starts:
+    1. a pass with progress reports scans 0; a pass without progress reports scans k + 1 (an
+       orphan is still pending) or 0 (none is); then k = scans;
+    2. every backoff record has delayMs = min(300 s, interval × 2^min(k, 20)).
+    The first break in an incarnation is reported; what follows it there is not checked.
+    """
+    out: list[Violation] = []
+    events = ("fiber:recovery:pass", "fiber:recovery:backoff", "incarnation:start")
+    for agent in context.agents():
+        interval = int(context.option(agent, "keep_alive_interval_ms"))
+        scans: dict[int, int] = {}
+        broken: set[int] = set()
+        for record in context.records_of(agent, *events):
+            if record.event == "incarnation:start":
+                scans[record.inc] = 0
+                broken.discard(record.inc)
+                continue
+            if record.inc in broken:
+                continue
+            k = scans.get(record.inc, 0)
+            if record.event == "fiber:recovery:pass":
+                reported = int(record.get("scans") or 0)
+                progress = bool(record.get("progress"))
+                if reported == 0 or (not progress and reported == k + 1):
+                    scans[record.inc] = reported
+                    continue
+                what = (
+                    f"made progress, but its count of passes without progress went to "
+                    f"{reported} instead of back to 0"
+                    if progress
+                    else f"made no progress after {k} such passes, but counted {reported}"
+                )
+            else:
+                want = _backoff_ms(interval, k)
+                if record.get("delayMs") == want:
+                    continue
+                what = (
+                    f"armed its recovery alarm {record.get('delayMs')} ms ahead, where {k} "
+                    f"passes without progress make it {want} ms (interval {interval} ms x 2^{k}, "
+                    "capped at 300 s)"
+                )
+            broken.add(record.inc)
+            out.append(
+                Violation(
+                    "recovery_backoff",
+                    agent,
+                    "",
+                    f"a recovery pass of {agent} at {_at(record)} (incarnation {record.inc}) {what}"
+                    if record.event == "fiber:recovery:pass"
+                    else f"{agent} at {_at(record)} (incarnation {record.inc}) {what}",
+                    (record.seq,),
                 )
             )
     return out

@@ -21,7 +21,15 @@ from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.sqlite import KV_DDL, KV_TABLE, Write
 
-__all__ = ["KvWrite", "inserted_rows", "kv_writes", "replay_journal", "turns_atomic"]
+__all__ = [
+    "KvWrite",
+    "RowChange",
+    "inserted_rows",
+    "kv_writes",
+    "replay_journal",
+    "row_changes",
+    "turns_atomic",
+]
 
 _INSERT = re.compile(
     r"^\s*(?:INSERT(?:\s+OR\s+\w+)?|REPLACE)\s+INTO\s+\"?(\w+)\"?\s*\(([^)]*)\)\s*VALUES\s*"
@@ -180,3 +188,56 @@ def kv_writes(turns: Sequence[Sequence[Write]], prefix: str) -> Iterator[KvWrite
                 yield KvWrite(str(params[0]), value, number)
             elif _KV_DELETE.match(statement) and params and str(params[0]).startswith(prefix):
                 yield KvWrite(str(params[0]), None, number)
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One committed write that changed one row of a table: the row's key, the write's place in
+    the journal (turn number, from 1) and the row before and after it (None: absent)."""
+
+    key: Any
+    turn: int
+    statement: str
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+
+    def value(self, column: str, when: str = "after") -> Any:
+        row = self.before if when == "before" else self.after
+        return None if row is None else row.get(column)
+
+
+def row_changes(turns: Sequence[Sequence[Write]], table: str, key: str) -> Iterator[RowChange]:
+    """Every change the journal's committed writes make to the rows of `table` (keyed by column
+    `key`), in commit order: the journal replayed statement by statement, the table read again
+    after each write that names it. Stops at a statement that does not replay (`turns_atomic`
+    reports that)."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.row_factory = sqlite3.Row
+    db.execute(KV_DDL)
+    wanted = table.lower()
+
+    def rows() -> dict[Any, dict[str, Any]]:
+        try:
+            found = db.execute(f'SELECT * FROM "{table}" ORDER BY rowid')
+        except sqlite3.Error:
+            return {}
+        return {row[key]: dict(row) for row in found}
+
+    current: dict[Any, dict[str, Any]] = {}
+    try:
+        for number, turn in enumerate(turns, start=1):
+            for statement, params in turn:
+                try:
+                    db.execute(statement, tuple(params))
+                except sqlite3.Error:
+                    return
+                if wanted not in statement.lower():
+                    continue
+                after = rows()
+                for name in sorted({*current, *after}, key=repr):
+                    old, new = current.get(name), after.get(name)
+                    if old != new:
+                        yield RowChange(name, number, statement, old, new)
+                current = after
+    finally:
+        db.close()

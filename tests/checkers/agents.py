@@ -19,6 +19,7 @@ from scenarios.loader import parse_scenario
 from scenarios.steps import StepRunner
 from sim import Simulation
 from sim.checkers import CheckContext, context_from
+from sim.sqlite import Write
 from sim.trace import TraceRecord
 from tests.conformance.fiber_agents import Recorder
 from tests.conformance.test_reattach import ResumingChild
@@ -179,3 +180,22 @@ def with_rows(
     storage = {path: dict(tables) for path, tables in context.storage.items()}
     storage.setdefault(agent, {})[table] = rows
     return dataclasses.replace(context, storage=storage)
+
+
+def with_journal(
+    context: CheckContext, agent: str, rewrite: Callable[[Write], Write | None]
+) -> CheckContext:
+    """The context with every committed write of `agent`'s journal passed through `rewrite`
+    (which returns the write to keep, changed or not, or None to drop it)."""
+    turns = []
+    for turn in context.journals[agent]:
+        kept = tuple(w for w in (rewrite(write) for write in turn) if w is not None)
+        if kept:
+            turns.append(kept)
+    return dataclasses.replace(context, journals={**context.journals, agent: tuple(turns)})
+
+
+def with_turn(context: CheckContext, agent: str, *writes: Write) -> CheckContext:
+    """The context with one more committed turn of `writes` at the end of `agent`'s journal."""
+    turns = (*context.journals[agent], tuple(writes))
+    return dataclasses.replace(context, journals={**context.journals, agent: turns})

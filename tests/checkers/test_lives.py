@@ -6,10 +6,13 @@ startup runs twice, or a delivery slips past the input gate."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CheckContext, check
+from sim.checkers import CHECKERS, CheckContext, check
+from sim.checkers.lives import SPEC_STARTUP_TRIGGERS
+from sim.platform import STARTUP_TRIGGERS
 from sim.trace import TraceRecord
 from tests.checkers.agents import inserted, record, scenario_context, with_record
 
@@ -160,6 +163,99 @@ def test_a_startup_trigger_handled_before_startup_is_caught(lives: CheckContext)
         "Counter/counter began handling a request delivery at 00:00:20.000 before its startup "
         "had completed, in incarnation 2",
     ]
+
+
+WARMUP = """
+    name: warmup
+    description: a plain RPC and a request arrive while an awaiting on_start holds the gate
+    seed: 5
+    agents:
+      scheduler:
+        workload: schedules
+        warmup: 2s
+        schedules:
+          - {name: once, after: 10s, work: 1s}
+    steps:
+      - call: {agent: scheduler, method: status, wait: false}
+      - at: 1s
+        call: {agent: scheduler, method: status, wait: false}
+      - at: 1500ms
+        request: {agent: scheduler, method: GET, path: /status}
+      - run_until: 1m
+"""
+S = "ScheduleWorkload/scheduler"
+
+
+@pytest.fixture(scope="module")
+def warmup() -> CheckContext:
+    return scenario_context(WARMUP)
+
+
+def test_an_rpc_during_an_awaiting_on_start_waits_for_it(warmup: CheckContext) -> None:
+    """The RPC at 1 s and the request at 1.5 s arrive while on_start sleeps; both are handled
+    only after `startup:done` at 2 s, which the checkers accept."""
+    (begin,) = warmup.events("startup:begin", S)
+    (done,) = warmup.events("startup:done", S)
+    assert (begin.t_ms, done.t_ms) == (0, 2_000)
+    arrived = [r.t_ms for r in warmup.events("rpc", S)] + [
+        r.t_ms for r in warmup.events("request", S)
+    ]
+    assert sorted(arrived) == [0, 1_000, 1_500]
+    deliveries = warmup.events("delivery:begin", S)
+    assert deliveries and all(d.seq > done.seq for d in deliveries if d.t_ms <= 2_000)
+    assert check(warmup, ["startup_once", "startup_gates_deliveries", "startup_triggered"]) == []
+
+
+def test_an_rpc_handled_while_on_start_awaits_is_caught(warmup: CheckContext) -> None:
+    """The RPC of 1 s handled at once, inside the startup, as a gate that let it pass would."""
+    (begin,) = warmup.events("startup:begin", S)
+    rpc = next(d for d in warmup.events("delivery:begin", S, trigger="rpc"))
+    slipped = with_record(warmup, begin.seq, rpc, t_ms=1_000)
+    assert messages(slipped, "startup_gates_deliveries") == [
+        f"{S} began handling a rpc delivery at 00:00:01.000 while its startup (begun at "
+        "00:00:00.000) was still running, in incarnation 1"
+    ]
+
+
+# -- startup_triggered ---------------------------------------------------------------------------
+def test_startup_runs_only_for_a_startup_trigger(lives: CheckContext) -> None:
+    """Incarnation 1's startup ran for the client's connection; incarnation 2 was woken by a
+    plain RPC, which ran without startup, and the request after it ran startup. Had the RPC run
+    it, the rule breaks."""
+    assert [r.get("trigger") for r in lives.events("startup:begin", C)] == ["connect", "request"]
+    assert check(lives, ["startup_triggered"]) == []
+    begin = one(lives, "startup:begin", 2)
+    by_rpc = with_record(lives, begin.seq, begin, trigger="rpc")
+    by_rpc = dataclasses.replace(by_rpc, records=[r for r in by_rpc.records if r.seq != begin.seq])
+    assert messages(by_rpc, "startup_triggered") == [
+        "startup of Counter/counter began at 00:00:20.000 for a rpc delivery, in incarnation 2; "
+        "only alarm, close, connect, facet, get, message, request deliveries run startup"
+    ]
+
+
+def test_the_spec_list_of_startup_triggers_is_the_platforms() -> None:
+    """The checker keeps its own copy of the spec's list; on a sound platform they agree."""
+    assert SPEC_STARTUP_TRIGGERS == STARTUP_TRIGGERS
+
+
+@pytest.mark.parametrize(
+    ("name", "test", "fixture"),
+    [
+        ("startup_gates_deliveries", test_an_rpc_handled_while_on_start_awaits_is_caught, "warmup"),
+        ("startup_triggered", test_startup_runs_only_for_a_startup_trigger, "lives"),
+    ],
+)
+def test_the_catching_tests_fail_with_a_blind_checker(
+    name: str,
+    test: Callable[[CheckContext], None],
+    fixture: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each test above goes red when its checker is replaced by one that finds nothing."""
+    monkeypatch.setitem(CHECKERS, name, lambda context: [])
+    with pytest.raises(AssertionError):
+        test(request.getfixturevalue(fixture))
 
 
 # -- deaths_are_whole ----------------------------------------------------------------------------

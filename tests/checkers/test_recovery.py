@@ -5,16 +5,19 @@ and rows where the hook runs again unasked, the error is lost, or a lease is not
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from agents_core.options import resolve_options
 from sim import Simulation, format_sim_time
-from sim.checkers import CheckContext, check, context_from
+from sim.checkers import CHECKERS, CheckContext, check, context_from
 from sim.trace import TraceRecord
 from tests.checkers.agents import (
     Worker,
     record,
+    renumbered,
     scenario_context,
     with_record,
     with_row,
@@ -222,3 +225,108 @@ def test_a_call_for_a_fiber_that_completed_is_caught(resumed: CheckContext) -> N
         f"{format_sim_time(last.t_ms)} in incarnation 3 after its recovery was settled "
         "(fiber:run:completed) at 00:00:46.000"
     ]
+
+
+# -- recovery_max_age ----------------------------------------------------------------------------
+def test_a_poison_row_is_dropped_for_its_age_only_past_the_max_age(poison: CheckContext) -> None:
+    """The ingest row's hook fails from 26 s on; it is kept while younger than ten minutes and
+    dropped at its first failure past them (10:54, 654 s old)."""
+    ingest = fiber_id(poison, F, "ingest")
+    (skip,) = poison.events("fiber:recovery:skipped", F, fiberId=ingest)
+    assert (skip.t_ms, skip.get("elapsedMs")) == (654_000, 654_000)
+    failed = poison.events("fiber:recovery:failed", F, fiberId=ingest)
+    assert [f.t_ms for f in failed][-2:] == [590_000, 654_000]
+    assert check(poison, ["recovery_max_age"]) == []
+
+
+def test_a_row_dropped_young_or_kept_old_is_caught(poison: CheckContext) -> None:
+    """Dropped for its age at 30 s, when 30 s old; and the last failure, past ten minutes, with
+    no drop after it (retried for ever)."""
+    ingest = fiber_id(poison, F, "ingest")
+    (skip,) = poison.events("fiber:recovery:skipped", F, fiberId=ingest)
+    early = poison.events("fiber:recovery:failed", F, fiberId=ingest)[2]
+    young = with_record(poison, early.seq, skip, t_ms=early.t_ms, inc=early.inc, elapsedMs=30_000)
+    assert messages(young, "recovery_max_age") == [
+        f"fiber {ingest} (ingest) of {F} was dropped for its age at 00:00:30.000 when it was "
+        "30000 ms old, but its fiber_recovery_max_age_ms is 600000 ms"
+    ]
+    kept = without(poison, lambda r: r.event == "fiber:recovery:skipped")
+    assert messages(kept, "recovery_max_age") == [
+        f"the recovery hook of fiber {ingest} (ingest) of {F} failed at 00:10:54.000 when the "
+        "fiber was 654000 ms old, past its fiber_recovery_max_age_ms of 600000 ms, and the row "
+        "was kept to be retried instead of dropped"
+    ]
+
+
+# -- recovery_backoff ----------------------------------------------------------------------------
+def test_the_recovery_alarm_backs_off_while_passes_make_no_progress(poison: CheckContext) -> None:
+    """Incarnation 2's startup pass recovered the managed fiber (progress: count 0) and left the
+    poison row; each later pass failed it, so the follow-up alarm doubles from 2 s x 2."""
+    passes = [(r.get("progress"), r.get("scans")) for r in poison.events("fiber:recovery:pass", F)]
+    assert passes[:3] == [(True, 0), (False, 1), (False, 2)]
+    delays = [r.get("delayMs") for r in poison.events("fiber:recovery:backoff", F) if r.inc == 2]
+    assert delays == [4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000]
+    assert check(poison, ["recovery_backoff"]) == []
+
+
+def test_a_backoff_not_reset_by_progress_or_off_its_formula_is_caught(poison: CheckContext) -> None:
+    """The progress pass of 26 s keeping its count (the counter not reset), and an alarm armed
+    16 s ahead after two passes without progress."""
+    first = poison.events("fiber:recovery:pass", F, progress=True)[0]
+    kept = with_record(poison, first.seq, first, scans=1)
+    kept = dataclasses.replace(
+        kept, records=renumbered([r for r in kept.records if r.seq != first.seq])
+    )
+    assert messages(kept, "recovery_backoff") == [
+        f"a recovery pass of {F} at 00:00:26.000 (incarnation 2) made progress, but its count of "
+        "passes without progress went to 1 instead of back to 0"
+    ]
+    second = poison.events("fiber:recovery:backoff", F)[1]
+    slow = with_record(poison, second.seq, second, delayMs=16_000)
+    slow = dataclasses.replace(
+        slow, records=renumbered([r for r in slow.records if r.seq != second.seq])
+    )
+    assert messages(slow, "recovery_backoff") == [
+        f"{F} at 00:00:30.000 (incarnation 2) armed its recovery alarm 16000 ms ahead, where 2 "
+        "passes without progress make it 8000 ms (interval 2000 ms x 2^2, capped at 300 s)"
+    ]
+
+
+def test_the_backoff_is_capped_at_five_minutes() -> None:
+    """Nine passes without progress: 2 s x 2^9 is past the cap, so 300 s; more is caught."""
+    agent = "FiberWorkload/worker"
+    records = [record(0, 0, agent, 1, "incarnation:start")]
+    records += [
+        record(n, n, agent, 1, "fiber:recovery:pass", progress=False, scans=n) for n in range(1, 10)
+    ]
+    capped = record(10, 10, agent, 1, "fiber:recovery:backoff", at=300_010, delayMs=300_000)
+    options = {agent: resolve_options({"keep_alive_interval_ms": 2_000})}
+    context = CheckContext(records=[*records, capped], options=options)
+    assert check(context, ["recovery_backoff"]) == []
+    late = dataclasses.replace(capped, fields={"at": 512_010, "delayMs": 512_000})
+    assert messages(
+        CheckContext(records=[*records, late], options=options), "recovery_backoff"
+    ) == [
+        f"{agent} at 00:00:00.010 (incarnation 1) armed its recovery alarm 512000 ms ahead, "
+        "where 9 passes without progress make it 300000 ms (interval 2000 ms x 2^9, capped at "
+        "300 s)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "test"),
+    [
+        ("recovery_max_age", test_a_row_dropped_young_or_kept_old_is_caught),
+        ("recovery_backoff", test_a_backoff_not_reset_by_progress_or_off_its_formula_is_caught),
+    ],
+)
+def test_the_catching_tests_fail_with_a_blind_checker(
+    name: str,
+    test: Callable[[CheckContext], None],
+    poison: CheckContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each test above goes red when its checker is replaced by one that finds nothing."""
+    monkeypatch.setitem(CHECKERS, name, lambda context: [])
+    with pytest.raises(AssertionError):
+        test(poison)
