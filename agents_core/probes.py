@@ -218,6 +218,10 @@ RUNTIME_PROBES: dict[str, str] = {
     "chat.recovery_continued": (
         "chat recovery continued an interrupted answer that had content, in a new turn"
     ),
+    "chat.recovered_turn_continued_stream": (
+        "a recovered turn of an agent-tool run continued the interrupted turn's stream, so the "
+        "run's chunk numbers go on instead of starting over (S5)"
+    ),
     "chat.recovery_retried": (
         "chat recovery ran an interrupted turn again from the same transcript (nothing had "
         "been streamed)"

@@ -145,7 +145,9 @@ class ChatRecoveryMixin:
                 return
             if decision == "complete":
                 assert partial is not None
-                self._complete_interrupted_answer(payload["requestId"], origin, attempt, partial)
+                self._complete_interrupted_answer(
+                    payload["requestId"], origin, attempt, partial, snapshot
+                )
                 self._set_incident(key, self.host.kv.get(key) or {}, "recovered")
                 return
             request_id = self.host.entropy.nanoid()
@@ -158,7 +160,11 @@ class ChatRecoveryMixin:
             )
             self._rebind_agent_tool_run_for_recovery(request_id, origin)
             plan = TurnPlan(
-                request_id, trigger="recovery", origin_request_id=origin, attempt=attempt
+                request_id,
+                trigger="recovery",
+                origin_request_id=origin,
+                attempt=attempt,
+                stream_id=self._stream_for_recovered_turn(request_id, payload),
             )
             if decision == "continue":
                 probe(self.host, "chat.recovery_continued")
@@ -198,7 +204,8 @@ class ChatRecoveryMixin:
         }
         builder = MessageBuilder(base)
         finished = False
-        for chunk in self.stream_chunks(self._stream_for_request(request_id)):
+        stream_id, begins = self._interrupted_stream(request_id, snapshot)
+        for chunk in self.stream_chunks(stream_id, begins - 1):
             try:
                 parsed = json.loads(chunk["body"])
             except ValueError:
@@ -211,8 +218,30 @@ class ChatRecoveryMixin:
                 part["state"] = "done"  # cut short: the continuation adds its own parts
         return builder.message, finished
 
+    def _interrupted_stream(
+        self: Any, request_id: str, snapshot: dict[str, Any]
+    ) -> tuple[str | None, int]:
+        """The interrupted turn's stream and the index its own chunks begin at: the stream it
+        continued (from its snapshot, 0 onwards for a turn that opened its own), else the
+        stream of its request id."""
+        stream_id = snapshot.get("streamId")
+        begins = snapshot.get("streamFrom")
+        if isinstance(stream_id, str) and isinstance(begins, int):
+            return stream_id, begins
+        return self._stream_for_request(request_id), 0
+
+    def _stream_for_recovered_turn(self: Any, request_id: str, payload: dict[str, Any]) -> Any:
+        """The stream a recovered turn continues, or None to open its own (only agent-tool
+        children continue one: `child_runs`)."""
+        return None
+
     def _complete_interrupted_answer(
-        self: Any, request_id: str, origin: str, attempt: int, answer: dict[str, Any]
+        self: Any,
+        request_id: str,
+        origin: str,
+        attempt: int,
+        answer: dict[str, Any],
+        snapshot: dict[str, Any],
     ) -> None:
         """Settle a turn that had answered in full before its incarnation died: persist the
         answer rebuilt from its stream, end that stream and tell clients the turn is done; no
@@ -226,7 +255,7 @@ class ChatRecoveryMixin:
             attempt=attempt,
         )
         self._persist_message(answer)
-        stream_id = self._stream_for_request(request_id)
+        stream_id, _ = self._interrupted_stream(request_id, snapshot)
         if stream_id is not None:
             self._finish_stream(stream_id, "completed")
         self._broadcast_chat_frame(

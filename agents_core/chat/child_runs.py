@@ -209,6 +209,16 @@ class AgentToolChildMixin:
             self.host.kv.put(key, {**incident, "runId": run_id})
         self.host.trace.emit("chat:recovery:rebind", runId=run_id, requestId=request_id)
 
+    def _stream_for_recovered_turn(self: Any, request_id: str, payload: dict[str, Any]) -> Any:
+        """A recovered turn bound to a run continues the interrupted turn's stream, so the
+        run's stored chunks keep their indices and the next ones follow them: a client that
+        holds chunks 0..k of the run never gets other chunks under those numbers (S5)."""
+        if self._agent_tool_request_runs.get(request_id) is None:
+            return None
+        snapshot = payload.get("snapshot") if isinstance(payload.get("snapshot"), dict) else {}
+        stream_id, _ = self._interrupted_stream(payload["requestId"], snapshot)
+        return stream_id
+
     async def _after_chat_recovery(self: Any, request_id: str | None) -> None:
         await self._reconcile_stale_agent_tool_runs()
 

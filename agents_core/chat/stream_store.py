@@ -4,7 +4,10 @@ One stream per turn (request id), in `cf_ai_chat_stream_metadata`; its chunks in
 `cf_ai_chat_stream_chunks` with `chunk_index` contiguous from 0. Chunks are written in the same
 synchronous step as their broadcast, so a chunk a client saw is a chunk storage has (the output
 gate commits them together). A stream left `streaming` by a dead incarnation is what chat
-recovery reads to rebuild the interrupted answer.
+recovery reads to rebuild the interrupted answer. The one exception to "one stream per turn":
+a recovered turn that serves an agent-tool run continues the stream of the turn it recovers
+(`_adopt_stream`), so the run's chunk indices, its chunks' identity on the wire, never start
+over (seed decision S5; `docs/divergences.md` T9).
 """
 
 from __future__ import annotations
@@ -42,6 +45,27 @@ class StreamStoreMixin:
             self.host.clock.now_ms(),
         )
         return stream_id
+
+    def _adopt_stream(self: Any, stream_id: str, request_id: str) -> bool:
+        """Continue an existing stream under a new turn: it becomes that turn's stream (its
+        request id is the new one's, its status `streaming` again), and its chunks go on from
+        the next index. False when the stream is gone."""
+        return bool(
+            self.host.sql.execute(
+                "UPDATE cf_ai_chat_stream_metadata SET request_id = ?, status = 'streaming', "
+                "completed_at = NULL WHERE id = ?",
+                (request_id, stream_id),
+            )
+        )
+
+    def _stream_length(self: Any, stream_id: str) -> int:
+        """How many chunks the stream holds (its next chunk index)."""
+        rows = self.sql(
+            "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
+            "WHERE stream_id = ?",
+            stream_id,
+        )
+        return int(rows[0]["next"])
 
     def _append_stream_chunk(self: Any, stream_id: str, body: str) -> int:
         """Store one chunk (JSON text); its index in the stream."""

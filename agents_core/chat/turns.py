@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.chat.messages import MessageBuilder
 from agents_core.jsontext import to_json_text
+from agents_core.probes import probe
 from agents_core.signals import AbortController, AbortSignal
 
 __all__ = [
@@ -90,6 +91,9 @@ class TurnPlan:
     """Chat recovery's continue path: extend this (persisted, partial) assistant message."""
     prepare: Callable[[str], Any] | None = None
     """Runs when the turn is admitted (after the queue), before its fiber starts."""
+    stream_id: str | None = None
+    """Chat recovery of an agent-tool run: the interrupted turn's stream, which this turn
+    continues instead of opening its own (the run's chunk indices never start over, S5)."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,12 @@ class ChatTurnsMixin:
             "attempt": plan.attempt,
             **self._turn_snapshot_extra(plan.request_id),
         }
+        if plan.stream_id is not None:
+            # Where this turn's own chunks begin in the stream it continues: recovering it
+            # rebuilds the answer from those alone (the earlier ones are in the persisted
+            # message it continues).
+            snapshot["streamId"] = plan.stream_id
+            snapshot["streamFrom"] = self._stream_length(plan.stream_id)
 
         async def body(_ctx: Any) -> TurnResult:
             return await self._run_turn(plan, message_id, generation)
@@ -224,7 +234,12 @@ class ChatTurnsMixin:
         controller.signal.add_listener(lambda _reason: aborted.resolve(_ABORTED))
         base = self._message_by_id(message_id) if plan.continue_message_id else None
         builder = MessageBuilder(base or {"id": message_id, "role": "assistant", "parts": []})
-        state = _TurnState(plan, self._start_stream(rid), builder, controller, aborted)
+        stream_id = plan.stream_id
+        if stream_id is not None and self._adopt_stream(stream_id, rid):
+            probe(self.host, "chat.recovered_turn_continued_stream")
+        else:
+            stream_id = self._start_stream(rid)
+        state = _TurnState(plan, stream_id, builder, controller, aborted)
         self._turn_controllers[rid] = controller
         self._turn_states[rid] = state
         self._active_request_id = rid

@@ -244,8 +244,9 @@ def test_T029_progress_and_milestone_frames_in_the_attach_window_are_forwarded(
 
 
 def test_T030_a_cold_counter_is_realigned_after_a_child_restart(sim: Simulation) -> None:
-    """After a real eviction, the recovered turn has stored chunks 0, 1, 2 and no live counter;
-    a tail drains 0..2, the counter is realigned to 3, and the next live chunk is sequence 3."""
+    """After a real eviction the run's stream holds chunks 0, 1, 2 (the interrupted turn's, which
+    the recovered turn continues) and there is no live counter; a tail drains 0..2, the counter
+    is realigned to 3, and the next live chunk, the recovered turn's first, is sequence 3."""
     register_model(
         sim,
         "model",
@@ -280,7 +281,7 @@ def test_T030_a_cold_counter_is_realigned_after_a_child_restart(sim: Simulation)
     assert [r["sequence"] for r in backlog] == [0, 1, 2]
     (live,) = sim.call(ref, "read_agent_tool_tail", tail)
     assert (live["sequence"], live["chunkSequence"]) == (3, 3)
-    assert json.loads(live["body"])["type"] == "text-delta"
+    assert json.loads(live["body"])["type"] == "start"
 
 
 @both_hosts
