@@ -65,6 +65,7 @@ INVARIANTS = [
     "progress_done_sent",
     "milestones_stored",
     "chat_recovery_attempts_count",
+    "chunk_numbers_stable",
 ]
 
 
