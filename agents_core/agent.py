@@ -113,6 +113,11 @@ class Agent(
         self._destroyed = False
         self._executing_schedule_id: str | None = None
         self._init_facet_state()
+        if self._is_facet and host.kv.get("cf_agents_is_facet"):
+            # A facet that lived before died on its own: its root still holds the leases that
+            # incarnation took. Released at construction, not at startup, because a plain RPC
+            # starts an incarnation without startup (docs/divergences.md F3).
+            host.tasks.wait_until(self._release_leases_of_earlier_incarnations())
         self._init_mcp_state()
         self._init_agent_tool_ledger()
         ensure_schema(host.sql, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
@@ -210,8 +215,7 @@ class Agent(
         """Startup, once per incarnation under the input gate: facet identity, MCP servers, the
         recovery scan, then the user's on_start (recovery runs before on_start, as in the SDK)."""
         set_current_agent(self)
-        if self._hydrate_facet_identity():
-            await self._release_leases_of_earlier_incarnations()
+        self._hydrate_facet_identity()
         self._restore_mcp_connections()
         await self._check_run_fibers()
         self._collect_agent_tool_runs_for_recovery()

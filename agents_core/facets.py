@@ -59,7 +59,7 @@ class FacetsMixin:
 
     def _hydrate_facet_identity(self: Any) -> bool:
         """Store a facet's identity on its first start; True when an earlier incarnation of
-        this facet had already stored it (so this start follows a death)."""
+        this facet had already stored it."""
         if not self._is_facet:
             return False
         if self.host.kv.get("cf_agents_is_facet"):
@@ -70,9 +70,9 @@ class FacetsMixin:
         return False
 
     async def _release_leases_of_earlier_incarnations(self: Any) -> None:
-        """A facet starting again after a death of its own (its root lived on) tells the root
-        to drop the keepAlive leases its dead incarnation held: their disposers never ran, and
-        the root would otherwise heartbeat for them forever (docs/divergences.md F3)."""
+        """A facet constructed again after a death of its own (its root lived on) tells the
+        root to drop the keepAlive leases its dead incarnation held: their disposers never ran,
+        and the root would otherwise heartbeat for them forever (docs/divergences.md F3)."""
         try:
             await self.host.facets.root().call(
                 "_cf_release_facet_keep_alives_of", self._self_path_key()

@@ -129,7 +129,7 @@ def test_a_handler_called_again_after_delivery_is_caught(healthy: CheckContext) 
     broken = with_record(healthy, last.seq, call, t_ms=last.t_ms, inc=3)
     assert messages(broken, "exactly_once_finish") == [
         "run a1 of ToolParent/p called on_agent_tool_finish for its finish slot again at "
-        "00:03:04.638, after the slot was delivered at 00:00:10.310"
+        "00:02:44.406, after the slot was delivered at 00:00:10.310"
     ]
 
 
@@ -165,7 +165,7 @@ def test_an_undelivered_finish_of_a_finished_detached_run_is_caught(
     assert messages(broken, "exactly_once_finish") == [
         "detached run d1 of ToolParent/p: its row ended completed and its child "
         "ToolParent/p/ResumingChild/d1 reached completed at 00:00:25.000, but its finish slot "
-        "was never delivered by the end (00:03:04.638, quiet)"
+        "was never delivered by the end (00:02:44.406, quiet)"
     ]
 
 
@@ -184,7 +184,7 @@ def test_a_claimed_but_undelivered_finish_of_an_awaited_run_is_caught(
     assert messages(woken, "exactly_once_finish") == [
         "awaited run a1 of ToolParent/p: its row ended completed and its finish slot was claimed "
         f"at {format_sim_time(row['finish_claimed_at'])}, but it was never delivered by the end "
-        "(00:03:04.638, quiet)"
+        "(00:02:44.406, quiet)"
     ]
     never = with_row(woken, P, RUNS, {"run_id": "a1"}, finish_claimed_at=None)
     assert check(never, ["exactly_once_finish"]) == []
@@ -237,7 +237,7 @@ def test_a_run_past_its_budget_with_no_give_up_is_caught(healthy: CheckContext) 
     """A detached run still running an hour after its 1 s budget, never given up."""
     assert messages(hung_past_budget(healthy), "budget_interrupts") == [
         "detached run b1 of ToolParent/p passed its budget at 00:00:01.000 and was still not "
-        "finished at the end (00:03:04.638, quiet), but no give-up (interrupted) was delivered"
+        "finished at the end (00:02:44.406, quiet), but no give-up (interrupted) was delivered"
     ]
 
 
@@ -298,7 +298,7 @@ def test_an_awaited_run_left_running_after_its_parent_died_is_caught(
     (violation,) = check(broken, ["reattach_terminal"])
     assert violation.message == (
         "awaited run a1 of ToolParent/p was open when incarnation 1 of its parent ended (deploy) "
-        "at 00:00:10.000, and was still running at the end (00:03:04.638, quiet), though the "
+        "at 00:00:10.000, and was still running at the end (00:02:44.406, quiet), though the "
         "parent started again at 00:00:10.010"
     )
     assert broken.records[violation.seqs[0]].event == "incarnation:end"
@@ -348,7 +348,7 @@ def test_an_awaited_run_interrupted_but_never_delivered_is_caught(healthy: Check
     assert messages(broken, "reattach_terminal") == [
         "awaited run a1 of ToolParent/p was open when incarnation 1 of its parent ended (deploy) "
         "at 00:00:10.000 and ended interrupted, but its give_up slot was never delivered by the "
-        "end (00:03:04.638, quiet)"
+        "end (00:02:44.406, quiet)"
     ]
 
 
