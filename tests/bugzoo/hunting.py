@@ -344,5 +344,5 @@ def _hunt_pass(
                 result.shared.append(outcome)
         if timed_out:
             result.timed_out = True
-            break
-    return result
+            return True
+    return False

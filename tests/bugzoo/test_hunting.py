@@ -1,0 +1,60 @@
+"""The zoo's hunt loop: base runs first, then the full hunts, stopping at a finding that is the
+bug's or at the end of the budget. Segments are faked, so no tool runs here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.bugzoo import hunting
+from tests.bugzoo.hunting import Budget, StoryOutcome, Tool
+
+FUZZ = Tool("fuzz", (Budget("--examples", 40, 10, 80),))
+STORIES = [Path("a.yaml"), Path("b.yaml")]
+
+
+def _fake_segments(monkeypatch: pytest.MonkeyPatch, finds_at: int | None, wall: float = 1.0):
+    """Segments that find the bug in the story with index `finds_at` of the full pass only
+    (never in a base run), and record the sizes each story was run at."""
+    calls: list[tuple[str, tuple[int, ...]]] = []
+
+    def run_segment(tree, tool, stories, shares, timeout):
+        outcomes = []
+        for story in stories:
+            if wall * (len(outcomes) + 1) > timeout:  # the budget cuts the segment
+                return outcomes, timeout, True
+            calls.append((story.stem, shares))
+            full = shares != tool.base_shares()
+            found = full and finds_at is not None and STORIES.index(story) == finds_at
+            outcomes.append(StoryOutcome(story.stem, found, wall))
+            if found:
+                break
+        return outcomes, wall * len(outcomes), False
+
+    monkeypatch.setattr(hunting, "run_segment", run_segment)
+    monkeypatch.setattr(hunting, "clean_tree_passes", lambda clean, tree, outcome: True)
+    return calls
+
+
+def test_full_hunts_follow_the_base_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_segments(monkeypatch, finds_at=1)
+    result = hunting.hunt(Path("tree"), FUZZ, STORIES, 60.0, Path("clean"))
+    assert calls == [("a", (1,)), ("b", (1,)), ("a", (20,)), ("b", (20,))]
+    assert result.caught and result.found_in.story == "b"
+    assert result.ran == 2
+
+
+def test_a_miss_runs_every_full_hunt(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_segments(monkeypatch, finds_at=None)
+    result = hunting.hunt(Path("tree"), FUZZ, STORIES, 60.0, Path("clean"))
+    assert [shares for _, shares in calls] == [(1,), (1,), (20,), (20,)]
+    assert not result.caught and not result.timed_out and result.ran == 2
+
+
+def test_the_budget_ends_the_hunt(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_segments(monkeypatch, finds_at=None, wall=10.0)
+    result = hunting.hunt(Path("tree"), FUZZ, STORIES, 25.0, Path("clean"))
+    # Both base runs (20 s), then the first full hunt would pass the 25 s: cut there.
+    assert calls == [("a", (1,)), ("b", (1,))]
+    assert result.timed_out and not result.caught and result.seconds == 25.0
