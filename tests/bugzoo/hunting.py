@@ -15,12 +15,14 @@ short, which the result says).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +132,25 @@ class HuntResult:
     @property
     def caught(self) -> bool:
         return self.found_in is not None
+
+
+def export_revision(destination: Path, revision: str, source: Path = ROOT) -> Path:
+    """A scratch tree at `destination` holding the packages as committed at `revision` (not as
+    the working tree has them, which may be mid-edit), and the hunt script."""
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(source), "archive", "--format=tar", revision, *PACKAGES],
+            capture_output=True,
+            check=True,
+        )
+    except subprocess.CalledProcessError as exc:
+        message = exc.stderr.decode(errors="replace").strip()
+        raise SystemExit(f"bugzoo: cannot export revision {revision!r}: {message}") from exc
+    destination.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(destination, filter="data")
+    shutil.copy(Path(__file__).with_name("hunt.py"), destination / HUNT_SCRIPT)
+    return destination
 
 
 def copy_tree(destination: Path, source: Path = ROOT) -> Path:

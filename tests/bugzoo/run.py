@@ -1,7 +1,8 @@
 """`python tests/bugzoo/run.py`: plant each zoo bug in a scratch tree and see whether the hunt
 finds it.
 
-For each bug: copy the tree (never the working tree), apply its hunks, and run `agentsim fuzz`
+For each bug: export the packages as committed at `--rev` (HEAD; `--worktree` takes the working
+tree instead), apply its hunks in a scratch copy, and run `agentsim fuzz`
 (and `agentsim explore`, once the tree has it) alone over the library stories of the bug's
 areas, each tool with a fixed size split over those stories and at most `--budget-s` seconds of
 its own time, stopping at the first finding that is the bug's: one whose reproducer passes on
@@ -27,11 +28,11 @@ if __package__ in (None, ""):  # run as a script: make `tests.bugzoo` importable
 
 from tests.bugzoo.catalogue import BUGS, stories_for, unknown_classes  # noqa: E402
 from tests.bugzoo.hunting import (  # noqa: E402
-    ROOT,
     HuntResult,
     Tool,
     copy_tree,
     detect_tools,
+    export_revision,
     hunt,
 )
 from tests.bugzoo.model import Bug, PatchError, apply_bug  # noqa: E402
@@ -81,6 +82,16 @@ def _parser() -> argparse.ArgumentParser:
         help="explore interleavings per bug, split the same way, 5 to 40 per story (160)",
     )
     parser.add_argument("--keep", metavar="DIR", help="keep the scratch trees in DIR")
+    parser.add_argument(
+        "--rev",
+        default="HEAD",
+        help="hunt in the packages as committed at this git revision (HEAD)",
+    )
+    parser.add_argument(
+        "--worktree",
+        action="store_true",
+        help="hunt in the working tree's packages instead, uncommitted edits included",
+    )
     return parser
 
 
@@ -160,7 +171,17 @@ def _line(result: BugResult, tools: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     bugs = _select(args.only)
-    library = ROOT / LIBRARY
+    with tempfile.TemporaryDirectory(prefix="bugzoo-", dir=args.keep) as scratch_name:
+        scratch = Path(scratch_name)
+        if args.worktree:
+            clean = copy_tree(scratch / "_clean")
+        else:
+            clean = export_revision(scratch / "_clean", args.rev)
+        return _run(args, bugs, scratch, clean)
+
+
+def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) -> int:
+    library = clean / LIBRARY
     for story in sorted(library.glob("*.yaml")):
         if unknown_classes(story):
             _say(
@@ -168,31 +189,28 @@ def main(argv: list[str] | None = None) -> int:
                 f"({unknown_classes(story)}); it counts for platform bugs only"
             )
     plans = {bug.id: stories_for(bug.areas, library) for bug in bugs}
-    with tempfile.TemporaryDirectory(prefix="bugzoo-", dir=args.keep) as scratch_name:
-        scratch = Path(scratch_name)
-        clean = copy_tree(scratch / "_clean")
-        tools, notes = detect_tools(clean, args.examples, args.crash_points, args.interleavings)
-        for note in notes:
-            _say(f"bugzoo: {note}")
-        names = [tool.name for tool in tools]
-        _say(
-            f"bugzoo: {len(bugs)} bugs; {'; '.join(tool.describe() for tool in tools)}, split "
-            f"over each bug's stories; at most {args.budget_s:g} s per tool and bug; "
-            f"{args.jobs} jobs"
-        )
-        started = time.monotonic()
-        results: list[BugResult] = []
+    tools, notes = detect_tools(clean, args.examples, args.crash_points, args.interleavings)
+    for note in notes:
+        _say(f"bugzoo: {note}")
+    names = [tool.name for tool in tools]
+    _say(
+        f"bugzoo: {len(bugs)} bugs; {'; '.join(tool.describe() for tool in tools)}, split "
+        f"over each bug's stories; at most {args.budget_s:g} s per tool and bug; "
+        f"{args.jobs} jobs"
+    )
+    started = time.monotonic()
+    results: list[BugResult] = []
 
-        def one(bug: Bug) -> BugResult:
-            return _hunt_bug(bug, plans[bug.id], clean, scratch, tools, args.budget_s)
+    def one(bug: Bug) -> BugResult:
+        return _hunt_bug(bug, plans[bug.id], clean, scratch, tools, args.budget_s)
 
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for number, result in enumerate(pool.map(one, bugs), start=1):
-                results.append(result)
-                _say(f"[{number:>2}/{len(bugs)}] {_line(result, names)}")
-        _say("")
-        _say(f"bugzoo: done in {time.monotonic() - started:.0f} s")
-        _report(results, tools, notes)
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for number, result in enumerate(pool.map(one, bugs), start=1):
+            results.append(result)
+            _say(f"[{number:>2}/{len(bugs)}] {_line(result, names)}")
+    _say("")
+    _say(f"bugzoo: done in {time.monotonic() - started:.0f} s")
+    _report(results, tools, notes)
     return 0
 
 
@@ -219,9 +237,15 @@ def _report(results: list[BugResult], tools: list[Tool], notes: list[str]) -> No
     counts = {name: sum(r.caught_by(name) for r in planted) for name in ("fuzz", "explore")}
     either = sum(any(r.caught_by(name) for name in names) for r in planted)
     missing = "" if "explore" in names else " (explore not available)"
+    # A bug that a story's base run already shows is the library's catch as much as the
+    # hunt's: say how many needed the drawn faults or the enumerated points.
+    hunted = sum(
+        any(found.caught and not found.found_in.base for found in r.hunts.values()) for r in planted
+    )
     _say(
         f"bugzoo: fuzz caught {counts['fuzz']}/{total}, explore caught {counts['explore']}/"
-        f"{total}, either {either}/{total}{missing}"
+        f"{total}, either {either}/{total}{missing}; "
+        f"{hunted} of them found beyond the stories' base runs"
     )
 
 
