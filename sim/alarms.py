@@ -6,7 +6,9 @@
 - A handler that throws, or whose incarnation dies under it, is retried: 2 s, doubling, up to
   6 retries. A handler still running 15 minutes after it started is killed with its incarnation
   (reason `alarm-limit`) and retried the same way.
-- Two handlers never overlap: a slot that comes due while one runs fires when it ends.
+- Two handlers never overlap: a slot that comes due while one runs fires when it ends. A retry
+  that comes due then waits the same way and keeps its attempt number, so the limit of six
+  retries holds even when the slot was re-armed under a failing handler.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Alarms:
 
     def __init__(self, platform: Platform) -> None:
         self._platform = platform
+        self._held_attempt: dict[AgentRecord, int] = {}
+        """Per agent, the attempt number of a retry that came due while a handler ran."""
 
     def set(self, record: AgentRecord, at_ms: int) -> None:
         if not isinstance(at_ms, int) or isinstance(at_ms, bool):
@@ -77,7 +81,10 @@ class Alarms:
     def _fire(self, record: AgentRecord, attempt: int) -> None:
         platform = self._platform
         if record.alarm_run is not None:
+            # A retry held behind another handler keeps its attempt number: the slot is one
+            # alarm, so a fresh due and a held retry merge, and the higher count stands.
             record.alarm_due_while_running = True
+            self._held_attempt[record] = max(attempt, self._held_attempt.get(record, 0))
             return
         incarnation = platform.live_incarnation(record, "alarm")
         run = _AlarmRun(attempt, incarnation, platform.kernel.now_ms)
@@ -153,7 +160,8 @@ class Alarms:
     def _after_run(self, record: AgentRecord) -> None:
         if record.alarm_due_while_running:
             record.alarm_due_while_running = False
-            self._platform.kernel.call_soon(lambda: self._fire(record, attempt=0))
+            attempt = self._held_attempt.pop(record, 0)
+            self._platform.kernel.call_soon(lambda: self._fire(record, attempt=attempt))
 
     def next_due_ms(self) -> int | None:
         """The earliest armed alarm of any agent (for `advance to the next alarm`)."""

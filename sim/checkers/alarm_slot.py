@@ -137,8 +137,10 @@ def alarm_retries(context: CheckContext) -> list[Violation]:
        (the retry then waits, as a slot that comes due while a handler runs does);
     2. if a >= 6: `alarm:given_up {attempts: a+1}` is written at t and no retry follows.
     And every `alarm:fired` of attempt k > 0 answers its own earlier `alarm:retry {attempt: k,
-    at}` of the agent with `at` equal to its time (two chains of retries may interleave when a
-    slot comes due between a failure and its retry); no attempt goes beyond 6.
+    at}` of the agent with `at` equal to its time, or earlier when another handler was running
+    at `at` (the held retry runs when that one ends, keeping its attempt number; two chains of
+    retries interleave that way when a slot comes due between a failure and its retry); no
+    attempt goes beyond 6.
     """
     out: list[Violation] = []
     for agent in _slot_agents(context):
@@ -160,7 +162,7 @@ def alarm_retries(context: CheckContext) -> list[Violation]:
             if attempt == 0:
                 continue
             match = next(
-                (r for r in asked if r.get("attempt") == attempt and r.get("at") == record.t_ms),
+                (r for r in asked if r.get("attempt") == attempt and _answers(r, record, runs)),
                 None,
             )
             if match is not None and attempt <= ALARM_RETRY_LIMIT:
@@ -177,6 +179,21 @@ def alarm_retries(context: CheckContext) -> list[Violation]:
                 )
             )
     return out
+
+
+def _answers(retry: TraceRecord, fired: TraceRecord, runs: list[AlarmRun]) -> bool:
+    """`fired` runs the `retry`: at its time, or later because another handler was running then
+    (a held retry keeps its attempt number and runs when that handler ends)."""
+    at = int(retry.get("at"))
+    if at == fired.t_ms:
+        return True
+    return at < fired.t_ms and any(
+        run.fired is not fired
+        and run.running_at(at)
+        and run.end is not None
+        and run.end.t_ms <= fired.t_ms
+        for run in runs
+    )
 
 
 def _retry_of(

@@ -137,6 +137,37 @@ def test_a_retry_that_never_runs_or_runs_unasked_is_caught(failing: CheckContext
     )
 
 
+REARMED = """
+    name: rearmed-under-a-killed-alarm
+    description: the slot is armed again while a handler that is always killed runs
+    seed: 7
+    agents:
+      counter: {class: "scenarios.workloads:Counter", options: {alarm_work_ms: 20m}}
+    steps:
+      - call: {agent: counter, method: arm, args: [60000]}
+      - at: 90s
+        call: {agent: counter, method: arm, args: [30000]}
+      - run_until: 6h
+"""
+
+
+def test_held_retries_keep_their_attempts_and_both_chains_give_up() -> None:
+    """Two chains of retries interleave: each retry comes due while the other chain's handler
+    runs, waits for it, and runs as its own attempt; both chains give up after seven runs."""
+    rearmed = scenario_context(REARMED)
+    assert sorted(r.get("attempt") for r in rearmed.events("alarm:fired")) == sorted(
+        [*range(7)] * 2
+    )
+    fired_at = {r.t_ms for r in rearmed.events("alarm:fired")}
+    held = [r for r in rearmed.events("alarm:retry") if r.get("at") not in fired_at]
+    assert held, "the story must hold at least one retry behind another handler"
+    assert check(rearmed, ALL) == []
+    # A retry that runs late with no handler running at its time is not a held one.
+    retry = rearmed.events("alarm:retry", C, attempt=1)[0]
+    late = moved(rearmed, retry, at=30_000)
+    assert any("ran as attempt 1" in m for m in messages(late, "alarm_retries"))
+
+
 def test_giving_up_early_late_or_never_is_caught(killed: CheckContext) -> None:
     """After the seventh attempt the platform gives up; a missing give-up, or an eighth
     attempt, is named."""

@@ -149,3 +149,21 @@ def test_an_eviction_during_the_handler_retries_the_alarm(sim: Simulation) -> No
     sim.run_for(100_000)
     assert run_times(sim, ref) == [1_000, 12_000]
     assert len(sim.trace.select("alarm:interrupted", agent=ref.path)) == 1
+
+
+def test_a_retry_held_behind_a_running_handler_keeps_its_attempt(sim: Simulation) -> None:
+    """A slot re-armed while a failing handler runs makes a second chain of runs; each chain's
+    retry that comes due while the other chain's handler runs waits for it and keeps its
+    attempt number, so both chains still give up after six retries (7 runs each) and the
+    slot ends empty, rather than a held retry starting over at attempt 0 for ever."""
+    ref = sim.agent(Alarmed, "a")
+    sim.call(ref, "configure", "throw", 60_000)
+    sim.call(ref, "arm", 1_000)
+    sim.run_for(2_000)  # the first handler is running
+    sim.call(ref, "arm", 3_000)  # comes due while it runs
+    sim.run_for(24 * 3_600_000)
+    fired = sim.trace.select("alarm:fired", agent=ref.path)
+    assert len(fired) == 14
+    assert sorted(record.get("attempt") for record in fired) == sorted([*range(7)] * 2)
+    assert len(sim.trace.select("alarm:given_up", agent=ref.path)) == 2
+    assert sim.alarm_of(ref) is None
