@@ -6,13 +6,14 @@ earlier writes roll back) and where the statement itself can fail (`kind: error`
 error raised into the code that ran it, whose error path is as much a recovery path as a
 death), and each turn that wrote on an agent's storage is a point where it can die at the
 instant after its commit (`kind: crash-after-commit` on the turn's last write).
-A point is written as one step put just before the base step the statement ran in, with no
-`at:` so the timeline stays the base run's (after the last step for the liveness phase): the
-agent (`alias/name/...` for a sub-agent), the statement's shape as an anchored pattern
+A point is written as one step put just before the base step the statement ran in, with no `at:`
+so the timeline stays the base run's (after the last step for the liveness phase): the agent
+(`alias/name/...` for a sub-agent), the statement's shape as an anchored pattern
 (`sim.sqlite.shape_pattern`) and `skip`, how many statements of that agent matching it ran
 between that step's start and the target. Points that die the same way at the same instant
 (agent, shape, kind, place in the turn) are one point. A budget is spent in strata: points are
-grouped by (agent role, kind, shape) and taken round-robin, each group's in spread order
+grouped by (agent role, kind, shape, the code that issued it; an incarnation's schema statements
+are one group, see `sim.sqlite.fault_group`) and taken round-robin, each group's in spread order
 (first, last, middle, ...), so every table and statement kind is crashed on before any is
 crashed on twice. Whether a point lands where it should is checked on its run (`landed`): a
 point whose fault fired elsewhere, or never, is set aside rather than reported.
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from scenarios.emit import InsertedStep
 from scenarios.runner import ExecutedStatement, ScenarioResult
-from sim.sqlite import StorageFault, is_write, shape_pattern, statement_shape
+from sim.sqlite import StorageFault, fault_group, is_write, shape_pattern, statement_shape
 from sim.trace import format_sim_time
 
 __all__ = ["NOTE", "CrashPoint", "all_points", "choose", "fault_records", "landed", "spread"]
@@ -177,20 +178,30 @@ def spread(count: int) -> list[int]:
     return order
 
 
-def strata(
-    points: Iterable[CrashPoint],
-) -> dict[tuple[str, str, tuple[str, str]], list[CrashPoint]]:
-    """Points by (agent role, kind, shape), in the order each stratum first occurs."""
-    groups: dict[tuple[str, str, tuple[str, str]], list[CrashPoint]] = {}
+Stratum = tuple[str, str, tuple[str, str], tuple[tuple[str, int], ...]]
+
+
+def strata(points: Iterable[CrashPoint]) -> dict[Stratum, list[CrashPoint]]:
+    """Points by (agent role, kind, fault group, code site), in the order each stratum first
+    occurs. The fault group is the shape, with all schema statements one group; the code site
+    (`ExecutedStatement.site`) tells apart one shape issued by different code, such as the DELETE
+    of a recovered run row and the DELETE of a finished fiber's (schema statements have none:
+    each CREATE is a line of its own, and all of them are one step of startup)."""
+    groups: dict[Stratum, list[CrashPoint]] = {}
     for point in points:
-        groups.setdefault((point.role, point.kind, point.shape), []).append(point)
+        group = fault_group(point.statement.statement)
+        site = () if group == ("schema", "") else point.statement.site
+        groups.setdefault((point.role, point.kind, group, site), []).append(point)
     return groups
 
 
 def choose(points: Sequence[CrashPoint], budget: int) -> list[CrashPoint]:
-    """At most `budget` points: round-robin over the strata, each stratum's points in spread
-    order; returned in base-run order."""
-    queues = [deque(group[i] for i in spread(len(group))) for group in strata(points).values()]
+    """At most `budget` points: round-robin over the strata, rarest first (fewest points, then
+    first to occur: a statement that ran once, such as a finished fiber's cleanup, is a rare
+    path a smaller budget must still reach), each stratum's points in spread order; returned in
+    base-run order."""
+    groups = sorted(strata(points).values(), key=len)  # stable: first occurrence breaks ties
+    queues = [deque(group[i] for i in spread(len(group))) for group in groups]
     chosen: list[CrashPoint] = []
     while len(chosen) < budget and any(queues):
         for queue in queues:

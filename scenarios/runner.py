@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import sim
 from scenarios.errors import printable
 from scenarios.expect import check_expectations
 from scenarios.schema import Scenario
@@ -53,6 +57,26 @@ class ExecutedStatement:
     statement: str
     turn: int
     step: int
+    site: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    """Where agent code issued it: the innermost frames outside the platform (`sim`), as
+    (file, line), innermost first. Two statements of one shape issued from different code (a
+    recovery's DELETE and a cleanup's) are different places for a fault."""
+
+
+def code_site(depth: int = 3) -> tuple[tuple[str, int], ...]:
+    """The `depth` innermost frames of the running code outside the platform and this module
+    (see `ExecutedStatement.site`)."""
+    frame = sys._getframe(1)
+    out: list[tuple[str, int]] = []
+    while frame is not None and len(out) < depth:
+        name = frame.f_code.co_filename
+        if not name.startswith(_PLUMBING) and name != __file__:
+            out.append((name, frame.f_lineno))
+        frame = frame.f_back
+    return tuple(out)
+
+
+_PLUMBING = (str(Path(sim.__file__).parent) + os.sep,)
 
 
 @dataclass(frozen=True)
@@ -221,7 +245,9 @@ def _run(
 
         def observe(agent: str, statement: str) -> None:
             statements.append(
-                ExecutedStatement(kernel.now_ms, agent, statement, kernel.turns, current[0])
+                ExecutedStatement(
+                    kernel.now_ms, agent, statement, kernel.turns, current[0], code_site()
+                )
             )
 
         sim.platform.statement_observer = observe
