@@ -128,6 +128,11 @@ class HuntResult:
     probes: dict[str, int] = field(default_factory=dict)
     shared: list[StoryOutcome] = field(default_factory=list)
     """Findings the clean tree shares (their reproducers fail there too): not the bug's."""
+    base_failed: list[str] = field(default_factory=list)
+    """With `beyond_base`: the stories whose base run already shows the bug."""
+    beyond: StoryOutcome | None = None
+    """With `beyond_base`: the first finding of the full hunts in a story whose base run
+    passes (what the drawn faults and enumerated points found on their own)."""
 
     @property
     def caught(self) -> bool:
@@ -318,16 +323,41 @@ def clean_tree_passes(clean: Path, tree: Path, outcome: StoryOutcome) -> bool:
     return False
 
 
-def hunt(tree: Path, tool: Tool, stories: list[Path], budget_s: float, clean: Path) -> HuntResult:
+def hunt(
+    tree: Path,
+    tool: Tool,
+    stories: list[Path],
+    budget_s: float,
+    clean: Path,
+    beyond_base: bool = False,
+) -> HuntResult:
     """Hunt with `tool` over `stories` of `tree` until the first finding that is the bug's (see
-    `clean_tree_passes`) or the end of the budget, which counts the tool's own time only."""
+    `clean_tree_passes`) or the end of the budget, which counts the tool's own time only.
+
+    With `beyond_base`, a base run that shows the bug does not end the hunt: every base run is
+    made, and the full hunts go on over the stories whose base run passed, until a finding
+    there (`HuntResult.beyond`) or the budget's end."""
     shares = tool.shares(len(stories))
     result = HuntResult(tool.name, len(stories), shares)
     # Every story's base run first (each tool starts with it), so that a bug a base run shows
     # is not waited for behind the full hunts of slower stories; then the full hunts.
-    for sizes, full in ((tool.base_shares(), False), (shares, True)):
-        if _hunt_pass(tree, tool, stories, sizes, budget_s, clean, result, full):
-            break
+    if _hunt_pass(
+        tree,
+        tool,
+        stories,
+        tool.base_shares(),
+        budget_s,
+        clean,
+        result,
+        False,
+        keep_going=beyond_base,
+    ):
+        return result
+    if beyond_base:
+        stories = [story for story in stories if story.stem not in result.base_failed]
+    elif result.caught:
+        return result
+    _hunt_pass(tree, tool, stories, shares, budget_s, clean, result, True)
     return result
 
 
@@ -340,9 +370,12 @@ def _hunt_pass(
     clean: Path,
     result: HuntResult,
     full: bool,
+    keep_going: bool = False,
 ) -> bool:
     """One pass of `tool` over `stories` at `shares`; True when it ended the hunt (a finding
-    that is the bug's, or the budget spent). Only the full pass counts stories as run."""
+    that is the bug's, or the budget spent). Only the full pass counts stories as run. With
+    `keep_going` (a base pass that measures beyond the base runs) a finding only notes its
+    story in `result.base_failed`, and the pass goes on."""
     remaining = list(stories)
     while remaining:
         left = budget_s - result.seconds
@@ -360,7 +393,13 @@ def _hunt_pass(
                 result.crashes.append(outcome)
             if outcome.found:
                 if clean_tree_passes(clean, tree, outcome):
-                    result.found_in = outcome
+                    if result.found_in is None:
+                        result.found_in = outcome
+                    if keep_going:
+                        result.base_failed.append(outcome.story)
+                        continue
+                    if full:
+                        result.beyond = outcome
                     return True
                 result.shared.append(outcome)
         if timed_out:

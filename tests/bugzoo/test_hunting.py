@@ -14,9 +14,14 @@ FUZZ = Tool("fuzz", (Budget("--examples", 40, 10, 80),))
 STORIES = [Path("a.yaml"), Path("b.yaml")]
 
 
-def _fake_segments(monkeypatch: pytest.MonkeyPatch, finds_at: int | None, wall: float = 1.0):
-    """Segments that find the bug in the story with index `finds_at` of the full pass only
-    (never in a base run), and record the sizes each story was run at."""
+def _fake_segments(
+    monkeypatch: pytest.MonkeyPatch,
+    finds_at: int | None,
+    wall: float = 1.0,
+    base_finds: tuple[int, ...] = (),
+):
+    """Segments that find the bug in the story with index `finds_at` of the full pass, and in
+    the base runs of the stories `base_finds`; they record the sizes each story ran at."""
     calls: list[tuple[str, tuple[int, ...]]] = []
 
     def run_segment(tree, tool, stories, shares, timeout):
@@ -26,8 +31,9 @@ def _fake_segments(monkeypatch: pytest.MonkeyPatch, finds_at: int | None, wall: 
                 return outcomes, timeout, True
             calls.append((story.stem, shares))
             full = shares != tool.base_shares()
-            found = full and finds_at is not None and STORIES.index(story) == finds_at
-            outcomes.append(StoryOutcome(story.stem, found, wall))
+            index = STORIES.index(story)
+            found = index == finds_at if full else index in base_finds
+            outcomes.append(StoryOutcome(story.stem, found, wall, base=not full))
             if found:
                 break
         return outcomes, wall * len(outcomes), False
@@ -58,3 +64,23 @@ def test_the_budget_ends_the_hunt(monkeypatch: pytest.MonkeyPatch) -> None:
     # Both base runs (20 s), then the first full hunt would pass the 25 s: cut there.
     assert calls == [("a", (1,)), ("b", (1,))]
     assert result.timed_out and not result.caught and result.seconds == 25.0
+
+
+def test_beyond_the_base_runs_the_hunt_goes_on_where_the_base_run_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _fake_segments(monkeypatch, finds_at=1, base_finds=(0,))
+    plain = hunting.hunt(Path("tree"), FUZZ, STORIES, 60.0, Path("clean"))
+    assert plain.found_in.base and plain.beyond is None
+    assert calls == [("a", (1,))]  # the base run's finding ends a plain hunt
+    calls.clear()
+    result = hunting.hunt(Path("tree"), FUZZ, STORIES, 60.0, Path("clean"), beyond_base=True)
+    assert calls == [("a", (1,)), ("b", (1,)), ("b", (20,))]
+    assert result.base_failed == ["a"] and result.found_in.story == "a"
+    assert result.beyond is not None and result.beyond.story == "b"
+
+
+def test_beyond_the_base_runs_a_miss_is_a_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_segments(monkeypatch, finds_at=0, base_finds=(0,))
+    result = hunting.hunt(Path("tree"), FUZZ, STORIES, 60.0, Path("clean"), beyond_base=True)
+    assert result.caught and result.beyond is None and result.ran == 1
