@@ -1,0 +1,22 @@
+/**
+ * The worker the differential stage runs in workerd: it exports every agent class the plans
+ * may name (each bound to a Durable Object namespace of the same name in `wrangler.jsonc`).
+ * Requests reach agents through the step runner's stubs, never through this fetch handler.
+ */
+export { Counter } from "./agents/counter";
+export {
+  Batcher,
+  Digest,
+  Exporter,
+  PoisonedResearcher,
+  Researcher,
+  SlowRecoveryResearcher,
+  StrictWebhooks,
+  Webhooks
+} from "./agents/stories";
+
+export default {
+  async fetch(): Promise<Response> {
+    return new Response("the differential worker is driven by its step runner", { status: 404 });
+  }
+};

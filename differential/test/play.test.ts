@@ -1,0 +1,296 @@
+/**
+ * The generic step runner: plays each plan of `PLANS` (a JSON text binding the vitest config
+ * reads from the file `agentsim diff` wrote) on the real SDK in workerd, `repeat` times, and
+ * hands each play's records and final tables to the reporter through the test's `meta`.
+ *
+ * A plan is a list of timed actions the Python side compiled from a scenario and its agentsim
+ * run: calls, requests, evictions (scripted ones and those the simulator drew by itself) and
+ * alarm snapshots. Between two actions the runner moves virtual time forward, firing the agent
+ * sleeps and armed alarms that fall due in time order, each followed by a quiet-period wait
+ * (no record, timer or alarm change for a few real milliseconds) instead of a fixed sleep.
+ */
+import { env } from "cloudflare:workers";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { getAgentByName } from "agents";
+import { describe, it } from "vitest";
+import {
+  type Json,
+  type TraceRecord,
+  dropTimers,
+  fireTimer,
+  installVirtualDate,
+  nextTimer,
+  record,
+  resetRun,
+  shared,
+  subscribeChannels
+} from "../src/harness";
+
+interface AgentPlan {
+  class: string;
+  options: Record<string, Json>;
+}
+
+interface Action {
+  t: number;
+  do: "call" | "request" | "evict" | "snapshot";
+  agent?: string;
+  method?: string;
+  args?: Json[];
+  wait?: boolean;
+  http_method?: string;
+  path?: string;
+  body?: Json;
+  headers?: Record<string, string>;
+  label?: string;
+}
+
+interface Plan {
+  name: string;
+  repeat: number;
+  end_ms: number;
+  agents: Record<string, AgentPlan>;
+  actions: Action[];
+}
+
+interface PlayResult {
+  records: TraceRecord[];
+  tables: Record<string, Record<string, Record<string, Json>[]>>;
+  errors: string[];
+}
+
+type Stub = DurableObjectStub & Record<string, (...args: unknown[]) => Promise<unknown>>;
+
+const QUIET_ROUNDS = 4;
+const QUIET_ROUND_MS = 4;
+const SETTLE_ROUNDS_MAX = 1500;
+
+function realPause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Wait until nothing happens for `QUIET_ROUNDS` rounds in a row: no record, no timer, no
+ * alarm change, no constructed instance. */
+async function settle(): Promise<void> {
+  const state = shared();
+  let last = -1;
+  let quiet = 0;
+  for (let round = 0; round < SETTLE_ROUNDS_MAX && quiet < QUIET_ROUNDS; round++) {
+    await realPause(QUIET_ROUND_MS);
+    const mark = state.activity + state.records.length * 7 + state.timers.length * 13;
+    if (mark === last) quiet += 1;
+    else {
+      quiet = 0;
+      last = mark;
+    }
+  }
+}
+
+class Player {
+  private readonly stubs = new Map<string, Stub>();
+  private readonly keys = new Map<string, string>();
+  private readonly pending: Promise<unknown>[] = [];
+  readonly errors: string[] = [];
+
+  constructor(
+    private readonly plan: Plan,
+    private readonly suffix: string
+  ) {}
+
+  doName(alias: string): string {
+    return `${alias}${this.suffix}`;
+  }
+
+  private namespace(alias: string): DurableObjectNamespace {
+    const agent = this.plan.agents[alias];
+    if (!agent) throw new Error(`plan ${this.plan.name}: no agent ${alias}`);
+    const binding = (env as unknown as Record<string, DurableObjectNamespace>)[agent.class];
+    if (!binding) throw new Error(`plan ${this.plan.name}: no binding for class ${agent.class}`);
+    return binding;
+  }
+
+  /** The stub of `alias`, got once (`getAgentByName` runs startup, as the port's `get`). */
+  private async stub(alias: string): Promise<Stub> {
+    let stub = this.stubs.get(alias);
+    if (!stub) {
+      const namespace = this.namespace(alias);
+      this.keys.set(alias, namespace.idFromName(this.doName(alias)).toString());
+      stub = (await getAgentByName(namespace as never, this.doName(alias))) as unknown as Stub;
+      this.stubs.set(alias, stub);
+    }
+    return stub;
+  }
+
+  private keyAlias(key: string): string | undefined {
+    for (const [alias, k] of this.keys) if (k === key) return alias;
+    return undefined;
+  }
+
+  /** Fire timers and alarms due at or before `t`, earliest first; `stop` ends it early. */
+  async advanceTo(t: number, stop?: () => boolean): Promise<void> {
+    const state = shared();
+    for (;;) {
+      if (stop?.()) return;
+      const timer = nextTimer();
+      let alarmKey: string | null = null;
+      let alarmAt = Number.POSITIVE_INFINITY;
+      for (const [key, at] of state.alarms) {
+        if (at !== null && at < alarmAt && this.keyAlias(key) !== undefined) {
+          alarmAt = at;
+          alarmKey = key;
+        }
+      }
+      const timerAt = timer ? timer.due : Number.POSITIVE_INFINITY;
+      const due = Math.min(timerAt, alarmAt);
+      if (due > t) break;
+      state.now = Math.max(state.now, due);
+      if (timer && timerAt <= alarmAt) {
+        fireTimer(timer);
+      } else if (alarmKey !== null) {
+        state.alarms.set(alarmKey, null);
+        const alias = this.keyAlias(alarmKey) as string;
+        const stub = await this.stub(alias);
+        this.track(runDurableObjectAlarm(stub), `alarm of ${alias}`);
+      }
+      await settle();
+    }
+    state.now = Math.max(state.now, t);
+  }
+
+  private track(promise: Promise<unknown>, what: string): { done: boolean } {
+    const status = { done: false };
+    this.pending.push(
+      promise.then(
+        () => {
+          status.done = true;
+        },
+        (error: unknown) => {
+          status.done = true;
+          this.errors.push(`${what}: ${String(error)}`);
+        }
+      )
+    );
+    return status;
+  }
+
+  async perform(action: Action): Promise<void> {
+    const alias = action.agent as string;
+    if (action.do === "snapshot") {
+      for (const name of Object.keys(this.plan.agents)) {
+        const key = this.keys.get(name);
+        const at = key === undefined ? null : (shared().alarms.get(key) ?? null);
+        record(this.doName(name), "harness:alarm", { at, step: action.label ?? null });
+      }
+      return;
+    }
+    if (action.do === "evict") {
+      const stub = this.stubs.get(alias);
+      const key = this.keys.get(alias);
+      if (stub && key) {
+        dropTimers(key);
+        await evictDurableObject(stub);
+      }
+      return;
+    }
+    const stub = await this.stub(alias);
+    let status: { done: boolean };
+    if (action.do === "call") {
+      const method = action.method as string;
+      const call = stub[method](...((action.args ?? []) as unknown[]));
+      status = this.track(call, `call ${alias}.${method}`);
+    } else {
+      const init: RequestInit = { method: action.http_method ?? "GET" };
+      if (action.body !== undefined && action.body !== null) {
+        init.body = JSON.stringify(action.body);
+        init.headers = { "content-type": "application/json", ...(action.headers ?? {}) };
+      } else if (action.headers) {
+        init.headers = action.headers;
+      }
+      const request = new Request(`https://agent.test${action.path ?? "/"}`, init);
+      status = this.track(stub.fetch(request), `request ${alias} ${action.path}`);
+    }
+    await settle();
+    if (action.wait !== false) {
+      await this.advanceTo(this.plan.end_ms, () => status.done);
+    }
+  }
+
+  async tables(): Promise<PlayResult["tables"]> {
+    const result: PlayResult["tables"] = {};
+    for (const [alias, stub] of this.stubs) {
+      result[alias] = await runInDurableObject(stub, (_instance: unknown, state) => {
+        const tables: Record<string, Record<string, Json>[]> = {};
+        const names = [
+          ...state.storage.sql.exec(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' " +
+              "AND name NOT LIKE '_cf_%'"
+          )
+        ].map((row) => String(row.name));
+        for (const name of names) {
+          tables[name] = [...state.storage.sql.exec(`SELECT * FROM "${name}"`)] as Record<
+            string,
+            Json
+          >[];
+        }
+        return tables;
+      });
+    }
+    return result;
+  }
+}
+
+async function play(plan: Plan, repetition: number): Promise<PlayResult> {
+  resetRun();
+  for (const agent of Object.values(plan.agents)) shared().options.set(agent.class, agent.options);
+  const player = new Player(plan, `--${plan.name}--r${repetition}`);
+  const actions = [...plan.actions];
+  for (const action of actions) {
+    await player.advanceTo(action.t);
+    await player.perform(action);
+    await settle();
+  }
+  await player.advanceTo(plan.end_ms);
+  const records = [...shared().records];
+  let tables: PlayResult["tables"] = {};
+  try {
+    tables = await player.tables();
+  } catch (error) {
+    player.errors.push(`reading tables: ${String(error)}`);
+  }
+  // Nothing of this play may reach the next one.
+  for (const alias of Object.keys(plan.agents)) {
+    const key = (env as unknown as Record<string, DurableObjectNamespace>)[
+      plan.agents[alias].class
+    ]
+      ?.idFromName(player.doName(alias))
+      .toString();
+    if (key) dropTimers(key);
+  }
+  const suffix = `--${plan.name}--r${repetition}`;
+  for (const item of records) {
+    if (item.agent?.endsWith(suffix)) item.agent = item.agent.slice(0, -suffix.length);
+  }
+  return { records, tables, errors: player.errors };
+}
+
+const plans = JSON.parse(
+  String((env as unknown as Record<string, string>).PLANS ?? '{"plans": []}')
+) as { plans: Plan[] };
+
+installVirtualDate();
+subscribeChannels();
+
+describe("plans", () => {
+  if (plans.plans.length === 0) {
+    it("has no plan to play", () => undefined);
+  }
+  for (const plan of plans.plans) {
+    it(plan.name, async ({ task }) => {
+      const plays: PlayResult[] = [];
+      for (let repetition = 0; repetition < plan.repeat; repetition++) {
+        plays.push(await play(plan, repetition));
+      }
+      (task.meta as Record<string, unknown>).agentsimPlays = JSON.parse(JSON.stringify(plays));
+    });
+  }
+});
