@@ -21,7 +21,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -52,6 +52,7 @@ from scenarios.loader import load_scenario
 from scenarios.progress import RunProgress, is_terminal
 from scenarios.runner import ScenarioResult, budget_overrides, invariant_names, run_scenario
 from scenarios.schema import Scenario
+from scenarios.sweeps import SweepFailed, SweepInputError, SweepSettings, add_sweep_flags, sweep
 from sim.human import render_all
 from sim.probes import coverage_line
 from sim.trace import Trace, TraceRecord
@@ -154,6 +155,7 @@ def _parser() -> _Parser:
         help="the same, the second run in a child process under another PYTHONHASHSEED",
     )
     add_budget_flags(run)
+    add_sweep_flags(run)
     validate = commands.add_parser(
         "validate",
         help="check scenario files without running them",
@@ -330,8 +332,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     reports: list[RunReport] = []
     reaching: dict[str, int] = {}
     with RunProgress(out, len(runs), terminal=is_terminal(out)) as progress:
-        for scenario, seed in runs:
-            result = _execute(scenario, seed, args)
+        for (scenario, _seed), result in zip(runs, _results(runs, args), strict=True):
             for name in result.probes:
                 reaching[name] = reaching.get(name, 0) + 1
             notes = _keep(result, args, trace_dir, html_dir, reports)
@@ -346,6 +347,28 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     failed = sum(1 for report in reports if not report.passed)
     print(f"{len(reports) - failed} passed, {failed} failed", file=out, flush=True)
     return EXIT_OK if failed == 0 else EXIT_FAILED
+
+
+def _results(
+    runs: Sequence[tuple[Scenario, int | None]], args: argparse.Namespace
+) -> Iterator[ScenarioResult]:
+    """The runs' results in their order: here, or on `--workers N` processes or `--dask`
+    (`scenarios.sweeps`), which give the same results."""
+    workers, dask = getattr(args, "workers", 1), getattr(args, "dask", None)
+    if workers <= 1 and dask is None:
+        yield from (_execute(scenario, seed, args) for scenario, seed in runs)
+        return
+    settings = SweepSettings(
+        invariants=tuple(args.invariants),
+        check_determinism=getattr(args, "check_determinism", False),
+        in_subprocess=getattr(args, "check_determinism_subprocess", False),
+        budgets=tuple((k, v) for k, v in budget_flags(args).items() if v is not None),
+        keep_records=bool(args.trace or args.html or args.junit),
+    )
+    try:
+        yield from sweep(runs, settings, workers=workers, dask=dask)
+    except (SweepInputError, SweepFailed) as exc:
+        raise _BadInput(str(exc)) from None
 
 
 def _execute(scenario: Scenario, seed: int | None, args: argparse.Namespace) -> ScenarioResult:
