@@ -1,0 +1,350 @@
+"""The pytest plugin (entry point `pytest11: agentsim`, installed with the package).
+
+Three things for people who test their agents with pytest:
+
+- **The `sim` fixture**: a `Simulation` seeded from `--agentsim-seed N`, or else from the test's
+  node id (crc32), so that every test has its own stable seed; closed after the test. When the
+  test fails, its report gets an `agentsim` section: the seed, the last lines of the short log,
+  where the full trace was written (`<agentsim_failures>/pytest/<test>-<seed>.jsonl`) and the
+  line that replays it (`pytest <node id> --agentsim-seed N`). `--agentsim-invariants NAMES`
+  (or `all`) checks those invariants (`sim.checkers`) at the end of every test that used the
+  fixture, as part of the test.
+- **Scenario files as tests**: a `.yaml`/`.yml` file is collected when it has top-level
+  `agents:` and `steps:` keys (the scenario format), or when its path matches a glob of the
+  `agentsim_scenarios` ini option; `agentsim_sniff_yaml = false` leaves only the globs. Each
+  file gives one test per seed (its own seed, or each of `--agentsim-seeds A..B`), run exactly as
+  `agentsim run` runs it: a failure shows the same text, writes the same failure file and ends
+  with the same replay command.
+- The options are checked when pytest starts: a bad seed range or invariant name is a usage
+  error naming what would be valid.
+
+What a hook needs beyond the `scenarios` package itself (the checkers, the short log, the
+failure files) is imported when it is first needed. A `sim` fixture of a project's own conftest
+wins over this one, as pytest's rules say, and this plugin then leaves those tests alone (no
+section, no invariants): what it adds is tied to its own fixture.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from scenarios.runner import ScenarioResult
+    from scenarios.schema import Scenario
+    from sim import Simulation
+
+__all__ = ["ScenarioFile", "ScenarioItem", "seed_of"]
+
+DEFAULT_FAILURES_DIR = "agentsim-failures"
+SHORT_LOG_LINES = 20
+_TOP_LEVEL_KEY = r"^(?:{key}|'{key}'|\"{key}\")\s*:"
+_AGENTS = re.compile(_TOP_LEVEL_KEY.format(key="agents"), re.M)
+_STEPS = re.compile(_TOP_LEVEL_KEY.format(key="steps"), re.M)
+_SNIFF_LIMIT = 10 * 1024 * 1024
+"""Files larger than a scenario may be (10 MB) are never read to be sniffed."""
+
+
+class _Used:
+    """What the fixture gave a test: the simulation and its seed, and where the seed came from."""
+
+    def __init__(self, simulation: Simulation, seed: int, given: bool) -> None:
+        self.simulation = simulation
+        self.seed = seed
+        self.given = given
+
+
+_USED = pytest.StashKey[_Used]()
+_INVARIANTS = pytest.StashKey[tuple[str, ...]]()
+_SEEDS = pytest.StashKey[tuple[int, ...] | None]()
+
+
+# -- options ------------------------------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentsim", "agentsim: deterministic simulation of agents")
+    group.addoption(
+        "--agentsim-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of the `sim` fixture for every test (default: from each test's node id)",
+    )
+    group.addoption(
+        "--agentsim-seeds",
+        default=None,
+        metavar="A..B",
+        help="run each collected scenario file with every seed from A to B (both included)",
+    )
+    group.addoption(
+        "--agentsim-invariants",
+        default="",
+        metavar="NAMES",
+        help="check these invariants (comma-separated, or 'all') after every test that used "
+        "the `sim` fixture, and in every scenario file's run",
+    )
+    parser.addini(
+        "agentsim_scenarios",
+        type="linelist",
+        default=[],
+        help="globs (relative to the rootdir) of YAML files to collect as scenarios whatever "
+        "their keys",
+    )
+    parser.addini(
+        "agentsim_sniff_yaml",
+        type="bool",
+        default=True,
+        help="collect YAML files with top-level agents: and steps: keys as scenarios (true)",
+    )
+    parser.addini(
+        "agentsim_failures",
+        default=DEFAULT_FAILURES_DIR,
+        help="where failure files and failing tests' traces go (agentsim-failures)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    names = config.getoption("agentsim_invariants") or ""
+    invariants: tuple[str, ...] = ()
+    if names.strip():
+        from scenarios.runner import invariant_names
+
+        try:
+            invariants = invariant_names(names)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--agentsim-invariants: {exc}") from None
+    config.stash[_INVARIANTS] = invariants
+    seeds_text = config.getoption("agentsim_seeds")
+    seeds: tuple[int, ...] | None = None
+    if seeds_text is not None:
+        import argparse
+
+        from scenarios.cli_input import seed_range
+
+        try:
+            seeds = tuple(seed_range(seeds_text))
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"--agentsim-seeds: {exc}") from None
+    config.stash[_SEEDS] = seeds
+    seed = config.getoption("agentsim_seed")
+    if seed is not None and seed < 0:
+        raise pytest.UsageError(f"--agentsim-seed: expected a whole number >= 0, got {seed}")
+
+
+def seed_of(nodeid: str) -> int:
+    """The stable seed of a test without `--agentsim-seed`: crc32 of its node id."""
+    return zlib.crc32(nodeid.encode("utf-8"))
+
+
+def _failures_dir(config: pytest.Config) -> Path:
+    given = Path(str(config.getini("agentsim_failures") or DEFAULT_FAILURES_DIR))
+    return given if given.is_absolute() else Path(config.invocation_params.dir) / given
+
+
+# -- the `sim` fixture --------------------------------------------------------------------------
+@pytest.fixture(name="sim")
+def _sim_fixture(request: pytest.FixtureRequest) -> Iterator[Simulation]:
+    """A `Simulation` seeded from `--agentsim-seed N` or the test's node id; closed after it."""
+    from sim import Simulation
+
+    given = request.config.getoption("agentsim_seed")
+    seed = given if given is not None else seed_of(request.node.nodeid)
+    simulation = Simulation(seed=seed)
+    request.node.stash[_USED] = _Used(simulation, seed, given is not None)
+    try:
+        yield simulation
+    finally:
+        simulation.close()
+
+
+def _ours(item: pytest.Item) -> _Used | None:
+    """What our fixture gave `item`, or None (a conftest's own `sim` fixture is not ours)."""
+    return item.stash.get(_USED, None)
+
+
+def _replay_line(item: pytest.Item, seed: int) -> str:
+    invariants = item.config.stash.get(_INVARIANTS, ())
+    line = f"pytest {_quoted(item.nodeid)} --agentsim-seed {seed}"
+    if invariants:
+        from sim.checkers import CHECKERS
+
+        names = "all" if set(invariants) == set(CHECKERS) else ",".join(invariants)
+        line += f" --agentsim-invariants {names}"
+    return line
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    outcome = yield
+    used = _ours(item)
+    invariants = item.config.stash.get(_INVARIANTS, ())
+    if used is not None and invariants:
+        from sim.checkers import assert_invariants
+
+        assert_invariants(
+            used.simulation,
+            invariants,
+            scenario=item.nodeid,
+            replay=_replay_line(item, used.seed),
+        )
+    return outcome
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    used = _ours(item)
+    if used is not None and report.failed and call.when == "call":
+        report.sections.append(("agentsim", _failure_section(item, used)))
+    return report
+
+
+def _failure_section(item: pytest.Item, used: _Used) -> str:
+    from reports.shortlog import tail
+
+    records = [record.to_dict() for record in used.simulation.trace]
+    where = "--agentsim-seed" if used.given else "the test's node id"
+    lines = [f"seed: {used.seed} (from {where})"]
+    shown = min(SHORT_LOG_LINES, len(records))
+    lines.append(f"short log, last {shown} of {len(records)} records:")
+    lines += [f"  {line}" for line in tail(records, SHORT_LOG_LINES).splitlines()]
+    target = _failures_dir(item.config) / "pytest" / f"{_file_stem(item.nodeid)}-{used.seed}.jsonl"
+    try:
+        used.simulation.trace.write_jsonl(target)
+        shown = _shown_path(item.config, target)
+        lines.append(f"full trace: {shown} (read it: agentsim report {_quoted(shown)})")
+    except OSError as exc:
+        lines.append(f"full trace: not written ({exc.strerror or exc})")
+    lines.append(f"replay: {_replay_line(item, used.seed)}")
+    return "\n".join(lines)
+
+
+def _file_stem(nodeid: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_")
+    return stem[-150:] or "test"
+
+
+# -- scenario files as tests --------------------------------------------------------------------
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    config = parent.config
+    if _matches_glob(config, file_path) or (
+        config.getini("agentsim_sniff_yaml") and looks_like_scenario(file_path)
+    ):
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _matches_glob(config: pytest.Config, path: Path) -> bool:
+    globs = config.getini("agentsim_scenarios")
+    if not globs:
+        return False
+    try:
+        relative = path.resolve().relative_to(Path(config.rootpath).resolve()).as_posix()
+    except ValueError:
+        relative = path.as_posix()
+    return any(fnmatch.fnmatch(relative, glob) for glob in globs)
+
+
+def looks_like_scenario(path: Path) -> bool:
+    """Whether the file has top-level `agents:` and `steps:` keys (read as text, not parsed:
+    a file that is not a scenario costs one read)."""
+    try:
+        if path.stat().st_size > _SNIFF_LIMIT:
+            return False
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(_AGENTS.search(text) and _STEPS.search(text))
+
+
+class ScenarioFileInvalid(Exception):
+    """A collected scenario file that does not validate: its errors, one line each."""
+
+
+class ScenarioFile(pytest.File):
+    """A scenario file: one `ScenarioItem` per seed."""
+
+    def collect(self) -> Iterator[ScenarioItem]:
+        from scenarios.errors import InvalidScenario
+        from scenarios.loader import load_scenario
+
+        shown = _shown_path(self.config, self.path)
+        try:
+            scenario = load_scenario(shown)
+        except InvalidScenario as exc:
+            raise ScenarioFileInvalid("\n".join(exc.lines())) from None
+        seeds = self.config.stash.get(_SEEDS, None) or (scenario.seed,)
+        for seed in seeds:
+            yield ScenarioItem.from_parent(self, name=f"seed={seed}", scenario=scenario, seed=seed)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, ScenarioFileInvalid):
+            return f"invalid scenario file (agentsim validate says):\n{excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+
+def _shown_path(config: pytest.Config, path: Path) -> str:
+    """The path as `agentsim run` would be given it from where pytest was started."""
+    start = Path(config.invocation_params.dir)
+    try:
+        return os.path.relpath(path, start) if path.is_relative_to(start) else str(path)
+    except ValueError:
+        return str(path)
+
+
+class ScenarioFailed(AssertionError):
+    """A scenario run that failed; its text is what `agentsim run` prints for it."""
+
+
+class ScenarioItem(pytest.Item):
+    """One scenario file run with one seed, as `agentsim run FILE --seed N` runs it."""
+
+    def __init__(self, *, scenario: Scenario, seed: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario = scenario
+        self.seed = seed
+        self.result: ScenarioResult | None = None
+
+    def runtest(self) -> None:
+        from scenarios.runner import run_scenario
+
+        invariants = self.config.stash.get(_INVARIANTS, ())
+        self.result = result = run_scenario(self.scenario, self.seed, invariants=invariants)
+        if not result.passed:
+            raise ScenarioFailed(result.report(self._failure_file(result)))
+
+    def _failure_file(self, result: ScenarioResult) -> list[str]:
+        from scenarios.failures import RunRecord, failure_file_name
+
+        directory = _failures_dir(self.config)
+        target = directory / failure_file_name(result.name, result.seed)
+        shown = _shown_path(self.config, target)
+        try:
+            RunRecord.of(result).write(target)
+        except OSError as exc:
+            return [f"failure file: not written ({exc.strerror or exc})"]
+        return [f"failure file: {shown} (re-run it: agentsim replay {shown})"]
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, ScenarioFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"scenario {self.scenario.name} seed={self.seed}"
