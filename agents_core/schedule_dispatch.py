@@ -20,6 +20,7 @@ from typing import Any
 from agents_core.cron import next_cron_time_ms
 from agents_core.options import resolve_retry
 from agents_core.probes import probe
+from agents_core.stored_names import callback_method
 
 __all__ = [
     "DUPLICATE_SCHEDULE_THRESHOLD",
@@ -206,8 +207,8 @@ class ScheduleDispatchMixin:
         """Call `self.<callback>(payload, row)` with retries (§4.3). Returns normally when the row
         counts as executed; raises only the deferred failures of one-shot rows."""
         callback, schedule_id = row["callback"], row["id"]
-        method = getattr(self, callback, None)
-        if not callable(method):
+        method = callback_method(self, callback)
+        if method is None:
             self._log("error", f"callback {callback} not found")
             return
         retry = resolve_retry(retry_from_json(row["retry_options"]), self._options.retry)

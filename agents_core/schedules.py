@@ -25,6 +25,7 @@ from agents_core.errors import InvalidArgument
 from agents_core.options import RetryOptions, resolve_retry
 from agents_core.probes import probe
 from agents_core.schedule_dispatch import ScheduleDispatchMixin, retry_from_json, retry_to_json
+from agents_core.stored_names import callback_method
 
 __all__ = ["Schedule", "SchedulesMixin"]
 
@@ -181,7 +182,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
             raise InvalidArgument(
                 f"Callback must be a string (the name of a method), got {callback!r}"
             )
-        if not callable(getattr(self, callback, None)):
+        if callback_method(self, callback) is None:
             raise InvalidArgument(
                 f"self.{callback} is not a function: define the method "
                 f"{type(self).__name__}.{callback}(payload, row)"

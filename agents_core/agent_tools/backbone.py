@@ -26,6 +26,7 @@ from agents_core.agent_tools.ledger import DETACHED_DELIVERY_LEASE_MS
 from agents_core.agent_tools.registry import HARD_TERMINAL, RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
 from agents_core.probes import probe
+from agents_core.stored_names import DETACHED_RECONCILE_CALLBACK
 
 __all__ = [
     "BackboneMixin",
@@ -35,7 +36,6 @@ __all__ = [
     "detached_budget_exceeded",
 ]
 
-DETACHED_RECONCILE_CALLBACK = "_cf_detached_reconcile_tick"
 DETACHED_BACKBONE_CADENCE_S = (5, 15, 30, 120)
 TEARDOWN_MARKER_PREFIX = "cf_agents:agent_tool_teardown:"
 """KV key prefix of the durable note that the parent itself cancelled a given-up child (S7)."""

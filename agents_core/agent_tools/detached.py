@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents_core.agent_tools.backbone import BackboneMixin
-from agents_core.agent_tools.notify import DETACHED_NOTIFY_CALLBACK, NotifyMixin
+from agents_core.agent_tools.notify import NotifyMixin
 from agents_core.agent_tools.registry import (
     HARD_TERMINAL,
     DetachedRunAgentToolResult,
@@ -28,6 +28,7 @@ from agents_core.agent_tools.runs import result_from_inspection
 from agents_core.errors import InvalidArgument
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
+from agents_core.stored_names import DETACHED_NOTIFY_CALLBACK, callback_method
 
 __all__ = ["DETACHED_LIVE_COUNT_WARN_THRESHOLD", "DetachedConfig", "DetachedMixin"]
 
@@ -123,7 +124,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
                 f"not {on_finish!r}: closures cannot be rehydrated after the Durable Object is "
                 "evicted."
             )
-        if on_finish is not None and not callable(getattr(self, on_finish, None)):
+        if on_finish is not None and callback_method(self, on_finish) is None:
             raise InvalidArgument(
                 f'run_agent_tool: detached.on_finish "{on_finish}" is not a method on {cls_name}. '
                 'Pass the NAME of a method (e.g. "on_import_done"), not a closure — closures '
@@ -135,7 +136,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
                 f"run_agent_tool: detached.notify must be True or {{'source': ...}}, got {notify!r}"
             )
         source = notify.get("source") if isinstance(notify, Mapping) else None
-        if on_finish is None and notify and callable(getattr(self, DETACHED_NOTIFY_CALLBACK, None)):
+        if on_finish is None and notify and callback_method(self, DETACHED_NOTIFY_CALLBACK):
             on_finish = DETACHED_NOTIFY_CALLBACK
         return DetachedConfig(
             on_finish=on_finish,

@@ -35,6 +35,7 @@ from typing import Any
 from agents_core.agent_tools.frames import frame, terminal_event
 from agents_core.agent_tools.registry import AgentToolRunInfo, RunAgentToolResult
 from agents_core.probes import probe
+from agents_core.stored_names import AWAITED_REDELIVERY_CALLBACK, callback_method
 
 __all__ = ["DETACHED_DELIVERY_LEASE_MS", "HANDLED_MARK_RETRY_MS", "LedgerMixin", "SLOTS"]
 
@@ -288,7 +289,9 @@ class LedgerMixin:
             if row[f"{slot}_claimed_at"] is not None and row[f"{slot}_delivered_at"] is None
         )
         delay_s = max(0, -(-(due - now) // 1000))
-        await self.schedule(delay_s, "_cf_redeliver_agent_tool_hooks", None, idempotent=idempotent)
+        await self.schedule(
+            delay_s, AWAITED_REDELIVERY_CALLBACK, None, idempotent=idempotent
+        )
 
     async def _cf_redeliver_agent_tool_hooks(
         self: Any, payload: Any = None, row: Any = None
@@ -340,8 +343,8 @@ class LedgerMixin:
         except Exception as exc:  # noqa: BLE001 - the global hook's failure goes to on_error
             await self._call_on_error_quietly(exc)
         name = row["detached_on_finish"]
-        method = getattr(self, name, None) if name else None
-        if not callable(method):
+        method = callback_method(self, name)
+        if method is None:
             return  # a name that no longer resolves is skipped silently, as in the SDK
         self.host.trace.emit(
             "hook:on_finish", runId=row["run_id"], slot=slot, status=result.status, callback=name

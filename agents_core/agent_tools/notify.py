@@ -24,6 +24,7 @@ from typing import Any
 from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
+from agents_core.stored_names import DETACHED_NOTIFY_CALLBACK
 
 __all__ = [
     "DEFAULT_NOTIFY_SOURCE",
@@ -37,8 +38,6 @@ __all__ = [
     "milestone_config_of",
 ]
 
-DETACHED_NOTIFY_CALLBACK = "_cf_detached_notify_finish"
-"""The chat host's finish hook; `notify` stores this name as the run's `on_finish`."""
 DETACHED_MILESTONE_CALLBACK = "_cf_detached_notify_milestone"
 """The chat host's milestone hook, `(run, milestone, mode)`."""
 DEFAULT_NOTIFY_SOURCE = "detached-agent-tool"

@@ -30,6 +30,7 @@ from typing import Any
 from agents_core.agent_tools.registry import RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
 from agents_core.probes import probe
+from agents_core.stored_names import RECOVERY_RETRY_CALLBACK
 
 __all__ = [
     "REASON_PROSE",
@@ -48,7 +49,6 @@ no-progress budget bounds (a collect under a 0 budget, a teardown cancel)."""
 RECOVERY_TOTAL_TIMEOUT_MS = 5_000
 """Pass-1 deadline: a row reached after it is sealed `recovery-deadline` without an inspect."""
 
-RECOVERY_RETRY_CALLBACK = "_cf_retry_agent_tool_recovery"
 RECOVERY_RETRY_DELAYS_S = (2, 4, 8, 16, 32, 60)
 """How long a retry of runs a sweep could not finalize waits, by attempt (the last repeats)."""
 

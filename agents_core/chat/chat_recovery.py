@@ -3,9 +3,10 @@
 The fiber recovery scan (`agents_core.recovery`) offers every orphaned fiber to
 `_handle_internal_fiber_recovery`; chat hosts claim the ones named
 `__cf_internal_chat_turn:<requestId>`. Claiming records an *incident* (in the agent's KV, keyed
-by the turn that was first interrupted) and schedules `_cf_chat_recovery_continue` for now, so
-the recovered turn runs from the alarm, after startup. There the host rebuilds the partial
-answer from the interrupted stream's stored chunks and decides:
+by the turn that was first interrupted) and schedules `_chatRecoveryContinue` (the method
+`_chat_recovery_continue`) for now, so the recovered turn runs from the alarm, after startup.
+There the host rebuilds the partial answer from the interrupted stream's stored chunks and
+decides:
 
 - **continue** when the answer had content: persist the partial assistant message and run a new
   turn that extends it (the model request says `continuation: true`; tool calls that never got a
@@ -31,11 +32,12 @@ from typing import Any, ClassVar
 from agents_core.chat.messages import MessageBuilder
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE, CHAT_TURN_FIBER_PREFIX, TurnPlan
 from agents_core.probes import probe
+from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
 
 __all__ = ["ChatRecoveryContext", "ChatRecoveryMixin", "INCIDENT_PREFIX"]
 
-INCIDENT_PREFIX = "cf_chat_recovery_incident:"
-RECOVERY_CALLBACK = "_cf_chat_recovery_continue"
+INCIDENT_PREFIX = "cf:chat-recovery:incident:"
+"""The SDK's KV prefix of recovery incidents (the key's tail is ours: the origin request id)."""
 RECOVERY_DECISIONS = ("continue", "retry", "skip", "complete")
 _LIVE_STATUSES = ("scheduled", "attempting")
 _FAILED_STATUSES = ("failed", "exhausted")
@@ -93,11 +95,11 @@ class ChatRecoveryMixin:
             "chat:recovery:scheduled", requestId=request_id, originRequestId=origin
         )
         payload = {"requestId": request_id, "originRequestId": origin, "snapshot": snapshot}
-        await self.schedule(0, RECOVERY_CALLBACK, payload, idempotent=True)
+        await self.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=True)
         return True
 
     # -- running the recovered turn --------------------------------------------------------------
-    async def _cf_chat_recovery_continue(self: Any, payload: Any, _row: Any = None) -> None:
+    async def _chat_recovery_continue(self: Any, payload: Any, _row: Any = None) -> None:
         origin = payload["originRequestId"]
         key = INCIDENT_PREFIX + origin
         incident = self.host.kv.get(key)

@@ -9,7 +9,7 @@ host-specific notify and milestone hooks are in `agents_core.chat.notify_inject`
 
 Parent credit (§7.8): every forward of child chunks calls `_on_agent_tool_stream_progress`; a
 chat host turns that into a bump of its durable chat-recovery progress record (KV
-`cf_chat_recovery_progress`, `{count, at}`) at most once per 5 s per isolate, the first call
+`cf:chat-recovery:progress`, `{count, at}`) at most once per 5 s per isolate, the first call
 after a restart always crediting, so an orchestrating parent whose child streams shows progress.
 """
 
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS = 5_000
-CHAT_RECOVERY_PROGRESS_KEY = "cf_chat_recovery_progress"
+CHAT_RECOVERY_PROGRESS_KEY = "cf:chat-recovery:progress"
 """KV key of the parent's recovery progress record, `{"count": n, "at": ms}`."""
 
 

@@ -281,7 +281,7 @@ def test_T042_a_detached_reissue_keeps_the_backbone_cadence(sim: Simulation) -> 
             for r in sim.query(
                 ref,
                 "SELECT time, payload FROM cf_agents_schedules "
-                "WHERE callback = '_cf_detached_reconcile_tick'",
+                "WHERE callback = '_cfDetachedReconcileTick'",
             )
         ]
 

@@ -110,7 +110,7 @@ def test_T081_default_completion_texts_and_an_empty_override(sim: Simulation) ->
     sim.call(silent, "dispatch", "r1", [["finish", "completed", "ok"]], {"notify": True})
     sim.run_for(1_000)
     row = run_row(sim, silent, "r1")
-    assert row["detached_on_finish"] == "_cf_detached_notify_finish"
+    assert row["detached_on_finish"] == "_cfDetachedNotifyFinish"
     assert row["finish_delivered_at"] is not None
     assert injected(sim, silent) == []
     assert hooks(sim, silent) == [("on_agent_tool_finish", "completed", None)]

@@ -326,7 +326,7 @@ def test_notify_on_a_chat_host_parent_makes_the_chat_hook_the_callback() -> None
     runs = "      - {run_id: a, detached: {notify: true}, steps: [{finish: completed}]}\n"
     result = run(workload_scenario(tools(runs, "    host: think\n"), DISPATCH))
     (call,) = events(result, "hook:on_finish")
-    assert call["callback"] == "_cf_detached_notify_finish"
+    assert call["callback"] == "_cfDetachedNotifyFinish"
     assert events(result, "workload:on_finish") == []
 
 
