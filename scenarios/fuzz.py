@@ -46,7 +46,7 @@ from scenarios.emit import (
     retitle,
 )
 from scenarios.errors import InvalidScenario
-from scenarios.fault_sites import StatementSite, site_groups, statement_sites
+from scenarios.fault_sites import site_groups, statement_sites
 from scenarios.loader import NAME_PATTERN, parse_scenario
 from scenarios.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
 from scenarios.runner import ScenarioResult, invariant_names, run_scenario
@@ -59,6 +59,15 @@ from scenarios.schema import (
     Step,
 )
 from sim.checkers import CHECKERS
+from sim.fault_draws import (
+    FAULT_KINDS,
+    MIN_HORIZON_MS,
+    Fault,
+    Schedule,
+    fault_options,
+    schedules,
+    times,
+)
 from sim.probes import coverage_line
 
 if TYPE_CHECKING:
@@ -74,16 +83,8 @@ __all__ = [
     "place",
 ]
 
-FAULT_KINDS = ("evict", "deploy", "storage", "reconnect", "repeat")
-"""What a schedule may draw, by the name `agentsim fuzz --faults` takes. `repeat` sends one of
-the scenario's own calls or requests again at a drawn time (a retry, a duplicate delivery, a
-re-issue racing recovery), as a user's client would."""
-STORAGE_FAULTS = ("error", "crash", "crash-after-commit")
-"""How a drawn storage fault hits its statement (`crash-after-commit` only on writes)."""
 TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"})
 """Steps that only let time pass: a fault drawn inside one is put before it."""
-MIN_HORIZON_MS = 60_000
-SEED_LIMIT = 2**16
 NOTE = "inserted by agentsim fuzz"
 _TIMING_SLIP = "had already passed"
 _FAULT_ERROR = re.compile(r"failed with (AgentEvicted|StorageError|IncarnationKilled)\b")
@@ -104,26 +105,6 @@ def _hypothesis() -> ModuleType:
             "pip install 'agentsim[test]' (or pip install hypothesis)"
         ) from None
     return hypothesis
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One drawn step: at `at_ms`, do `action` (a step kind of the scenario language) with
-    `args`; or, with `before` set, put it with no `at:` just before that base step (a storage
-    fault aimed at a statement of that step: the timeline stays the base run's)."""
-
-    at_ms: int
-    action: str
-    args: tuple[tuple[str, Any], ...] = ()
-    before: int | None = None
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """What Hypothesis draws: the seed of the run and the extra steps."""
-
-    seed: int
-    faults: tuple[Fault, ...]
 
 
 @dataclass(frozen=True)
@@ -329,86 +310,32 @@ class _Fuzzer:
         return bool(self.findings(result, candidate))
 
     def strategy(self, kinds: Sequence[str], max_steps: int) -> st.SearchStrategy[Schedule]:
+        # The drawing itself is `sim.fault_draws`, shared with `sim.strategies`.
         st = _hypothesis().strategies
         horizon = max([MIN_HORIZON_MS, *(t.end_ms for t in self.base_result.timings)])
-        at = st.one_of(
-            st.integers(0, horizon // 1000).map(lambda s: s * 1000), st.integers(0, horizon)
-        )
-        agents = [spec.alias for spec in self.base.agents]
         clients = list(
             dict.fromkeys(
                 [spec.name for spec in self.base.clients]
                 + [s.client for s in self.base.steps if isinstance(s, ConnectStep)]
             )
         )
-        options: dict[str, st.SearchStrategy[Fault]] = {}
-        if "evict" in kinds:
-            # Sub-agents too (the ones the base run wrote with): one dying alone while its
-            # root lives is a path of its own (a child reset, its leases left in the root).
-            subs = sorted({site.target for group in self.groups for site in group} - set(agents))
-            options["evict"] = st.builds(
-                lambda t, a, r: Fault(t, "evict", (("agent", a), ("reason", r))),
-                at,
-                st.sampled_from([*agents, *subs]),
-                st.sampled_from(EVICTION_REASONS),
-            )
-        if "deploy" in kinds:
-            options["deploy"] = st.builds(lambda t: Fault(t, "deploy"), at)
-        if "storage" in kinds and self.groups:
-            for how in STORAGE_FAULTS:
-                groups = [
-                    [site for site in group if site.write or how != "crash-after-commit"]
-                    for group in self.groups
-                ]
-                groups = [group for group in groups if group]
-                if groups:
-                    options[f"storage:{how}"] = self._storage_faults(st, groups, how)
-        repeatable = [
-            step for step in self.base.steps if isinstance(step, CallStep | RequestStep)
-        ]
-        if "repeat" in kinds and repeatable:
-            options["repeat"] = st.builds(
-                _repeat, at, st.sampled_from(range(len(repeatable))).map(repeatable.__getitem__)
-            )
-        if "reconnect" in kinds and clients:
-            options["reconnect"] = st.builds(
-                lambda t, c: Fault(t, "reconnect", (("client", c),)),
-                at,
-                st.sampled_from(clients),
-            )
+        options = fault_options(
+            st,
+            kinds=kinds,
+            at=times(st, horizon),
+            agents=[spec.alias for spec in self.base.agents],
+            clients=clients,
+            groups=self.groups,
+            reasons=EVICTION_REASONS,
+            repeatable=[s for s in self.base.steps if isinstance(s, CallStep | RequestStep)],
+            repeat=_repeat,
+        )
         if not options:
             raise ValueError(
                 f"nothing to draw: the fault kinds {list(kinds)} have nothing to act on in "
                 f"{self.path} (no statement ran, no client connected)"
             )
-        features = sorted(options)
-
-        # Swarm testing: each example first picks which kinds of fault it may use at all.
-        def faults_of(enabled: frozenset[str]) -> st.SearchStrategy[list[Fault]]:
-            chosen = [options[name] for name in features if name in enabled]
-            return st.lists(st.one_of(chosen), min_size=1, max_size=max_steps)
-
-        swarm = st.frozensets(st.sampled_from(features), min_size=1)
-        seeds = st.one_of(st.just(self.base.seed), st.integers(0, SEED_LIMIT))
-        return st.builds(lambda s, f: Schedule(s, tuple(f)), seeds, swarm.flatmap(faults_of))
-
-    @staticmethod
-    def _storage_faults(
-        st: Any, groups: list[list[StatementSite]], how: str
-    ) -> st.SearchStrategy[Fault]:
-        """One occurrence of one statement shape of one agent, hit by `how`: a group first
-        (uniformly, so every shape gets its share), then an occurrence in it."""
-
-        def fault(site: StatementSite) -> Fault:
-            args = (
-                ("agent", site.target),
-                ("kind", how),
-                ("match", site.pattern),
-                ("skip", site.skip),
-            )
-            return Fault(site.t_ms, "arm_storage_fault", args, before=site.step)
-
-        return st.sampled_from(groups).flatmap(lambda group: st.sampled_from(group)).map(fault)
+        return schedules(st, options, max_steps=max_steps, base_seed=self.base.seed)
 
 
 def _repeat(at_ms: int, step: CallStep | RequestStep) -> Fault:

@@ -1,0 +1,255 @@
+"""What a hunt draws: faults, fault schedules and the statement sites storage faults aim at.
+
+This is the one place that says how faults are drawn with Hypothesis, shared by `agentsim fuzz`
+(`scenarios.fuzz`, over a scenario file) and by `sim.strategies` (over agents a Python test
+drives). It lives in `sim`, below both, and knows nothing of the scenario language: a target
+is whatever name the caller acts on (a scenario alias, or `alias/name` for a sub-agent), a
+`Fault` is an action name with arguments (`evict`, `deploy`, `arm_storage_fault`,
+`reconnect`, `call`, `request`: the scenario language's step kinds, which are also what
+`Simulation` offers), and a statement site is read off statements the caller recorded with
+`Platform.statement_observer`. The strategies are built from a Hypothesis `strategies` module
+passed in, so that importing `sim` never imports Hypothesis (a test extra).
+
+How the draw goes: each example first draws which kinds of fault it may use at all (swarm
+testing), then one to `max_steps` faults among those kinds, and a seed (the base one or any).
+A storage fault draws a group of sites (one statement shape of one agent: the same weight for
+the runtime's housekeeping as for the agent's own writes), then one occurrence in it, then is
+written as "fail the (skip+1)-th statement matching this shape" on that agent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from sim.sqlite import is_write, shape_pattern, statement_shape
+
+__all__ = [
+    "FAULT_KINDS",
+    "MIN_HORIZON_MS",
+    "SCRIPTED_EVICTION_REASONS",
+    "SEED_LIMIT",
+    "STORAGE_FAULTS",
+    "Fault",
+    "Schedule",
+    "StatementSite",
+    "fault_options",
+    "schedules",
+    "site_groups",
+    "sites_of",
+    "times",
+]
+
+FAULT_KINDS = ("evict", "deploy", "storage", "reconnect", "repeat")
+"""What a schedule may draw, by the name `agentsim fuzz --faults` takes. `repeat` sends one of
+the scenario's own calls or requests again at a drawn time (a retry, a duplicate delivery, a
+re-issue racing recovery), as a user's client would."""
+STORAGE_FAULTS = ("error", "crash", "crash-after-commit")
+"""How a drawn storage fault hits its statement (`crash-after-commit` only on writes)."""
+SCRIPTED_EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit")
+"""The eviction reasons a step may give (the platform's own `crash`, `destroyed` and `deleted`
+come from other causes)."""
+MIN_HORIZON_MS = 60_000
+SEED_LIMIT = 2**16
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One drawn step: at `at_ms`, do `action` (a step kind of the scenario language) with
+    `args`; or, with `before` set, put it with no `at:` just before that base step (a storage
+    fault aimed at a statement of that step: the timeline stays the base run's)."""
+
+    at_ms: int
+    action: str
+    args: tuple[tuple[str, Any], ...] = ()
+    before: int | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What Hypothesis draws: the seed of the run and the extra steps."""
+
+    seed: int
+    faults: tuple[Fault, ...]
+
+
+class Executed(Protocol):
+    """A statement agent code ran, as a recording gives it (`scenarios.runner.ExecutedStatement`
+    is one)."""
+
+    t_ms: int
+    agent: str
+    statement: str
+    turn: int
+    step: int
+
+
+@dataclass(frozen=True)
+class StatementSite:
+    """One statement of the base run, and how a step reaches exactly it."""
+
+    target: str
+    """The agent as a step names it: `alias`, or `alias/name/...` for a sub-agent."""
+    agent: str
+    """Its path in the trace."""
+    kind: str
+    table: str
+    pattern: str
+    """The anchored regex of its shape (`match:`)."""
+    step: int
+    """The 0-based base step during which it ran (the number of steps: the liveness phase)."""
+    skip: int
+    """Earlier statements of the same target and pattern in that step."""
+    t_ms: int
+    turn: int
+    write: bool
+    statement: str
+
+    @property
+    def shape(self) -> str:
+        return f"{self.kind} {self.table}".strip()
+
+
+def sites_of(
+    statements: Sequence[Executed], target_of: Callable[[str], str | None]
+) -> list[StatementSite]:
+    """Every recorded statement whose agent path `target_of` can name, in the order they ran,
+    with the number of earlier statements of its shape on that target in that step."""
+    earlier: dict[tuple[str, int], list[str]] = defaultdict(list)
+    counts: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
+    out = []
+    for executed in statements:
+        target = target_of(executed.agent)
+        if target is None:
+            continue
+        kind, table = statement_shape(executed.statement)
+        pattern = shape_pattern(executed.statement)
+        text = " ".join(executed.statement.split())
+        key = (target, executed.step)
+        matched = counts[key]
+        if pattern not in matched:
+            # A pattern seen for the first time counts what it matches among earlier ones.
+            regex = re.compile(pattern)
+            matched[pattern] = sum(1 for before in earlier[key] if regex.search(before))
+        out.append(
+            StatementSite(
+                target=target,
+                agent=executed.agent,
+                kind=kind,
+                table=table,
+                pattern=pattern,
+                step=executed.step,
+                skip=matched[pattern],
+                t_ms=executed.t_ms,
+                turn=executed.turn,
+                write=is_write(executed.statement),
+                statement=executed.statement,
+            )
+        )
+        for known in matched:
+            if re.search(known, text):
+                matched[known] += 1
+        earlier[key].append(text)
+    return out
+
+
+def site_groups(sites: Sequence[StatementSite]) -> list[list[StatementSite]]:
+    """Sites grouped by (agent, kind, table), groups in order of first appearance."""
+    groups: dict[tuple[str, str, str], list[StatementSite]] = {}
+    for site in sites:
+        groups.setdefault((site.target, site.kind, site.table), []).append(site)
+    return list(groups.values())
+
+
+# -- strategies ---------------------------------------------------------------------------------
+def times(st: Any, horizon_ms: int) -> Any:
+    """Sim times up to `horizon_ms`: whole seconds as often as any millisecond."""
+    return st.one_of(
+        st.integers(0, horizon_ms // 1000).map(lambda s: s * 1000), st.integers(0, horizon_ms)
+    )
+
+
+def fault_options(
+    st: Any,
+    *,
+    kinds: Sequence[str],
+    at: Any,
+    agents: Sequence[str],
+    clients: Sequence[str],
+    groups: Sequence[Sequence[StatementSite]],
+    reasons: Sequence[str] = SCRIPTED_EVICTION_REASONS,
+    repeatable: Sequence[T] = (),
+    repeat: Callable[[int, T], Fault] | None = None,
+) -> dict[str, Any]:
+    """One strategy of `Fault` per feature a schedule may enable (`evict`, `deploy`,
+    `storage:<how>` for each way a storage fault hits, `repeat`, `reconnect`), for the kinds
+    asked and what there is to act on; a feature with nothing to act on is left out."""
+    options: dict[str, Any] = {}
+    if "evict" in kinds:
+        # Sub-agents too (the ones the base run wrote with): one dying alone while its
+        # root lives is a path of its own (a child reset, its leases left in the root).
+        subs = sorted({site.target for group in groups for site in group} - set(agents))
+        options["evict"] = st.builds(
+            lambda t, a, r: Fault(t, "evict", (("agent", a), ("reason", r))),
+            at,
+            st.sampled_from([*agents, *subs]),
+            st.sampled_from(reasons),
+        )
+    if "deploy" in kinds:
+        options["deploy"] = st.builds(lambda t: Fault(t, "deploy"), at)
+    if "storage" in kinds and groups:
+        for how in STORAGE_FAULTS:
+            usable = [
+                [site for site in group if site.write or how != "crash-after-commit"]
+                for group in groups
+            ]
+            usable = [group for group in usable if group]
+            if usable:
+                options[f"storage:{how}"] = _storage_faults(st, usable, how)
+    if "repeat" in kinds and repeatable and repeat is not None:
+        options["repeat"] = st.builds(
+            repeat, at, st.sampled_from(range(len(repeatable))).map(repeatable.__getitem__)
+        )
+    if "reconnect" in kinds and clients:
+        options["reconnect"] = st.builds(
+            lambda t, c: Fault(t, "reconnect", (("client", c),)),
+            at,
+            st.sampled_from(list(clients)),
+        )
+    return options
+
+
+def _storage_faults(st: Any, groups: list[list[StatementSite]], how: str) -> Any:
+    """One occurrence of one statement shape of one agent, hit by `how`: a group first
+    (uniformly, so every shape gets its share), then an occurrence in it."""
+
+    def fault(site: StatementSite) -> Fault:
+        args = (
+            ("agent", site.target),
+            ("kind", how),
+            ("match", site.pattern),
+            ("skip", site.skip),
+        )
+        return Fault(site.t_ms, "arm_storage_fault", args, before=site.step)
+
+    return st.sampled_from(groups).flatmap(lambda group: st.sampled_from(group)).map(fault)
+
+
+def schedules(st: Any, options: dict[str, Any], *, max_steps: int, base_seed: int) -> Any:
+    """Schedules over `options` (from `fault_options`): swarm testing (each example first
+    picks which features it may use at all), one to `max_steps` faults, and a seed that is
+    `base_seed` or any below `SEED_LIMIT`."""
+    features = sorted(options)
+
+    def faults_of(enabled: frozenset[str]) -> Any:
+        chosen = [options[name] for name in features if name in enabled]
+        return st.lists(st.one_of(chosen), min_size=1, max_size=max_steps)
+
+    swarm = st.frozensets(st.sampled_from(features), min_size=1)
+    seeds = st.one_of(st.just(base_seed), st.integers(0, SEED_LIMIT))
+    return st.builds(lambda s, f: Schedule(s, tuple(f)), seeds, swarm.flatmap(faults_of))
