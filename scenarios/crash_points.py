@@ -13,10 +13,11 @@ so the timeline stays the base run's (after the last step for the liveness phase
 between that step's start and the target. Points that die the same way at the same instant
 (agent, shape, kind, place in the turn) are one point. A budget is spent in strata: points are
 grouped by (agent role, kind, shape, the code that issued it; an incarnation's schema statements
-are one group, see `sim.sqlite.fault_group`) and taken round-robin, each group's in spread order
-(first, last, middle, ...), so every table and statement kind is crashed on before any is
-crashed on twice. Whether a point lands where it should is checked on its run (`landed`): a
-point whose fault fired elsewhere, or never, is set aside rather than reported.
+are one group, see `sim.sqlite.fault_group`) and taken round-robin, writes before reads and the
+rarest first, each group's in spread order (first, last, middle, ...), so every table and
+statement kind is crashed on before any is crashed on twice. Whether a point lands where it
+should is checked on its run (`landed`): a point whose fault fired elsewhere, or never, is set
+aside rather than reported.
 """
 
 from __future__ import annotations
@@ -196,11 +197,17 @@ def strata(points: Iterable[CrashPoint]) -> dict[Stratum, list[CrashPoint]]:
 
 
 def choose(points: Sequence[CrashPoint], budget: int) -> list[CrashPoint]:
-    """At most `budget` points: round-robin over the strata, rarest first (fewest points, then
-    first to occur: a statement that ran once, such as a finished fiber's cleanup, is a rare
-    path a smaller budget must still reach), each stratum's points in spread order; returned in
-    base-run order."""
-    groups = sorted(strata(points).values(), key=len)  # stable: first occurrence breaks ties
+    """At most `budget` points: round-robin over the strata, each stratum's points in spread
+    order; returned in base-run order. The strata of writes go first (a death before a write,
+    or after its commit, is where what was durable and what was lost part ways; one before a
+    read dies as one before the turn's next write would), then those of reads; within each,
+    the rarest first (fewest points, then first to occur: a statement that ran once, such as a
+    finished fiber's cleanup, is a rare path a small budget must still reach)."""
+
+    def order(group: list[CrashPoint]) -> tuple[bool, int]:
+        return not is_write(group[0].statement.statement), len(group)
+
+    groups = sorted(strata(points).values(), key=order)  # stable: first occurrence breaks ties
     queues = [deque(group[i] for i in spread(len(group))) for group in groups]
     chosen: list[CrashPoint] = []
     while len(chosen) < budget and any(queues):

@@ -20,7 +20,7 @@ from scenarios.explore_outcome import classify
 from scenarios.interleavings import Planner
 from scenarios.loader import load_scenario, parse_scenario
 from scenarios.runner import ExecutedStatement, run_scenario
-from sim.sqlite import fault_group
+from sim.sqlite import fault_group, is_write
 from tests.scenarios.helpers import LIBRARY, ROOT
 
 SUMMARY = re.compile(r"^\d+ crash points, \d+ interleavings, \d+ failures$")
@@ -165,11 +165,15 @@ def test_the_budget_is_spread_over_every_stratum_before_any_repeats() -> None:
     # The schema set-up of an incarnation is one stratum per kind, whatever table it creates.
     schema = [key for key in groups if key[2] == ("schema", "")]
     assert schema and len({p.shape for key in schema for p in groups[key]}) > len(schema)
-    # A budget smaller than the strata goes to the rarest ones (a statement that ran once).
+    # A budget smaller than the strata goes to writes first, the rarest first (a statement
+    # that ran once), then to reads.
+    writes = [g for g in groups.values() if is_write(g[0].statement.statement)]
     few = choose(points, 5)
-    sizes = sorted(len(group) for group in groups.values())
     key_of = {id(p): key for key, group in groups.items() for p in group}
+    assert all(is_write(p.statement.statement) for p in few)
+    sizes = sorted(len(group) for group in writes)
     assert sorted(len(groups[key_of[id(p)]]) for p in few) == sizes[:5]
+    assert sum(not is_write(p.statement.statement) for p in choose(points, len(writes) + 1)) == 1
     # One shape issued by two places in the code is two strata.
     shapes = [(key[0], key[1], key[2]) for key in groups if key[2] != ("schema", "")]
     assert len(shapes) > len(set(shapes))
