@@ -44,6 +44,8 @@ interface Shared {
   alarms: Map<string, number | null>;
   /** DO id (hex) -> how many instances were constructed (the incarnation number). */
   incarnations: Map<string, number>;
+  /** DO id (hex) -> whether an instance is alive (constructed and not evicted since). */
+  live: Map<string, boolean>;
   /** Class name -> the scenario's options for that class (step_ms, keep_alive_interval_ms...). */
   options: Map<string, Record<string, Json>>;
   /** Bumped by everything that happens, so the runner can tell when work went quiet. */
@@ -63,6 +65,7 @@ export function shared(): Shared {
       records: [],
       alarms: new Map(),
       incarnations: new Map(),
+      live: new Map(),
       options: new Map(),
       activity: 0,
       subscribed: false
@@ -194,6 +197,7 @@ export function resetRun(): void {
   state.records = [];
   state.alarms = new Map();
   state.incarnations = new Map();
+  state.live = new Map();
   state.options = new Map();
   state.activity += 1;
 }

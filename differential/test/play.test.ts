@@ -10,7 +10,7 @@
  * (no record, timer or alarm change for a few real milliseconds) instead of a fixed sleep.
  */
 import { env } from "cloudflare:workers";
-import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { getAgentByName } from "agents";
 import { describe, it } from "vitest";
 import {
@@ -186,9 +186,21 @@ class Player {
     if (action.do === "evict") {
       const stub = this.stubs.get(alias);
       const key = this.keys.get(alias);
-      if (stub && key) {
+      if (stub && key && shared().live.get(key)) {
+        // Kill, never unwind: the instance is reset at once (in-flight calls fail), and its
+        // pending sleeps never fire. `evictDurableObject` would wait for in-flight work.
         dropTimers(key);
-        await evictDurableObject(stub);
+        shared().live.set(key, false);
+        try {
+          await runInDurableObject(stub, (_instance: unknown, state) => state.abort("evicted"));
+        } catch {
+          // abort() throws to unwind the call that asked for it
+        }
+        // A stub of an aborted object stays broken; callers of the real platform hold a stub
+        // obtained before the eviction, whose next call is a plain RPC (no startup): a plain
+        // `get` stub is that.
+        const namespace = this.namespace(alias);
+        this.stubs.set(alias, namespace.get(namespace.idFromName(this.doName(alias))) as Stub);
       }
       return;
     }
@@ -220,12 +232,9 @@ class Player {
     for (const [alias, stub] of this.stubs) {
       result[alias] = await runInDurableObject(stub, (_instance: unknown, state) => {
         const tables: Record<string, Record<string, Json>[]> = {};
-        const names = [
-          ...state.storage.sql.exec(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' " +
-              "AND name NOT LIKE '_cf_%'"
-          )
-        ].map((row) => String(row.name));
+        const names = [...state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'")]
+          .map((row) => String(row.name))
+          .filter((name) => !name.startsWith("sqlite_") && !name.startsWith("_cf_"));
         for (const name of names) {
           tables[name] = [...state.storage.sql.exec(`SELECT * FROM "${name}"`)] as Record<
             string,

@@ -53,6 +53,7 @@ export class HarnessAgent extends Agent<any, any> {
     const state = shared();
     this.incarnation = (state.incarnations.get(key) ?? 0) + 1;
     state.incarnations.set(key, this.incarnation);
+    state.live.set(key, true);
     state.activity += 1;
     const storage = ctx.storage as unknown as Record<string, unknown>;
     const setAlarm = ctx.storage.setAlarm.bind(ctx.storage);

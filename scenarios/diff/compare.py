@@ -1,0 +1,207 @@
+"""Comparison: two normalised stories (`scenarios.diff.normalise.Story`) agree or differ, and a
+difference may be allowed only by a row of `docs/divergences.md`.
+
+Records are compared instant by instant, each instant as a multiset: workerd has two concurrent
+paths within one instant (a request and a background fiber, say), so the order of records that
+share a time says nothing. Tables are compared row set by row set, on the columns both sides
+have; a table only one side has is a difference only when it holds rows (each runtime has
+tables of features the other lacks). The first
+differences are reported with both sides' records, so a reader sees what each side did.
+
+`ALLOWED` is the allow-list: each entry names its divergence row (S1, K3, ...) and says which
+field, column or record type it forgives. Nothing else may differ.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from scenarios.diff.normalise import Story, canonical
+
+__all__ = ["ALLOWED", "Allowed", "Outcome", "compare", "first_difference"]
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """One forgiven difference and the divergence row that explains it."""
+
+    row: str
+    """The row's id in `docs/divergences.md` (S1, K3, ...)."""
+    why: str
+    table: str | None = None
+    column: str | None = None
+    """With `table`: this column is not compared."""
+    row_id: str | None = None
+    """With `table`: the row whose `id` is this is not compared."""
+    event: str | None = None
+    payload_field: str | None = None
+    """With `event`: this payload field is not compared."""
+    scenario: str | None = None
+    """Only for this scenario (None: every scenario)."""
+
+    def applies(self, scenario: str) -> bool:
+        return self.scenario is None or self.scenario == scenario
+
+
+ALLOWED: tuple[Allowed, ...] = (
+    Allowed(
+        row="K3",
+        why="the SDK stamps schedule rows with SQLite's unixepoch() (the real clock); the port "
+        "with the host clock",
+        table="cf_agents_schedules",
+        column="created_at",
+    ),
+    Allowed(
+        row="K6",
+        why="SDK 0.21.0 deletes the legacy cf_state_was_changed row at startup and reads the "
+        "state row alone; the port still writes and reads it",
+        table="cf_agents_state",
+        row_id="cf_state_was_changed",
+    ),
+)
+
+
+@dataclass
+class Outcome:
+    """The verdict of one comparison."""
+
+    agree: bool
+    differences: list[str] = field(default_factory=list)
+    """Sentences, first differences first."""
+    allowed: list[str] = field(default_factory=list)
+    """Rows of the allow-list that forgave something in this comparison."""
+
+
+def _strip(story: Story, rules: Sequence[Allowed]) -> Story:
+    records = []
+    for t, agent, kind, payload in story.records:
+        for rule in rules:
+            if rule.event == kind and rule.payload_field and isinstance(payload, dict):
+                payload = {k: v for k, v in payload.items() if k != rule.payload_field}
+        records.append((t, agent, kind, payload))
+    tables: dict[str, dict[str, list[Any]]] = {}
+    for alias, by_name in story.tables.items():
+        tables[alias] = {}
+        for name, rows in by_name.items():
+            columns = {r.column for r in rules if r.table == name and r.column}
+            ids = {r.row_id for r in rules if r.table == name and r.row_id}
+            stripped = [
+                {k: v for k, v in row.items() if k not in columns}
+                for row in rows
+                if row.get("id") not in ids
+            ]
+            tables[alias][name] = sorted(stripped, key=canonical)
+    return replace(story, records=records, tables=tables)
+
+
+def _show(record: tuple[int, str, str, Any]) -> str:
+    t, agent, kind, payload = record
+    return f"{agent} {kind} {canonical(payload)}"
+
+
+def _clock(t: int) -> str:
+    seconds, ms = divmod(t, 1000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}.{ms:03d}"
+
+
+def _record_differences(left: Story, right: Story, names: tuple[str, str], limit: int) -> list[str]:
+    by_t: dict[int, tuple[Counter[str], Counter[str]]] = {}
+    shown: dict[str, str] = {}
+    for side, story in enumerate((left, right)):
+        for record in story.records:
+            key = canonical(record[1:])
+            shown[key] = _show(record)
+            counters = by_t.setdefault(record[0], (Counter(), Counter()))
+            counters[side][key] += 1
+    out = []
+    for t in sorted(by_t):
+        a, b = by_t[t]
+        if a == b:
+            continue
+        only_a = sorted((a - b).elements())
+        only_b = sorted((b - a).elements())
+        lines = [f"at {_clock(t)}:"]
+        lines += [f"      {names[0]} only: {shown[k]}" for k in only_a[:6]]
+        lines += [f"      {names[1]} only: {shown[k]}" for k in only_b[:6]]
+        hidden = max(0, len(only_a) - 6) + max(0, len(only_b) - 6)
+        if hidden:
+            lines.append(f"      ... and {hidden} more at this instant")
+        out.append("\n".join(lines))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _table_differences(left: Story, right: Story, names: tuple[str, str]) -> list[str]:
+    out = []
+    for alias in sorted(set(left.tables) | set(right.tables)):
+        a_tables = left.tables.get(alias, {})
+        b_tables = right.tables.get(alias, {})
+        for name in sorted(set(a_tables) | set(b_tables)):
+            if name not in a_tables or name not in b_tables:
+                side, rows = (0, a_tables[name]) if name in a_tables else (1, b_tables[name])
+                if rows:  # a table of one runtime alone matters only when it holds rows
+                    out.append(
+                        f"table {alias}.{name}: only {names[side]} has it ({len(rows)} rows)"
+                    )
+                continue
+            a_rows, b_rows = a_tables[name], b_tables[name]
+            columns = set().union(*a_rows) if a_rows else set()
+            other = set().union(*b_rows) if b_rows else set()
+            shared = columns & other if a_rows and b_rows else columns | other
+            a_cut = sorted(({k: r.get(k) for k in shared} for r in a_rows), key=canonical)
+            b_cut = sorted(({k: r.get(k) for k in shared} for r in b_rows), key=canonical)
+            if a_cut == b_cut:
+                continue
+            a_keys = Counter(canonical(r) for r in a_cut)
+            b_keys = Counter(canonical(r) for r in b_cut)
+            only_a = sorted((a_keys - b_keys).elements())[:4]
+            only_b = sorted((b_keys - a_keys).elements())[:4]
+            lines = [f"table {alias}.{name}:"]
+            lines += [f"      {names[0]} only: {row}" for row in only_a]
+            lines += [f"      {names[1]} only: {row}" for row in only_b]
+            out.append("\n".join(lines))
+    return out
+
+
+def first_difference(
+    left: Story, right: Story, names: tuple[str, str] = ("agentsim", "workerd"), limit: int = 3
+) -> list[str]:
+    """Up to `limit` sentences naming where two stories differ (records, then tables)."""
+    found = _record_differences(left, right, names, limit)
+    if len(found) < limit:
+        found += _table_differences(left, right, names)[: limit - len(found)]
+    return found
+
+
+def compare(
+    python: Story,
+    real: Story,
+    scenario: str,
+    allowed: Sequence[Allowed] = ALLOWED,
+    limit: int = 3,
+) -> Outcome:
+    """Whether the port's story and the real SDK's agree, once the allow-list has spoken."""
+    rules = [rule for rule in allowed if rule.applies(scenario)]
+    raw = first_difference(python, real, limit=limit)
+    if not raw:
+        return Outcome(True)
+    stripped = first_difference(_strip(python, rules), _strip(real, rules), limit=limit)
+    if stripped:
+        return Outcome(False, stripped)
+    # A rule forgave something when the stories differ without it (leave one out).
+    forgiven = [
+        rule.row
+        for rule in rules
+        if first_difference(
+            _strip(python, [r for r in rules if r is not rule]),
+            _strip(real, [r for r in rules if r is not rule]),
+            limit=1,
+        )
+    ]
+    return Outcome(True, [], sorted(set(forgiven)))

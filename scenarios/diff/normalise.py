@@ -1,0 +1,211 @@
+"""Normalisation: the records and tables of either side in one comparable form.
+
+Both sides become `Story`: records `(t, agent alias, type, payload)` and final tables
+`alias -> table -> rows`, with
+- times relative to the run's start: the real side's clock starts at `BASE_MS` (a far-future
+  instant, `differential/src/harness.ts`), so epoch milliseconds and seconds near it are
+  shifted back to the port's clock, which starts at 0;
+- ids as ordinals: a string under a key named `id`, `...Id` or `..._id`, or shaped like a
+  21-character nanoid, becomes `#1`, `#2`, ... in order of first appearance, that order taken
+  over the records sorted by time, then by their id-blind text, so that two sides which create
+  the same ids in a different order within one instant still agree;
+- JSON text in a table cell parsed, so key order and spacing never count.
+
+Which records are compared at all (the SDK's observability vocabulary, the agents' `story:*`
+and `workload:*` notes, the harness's alarm snapshots) is decided here too: `SDK_EVENTS`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "BASE_MS",
+    "NOT_COMPARED",
+    "ROWS_NOT_COMPARED",
+    "SDK_EVENTS",
+    "TABLES_NOT_COMPARED",
+    "Story",
+    "canonical",
+    "normalise",
+]
+
+BASE_MS = 4_102_963_200_000
+"""`Date.UTC(2100, 0, 7)`, the real side's virtual epoch (`differential/src/harness.ts`)."""
+_BASE_S = BASE_MS // 1000
+_MS_WINDOW = 10**11
+_S_WINDOW = 10**8
+
+SDK_EVENTS = frozenset(
+    {
+        "fiber:run:started",
+        "fiber:run:completed",
+        "fiber:run:failed",
+        "fiber:run:interrupted",
+        "fiber:recovery:detected",
+        "fiber:recovery:attempt",
+        "fiber:recovery:handled",
+        "fiber:recovery:failed",
+        "fiber:recovery:skipped",
+        "schedule:create",
+        "schedule:cancel",
+        "schedule:execute",
+        "schedule:retry",
+        "schedule:error",
+        "schedule:duplicate_warning",
+        "queue:create",
+        "queue:retry",
+        "queue:error",
+        "destroy",
+        "alarm:memory_limit_reset",
+        "agent_tool:recovery:begin",
+        "agent_tool:recovery:row",
+        "agent_tool:recovery:deadline",
+        "agent_tool:recovery:complete",
+        "agent_tool:recovery:failed",
+        "agent_tool:recovery:reattach",
+        "agent_tool:detached:delivery_failed",
+        "agent_tool:detached:live_count_warning",
+    }
+)
+"""The observability events SDK 0.21.0 emits for what the port models (read from its
+`index.ts`): the port's records of these types are compared; its own records (platform,
+`keep_alive:*`, `fiber:recovery:backoff`, ...) are not, since the SDK has no such event."""
+
+NOT_COMPARED = {
+    "state:update": "the port records state in `cf_agents_state`, compared as table rows",
+    "rpc": "the SDK's `rpc` is a WebSocket call of a @callable method; plays make none",
+    "rpc:error": "the SDK's `rpc:error` is a WebSocket call's; plays make none",
+    "connect": "the SDK's connect event needs a WebSocket client; plays open none",
+    "disconnect": "the SDK's disconnect event needs a WebSocket client; plays open none",
+}
+"""Real-side event types left out of the comparison, each with the reason."""
+
+TABLES_NOT_COMPARED = {
+    "_cf_KV": "workerd's key-value table is internal to the platform, not readable through SQL",
+}
+"""Tables left out of the comparison, each with the reason."""
+
+ROWS_NOT_COMPARED = {
+    ("cf_agents_state", "agentsim_schema_extras"): "the digest of the port's own extra tables "
+    "(`agents_core/schema.py`); the SDK has no such tables",
+}
+"""(table, id) rows left out of the comparison, each with the reason."""
+
+_OWN_PREFIXES = ("story:", "workload:", "harness:")
+_CONSTANT_ID = re.compile(r"^[a-z_]+$")
+_NANOID = re.compile(r"^[A-Za-z0-9_-]{21}$")
+
+
+@dataclass
+class Story:
+    """One side of one play, normalised."""
+
+    records: list[tuple[int, str, str, Any]]
+    """(t, agent alias, type, payload), sorted by time then text."""
+    tables: dict[str, dict[str, list[Any]]]
+    """alias -> table -> rows (each a dict), rows sorted by their text."""
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _is_id(key: str, value: str) -> bool:
+    """An id to number: under an id-named key (but not a constant name such as
+    `cf_state_row_id`), or shaped like a nanoid wherever it is."""
+    if _NANOID.match(value):
+        return True
+    named = key == "id" or key.endswith("Id") or key.endswith("_id")
+    return named and not _CONSTANT_ID.match(value)
+
+
+def _shift_time(value: int, real: bool) -> int:
+    if not real or isinstance(value, bool):
+        return value
+    if abs(value - BASE_MS) < _MS_WINDOW:
+        return value - BASE_MS
+    if abs(value - _BASE_S) < _S_WINDOW:
+        return value - _BASE_S
+    return value
+
+
+def _parse_json_text(value: str) -> Any:
+    text = value.strip()
+    if text[:1] in "{[" and text[-1:] in "}]":
+        try:
+            return json.loads(text)
+        except ValueError:
+            return value
+    return value
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self.ordinals: dict[str, str] = {}
+
+    def of(self, value: str) -> str:
+        if value not in self.ordinals:
+            self.ordinals[value] = f"#{len(self.ordinals) + 1}"
+        return self.ordinals[value]
+
+
+def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "", cell: bool = False) -> Any:
+    """Times shifted, ids masked (ids None) or numbered, JSON text parsed (table cells)."""
+    if isinstance(value, dict):
+        return {k: _clean(v, real, ids, k, cell) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v, real, ids, key, cell) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _shift_time(value, real)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return _shift_time(int(value), real)
+    if isinstance(value, str):
+        if cell:
+            parsed = _parse_json_text(value)
+            if parsed is not value:
+                return _clean(parsed, real, ids, key, cell)
+        if _is_id(key, value):
+            return "#?" if ids is None else ids.of(value)
+    return value
+
+
+def _kept(record_type: str, real: bool) -> bool:
+    if record_type.startswith(_OWN_PREFIXES):
+        return True
+    if real:
+        return record_type not in NOT_COMPARED
+    return record_type in SDK_EVENTS
+
+
+def normalise(
+    records: list[dict[str, Any]], tables: dict[str, dict[str, list[dict[str, Any]]]], real: bool
+) -> Story:
+    """One side's raw records (`{t, agent, type, payload}`) and tables as a `Story`."""
+    kept = [r for r in records if _kept(str(r["type"]), real)]
+    blind = [
+        (int(r["t"]), str(r["agent"]), str(r["type"]), _clean(r.get("payload"), real, None))
+        for r in kept
+    ]
+    order = sorted(range(len(kept)), key=lambda i: (blind[i][0], canonical(blind[i][1:])))
+    ids = _Ids()
+    normal = []
+    for i in order:
+        r = kept[i]
+        payload = _clean(r.get("payload"), real, ids)
+        normal.append((int(r["t"]), str(r["agent"]), str(r["type"]), payload))
+    out_tables: dict[str, dict[str, list[Any]]] = {}
+    for alias in sorted(tables):
+        out_tables[alias] = {}
+        for name in sorted(tables[alias]):
+            if name in TABLES_NOT_COMPARED:
+                continue
+            kept_rows = [
+                row for row in tables[alias][name] if (name, row.get("id")) not in ROWS_NOT_COMPARED
+            ]
+            rows = [_clean(dict(row), real, ids, cell=True) for row in kept_rows]
+            out_tables[alias][name] = sorted(rows, key=canonical)
+    return Story(normal, out_tables)

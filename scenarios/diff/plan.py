@@ -1,0 +1,294 @@
+"""Plan compilation: one scenario, run once in agentsim, becomes the JSON plan the workerd step
+runner (`differential/test/play.test.ts`) plays on the real SDK.
+
+The Python run comes first because it decides what the real side cannot decide by itself: when
+each step's action happens (its `at:` / `after:` resolved against the run's step timings), and
+every eviction the simulator drew (idle timeouts, unscripted deploys). Every `incarnation:end`
+of the trace becomes an explicit `evict` action at its instant, so the scripted `deploy:` and
+`evict:` steps need no action of their own: their evictions are in the trace too. A scenario
+the real side cannot play (a Python-only step, an agent class it has no player for) is refused
+with a `Skip` saying which step and why. The run's records and final tables are kept for the
+comparison (`scenarios.diff.compare`), so the scenario runs in agentsim once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scenarios.runner import budget_for
+from scenarios.schema import (
+    ArmStorageFaultStep,
+    CallStep,
+    ConnectStep,
+    DeployStep,
+    DisconnectStep,
+    EvictStep,
+    FailModelStep,
+    QuiesceStep,
+    ReconnectStep,
+    RequestStep,
+    RunForStep,
+    RunToNextAlarmStep,
+    RunUntilStep,
+    Scenario,
+    SendStep,
+    StallModelStep,
+    Step,
+)
+from scenarios.steps import StepRunner
+from sim import AgentRef, Simulation, parse_duration_ms
+
+__all__ = [
+    "PLAYED_CLASSES",
+    "PYTHON_ONLY_STEPS",
+    "Compiled",
+    "PythonRun",
+    "Skip",
+    "compile_plan",
+]
+
+PLAYED_CLASSES = {
+    "scenarios.workloads:Counter": "Counter",
+    "scenarios.library_agents:Researcher": "Researcher",
+    "scenarios.library_agents:PoisonedResearcher": "PoisonedResearcher",
+    "scenarios.library_agents:SlowRecoveryResearcher": "SlowRecoveryResearcher",
+    "scenarios.library_agents:Batcher": "Batcher",
+    "scenarios.library_agents:Webhooks": "Webhooks",
+    "scenarios.library_agents:StrictWebhooks": "StrictWebhooks",
+    "scenarios.library_agents:Exporter": "Exporter",
+    "scenarios.library_agents:Digest": "Digest",
+}
+"""Scenario class path -> the class the workerd worker exports for it (`differential/src`)."""
+
+PYTHON_ONLY_STEPS: dict[type[Step], str] = {
+    ArmStorageFaultStep: "storage faults and crashes between statements exist only in agentsim",
+    StallModelStep: "the scripted model provider exists only in agentsim",
+    FailModelStep: "the scripted model provider exists only in agentsim",
+}
+"""Step kinds the real side cannot play, with the reason a SKIP line gives."""
+
+_NOT_PLAYED_YET: dict[type[Step], str] = {
+    ConnectStep: "client connections are not played on the real side yet",
+    DisconnectStep: "client connections are not played on the real side yet",
+    ReconnectStep: "client connections are not played on the real side yet",
+    SendStep: "client connections are not played on the real side yet",
+}
+
+_PLAYED_EVICTIONS = ("idle", "deploy", "explicit")
+"""`incarnation:end` reasons the real side reproduces with `evictDurableObject`."""
+
+_EVICTION_WHY = {
+    "alarm-limit": "the platform's 15-minute alarm kill is Python-only (workerd's test pool has "
+    "no alarm time limit)",
+    "crash": "a crash between two statements is Python-only",
+}
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A scenario the real side cannot play: where (a step's line, or the run) and why."""
+
+    where: str
+    why: str
+
+    def sentence(self) -> str:
+        return f"{self.where}: {self.why}"
+
+
+@dataclass
+class PythonRun:
+    """What the agentsim run of a scenario leaves for the comparison."""
+
+    records: list[dict[str, Any]]
+    """Trace records as `{t, agent (alias), type, payload}`, plus one `harness:alarm` per agent
+    after each step (the armed alarm, as the real side snapshots it)."""
+    tables: dict[str, dict[str, list[dict[str, Any]]]]
+    """Alias -> table -> rows, read after the liveness phase."""
+    end_ms: int
+    evictions: list[tuple[int, int, str, str]] = field(default_factory=list)
+    """(t, trace seq, alias, reason) of every incarnation end."""
+    timings: list[tuple[int, int]] = field(default_factory=list)
+    """(begin, end) sim ms of each step, as `scenarios.runner.StepTiming`."""
+
+
+@dataclass
+class Compiled:
+    """A scenario's plan (None when skipped), its skip reason, and its Python run."""
+
+    plan: dict[str, Any] | None
+    skip: Skip | None
+    python: PythonRun | None
+
+
+def _alias(path: str) -> str:
+    parts = path.split("/")
+    return parts[1] if len(parts) >= 2 else path
+
+
+def _static_skip(scenario: Scenario) -> Skip | None:
+    for spec in scenario.agents:
+        if spec.workload is not None:
+            return Skip(
+                f"agent {spec.alias} (line {spec.line})",
+                f"the {spec.workload} workload has no player on the real side yet",
+            )
+        if spec.class_path not in PLAYED_CLASSES:
+            return Skip(
+                f"agent {spec.alias} (line {spec.line})",
+                f"class {spec.class_path} has no player on the real side",
+            )
+    faults = scenario.faults
+    if faults.storage_error_rate > 0 or faults.crash_rate > 0:
+        return Skip("faults:", "background storage errors and crashes are Python-only")
+    if scenario.interleave is not None:
+        return Skip("interleave:", "same-instant reordering is agentsim's own exploration")
+    for step in scenario.steps:
+        why = PYTHON_ONLY_STEPS.get(type(step)) or _NOT_PLAYED_YET.get(type(step))
+        if why is not None:
+            return Skip(f"step {step.index + 1} ({step.kind}, line {step.line})", why)
+        if isinstance(step, EvictStep) and step.child:
+            return Skip(
+                f"step {step.index + 1} (evict, line {step.line})",
+                "sub-agents are not played on the real side yet",
+            )
+    return None
+
+
+def _options(scenario: Scenario, alias: str) -> dict[str, Any]:
+    """The agent's options as the class carries them (durations already in ms)."""
+    spec = scenario.agent(alias)
+    out = {}
+    for key in spec.options:
+        value = getattr(spec.cls, key, spec.options[key])
+        if isinstance(value, str) and key.endswith("_ms"):
+            value = parse_duration_ms(value)
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _run_python(scenario: Scenario) -> PythonRun:
+    """Run the scenario in agentsim (its own seed, no invariants), keeping what the comparison
+    needs: the steps' action times, alarm snapshots, the trace and the final tables."""
+    sim = Simulation(seed=scenario.seed, faults=scenario.faults, budget=budget_for(scenario))
+    snapshots: list[dict[str, Any]] = []
+    timings: list[tuple[int, int]] = []
+    try:
+        steps = StepRunner(sim, scenario)
+        refs = {spec.alias: AgentRef(spec.cls, spec.alias) for spec in scenario.agents}
+        for index, step in enumerate(scenario.steps):
+            begin = sim.now_ms
+            steps.run(step)
+            timings.append((begin, sim.now_ms))
+            for alias, ref in refs.items():
+                at = sim.alarm_of(ref) if ref.path in sim.platform.records else None
+                snapshots.append(
+                    {
+                        "t": sim.now_ms,
+                        "agent": alias,
+                        "type": "harness:alarm",
+                        "payload": {"at": at, "step": f"step {index + 1}"},
+                    }
+                )
+        sim.quiesce(scenario.liveness_limit_ms)
+        end_ms = sim.now_ms
+        records = [
+            {"t": r.t_ms, "agent": _alias(r.agent), "type": r.event, "payload": dict(r.fields)}
+            for r in sim.trace.records
+        ]
+        evictions = [
+            (r.t_ms, r.seq, _alias(r.agent), str(r.fields.get("reason")))
+            for r in sim.trace.records
+            if r.event == "incarnation:end"
+        ]
+        tables = {
+            alias: sim.snapshot(ref)
+            for alias, ref in refs.items()
+            if ref.path in sim.platform.records
+        }
+    finally:
+        sim.close()
+    return PythonRun(records + snapshots, tables, end_ms, evictions, timings)
+
+
+def _action_time(step: Step, begin_ms: int) -> int:
+    t = begin_ms
+    if step.after_ms is not None:
+        t += step.after_ms
+    if step.at_ms is not None and step.at_ms >= t:
+        t = step.at_ms
+    return t
+
+
+def _step_action(step: Step) -> dict[str, Any] | None:
+    if isinstance(step, CallStep):
+        if step.kwargs:
+            return {"unsupported": "a call with keyword arguments"}
+        return {
+            "do": "call",
+            "agent": step.agent,
+            "method": step.method,
+            "args": list(step.args),
+            "wait": step.wait,
+        }
+    if isinstance(step, RequestStep):
+        return {
+            "do": "request",
+            "agent": step.agent,
+            "http_method": step.method,
+            "path": step.path,
+            "body": step.body,
+            "headers": dict(step.headers),
+        }
+    if isinstance(
+        step,
+        DeployStep | EvictStep | RunForStep | RunUntilStep | RunToNextAlarmStep | QuiesceStep,
+    ):
+        return None  # time only; deploy/evict come from the trace's incarnation ends
+    return {"unsupported": f"step kind {step.kind}"}
+
+
+def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
+    """The plan for `scenario`, or why it cannot be played, and its agentsim run."""
+    skip = _static_skip(scenario)
+    if skip is not None:
+        return Compiled(None, skip, None)
+    python = _run_python(scenario)
+    for t, _seq, alias, reason in python.evictions:
+        if reason not in _PLAYED_EVICTIONS:
+            why = _EVICTION_WHY.get(reason, f"an incarnation end for {reason!r} is Python-only")
+            return Compiled(None, Skip(f"the run, at {t} ms ({alias})", why), python)
+    timings = python.timings
+    items: list[tuple[int, float, dict[str, Any]]] = []
+    scripted: dict[int, int] = {}  # action time of a deploy/evict step -> its rank
+    for index, (step, (begin, end)) in enumerate(zip(scenario.steps, timings, strict=True)):
+        t = _action_time(step, begin)
+        action = _step_action(step)
+        if action is not None and "unsupported" in action:
+            where = f"step {index + 1} ({step.kind}, line {step.line})"
+            return Compiled(None, Skip(where, f"{action['unsupported']} is not played"), python)
+        if isinstance(step, DeployStep | EvictStep):
+            scripted.setdefault(t, 2 * index + 1)
+        if action is not None:
+            items.append((t, 2 * index + 1, {"t": t, **action}))
+        items.append(
+            (end, 2 * index + 2, {"t": end, "do": "snapshot", "label": f"step {index + 1}"})
+        )
+    for t, seq, alias, _reason in python.evictions:
+        rank = scripted.get(t, -1) + seq / 1e9
+        items.append((t, rank, {"t": t, "do": "evict", "agent": alias}))
+    items.sort(key=lambda item: (item[0], item[1]))
+    plan = {
+        "name": scenario.name,
+        "repeat": repeat,
+        "end_ms": python.end_ms,
+        "agents": {
+            spec.alias: {
+                "class": PLAYED_CLASSES[spec.class_path],
+                "options": _options(scenario, spec.alias),
+            }
+            for spec in scenario.agents
+        },
+        "actions": [item[2] for item in items],
+    }
+    return Compiled(plan, None, python)

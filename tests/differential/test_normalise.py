@@ -1,0 +1,69 @@
+"""Normalisation makes the two sides' records comparable: ids as ordinals, the real side's
+far-future clock shifted back to the port's, JSON cells parsed, same-instant order ignored."""
+
+from __future__ import annotations
+
+from scenarios.diff.compare import compare
+from scenarios.diff.normalise import BASE_MS, normalise
+
+
+def _record(t: int, kind: str, **payload: object) -> dict:
+    return {"t": t, "agent": "a", "type": kind, "payload": payload}
+
+
+def test_ids_become_ordinals_in_order_of_first_appearance() -> None:
+    """Two different nanoids name #1 and #2 on each side, whatever their text."""
+    python = normalise(
+        [
+            _record(0, "fiber:run:started", fiberId="aaaaaaaaaaaaaaaaaaaaa"),
+            _record(5, "fiber:run:completed", fiberId="aaaaaaaaaaaaaaaaaaaaa"),
+            _record(9, "fiber:run:started", fiberId="bbbbbbbbbbbbbbbbbbbbb"),
+        ],
+        {},
+        real=False,
+    )
+    ids = [payload["fiberId"] for _t, _a, _k, payload in python.records]
+    assert ids == ["#1", "#1", "#2"]
+
+
+def test_the_real_clock_is_shifted_back_to_the_ports() -> None:
+    """Epoch ms and seconds near the real side's base read as ms and s since the run began."""
+    real = normalise(
+        [_record(1000, "schedule:create", at=BASE_MS + 30_000, time=BASE_MS // 1000 + 30)],
+        {},
+        real=True,
+    )
+    assert real.records[0][3] == {"at": 30_000, "time": 30}
+
+
+def test_the_port_keeps_only_the_sdks_events_and_its_own_notes() -> None:
+    """A port-only record (keep_alive:acquire) is dropped; an SDK event and a note stay."""
+    python = normalise(
+        [
+            _record(0, "keep_alive:acquire", lease=1),
+            _record(0, "fiber:run:started", fiberId="x" * 21),
+            _record(0, "story:step", step="s1"),
+        ],
+        {},
+        real=False,
+    )
+    assert [kind for _t, _a, kind, _p in python.records] == ["fiber:run:started", "story:step"]
+
+
+def test_same_instant_order_is_not_compared() -> None:
+    """Two records of one instant in either order agree; a different instant does not."""
+    first = [_record(10, "story:a"), _record(10, "story:b")]
+    swapped = [_record(10, "story:b"), _record(10, "story:a")]
+    later = [_record(10, "story:a"), _record(11, "story:b")]
+    left = normalise(first, {}, real=False)
+    assert compare(left, normalise(swapped, {}, real=True), "s").agree
+    outcome = compare(left, normalise(later, {}, real=True), "s")
+    assert not outcome.agree
+    assert "agentsim only: a story:b {}" in outcome.differences[0]
+
+
+def test_json_cells_are_compared_as_values() -> None:
+    """A JSON cell written with other spacing or key order is the same value."""
+    ours = normalise([], {"a": {"story_log": [{"data": '{"a": 1, "b": [2]}'}]}}, real=False)
+    theirs = normalise([], {"a": {"story_log": [{"data": '{"b":[2],"a":1}'}]}}, real=True)
+    assert compare(ours, theirs, "s").agree
