@@ -265,6 +265,19 @@ def _parser() -> _Parser:
     )
     golden.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
     golden.add_argument("--update", action="store_true", help="write the golden files")
+    diff = commands.add_parser(
+        "diff",
+        help="run scenarios in agentsim and on the real Agents SDK in workerd; compare traces",
+        description="Run each scenario in agentsim and on the real SDK in workerd (the npm "
+        "project in differential/), normalise both traces and compare them: one AGREE, "
+        "DIFFER, UNSTABLE or SKIP line each. Exit 0 when nothing differs, 1 when something "
+        "differs or is unstable, 2 for bad input.",
+    )
+    diff.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
+    diff.add_argument(
+        "--repeat", type=positive, default=3, help="plays of the real side per scenario (3)"
+    )
+    diff.add_argument("--sdk", metavar="VERSION", help="play on this npm version of agents")
     return parser
 
 
@@ -313,6 +326,10 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _fuzz(args, out)
     if args.command == "explore":
         return _explore(args, out)
+    if args.command == "diff":
+        from scenarios.diff import diff_command  # the differential stage, loaded only for it
+
+        return diff_command(args.paths, args.repeat, args.sdk, out, err)
     return _golden(args.paths, args.update, out)
 
 
