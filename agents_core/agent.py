@@ -2,9 +2,12 @@
 
 The platform (any `Host`) constructs an agent once per incarnation and calls its `_cf_*` entries:
 `_cf_start` once under the input gate, then `_cf_fetch`, `_cf_connect`, `_cf_message`,
-`_cf_close` and `_cf_alarm` for each event. User code overrides the `on_*` hooks. The durable
-runtime (keepAlive, the alarm multiplexer, schedules, fibers, recovery, sub-agents) comes from
-the mixins, one module each; this module holds what every agent has and the startup order.
+`_cf_close` and `_cf_alarm` for each event. A new connection first gets the SDK's protocol
+frames, in its order: `cf_agent_identity`, `cf_agent_state` (when there is state),
+`cf_agent_mcp_servers`; then the agent-tool replay, then `on_connect`. User code overrides the
+`on_*` hooks. The durable runtime (keepAlive, the alarm multiplexer, schedules, fibers,
+recovery, sub-agents) comes from the mixins, one module each; this module holds what every agent
+has and the startup order.
 """
 
 from __future__ import annotations
@@ -39,6 +42,18 @@ STATE_TABLE_DDL = (
 )
 STATE_ROW_ID = "cf_state_row_id"
 STATE_WAS_CHANGED = "cf_state_was_changed"
+IDENTITY_FRAME_TYPE = "cf_agent_identity"
+STATE_FRAME_TYPE = "cf_agent_state"
+
+
+def kebab_case(name: str) -> str:
+    """The SDK's `camelCaseToKebabCase`, which names an agent class in `cf_agent_identity`
+    (`StoryParent` -> `story-parent`; an all-capitals name is just lowered)."""
+    if name == name.upper() and name != name.lower():
+        return name.lower().replace("_", "-")
+    kebab = "".join(f"-{c.lower()}" if "A" <= c <= "Z" else c for c in name)
+    kebab = kebab.removeprefix("-").replace("_", "-")
+    return kebab.removesuffix("-")
 
 
 @dataclass(frozen=True)
@@ -112,6 +127,7 @@ class Agent(
         self._on_start_schedule_warned: set[str] = set()
         self._destroyed = False
         self._executing_schedule_id: str | None = None
+        self._no_protocol_connections: set[str] = set()
         self._init_facet_state()
         if self._is_facet and host.kv.get("cf_agents_is_facet"):
             # A facet that lived before died on its own: its root still holds the leases that
@@ -163,7 +179,7 @@ class Agent(
         self.sql(upsert, STATE_ROW_ID, encoded)
         self.sql(upsert, STATE_WAS_CHANGED, "true")
         self._state = json.loads(encoded)
-        self.broadcast({"type": "cf_agent_state", "state": self._state})
+        self._broadcast_protocol({"type": STATE_FRAME_TYPE, "state": self._state})
         self.on_state_update(self._state, "server")
 
     def on_state_update(self, state: Any, source: str) -> None:
@@ -177,6 +193,15 @@ class Agent(
 
     def get_connections(self) -> list[Connection]:
         return self._host.clients.connections()
+
+    def should_send_protocol_messages(self, connection: Connection) -> bool:
+        """Whether `connection` gets the protocol frames (identity, state, MCP servers), on
+        connect and in later broadcasts; override to keep them from binary-only clients."""
+        return True
+
+    def _broadcast_protocol(self, frame: Any) -> None:
+        """A protocol frame to every connection that takes protocol frames."""
+        self.broadcast(frame, tuple(self._no_protocol_connections))
 
     # -- user hooks -------------------------------------------------------------------------
     async def on_start(self) -> None:
@@ -217,6 +242,7 @@ class Agent(
         set_current_agent(self)
         self._hydrate_facet_identity()
         self._restore_mcp_connections()
+        self._broadcast_mcp_servers()
         await self._check_run_fibers()
         self._collect_agent_tool_runs_for_recovery()
         self._in_on_start = True
@@ -260,8 +286,20 @@ class Agent(
 
     async def _cf_connect(self, connection: Connection) -> None:
         set_current_agent(self)
-        if self.state is not None:
-            connection.send({"type": "cf_agent_state", "state": self.state})
+        if self.should_send_protocol_messages(connection):
+            if self._options.send_identity_on_connect:
+                connection.send(
+                    {
+                        "type": IDENTITY_FRAME_TYPE,
+                        "name": self.name,
+                        "agent": kebab_case(type(self).__name__),
+                    }
+                )
+            if self.state is not None:
+                connection.send({"type": STATE_FRAME_TYPE, "state": self.state})
+            connection.send(self._mcp_servers_frame())
+        else:
+            self._no_protocol_connections.add(connection.id)
         await self._replay_agent_tool_runs(connection)
         await self.on_connect(connection)
 
@@ -270,6 +308,7 @@ class Agent(
         await self.on_message(connection, message)
 
     async def _cf_close(self, connection: Connection, code: int, reason: str) -> None:
+        self._no_protocol_connections.discard(connection.id)
         await self.on_close(connection, code, reason)
 
     async def _cf_rpc(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -1,13 +1,17 @@
 """MCP servers, modelled only as far as the durable runtime depends on them: a registry of servers
 in `cf_agents_mcp_servers` and its restore at startup, before the fiber recovery scan, so a
 recovery hook can use a tool server the agent had connected (spec fibers §1.4 step 3, F-65).
-The MCP protocol itself (discovery, tool calls, OAuth) is not part of this port."""
+Clients learn the list from `cf_agent_mcp_servers` frames in the SDK's shape (`{type, mcp:
+{servers, tools, prompts, resources}}`): one on every connect, and a broadcast at every startup
+(after the restore) and whenever a server is added or removed. The MCP protocol itself
+(discovery, tool calls, OAuth) is not part of this port, so tools, prompts and resources are
+always empty and a server's capabilities, instructions and error are null."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MCP_SERVERS_DDL", "McpMixin"]
+__all__ = ["MCP_SERVERS_DDL", "MCP_SERVERS_FRAME_TYPE", "McpMixin"]
 
 MCP_SERVERS_DDL = (
     """CREATE TABLE IF NOT EXISTS cf_agents_mcp_servers (
@@ -20,6 +24,9 @@ MCP_SERVERS_DDL = (
         server_options TEXT
     )""",
 )
+
+
+MCP_SERVERS_FRAME_TYPE = "cf_agent_mcp_servers"
 
 
 class McpMixin:
@@ -36,11 +43,36 @@ class McpMixin:
             url,
         )
         self._connect_mcp(server_id, name, url, restored=False)
+        self._broadcast_mcp_servers()
         return server_id
 
     def remove_mcp_server(self: Any, server_id: str) -> None:
         self.sql("DELETE FROM cf_agents_mcp_servers WHERE id = ?", server_id)
         self.mcp_connections.pop(server_id, None)
+        self._broadcast_mcp_servers()
+
+    def get_mcp_servers(self: Any) -> dict[str, Any]:
+        """The SDK's `MCPServersState`: every registered server by id, and the (here always
+        empty) tools, prompts and resources they offer."""
+        servers = {
+            server_id: {
+                "auth_url": None,
+                "capabilities": None,
+                "error": None,
+                "instructions": None,
+                "name": server["name"],
+                "server_url": server["url"],
+                "state": server["state"],
+            }
+            for server_id, server in self.mcp_connections.items()
+        }
+        return {"prompts": [], "resources": [], "servers": servers, "tools": []}
+
+    def _mcp_servers_frame(self: Any) -> dict[str, Any]:
+        return {"type": MCP_SERVERS_FRAME_TYPE, "mcp": self.get_mcp_servers()}
+
+    def _broadcast_mcp_servers(self: Any) -> None:
+        self._broadcast_protocol(self._mcp_servers_frame())
 
     def _restore_mcp_connections(self: Any) -> None:
         for row in self.sql(

@@ -40,6 +40,8 @@ class AgentOptions:
     fiber_recovery_scan_deadline_ms: int = 10_000
     fiber_recovery_max_age_ms: int = 86_400_000
     max_alarm_memory_limit_strikes: int = 3
+    send_identity_on_connect: bool = True
+    """Send `cf_agent_identity` (the instance name and class) first on every connection."""
     # agent-tool options (used by agents_core.agent_tools)
     max_concurrent_agent_tools: int | None = None
     agent_tool_reattach_no_progress_timeout_ms: int = 120_000
@@ -49,6 +51,7 @@ class AgentOptions:
 
 
 _NAMES = tuple(f.name for f in fields(AgentOptions))
+_BOOLEAN_OPTIONS = ("send_identity_on_connect",)
 _INF = float("inf")
 
 OPTION_RANGES: dict[str, tuple[int, int, bool, str]] = {
@@ -150,6 +153,9 @@ def resolve_options(given: Mapping[str, Any] | None) -> AgentOptions:
         if name in OPTION_RANGES:
             low, high, infinite, _ = OPTION_RANGES[name]
             check_range(name, value, low, high, infinite)
+    for name in _BOOLEAN_OPTIONS:
+        if name in values and not isinstance(values[name], bool):
+            raise ValueError(f"{name} must be True or False, got {values[name]!r}")
     if "retry" in values:
         values["retry"] = resolve_retry(values["retry"], RetryOptions())
     return AgentOptions(**values)

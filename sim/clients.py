@@ -3,7 +3,9 @@
 A `Client` is what a test holds: it connects to an agent, receives frames, sends messages,
 disconnects and reconnects. Each connection the agent sees is a `ServerConnection` bound to one
 incarnation; when that incarnation dies the connection closes (code 1006) and the client is told.
-An open connection keeps its agent from idling.
+An open connection keeps its agent from idling. Like the SDK's client, a `Client` keeps what the
+protocol frames of its latest connection said: `identity` (`cf_agent_identity`) and
+`mcp_servers` (`cf_agent_mcp_servers`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sim.platform import Incarnation
+    from sim.incarnation import Incarnation
 
 __all__ = ["Client", "ClientEvent", "ServerConnection"]
 
@@ -45,6 +47,25 @@ class Client:
     def frames(self) -> list[Any]:
         """Every frame received, across connections, in order."""
         return [event.data for event in self.timeline if event.kind == "frame"]
+
+    @property
+    def identity(self) -> dict[str, Any] | None:
+        """`{"name", "agent"}` from the latest `cf_agent_identity` frame (None before one)."""
+        frame = self._latest_frame("cf_agent_identity")
+        return None if frame is None else {"name": frame.get("name"), "agent": frame.get("agent")}
+
+    @property
+    def mcp_servers(self) -> dict[str, Any] | None:
+        """The MCP state of the latest `cf_agent_mcp_servers` frame (None before one)."""
+        frame = self._latest_frame("cf_agent_mcp_servers")
+        return None if frame is None else frame.get("mcp")
+
+    def _latest_frame(self, frame_type: str) -> dict[str, Any] | None:
+        for event in reversed(self.timeline):
+            data = event.data
+            if event.kind == "frame" and isinstance(data, dict) and data.get("type") == frame_type:
+                return data
+        return None
 
     def send(self, message: Any) -> None:
         """Send a message to the agent (delivered as the next event at this time)."""

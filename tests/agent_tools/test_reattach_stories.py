@@ -39,6 +39,11 @@ def fold(sim: Simulation, frames: list[Any]) -> AgentToolEvents:
     return events
 
 
+def tool_frames(client: Any) -> list[dict[str, Any]]:
+    """The `agent-tool-event` frames a client received (not the protocol frames of a connect)."""
+    return [f for f in client.frames if isinstance(f, dict) and f.get("type") == "agent-tool-event"]
+
+
 def chunk_sequences(frames: list[Any]) -> list[int]:
     return [
         f["event"]["chunkSequence"]
@@ -55,7 +60,7 @@ def test_parent_restarted_mid_run_streams_the_child_to_its_terminal(sim: Simulat
     client = sim.connect(p, "browser")
     sim.start_call(p, "go", "ResumingChild", "research", STEPS, RESUME)
     sim.run_for(200)
-    assert [json.loads(f["event"]["body"])["delta"] for f in client.frames[1:]] == [
+    assert [json.loads(f["event"]["body"])["delta"] for f in tool_frames(client)[1:]] == [
         "Looking ",
         "into ",
     ]
@@ -68,7 +73,7 @@ def test_parent_restarted_mid_run_streams_the_child_to_its_terminal(sim: Simulat
 
     row = sim.query(p, "SELECT status, summary FROM cf_agent_tool_runs")[0]
     assert row == {"status": "completed", "summary": "Looking into the question."}
-    after_restart = client.frames[3:]
+    after_restart = tool_frames(client)[3:]
     assert [f.get("replay", False) for f in after_restart[:3]] == [True, True, True]
     assert [f["event"]["kind"] for f in after_restart[3:]] == ["chunk", "chunk", "finished"]
     # Live frames carry sequences 1..2 again: the wire sequence is no identity after a restart.
@@ -113,5 +118,5 @@ def test_parent_restarted_twice_still_collects_the_child_once(sim: Simulation) -
     run = fold(sim, client.frames).runs_by_id["research"]
     assert run.status == "completed"
     assert parts_text(run.parts) == "Looking into the question."
-    kinds = [f["event"]["kind"] for f in client.frames if isinstance(f, dict)]
+    kinds = [f["event"]["kind"] for f in tool_frames(client)]
     assert kinds.count("finished") == 1

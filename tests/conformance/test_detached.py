@@ -279,10 +279,15 @@ def child_row(sim: Simulation, ref: Any, run_id: str, cls: type = ScriptedChild)
     return rows[0] if rows else {}
 
 
+def tool_frames(client: Any) -> list[dict[str, Any]]:
+    """The `agent-tool-event` frames a client received (not the protocol frames of a connect)."""
+    return [f for f in client.frames if f.get("type") == "agent-tool-event"]
+
+
 def terminal_frames(client: Any, run_id: str) -> list[dict[str, Any]]:
     return [
         f
-        for f in client.frames
+        for f in tool_frames(client)
         if f["event"]["runId"] == run_id
         and f["event"]["kind"] != "started"
         and f["event"]["kind"] != "chunk"
@@ -291,7 +296,9 @@ def terminal_frames(client: Any, run_id: str) -> list[dict[str, Any]]:
 
 def run_frames(client: Any, run_id: str) -> list[tuple[int, str]]:
     return [
-        (f["sequence"], f["event"]["kind"]) for f in client.frames if f["event"]["runId"] == run_id
+        (f["sequence"], f["event"]["kind"])
+        for f in tool_frames(client)
+        if f["event"]["runId"] == run_id
     ]
 
 

@@ -150,7 +150,7 @@ def test_client_frames_count_what_the_client_received() -> None:
     (failure,) = run(text).failures
     assert failure.startswith(
         "x.yaml:56: expect 6 (client): expected client alice (of parent) to receive exactly 3 "
-        "frames with type 'agent-tool-event', kind 'finished', run 'lookup'; found 2 of the 9 "
+        "frames with type 'agent-tool-event', kind 'finished', run 'lookup'; found 2 of the 13 "
         "it received: at 00:00:01.000 {'event': {'kind': 'finished', 'runId': 'lookup', "
     )
 

@@ -30,14 +30,23 @@ class Echo(Agent):
 
 
 def test_a_client_gets_state_then_its_welcome_then_echoes(sim: Simulation) -> None:
-    """On connect the agent's state is sent first; messages are answered in order."""
+    """On connect the protocol frames come first (identity, state, MCP servers), then
+    on_connect's welcome; messages are answered in order."""
     ref = sim.agent(Echo, "e")
     client = sim.connect(ref)
     client.send("one")
     client.send("two")
     sim.run_for(100)
     kinds = [frame["type"] for frame in client.frames]
-    assert kinds == ["cf_agent_state", "welcome", "echo", "echo"]
+    assert kinds == [
+        "cf_agent_identity",
+        "cf_agent_state",
+        "cf_agent_mcp_servers",
+        "welcome",
+        "echo",
+        "echo",
+    ]
+    assert client.identity == {"name": "e", "agent": "echo"}
     assert [f["body"] for f in client.frames if f["type"] == "echo"] == ["one", "two"]
 
 
@@ -75,15 +84,10 @@ def test_eviction_drops_connections_and_reconnect_starts_a_new_incarnation(sim: 
     sim.reconnect(client)
     assert client.connected
     assert sim.incarnation_of(ref) == 2
-    assert [e.kind for e in client.timeline] == [
-        "open",
-        "frame",
-        "frame",
-        "close",
-        "open",
-        "frame",
-        "frame",
-    ]
+    # each connection: identity, state, MCP servers, welcome
+    assert [e.kind for e in client.timeline] == ["open", *["frame"] * 4, "close", "open"] + [
+        "frame"
+    ] * 4
 
 
 def test_sending_on_a_closed_client_is_an_error(sim: Simulation) -> None:
