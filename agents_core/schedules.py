@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agents_core.cron import next_cron_time_ms
-from agents_core.errors import InvalidArgument
+from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import RetryOptions, resolve_retry
 from agents_core.probes import probe
 from agents_core.schedule_dispatch import ScheduleDispatchMixin, retry_from_json, retry_to_json
@@ -385,6 +385,36 @@ class SchedulesMixin(ScheduleDispatchMixin):
             self._schedule_owner_key(),
         )
         return row_to_schedule(rows[0]) if rows else None
+
+    def get_schedule(self: Any, id: str) -> Schedule | None:
+        """Deprecated synchronous `get_schedule_by_id`: this agent's schedule `id`, or None.
+        A sub-agent's schedules live on its root, out of a synchronous read's reach, so inside
+        one it raises (as the SDK's `getSchedule` throws)."""
+        if getattr(self, "_is_facet", False):
+            raise AgentsError(
+                "get_schedule() is synchronous and cannot read parent-owned sub-agent "
+                f"schedules (asked for {id!r}). Use await self.get_schedule_by_id(id) instead."
+            )
+        rows = self.sql(
+            "SELECT * FROM cf_agents_schedules WHERE id = ? AND owner_path_key IS NULL", id
+        )
+        return row_to_schedule(rows[0]) if rows else None
+
+    def get_schedules(
+        self: Any,
+        *,
+        id: str | None = None,
+        type: str | None = None,
+        time_range: Mapping[str, datetime | None] | None = None,
+    ) -> list[Schedule]:
+        """Deprecated synchronous `list_schedules` (same filters); raises inside a sub-agent,
+        whose schedules live on its root (as the SDK's `getSchedules` throws)."""
+        if getattr(self, "_is_facet", False):
+            raise AgentsError(
+                "get_schedules() is synchronous and cannot read parent-owned sub-agent "
+                "schedules. Use await self.list_schedules(...) instead."
+            )
+        return self._list_schedules_for_owner(None, id=id, type=type, time_range=time_range)
 
     async def list_schedules(
         self: Any,

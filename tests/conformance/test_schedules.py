@@ -732,3 +732,20 @@ def test_a_schedule_whose_alarm_could_not_be_armed_still_fires(sim: Simulation) 
     assert [r["callback"] for r in runs(sim, ref)] == ["tick"]
     assert 120_000 <= run_times(sim, ref)[0] <= 121_000
     assert schedule_rows(sim, ref) == []
+
+
+def test_the_deprecated_sync_reads_see_the_agents_own_rows(sim: Simulation) -> None:
+    """`get_schedule` / `get_schedules` (the SDK's deprecated synchronous `getSchedule` /
+    `getSchedules`) answer as the async pair does on a top-level agent: same rows, same filters,
+    None for a missing id."""
+    ref = sim.agent(Recorder, "a")
+    delayed = sim.call(ref, "schedule", 100, "tick", {"n": 1})
+    every = sim.call(ref, "schedule_every", 50, "tick")
+    assert sim.call(ref, "get_schedule", delayed.id) == delayed
+    assert sim.call(ref, "get_schedule", "missing00") is None
+    assert sim.call(ref, "get_schedules") == sim.call(ref, "list_schedules")
+    assert [s.id for s in sim.call(ref, "get_schedules")] == [delayed.id, every.id]
+    assert [s.id for s in sim.call(ref, "get_schedules", type="interval")] == [every.id]
+    assert [s.id for s in sim.call(ref, "get_schedules", id=delayed.id)] == [delayed.id]
+    window = {"start": at(sim, 60), "end": None}
+    assert [s.id for s in sim.call(ref, "get_schedules", time_range=window)] == [delayed.id]

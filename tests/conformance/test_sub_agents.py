@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agents_core.alarm import DESTROY_PENDING_KEY, FIBER_RECOVERY_MAX_BACKOFF_MS
+from agents_core.errors import AgentsError
 from sim import AgentEvicted, Simulation
 from sim.simulation import AgentRef
 from sim.sqlite import KV_TABLE
@@ -202,6 +203,26 @@ def test_F042_sub_agent_cancels_its_schedule_through_the_root(sim: Simulation) -
     assert sim.call(root, "at", [(Child, "c")], "cancel_schedule", created.id) is False
     sim.run_for(120_000)
     assert journal(sim, child, "tick") == []
+
+
+def test_sync_schedule_reads_throw_in_a_sub_agent_while_the_async_pair_works(
+    sim: Simulation,
+) -> None:
+    """A sub-agent's schedules live on the root: the deprecated synchronous `get_schedule` /
+    `get_schedules` raise there, naming the async call to use instead, while
+    `get_schedule_by_id` / `list_schedules` reach the root. The root's own sync reads do not
+    see the child's row (it is not the root's own schedule)."""
+    root = wake(sim)
+    child = [(Child, "c")]
+    created = sim.call(root, "at", child, "schedule", 30, "tick", "later")
+    with pytest.raises(AgentsError, match=r"get_schedule\(\) is synchronous.*get_schedule_by_id"):
+        sim.call(root, "at", child, "get_schedule", created.id)
+    with pytest.raises(AgentsError, match=r"get_schedules\(\) is synchronous.*list_schedules"):
+        sim.call(root, "at", child, "get_schedules")
+    assert sim.call(root, "at", child, "get_schedule_by_id", created.id).id == created.id
+    assert [s.id for s in sim.call(root, "at", child, "list_schedules")] == [created.id]
+    assert sim.call(root, "get_schedule", created.id) is None
+    assert sim.call(root, "get_schedules") == []
 
 
 def test_F046_grandchild_schedules_dispatch_hop_by_hop_and_die_with_an_ancestor(
