@@ -6,7 +6,9 @@ alone; `invariants` give one sentence per violation the named checkers found. Va
 compared as JSON: `true` is not `1`, `1` is `1.0`. Hook counts, record order and client
 timelines are in `scenarios.expect_timeline`; like the checkers, they read only the trace.
 Queries and states are read with `Simulation.read`, which refuses anything but a read, so no
-expectation can change what a later one sees.
+expectation can change what a later one sees; one naming a sub-agent (`parent/r1`) finds it
+among those its parent created, as an `evict` step does. `contains:` matches fields as subsets
+(`scenarios.records.contains`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from scenarios.schema import (
     QueryExpectation,
     Scenario,
     StateExpectation,
+    StorageExpectation,
 )
+from scenarios.steps import find_sub_agent
 from sim import AgentRef, Simulation, TraceRecord, format_sim_time
 from sim.checkers import check, context_from
 from sim.probes import ALL_PROBES
@@ -81,27 +85,31 @@ def _check_probes(sim: Simulation, expectation: ProbesExpectation) -> list[str]:
 def _check(sim: Simulation, scenario: Scenario, expectation: Expectation) -> str:
     if isinstance(expectation, EventExpectation):
         return _check_event(sim, scenario, expectation)
-    spec = scenario.agent(expectation.agent)  # type: ignore[attr-defined]
-    ref = AgentRef(spec.cls, spec.alias)
+    if not isinstance(expectation, StorageExpectation):
+        raise TypeError(f"unknown expectation {expectation!r}")
+    spec = scenario.agent(expectation.agent)
+    ref, why = find_sub_agent(
+        sim, AgentRef(spec.cls, spec.alias), expectation.child, expectation.child_class
+    )
+    if ref is None:
+        return f"cannot read {expectation.target}: {why}"
+    who = expectation.target
     if isinstance(expectation, QueryExpectation):
         try:
             rows = sim.read(ref, expectation.sql, *expectation.params)
         except Exception as exc:
-            return f"the query {expectation.sql!r} failed: {exc}"
+            return f"the query {expectation.sql!r} on {who} failed: {exc}"
         if not json_equal(rows, list(expectation.rows)):
             return (
-                f"the query {expectation.sql!r} on {spec.alias} returned {show(rows)}, "
+                f"the query {expectation.sql!r} on {who} returned {show(rows)}, "
                 f"expected {show(list(expectation.rows))}"
             )
         return ""
-    if isinstance(expectation, StateExpectation):
-        state = read_state(sim, ref)
-        if not json_equal(state, expectation.equals):
-            return (
-                f"the state of {spec.alias} is {show(state)}, expected {show(expectation.equals)}"
-            )
-        return ""
-    raise TypeError(f"unknown expectation {expectation!r}")
+    assert isinstance(expectation, StateExpectation)
+    state = read_state(sim, ref)
+    if not json_equal(state, expectation.equals):
+        return f"the state of {who} is {show(state)}, expected {show(expectation.equals)}"
+    return ""
 
 
 def read_state(sim: Simulation, ref: AgentRef) -> Any:
@@ -141,7 +149,7 @@ def _matches(record: TraceRecord, expectation: EventExpectation) -> bool:
         low, high = expectation.between_ms
         if not low <= record.t_ms <= high:
             return False
-    return fields_match(record.fields, expectation.fields)
+    return fields_match(record.fields, expectation.fields, expectation.contains)
 
 
 def _describe(expectation: EventExpectation, path: str | None) -> str:
@@ -156,6 +164,9 @@ def _describe(expectation: EventExpectation, path: str | None) -> str:
     if expectation.fields:
         pairs = ", ".join(f"{key}={show(value)}" for key, value in expectation.fields.items())
         text += f" with {pairs}"
+    if expectation.contains:
+        pairs = ", ".join(f"{key}={show(value)}" for key, value in expectation.contains.items())
+        text += f" {'and' if expectation.fields else 'with'} {pairs} (contained)"
     if expectation.between_ms is not None:
         low, high = expectation.between_ms
         text += f" between {format_sim_time(low)} and {format_sim_time(high)}"

@@ -1,5 +1,5 @@
-"""Checking the expectations about what happened when: hook counts, record order, and what a
-client received and what its reducer shows.
+"""Checking the expectations about what happened when: hook counts, record order, how far
+apart records are in sim time, and what a client received and what its reducer shows.
 
 All of them read only the trace. A client's frames are the `connection:frame` records of the
 connections it opened (`connection:open {client}`) to its agent, across reconnects, in order;
@@ -25,8 +25,10 @@ from scenarios.schema import (
     OrderExpectation,
     RecordMatcher,
     Scenario,
+    TimingExpectation,
 )
 from sim import Simulation, TraceRecord, format_sim_time
+from sim.liveness import format_gap
 
 __all__ = ["TIMELINE_CHECKS", "client_frames", "reduced_run"]
 
@@ -76,7 +78,7 @@ def _matches(scenario: Scenario, matcher: RecordMatcher, record: TraceRecord) ->
         return False
     if matcher.incarnation is not None and record.inc != matcher.incarnation:
         return False
-    return fields_match(record.fields, matcher.fields)
+    return fields_match(record.fields, matcher.fields, matcher.contains)
 
 
 def _describe_matcher(matcher: RecordMatcher) -> str:
@@ -87,6 +89,10 @@ def _describe_matcher(matcher: RecordMatcher) -> str:
         text += f" in incarnation {matcher.incarnation}"
     if matcher.fields:
         text += " with " + ", ".join(f"{k}={show(v)}" for k, v in matcher.fields.items())
+    if matcher.contains:
+        text += " and" if matcher.fields else " with"
+        text += " " + ", ".join(f"{k}={show(v)}" for k, v in matcher.contains.items())
+        text += " (contained)"
     return text
 
 
@@ -110,6 +116,47 @@ def _check_order(sim: Simulation, scenario: Scenario, expectation: OrderExpectat
             f"{records_text(candidates)}"
         )
     return ""
+
+
+# -- timing -------------------------------------------------------------------------------------
+def _check_timing(sim: Simulation, scenario: Scenario, expectation: TimingExpectation) -> str:
+    records = list(sim.trace)
+    then = expectation.then or expectation.first
+    anchors = [r for r in records if _matches(scenario, expectation.first, r)]
+    if not anchors:
+        return f"expected records {_describe_matcher(expectation.first)}; no record matches it"
+    followers = [r for r in records if _matches(scenario, then, r)]
+    wrong: list[str] = []
+    for anchor in anchors:
+        follower = next((r for r in followers if r.seq > anchor.seq), None)
+        if follower is None:
+            # The last of consecutive records has no next one; a `then` record must come.
+            if expectation.within_ms is not None and expectation.then is not None:
+                wrong.append(f"{_at(anchor)} was never followed by one")
+            continue
+        gap = follower.t_ms - anchor.t_ms
+        too_late = expectation.within_ms is not None and gap > expectation.within_ms
+        too_soon = expectation.at_least_ms is not None and gap < expectation.at_least_ms
+        if too_late or too_soon:
+            wrong.append(f"{_at(anchor)} was followed after {format_gap(gap)}, {_at(follower)}")
+    if not wrong:
+        return ""
+    bounds = []
+    if expectation.within_ms is not None:
+        bounds.append(f"within {format_gap(expectation.within_ms)}")
+    if expectation.at_least_ms is not None:
+        bounds.append(f"no sooner than {format_gap(expectation.at_least_ms)}")
+    what = "the next such record" if expectation.then is None else _describe_matcher(then)
+    more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+    return (
+        f"expected each record {_describe_matcher(expectation.first)} to be followed by "
+        f"{what} {' and '.join(bounds)}; of {len(anchors)}, {len(wrong)} were not: "
+        f"{'; '.join(wrong[:3])}{more}"
+    )
+
+
+def _at(record: TraceRecord) -> str:
+    return f"#{record.seq} at {format_sim_time(record.t_ms)}"
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -227,6 +274,7 @@ def _check_client_run(
 TIMELINE_CHECKS: dict[type[Expectation], Callable[[Simulation, Scenario, Any], str]] = {
     HookExpectation: _check_hook,
     OrderExpectation: _check_order,
+    TimingExpectation: _check_timing,
     ClientFramesExpectation: _check_client_frames,
     ClientRunExpectation: _check_client_run,
 }

@@ -4,8 +4,9 @@ An expectation is a trace matcher (`event:` with optional `agent`, `incarnation`
 `count`, `between`), a hook count (`hook:` with `run`, `slot`, `status` and a count), a client
 timeline (`client:` with `frames:`, or `run:` and `reduced:`), or one of `{query: ...}` (a SQL
 query on an agent's final storage and the rows it must return), `{state: ...}` (an agent's
-persisted state), `{invariants: [...]}` (named `sim.checkers` invariants, or `all`) and
-`{order: [...]}` (records in this order). Each is declared in `EXPECTATION` (what the JSON
+persisted state; both may name a sub-agent, `agent: parent/r1`), `{invariants: [...]}` (named
+`sim.checkers` invariants, or `all`), `{order: [...]}` (records in this order) and `{timing:
+{...}}` (how far apart records are in sim time). Each is declared in `EXPECTATION` (what the JSON
 Schema says); aliases, clients, run ids and invariant names are checked against the scenario.
 """
 
@@ -18,7 +19,9 @@ from typing import Any
 from agents_core.probes import PROBE_NAME
 from scenarios.errors import InvalidScenario, Skipped
 from scenarios.fields import Fields, LineDict, did_you_mean, gather, line_of, plain, show
+from scenarios.parse_agents import NAME_HINT, NAME_PATTERN
 from scenarios.parse_steps import StepContext, known_agent
+from scenarios.parse_steps import _sub_agent_target as sub_agent_target
 from scenarios.query_check import check_query
 from scenarios.schema import (
     HOOK_EVENTS,
@@ -38,6 +41,7 @@ from scenarios.schema import (
     RecordMatcher,
     StateExpectation,
     Step,
+    TimingExpectation,
 )
 from scenarios.shapes import (
     Anything,
@@ -95,6 +99,11 @@ COUNT = Named(
 )
 AGENT = Text(doc="An agent alias (default: any agent, and the platform).")
 RECORD_FIELDS = Map(doc="Fields the record must have, compared as JSON.")
+RECORD_CONTAINS = Map(
+    doc="Fields whose values must contain these: a mapping holds at least the keys given "
+    "(compared the same way, at any depth), a list holds as many items, each containing the "
+    "one given; anything else is compared as JSON."
+)
 MATCHER = Named(
     "matcher",
     Shape(
@@ -103,6 +112,7 @@ MATCHER = Named(
             "agent": AGENT,
             "incarnation": Whole(minimum=1),
             "fields": RECORD_FIELDS,
+            "contains": RECORD_CONTAINS,
         },
         required=("event",),
         doc="One trace record to find.",
@@ -170,16 +180,38 @@ CLIENT_RUN = Shape(
     {"client": CLIENT, "run": Text(doc="The run id."), "reduced": REDUCED, "always": ALWAYS},
     required=("client", "run", "reduced"),
 )
+STORAGE_AGENT = {
+    "agent": Text(doc="An agent alias, or alias/name/... for a sub-agent."),
+    "run_id": Text(pattern=NAME_PATTERN.pattern, hint=NAME_HINT, doc="A sub-agent's name."),
+    "child": Text(
+        pattern=r"[A-Za-z_]\w*",
+        hint="expected the sub-agent's class name, or scripted, think or chat",
+        doc="The sub-agent's class (with run_id): a class name, or a child kind.",
+    ),
+}
+"""Whose storage an expectation reads: an agent, or a sub-agent (as `evict` names one)."""
 QUERY = Shape(
     {
-        "agent": Text(doc="An agent alias."),
+        **STORAGE_AGENT,
         "sql": Text(),
         "params": Seq(),
         "rows": Seq(Map(), doc="Exactly these rows, in order."),
     },
     required=("agent", "sql", "rows"),
 )
-STATE = Shape({"agent": Text(), "equals": Anything()}, required=("agent", "equals"))
+STATE = Shape({**STORAGE_AGENT, "equals": Anything()}, required=("agent", "equals"))
+TIMING = Shape(
+    {
+        "first": MATCHER,
+        "then": MATCHER,
+        "within": Duration(doc="Each first record is followed by a then record this soon."),
+        "at_least": Duration(doc="The next then record comes no sooner than this."),
+    },
+    required=("first",),
+    doc="How far apart records are in sim time: for each record matching first, the next "
+    "record after it matching then (first again when not given) must come within `within` "
+    "(and exist) and no sooner than `at_least` (when it exists).",
+)
 INVARIANT_NAME = OneOf(
     (
         Text(choices=BUILTIN_INVARIANTS),
@@ -203,6 +235,7 @@ WRAPPED = {
     "invariants": INVARIANTS,
     "probes": PROBES,
     "order": Seq(MATCHER, min_items=2, doc="Records matching these exist, in this order."),
+    "timing": TIMING,
 }
 EXPECTATION = OneOf(
     (
@@ -220,7 +253,7 @@ EXPECTATION = OneOf(
 ALLOWED = (
     "each expectation is a trace matcher {event: name, ...}, a hook count {hook: ...}, a client "
     "timeline {client: ...}, or one of {query: {...}}, {state: {...}}, {invariants: [...]}, "
-    "{order: [...]}, {probes: [...]}"
+    "{order: [...]}, {timing: {...}}, {probes: [...]}"
 )
 
 
@@ -294,6 +327,10 @@ def _one_expectation(context: StepContext, index: int, item: Any, line: int) -> 
     if kind == "order":
         return _order(context, index, where, value, value_line, line)
     fields = Fields(context.path, where, value, value_line, shape=WRAPPED[kind], name=kind)
+    if kind == "timing":
+        return _timing(context, index, where, fields, line)
+    alias, names, child_class = sub_agent_target(context, fields)
+    target = {"agent": alias, "child": tuple(names), "child_class": child_class}
     if kind == "query":
         rows = fields.get("rows")
         if any(
@@ -304,29 +341,19 @@ def _one_expectation(context: StepContext, index: int, item: Any, line: int) -> 
         sql = fields.get("sql")
         check_query(fields, sql, params)
         return QueryExpectation(
-            index=index,
-            line=line,
-            agent=known_agent(context, fields).alias,
-            sql=sql,
-            params=params,
-            rows=tuple(plain(rows)),
+            index=index, line=line, **target, sql=sql, params=params, rows=tuple(plain(rows))
         )
-    return StateExpectation(
-        index=index,
-        line=line,
-        agent=known_agent(context, fields).alias,
-        equals=plain(fields.get("equals")),
-    )
+    return StateExpectation(index=index, line=line, **target, equals=plain(fields.get("equals")))
 
 
 # -- records ------------------------------------------------------------------------------------
-def _record_fields(fields: Fields) -> dict[str, Any]:
-    matched = plain(fields.get("fields") or {})
-    for key in matched:
-        if key in RESERVED_KEYS:
+def _record_fields(fields: Fields, key: str = "fields") -> dict[str, Any]:
+    matched = plain(fields.get(key) or {})
+    for name in matched:
+        if name in RESERVED_KEYS:
             fields.fail(
-                "fields",
-                f"fields: {key!r} is not a field of the record",
+                key,
+                f"{key}: {name!r} is not a field of the record",
                 "use agent: and incarnation: to match where a record is from",
             )
     return matched
@@ -352,6 +379,7 @@ def _event(context: StepContext, index: int, item: Any, line: int) -> EventExpec
         agent=agent,
         incarnation=fields.get("incarnation"),
         fields=matched,
+        contains=_record_fields(fields, "contains"),
         count=_count(fields),
         between_ms=between,
     )
@@ -364,7 +392,36 @@ def _matcher(context: StepContext, where: str, item: Any, line: int) -> RecordMa
         agent=known_agent(context, fields).alias if "agent" in fields else None,
         incarnation=fields.get("incarnation"),
         fields=_record_fields(fields),
+        contains=_record_fields(fields, "contains"),
         line=fields.line,
+    )
+
+
+def _timing(
+    context: StepContext, index: int, where: str, fields: Fields, line: int
+) -> TimingExpectation:
+    if "within" not in fields and "at_least" not in fields:
+        fields.fail(
+            "first",
+            "neither within: nor at_least:",
+            "within: 5s says each first record is followed by a then record that soon; "
+            "at_least: 1m says the next one comes no sooner",
+        )
+    within, at_least = fields.get("within"), fields.get("at_least")
+    if within is not None and at_least is not None and at_least > within:
+        fields.bad("at_least", "expected at_least <= within (no record could come between)")
+
+    def matcher(key: str) -> RecordMatcher:
+        value = fields.raw(key)
+        return _matcher(context, f"{where} {key}", value, line_of(value, fields.line_of(key)))
+
+    return TimingExpectation(
+        index=index,
+        line=line,
+        first=matcher("first"),
+        then=matcher("then") if "then" in fields else None,
+        within_ms=within,
+        at_least_ms=at_least,
     )
 
 

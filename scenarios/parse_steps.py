@@ -245,6 +245,8 @@ def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
         "kwargs": kwargs,
         "wait": fields.get("wait"),
         "expect_error": _expect_error(fields),
+        "checks_return": "returns" in fields,
+        "returns": plain(fields.raw("returns", None)),
     }
 
 

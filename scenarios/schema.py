@@ -64,6 +64,8 @@ __all__ = [
     "StallModelStep",
     "StateExpectation",
     "Step",
+    "StorageExpectation",
+    "TimingExpectation",
 ]
 
 DEFAULT_LIVENESS_LIMIT_MS = HOUR_MS
@@ -162,6 +164,10 @@ class CallStep(Step):
     wait: bool = True
     expect_error: bool | str = False
     """False: the call must succeed. True: it must fail. A name: it must fail with that class."""
+    checks_return: bool = False
+    """Whether the file gave `returns:` (which may itself be null)."""
+    returns: Any = None
+    """What the call must return, compared as JSON (when `checks_return`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -385,28 +391,46 @@ class EventExpectation(Expectation):
     """The agent alias; None matches records of any agent and of the platform itself."""
     incarnation: int | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    contains: dict[str, Any] = field(default_factory=dict)
+    """Fields whose values must contain these (`scenarios.records.contains`): a subset match
+    at any depth, where `fields` compares whole values."""
     count: Count = field(default_factory=Count)
     between_ms: tuple[int, int] | None = None
     """Only records at sim times in [from, to], both included."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class QueryExpectation(Expectation):
+class StorageExpectation(Expectation):
+    """What reads an agent's final storage: the agent, or a sub-agent below it."""
+
+    agent: str
+    child: tuple[str, ...] = ()
+    """Sub-agent names below `agent`, outermost first (`agent: parent/r1`); empty: the agent
+    itself."""
+    child_class: str | None = None
+    """The class name the (last) sub-agent must have; None: whichever has that name."""
+
+    @property
+    def target(self) -> str:
+        """`parent/r1`: how failures name the agent read."""
+        return "/".join((self.agent, *self.child))
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryExpectation(StorageExpectation):
     """A SQL query on the agent's committed storage must return exactly these rows."""
 
     kind: ClassVar[str] = "query"
-    agent: str
     sql: str
     params: tuple[Any, ...] = ()
     rows: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
-class StateExpectation(Expectation):
+class StateExpectation(StorageExpectation):
     """The agent's persisted state (what `state` reads after eviction) must equal `equals`."""
 
     kind: ClassVar[str] = "state"
-    agent: str
     equals: Any
 
 
@@ -461,6 +485,7 @@ class RecordMatcher:
     agent: str | None = None
     incarnation: int | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    contains: dict[str, Any] = field(default_factory=dict)
     line: int = 0
 
 
@@ -470,6 +495,20 @@ class OrderExpectation(Expectation):
 
     kind: ClassVar[str] = "order"
     matchers: tuple[RecordMatcher, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingExpectation(Expectation):
+    """How far apart records are in sim time. For each record matching `first`, the next
+    record after it (in trace order) matching `then` must come within `within_ms` (and exist),
+    and no sooner than `at_least_ms` (when it exists). Without `then`, the gaps between
+    consecutive records matching `first` are checked (the last has no next one)."""
+
+    kind: ClassVar[str] = "timing"
+    first: RecordMatcher
+    then: RecordMatcher | None = None
+    within_ms: int | None = None
+    at_least_ms: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -509,6 +548,7 @@ EXPECTATIONS: dict[str, type[Expectation]] = {
         InvariantsExpectation,
         HookExpectation,
         OrderExpectation,
+        TimingExpectation,
         ClientFramesExpectation,
     )
 }

@@ -50,8 +50,10 @@ STEP_SHAPES: dict[str, Value] = {
             "kwargs": Map(),
             "wait": Flag(default=True, doc="Wait for it (false: judged after the run)."),
             "expect_error": EXPECT_ERROR,
+            "returns": Anything(doc="What it must return, compared as JSON (null: None)."),
         },
         required=("agent", "method"),
+        exclusive=(("returns", "expect_error"),),
         doc="An RPC on the agent's stub.",
     ),
     "request": Shape(

@@ -11,7 +11,8 @@ starts a new incarnation *without* startup, exactly as a stale stub does on the 
 Requests and connections are startup triggers of their own and need no stub.
 
 An error of agent code (or an eviction under a call) is a failure of the scenario unless the
-step says `expect_error`; a call started with `wait: false` is judged after the liveness phase.
+step says `expect_error`, and a call with `returns:` must return that value (compared as JSON);
+a call started with `wait: false` is judged after the liveness phase.
 A `quiesce` step is the simulation's: it switches the fault profile off for the rest of the run.
 
 The scenario's model services are built and registered when the runner is made, before the
@@ -29,6 +30,7 @@ from typing import Any
 from agents_core import Request
 from scenarios.fields import show
 from scenarios.models import ScenarioModel, register_models
+from scenarios.records import json_equal
 from scenarios.schema import (
     AdvanceToNextAlarmStep,
     ArmStorageFaultStep,
@@ -53,7 +55,7 @@ from scenarios.schema import (
 from sim import AgentRef, Client, Simulation, SimulationStuck, format_sim_time
 from sim.kernel import SimDeferred
 
-__all__ = ["StepRunner", "describe_call"]
+__all__ = ["StepRunner", "describe_call", "find_sub_agent"]
 
 
 def describe_call(step: CallStep) -> str:
@@ -71,6 +73,31 @@ def _is_expected(expect_error: bool | str, error: BaseException) -> bool:
     if expect_error is True:
         return True
     return any(klass.__name__ == expect_error for klass in type(error).__mro__)
+
+
+def find_sub_agent(
+    sim: Simulation, ref: AgentRef, names: tuple[str, ...], child_class: str | None
+) -> tuple[AgentRef | None, str]:
+    """The ref of the sub-agent `names` below `ref` (outermost first; the last of class
+    `child_class` when given), or None and why it cannot be found."""
+    for hop, name in enumerate(names, start=1):
+        record = sim.platform.records.get(ref.path)
+        children = [] if record is None else list(record.children.values())
+        wanted = child_class if hop == len(names) else None
+        found = [
+            child
+            for child in children
+            if child.name == name and wanted in (None, child.cls.__name__)
+        ]
+        if not found:
+            what = f"{wanted} {name!r}" if wanted else f"named {name!r}"
+            known = sorted(f"{child.cls.__name__}/{child.name}" for child in children)
+            return None, (
+                f"{ref.path} has no sub-agent {what} at {format_sim_time(sim.now_ms)} "
+                f"(its sub-agents: {known})"
+            )
+        ref = AgentRef(found[0].cls, name, ref)
+    return ref, ""
 
 
 class StepRunner:
@@ -183,6 +210,11 @@ class StepRunner:
                 f"with {expect_error}",
             )
             return False
+        if error is None and getattr(step, "checks_return", False):
+            wanted = step.returns  # type: ignore[union-attr]
+            if not json_equal(value, wanted):
+                self.fail(step, f"{what} returned {show(value)}, expected {show(wanted)}")
+                return False
         return True
 
     # -- step kinds -------------------------------------------------------------------------
@@ -294,25 +326,7 @@ class StepRunner:
     def _sub_agent(
         self, ref: AgentRef, names: tuple[str, ...], child_class: str | None
     ) -> tuple[AgentRef | None, str]:
-        """The ref of the sub-agent `names` below `ref`, or None and why it cannot be found."""
-        for hop, name in enumerate(names, start=1):
-            record = self.sim.platform.records.get(ref.path)
-            children = [] if record is None else list(record.children.values())
-            wanted = child_class if hop == len(names) else None
-            found = [
-                child
-                for child in children
-                if child.name == name and wanted in (None, child.cls.__name__)
-            ]
-            if not found:
-                what = f"{wanted} {name!r}" if wanted else f"named {name!r}"
-                known = sorted(f"{child.cls.__name__}/{child.name}" for child in children)
-                return None, (
-                    f"{ref.path} has no sub-agent {what} at {format_sim_time(self.sim.now_ms)} "
-                    f"(its sub-agents: {known})"
-                )
-            ref = AgentRef(found[0].cls, name, ref)
-        return ref, ""
+        return find_sub_agent(self.sim, ref, names, child_class)
 
     def _evict(self, step: EvictStep) -> None:
         ref, why = self._sub_agent(self._ref(step.agent), step.child, step.child_class)

@@ -223,7 +223,7 @@ CASES = [
         ("method: increment}", "method: increment, at: 5s}"),
         "lib/x.yaml:9: step 1 (call): unknown key 'at' (at: and after: go beside the action, "
         "not inside it); allowed keys: ['agent', 'args', 'expect_error', 'kwargs', 'method', "
-        "'wait']",
+        "'returns', 'wait']",
     ),
     (
         "at-and-after",

@@ -230,8 +230,8 @@ def test_a_query_that_fails_is_a_failure_sentence() -> None:
     text = BASE + "  - query: {agent: counter, sql: 'SELECT * FROM cuonts', rows: []}\n"
     result = run_scenario(parse_scenario(text, "x.yaml"))
     assert result.failures == (
-        "x.yaml:17: expect 3 (query): the query 'SELECT * FROM cuonts' failed: no such table: "
-        "cuonts (statement: SELECT * FROM cuonts)",
+        "x.yaml:17: expect 3 (query): the query 'SELECT * FROM cuonts' on counter failed: no "
+        "such table: cuonts (statement: SELECT * FROM cuonts)",
     )
 
 

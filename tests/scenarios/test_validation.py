@@ -523,8 +523,8 @@ CASES = [
     (
         "order-key",
         ("{event: workload:on_finish, agent: parent}", "{event: workload:on_finish, count: 1}"),
-        "lib/v.yaml:31: expect 3 (order) matcher 2: unknown key 'count'; allowed keys: "
-        "['agent', 'event', 'fields', 'incarnation']",
+        "lib/v.yaml:31: expect 3 (order) matcher 2: unknown key 'count'; did you mean "
+        "'contains'? allowed keys: ['agent', 'contains', 'event', 'fields', 'incarnation']",
     ),
     (
         "order-reserved",
