@@ -190,6 +190,10 @@ RUNTIME_PROBES: dict[str, str] = {
     "agent_tool.clear_cancelled_live_run": (
         "clear_agent_tool_runs cancelled the child of a run that was still live before deleting it"
     ),
+    "agent_tool.cleared_awaited_run_finished": (
+        "an awaited run cleared while its call was in flight ended with its terminal frame and "
+        "on_agent_tool_finish, with no row to deliver through (E22)"
+    ),
     "agent.sub_agent_request_gated": (
         "a drill-in request to a sub-agent was answered by on_before_sub_agent (refused) "
         "instead of reaching the child"

@@ -58,6 +58,9 @@ class LedgerMixin:
         # The run ids whose child start this incarnation has in flight (row inserted, the
         # child's start call not returned): the only path that can still give a child its run.
         self._agent_tool_runs_dispatching: set[str] = set()
+        # The awaited runs a clear deleted while their call may still be in flight (E22): that
+        # call still ends with its frame and hook, once, with no row to deliver through.
+        self._agent_tool_runs_cleared_in_flight: set[str] = set()
 
     def _agent_tool_slot_held(self: Any, run_id: str, slot: str) -> bool:
         """Whether a delivery of this incarnation holds the slot's claim and has not finished:

@@ -4,7 +4,10 @@
 Replay: every new connection gets, for each run in start order, its `started` frame, the child's
 stored chunks and, when the run is terminal (soft or hard), its terminal frame — all marked
 `replay` and sent to that connection only. Clearing cancels children that still run, deletes
-their facets (and so their storage) and the parent rows, silently: no frame, no hook.
+their facets (and so their storage) and the parent rows, silently: no frame, no hook. An awaited
+run whose call is still in flight in this incarnation is the exception (E22, as in the SDK): the
+call ends `aborted` (unless its child had completed), broadcasts its terminal frame and calls
+`on_agent_tool_finish` once, with no row (`runs._finish_cleared_awaited_run`).
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ from agents_core.agent_tools.backbone import TEARDOWN_MARKER_PREFIX
 from agents_core.agent_tools.frames import chunk_event, frame, started_event, terminal_event
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from agents_core.agent_tools.registry import TERMINAL
+from agents_core.agent_tools.runs import CLEAR_REASON
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
 
 __all__ = ["RetentionMixin"]
-
-CLEAR_REASON = "clearing agent tool run"
 
 
 class RetentionMixin:
@@ -112,6 +114,9 @@ class RetentionMixin:
             child = await self._agent_tool_child(row["agent_type"], run_id)
             if row["status"] in ("starting", "running"):
                 probe(self.host, "agent_tool.clear_cancelled_live_run")
+                if not row["detached"]:
+                    # Its awaited call may still be in flight here: it ends without a row (E22).
+                    self._agent_tool_runs_cleared_in_flight.add(run_id)
                 await child.call("cancel_agent_tool_run", run_id, CLEAR_REASON)
             record = getattr(child, "record", None)
             if record is not None:

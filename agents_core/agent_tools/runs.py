@@ -66,6 +66,10 @@ def result_from_inspection(
     return RunAgentToolResult(run_id, agent_type, "error", error=error)
 
 
+CLEAR_REASON = "clearing agent tool run"
+"""The cancel reason `clear_agent_tool_runs` gives a child that still runs."""
+
+
 def _abort_message(reason: Any) -> str:
     if isinstance(reason, BaseException):
         return str(reason)
@@ -160,6 +164,8 @@ class RunsMixin:
             serialize=serialize,
             defer_handlers_to=defer_handlers_to,
         )
+        if not delivered and row["run_id"] in self._agent_tool_runs_cleared_in_flight:
+            return await self._finish_cleared_awaited_run(row, result, sequence, completed_at)
         if not delivered and self._update_agent_tool_terminal(row["run_id"], result, completed_at):
             now = self.host.clock.now_ms()
             self.broadcast(
@@ -170,6 +176,34 @@ class RunsMixin:
                 )
             )
         return delivered
+
+    async def _finish_cleared_awaited_run(
+        self: Any,
+        row: dict[str, Any],
+        result: RunAgentToolResult,
+        sequence: int | None,
+        completed_at: int | None,
+    ) -> bool:
+        """An awaited run cleared while its call was in flight (E22): its row is gone, so the
+        ledger has nothing to claim, yet the call still ends (`aborted` by the clear's cancel,
+        see `_finish_awaited`), broadcasts its terminal frame and calls `on_agent_tool_finish`,
+        as the SDK does (docs/divergences.md A16). Once: the run id leaves the cleared set here,
+        and nothing else finishes a run without a row."""
+        self._agent_tool_runs_cleared_in_flight.discard(row["run_id"])
+        probe(self.host, "agent_tool.cleared_awaited_run_finished")
+        now = self.host.clock.now_ms()
+        self.broadcast(
+            frame(
+                row["parent_tool_call_id"],
+                now if sequence is None else sequence,
+                terminal_event(result),
+            )
+        )
+        slot = "give_up" if result.status == "interrupted" else "finish"
+        completed_at = now if completed_at is None else completed_at
+        info = AgentToolRunInfo.from_row(row, status=result.status, completed_at=completed_at)
+        await self._invoke_finish_handlers(row, slot, info, result)
+        return True
 
     # -- children ---------------------------------------------------------------------------------
     async def _agent_tool_child(self: Any, cls_or_name: type | str, run_id: str) -> Any:
@@ -303,6 +337,8 @@ class RunsMixin:
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         self.sql(f"INSERT INTO cf_agent_tool_runs ({names}) VALUES ({marks})", *values.values())
+        # The id names a run with a row again: a cleared one's late finish is no longer its.
+        self._agent_tool_runs_cleared_in_flight.discard(run_id)
 
     def _agent_tool_cap_rejection(
         self: Any,
@@ -423,6 +459,16 @@ class RunsMixin:
         sequence: int,
         completed_at: int | None = None,
     ) -> RunAgentToolResult:
+        if (
+            result.status != "completed"
+            and row["run_id"] in self._agent_tool_runs_cleared_in_flight
+        ):
+            # A clear deleted the row, cancelled the child and deleted its facet: whatever the
+            # call saw after that (the reset of the deleted facet, a failed inspection) is that
+            # teardown, so the run ends as the cancel ended it.
+            result = RunAgentToolResult(
+                row["run_id"], row["agent_type"], "aborted", error=CLEAR_REASON
+            )
         await self._finish_agent_tool_run(row, result, sequence, completed_at)
         return result
 

@@ -456,9 +456,57 @@ def test_clear_cancels_running_children_and_is_silent(sim: Simulation) -> None:
     assert sim.call(ref, "clear") == 2
     assert sim.query(ref, "SELECT run_id FROM cf_agent_tool_runs") == []
     assert sim.trace.select("facet:deleted", agent="Clearing/c/ScriptedChild/h")
-    assert [f["event"]["kind"] for f in frames_of(client)[before:]] in ([], ["error"])
+    sim.run_for(1_000)
+    # The settled run "done" is cleared silently; the in-flight awaited "h" still ends (E22).
+    late = [(f["event"]["runId"], f["event"]["kind"]) for f in frames_of(client)[before:]]
+    assert late == [("h", "aborted")]
     assert not sim.call(ref, "has_agent_tool_run", "ScriptedChild", "done")
     assert sim.probes["agent_tool.clear_cancelled_live_run"] >= 1
+
+
+def test_E22_an_awaited_run_cleared_in_flight_still_ends_with_its_frame_and_hook(
+    sim: Simulation,
+) -> None:
+    """E22 (docs/divergences.md A16): clearing cancels the child of an awaited run whose call
+    is still in flight; the call then ends `aborted` with the clear's reason, broadcasts one
+    terminal frame and calls on_agent_tool_finish once, although the run has no row any more.
+    Nothing fires for it again, and a settled run cleared beside it stays silent."""
+
+    class Clearing(Parent):
+        async def start_hanging(self) -> None:
+            async def run() -> None:
+                result = await self.run_agent_tool(
+                    ScriptedChild, input=steps_input([["hang"]]), run_id="h"
+                )
+                self.host.trace.emit(
+                    "user:returned", runId="h", status=result.status, error=result.error
+                )
+
+            self.host.tasks.wait_until(run())
+
+        async def clear(self) -> int:
+            return await self.clear_agent_tool_runs()
+
+    ref = sim.agent(Clearing, "c")
+    sim.call(ref, "go", QUICK, "done")
+    sim.call(ref, "start_hanging")
+    sim.run_for(100)
+    client = sim.connect(ref)
+    sim.run_for(100)
+    before = len(frames_of(client))
+    finishes_before = len(sim.trace.select("user:finish"))
+    assert sim.call(ref, "clear") == 2
+    sim.run_for(600_000)
+    (returned,) = sim.trace.select("user:returned")
+    terminal = [f for f in frames_of(client)[before:] if f["event"]["kind"] in ("aborted", "error")]
+    assert [f["event"]["runId"] for f in terminal] == ["h"]
+    assert (returned.get("status"), returned.get("error")) == ("aborted", "clearing agent tool run")
+    assert terminal[0]["event"]["kind"] == "aborted"
+    finishes = sim.trace.select("user:finish")[finishes_before:]
+    assert [(r.get("runId"), r.get("status")) for r in finishes] == [("h", returned.get("status"))]
+    assert len(sim.trace.select("hook:on_agent_tool_finish", runId="h")) == 1
+    assert sim.query(ref, "SELECT run_id FROM cf_agent_tool_runs") == []
+    assert sim.probes["agent_tool.cleared_awaited_run_finished"] == 1
 
 
 def test_clearing_a_run_forgets_its_milestone_notes(sim: Simulation) -> None:
