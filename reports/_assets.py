@@ -28,6 +28,8 @@ h2{font-size:16px;margin:22px 0 8px}
 .verdict{padding:14px 20px;border-left:8px solid}
 .verdict.pass{background:#e8f5e9;border-color:#2e7d32}
 .verdict.fail{background:#fdecea;border-color:#c62828}
+.verdict.unknown{background:#f1f3f6;border-color:#78909c}.unknown .badge{background:#607d8b}
+.description{margin:8px 0 0;max-width:70em}
 .badge{display:inline-block;font-weight:700;letter-spacing:.06em;padding:2px 10px;
 border-radius:4px;color:#fff;margin-right:10px;vertical-align:middle}
 .pass .badge{background:#2e7d32}.fail .badge{background:#c62828}
@@ -88,7 +90,7 @@ border-bottom:1px solid var(--line)}
 #events td{padding:2px 6px;border-bottom:1px solid #eef0f2;vertical-align:top}
 #events td.detail{white-space:pre-wrap;word-break:break-word}
 #events td.num{text-align:right;color:var(--muted)}
-#events tr:target{background:#fff3bf;outline:2px solid #f0b400}
+#events tr:target,#events tr.target{background:#fff3bf;outline:2px solid #f0b400}
 #events tr.f-fault td.ev,#events tr.f-incarnation td.ev{font-weight:600}
 #filter{font:inherit;padding:3px 8px;width:min(480px,100%);border:1px solid var(--line);
 border-radius:4px;margin-bottom:6px}
@@ -115,6 +117,66 @@ SCRIPT = """
       rows[i].hidden = q !== "" && rows[i].textContent.toLowerCase().indexOf(q) < 0;
     }
   });
+  // A long run's rows come as compact JSON (reports.html.STATIC_ROWS_MAX): built a chunk at
+  // a time after load, and at once up to a record the chart or the address asks for.
+  var data = document.getElementById("events-data");
+  if (data) {
+    var table = JSON.parse(data.textContent), rows = table.rows, next = 0;
+    var body = document.querySelector("#events tbody");
+    var pad = function (n, w) { n = String(n); while (n.length < w) n = "0" + n; return n; };
+    var clock = function (ms) {
+      var sign = ms < 0 ? "-" : "", rest = Math.abs(ms), day = Math.floor(rest / 86400000);
+      rest -= day * 86400000;
+      var h = Math.floor(rest / 3600000); rest -= h * 3600000;
+      var m = Math.floor(rest / 60000); rest -= m * 60000;
+      var s = Math.floor(rest / 1000);
+      var text = pad(h, 2) + ":" + pad(m, 2) + ":" + pad(s, 2) + "." + pad(rest - s * 1000, 3);
+      return sign + (day ? day + "d" + text : text);
+    };
+    var cell = function (tr, text, cls) {
+      var td = document.createElement("td");
+      if (cls) td.className = cls;
+      td.textContent = text;
+      tr.appendChild(td);
+    };
+    var build = function (upto) {
+      var q = filter ? filter.value.toLowerCase() : "", part = document.createDocumentFragment();
+      for (; next < rows.length && next < upto; next++) {
+        var r = rows[next], tr = document.createElement("tr"), agent = table.agents[r[2]];
+        tr.id = "e" + r[0];
+        tr.className = "f-" + table.families[r[4]];
+        cell(tr, String(r[0]), "num");
+        cell(tr, clock(r[1]));
+        cell(tr, agent || "(platform)");
+        cell(tr, agent ? "#" + r[3] : "");
+        cell(tr, table.events[r[4]], "ev");
+        cell(tr, r[5], "detail");
+        if (q) tr.hidden = tr.textContent.toLowerCase().indexOf(q) < 0;
+        part.appendChild(tr);
+      }
+      body.appendChild(part);
+    };
+    var marked = null;
+    var reveal = function () {
+      var m = /^#e([0-9]+)$/.exec(window.location.hash);
+      if (!m) return;
+      while (next < rows.length && !document.getElementById("e" + m[1])) build(next + 5000);
+      var row = document.getElementById("e" + m[1]);
+      if (!row) return;
+      if (marked) marked.classList.remove("target");
+      row.classList.add("target");
+      marked = row;
+      row.scrollIntoView({block: "center"});
+    };
+    var more = function () {
+      build(next + 2000);
+      if (next < rows.length) window.setTimeout(more, 0);
+    };
+    build(2000);
+    reveal();
+    window.addEventListener("hashchange", reveal);
+    window.setTimeout(more, 0);
+  }
   var chart = document.getElementById("chart");
   if (!chart) return;
   var base = +chart.getAttribute("data-base"), pad = +chart.getAttribute("data-pad");

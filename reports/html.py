@@ -1,12 +1,13 @@
 """The HTML report of one run: one self-contained page a person opens after a failure.
 
-Top: the verdict, the failures as sentences and the command that replays the run. Then what
-happened in numbers (incarnations by end cause, alarm handler runs, fibers and agent-tool runs
-by outcome, faults, hook deliveries), the timeline (a lane per agent path, facets nested under
-their root: incarnations from start trigger to end cause, alarm handler runs and alarm marks,
-faults, hooks and errors, fibers and agent-tool runs to their terminal status, deploys across
-every lane, the liveness phase shaded), a legend, and the full event table. Hovering a bar or
-mark shows its records; clicking it jumps to the record in the table.
+Top: the verdict (PASSED, FAILED, or VERDICT UNKNOWN for a trace read without its run record),
+the scenario's description, the failures as sentences and the command that replays the run. Then
+what happened in numbers (incarnations by end cause, alarm handler runs, fibers and agent-tool
+runs by outcome, faults, hook deliveries), the timeline (a lane per agent path, facets nested
+under their root: incarnations from start trigger to end cause, alarm handler runs and alarm
+marks, faults, hooks and errors, fibers and agent-tool runs to their terminal status, deploys
+across every lane, the liveness phase shaded), a legend, and the full event table. Hovering a
+bar or mark shows its records; clicking it jumps to the record in the table.
 
 The page loads nothing (inline CSS, SVG and script, system fonts, a Content-Security-Policy
 that forbids every fetch), escapes every trace value, and is the same bytes for the same run.
@@ -14,6 +15,7 @@ that forbids every fetch), escapes every trace value, and is the same bytes for 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from html import escape
@@ -42,7 +44,7 @@ def render(run: RunReport) -> str:
     """The page for `run`, as a string (write it with `encoding="utf-8"`)."""
     timeline = build(run.records)
     scale = default_scale(timeline)
-    verdict = "PASSED" if run.passed else "FAILED"
+    verdict = _verdict(run)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -67,8 +69,16 @@ def render(run: RunReport) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _verdict(run: RunReport) -> str:
+    """PASSED, FAILED, or VERDICT UNKNOWN for a trace read without its run record (never a
+    guess: a page titled FAILED for a run that passed would send someone hunting)."""
+    if not run.verdict_known:
+        return "VERDICT UNKNOWN"
+    return "PASSED" if run.passed else "FAILED"
+
+
 def _header(run: RunReport, verdict: str) -> str:
-    status = "pass" if run.passed else "fail"
+    status = ("pass" if run.passed else "fail") if run.verdict_known else "unknown"
     meta = [
         f"seed <b>{run.seed}</b>",
         f'<span class="mono">{_esc(run.path)}</span>',
@@ -81,6 +91,8 @@ def _header(run: RunReport, verdict: str) -> str:
         f'<span class="badge">{verdict}</span><h1>{_esc(run.name)}</h1>',
         f'<p class="meta">{" · ".join(meta)}</p>',
     ]
+    if run.description.strip():
+        out.append(f'<p class="description" id="description">{_esc(run.description)}</p>')
     if run.failures:
         items = "".join(f"<li>{_esc_block(sentence)}</li>" for sentence in run.failures)
         out.append(f'<ol class="failures">{items}</ol>')
@@ -240,7 +252,15 @@ _LEGEND = (
 )
 
 
+STATIC_ROWS_MAX = 5_000
+"""Up to this many records the event table is plain HTML. A longer run's rows travel as
+compact JSON (agent and event names once each) that the page's script turns into rows after
+load, so that a page of 100 000 events stays under 10 MB and opens in seconds."""
+
+
 def _table(records: list[dict[str, Any]]) -> str:
+    if len(records) > STATIC_ROWS_MAX:
+        return _lazy_table(records)
     rows = []
     for record in records:
         agent = str(record["agent"])
@@ -253,14 +273,51 @@ def _table(records: list[dict[str, Any]]) -> str:
             f'<td class="ev">{_esc(record["event"])}</td>'
             f'<td class="detail">{_esc(detail(record, None))}</td></tr>'
         )
+    return "\n".join([*_table_head(len(records), lazy=False), *rows, "</tbody></table>"])
+
+
+def _table_head(count: int, lazy: bool) -> list[str]:
+    return [
+        f'<h2>Events <small class="hint">({count})</small></h2>',
+        '<input id="filter" type="search" placeholder="filter: any text of a row" '
+        'aria-label="filter events">',
+        f'<table id="events"{LAZY_ATTRIBUTE if lazy else ""}><thead><tr><th>seq</th>'
+        "<th>time</th><th>agent</th><th>inc</th><th>event</th><th>detail</th></tr></thead>"
+        "<tbody>",
+    ]
+
+
+LAZY_ATTRIBUTE = ' data-lazy="1"'
+
+
+def _lazy_table(records: list[dict[str, Any]]) -> str:
+    """The table as `[seq, t, agent index, inc, event index, detail]` rows in a JSON data
+    block; every value is escaped by the script (`textContent`), and `<` is written `\\u003c`
+    so that nothing in a value can end the block."""
+    agents: dict[str, int] = {}
+    events: dict[str, int] = {}
+    rows = [
+        [
+            record["seq"],
+            record["t"],
+            agents.setdefault(one_line(str(record["agent"])), len(agents)),
+            record["inc"],
+            events.setdefault(one_line(str(record["event"])), len(events)),
+            one_line(detail(record, None)),
+        ]
+        for record in records
+    ]
+    data = {
+        "agents": list(agents),
+        "events": list(events),
+        "families": [css_token(event.split(":", 1)[0]) for event in events],
+        "rows": rows,
+    }
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
     return "\n".join(
         [
-            f'<h2>Events <small class="hint">({len(records)})</small></h2>',
-            '<input id="filter" type="search" placeholder="filter: any text of a row" '
-            'aria-label="filter events">',
-            '<table id="events"><thead><tr><th>seq</th><th>time</th><th>agent</th>'
-            "<th>inc</th><th>event</th><th>detail</th></tr></thead><tbody>",
-            *rows,
+            *_table_head(len(records), lazy=True),
             "</tbody></table>",
+            f'<script type="application/json" id="events-data">{text}</script>',
         ]
     )

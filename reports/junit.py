@@ -1,15 +1,19 @@
 """JUnit XML for CI: one test case per scenario and seed, the replay command in every failure.
 
-    <testsuites name="agentsim" tests="2" failures="1" errors="0" skipped="0" time="0">
-      <testsuite name="agentsim" ...>
-        <testcase name="idle-eviction [seed 7]" classname="scenarios.library.idle-eviction" ...>
+    <testsuites name="agentsim" tests="2" failures="1" errors="0" time="0.412">
+      <testsuite name="agentsim" tests="2" failures="1" errors="0" skipped="0" time="0.412">
+        <testcase name="idle-eviction [seed 7]" classname="scenarios.library.idle-eviction"
+                  time="0.207">
           <failure message="first failure sentence" type="ScenarioFailed">every sentence,
             then `replay: <command>`</failure>
-          <system-out>the short log's last lines</system-out>
+          <system-out>seed, scenario file, digest, sim time, events and the replay command,
+            one `key: value` a line; a blank line; the short log's last lines</system-out>
 
-`time` is 0 throughout: a run's wall time is not part of its result (the same runs give the
-same bytes), and its sim time is in the case's properties (`sim_elapsed_ms`, with the seed and
-the trace digest). Characters XML 1.0 cannot hold are written as `\\xNN` escapes.
+The document keeps to the strict JUnit schema CI servers validate against (junit-10.xsd):
+`time` is the run's wall-clock seconds with three decimals (the schema's SUREFIRE_TIME), a
+test case holds only `failure` and `system-out` (the schema has no `properties` there, so what
+identifies the run heads its `system-out`), and `testsuites` carries no `skipped`.
+Characters XML 1.0 cannot hold are written as `\\xNN` escapes.
 """
 
 from __future__ import annotations
@@ -50,25 +54,35 @@ def classname(path: str) -> str:
     return name.replace("/", ".") or "scenario"
 
 
+def _seconds(wall_s: float) -> str:
+    """Seconds as SUREFIRE_TIME wants them: digits, a dot, three decimals."""
+    return f"{max(wall_s, 0.0):.3f}"
+
+
+def _identity(run: RunReport) -> str:
+    """What identifies the run, `key: value` a line: the head of the case's `system-out`."""
+    return "\n".join(
+        f"{key}: {value}"
+        for key, value in (
+            ("seed", run.seed),
+            ("scenario", run.path),
+            ("digest", run.digest),
+            ("sim_elapsed_ms", run.elapsed_sim_ms),
+            ("events", len(run.records)),
+            ("replay", run.replay_command),
+        )
+    )
+
+
 def _case(run: RunReport, tail_lines: int) -> ET.Element:
     case = ET.Element(
         "testcase",
         {
             "name": _xml_text(f"{run.name} [seed {run.seed}]"),
             "classname": _xml_text(classname(run.path)),
-            "time": "0",
+            "time": _seconds(run.wall_s),
         },
     )
-    properties = ET.SubElement(case, "properties")
-    for key, value in (
-        ("seed", str(run.seed)),
-        ("scenario_path", run.path),
-        ("digest", run.digest),
-        ("sim_elapsed_ms", str(run.elapsed_sim_ms)),
-        ("events", str(len(run.records))),
-        ("replay", run.replay_command),
-    ):
-        ET.SubElement(properties, "property", {"name": key, "value": _xml_text(value)})
     if not run.passed:
         sentences = run.failures or ["the run failed without saying why"]
         failure = ET.SubElement(
@@ -77,7 +91,7 @@ def _case(run: RunReport, tail_lines: int) -> ET.Element:
         body = [f"- {sentence}" for sentence in sentences]
         failure.text = _xml_text("\n".join([*body, f"replay: {run.replay_command}"]))
     out = ET.SubElement(case, "system-out")
-    out.text = _xml_text(tail(run.records, tail_lines))
+    out.text = _xml_text(f"{_identity(run)}\n\n{tail(run.records, tail_lines)}")
     return case
 
 
@@ -90,11 +104,12 @@ def render(
         "tests": str(len(runs)),
         "failures": str(failed),
         "errors": "0",
-        "skipped": "0",
-        "time": "0",
+        "time": _seconds(sum(run.wall_s for run in runs)),
     }
     root = ET.Element("testsuites", {"name": _xml_text(suite_name), **counts})
-    suite = ET.SubElement(root, "testsuite", {"name": _xml_text(suite_name), **counts})
+    suite = ET.SubElement(
+        root, "testsuite", {"name": _xml_text(suite_name), **counts, "skipped": "0"}
+    )
     for run in runs:
         suite.append(_case(run, tail_lines))
     ET.indent(root, space="  ")

@@ -115,6 +115,13 @@ class RunReport:
     records: list[Record] = field(repr=False)
     elapsed_sim_ms: int
     """Sim time from the start of the run to its last record."""
+    description: str = ""
+    """The scenario's description (what the run is meant to show)."""
+    verdict_known: bool = True
+    """False for a trace read without its run record: `passed` is then only a placeholder,
+    and reports say the verdict is unknown instead of guessing it."""
+    wall_s: float = 0.0
+    """Wall-clock seconds the run took (JUnit's `time`; 0 when not measured)."""
 
     @classmethod
     def from_records(
@@ -128,6 +135,9 @@ class RunReport:
         replay_command: str,
         records: Sequence[Mapping[str, Any]],
         digest: str | None = None,
+        description: str = "",
+        verdict_known: bool = True,
+        wall_s: float = 0.0,
     ) -> RunReport:
         """A report whose digest (unless given) and elapsed time are computed from `records`."""
         plain = [dict(record) for record in records]
@@ -141,4 +151,7 @@ class RunReport:
             digest=digest if digest is not None else trace_digest(plain),
             records=plain,
             elapsed_sim_ms=elapsed_sim_ms(plain),
+            description=description,
+            verdict_known=verdict_known,
+            wall_s=wall_s,
         )

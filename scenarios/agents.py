@@ -7,32 +7,69 @@ that is one of the runtime's static options (`keep_alive_interval_ms`, ...; see
 the runtime checks it; any other key must name a public class attribute of the agent
 (`initial_state`, a workload's `step_ms`) and replaces it. String values of keys ending in `_ms`
 are durations such as `'20s'`. Errors are `ValueError`s whose text says what is allowed; the
-loader adds the file and line.
+loader adds the file and line. A `class:` module is imported from the installed packages, the
+scenario file's folder or the current directory (`search_dirs`), so that `agentsim run` finds
+a user's agents beside their scenarios with no `PYTHONPATH`: importing it runs its code, as a
+test file's imports do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from agents_core import Agent
 from agents_core.options import AgentOptions, resolve_options
 from sim.units import parse_duration_ms
 
-__all__ = ["call_signature_error", "option_names", "public_methods", "resolve", "with_options"]
+__all__ = [
+    "call_signature_error",
+    "option_names",
+    "public_methods",
+    "resolve",
+    "search_dirs",
+    "with_options",
+]
 
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _AGENT_BASE_NAMES = frozenset(name for klass in Agent.__mro__ for name in vars(klass))
 _RUNTIME_OPTIONS = tuple(f.name for f in fields(AgentOptions))
 
 
-def resolve(import_path: str) -> type:
-    """The Agent subclass at `package.module:Class`."""
+def search_dirs(scenario_path: str | Path) -> tuple[str, ...]:
+    """Where a scenario's `class:` modules are looked for besides the installed packages: the
+    scenario file's directory, then the current directory (as `python -m pytest` would find a
+    test's helpers), whatever command runs it."""
+    here = Path(scenario_path).parent if str(scenario_path) != "<scenario>" else Path(".")
+    return tuple(dict.fromkeys([str(here.resolve()), str(Path.cwd())]))
+
+
+@contextlib.contextmanager
+def _importable_from(dirs: Sequence[str]) -> Iterator[None]:
+    """`dirs` first on `sys.path` while a scenario's modules are imported. Put back after:
+    what was imported stays in `sys.modules`, and nothing else the process imports later is
+    shadowed by a scenario's folder."""
+    added = [d for d in dirs if d not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for directory in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(directory)
+
+
+def resolve(import_path: str, search: Sequence[str] = ()) -> type:
+    """The Agent subclass at `package.module:Class`; the module may also live in one of the
+    `search` directories (`search_dirs` of the scenario file)."""
     if not isinstance(import_path, str) or not _IMPORT_PATH.fullmatch(import_path):
         raise ValueError(
             f"{import_path!r} is not an import path; write 'package.module:Class', "
@@ -40,11 +77,13 @@ def resolve(import_path: str) -> type:
         )
     module_name, _, qualname = import_path.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
+        with _importable_from(search):
+            target: Any = importlib.import_module(module_name)
     except Exception as exc:  # any import failure is the file's fault, reported not raised
+        where = ", ".join(search) if search else "the current directory"
         raise ValueError(
             f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
-            f"the module must be importable from the current directory or the installed packages"
+            f"the module must be importable from the installed packages or sit in {where}"
         ) from None
     for part in qualname.split("."):
         if not hasattr(target, part):

@@ -1,7 +1,7 @@
 """`agentsim`, the front door: run scenarios over seeds, replay failures, fuzz, keep golden traces.
 
-Commands: `run`, `validate`, `replay`, `report`, `schema`, `fuzz`, `explore`, `golden`
-(`agentsim --help`).
+Commands: `run`, `validate`, `replay`, `report`, `library`, `schema`, `fuzz`, `explore`,
+`golden` (`agentsim --help`, `agentsim --version`).
 Exit codes: 0 everything passed (or was valid), 1 something failed (a scenario, a replay that did
 not reproduce, a fuzz finding, a golden diff), 2 bad input (a missing path, an invalid scenario,
 an unknown command or flag, an unreadable trace or failure file). Bad input never shows a
@@ -33,10 +33,12 @@ from scenarios.cli_input import (
     budgets_in_command,
     expand_paths,
     input_file,
+    library_dir,
     non_negative,
     output_directory,
     output_file,
     positive,
+    scenario_files_in,
     seed_range,
     write_text,
     write_trace,
@@ -45,14 +47,21 @@ from scenarios.cli_input import (
 from scenarios.determinism import run_checked
 from scenarios.errors import InvalidScenario, printable
 from scenarios.explore import ExploreInputError, explore_command
-from scenarios.failures import RunRecord, failure_file_name, replay_file, report_of_trace
+from scenarios.failures import (
+    RunRecord,
+    agentsim_version,
+    failure_file_name,
+    replay_file,
+    report_of_trace,
+)
 from scenarios.fuzz import FAULT_KINDS, FlakyFinding, fuzz_scenario
-from scenarios.golden import check_golden, update_golden
+from scenarios.golden import check_golden, write_golden
 from scenarios.loader import load_scenario
 from scenarios.progress import RunProgress, is_terminal
 from scenarios.runner import ScenarioResult, budget_overrides, invariant_names, run_scenario
-from scenarios.schema import Scenario
+from scenarios.schema import InvariantsExpectation, Scenario
 from scenarios.sweeps import SweepFailed, SweepInputError, SweepSettings, add_sweep_flags, sweep
+from sim.checkers import CHECKERS
 from sim.human import render_all
 from sim.probes import coverage_line
 from sim.trace import Trace, TraceRecord
@@ -104,6 +113,7 @@ def _parser() -> _Parser:
         prog="agentsim",
         description="Deterministic simulation testing for durable AI agents.",
     )
+    parser.add_argument("--version", action="version", version=f"agentsim {agentsim_version()}")
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", title="commands", required=True
     )
@@ -114,7 +124,17 @@ def _parser() -> _Parser:
         "some fail, 2 on bad input. Each failure prints its replay command and writes a "
         "failure file for `agentsim replay`.",
     )
-    run.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
+    run.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="a scenario file or a directory (its *.yaml and *.yml files, at any depth)",
+    )
+    run.add_argument(
+        "--library",
+        action="store_true",
+        help="also run the scenarios bundled with agentsim (`agentsim library` lists them)",
+    )
     seeds = run.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=non_negative, help="run with this seed instead of the file's")
     seeds.add_argument(
@@ -179,6 +199,12 @@ def _parser() -> _Parser:
     )
     report.add_argument("trace", metavar="TRACE.jsonl")
     report.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
+    commands.add_parser(
+        "library",
+        help="list the scenarios bundled with agentsim (run them with `agentsim run --library`)",
+        description="List the bundled scenario library: each scenario's name, file and what "
+        "it shows.",
+    )
     commands.add_parser(
         "schema",
         help="print the JSON Schema of scenario files (for editors)",
@@ -320,6 +346,8 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _replay(args, out, err)
     if args.command == "report":
         return _report(args.trace, args.html, out)
+    if args.command == "library":
+        return _library(out)
     if args.command == "schema":
         return _schema(out)
     if args.command == "fuzz":
@@ -335,6 +363,10 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # -- run ----------------------------------------------------------------------------------------
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if getattr(args, "library", False):
+        args.paths = [*args.paths, str(library_dir())]
+    if not args.paths:
+        raise _BadInput("no scenario given; name files or directories, or give --library")
     scenarios = _load_or_report(args.paths, err)
     if scenarios is None:
         return EXIT_BAD_INPUT
@@ -348,13 +380,14 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     runs = [(scenario, seed) for scenario in scenarios for seed in seeds]
     reports: list[RunReport] = []
     reaching: dict[str, int] = {}
+    _warn_unchecked(scenarios, args, err)
     with RunProgress(out, len(runs), terminal=is_terminal(out)) as progress:
         for (scenario, _seed), result in zip(runs, _results(runs, args), strict=True):
             for name in result.probes:
                 reaching[name] = reaching.get(name, 0) + 1
             notes = _keep(result, args, trace_dir, html_dir, reports)
             if not many or not result.passed:
-                progress.print(printable(result.report(notes)))
+                progress.print(printable(_verdict_text(result, scenario, args, notes)))
             progress.advance(f"{scenario.name} seed={result.seed}")
     if many:
         print(printable(render_summary(reports)), file=out)
@@ -386,6 +419,62 @@ def _results(
         yield from sweep(runs, settings, workers=workers, dask=dask)
     except (SweepInputError, SweepFailed) as exc:
         raise _BadInput(str(exc)) from None
+
+
+def _invariants_checked(scenario: Scenario, args: argparse.Namespace) -> list[str]:
+    """The named invariants a run of `scenario` checks: its file's and the command line's."""
+    names = [
+        name for e in scenario.expect if isinstance(e, InvariantsExpectation) for name in e.names
+    ]
+    return list(dict.fromkeys([*names, *getattr(args, "invariants", ())]))
+
+
+def _checked(scenario: Scenario, args: argparse.Namespace) -> str:
+    """What a PASS stands for: `3 expectations, invariants: a, b, determinism checked`."""
+    count = len(scenario.expect)
+    parts = [f"{count} expectation{'' if count == 1 else 's'}"]
+    names = _invariants_checked(scenario, args)
+    if not names:
+        parts.append("no invariants")
+    elif set(names) == set(CHECKERS):
+        parts.append(f"invariants: all {len(names)}")
+    elif len(names) > 4:
+        parts.append(f"invariants: {', '.join(names[:4])} and {len(names) - 4} more")
+    else:
+        parts.append(f"invariants: {', '.join(names)}")
+    subprocess_check = getattr(args, "check_determinism_subprocess", False)
+    if subprocess_check:
+        parts.append("determinism checked in a child process")
+    elif getattr(args, "check_determinism", False):
+        parts.append("determinism checked")
+    else:
+        parts.append("determinism not checked")
+    return ", ".join(parts)
+
+
+def _verdict_text(
+    result: ScenarioResult, scenario: Scenario, args: argparse.Namespace, notes: list[str]
+) -> str:
+    """A PASS line says what it checked; a FAIL is the result's own report."""
+    if not result.passed:
+        return result.report(notes)
+    return f"{result.report(notes)} (checked {_checked(scenario, args)})"
+
+
+def _warn_unchecked(scenarios: Sequence[Scenario], args: argparse.Namespace, err: TextIO) -> None:
+    """A scenario that checks nothing passes whenever its steps raise nothing and it settles:
+    say so, once per scenario, before its runs."""
+    for scenario in scenarios:
+        if scenario.expect or _invariants_checked(scenario, args):
+            continue
+        print(
+            printable(
+                f"agentsim {args.command}: warning: {scenario.path}: scenario {scenario.name!r} "
+                f"has no expectation and no invariant, so its PASS only says that its steps "
+                f"raised nothing and it settled; add expect: to the file, or --invariants all"
+            ),
+            file=err,
+        )
 
 
 def _execute(scenario: Scenario, seed: int | None, args: argparse.Namespace) -> ScenarioResult:
@@ -428,6 +517,8 @@ def _keep(
             replay_command=result.replay,
             records=records,
             digest=result.digest,
+            description=result.description,
+            wall_s=result.wall_s,
         )
 
     records = [r.to_dict() for r in result.trace]
@@ -489,7 +580,23 @@ def _recorded_replay(path: Path) -> str:
     return replay if isinstance(replay, str) else ""
 
 
-# -- report, schema -----------------------------------------------------------------------------
+# -- library, report, schema --------------------------------------------------------------------
+def _library(out: TextIO) -> int:
+    scenarios, errors = _load_all([str(p) for p in scenario_files_in(library_dir())])
+    if errors:
+        raise _BadInput(errors[0])
+    for scenario in scenarios:
+        summary = " ".join(scenario.description.split())
+        if len(summary) > 160:
+            summary = summary[:157] + "..."
+        print(printable(f"{scenario.name}  {summary}"), file=out)
+    print(
+        f"{len(scenarios)} scenarios in {library_dir()}; run them with: agentsim run --library",
+        file=out,
+    )
+    return EXIT_OK
+
+
 def _report(path: str, html: str | None, out: TextIO) -> int:
     input_file(path, "trace file (JSONL)")
     if html is not None:
@@ -580,16 +687,14 @@ def _golden(paths: Sequence[str], update: bool, out: TextIO) -> int:
         raise _BadInput(errors[0])
     bad = 0
     for file in files:
+        check = write_golden(file) if update else check_golden(file)
         if update:
-            golden, changed = update_golden(file)
-            print(f"{'wrote' if changed else 'unchanged'} {golden}", file=out)
-            continue
-        check = check_golden(file)
-        if check.ok:
+            print(f"{check.status} {check.golden}", file=out)
+        elif check.ok:
             print(f"ok {check.golden}", file=out)
-        else:
+        if not check.ok:
             bad += 1
-            print(printable(check.explain().rstrip("\n")), file=out)
+            print(printable(f"FAIL {check.explain().rstrip()}"), file=out)
     return EXIT_FAILED if bad else EXIT_OK
 
 

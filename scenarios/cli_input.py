@@ -35,11 +35,13 @@ __all__ = [
     "budgets_in_command",
     "expand_paths",
     "input_file",
+    "library_dir",
     "non_negative",
     "output_directory",
     "output_file",
     "path_problem",
     "positive",
+    "scenario_files_in",
     "seed_range",
     "write_text",
     "write_trace",
@@ -212,8 +214,33 @@ def output_file(path: str, what: str, example: str) -> None:
         )
 
 
+def library_dir() -> Path:
+    """The bundled scenarios: `scenarios/library` inside the installed package (a wheel ships
+    its `*.yaml` and `*.golden` files as package data)."""
+    return Path(__file__).resolve().parent / "library"
+
+
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+"""What a file found in a directory must end with to count as a scenario."""
+
+
+def scenario_files_in(directory: Path) -> list[Path]:
+    """The `*.yaml` and `*.yml` files under `directory`, at any depth, sorted by their path
+    below it (a folder's files in name order, a subfolder's where its name sorts). Hidden
+    files and folders (`.git`, `.venv`) are left out."""
+    found = []
+    for path in directory.rglob("*"):
+        relative = path.relative_to(directory)
+        if any(part.startswith(".") for part in relative.parts):
+            continue
+        if path.suffix in SCENARIO_SUFFIXES and path.is_file():
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(directory).parts)
+
+
 def expand_paths(paths: Sequence[str]) -> list[str]:
-    """Files in the order given; a directory stands for its `*.yaml` files, sorted by name."""
+    """Files in the order given; a directory stands for its `*.yaml` and `*.yml` files at any
+    depth (`scenario_files_in`)."""
     files: list[str] = []
     for given in paths:
         path = Path(given)
@@ -221,10 +248,13 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
         if problem is not None:
             raise PathProblem(f"{given!r}: {problem}")
         if path.is_dir():
-            found = sorted(path.glob("*.yaml"), key=lambda p: p.name)
+            found = scenario_files_in(path)
             if not found:
-                raise PathProblem(f"no *.yaml scenario files in directory {given!r}")
-            files += [str(p) for p in found if p.is_file()]
+                raise PathProblem(
+                    f"no *.yaml or *.yml scenario files in directory {given!r} (searched "
+                    f"with its subdirectories)"
+                )
+            files += [str(p) for p in found]
         else:
             files.append(given)
     return list(dict.fromkeys(files))

@@ -44,6 +44,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from reports import RunReport
 from scenarios.determinism import run_checked
 from scenarios.loader import load_scenario
@@ -349,6 +351,7 @@ def report_of_trace(path: str, records: list[dict[str, Any]]) -> RunReport:
             failures=record.failures,
             replay_command=record.replay,
             records=records,
+            description=_description(record.path),
         )
     start = next((r for r in records if r.get("event") == "simulation:start"), {})
     seed = start.get("seed") if isinstance(start.get("seed"), int) else 0
@@ -363,4 +366,16 @@ def report_of_trace(path: str, records: list[dict[str, Any]]) -> RunReport:
         ],
         replay_command=f"agentsim report {path}",
         records=records,
+        verdict_known=False,
     )
+
+
+def _description(scenario_path: str) -> str:
+    """The `description:` of a scenario file, read as plain YAML (its classes are not
+    imported to show a report); '' when the file is gone or has none."""
+    try:
+        document = yaml.safe_load(Path(scenario_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return ""
+    value = document.get("description") if isinstance(document, dict) else None
+    return value if isinstance(value, str) else ""

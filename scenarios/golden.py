@@ -8,7 +8,10 @@ passes. The run uses the scenario's own seed; the text has no path, wall clock o
 address in it, so the same code gives the same bytes anywhere.
 
 `check_golden(path)` compares a scenario's run with its golden file; `update_golden(path)`
-writes it. The command for people is `agentsim golden [--update] PATH...`.
+writes it. Both also say whether the run passed its expectations: the golden trace of a run
+whose story no longer holds is not "ok", even when it matches, and `write_golden` still writes
+it (the diff is worth reviewing) but reports the failures. The command for people is
+`agentsim golden [--update] PATH...`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ __all__ = [
     "golden_text",
     "update_command",
     "update_golden",
+    "write_golden",
 ]
 
 SUFFIX = ".golden"
@@ -64,53 +68,76 @@ class GoldenCheck:
     """The scenario file, as given."""
     golden: Path
     status: str
-    """`match`, `missing` (no golden file yet) or `differs`."""
+    """`match`, `missing` (no golden file yet) or `differs`; after `write_golden`, `wrote`
+    or `unchanged`."""
     diff: str = ""
     """For `differs`: a unified diff from the golden file to this run."""
+    failures: tuple[str, ...] = ()
+    """The run's failure sentences: its expectations (or liveness) did not hold."""
+    replay: str = ""
+    """The command that replays the run."""
 
     @property
     def ok(self) -> bool:
-        return self.status == "match"
+        return self.status in ("match", "wrote", "unchanged") and not self.failures
 
     def explain(self) -> str:
-        """What is wrong and the command that fixes it ('' for a match)."""
+        """What is wrong and the command that fixes it ('' when all is well)."""
+        parts = []
+        if self.failures:
+            sentences = "".join(f"  - {sentence}\n" for sentence in self.failures)
+            parts.append(
+                f"the run of {self.scenario} fails its expectations, so its golden trace shows "
+                f"a story that no longer holds:\n{sentences}  replay: {self.replay}"
+            )
         if self.status == "missing":
-            return (
+            parts.append(
                 f"{self.scenario} has no golden trace ({self.golden} does not exist); create "
                 f"it with: {update_command(self.scenario)}"
             )
         if self.status == "differs":
-            return (
+            parts.append(
                 f"the run of {self.scenario} differs from its golden trace {self.golden}:\n"
                 f"{self.diff}"
                 f"if the change is intended, update it with: {update_command(self.scenario)}"
             )
-        return ""
+        return "\n".join(parts)
 
 
 def check_golden(scenario_path: str | Path) -> GoldenCheck:
     """Run the scenario with its own seed and compare the short log with its golden file."""
     golden = golden_path(scenario_path)
-    actual = golden_text(run_scenario(load_scenario(scenario_path)))
+    result = run_scenario(load_scenario(scenario_path))
+    actual = golden_text(result)
+    verdict = {"failures": result.failures, "replay": result.replay}
     if not golden.is_file():
-        return GoldenCheck(str(scenario_path), golden, "missing")
+        return GoldenCheck(str(scenario_path), golden, "missing", **verdict)
     expected = golden.read_text(encoding="utf-8")
     if expected == actual:
-        return GoldenCheck(str(scenario_path), golden, "match")
+        return GoldenCheck(str(scenario_path), golden, "match", **verdict)
     diff = difflib.unified_diff(
         expected.splitlines(keepends=True),
         actual.splitlines(keepends=True),
         fromfile=str(golden),
         tofile=f"{scenario_path} (this run)",
     )
-    return GoldenCheck(str(scenario_path), golden, "differs", "".join(diff))
+    return GoldenCheck(str(scenario_path), golden, "differs", "".join(diff), **verdict)
+
+
+def write_golden(scenario_path: str | Path) -> GoldenCheck:
+    """Write the golden file of a scenario from a run: status `wrote` or `unchanged`, with the
+    run's failures (a failing run's golden file is written all the same)."""
+    golden = golden_path(scenario_path)
+    result = run_scenario(load_scenario(scenario_path))
+    text = golden_text(result)
+    verdict = {"failures": result.failures, "replay": result.replay}
+    if golden.is_file() and golden.read_text(encoding="utf-8") == text:
+        return GoldenCheck(str(scenario_path), golden, "unchanged", **verdict)
+    golden.write_text(text, encoding="utf-8")
+    return GoldenCheck(str(scenario_path), golden, "wrote", **verdict)
 
 
 def update_golden(scenario_path: str | Path) -> tuple[Path, bool]:
     """Write the golden file of a scenario from a run; its path and whether it changed."""
-    golden = golden_path(scenario_path)
-    text = golden_text(run_scenario(load_scenario(scenario_path)))
-    if golden.is_file() and golden.read_text(encoding="utf-8") == text:
-        return golden, False
-    golden.write_text(text, encoding="utf-8")
-    return golden, True
+    written = write_golden(scenario_path)
+    return written.golden, written.status == "wrote"

@@ -282,7 +282,7 @@ def _agent(
     class_path = spec.get("class")
     options = plain(spec.get("options") or {})
     try:
-        base = agent_classes.resolve(class_path)
+        base = agent_classes.resolve(class_path, agent_classes.search_dirs(path))
     except ValueError as exc:
         spec.fail("class", f"class: {exc}")
     return AgentSpec(

@@ -2,7 +2,8 @@
 
 The run is a pure function of the scenario, the seed and the invariants asked for: the same
 triple gives the same trace, digest and verdict in any process. The result carries the failures
-as sentences and the one command that replays the run; nothing in it depends on the wall clock.
+as sentences and the one command that replays the run; nothing in it depends on the wall clock
+but `wall_s`, how long it took (for JUnit).
 Named invariants (`sim.checkers`) given here are checked after the scenario's own expectations,
 over the trace and the final storage, as the fuzzer and `agentsim run --invariants` ask.
 
@@ -19,6 +20,7 @@ import contextlib
 import contextvars
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +123,11 @@ class ScenarioResult:
     with an interleaving)."""
     reorderings: tuple[Reordering, ...] = field(default=(), compare=False, repr=False)
     """The groups that ran out of FIFO order, with what each of their events resumed."""
+    description: str = field(default="", compare=False, repr=False)
+    """The scenario's description (what reports show under its name)."""
+    wall_s: float = field(default=0.0, compare=False)
+    """Wall-clock seconds the run took: the one thing here that depends on the machine, kept
+    for the JUnit `time` only (never part of a verdict, a digest or a failure file)."""
 
     @property
     def headline(self) -> str:
@@ -235,6 +242,7 @@ def _run(
     record_statements: bool,
     interleave: Interleave | None,
 ) -> ScenarioResult:
+    started_s = time.perf_counter()
     sim = Simulation(
         seed=seed, faults=scenario.faults, interleave=interleave, budget=budget_for(scenario)
     )
@@ -311,6 +319,8 @@ def _run(
         interleave=interleave,
         group_sizes=group_sizes,
         reorderings=reorderings,
+        description=scenario.description,
+        wall_s=time.perf_counter() - started_s,
     )
 
 

@@ -5,6 +5,8 @@ restarted, an alarm slot per agent, in-memory SQLite that injects faults, simula
 upstream services, and the trace. `Simulation` is the facade tests and scenarios use.
 """
 
+# `import sim` then `sim.human.render_all(records)`, as the README shows.
+from sim import human as human
 from sim.clients import Client
 from sim.errors import AgentEvicted
 from sim.faults import PROFILES, FaultProfile, profile_named

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -12,6 +13,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from reports import render_html
+from reports.html import STATIC_ROWS_MAX
+from reports.shortlog import detail
 from tests.reports.helpers import (
     CHILD,
     ROOT,
@@ -58,6 +61,25 @@ def test_a_passing_run_says_so_and_still_shows_how_to_replay_it() -> None:
     html = render_html(report_of(story()))
     assert 'data-verdict="pass"' in html and "PASSED" in html and 'class="failures"' not in html
     assert "agentsim run scenarios/library/story.yaml --seed 42" in html
+
+
+def test_an_unknown_verdict_is_never_called_failed() -> None:
+    """A trace shown without its run record is titled and badged VERDICT UNKNOWN, in grey."""
+    html = render_html(report_of(story(), passed=False, verdict_known=False))
+    assert "<title>VERDICT UNKNOWN story [seed 42] - agentsim</title>" in html
+    assert '<header class="verdict unknown" id="verdict" data-verdict="unknown">' in html
+    assert '<span class="badge">VERDICT UNKNOWN</span>' in html
+    assert "FAILED" not in html and "PASSED" not in html
+
+
+def test_the_page_shows_the_scenario_description() -> None:
+    """The description is in the header, escaped; a run without one has no empty paragraph."""
+    html = render_html(report_of(story(), description="A parent <recovers> its fiber."))
+    header = html[: html.index("</header>")]
+    assert '<p class="description" id="description">A parent &lt;recovers&gt; its fiber.</p>' in (
+        header
+    )
+    assert 'id="description"' not in render_html(report_of(story()))
 
 
 def test_one_lane_per_agent_with_facets_nested_under_their_root() -> None:
@@ -247,3 +269,24 @@ def test_what_never_finished_is_drawn_open_to_the_end_of_the_run() -> None:
         ("running", "5000", "4"),
     ]
     assert {a["class"].split()[1] for a in opened} == {"r-inc", "r-fiber", "r-run", "r-alarm"}
+
+
+def test_a_long_run_s_table_travels_as_json_rows() -> None:
+    """Past STATIC_ROWS_MAX records the rows are `[seq, t, agent, inc, event, detail]` in a
+    JSON block with names given once, and no `<` of a value is written raw."""
+    records = [
+        rec(i, i * 10, "A/a" if i % 2 else "", 1, "rpc", method="<m>")
+        for i in range(STATIC_ROWS_MAX + 1)
+    ]
+    html = render_html(report_of(records))
+    table = html[html.index('<table id="events"') :]
+    assert table.startswith('<table id="events" data-lazy="1">') and "<tr id=" not in table
+    block = re.search(r'<script type="application/json" id="events-data">(.*?)</script>', html)
+    assert block is not None and "<m>" not in block.group(1)
+    data = json.loads(block.group(1))
+    assert data["agents"] == ["", "A/a"] and data["events"] == ["rpc"]
+    assert data["families"] == ["rpc"]
+    assert len(data["rows"]) == len(records)
+    assert data["rows"][1] == [1, 10, 1, 1, 0, detail(records[1], None)]
+    short = render_html(report_of(records[:STATIC_ROWS_MAX]))
+    assert 'id="events-data"' not in short and '<tr id="e4999"' in short

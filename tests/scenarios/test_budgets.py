@@ -91,7 +91,7 @@ def test_agentsim_run_fails_a_runaway_with_exit_1_and_its_replay_command(
     code, out, err = run_cli(
         capsys, "run", str(path), "--max-events", "2000", "--failures", str(failures)
     )
-    assert code == 1 and err == ""
+    assert code == 1 and err.startswith("agentsim run: warning: ")  # it has no expectation
     assert "its events budget" in out
     assert f"replay: agentsim run {path} --seed 1 --max-events 2000" in out
     assert out.splitlines()[-1] == "0 passed, 1 failed"

@@ -19,8 +19,21 @@ from scenarios.cli import main
 from sim import Trace
 from tests.scenarios.helpers import BASE, LEAKY, LIBRARY, ROOT, edit, library_files
 
-HEADLINE = re.compile(r"^(PASS|FAIL) [\w.-]+ seed=\d+ events=\d+ digest=[0-9a-f]{8}$")
-COMMANDS = ["run", "validate", "replay", "report", "schema", "fuzz", "explore", "golden"]
+HEADLINE = re.compile(
+    r"^(PASS|FAIL) [\w.-]+ seed=\d+ events=\d+ digest=[0-9a-f]{8}( \(checked [^)]*\))?$"
+)
+COMMANDS = [
+    "run",
+    "validate",
+    "replay",
+    "report",
+    "library",
+    "schema",
+    "fuzz",
+    "explore",
+    "golden",
+    "diff",
+]
 FORGETFUL = """\
 name: forgetful
 description: A background fiber killed by a deploy after its first stash; recovery forgets it.
@@ -116,7 +129,7 @@ def test_seed_overrides_the_file_and_matches_the_library_api(
     code, out, _ = run_cli(capsys, "run", str(path), "--seed", "3")
     expected = run_scenario(load_scenario(path), seed=3)
     assert code == 0
-    assert out.splitlines()[0] == expected.headline
+    assert out.splitlines()[0].startswith(f"{expected.headline} (checked 5 expectations, ")
     assert "seed=3 " in expected.headline
 
 
@@ -179,7 +192,7 @@ def test_junit_has_a_case_per_scenario_and_seed_and_html_a_page_per_run(
     assert 'tests="4" failures="2"' in junit
     assert f"replay: agentsim run {bad} --seed 2" in junit
     events = run_scenario(load_scenario(bad), seed=2).events
-    assert f'<property name="events" value="{events}" />' in junit
+    assert f"events: {events}\n" in junit and "<property" not in junit
     pages = sorted(p.name for p in (tmp_path / "pages").iterdir())
     assert pages == ["bad-1.html", "bad-2.html", "base-1.html", "base-2.html"]
     page = (tmp_path / "pages" / "bad-2.html").read_text()
@@ -216,9 +229,12 @@ def test_report_html_takes_the_verdict_from_the_run_record_beside_the_trace(
     page = (tmp_path / "bad.html").read_text()
     assert code == 0 and out == "wrote bad.html\n"
     assert 'data-verdict="fail"' in page and "expected {&#x27;count&#x27;: 5}" in page
+    assert '<p class="description" id="description">A small valid scenario' in page
     (tmp_path / "traces" / "bad-7.run.json").unlink()
     run_cli(capsys, "report", "traces/bad-7.jsonl", "--html", "bare.html")
-    assert "verdict unknown: no run record beside the trace" in (tmp_path / "bare.html").read_text()
+    bare = (tmp_path / "bare.html").read_text()
+    assert "verdict unknown: no run record beside the trace" in bare
+    assert "<title>VERDICT UNKNOWN bad-7 [seed 7]" in bare and "FAILED" not in bare
 
 
 def test_invariants_named_on_the_command_line_are_checked_and_replayed(
@@ -288,7 +304,9 @@ def test_replaying_a_scenario_file_runs_it_with_its_seed(
     path = LIBRARY / "idle-eviction.yaml"
     code, out, _ = run_cli(capsys, "replay", str(path))
     assert code == 0
-    assert out.splitlines() == [run_scenario(load_scenario(path)).headline, "1 passed, 0 failed"]
+    headline = run_scenario(load_scenario(path)).headline
+    assert out.splitlines()[0].startswith(f"{headline} (checked ")
+    assert out.splitlines()[1:] == ["1 passed, 0 failed"]
 
 
 # -- determinism --------------------------------------------------------------------------------
@@ -366,7 +384,7 @@ def test_an_invalid_scenario_is_exit_2_with_its_error_and_nothing_runs(
         (["run", "--bogus", "x.yaml"], "agentsim: error: unrecognized arguments: --bogus"),
         (["--verbose"], "agentsim: error: "),
         ([], "agentsim: error: the following arguments are required: COMMAND"),
-        (["run"], "agentsim run: error: the following arguments are required: PATH"),
+        (["run"], "agentsim run: error: no scenario given; name files or directories, or give "),
         (["run", "x.yaml", "--seed", "-3"], "agentsim run: error: argument --seed: expected a "),
         (["run", "x.yaml", "--seeds", "5..2"], "agentsim run: error: argument --seeds: expected A"),
         (["run", "x.yaml", "--seeds", "1..2", "--seed", "3"], "agentsim run: error: argument"),
@@ -429,7 +447,10 @@ def test_an_empty_directory_is_bad_input(
     """Running nothing is not a pass."""
     code, _, err = run_cli(capsys, "run", str(tmp_path))
     assert code == 2
-    assert err == f"agentsim run: error: no *.yaml scenario files in directory {str(tmp_path)!r}\n"
+    assert err == (
+        f"agentsim run: error: no *.yaml or *.yml scenario files in directory "
+        f"{str(tmp_path)!r} (searched with its subdirectories)\n"
+    )
 
 
 def test_two_scenarios_with_one_name_are_bad_input(
