@@ -61,9 +61,16 @@ interface PlayResult {
 
 type Stub = DurableObjectStub & Record<string, (...args: unknown[]) => Promise<unknown>>;
 
-const QUIET_ROUNDS = 4;
-const QUIET_ROUND_MS = 4;
-const SETTLE_ROUNDS_MAX = 1500;
+const QUIET_ROUND_MS = 5;
+/** Quiet rounds in a row that end a wait: few when nothing the runner started is still
+ * running, many while a call, request or alarm handler is (a new incarnation's startup can
+ * go tens of milliseconds without a record on a busy machine). */
+const QUIET_ROUNDS_IDLE = 5;
+const QUIET_ROUNDS_BUSY = 30;
+const SETTLE_ROUNDS_MAX = 2000;
+
+/** How many promises the runner started are still pending. */
+let inFlight = 0;
 
 function realPause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -75,7 +82,8 @@ async function settle(): Promise<void> {
   const state = shared();
   let last = -1;
   let quiet = 0;
-  for (let round = 0; round < SETTLE_ROUNDS_MAX && quiet < QUIET_ROUNDS; round++) {
+  const enough = () => (inFlight > 0 ? QUIET_ROUNDS_BUSY : QUIET_ROUNDS_IDLE);
+  for (let round = 0; round < SETTLE_ROUNDS_MAX && quiet < enough(); round++) {
     await realPause(QUIET_ROUND_MS);
     const mark = state.activity + state.records.length * 7 + state.timers.length * 13;
     if (mark === last) quiet += 1;
@@ -159,13 +167,19 @@ class Player {
 
   private track(promise: Promise<unknown>, what: string): { done: boolean } {
     const status = { done: false };
+    inFlight += 1;
+    shared().activity += 1;
     this.pending.push(
       promise.then(
         () => {
           status.done = true;
+          inFlight -= 1;
+          shared().activity += 1;
         },
         (error: unknown) => {
           status.done = true;
+          inFlight -= 1;
+          shared().activity += 1;
           this.errors.push(`${what}: ${String(error)}`);
         }
       )
@@ -250,6 +264,7 @@ class Player {
 
 async function play(plan: Plan, repetition: number): Promise<PlayResult> {
   resetRun();
+  inFlight = 0;
   for (const agent of Object.values(plan.agents)) shared().options.set(agent.class, agent.options);
   const player = new Player(plan, `--${plan.name}--r${repetition}`);
   const actions = [...plan.actions];

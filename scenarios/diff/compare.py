@@ -21,7 +21,7 @@ from typing import Any
 
 from scenarios.diff.normalise import Story, canonical
 
-__all__ = ["ALLOWED", "Allowed", "Outcome", "compare", "first_difference"]
+__all__ = ["ALLOWED", "Allowed", "Outcome", "compare", "first_difference", "without_allowed"]
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,14 @@ class Allowed:
     """The row's id in `docs/divergences.md` (S1, K3, ...)."""
     why: str
     table: str | None = None
+    """This table: with neither `column` nor `row_id`, the whole table is not compared."""
     column: str | None = None
     """With `table`: this column is not compared."""
     row_id: str | None = None
     """With `table`: the row whose `id` is this is not compared."""
     event: str | None = None
     payload_field: str | None = None
-    """With `event`: this payload field is not compared."""
+    """With `event`: this payload field is not compared (None: no record of that type is)."""
     scenario: str | None = None
     """Only for this scenario (None: every scenario)."""
 
@@ -53,6 +54,25 @@ ALLOWED: tuple[Allowed, ...] = (
         "with the host clock",
         table="cf_agents_schedules",
         column="created_at",
+    ),
+    *(
+        Allowed(
+            row="S1",
+            why="the recovery hook throws for a managed fiber: the SDK settles it `error`, the "
+            "port keeps it `interrupted` for the duplicate delivery to resolve, so the receipts, "
+            "the duplicate's reply and the ledger row tell that story on each side",
+            scenario="managed-hook-throws-then-duplicate-resolves",
+            **where,
+        )
+        for where in (
+            {"event": "story:receipt", "payload_field": "status"},
+            {"event": "story:reply"},
+            {"event": "story:resolved"},
+            {"table": "cf_agents_fibers", "column": "status"},
+            {"table": "cf_agents_fibers", "column": "error_message"},
+            {"table": "cf_agents_fibers", "column": "completed_at"},
+            {"table": "story_log"},
+        )
     ),
     Allowed(
         row="K6",
@@ -77,7 +97,10 @@ class Outcome:
 
 def _strip(story: Story, rules: Sequence[Allowed]) -> Story:
     records = []
+    dropped = {rule.event for rule in rules if rule.event and not rule.payload_field}
     for t, agent, kind, payload in story.records:
+        if kind in dropped:
+            continue
         for rule in rules:
             if rule.event == kind and rule.payload_field and isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if k != rule.payload_field}
@@ -86,6 +109,8 @@ def _strip(story: Story, rules: Sequence[Allowed]) -> Story:
     for alias, by_name in story.tables.items():
         tables[alias] = {}
         for name, rows in by_name.items():
+            if any(r.table == name and not r.column and not r.row_id for r in rules):
+                continue
             columns = {r.column for r in rules if r.table == name and r.column}
             ids = {r.row_id for r in rules if r.table == name and r.row_id}
             stripped = [
@@ -95,6 +120,12 @@ def _strip(story: Story, rules: Sequence[Allowed]) -> Story:
             ]
             tables[alias][name] = sorted(stripped, key=canonical)
     return replace(story, records=records, tables=tables)
+
+
+def without_allowed(story: Story, scenario: str, allowed: Sequence[Allowed] = ALLOWED) -> Story:
+    """`story` without what the allow-list forgives in `scenario` (a real-clock column differs
+    between two plays of the real side as well)."""
+    return _strip(story, [rule for rule in allowed if rule.applies(scenario)])
 
 
 def _show(record: tuple[int, str, str, Any]) -> str:
