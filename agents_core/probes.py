@@ -233,6 +233,10 @@ RUNTIME_PROBES: dict[str, str] = {
     "chat.recovery_exhausted": (
         "chat recovery gave an interrupted turn up after max_chat_recovery_attempts"
     ),
+    "chat.recovery_no_progress_timeout": (
+        "chat recovery gave an interrupted turn up because it made no progress within "
+        "chat_recovery_no_progress_timeout_ms"
+    ),
     "chat.stale_child_run_reconciled": (
         "an agent-tool child settled a run row that no live turn of this incarnation drives "
         "(self-heal after a restart)"

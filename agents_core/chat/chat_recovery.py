@@ -18,7 +18,14 @@ decides:
   model call is made. Continuing it would ask the model again and append the same reply twice.
 
 A continued or retried turn has a new request id (and is itself a fiber, so an eviction during
-it is recovered the same way, up to `max_chat_recovery_attempts`). `on_chat_recovery(ctx)` can
+it is recovered the same way). Recovery gives up (incident `exhausted`, `chat:recovery:exhausted`
+with the SDK's reason) when the turn made no progress for `chat_recovery_no_progress_timeout_ms`
+(the SDK's primary bound, 5 min by default: `no_progress_timeout`), or after
+`max_chat_recovery_attempts` (`max_attempts_exceeded`). Progress is the durable counter under
+`cf:chat-recovery:progress` (`agents_core.chat.parent`): each stored chunk that starts a segment
+or settles a tool bumps it, streaming deltas at most once per 5 s, and so does a parent turn
+forwarding its agent-tool child's chunks (§7.8). The incident keeps the highest count it saw and
+when it last rose (`lastProgressAt`); each recovery compares. `on_chat_recovery(ctx)` can
 override the decision. Incident statuses: `scheduled`, `attempting`, `recovered`, `failed`,
 `exhausted`.
 """
@@ -39,6 +46,7 @@ __all__ = ["ChatRecoveryContext", "ChatRecoveryMixin", "INCIDENT_PREFIX"]
 INCIDENT_PREFIX = "cf:chat-recovery:incident:"
 """The SDK's KV prefix of recovery incidents (the key's tail is ours: the origin request id)."""
 RECOVERY_DECISIONS = ("continue", "retry", "skip", "complete")
+DEFAULT_NO_PROGRESS_TIMEOUT_MS = 300_000
 _LIVE_STATUSES = ("scheduled", "attempting")
 _FAILED_STATUSES = ("failed", "exhausted")
 
@@ -60,6 +68,9 @@ class ChatRecoveryContext:
 
 class ChatRecoveryMixin:
     max_chat_recovery_attempts: ClassVar[int] = 10
+    chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
+    """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
+    this long (measured from the last recovery that found progress, or the first detection)."""
 
     def _init_chat_recovery(self: Any) -> None:
         self._chat_recovery_live: set[str] = set()
@@ -83,6 +94,8 @@ class ChatRecoveryMixin:
             "originRequestId": origin,
             "attempts": 0,
             "detectedAt": now,
+            "progress": self._chat_recovery_progress(),
+            "lastProgressAt": now,
         }
         incident.update(
             status="scheduled",
@@ -105,19 +118,51 @@ class ChatRecoveryMixin:
         incident = self.host.kv.get(key)
         if incident is None or incident.get("status") != "scheduled":
             return
-        if incident["attempts"] >= self.max_chat_recovery_attempts:
-            probe(self.host, "chat.recovery_exhausted")
-            self._set_incident(key, incident, "exhausted")
-            self._log(
-                "warn",
-                f"chat recovery of turn {origin} gave up after {incident['attempts']} attempts",
-            )
+        reason = self._chat_recovery_exhausted_reason(incident)
+        if reason is not None:
+            self._exhaust_chat_recovery(key, incident, reason, payload["requestId"])
             await self._after_chat_recovery(None)
             return
         incident["attempts"] += 1
         self._set_incident(key, incident, "attempting")
         self._chat_recovery_live.add(origin)
         self.host.tasks.wait_until(self._run_chat_recovery(payload, incident["attempts"]))
+
+    def _chat_recovery_exhausted_reason(self: Any, incident: dict[str, Any]) -> str | None:
+        """The SDK's budget, in its order: `no_progress_timeout` when the progress counter has
+        not risen for longer than the window, else `max_attempts_exceeded`; None to go on. A
+        rise since the last look moves `lastProgressAt` to now (kept in `incident`)."""
+        now = self.host.clock.now_ms()
+        progress = self._chat_recovery_progress()
+        if progress > (incident.get("progress") or 0):
+            incident.update(progress=progress, lastProgressAt=now)
+        last = incident.get("lastProgressAt", incident.get("detectedAt", now))
+        if now - last > self.chat_recovery_no_progress_timeout_ms:
+            return "no_progress_timeout"
+        if incident["attempts"] >= self.max_chat_recovery_attempts:
+            return "max_attempts_exceeded"
+        return None
+
+    def _exhaust_chat_recovery(
+        self: Any, key: str, incident: dict[str, Any], reason: str, request_id: str
+    ) -> None:
+        origin = incident.get("originRequestId")
+        if reason == "no_progress_timeout":
+            probe(self.host, "chat.recovery_no_progress_timeout")
+            why = f"made no progress for more than {self.chat_recovery_no_progress_timeout_ms} ms"
+        else:
+            probe(self.host, "chat.recovery_exhausted")
+            why = f"gave up after {incident['attempts']} attempts"
+        incident["reason"] = reason
+        self._set_incident(key, incident, "exhausted")
+        self.host.trace.emit(
+            "chat:recovery:exhausted",
+            requestId=request_id,
+            originRequestId=origin,
+            attempt=incident["attempts"],
+            reason=reason,
+        )
+        self._log("warn", f"chat recovery of turn {origin} {why}")
 
     async def _run_chat_recovery(self: Any, payload: dict[str, Any], attempt: int) -> None:
         origin = payload["originRequestId"]

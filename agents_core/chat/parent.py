@@ -11,6 +11,9 @@ Parent credit (§7.8): every forward of child chunks calls `_on_agent_tool_strea
 chat host turns that into a bump of its durable chat-recovery progress record (KV
 `cf:chat-recovery:progress`, `{count, at}`) at most once per 5 s per isolate, the first call
 after a restart always crediting, so an orchestrating parent whose child streams shows progress.
+The host's own turns bump it too, as they store chunks (the SDK's `shouldCreditStreamProgress`):
+a chunk that starts a text or reasoning segment or settles a tool always, a streaming delta at
+most once per 5 s per isolate. Chat recovery's no-progress window reads the count.
 """
 
 from __future__ import annotations
@@ -27,6 +30,20 @@ __all__ = [
 ]
 
 AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS = 5_000
+CHAT_STREAM_PROGRESS_CREDIT_THROTTLE_MS = 5_000
+PROGRESS_CHUNK_TYPES = frozenset(
+    {
+        "text-start",
+        "reasoning-start",
+        "tool-input-available",
+        "tool-output-available",
+        "tool-output-error",
+        "tool-output-denied",
+    }
+)
+"""Stored chunks that always credit progress (a segment started, a tool input or output settled)."""
+STREAMING_CONTENT_CHUNK_TYPES = frozenset({"text-delta", "reasoning-delta", "tool-input-delta"})
+"""Stored chunks that credit progress through the 5 s throttle."""
 CHAT_RECOVERY_PROGRESS_KEY = "cf:chat-recovery:progress"
 """KV key of the parent's recovery progress record, `{"count": n, "at": ms}`."""
 
@@ -56,6 +73,7 @@ def in_delivery_slot(agent: Any) -> bool:
 class ChatParentMixin:
     def _init_chat_parent(self: Any) -> None:
         self._stream_progress_credited_at: int | None = None
+        self._stream_content_credited_at: int | None = None
         self._detached_injecting: set[str] = set()
         self._think_drain_live = False
         self._think_submissions_live: set[str] = set()
@@ -128,6 +146,28 @@ class ChatParentMixin:
         if last is not None and now - last < AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS:
             return
         self._stream_progress_credited_at = now
+        self._bump_chat_recovery_progress()
+
+    def _credit_stored_chunk(self: Any, chunk_type: Any) -> None:
+        """A turn stored a chunk of this type: credit progress if it is new content."""
+        if chunk_type in PROGRESS_CHUNK_TYPES:
+            self._bump_chat_recovery_progress()
+        elif chunk_type in STREAMING_CONTENT_CHUNK_TYPES:
+            now = self.host.clock.now_ms()
+            last = self._stream_content_credited_at
+            if last is not None and now - last < CHAT_STREAM_PROGRESS_CREDIT_THROTTLE_MS:
+                return
+            self._stream_content_credited_at = now
+            self._bump_chat_recovery_progress()
+
+    def _bump_chat_recovery_progress(self: Any) -> None:
+        now = self.host.clock.now_ms()
+        self.host.kv.put(
+            CHAT_RECOVERY_PROGRESS_KEY, {"count": self._chat_recovery_progress() + 1, "at": now}
+        )
+
+    def _chat_recovery_progress(self: Any) -> int:
+        """The durable progress count (0 before the first credit)."""
         record = self.host.kv.get(CHAT_RECOVERY_PROGRESS_KEY)
         count = record.get("count", 0) if isinstance(record, dict) else 0
-        self.host.kv.put(CHAT_RECOVERY_PROGRESS_KEY, {"count": count + 1, "at": now})
+        return count if isinstance(count, int) else 0

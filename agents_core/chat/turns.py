@@ -406,6 +406,7 @@ class ChatTurnsMixin:
         """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it."""
         body = to_json_text(dict(chunk), "a UI chunk")
         index = self._append_stream_chunk(state.stream_id, body)
+        self._credit_stored_chunk(chunk.get("type"))
         state.builder.apply(chunk)
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
         self._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)
