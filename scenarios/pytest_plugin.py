@@ -30,7 +30,7 @@ import fnmatch
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,7 +186,7 @@ def _quoted(text: str) -> str:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     outcome = yield
     used = _ours(item)
     invariants = item.config.stash.get(_INVARIANTS, ())
@@ -205,7 +205,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
-) -> Iterator[pytest.TestReport]:
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report: pytest.TestReport = yield
     used = _ours(item)
     if used is not None and report.failed and call.when == "call":
@@ -225,8 +225,8 @@ def _failure_section(item: pytest.Item, used: _Used) -> str:
     target = _failures_dir(item.config) / "pytest" / f"{_file_stem(item.nodeid)}-{used.seed}.jsonl"
     try:
         used.simulation.trace.write_jsonl(target)
-        shown = _shown_path(item.config, target)
-        lines.append(f"full trace: {shown} (read it: agentsim report {_quoted(shown)})")
+        where_to = _shown_path(item.config, target)
+        lines.append(f"full trace: {where_to} (read it: agentsim report {_quoted(where_to)})")
     except OSError as exc:
         lines.append(f"full trace: not written ({exc.strerror or exc})")
     lines.append(f"replay: {_replay_line(item, used.seed)}")

@@ -63,7 +63,7 @@ def write_script(
     first_failure = " ".join(failure.split())[:300]
     if not script.broken:
         parse_scenario(text, out_path)  # a ValueError here is a bug of this writer: loud
-        header = [
+        lines = [
             f"Found by {found_by or 'a Hypothesis property'} (sim.strategies).",
             "The check that failed is the test's own, which a scenario file cannot say:",
             f"  {first_failure or '(no message)'}",
@@ -72,7 +72,7 @@ def write_script(
             "",
         ]
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(out_path).write_text(with_header(text, header), encoding="utf-8")
+        Path(out_path).write_text(with_header(text, lines), encoding="utf-8")
         return Path(out_path)
     text = with_broken_invariants(text, out_path, script.broken)
     first = run_scenario(parse_scenario(text, out_path))

@@ -146,7 +146,8 @@ class _Shipped:
     @classmethod
     def of(cls, result: ScenarioResult, keep_records: bool) -> _Shipped:
         records = tuple(result.trace.records) if keep_records else ()
-        bare = dataclasses.replace(result, trace=None, statements=(), reorderings=())
+        # No `Trace` travels (it holds a running hash): `landed` builds a fresh one.
+        bare = dataclasses.replace(result, trace=None, statements=(), reorderings=())  # type: ignore[arg-type]
         return cls(bare, records)
 
     def landed(self) -> ScenarioResult:
@@ -338,7 +339,7 @@ class _DaskBackend(_Backend):
     def completed(self, tasks: Iterable[_Task]) -> Iterator[tuple[_Task, list[_Shipped]]]:
         distributed = self.distributed
         finished = distributed.as_completed()
-        owner: dict[str, _Task] = {}
+        owner: dict[Any, _Task] = {}
 
         def submit(task: _Task) -> None:
             future = self.client.submit(run_task, task, pure=False)

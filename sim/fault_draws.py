@@ -82,11 +82,16 @@ class Executed(Protocol):
     """A statement agent code ran, as a recording gives it (`scenarios.runner.ExecutedStatement`
     is one)."""
 
-    t_ms: int
-    agent: str
-    statement: str
-    turn: int
-    step: int
+    @property
+    def t_ms(self) -> int: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def statement(self) -> str: ...
+    @property
+    def turn(self) -> int: ...
+    @property
+    def step(self) -> int: ...
 
 
 @dataclass(frozen=True)
