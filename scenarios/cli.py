@@ -10,6 +10,8 @@ traceback: it is one line on stderr saying what was wrong and what would be righ
 Every failing run prints the command that replays it, last, and writes a failure file
 (`scenarios.failures`) that `agentsim replay` re-runs. On a terminal a run over many scenarios
 or seeds shows a progress bar (`scenarios.progress`); in a pipe or CI it prints lines only.
+`run --workers N` and `run --dask ADDRESS` spread the runs over processes or a Dask cluster
+(`scenarios.sweeps`) and print exactly what a serial run prints.
 """
 
 from __future__ import annotations
