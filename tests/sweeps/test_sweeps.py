@@ -183,3 +183,15 @@ def test_a_lost_dask_worker_s_seeds_run_elsewhere(
     assert serial[0] == 0
     assert dask[0] == 0, dask[2]
     assert dask[1] == serial[1]
+
+
+def test_workers_keep_the_budgets_and_the_determinism_check(
+    idle_file: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-events and --check-determinism reach every worker: the same verdicts, sentences
+    and replay commands as a serial run."""
+    flags = ["--seeds", "0..3", "--max-events", "30", "--check-determinism"]
+    serial = _run(capsys, "run", idle_file, *flags, "--failures", "serial")
+    pooled = _run(capsys, "run", idle_file, *flags, "--workers", "2", "--failures", "pooled")
+    assert "--max-events 30" in serial[1]  # the budget cut the runs short, and replays keep it
+    assert pooled[:2] == (serial[0], serial[1].replace("serial", "pooled"))
