@@ -98,6 +98,12 @@ ROWS_NOT_COMPARED = {
 _OWN_PREFIXES = ("story:", "workload:", "harness:")
 _CONSTANT_ID = re.compile(r"^[a-z_]+$")
 _NANOID = re.compile(r"^[A-Za-z0-9_-]{21}$")
+_NANOID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{21}(?![A-Za-z0-9_-])")
+
+
+def _looks_random(token: str) -> bool:
+    """A nanoid mixes cases or digits; a 21-letter word of prose does not."""
+    return any(c.isdigit() for c in token) or (token.lower() != token and token.upper() != token)
 
 
 @dataclass
@@ -170,6 +176,15 @@ def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "", cell: bool =
                 return _clean(parsed, real, ids, key, cell)
         if _is_id(key, value):
             return "#?" if ids is None else ids.of(value)
+        # An id quoted in a message (an error naming a fiber) is numbered in place.
+        return _NANOID_IN_TEXT.sub(
+            lambda m: (
+                m.group(0)
+                if not _looks_random(m.group(0))
+                else ("#?" if ids is None else ids.of(m.group(0)))
+            ),
+            value,
+        )
     return value
 
 

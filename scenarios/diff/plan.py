@@ -13,6 +13,7 @@ comparison (`scenarios.diff.compare`), so the scenario runs in agentsim once.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ from sim import AgentRef, Simulation, parse_duration_ms
 
 __all__ = [
     "PLAYED_CLASSES",
+    "PLAYED_WORKLOADS",
     "PYTHON_ONLY_STEPS",
     "Compiled",
     "PythonRun",
@@ -60,6 +62,9 @@ PLAYED_CLASSES = {
     "scenarios.library_agents:Digest": "Digest",
 }
 """Scenario class path -> the class the workerd worker exports for it (`differential/src`)."""
+
+PLAYED_WORKLOADS = {"fibers": "FiberWorkload"}
+"""Workload kind -> the class that plays its description on the real side."""
 
 PYTHON_ONLY_STEPS: dict[type[Step], str] = {
     ArmStorageFaultStep: "storage faults and crashes between statements exist only in agentsim",
@@ -128,6 +133,8 @@ def _alias(path: str) -> str:
 
 def _static_skip(scenario: Scenario) -> Skip | None:
     for spec in scenario.agents:
+        if spec.workload in PLAYED_WORKLOADS:
+            continue
         if spec.workload is not None:
             return Skip(
                 f"agent {spec.alias} (line {spec.line})",
@@ -158,7 +165,12 @@ def _static_skip(scenario: Scenario) -> Skip | None:
 def _options(scenario: Scenario, alias: str) -> dict[str, Any]:
     """The agent's options as the class carries them (durations already in ms)."""
     spec = scenario.agent(alias)
-    out = {}
+    out: dict[str, Any] = {}
+    if spec.workload == "fibers":
+        # The description the port's player reads from its class, for the real side's player.
+        out["fibers"] = [dataclasses.asdict(plan) for plan in spec.cls.fibers]
+        out["start_on"] = spec.cls.start_on
+        out["recovery"] = spec.cls.recovery
     for key in spec.options:
         value = getattr(spec.cls, key, spec.options[key])
         if isinstance(value, str) and key.endswith("_ms"):
@@ -284,7 +296,8 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
         "end_ms": python.end_ms,
         "agents": {
             spec.alias: {
-                "class": PLAYED_CLASSES[spec.class_path],
+                "class": PLAYED_WORKLOADS.get(spec.workload or "")
+                or PLAYED_CLASSES[spec.class_path],
                 "options": _options(scenario, spec.alias),
             }
             for spec in scenario.agents

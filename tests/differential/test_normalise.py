@@ -67,3 +67,34 @@ def test_json_cells_are_compared_as_values() -> None:
     ours = normalise([], {"a": {"story_log": [{"data": '{"a": 1, "b": [2]}'}]}}, real=False)
     theirs = normalise([], {"a": {"story_log": [{"data": '{"b":[2],"a":1}'}]}}, real=True)
     assert compare(ours, theirs, "s").agree
+
+
+def test_an_id_quoted_in_a_message_is_numbered_in_place() -> None:
+    """An error naming a fiber by its id reads the same on both sides once ids are ordinals;
+    a long word of prose is left alone."""
+    ours = normalise(
+        [
+            _record(0, "fiber:run:started", fiberId="Ab3defghijklmnopqrstu"),
+            _record(
+                1,
+                "story:x",
+                error="fiber f (Ab3defghijklmnopqrstu) failed in recoverability-checks",
+            ),
+        ],
+        {},
+        real=False,
+    )
+    theirs = normalise(
+        [
+            _record(0, "fiber:run:started", fiberId="Zz9yxwvutsrqponmlkjih"),
+            _record(
+                1,
+                "story:x",
+                error="fiber f (Zz9yxwvutsrqponmlkjih) failed in recoverability-checks",
+            ),
+        ],
+        {},
+        real=True,
+    )
+    assert ours.records[1][3] == {"error": "fiber f (#1) failed in recoverability-checks"}
+    assert compare(ours, theirs, "s").agree
