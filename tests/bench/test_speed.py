@@ -1,0 +1,166 @@
+"""The speed of the harness against the simpy+SQLite ceiling, figure by figure (issue 11).
+
+Run: `python -m pytest tests/bench/test_speed.py -m bench --benchmark-enable -s`. Deselected
+by default, skipped without `--benchmark-enable`.
+
+Every figure is measured in a child process of its own (`tests/bench/workloads.py`), so that
+each has a heap, a collector and a peak RSS of its own, beside a ceiling measured in that same
+process: bare simpy with one SQLite transaction per wakeup. Each figure is run `ROUNDS` times
+(`$AGENTSIM_BENCH_ROUNDS`, at least 3) and its median is printed and written to
+`bench-results.json` with its target; the targets are reported, not asserted, because a shared
+machine must not fail a build (a benchmark fails only when a run fails).
+`$AGENTSIM_BENCH_MAX_AGENTS` caps the agent counts (10,000 agents need a few GB of memory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.bench.conftest import ROOT
+
+pytestmark = pytest.mark.bench
+
+ROUNDS = max(3, int(os.environ.get("AGENTSIM_BENCH_ROUNDS", "3")))
+MAX_AGENTS = int(os.environ.get("AGENTSIM_BENCH_MAX_AGENTS", "10000"))
+
+
+def child(*args: Any) -> dict[str, Any]:
+    """One figure measured in a fresh process (its last stdout line is the JSON)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.workloads", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"workload {args} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def medians(runs: list[dict[str, Any]]) -> dict[str, float]:
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def measure(benchmark: Any, *args: Any) -> dict[str, float]:
+    """`ROUNDS` runs of one figure, timed by pytest-benchmark; the median of each number."""
+    runs: list[dict[str, Any]] = []
+    benchmark.pedantic(lambda: runs.append(child(*args)), rounds=ROUNDS, iterations=1)
+    return medians(runs)
+
+
+def report(
+    results: dict[str, Any], name: str, figure: dict[str, float], key: str, target: str, met: bool
+) -> None:
+    results[name] = {**{k: round(v, 4) for k, v in figure.items()}, "target": target, "met": met}
+    shown = ", ".join(f"{k}={v:,.3f}" for k, v in figure.items())
+    print(f"\n{name}: {shown}\n  {key} target {target}: {'met' if met else 'NOT met'}")
+
+
+@pytest.mark.parametrize(
+    ("shape", "agents", "steps", "target"),
+    [
+        ("rpc", 100, 200, 0.40),
+        ("rpc", 1000, 30, 0.40),
+        ("fiber", 100, 200, 0.33),
+        ("fiber", 1000, 30, 0.33),
+    ],
+)
+def test_durable_step_against_the_ceiling(
+    enabled_benchmark: Any,
+    bench_results: dict[str, Any],
+    shape: str,
+    agents: int,
+    steps: int,
+    target: float,
+) -> None:
+    """One durable step (sleep + UPDATE + SELECT, or sleep + stash in a fiber) as a share of
+    one ceiling wakeup."""
+    figure = measure(enabled_benchmark, "durable_step", shape, agents, steps)
+    report(
+        bench_results,
+        f"durable_step_{shape}_{agents}",
+        figure,
+        "ratio",
+        f">= {target}",
+        figure["ratio"] >= target,
+    )
+    assert figure["steps_per_s"] > 0
+
+
+def test_standard_day(enabled_benchmark: Any, bench_results: dict[str, Any]) -> None:
+    """100 agents for a simulated day: simulated seconds per wall second, normalised to the
+    reference ceiling, with the collector's share and the peak RSS."""
+    figure = measure(enabled_benchmark, "standard_day")
+    report(
+        bench_results,
+        "standard_day",
+        figure,
+        "normalised",
+        ">= 10000",
+        figure["normalised"] >= 10_000,
+    )
+    assert figure["records"] > 0
+
+
+def test_cost_per_trace_record_stays_flat(
+    enabled_benchmark: Any, bench_results: dict[str, Any]
+) -> None:
+    """Wall µs per trace record at 10, 100, 1,000 and 10,000 agents, with the collector's share:
+    the largest over the smallest should stay within 1.3×."""
+    sizes = [n for n in (10, 100, 1000, 10_000) if n <= MAX_AGENTS]
+    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+
+    def one_round() -> None:
+        for agents in sizes:  # interleaved: every size once per round
+            runs[agents].append(child("record_cost", agents))
+
+    enabled_benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    per_size = {n: medians(runs[n]) for n in sizes}
+    for agents, figure in per_size.items():
+        report(
+            bench_results,
+            f"record_cost_{agents}",
+            figure,
+            "gc_share",
+            "<= 0.10",
+            figure["gc_share"] <= 0.10,
+        )
+    growth = per_size[sizes[-1]]["us_per_record"] / per_size[sizes[0]]["us_per_record"]
+    report(
+        bench_results,
+        "record_cost_growth",
+        {"growth": growth, "smallest": sizes[0], "largest": sizes[-1]},
+        "growth",
+        "<= 1.3",
+        growth <= 1.3,
+    )
+
+
+def test_seeds_per_second(enabled_benchmark: Any, bench_results: dict[str, Any]) -> None:
+    """Seeds per second of a scenario of about 10,000 records, run to its digest."""
+    figure = measure(enabled_benchmark, "seeds")
+    report(bench_results, "seeds", figure, "seeds_per_s", "(no target)", True)
+    assert 5_000 <= figure["records_per_seed"] <= 20_000
+
+
+def test_memory_per_idle_agent(enabled_benchmark: Any, bench_results: dict[str, Any]) -> None:
+    """Resident memory per agent after every agent ran startup and was evicted idle."""
+    figure = measure(enabled_benchmark, "idle_memory", min(1000, MAX_AGENTS))
+    report(
+        bench_results,
+        "idle_memory",
+        figure,
+        "kib_per_idle_agent",
+        "<= 64",
+        figure["kib_per_idle_agent"] <= 64,
+    )
+    assert figure["alive_after_idle"] == 0
