@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sim.platform import AgentRecord, Incarnation, Platform
+    from sim.incarnation import AgentRecord, Incarnation, PlatformCore
 
 __all__ = [
     "ALARM_HANDLER_LIMIT_MS",
@@ -42,7 +42,7 @@ class _AlarmRun:
 class Alarms:
     """Arms, fires, retries and bounds the alarm handlers of every agent."""
 
-    def __init__(self, platform: Platform) -> None:
+    def __init__(self, platform: PlatformCore) -> None:
         self._platform = platform
         self._held_attempt: dict[AgentRecord, int] = {}
         """Per agent, the attempt number of a retry that came due while a handler ran."""

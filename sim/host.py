@@ -15,7 +15,7 @@ from sim.kernel import Gone, IncarnationKilled, SimDeferred, SimTask, Wait
 from sim.stubs import SimAgentStub
 
 if TYPE_CHECKING:
-    from sim.platform import AgentRecord, Incarnation, Platform
+    from sim.incarnation import AgentRecord, Incarnation, PlatformCore
 
 __all__ = ["SimHost"]
 
@@ -209,7 +209,9 @@ class _Trace(_Fenced):
 class SimHost:
     """`agents_core.host.Host` for one incarnation of one agent."""
 
-    def __init__(self, platform: Platform, record: AgentRecord, incarnation: Incarnation) -> None:
+    def __init__(
+        self, platform: PlatformCore, record: AgentRecord, incarnation: Incarnation
+    ) -> None:
         self._platform = platform
         self._record = record
         self._incarnation = incarnation

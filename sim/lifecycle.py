@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sim.platform import Incarnation, Platform
+    from sim.incarnation import Incarnation, PlatformCore
 
 __all__ = ["DAY_MS", "IDLE_TIMEOUT_MAX_MS", "IDLE_TIMEOUT_MIN_MS", "Lifecycle"]
 
@@ -27,7 +27,7 @@ DAY_MS = 86_400_000
 class Lifecycle:
     """Idle timers of live incarnations and the daily deploy schedule."""
 
-    def __init__(self, platform: Platform) -> None:
+    def __init__(self, platform: PlatformCore) -> None:
         self._platform = platform
         self._deploys_started = False
 

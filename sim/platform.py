@@ -1,8 +1,7 @@
 """The simulated Durable Object platform: agents, incarnations, deliveries and death.
 
-An `AgentRecord` is what the platform keeps for one top-level agent across its whole life: its
-SQLite, its alarm slot and its incarnation count. An `Incarnation` is one isolate running it:
-the agent instance, its tasks, its connections and whether startup ran. Every event for an agent
+The platform keeps an `AgentRecord` per agent and an `Incarnation` per isolate running one (both
+in `sim.incarnation`, below every part of the platform). Every event for an agent
 (request, RPC, connection, message, alarm) is a *delivery*: a task of the live incarnation that
 waits at the input gate, runs startup first when the event is one that triggers it, and counts
 as activity for the idle timer.
@@ -15,7 +14,6 @@ the world (see `sim.host`).
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 from sim.alarms import Alarms
@@ -23,7 +21,8 @@ from sim.clients import Client, ServerConnection
 from sim.errors import AgentEvicted
 from sim.faults import FaultProfile
 from sim.host import SimHost
-from sim.kernel import Kernel, SimDeferred, SimTask
+from sim.incarnation import AgentRecord, Incarnation
+from sim.kernel import Kernel, SimDeferred
 from sim.lifecycle import Lifecycle
 from sim.prng import Seeds
 from sim.probes import Probes
@@ -37,63 +36,6 @@ STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "
 """Deliveries that run startup first. A plain RPC on a stub is not one (spec fibers §1.4)."""
 
 EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash", "destroyed", "deleted")
-
-
-@dataclass(eq=False)
-class Incarnation:
-    """One isolate running an agent; memory only, gone at eviction."""
-
-    number: int
-    record: AgentRecord
-    trigger: str
-    alive: bool = True
-    agent: Any = None
-    host: SimHost | None = None
-    started: bool = False
-    gate: SimDeferred | None = None
-    inflight: int = 0
-    idle_generation: int = 0
-    tasks: dict[SimTask, None] = field(default_factory=dict)
-    connections: dict[str, ServerConnection] = field(default_factory=dict)
-    callers: dict[SimDeferred, None] = field(default_factory=dict)
-    end_reason: str | None = None
-    root: Incarnation | None = None
-    """For a facet: the root incarnation whose isolate it lives in (None for a root)."""
-    facets: dict[str, Incarnation] = field(default_factory=dict)
-
-    @property
-    def isolate(self) -> Incarnation:
-        """The root incarnation: what idles, dies and counts activity for the whole isolate."""
-        return self.root if self.root is not None else self
-
-
-@dataclass(eq=False)
-class AgentRecord:
-    """What the platform keeps for one top-level agent for its whole life."""
-
-    path: str
-    cls: type
-    name: str
-    storage: FaultyStorage
-    incarnation: Incarnation | None = None
-    incarnations: int = 0
-    alarm_at_ms: int | None = None
-    alarm_generation: int = 0
-    alarm_run: Any = None
-    alarm_due_while_running: bool = False
-    parent: AgentRecord | None = None
-    children: dict[str, AgentRecord] = field(default_factory=dict)
-    forgotten: bool = False
-    """A deleted sub-agent: stubs to it fail; resolving its name again makes a fresh record."""
-    steps: tuple[tuple[str, str], ...] = ()
-    """Identity path, root first: (class name, name) per hop."""
-
-    @property
-    def root(self) -> AgentRecord:
-        record = self
-        while record.parent is not None:
-            record = record.parent
-        return record
 
 
 class Platform:
@@ -113,9 +55,19 @@ class Platform:
         self._faults_on_creation: list[
             tuple[AgentRecord, tuple[str, ...], str | None, StorageFault]
         ] = []
-        self.statement_observer: Callable[[str, str], None] | None = None
+        self._statement_observer: Callable[[str, str], None] | None = None
+
+    @property
+    def statement_observer(self) -> Callable[[str, str], None] | None:
         """Called with (agent path, statement) for every statement agent code runs (the hunt
         sets it on a base run to learn where faults can land)."""
+        return self._statement_observer
+
+    @statement_observer.setter
+    def statement_observer(self, observer: Callable[[str, str], None] | None) -> None:
+        self._statement_observer = observer
+        for record in self.records.values():
+            self._observe(record.storage, record.path)
 
     # -- trace ------------------------------------------------------------------------------
     def record(self, agent: str, inc: int, event: str, fields: dict[str, Any]) -> None:
@@ -206,17 +158,26 @@ class Platform:
                 record.storage.arm(fault)
 
     def _new_storage(self, path: str) -> FaultyStorage:
+        faults = self.faults
         storage = FaultyStorage(
             self.kernel,
             on_fault=lambda kind, stmt: self._storage_fault(path, kind, stmt),
-            random_fault=self._random_storage_fault,
+            # A profile that never fails a statement draws nothing for one (`chance(0)` draws
+            # nothing either), so leaving the check out changes no stream.
+            random_fault=(
+                self._random_storage_fault
+                if faults.crash_rate > 0 or faults.storage_error_rate > 0
+                else None
+            ),
         )
-        storage.on_statement = lambda statement: self._statement(path, statement)
+        self._observe(storage, path)
         return storage
 
-    def _statement(self, path: str, statement: str) -> None:
-        if self.statement_observer is not None:
-            self.statement_observer(path, statement)
+    def _observe(self, storage: FaultyStorage, path: str) -> None:
+        observer = self._statement_observer
+        storage.on_statement = (
+            None if observer is None else (lambda statement: observer(path, statement))
+        )
 
     def _bind_storage(self, record: AgentRecord) -> None:
         # A crash anywhere in the isolate kills the whole isolate: root and every facet.

@@ -98,8 +98,18 @@ def compile_match(pattern: str) -> Any:
 
 def is_write(statement: str) -> bool:
     """Whether a statement may change the database (anything but a plain read)."""
-    head = statement.lstrip()[:8].upper()
-    return not head.startswith(_READS)
+    found = _WRITES.get(statement)
+    if found is None:
+        found = not statement.lstrip()[:8].upper().startswith(_READS)
+        if len(_WRITES) >= _WRITES_MAX:
+            _WRITES.clear()
+        _WRITES[statement] = found
+    return found
+
+
+_WRITES: dict[str, bool] = {}
+"""`is_write` by statement text: agent code runs the same few dozen statements over and over."""
+_WRITES_MAX = 4096
 
 
 def statement_shape(statement: str) -> tuple[str, str]:
@@ -221,15 +231,21 @@ class FaultyStorage:
         self,
         kernel: Kernel,
         on_fault: Callable[[str, str], None],
-        random_fault: Callable[[str], str | None],
+        random_fault: Callable[[str], str | None] | None,
     ) -> None:
         self._kernel = kernel
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
+        # Agent code's statements share one cursor with plain tuple rows (`_rows` makes the
+        # dicts): a cursor per statement and a Row per row cost more than the statement.
+        self._cursor = self._db.cursor()
+        self._cursor.row_factory = None
         self._in_turn = False
         self._armed: list[StorageFault] = []
         self._on_fault = on_fault
         self._random_fault = random_fault
+        """The profile's random faults; None when its rates are all zero, so that a statement
+        with no armed fault pays for no fault check at all (and draws nothing, as before)."""
         self._crash: Callable[[], None] | None = None
         self._crash_after_commit: str | None = None
         self.statements = 0
@@ -256,7 +272,7 @@ class FaultyStorage:
     def commit_turn(self) -> None:
         if self._in_turn:
             self._in_turn = False
-            self._db.execute("COMMIT")
+            self._cursor.execute("COMMIT")
             if self._pending:
                 self.journal.append(tuple(self._pending))
                 self._pending = []
@@ -285,26 +301,31 @@ class FaultyStorage:
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         cursor = self._run(statement, params)
-        return [dict(row) for row in cursor.fetchall()]
+        if cursor.description is None:
+            return []  # a write without RETURNING: no row to make
+        return _rows(cursor)
 
     def _run(self, statement: str, params: Sequence[Any]) -> sqlite3.Cursor:
         if not isinstance(statement, str):
             raise TypeError(f"SQL statement must be a str, got {statement!r}")
-        in_step = self._kernel.join_turn(self)
-        if in_step:
+        write = is_write(statement)
+        if self._kernel.join_turn(self):
             if self.on_statement is not None:
                 self.on_statement(statement)
-            self._inject(statement)
-            if not self._in_turn:
-                self._db.execute("BEGIN")
+            if self._armed or self._random_fault is not None:
+                self._inject(statement)
+            # The turn's transaction opens at its first write: a turn that only reads needs
+            # none (one connection, so a read outside it sees exactly the committed state).
+            if write and not self._in_turn:
+                self._cursor.execute("BEGIN")
                 self._in_turn = True
         self.statements += 1
-        values = tuple(params)
+        values = params if type(params) is tuple else tuple(params)
         try:
-            cursor = self._db.execute(statement, values)
+            cursor = self._cursor.execute(statement, values)
         except sqlite3.Error as exc:
             raise StorageError(f"{exc} (statement: {_short(statement)})") from exc
-        if is_write(statement):
+        if write:
             if self._in_turn:
                 self._pending.append((statement, values))
             else:
@@ -324,7 +345,7 @@ class FaultyStorage:
             if fault.count == 0:
                 self._armed.remove(fault)
             break
-        if kind is None:
+        if kind is None and self._random_fault is not None:
             kind = self._random_fault(statement)
         if kind == "error":
             self._on_fault("storage_error", statement)
@@ -406,6 +427,20 @@ class FaultyStorage:
             rows = self._db.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
             out[table] = [dict(row) for row in rows]
         return out
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    """The cursor's rows as dicts, column name to value, as `dict(sqlite3.Row)` makes them."""
+    names = [column[0] for column in cursor.description]
+    rows = cursor.fetchall()
+    if len(names) == 1:
+        name = names[0]
+        return [{name: row[0]} for row in rows]
+    if len({name.lower() for name in names}) < len(names):
+        # Two columns of one name (SQLite compares them without case): a Row gives the first
+        # one's value for both, and so must this.
+        return [dict(sqlite3.Row(cursor, row)) for row in rows]
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 def _short(statement: str, limit: int = 120) -> str:

@@ -17,7 +17,7 @@ from sim.kernel import Gone, SimDeferred
 
 if TYPE_CHECKING:
     from sim.host import SimHost
-    from sim.platform import AgentRecord, Platform
+    from sim.incarnation import AgentRecord, PlatformCore
 
 __all__ = ["SimAgentStub", "invoke_method"]
 
@@ -37,7 +37,7 @@ async def invoke_method(instance: Any, method: str, args: Any, kwargs: Any) -> A
 class SimAgentStub:
     """`agents_core.host.AgentStub` for an agent reached from inside the same isolate."""
 
-    def __init__(self, platform: Platform, record: AgentRecord, caller: SimHost | None) -> None:
+    def __init__(self, platform: PlatformCore, record: AgentRecord, caller: SimHost | None) -> None:
         self._platform = platform
         self._record = record
         self._caller = caller
