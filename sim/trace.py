@@ -19,6 +19,10 @@ from typing import Any
 __all__ = ["TraceRecord", "Trace", "format_sim_time", "jsonable"]
 
 RESERVED_KEYS = ("seq", "t", "agent", "inc", "event")
+_RESERVED = frozenset(RESERVED_KEYS)
+_ATOMS = frozenset({str, int, bool, type(None)})
+"""Field value types that are JSON as they are (exactly these: a subclass goes to `jsonable`)."""
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def jsonable(value: Any) -> Any:
@@ -58,7 +62,8 @@ class TraceRecord:
         return out
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        """The canonical line: sorted keys, no spaces, UTF-8 as it is."""
+        return _CANONICAL.encode(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TraceRecord:
@@ -94,18 +99,29 @@ class Trace:
     def __init__(self) -> None:
         self.records: list[TraceRecord] = []
         self._observers: list[Callable[[TraceRecord], None]] = []
+        self._lines: list[str] = []
+        """The canonical line of each record, made once, when first asked for (digest, JSONL,
+        the determinism check): records are never changed after they are appended."""
+        self._hasher = hashlib.sha256()
+        self._hashed = 0
 
     def append(
         self, t_ms: int, agent: str, inc: int, event: str, fields: Mapping[str, Any]
     ) -> TraceRecord:
-        clean = {str(k): jsonable(v) for k, v in fields.items()}
-        for key in RESERVED_KEYS:
-            if key in clean:
-                raise ValueError(f"trace field name {key!r} is reserved (event {event!r})")
+        clean = {
+            (key if type(key) is str else str(key)): (
+                value if type(value) in _ATOMS else jsonable(value)
+            )
+            for key, value in fields.items()
+        }
+        if clean and not _RESERVED.isdisjoint(clean):
+            key = next(key for key in RESERVED_KEYS if key in clean)
+            raise ValueError(f"trace field name {key!r} is reserved (event {event!r})")
         record = TraceRecord(len(self.records), t_ms, agent, inc, event, clean)
         self.records.append(record)
-        for observer in self._observers:
-            observer(record)
+        if self._observers:
+            for observer in self._observers:
+                observer(record)
         return record
 
     def subscribe(self, observer: Callable[[TraceRecord], None]) -> Callable[[], None]:
@@ -135,15 +151,27 @@ class Trace:
         return out
 
     def lines(self) -> Iterator[str]:
-        return (record.to_json() for record in self.records)
+        """The canonical JSON line of every record, in order (each one made only once)."""
+        self._make_lines()
+        return iter(self._lines)
+
+    def _make_lines(self) -> None:
+        lines, records = self._lines, self.records
+        if len(lines) > len(records):  # the list of records was replaced or cut: start over
+            lines.clear()
+            self._hasher, self._hashed = hashlib.sha256(), 0
+        lines.extend(record.to_json() for record in records[len(lines) :])
 
     def digest(self) -> str:
-        """sha256 over the canonical JSON lines: the identity of a run."""
-        hasher = hashlib.sha256()
-        for line in self.lines():
+        """sha256 over the canonical JSON lines: the identity of a run (the lines hashed before
+        are not hashed again)."""
+        self._make_lines()
+        hasher = self._hasher
+        for line in self._lines[self._hashed :]:
             hasher.update(line.encode())
             hasher.update(b"\n")
-        return hasher.hexdigest()
+        self._hashed = len(self._lines)
+        return hasher.copy().hexdigest()
 
     def write_jsonl(self, path: str | Path) -> Path:
         path = Path(path)
