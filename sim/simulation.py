@@ -15,14 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents_core.agent import Request, Response
+from sim import collector
 from sim.budget import BudgetMeter, RunBudget
 from sim.clients import Client
 from sim.faults import FaultProfile
+from sim.incarnation import AgentRecord
 from sim.interleave import Interleave, Reordering
 from sim.kernel import Kernel, SimDeferred
 from sim.model import ScriptedModel, register_model
 from sim.pending import event_is_live
-from sim.platform import AgentRecord, Platform
+from sim.platform import Platform
 from sim.sqlite import StorageFault
 from sim.stubs import invoke_method
 from sim.trace import Trace
@@ -227,11 +229,12 @@ class Simulation:
         if t_ms < self.now_ms:
             raise ValueError(f"cannot run back in time: now is {self.now_ms} ms, asked {t_ms} ms")
         env = self.platform.kernel.env
-        while env.peek() <= t_ms:
-            self._step()
-        if self.now_ms < t_ms:
-            env.timeout(t_ms - self.now_ms)
-            self._step()
+        with collector.running():
+            while env.peek() <= t_ms:
+                self._step()
+            if self.now_ms < t_ms:
+                env.timeout(t_ms - self.now_ms)
+                self._step()
 
     def _step(self) -> None:
         """Process one event and count it against the budget (checked every so many)."""
@@ -247,12 +250,13 @@ class Simulation:
         """Process events while `condition()` holds; `SimulationStuck` if it cannot end."""
         env = self.platform.kernel.env
         deadline = self.now_ms + limit_ms
-        while condition():
-            if env.peek() == float("inf"):
-                raise SimulationStuck(f"nothing left to run at t={self.now_ms} ms")
-            if env.peek() > deadline:
-                raise SimulationStuck(f"still waiting after {limit_ms} ms of virtual time")
-            self._step()
+        with collector.running():
+            while condition():
+                if env.peek() == float("inf"):
+                    raise SimulationStuck(f"nothing left to run at t={self.now_ms} ms")
+                if env.peek() > deadline:
+                    raise SimulationStuck(f"still waiting after {limit_ms} ms of virtual time")
+                self._step()
 
     def wait(self, pending: SimDeferred, limit_ms: int = DEFAULT_WAIT_LIMIT_MS) -> Any:
         """Run until `pending` settles; return its value or raise its error."""
@@ -277,12 +281,13 @@ class Simulation:
         kernel = self.platform.kernel
         env = kernel.env
         deadline = self.now_ms + limit_ms
-        while env.peek() <= deadline:
-            # Quiet once nothing pending would do anything: timers left behind by a replaced
-            # alarm or a dead incarnation do not keep a run busy (`sim.pending`).
-            if not event_is_live(env._queue[0][3]) and not kernel.any_live():
-                break
-            self._step()
+        with collector.running():
+            while env.peek() <= deadline:
+                # Quiet once nothing pending would do anything: timers left behind by a
+                # replaced alarm or a dead incarnation do not keep a run busy (`sim.pending`).
+                if not event_is_live(env._queue[0][3]) and not kernel.any_live():
+                    break
+                self._step()
         quiet = not kernel.any_live()
         if not quiet:
             self.run_until(deadline)
