@@ -33,7 +33,11 @@ interface AgentPlan {
 
 interface Action {
   t: number;
-  do: "call" | "request" | "evict" | "snapshot";
+  do: "call" | "request" | "evict" | "snapshot" | "connect" | "disconnect" | "send";
+  client?: string;
+  message?: Json;
+  code?: number;
+  reason?: string;
   agent?: string;
   method?: string;
   args?: Json[];
@@ -98,6 +102,7 @@ class Player {
   private readonly stubs = new Map<string, Stub>();
   private readonly keys = new Map<string, string>();
   private readonly pending: Promise<unknown>[] = [];
+  private readonly clients = new Map<string, WebSocket>();
   readonly errors: string[] = [];
 
   constructor(
@@ -218,7 +223,24 @@ class Player {
       }
       return;
     }
+    if (action.do === "disconnect" || action.do === "send") {
+      const socket = this.clients.get(action.client as string);
+      if (!socket) {
+        this.errors.push(`${action.do} ${action.client}: the client is not connected`);
+      } else if (action.do === "send") {
+        const message = action.message;
+        socket.send(typeof message === "string" ? message : JSON.stringify(message));
+      } else {
+        this.clients.delete(action.client as string);
+        socket.close(action.code ?? 1000, action.reason ?? "client closed");
+      }
+      return;
+    }
     const stub = await this.stub(alias);
+    if (action.do === "connect") {
+      await this.connect(stub, alias, action.client as string);
+      return;
+    }
     let status: { done: boolean };
     if (action.do === "call") {
       const method = action.method as string;
@@ -239,6 +261,38 @@ class Player {
     if (action.wait !== false) {
       await this.advanceTo(this.plan.end_ms, () => status.done);
     }
+  }
+
+  /** Open a WebSocket to the agent as client `client`; every frame it receives is a record. */
+  private async connect(stub: Stub, alias: string, client: string): Promise<void> {
+    const request = new Request(`https://agent.test/agents/x/${this.doName(alias)}`, {
+      headers: { Upgrade: "websocket" }
+    });
+    let socket: WebSocket | null = null;
+    try {
+      socket = (await stub.fetch(request)).webSocket;
+    } catch (error) {
+      this.errors.push(`connect ${client}: ${String(error)}`);
+    }
+    if (!socket) {
+      this.errors.push(`connect ${client}: the agent accepted no WebSocket`);
+      return;
+    }
+    socket.accept();
+    const doName = this.doName(alias);
+    socket.addEventListener("message", (event: MessageEvent) => {
+      // The frames name the agent by its Durable Object name: the play's suffix goes.
+      const text = String(event.data).split(this.suffix).join("");
+      let frame: Json;
+      try {
+        frame = JSON.parse(text) as Json;
+      } catch {
+        frame = text;
+      }
+      record(doName, "harness:frame", { client, frame });
+    });
+    this.clients.set(client, socket);
+    await settle();
   }
 
   async tables(): Promise<PlayResult["tables"]> {

@@ -73,12 +73,8 @@ PYTHON_ONLY_STEPS: dict[type[Step], str] = {
 }
 """Step kinds the real side cannot play, with the reason a SKIP line gives."""
 
-_NOT_PLAYED_YET: dict[type[Step], str] = {
-    ConnectStep: "client connections are not played on the real side yet",
-    DisconnectStep: "client connections are not played on the real side yet",
-    ReconnectStep: "client connections are not played on the real side yet",
-    SendStep: "client connections are not played on the real side yet",
-}
+_NOT_PLAYED_YET: dict[type[Step], str] = {}
+"""Step kinds the real side could play but does not yet, with the reason."""
 
 _PLAYED_EVICTIONS = ("idle", "deploy", "explicit")
 """`incarnation:end` reasons the real side reproduces with `evictDurableObject`."""
@@ -179,6 +175,23 @@ def _options(scenario: Scenario, alias: str) -> dict[str, Any]:
     return out
 
 
+def _records(trace: Any) -> list[dict[str, Any]]:
+    """The trace as `{t, agent, type, payload}`; a frame a client received becomes
+    `harness:frame {client, frame}`, as the real side records it."""
+    clients: dict[str, str] = {}
+    out = []
+    for r in trace:
+        if r.event == "connection:open":
+            clients[str(r.fields.get("connection"))] = str(r.fields.get("client"))
+        if r.event == "connection:frame":
+            client = clients.get(str(r.fields.get("connection")), "?")
+            kind, payload = "harness:frame", {"client": client, "frame": r.fields.get("frame")}
+        else:
+            kind, payload = r.event, dict(r.fields)
+        out.append({"t": r.t_ms, "agent": _alias(r.agent), "type": kind, "payload": payload})
+    return out
+
+
 def _run_python(scenario: Scenario) -> PythonRun:
     """Run the scenario in agentsim (its own seed, no invariants), keeping what the comparison
     needs: the steps' action times, alarm snapshots, the trace and the final tables."""
@@ -204,10 +217,7 @@ def _run_python(scenario: Scenario) -> PythonRun:
                 )
         sim.quiesce(scenario.liveness_limit_ms)
         end_ms = sim.now_ms
-        records = [
-            {"t": r.t_ms, "agent": _alias(r.agent), "type": r.event, "payload": dict(r.fields)}
-            for r in sim.trace.records
-        ]
+        records = _records(sim.trace.records)
         evictions = [
             (r.t_ms, r.seq, _alias(r.agent), str(r.fields.get("reason")))
             for r in sim.trace.records
@@ -232,7 +242,7 @@ def _action_time(step: Step, begin_ms: int) -> int:
     return t
 
 
-def _step_action(step: Step) -> dict[str, Any] | None:
+def _step_action(step: Step, clients: dict[str, str]) -> dict[str, Any] | None:
     if isinstance(step, CallStep):
         if step.kwargs:
             return {"unsupported": "a call with keyword arguments"}
@@ -252,6 +262,14 @@ def _step_action(step: Step) -> dict[str, Any] | None:
             "body": step.body,
             "headers": dict(step.headers),
         }
+    if isinstance(step, ConnectStep):
+        return {"do": "connect", "client": step.client, "agent": step.agent}
+    if isinstance(step, ReconnectStep):
+        return {"do": "connect", "client": step.client, "agent": clients.get(step.client)}
+    if isinstance(step, DisconnectStep):
+        return {"do": "disconnect", "client": step.client, "code": step.code, "reason": step.reason}
+    if isinstance(step, SendStep):
+        return {"do": "send", "client": step.client, "message": step.message}
     if isinstance(
         step,
         DeployStep | EvictStep | RunForStep | RunUntilStep | RunToNextAlarmStep | QuiesceStep,
@@ -271,11 +289,12 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
             why = _EVICTION_WHY.get(reason, f"an incarnation end for {reason!r} is Python-only")
             return Compiled(None, Skip(f"the run, at {t} ms ({alias})", why), python)
     timings = python.timings
+    clients = {spec.name: spec.agent for spec in scenario.clients}
     items: list[tuple[int, float, dict[str, Any]]] = []
     scripted: dict[int, int] = {}  # action time of a deploy/evict step -> its rank
     for index, (step, (begin, end)) in enumerate(zip(scenario.steps, timings, strict=True)):
         t = _action_time(step, begin)
-        action = _step_action(step)
+        action = _step_action(step, clients)
         if action is not None and "unsupported" in action:
             where = f"step {index + 1} ({step.kind}, line {step.line})"
             return Compiled(None, Skip(where, f"{action['unsupported']} is not played"), python)
