@@ -243,6 +243,7 @@ class Simulation:
         meter.events += 1
         if meter.events >= meter.next_check:
             meter.check()
+            collector.checkpoint()
 
     def run_while(
         self, condition: Callable[[], bool], limit_ms: int = DEFAULT_WAIT_LIMIT_MS

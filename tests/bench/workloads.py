@@ -117,6 +117,12 @@ class StepAgent(Agent):
             self.sql(_UPDATE)
             self.sql(_SELECT)
 
+    async def traced_loop(self, steps: int) -> None:
+        for step in range(steps):
+            await self.host.clock.sleep(STEP_MS)
+            self.sql(_UPDATE)
+            self.host.trace.emit("bench:step", step=step)
+
     async def fiber_loop(self, steps: int) -> None:
         async def body(ctx: Any) -> None:
             for step in range(steps):
@@ -229,13 +235,14 @@ def measure_standard_day(seed: int = 1, hours: int = 24) -> dict[str, Any]:
 
 
 def measure_record_cost(agents: int, records_target: int = 40_000) -> dict[str, Any]:
-    """Wall µs per trace record while `agents` agents run RPC loops, and the collector's share."""
-    steps = max(3, records_target // (agents * 2))
+    """CPU µs per trace record while `agents` agents run loops of sleep, UPDATE and one trace
+    record, and the collector's share."""
+    steps = max(3, records_target // agents)
     sim, refs = _started_simulation(StepAgent, agents, seed=1, faults=FaultProfile(name="none"))
     before = len(sim.trace)
     with GcClock() as collector:
         started = time.process_time()
-        _drain(sim, [sim.start_call(ref, "rpc_loop", steps) for ref in refs])
+        _drain(sim, [sim.start_call(ref, "traced_loop", steps) for ref in refs])
         elapsed = time.process_time() - started
     records = len(sim.trace) - before
     sim.close()
