@@ -22,7 +22,8 @@ CSS = """
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);
 background:var(--bg)}
 main{padding:0 20px 40px}
-code,pre,.mono,#events td{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+code,pre,.mono,#events td,.events-chunk td{
+font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 h1{margin:0;font-size:22px}
 h2{font-size:16px;margin:22px 0 8px}
 .verdict{padding:14px 20px;border-left:8px solid}
@@ -84,14 +85,23 @@ a.span:hover .bar,a.mark:hover path{stroke:#000;stroke-width:1.6}
 .st-running{--c:#dce9f7;--d:#5f7a99}.st-given-up{--c:#444;--d:#000}
 .st-fault{--c:#e53935;--d:#b71c1c}.st-warning{--c:#ffd54f;--d:#b28704}
 .st-set{--c:#fff;--d:#37474f}.st-other{--c:#b0bec5;--d:#546e7a}
-#events{border-collapse:collapse;width:100%;font-size:12px}
+#events,.events-chunk{border-collapse:collapse;width:100%;font-size:12px}
 #events th{position:sticky;top:0;background:#eef1f4;text-align:left;padding:4px 6px;
 border-bottom:1px solid var(--line)}
-#events td{padding:2px 6px;border-bottom:1px solid #eef0f2;vertical-align:top}
-#events td.detail{white-space:pre-wrap;word-break:break-word}
-#events td.num{text-align:right;color:var(--muted)}
-#events tr:target,#events tr.target{background:#fff3bf;outline:2px solid #f0b400}
-#events tr.f-fault td.ev,#events tr.f-incarnation td.ev{font-weight:600}
+#events td,.events-chunk td{padding:2px 6px;border-bottom:1px solid #eef0f2;vertical-align:top}
+#events td.detail,.events-chunk td.detail{white-space:pre-wrap;word-break:break-word}
+#events td.num,.events-chunk td.num{text-align:right;color:var(--muted)}
+#events tr:target,#events tr.target,.events-chunk tr.target{background:#fff3bf;
+outline:2px solid #f0b400}
+#events[data-lazy],.events-chunk{table-layout:fixed}
+.events-chunk{margin:0}.chunk{content-visibility:auto;contain-intrinsic-size:auto 100000px}
+#events[data-lazy] th:nth-child(1),.events-chunk td:nth-child(1){width:5em}
+#events[data-lazy] th:nth-child(2),.events-chunk td:nth-child(2){width:8em}
+#events[data-lazy] th:nth-child(3),.events-chunk td:nth-child(3){width:16em}
+#events[data-lazy] th:nth-child(4),.events-chunk td:nth-child(4){width:3em}
+#events[data-lazy] th:nth-child(5),.events-chunk td:nth-child(5){width:16em}
+#events tr.f-fault td.ev,#events tr.f-incarnation td.ev,.events-chunk tr.f-fault td.ev,
+.events-chunk tr.f-incarnation td.ev{font-weight:600}
 #filter{font:inherit;padding:3px 8px;width:min(480px,100%);border:1px solid var(--line);
 border-radius:4px;margin-bottom:6px}
 .legend{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:12px;margin-top:8px}
@@ -112,17 +122,17 @@ SCRIPT = """
   var filter = document.getElementById("filter");
   if (filter) filter.addEventListener("input", function () {
     var q = filter.value.toLowerCase();
-    var rows = document.querySelectorAll("#events tbody tr");
+    var rows = document.querySelectorAll("#events tbody tr, .events-chunk tr");
     for (var i = 0; i < rows.length; i++) {
       rows[i].hidden = q !== "" && rows[i].textContent.toLowerCase().indexOf(q) < 0;
     }
   });
   // A long run's rows come as compact JSON (reports.html.STATIC_ROWS_MAX): built a chunk at
   // a time after load, and at once up to a record the chart or the address asks for.
-  var data = document.getElementById("events-data");
-  if (data) {
-    var table = JSON.parse(data.textContent), rows = table.rows, next = 0;
-    var body = document.querySelector("#events tbody");
+  (function (data) {
+    if (!data) return;
+    var packed = JSON.parse(data.textContent), rows = packed.rows, next = 0;
+    var list = document.getElementById("events"), holder = document.getElementById("events-more");
     var pad = function (n, w) { n = String(n); while (n.length < w) n = "0" + n; return n; };
     var clock = function (ms) {
       var sign = ms < 0 ? "-" : "", rest = Math.abs(ms), day = Math.floor(rest / 86400000);
@@ -133,28 +143,32 @@ SCRIPT = """
       var text = pad(h, 2) + ":" + pad(m, 2) + ":" + pad(s, 2) + "." + pad(rest - s * 1000, 3);
       return sign + (day ? day + "d" + text : text);
     };
-    var cell = function (tr, text, cls) {
-      var td = document.createElement("td");
-      if (cls) td.className = cls;
-      td.textContent = text;
-      tr.appendChild(td);
+    var esc = function (text) {
+      return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+        .replace(/"/g, "&quot;");
     };
+    var names = packed.agents.map(esc), events = packed.events.map(esc);
     var build = function (upto) {
-      var q = filter ? filter.value.toLowerCase() : "", part = document.createDocumentFragment();
+      // Each chunk is a table of its own (fixed column widths line them up), written as one
+      // string (much faster than a node at a time), laid out only when it comes into view.
+      var html = [];
       for (; next < rows.length && next < upto; next++) {
-        var r = rows[next], tr = document.createElement("tr"), agent = table.agents[r[2]];
-        tr.id = "e" + r[0];
-        tr.className = "f-" + table.families[r[4]];
-        cell(tr, String(r[0]), "num");
-        cell(tr, clock(r[1]));
-        cell(tr, agent || "(platform)");
-        cell(tr, agent ? "#" + r[3] : "");
-        cell(tr, table.events[r[4]], "ev");
-        cell(tr, r[5], "detail");
-        if (q) tr.hidden = tr.textContent.toLowerCase().indexOf(q) < 0;
-        part.appendChild(tr);
+        var r = rows[next], agent = packed.agents[r[2]];
+        html.push('<tr id="e' + r[0] + '" class="f-' + packed.families[r[4]] + '">' +
+          '<td class="num">' + r[0] + "</td><td>" + clock(r[1]) + "</td><td>" +
+          (agent ? names[r[2]] : "(platform)") + "</td><td>" + (agent ? "#" + r[3] : "") +
+          '</td><td class="ev">' + events[r[4]] + '</td><td class="detail">' + esc(r[5]) +
+          "</td></tr>");
       }
-      body.appendChild(part);
+      var part = document.createElement("div");
+      part.className = "chunk";
+      part.innerHTML = '<table class="events-chunk"><tbody>' + html.join("") + "</tbody></table>";
+      var q = filter ? filter.value.toLowerCase() : "", built = part.querySelectorAll("tr");
+      for (var i = 0; q && i < built.length; i++) {
+        built[i].hidden = built[i].textContent.toLowerCase().indexOf(q) < 0;
+      }
+      holder.appendChild(part);
+      list.setAttribute("data-built", String(next));
     };
     var marked = null;
     var reveal = function () {
@@ -168,15 +182,19 @@ SCRIPT = """
       marked = row;
       row.scrollIntoView({block: "center"});
     };
+    // Yield between chunks through a message channel: timers are throttled in a tab that is
+    // not in front, a posted message is not.
+    var channel = new MessageChannel();
     var more = function () {
-      build(next + 2000);
-      if (next < rows.length) window.setTimeout(more, 0);
+      build(next + 5000);
+      if (next < rows.length) channel.port2.postMessage(0);
     };
+    channel.port1.onmessage = more;
     build(2000);
     reveal();
     window.addEventListener("hashchange", reveal);
-    window.setTimeout(more, 0);
-  }
+    channel.port2.postMessage(0);
+  })(document.getElementById("events-data"));
   var chart = document.getElementById("chart");
   if (!chart) return;
   var base = +chart.getAttribute("data-base"), pad = +chart.getAttribute("data-pad");

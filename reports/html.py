@@ -22,6 +22,7 @@ from html import escape
 from typing import Any
 
 from reports._assets import CSP, CSS, SCRIPT
+from reports._dense import thin
 from reports._format import duration, one_line, sim_time
 from reports._svg import chart, default_scale, labels
 from reports._timeline import Lane, Timeline, build, css_token
@@ -44,6 +45,7 @@ def render(run: RunReport) -> str:
     """The page for `run`, as a string (write it with `encoding="utf-8"`)."""
     timeline = build(run.records)
     scale = default_scale(timeline)
+    timeline = thin(timeline, scale)
     verdict = _verdict(run)
     parts = [
         "<!DOCTYPE html>",
@@ -318,6 +320,7 @@ def _lazy_table(records: list[dict[str, Any]]) -> str:
         [
             *_table_head(len(records), lazy=True),
             "</tbody></table>",
+            '<div id="events-more"></div>',
             f'<script type="application/json" id="events-data">{text}</script>',
         ]
     )
