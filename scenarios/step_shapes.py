@@ -119,6 +119,8 @@ STEP_SHAPES: dict[str, Value] = {
             "count": Whole(minimum=1, default=1),
         },
         required=("agent", "kind"),
+        doc="Fail or crash a statement of the agent's storage. Python-only: the real SDK's "
+        "storage cannot be made to fail, so `agentsim diff` skips a scenario with this step.",
     ),
     "run_to_next_alarm": Shape({}, doc="Advance to the earliest armed alarm and let it fire."),
     "advance_to_next_alarm": Shape({}, doc="The same as run_to_next_alarm."),
@@ -130,7 +132,8 @@ STEP_SHAPES: dict[str, Value] = {
             "times": TIMES,
         },
         required=("for",),
-        doc="From now on the model stalls.",
+        doc="From now on the model stalls. Python-only: the scripted model exists only in "
+        "agentsim, so `agentsim diff` skips a scenario with this step.",
     ),
     "fail_model": Shape(
         {
@@ -142,7 +145,8 @@ STEP_SHAPES: dict[str, Value] = {
             "times": TIMES,
         },
         required=("message",),
-        doc="From now on the model fails.",
+        doc="From now on the model fails. Python-only: the scripted model exists only in "
+        "agentsim, so `agentsim diff` skips a scenario with this step.",
     ),
     "quiesce": Shape({"limit": Duration(default="1h")}, doc="Faults stop; run until quiet."),
 }

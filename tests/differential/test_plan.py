@@ -56,3 +56,14 @@ def test_an_agent_without_a_player_is_refused() -> None:
     compiled = _compile("child-reset-is-retryable")
     assert compiled.plan is None
     assert "no player" in compiled.skip.why
+
+
+def test_every_python_only_step_is_marked_in_the_schema() -> None:
+    """The step kinds the plan compiler refuses say "Python-only" in the scenario schema, so a
+    scenario's author sees it in the editor, not only in a SKIP line."""
+    from scenarios.diff.plan import PYTHON_ONLY_STEPS
+    from scenarios.step_shapes import STEP_SHAPES
+
+    kinds = [step.kind for step in PYTHON_ONLY_STEPS]
+    assert "arm_storage_fault" in kinds
+    assert [k for k in kinds if "Python-only" not in (STEP_SHAPES[k].doc or "")] == []
