@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from scenarios.cli_input import path_problem
 from scenarios.diff.compare import Outcome, compare, first_difference, without_allowed
 from scenarios.diff.normalise import Story, normalise
 from scenarios.diff.plan import Compiled, compile_plan
@@ -24,6 +25,10 @@ from scenarios.loader import load_scenario
 __all__ = ["Verdict", "diff_command", "diff_scenarios"]
 
 EXIT_OK, EXIT_DIFFER, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class DiffInputError(ValueError):
+    """A path `diff` cannot read scenarios from (the sentence names it and why)."""
 
 
 @dataclass
@@ -48,12 +53,12 @@ def _files(paths: list[str]) -> list[tuple[Path, bool]]:
         if path.is_dir():
             found = sorted(path.rglob("*.yaml")) + sorted(path.rglob("*.yml"))
             if not found:
-                raise InvalidScenario(f"no *.yaml or *.yml scenario files in {given!r}")
+                raise DiffInputError(f"no *.yaml or *.yml scenario files in {given!r}")
             out += [(p, False) for p in found]
         elif path.is_file():
             out.append((path, True))
         else:
-            raise InvalidScenario(f"{given!r}: no such file or directory")
+            raise DiffInputError(f"{given!r}: {path_problem(given) or 'not a scenario file'}")
     return out
 
 
@@ -121,7 +126,7 @@ def diff_command(paths: list[str], repeat: int, sdk: str | None, out: TextIO, er
     """The `diff` subcommand; returns the exit code."""
     try:
         verdicts, refused = diff_scenarios(paths, repeat, sdk)
-    except InvalidScenario as exc:
+    except (InvalidScenario, DiffInputError) as exc:
         print(f"agentsim diff: error: {exc}", file=err)
         return EXIT_BAD_INPUT
     except RealSideUnavailable as exc:
