@@ -65,6 +65,9 @@ _SHAPE = re.compile(
 )
 _FROM = re.compile(r"\bFROM\s+\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 
+PAGE_SIZE = 1024
+"""SQLite's page size for agents' databases (its default is 4096)."""
+
 MATCH_MAX_LENGTH = 1000
 """The longest `match` pattern accepted (a statement shape is a few dozen characters)."""
 _MATCH_MAX_MEM = 8 << 20
@@ -234,12 +237,7 @@ class FaultyStorage:
         random_fault: Callable[[str], str | None] | None,
     ) -> None:
         self._kernel = kernel
-        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        # Agent code's statements share one cursor with plain tuple rows (`_rows` makes the
-        # dicts): a cursor per statement and a Row per row cost more than the statement.
-        self._cursor = self._db.cursor()
-        self._cursor.row_factory = None
+        self._db, self._cursor = _connect()
         self._in_turn = False
         self._armed: list[StorageFault] = []
         self._on_fault = on_fault
@@ -427,6 +425,19 @@ class FaultyStorage:
             rows = self._db.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
             out[table] = [dict(row) for row in rows]
         return out
+
+
+def _connect() -> tuple[sqlite3.Connection, sqlite3.Cursor]:
+    """A connection (rows as `sqlite3.Row` for inspection) and the cursor agent code's
+    statements share, with plain tuple rows (`_rows` makes the dicts: a cursor per statement and
+    a Row per row cost more than the statement)."""
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    db.row_factory = sqlite3.Row
+    # Small pages: an agent's dozen near-empty tables take a page each.
+    db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+    cursor = db.cursor()
+    cursor.row_factory = None
+    return db, cursor
 
 
 def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ import simpy
 
 from agents_core import Agent
 from sim import FaultProfile, Simulation
+from sim.budget import RunBudget
 
 __all__ = [
     "CEILING_REFERENCE_STEPS_PER_S",
@@ -154,8 +155,14 @@ class DayAgent(Agent):
         await self.run_fiber("job", body)
 
 
+NO_LIMITS = RunBudget(
+    events=None, records=None, wall_s=None, memory_mb=None, events_per_second=None
+)
+"""A benchmark's runs are meant to be big: no budget stops them."""
+
+
 def _started_simulation(cls: type, agents: int, *, seed: int, faults: FaultProfile) -> Any:
-    sim = Simulation(seed=seed, faults=faults)
+    sim = Simulation(seed=seed, faults=faults, budget=NO_LIMITS)
     refs = [sim.agent(cls, f"a{i}") for i in range(agents)]
     sim.run_for(1)
     return sim, refs
