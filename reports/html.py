@@ -45,7 +45,6 @@ def render(run: RunReport) -> str:
     """The page for `run`, as a string (write it with `encoding="utf-8"`)."""
     timeline = build(run.records)
     scale = default_scale(timeline)
-    timeline = thin(timeline, scale)
     verdict = _verdict(run)
     parts = [
         "<!DOCTYPE html>",
@@ -61,7 +60,7 @@ def render(run: RunReport) -> str:
         _header(run, verdict),
         "<main>",
         _stats(timeline, run.records),
-        _timeline_section(timeline, scale),
+        _timeline_section(timeline, thin(timeline, scale), scale),
         _table(run.records),
         "</main>",
         f"<script>{SCRIPT}</script>",
@@ -179,7 +178,8 @@ def _lane_counts(lane: Lane) -> str:
     return " · ".join(parts)
 
 
-def _timeline_section(timeline: Timeline, scale: str) -> str:
+def _timeline_section(timeline: Timeline, drawn: Timeline, scale: str) -> str:
+    """`timeline` counted in the labels, `drawn` (the same, thinned when crowded) drawn."""
     counts = {lane.path: _lane_counts(lane) for lane in timeline.lanes}
     pressed = {name: str(scale == name).lower() for name in ("time", "order")}
     controls = (
@@ -201,8 +201,8 @@ def _timeline_section(timeline: Timeline, scale: str) -> str:
             f'<h2>Timeline <small class="hint">({len(timeline.lanes)} lanes)</small></h2>',
             controls,
             '<div class="timeline" id="timeline">',
-            f'<div class="labels-col">{labels(timeline, counts)}</div>',
-            f'<div class="scroll">{chart(timeline, scale)}</div>',
+            f'<div class="labels-col">{labels(drawn, counts)}</div>',
+            f'<div class="scroll">{chart(drawn, scale)}</div>',
             "</div>",
             _LEGEND,
         ]
