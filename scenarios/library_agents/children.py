@@ -48,7 +48,7 @@ class StoryChild(ScriptedToolChild, StoryAgent):
         return Response(200, {"run": self.name, "status": rows[0]["status"] if rows else None})
 
     async def cancel_agent_tool_run(self, run_id: str, reason: Any = None) -> None:
-        if self._settle(run_id, "aborted", error=None if reason is None else str(reason)):
+        if self._cancel(run_id, reason):
             self._note(
                 "child-cancelled", run=run_id, reason=None if reason is None else str(reason)
             )

@@ -68,6 +68,8 @@ class ScriptedToolChild(Agent):
         self._tails: dict[str, dict[str, Any]] = {}
         self._live_sequence: dict[str, int] = {}
         self._stops: dict[str, Any] = {}
+        self._cancels: dict[str, str | None] = {}
+        """run id -> the error of a cancel whose seal failed, for its stopped script to seal."""
 
     async def on_start(self) -> None:
         pending = self.sql(
@@ -106,7 +108,20 @@ class ScriptedToolChild(Agent):
         return {"runId": run_id, "status": "running", "startedAt": now}
 
     async def cancel_agent_tool_run(self, run_id: str, reason: Any = None) -> None:
-        self._settle(run_id, "aborted", error=None if reason is None else str(reason))
+        self._cancel(run_id, reason)
+
+    def _cancel(self, run_id: str, reason: Any) -> bool:
+        """Stop the run's script, then seal the run `aborted`; True when this call sealed it.
+
+        The script stops first, as the SDK's chat hosts abort the live run before they write
+        its row: if that write fails, the stopped script seals the run itself as it lets go, so
+        a cancel that failed never leaves the script hanging on to its keepAlive lease."""
+        error = None if reason is None else str(reason)
+        self._cancels[run_id] = error
+        self._stop(run_id)
+        sealed = self._settle(run_id, "aborted", error=error)
+        del self._cancels[run_id]
+        return sealed
 
     async def inspect_agent_tool_run(self, run_id: str) -> dict[str, Any] | None:
         rows = self.sql("SELECT * FROM child_runs WHERE run_id = ?", run_id)
@@ -198,13 +213,16 @@ class ScriptedToolChild(Agent):
         """Play the script from its durable place."""
         place = self.sql("SELECT cursor FROM child_scripts WHERE run_id = ?", run_id)
         await self._perform(run_id, steps, place[0]["cursor"] if place else 0)
+        if run_id in self._cancels:
+            # Cancelled, and the cancel's own seal failed: the run ends here all the same.
+            self._settle(run_id, "aborted", error=self._cancels.pop(run_id))
 
     async def _perform(self, run_id: str, steps: list[Any], start: int = 0) -> None:
         """Play `steps` from `start`, advancing the durable place after each step."""
         for index in range(start, len(steps)):
-            if self._is_settled(run_id):
+            if run_id in self._cancels or self._is_settled(run_id):
                 return
-            if not await self._step(run_id, index, steps[index]):
+            if not await self._step(run_id, index, steps[index]) or run_id in self._cancels:
                 return
             self._advance(run_id, index)
 
@@ -336,6 +354,10 @@ class ScriptedToolChild(Agent):
 
     def _settled(self, run_id: str) -> None:
         """Called once when the run settles, before its tails close: a waiting script lets go."""
+        self._stop(run_id)
+
+    def _stop(self, run_id: str) -> None:
+        """A script waiting on behalf of the run lets go."""
         stop = self._stops.pop(run_id, None)
         if stop is not None:
             stop.resolve(None)

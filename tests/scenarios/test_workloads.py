@@ -280,6 +280,36 @@ def test_cancel_delivers_aborted_to_the_built_in_on_finish() -> None:
     assert result.passed, result.report()
 
 
+CANCEL_SEAL_FAILS = (
+    "  - arm_storage_fault: {agent: parent/a, kind: error, match: '^UPDATE child_runs\\b'}\n"
+)
+
+
+@pytest.mark.parametrize("child", ["ScriptedToolChild", "StoryChild"])
+def test_a_cancel_whose_seal_fails_still_stops_the_script(child: str) -> None:
+    """As the SDK's chat hosts abort the run before sealing its row: a cancel whose `aborted`
+    write fails still stops the hanging script, which then settles the run `aborted` itself
+    and gives its keepAlive lease back (the run settles; no restart resumes it)."""
+    if child == "StoryChild":
+        agents = '  parent: {class: "scenarios.library_agents:StoryParent"}\n'
+        steps = "  - call: {agent: parent, method: dispatch, args: [a, [[hang]]]}\n"
+    else:
+        agents = tools("      - {run_id: a, detached: {on_finish: true}, steps: [{hang: true}]}\n")
+        steps = DISPATCH
+    steps += CANCEL_SEAL_FAILS
+    steps += "  - after: 1m\n    call: {agent: parent, method: cancel, args: [a]}\n"
+    steps += "  - at: 2m\n    deploy_all: {}\n  - at: 3m\n    request: {agent: parent}\n"
+    expect = (
+        "  - query:\n      agent: parent/a\n"
+        "      sql: SELECT status, completed_at FROM child_runs\n"
+        "      rows: [{status: aborted, completed_at: 60000}]\n"
+    )
+    result = run(workload_scenario(agents, steps, expect))
+    assert result.passed, result.report()
+    (cancel_failed,) = [e for e in events(result, "rpc:error") if "child_runs" in e["error"]]
+    assert cancel_failed["method"] == "cancel_agent_tool_run"
+
+
 def test_a_run_past_its_budget_is_given_up_as_interrupted() -> None:
     """max_budget: the give-up is delivered `interrupted`, and budget_interrupts holds."""
     runs = "      - {run_id: a, detached: {max_budget: 10m}, steps: [{hang: true}]}\n"
