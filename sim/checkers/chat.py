@@ -55,13 +55,27 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
 
     For every agent and each of its incarnations, between the `fiber:run:started` of a chat-turn
     fiber (named `__cf_internal_chat_turn:<requestId>`) and its end (`fiber:run:completed` or
-    `fiber:run:failed` of that fiber id) no other chat-turn fiber starts.
+    `fiber:run:failed` of that fiber id) no other chat-turn fiber starts. A turn fiber that
+    neither took its keepAlive lease (`keep_alive:acquire {holder: fiber:<id>}`) nor ended in
+    that incarnation is left out: its setup threw (an initial snapshot write failed) before its
+    body ran, and such a fiber has no end record (fibers §5.2), so it holds no later turn back.
     """
     out: list[Violation] = []
     for agent in context.agents():
         running: dict[int, TraceRecord] = {}
-        for record in context.records_of(agent, "fiber:run:started", *FIBER_ENDS):
+        records = context.records_of(agent, "fiber:run:started", *FIBER_ENDS, "keep_alive:acquire")
+        ran = {(r.inc, r.get("fiberId")) for r in records if r.event in FIBER_ENDS}
+        ran |= {
+            (r.inc, str(r.get("holder"))[len("fiber:") :])
+            for r in records
+            if r.event == "keep_alive:acquire" and str(r.get("holder")).startswith("fiber:")
+        }
+        for record in records:
+            if record.event == "keep_alive:acquire":
+                continue
             if not str(record.get("fiberName")).startswith(CHAT_TURN_FIBER_PREFIX):
+                continue
+            if (record.inc, record.get("fiberId")) not in ran:
                 continue
             current = running.get(record.inc)
             if record.event in FIBER_ENDS:

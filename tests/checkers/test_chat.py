@@ -125,6 +125,24 @@ def test_a_turn_started_while_another_runs_is_caught(chats) -> None:
     assert messages(chats, "chat_turns_serial") == []
 
 
+def test_a_turn_whose_fiber_setup_failed_holds_no_later_turn_back(chats) -> None:
+    """A turn fiber whose setup threw (its initial snapshot write failed) never ran its body: it
+    took no keepAlive lease and, as in the SDK, has no end record (fibers §5.2), so the next
+    turn starting is no overlap. A turn that took its lease and never ended still is one."""
+    first = chats.events("fiber:run:started", SUPPORT)[0]
+    fiber, holder = first.get("fiberId"), f"fiber:{first.get('fiberId')}"
+
+    def setup_records(r: TraceRecord) -> bool:
+        ended = r.event in ("fiber:run:completed", "fiber:run:failed") and r.get("fiberId") == fiber
+        return r.agent == SUPPORT and (ended or r.get("holder") == holder)
+
+    setup_failed = without(chats, setup_records)
+    assert not setup_failed.events("keep_alive:acquire", SUPPORT, holder=holder)
+    assert messages(setup_failed, "chat_turns_serial") == []
+    leased_but_unended = without(chats, lambda r: setup_records(r) and r.get("holder") != holder)
+    assert len(messages(leased_but_unended, "chat_turns_serial")) == 1
+
+
 # -- progress_done_sent -------------------------------------------------------------------------
 def test_a_finished_progress_report_coalesced_is_caught(chats) -> None:
     """A report of 1.0 answered `coalesced` is named; one outside an active run is not."""
