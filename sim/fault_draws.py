@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from sim.sqlite import is_write, shape_pattern, statement_shape
+from sim.sqlite import fault_group, is_write, shape_pattern, statement_shape
 
 __all__ = [
     "FAULT_KINDS",
@@ -114,6 +114,8 @@ class StatementSite:
     turn: int
     write: bool
     statement: str
+    site: tuple[tuple[str, int], ...] = ()
+    """Where code issued it (`scenarios.runner.ExecutedStatement.site`), when recorded."""
 
     @property
     def shape(self) -> str:
@@ -154,6 +156,7 @@ def sites_of(
                 turn=executed.turn,
                 write=is_write(executed.statement),
                 statement=executed.statement,
+                site=getattr(executed, "site", ()),
             )
         )
         for known in matched:
@@ -164,10 +167,16 @@ def sites_of(
 
 
 def site_groups(sites: Sequence[StatementSite]) -> list[list[StatementSite]]:
-    """Sites grouped by (agent, kind, table), groups in order of first appearance."""
-    groups: dict[tuple[str, str, str], list[StatementSite]] = {}
+    """Sites grouped by (agent, fault group, code site), groups in order of first appearance.
+    The fault group is the statement's shape, with every schema statement one group
+    (`sim.sqlite.fault_group`); the code site tells apart one shape issued by different code
+    (a recovery's DELETE of a run row and a finished fiber's), so each gets its share of the
+    draws. Schema statements have no site: all of them are one step of startup."""
+    groups: dict[tuple[object, ...], list[StatementSite]] = {}
     for site in sites:
-        groups.setdefault((site.target, site.kind, site.table), []).append(site)
+        group = fault_group(site.statement)
+        where = () if group == ("schema", "") else site.site
+        groups.setdefault((site.target, group, where), []).append(site)
     return list(groups.values())
 
 

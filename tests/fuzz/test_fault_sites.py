@@ -11,6 +11,7 @@ import pytest
 from scenarios import parse_scenario, run_scenario
 from scenarios.fault_sites import site_groups, statement_sites, target_of
 from scenarios.fuzz import fuzz_scenario
+from sim.sqlite import fault_group
 
 TALLY = """\
 name: tally
@@ -43,7 +44,18 @@ def test_sites_name_each_statement_by_agent_shape_step_and_skip() -> None:
     ]
     groups = site_groups(sites)
     assert ("t", "UPDATE", "tally") in [(g[0].target, g[0].kind, g[0].table) for g in groups]
-    assert all(len({(s.target, s.kind, s.table) for s in group}) == 1 for group in groups)
+    assert all(
+        len({(s.target, fault_group(s.statement), s.site) for s in group}) == 1
+        for group in groups
+        if fault_group(group[0].statement) != ("schema", "")
+    )
+    # Every schema statement of an agent is one group, whatever table it creates.
+    schema = [g for g in groups if fault_group(g[0].statement) == ("schema", "")]
+    assert len(schema) == 1 and len({s.table for s in schema[0]}) > 1
+    # A shape issued from two places in the code is two groups, each with its code site.
+    assert all(s.site for s in updates)
+    shapes = [(g[0].target, g[0].kind, g[0].table) for g in groups if g[0].kind != "CREATE TABLE"]
+    assert len(shapes) > len(set(shapes))
 
 
 @pytest.mark.parametrize("occurrence", [0, 1, 2])
