@@ -31,6 +31,8 @@ _PROJECT_FILES = (
     "test",
 )
 PLAY_TIMEOUT_S = 1_800
+_SDK_PEERS = ("@modelcontextprotocol/client", "@modelcontextprotocol/sdk", "ai", "zod")
+"""The pinned project's peers of `agents`; a copy for another release lets npm choose them."""
 
 
 class RealSideUnavailable(RuntimeError):
@@ -72,6 +74,9 @@ def project_for(sdk: str | None) -> Path:
             shutil.copy2(source, target / name)
     package = json.loads((target / "package.json").read_text())
     package["devDependencies"]["agents"] = sdk
+    # The SDK's peers follow its version: npm installs the ones that release asks for.
+    for peer in _SDK_PEERS:
+        package["devDependencies"].pop(peer, None)
     (target / "package.json").write_text(json.dumps(package, indent=2) + "\n")
     done = subprocess.run(
         ["npm", "install", "--no-audit", "--no-fund"],
@@ -81,7 +86,8 @@ def project_for(sdk: str | None) -> Path:
         check=False,
     )
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        lines = (done.stderr or done.stdout).splitlines()
+        tail = [line for line in lines if line.removeprefix("npm error").strip()][:6]
         raise RealSideUnavailable(f"npm install of agents@{sdk} failed: {' / '.join(tail)}")
     return target
 

@@ -21,9 +21,15 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=f"real side unavailab
 
 
 def test_library_stories_agree_with_the_real_sdk() -> None:
-    """A counter idled out, a fiber resumed across two deploys and a managed export cancelled
-    behave the same in agentsim and in workerd, over two stable plays each."""
-    names = ["idle-eviction", "deploy-mid-fiber-resumes-from-stash", "cancel-managed-fiber"]
+    """A counter idled out, a fiber resumed across two deploys, a managed export cancelled and
+    a poisoned fiber watched by a reconnecting client (its frames compared) behave the same in
+    agentsim and in workerd, over two stable plays each."""
+    names = [
+        "idle-eviction",
+        "deploy-mid-fiber-resumes-from-stash",
+        "cancel-managed-fiber",
+        "poison-fiber-backoff-capped-while-watched",
+    ]
     verdicts, refused = diff_scenarios([str(LIBRARY / f"{n}.yaml") for n in names], repeat=2)
     assert not refused
     assert [(v.name, v.word) for v in verdicts] == [(n, "AGREE") for n in names], "\n".join(
