@@ -147,25 +147,18 @@ class ProgressMixin:
         data: Any,
         now: int,
     ) -> None:
-        sequence = self._insert_milestone(run_id, name, data, now)
-        payload: dict[str, Any] = {"name": name, "sequence": sequence, "at": now, **fields}
-        if data is not None:
-            payload["data"] = data
-        chunk = {"type": MILESTONE_PART, "id": f"{run_id}:{sequence}", "data": payload}
-        state = self._turn_states.get(request_id)
-        if state is not None:
-            self._emit_turn_chunk(state, chunk)  # S2: stored, part of the answer, replayed
-            return
-        frame = {"type": CHAT_RESPONSE_TYPE, "id": request_id, "done": False}
-        self._broadcast_chat_frame({**frame, "body": to_json_text(chunk, "milestone")})
-
-    def _insert_milestone(self: Any, run_id: str, name: str, data: Any, at: int) -> int:
         table = self._agent_tool_milestones_table
         rows = self.sql(
             f"SELECT COALESCE(MAX(sequence), -1) + 1 AS next FROM {table} WHERE run_id = ?",
             run_id,
         )
         sequence = int(rows[0]["next"])
+        payload: dict[str, Any] = {"name": name, "sequence": sequence, "at": now, **fields}
+        if data is not None:
+            payload["data"] = data
+        chunk = {"type": MILESTONE_PART, "id": f"{run_id}:{sequence}", "data": payload}
+        body = to_json_text(chunk, "milestone")
+        state = self._turn_states.get(request_id)
         self.sql(
             f"INSERT OR IGNORE INTO {table} (run_id, sequence, name, data_json, at) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -173,14 +166,38 @@ class ProgressMixin:
             sequence,
             name,
             None if data is None else to_json_text(data, "milestone data"),
-            at,
+            now,
         )
-        self.sql(
-            f"UPDATE {self._agent_tool_runs_table} SET last_signal_at = ? WHERE run_id = ?",
-            at,
-            run_id,
-        )
-        return sequence
+        try:
+            self.sql(
+                f"UPDATE {self._agent_tool_runs_table} SET last_signal_at = ? WHERE run_id = ?",
+                now,
+                run_id,
+            )
+            # S2: stored, part of the answer, replayed.
+            index = self._append_stream_chunk(state.stream_id, body) if state is not None else None
+        except Exception:
+            # The row and its stored chunk go together (S2), and a storage error rolls nothing
+            # back: a report that raises takes its row back out, so inspection never lists a
+            # milestone the stream does not hold.
+            self._drop_milestone_row(run_id, sequence)
+            raise
+        if state is not None:
+            self._publish_turn_chunk(state, chunk, body, index)
+            return
+        frame = {"type": CHAT_RESPONSE_TYPE, "id": request_id, "done": False}
+        self._broadcast_chat_frame({**frame, "body": body})
+
+    def _drop_milestone_row(self: Any, run_id: str, sequence: int) -> None:
+        try:
+            self.sql(
+                f"DELETE FROM {self._agent_tool_milestones_table} "
+                "WHERE run_id = ? AND sequence = ?",
+                run_id,
+                sequence,
+            )
+        except Exception as exc:  # noqa: BLE001 - the report's own error is the one raised
+            self._log("error", f"milestone {sequence} of run {run_id} could not be undone: {exc}")
 
     async def _flush_progress_later(self: Any, run_id: str) -> None:
         """S4's trailing flush: wait out the window, then send the latest coalesced value."""

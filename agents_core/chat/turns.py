@@ -406,11 +406,17 @@ class ChatTurnsMixin:
         """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it."""
         body = to_json_text(dict(chunk), "a UI chunk")
         index = self._append_stream_chunk(state.stream_id, body)
+        self._publish_turn_chunk(state, chunk, body, index)
+        return index
+
+    def _publish_turn_chunk(
+        self: Any, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
+    ) -> None:
+        """A chunk stored at `index` of the turn's stream: credit it, apply it, broadcast it."""
         self._credit_stored_chunk(chunk.get("type"))
         state.builder.apply(chunk)
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
         self._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)
-        return index
 
     def _fail_turn(self: Any, state: _TurnState, message: str) -> str:
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": message}

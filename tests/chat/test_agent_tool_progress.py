@@ -258,3 +258,22 @@ def test_T093_milestones_count_from_zero_and_bump_only_the_signal_time(
         {"name": "b", "sequence": 1, "at": b_time, "data": [1, 2]},
     ]
     assert inspection["progress"] == {"fraction": 0.1, "at": b_time}
+
+
+def test_T091_S2_a_milestone_whose_write_fails_leaves_no_row_without_its_chunk(
+    sim: Simulation, host: type
+) -> None:
+    """S2 keeps a milestone's row and its stored chunk together. When the signal-time bump after
+    the row fails (a storage error; nothing rolls the turn back), the report raises and takes
+    its row back out: no milestone is listed that the stream does not hold."""
+    steps = [["progress", {"milestone": "a"}]]
+    worker_model(sim, steps)
+    ref = sim.agent(host, "c")
+    sim.arm_storage_fault(ref, "error", match=r"^UPDATE \w+ SET last_signal_at\b")
+    sim.call(ref, "start_agent_tool_run", "go", "run-1")
+    wait_settled(sim, ref, "run-1")
+    assert len(sim.trace.select("fault:storage_error", agent=ref.path)) == 1
+    assert milestone_rows(sim, ref) == []
+    stored = sim.call(ref, "get_agent_tool_chunks", "run-1")
+    assert "data-agent-milestone" not in chunk_types(stored)
+    assert "milestones" not in sim.call(ref, "inspect_agent_tool_run", "run-1")
