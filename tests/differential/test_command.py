@@ -41,3 +41,26 @@ def test_without_node_the_real_side_says_why(monkeypatch: pytest.MonkeyPatch) ->
     code = diff_command([str(LIBRARY / "idle-eviction.yaml")], 1, None, io.StringIO(), err)
     assert code == 2
     assert "node is not installed" in err.getvalue()
+
+
+def _play(*steps: str) -> dict:
+    records = [{"t": 10, "agent": "a", "type": f"story:{s}", "payload": {}} for s in steps]
+    return {"records": records, "tables": {}, "errors": []}
+
+
+def test_plays_that_disagree_among_themselves_are_unstable_not_different() -> None:
+    """Two plays of the real side that differ give UNSTABLE (naming the plays), whatever
+    agentsim did; plays that agree with each other and with agentsim give AGREE; plays that
+    agree with each other but not with agentsim give DIFFER with both sides' records."""
+    from scenarios.diff.command import _verdict
+    from scenarios.diff.plan import Compiled, PythonRun
+
+    ours = Compiled({"name": "s"}, None, PythonRun(_play("x")["records"], {}, 10))
+    unstable = _verdict("s", ours, [_play("x"), _play("y")], None)
+    assert unstable.word == "UNSTABLE"
+    assert any("play 2 only: a story:y" in line for line in unstable.lines)
+    assert _verdict("s", ours, [_play("x"), _play("x")], None).word == "AGREE"
+    differ = _verdict("s", ours, [_play("y"), _play("y")], None)
+    assert differ.word == "DIFFER"
+    assert "agentsim only: a story:x {}" in differ.lines[0]
+    assert "workerd only: a story:y {}" in differ.lines[0]
