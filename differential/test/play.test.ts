@@ -101,7 +101,6 @@ async function settle(): Promise<void> {
 class Player {
   private readonly stubs = new Map<string, Stub>();
   private readonly keys = new Map<string, string>();
-  private readonly pending: Promise<unknown>[] = [];
   private readonly clients = new Map<string, WebSocket>();
   readonly errors: string[] = [];
 
@@ -174,20 +173,18 @@ class Player {
     const status = { done: false };
     inFlight += 1;
     shared().activity += 1;
-    this.pending.push(
-      promise.then(
-        () => {
-          status.done = true;
-          inFlight -= 1;
-          shared().activity += 1;
-        },
-        (error: unknown) => {
-          status.done = true;
-          inFlight -= 1;
-          shared().activity += 1;
-          this.errors.push(`${what}: ${String(error)}`);
-        }
-      )
+    void promise.then(
+      () => {
+        status.done = true;
+        inFlight -= 1;
+        shared().activity += 1;
+      },
+      (error: unknown) => {
+        status.done = true;
+        inFlight -= 1;
+        shared().activity += 1;
+        this.errors.push(`${what}: ${String(error)}`);
+      }
     );
     return status;
   }
