@@ -208,7 +208,7 @@ class Agent(
         """Runs once per incarnation, before any other event is delivered."""
 
     async def on_request(self, request: Request) -> Response:
-        return Response(404, "Not found")
+        return Response(404, "Not implemented")
 
     async def on_connect(self, connection: Connection) -> None:
         """A client connected."""
