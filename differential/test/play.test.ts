@@ -33,6 +33,7 @@ interface AgentPlan {
 
 interface Action {
   t: number;
+  step?: number;
   do: "call" | "request" | "evict" | "snapshot" | "connect" | "disconnect" | "send";
   client?: string;
   message?: Json;
@@ -169,21 +170,27 @@ class Player {
     state.now = Math.max(state.now, t);
   }
 
-  private track(promise: Promise<unknown>, what: string): { done: boolean } {
+  private track(
+    promise: Promise<unknown>,
+    what: string,
+    reply?: (ok: boolean, value: unknown) => void
+  ): { done: boolean } {
     const status = { done: false };
     inFlight += 1;
     shared().activity += 1;
     void promise.then(
-      () => {
+      (value: unknown) => {
         status.done = true;
         inFlight -= 1;
         shared().activity += 1;
+        reply?.(true, value);
       },
       (error: unknown) => {
         status.done = true;
         inFlight -= 1;
         shared().activity += 1;
         this.errors.push(`${what}: ${String(error)}`);
+        reply?.(false, null);
       }
     );
     return status;
@@ -239,10 +246,17 @@ class Player {
       return;
     }
     let status: { done: boolean };
+    // What a waited call or a request answered, when it answered (`harness:reply`).
+    const reply = (ok: boolean, value: unknown) =>
+      record(this.doName(alias), "harness:reply", {
+        step: action.step ?? null,
+        ok,
+        value: ok ? ((value ?? null) as Json) : null
+      });
     if (action.do === "call") {
       const method = action.method as string;
       const call = stub[method](...((action.args ?? []) as unknown[]));
-      status = this.track(call, `call ${alias}.${method}`);
+      status = this.track(call, `call ${alias}.${method}`, action.wait === false ? undefined : reply);
     } else {
       const init: RequestInit = { method: action.http_method ?? "GET" };
       if (action.body !== undefined && action.body !== null) {
@@ -252,7 +266,17 @@ class Player {
         init.headers = action.headers;
       }
       const request = new Request(`https://agent.test${action.path ?? "/"}`, init);
-      status = this.track(stub.fetch(request), `request ${alias} ${action.path}`);
+      const answered = stub.fetch(request).then(async (response: Response) => {
+        const text = await response.text();
+        let body: Json = text;
+        try {
+          body = JSON.parse(text) as Json;
+        } catch {
+          // a text body stays text
+        }
+        return { status: response.status, body };
+      });
+      status = this.track(answered, `request ${alias} ${action.path}`, reply);
     }
     await settle();
     if (action.wait !== false) {

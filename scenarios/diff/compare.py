@@ -72,6 +72,7 @@ ALLOWED: tuple[Allowed, ...] = (
             {"table": "cf_agents_fibers", "column": "error_message"},
             {"table": "cf_agents_fibers", "column": "completed_at"},
             {"table": "story_log"},
+            {"event": "harness:reply"},
         )
     ),
     Allowed(

@@ -192,17 +192,73 @@ def _records(trace: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _plain(value: Any) -> Any:
+    """A value a caller received, as JSON would carry it (`to_dict`, dataclasses, tuples)."""
+    if hasattr(value, "to_dict"):
+        value = value.to_dict()
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+class _Replies:
+    """The simulation as the step runner sees it, noting what each waited call and request
+    answered (`harness:reply`), as the real side's runner notes it."""
+
+    def __init__(self, sim: Simulation, records: list[dict[str, Any]]) -> None:
+        self._sim = sim
+        self._records = records
+        self.step_number = 0
+        self.alias = ""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sim, name)
+
+    def _note(self, ok: bool, value: Any) -> None:
+        payload = {"step": self.step_number, "ok": ok, "value": _plain(value) if ok else None}
+        record = {"t": self._sim.now_ms, "agent": self.alias, "type": "harness:reply"}
+        self._records.append({**record, "payload": payload})
+
+    def wait(self, pending: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            value = self._sim.wait(pending, *args, **kwargs)
+        except Exception:
+            self._note(False, None)
+            raise
+        self._note(True, value)
+        return value
+
+    def fetch(self, agent: Any, request: Any = None) -> Any:
+        try:
+            response = self._sim.fetch(agent, request)
+        except Exception:
+            self._note(False, None)
+            raise
+        self._note(True, {"status": response.status, "body": response.body})
+        return response
+
+
 def _run_python(scenario: Scenario) -> PythonRun:
     """Run the scenario in agentsim (its own seed, no invariants), keeping what the comparison
     needs: the steps' action times, alarm snapshots, the trace and the final tables."""
     sim = Simulation(seed=scenario.seed, faults=scenario.faults, budget=budget_for(scenario))
     snapshots: list[dict[str, Any]] = []
     timings: list[tuple[int, int]] = []
+    replies: list[dict[str, Any]] = []
     try:
         steps = StepRunner(sim, scenario)
+        answers = _Replies(sim, replies)
+        steps.sim = answers  # type: ignore[assignment]  # a proxy: it notes the replies
         refs = {spec.alias: AgentRef(spec.cls, spec.alias) for spec in scenario.agents}
         for index, step in enumerate(scenario.steps):
             begin = sim.now_ms
+            answers.step_number, answers.alias = index + 1, str(getattr(step, "agent", ""))
             steps.run(step)
             timings.append((begin, sim.now_ms))
             for alias, ref in refs.items():
@@ -230,7 +286,7 @@ def _run_python(scenario: Scenario) -> PythonRun:
         }
     finally:
         sim.close()
-    return PythonRun(records + snapshots, tables, end_ms, evictions, timings)
+    return PythonRun(records + snapshots + replies, tables, end_ms, evictions, timings)
 
 
 def _action_time(step: Step, begin_ms: int) -> int:
@@ -301,7 +357,7 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
         if isinstance(step, DeployStep | EvictStep):
             scripted.setdefault(t, 2 * index + 1)
         if action is not None:
-            items.append((t, 2 * index + 1, {"t": t, **action}))
+            items.append((t, 2 * index + 1, {"t": t, "step": index + 1, **action}))
         items.append(
             (end, 2 * index + 2, {"t": end, "do": "snapshot", "label": f"step {index + 1}"})
         )
