@@ -67,3 +67,20 @@ def test_every_python_only_step_is_marked_in_the_schema() -> None:
     kinds = [step.kind for step in PYTHON_ONLY_STEPS]
     assert "arm_storage_fault" in kinds
     assert [k for k in kinds if "Python-only" not in (STEP_SHAPES[k].doc or "")] == []
+
+
+def test_the_agentsim_run_notes_what_each_call_and_request_answered() -> None:
+    """idle-eviction's two calls answer 1 and 2, at 0 and 5 minutes; deploy-mid-fiber's
+    requests answer the default 404 the SDK gives."""
+    replies = [
+        (r["t"], r["payload"]["step"], r["payload"]["value"])
+        for r in _compile("idle-eviction").python.records
+        if r["type"] == "harness:reply"
+    ]
+    assert replies == [(0, 1, 1), (300_000, 3, 2)]
+    bodies = [
+        r["payload"]["value"]
+        for r in _compile("deploy-mid-fiber-resumes-from-stash").python.records
+        if r["type"] == "harness:reply" and isinstance(r["payload"]["value"], dict)
+    ]
+    assert bodies == [{"status": 404, "body": "Not implemented"}] * 2
