@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -271,7 +272,9 @@ class _PoolBackend(_Backend):
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
         if "forkserver" in methods:
             context.set_forkserver_preload(["scenarios.sweeps"])
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        self.pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_leave_interrupts_to_the_parent
+        )
 
     def close(self, interrupted: bool = False) -> None:
         # After an error or Ctrl-C, do not wait for the runs still going: their results are
@@ -282,7 +285,10 @@ class _PoolBackend(_Backend):
         pending: dict[Future[list[_Shipped]], _Task] = {}
 
         def submit(task: _Task) -> None:
-            pending[self.pool.submit(run_task, task)] = task
+            try:
+                pending[self.pool.submit(run_task, task)] = task
+            except BrokenProcessPool:
+                raise SweepFailed(_died(task)) from None
 
         def next_done() -> tuple[Future[list[_Shipped]], _Task]:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -294,10 +300,21 @@ class _PoolBackend(_Backend):
             try:
                 yield task, future.result()
             except BrokenProcessPool:
-                raise SweepFailed(
-                    f"a worker process died while running {task.path} (seeds "
-                    f"{_seeds_text(task.seeds)}); run those seeds alone to see why"
-                ) from None
+                raise SweepFailed(_died(task)) from None
+
+
+def _died(task: _Task) -> str:
+    return (
+        f"a worker process died while running {task.path} (seeds {_seeds_text(task.seeds)} or "
+        f"a task beside them); run those seeds alone to see why"
+    )
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    # Ctrl-C reaches every process of the terminal's group: the workers ignore it, and the
+    # command stops the pool and says "interrupted" once (a worker killed by it would break the
+    # pool and look like a crash).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _DaskBackend(_Backend):
