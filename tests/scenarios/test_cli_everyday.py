@@ -170,6 +170,8 @@ def test_a_class_module_beside_the_scenario_imports_without_pythonpath(tmp_path:
     assert replay == ["  replay: agentsim run suite/wrong.yaml --seed 3"]
     again = command(tmp_path, *replay[0].split()[2:])
     assert again.returncode == 1 and "FAIL greeter-beside_agents seed=3" in again.stdout
+    replayed = command(tmp_path, "replay", "agentsim-failures/greeter-beside_agents-3.json")
+    assert replayed.returncode == 1 and "REPRODUCED" in replayed.stdout, replayed.stdout
 
 
 def test_a_class_module_in_the_current_directory_imports_too(tmp_path: Path) -> None:
