@@ -22,9 +22,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import logging
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -310,6 +312,21 @@ def _died(task: _Task) -> str:
     )
 
 
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Processes started inside ignore Ctrl-C for good (an ignored signal stays ignored across
+    exec, and Python then installs no handler): the local cluster's nannies and workers leave
+    it to the command, which closes the cluster."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _leave_interrupts_to_the_parent() -> None:
     # Ctrl-C reaches every process of the terminal's group: the workers ignore it, and the
     # command stops the pool and says "interrupted" once (a worker killed by it would break the
@@ -330,12 +347,14 @@ class _DaskBackend(_Backend):
         self.cluster = None
         try:
             if address == "local":
-                self.cluster = distributed.LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                )
+                with _interrupts_ignored():
+                    self.cluster = distributed.LocalCluster(
+                        n_workers=workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=logging.ERROR,
+                    )
                 self.client = distributed.Client(self.cluster)
             else:
                 self.client = distributed.Client(address, timeout="30s")
