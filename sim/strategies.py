@@ -248,8 +248,14 @@ class FaultDriver:
                 self.ref(args["agent"]), args["kind"], match=args["match"], skip=args["skip"]
             )
         elif fault.action == "reconnect":
+            client = self._clients.get(args["client"])
+            if client is None:
+                raise KeyError(
+                    f"client {args['client']!r} is not connected through this driver; connect "
+                    f"it first with driver.connect(name, alias) (connected: {self.client_names})"
+                )
             self.script.step("reconnect", {"client": args["client"]})
-            self.sim.reconnect(self._clients[args["client"]])
+            self.sim.reconnect(client)
         else:
             raise ValueError(
                 f"a driver applies evict, deploy, arm_storage_fault and reconnect faults, "

@@ -246,3 +246,17 @@ def test_fault_now_draws_only_what_exists(data: st.DataObject) -> None:
             assert args["skip"] == 0 and args["agent"] == "counter"
         driver.apply(fault)
         assert driver.script.steps[-1].keys() == {fault.action}
+
+
+def test_a_drawn_reconnect_needs_the_client_connected_through_the_driver() -> None:
+    """A reconnect of a client the driver never connected says how to connect it."""
+    reconnect = fault_at(0, "reconnect", client="alice")
+    with Simulation(seed=2) as sim:
+        driver = FaultDriver(sim, {"counter": Counter})
+        with pytest.raises(KeyError, match=r"driver.connect\(name, alias\)"):
+            driver.apply(reconnect)
+        client = driver.connect("alice", "counter")
+        driver.apply(reconnect)
+        assert driver.script.steps[-1] == {"reconnect": {"client": "alice"}}
+        assert client.connected
+        assert len(sim.trace.select("connection:open", client="alice")) == 2
