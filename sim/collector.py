@@ -11,10 +11,10 @@ run's time. So, for as long as a run loop (`Simulation.run_*`, `wait`, `quiesce`
   simulation allocates mostly dies before it is promoted, and CPython's own full collections
   are off;
 - instead, the whole heap is collected once it may have doubled since the last such collection
-  (counted in young collections, each `RUN_THRESHOLDS[0]` net new objects): at the loop's
-  checkpoints (`checkpoint`, every `sim.budget.CHECK_EVERY` events) and when it returns. The
-  cost of full collections is then proportional to the heap's growth, not to its size times the
-  number of events, and garbage never outgrows the live heap by more than about its own size.
+  (in memory blocks allocated): at the loop's checkpoints (`checkpoint`, every
+  `sim.budget.CHECK_EVERY` events) and when it returns. The cost of full collections is then
+  proportional to the heap's growth, not to its size times the number of events, and garbage
+  never outgrows the live heap by more than about its own size.
 
 None of this changes what a run does (the simulator never lets the collector close a coroutine
 that could still act: `sim.kernel`), only when memory is reclaimed. A process that turned the
@@ -25,54 +25,46 @@ collector off keeps it off; thresholds it set are restored; objects it froze its
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 __all__ = ["RUN_THRESHOLDS", "checkpoint", "running"]
 
 RUN_THRESHOLDS = (10_000, 10, 1_000_000)
 """gen0, gen1, gen2 thresholds inside a run loop (CPython's defaults are 700, 10, 10); gen2's
 is out of reach: full collections are this module's to decide."""
-HEAP_FLOOR = 100_000
-"""The smallest heap the doubling rule assumes (objects), so that a small process does not
-collect everything after every few young collections."""
+HEAP_FLOOR = 500_000
+"""The smallest heap the doubling rule assumes (memory blocks), so that a small process does
+not collect everything again and again."""
 
 
 class _State:
     depth = 0
     saved: tuple[int, int, int] | None = None
     frozen = False
-    grown = 0
-    """Net new tracked objects since the last full collection (as young collections and the
-    young generation's count say: a freeze empties the young generation)."""
-    counted = 0
-    """The young generation's count already added to `grown` when the last loop returned."""
-    heap = HEAP_FLOOR
-    """Tracked objects after the last full collection this module ran."""
+    blocks = 0
+    """Memory blocks allocated after the last full collection this module ran (0: none yet)."""
 
 
-def _count_young(phase: str, info: dict[str, Any]) -> None:
-    if phase == "stop" and info["generation"] < 2:
-        _State.grown += RUN_THRESHOLDS[0]
-
-
-def _young_count() -> int:
-    return gc.get_count()[0]
+def _doubled() -> bool:
+    """Whether the heap may have doubled since the last full collection: counted in the memory
+    blocks Python has allocated (`sys.getallocatedblocks`, which costs no scan of the heap),
+    so that objects that lived across a young collection and died since count for nothing."""
+    return sys.getallocatedblocks() >= 2 * max(_State.blocks, HEAP_FLOOR)
 
 
 def _collect_all() -> None:
-    """A full collection of everything (the frozen objects included), then the new heap size."""
+    """A full collection of everything (the frozen objects included)."""
     gc.unfreeze()
     gc.collect()
     gc.freeze()
-    _State.heap = max(HEAP_FLOOR, gc.get_freeze_count())
-    _State.grown = 0
+    _State.blocks = sys.getallocatedblocks()
 
 
 def checkpoint() -> None:
     """Between two events of a run loop: collect everything if the heap may have doubled."""
-    if _State.frozen and _State.grown + _young_count() >= _State.heap:
+    if _State.frozen and _doubled():
         _collect_all()
 
 
@@ -82,12 +74,9 @@ def running() -> Iterator[None]:
     if _State.depth == 0 and gc.isenabled():
         _State.saved = gc.get_threshold()
         gc.set_threshold(*RUN_THRESHOLDS)
-        gc.callbacks.append(_count_young)
         if gc.get_freeze_count() == 0:
-            # What was allocated since the last loop returned (the count a young collection
-            # outside any loop restarted is lost: the rule errs towards collecting less).
-            young = _young_count()
-            _State.grown += young - _State.counted if young >= _State.counted else young
+            if _State.blocks == 0:
+                _State.blocks = sys.getallocatedblocks()
             _State.frozen = True
             gc.freeze()
     _State.depth += 1
@@ -96,15 +85,10 @@ def running() -> Iterator[None]:
     finally:
         _State.depth -= 1
         if _State.depth == 0 and _State.saved is not None:
-            gc.callbacks.remove(_count_young)
             gc.set_threshold(*_State.saved)
             _State.saved = None
             if _State.frozen:
-                young = _young_count()
-                if _State.grown + young >= _State.heap:
+                if _doubled():
                     _collect_all()
-                    young = 0
-                _State.grown += young
-                _State.counted = young
                 _State.frozen = False
                 gc.unfreeze()

@@ -244,7 +244,7 @@ def measure_standard_day(seed: int = 1, hours: int = 24) -> dict[str, Any]:
 def measure_record_cost(agents: int, records_target: int = 40_000) -> dict[str, Any]:
     """CPU µs per trace record while `agents` agents run loops of sleep, UPDATE and one trace
     record, and the collector's share."""
-    steps = max(3, records_target // agents)
+    steps = max(20, records_target // agents)
     sim, refs = _started_simulation(StepAgent, agents, seed=1, faults=FaultProfile(name="none"))
     before = len(sim.trace)
     with GcClock() as collector:
