@@ -104,9 +104,12 @@ class FibersMixin(FiberLedgerMixin):
             dispose = await self._keep_alive_lease(f"fiber:{fiber_id}")
             context = FiberContext(id=fiber_id, signal=signal or AbortSignal(), stash=stash)
             # set/restore rather than reset(token): a coroutine closed outside its task's context
-            # (by the garbage collector, after its incarnation died) must not raise here.
+            # (by the garbage collector, after its incarnation died) must not raise here, and
+            # must not leak its outer frame into that context either: restore only where this
+            # frame is the current one.
             outer = _current_fiber.get()
-            _current_fiber.set(_Frame(fiber_id, stash))
+            frame = _Frame(fiber_id, stash)
+            _current_fiber.set(frame)
             try:
                 value = await fn(context)
             except BaseException as exc:
@@ -123,7 +126,8 @@ class FibersMixin(FiberLedgerMixin):
                     )
                 raise
             finally:
-                _current_fiber.set(outer)
+                if _current_fiber.get() is frame:
+                    _current_fiber.set(outer)
             if managed:
                 self._settle_managed_fiber(fiber_id, ok=True, error=None, signal=signal)
             self._emit(

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from agents_core import Agent
 from agents_core.errors import NotInFiber
+from agents_core.fibers import _current_fiber
 from sim import Simulation
 from tests.conformance.fiber_agents import (
     Recorder,
@@ -247,3 +249,35 @@ def test_a_failed_run_row_delete_still_releases_the_keep_alive_lease(sim: Simula
     assert run_rows(sim, ref) == []
     assert [r.get("fiberName") for r in sim.trace.select("fiber:recovery:detected")] == ["work"]
     assert sim.alarm_of(ref) is None
+
+
+def test_a_fiber_closed_outside_its_task_leaves_that_context_as_it_was(sim: Simulation) -> None:
+    """When the garbage collector closes a dead incarnation's inner fiber, the close runs in
+    whatever context the collector happens to run in; restoring the outer fiber's frame there
+    would make `stash()` outside any fiber write into a dead fiber instead of raising."""
+    class Nested(Agent):
+        async def nest(self) -> None:
+            async def inner(ctx: Any) -> None:
+                await self.host.clock.sleep(60_000)
+
+            async def outer(ctx: Any) -> None:
+                await self.run_fiber("inner", inner)
+
+            await self.run_fiber("outer", outer)
+
+    ref = sim.agent(Nested, "n")
+    sim.start_call(ref, "nest")
+    sim.run_for(1_000)
+    bodies = []
+    for task in list(sim.platform.kernel._live):
+        coro = task.coro
+        while coro is not None and hasattr(coro, "cr_frame"):
+            if coro.cr_frame is not None and coro.cr_code.co_name == "_run_fiber_internal":
+                bodies.append(coro)
+            coro = coro.cr_await
+    assert len(bodies) == 2, "the outer and the inner fiber are both running"
+    assert _current_fiber.get() is None
+    bodies[-1].close()  # the inner fiber, closed here as the collector would close it
+    assert _current_fiber.get() is None
+    with pytest.raises(NotInFiber):
+        sim.instance_of(ref).stash({"late": True})
