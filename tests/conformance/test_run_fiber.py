@@ -255,6 +255,7 @@ def test_a_fiber_closed_outside_its_task_leaves_that_context_as_it_was(sim: Simu
     """When the garbage collector closes a dead incarnation's inner fiber, the close runs in
     whatever context the collector happens to run in; restoring the outer fiber's frame there
     would make `stash()` outside any fiber write into a dead fiber instead of raising."""
+
     class Nested(Agent):
         async def nest(self) -> None:
             async def inner(ctx: Any) -> None:
