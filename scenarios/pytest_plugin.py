@@ -12,9 +12,9 @@ Three things for people who test their agents with pytest:
 - **Scenario files as tests**: a `.yaml`/`.yml` file is collected when it has top-level
   `agents:` and `steps:` keys (the scenario format), or when its path matches a glob of the
   `agentsim_scenarios` ini option; `agentsim_sniff_yaml = false` leaves only the globs. Each
-  file gives one test per seed (its own seed, or each of `--agentsim-seeds A..B`), run exactly as
-  `agentsim run` runs it: a failure shows the same text, writes the same failure file and ends
-  with the same replay command.
+  file gives one test per seed (its own, `--agentsim-seed N`, or each of `--agentsim-seeds
+  A..B`), run exactly as `agentsim run` runs it: a failure shows the same text, writes the same
+  failure file and ends with the same replay command.
 - The options are checked when pytest starts: a bad seed range or invariant name is a usage
   error naming what would be valid.
 
@@ -74,7 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="seed of the `sim` fixture for every test (default: from each test's node id)",
+        help="seed of the `sim` fixture for every test (default: from each test's node id), "
+        "and of every scenario file's run (default: the file's own)",
     )
     group.addoption(
         "--agentsim-seeds",
@@ -289,7 +290,9 @@ class ScenarioFile(pytest.File):
             scenario = load_scenario(shown)
         except InvalidScenario as exc:
             raise ScenarioFileInvalid("\n".join(exc.lines())) from None
-        seeds = self.config.stash.get(_SEEDS, None) or (scenario.seed,)
+        given = self.config.getoption("agentsim_seed")
+        own = (scenario.seed,) if given is None else (given,)
+        seeds = self.config.stash.get(_SEEDS, None) or own
         for seed in seeds:
             yield ScenarioItem.from_parent(self, name=f"seed={seed}", scenario=scenario, seed=seed)
 

@@ -161,6 +161,10 @@ def test_scenario_files_are_tests_one_per_seed(tmp_path: Path) -> None:
     many = _pytest(where, "--collect-only", "idle.yaml", "--agentsim-seeds", "3..5")
     items = [line for line in many.stdout.splitlines() if line.startswith("idle.yaml::")]
     assert items == ["idle.yaml::seed=3", "idle.yaml::seed=4", "idle.yaml::seed=5"]
+    one = _pytest(where, "--collect-only", "idle.yaml", "--agentsim-seed", "8")
+    assert [line for line in one.stdout.splitlines() if line.startswith("idle.yaml::")] == [
+        "idle.yaml::seed=8"
+    ]
 
 
 def test_a_failing_scenario_shows_what_agentsim_run_shows(
