@@ -18,6 +18,10 @@ parent for it. Its outcome is kept in memory and `_cf_retry_agent_tool_recovery`
 finalizes it with that outcome (or sweeps it again, when the sweep failed before reaching it), in
 a sweep of its own whose hooks again wait for its end. A later incarnation needs no retry: its
 own startup sweep covers every run still open (divergence A13).
+
+A sweep with runs to recover holds a keepAlive lease until its last hook has run (divergence
+A17): nobody awaits these runs any more, so if the parent dies after a claim, the heartbeat
+alarm is what wakes it for the redelivery of that slot (the ledger's startup arming, A6).
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ no-progress budget bounds (a collect under a 0 budget, a teardown cancel)."""
 
 RECOVERY_TOTAL_TIMEOUT_MS = 5_000
 """Pass-1 deadline: a row reached after it is sealed `recovery-deadline` without an inspect."""
+
+RECOVERY_LEASE_HOLDER = "agent_tool:recovery"
+"""The `holder` of the keepAlive lease a sweep holds (trace `keep_alive:acquire/release`)."""
 
 RECOVERY_RETRY_DELAYS_S = (2, 4, 8, 16, 32, 60)
 """How long a retry of runs a sweep could not finalize waits, by attempt (the last repeats)."""
@@ -96,6 +103,10 @@ def interrupted_result(
         reason=reason,
         child_still_running=child_still_running,
     )
+
+
+def _no_lease() -> None:
+    """The release of a sweep that holds no keepAlive lease."""
 
 
 async def _settled(awaitable: Awaitable[Any]) -> tuple[str, Any]:
@@ -176,6 +187,19 @@ class RecoverySweepMixin:
             total_timeout_ms=self._agent_tool_recovery_total_timeout_ms,
         )
 
+    async def _agent_tool_recovery_lease(self: Any) -> Callable[[], None]:
+        """A keepAlive lease held from before the sweep's first claim until its last hook has
+        run (divergence A17). The sweep finalizes runs and calls their hooks later, with no
+        caller left to re-issue them: if the parent dies in between, the heartbeat alarm this
+        lease armed wakes it, and that startup redelivers the claimed slots (A6) or sweeps the
+        runs still open. A lease that cannot be taken leaves the sweep to run without it (the
+        failed arming still leaves a check-back alarm, K5)."""
+        try:
+            return await self._keep_alive_lease(RECOVERY_LEASE_HOLDER)
+        except Exception as exc:  # noqa: BLE001 - the recovery itself must still run
+            self._log("error", f"agent tool recovery runs without its keepAlive lease: {exc}")
+            return _no_lease
+
     # -- the sweep --------------------------------------------------------------------------
     def _agent_tool_recovery_owed(self: Any) -> dict[str, KeptOutcome | None]:
         """Run id -> its kept outcome (None: to be swept again) of every run a sweep of this
@@ -194,6 +218,7 @@ class RecoverySweepMixin:
         owed = self._agent_tool_recovery_owed()
         for run_id in run_ids:
             owed.setdefault(run_id, None)
+        release = _no_lease
         try:
             rows = []
             for run_id in run_ids:
@@ -202,6 +227,8 @@ class RecoverySweepMixin:
                     owed.pop(run_id, None)
                 else:
                     rows.append(row)
+            if rows:
+                release = await self._agent_tool_recovery_lease()
             self._emit(
                 "agent_tool:recovery:begin", runCount=len(rows), totalTimeoutMs=total_timeout_ms
             )
@@ -228,15 +255,18 @@ class RecoverySweepMixin:
         except Exception as exc:  # noqa: BLE001 - reported, never thrown out of a background task
             self._emit("agent_tool:recovery:failed", error=str(exc))
             await self._call_on_error_quietly(exc)
-        # Rows already finalized still get their hooks, even after a failure: their frames
-        # went out and their ledger slots are claimed.
-        for complete in deferred:
-            try:
-                await complete()
-            except Exception as exc:  # noqa: BLE001 - one hook's failure never skips the rest
-                await self._call_on_error_quietly(exc)
-        await self._rearm_detached_backbone_after_recovery()
-        await self._arm_agent_tool_recovery_retry()
+        try:
+            # Rows already finalized still get their hooks, even after a failure: their frames
+            # went out and their ledger slots are claimed.
+            for complete in deferred:
+                try:
+                    await complete()
+                except Exception as exc:  # noqa: BLE001 - one hook's failure never skips the rest
+                    await self._call_on_error_quietly(exc)
+            await self._rearm_detached_backbone_after_recovery()
+            await self._arm_agent_tool_recovery_retry()
+        finally:
+            release()
 
     async def _recovery_pass_one(
         self: Any,
