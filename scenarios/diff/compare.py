@@ -75,6 +75,15 @@ ALLOWED: tuple[Allowed, ...] = (
             {"event": "harness:reply"},
         )
     ),
+    *(
+        Allowed(
+            row="O1",
+            why="the port emits no connect / disconnect observability event; its platform "
+            "records connection:open / connection:close instead",
+            event=event,
+        )
+        for event in ("connect", "disconnect")
+    ),
     Allowed(
         row="K6",
         why="SDK 0.21.0 deletes the legacy cf_state_was_changed row at startup and reads the "

@@ -6,9 +6,10 @@ Both sides become `Story`: records `(t, agent alias, type, payload)` and final t
   instant, `differential/src/harness.ts`), so epoch milliseconds and seconds near it are
   shifted back to the port's clock, which starts at 0;
 - ids as ordinals: a string under a key named `id`, `...Id` or `..._id`, or shaped like a
-  21-character nanoid, becomes `#1`, `#2`, ... in order of first appearance, that order taken
-  over the records sorted by time, then by their id-blind text, so that two sides which create
-  the same ids in a different order within one instant still agree;
+  21-character nanoid, becomes `#1`, `#2`, ... in order of first appearance among the ids of
+  its kind (the key's name), that order taken over the records sorted by time, then by their
+  id-blind text, so that two sides which create the same ids in a different order within one
+  instant still agree;
 - JSON text in a table cell parsed, so key order and spacing never count.
 
 Which records are compared at all (the SDK's observability vocabulary, the agents' `story:*`
@@ -79,8 +80,6 @@ NOT_COMPARED = {
     "state:update": "the port records state in `cf_agents_state`, compared as table rows",
     "rpc": "the SDK's `rpc` is a WebSocket call of a @callable method; plays make none",
     "rpc:error": "the SDK's `rpc:error` is a WebSocket call's; plays make none",
-    "connect": "the SDK's connect event needs a WebSocket client; plays open none",
-    "disconnect": "the SDK's disconnect event needs a WebSocket client; plays open none",
 }
 """Real-side event types left out of the comparison, each with the reason."""
 
@@ -97,6 +96,7 @@ ROWS_NOT_COMPARED = {
 
 _OWN_PREFIXES = ("story:", "workload:", "harness:")
 _CONSTANT_ID = re.compile(r"^[a-z_]+$")
+_ID_SUFFIX = re.compile(r"(_ids?|Ids?)$")
 _NANOID = re.compile(r"^[A-Za-z0-9_-]{21}$")
 _NANOID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{21}(?![A-Za-z0-9_-])")
 
@@ -150,13 +150,18 @@ def _parse_json_text(value: str) -> Any:
 
 
 class _Ids:
-    def __init__(self) -> None:
-        self.ordinals: dict[str, str] = {}
+    """Ordinals per kind of id (the key's name without its `Id` / `_id`): a connection id the
+    port never records cannot shift the numbers of the fibers after it."""
 
-    def of(self, value: str) -> str:
-        if value not in self.ordinals:
-            self.ordinals[value] = f"#{len(self.ordinals) + 1}"
-        return self.ordinals[value]
+    def __init__(self) -> None:
+        self.ordinals: dict[str, dict[str, str]] = {}
+
+    def of(self, value: str, key: str) -> str:
+        space = _ID_SUFFIX.sub("", key).replace("_", "").lower()
+        ordinals = self.ordinals.setdefault(space, {})
+        if value not in ordinals:
+            ordinals[value] = f"#{len(ordinals) + 1}"
+        return ordinals[value]
 
 
 def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "", cell: bool = False) -> Any:
@@ -175,13 +180,13 @@ def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "", cell: bool =
             if parsed is not value:
                 return _clean(parsed, real, ids, key, cell)
         if _is_id(key, value):
-            return "#?" if ids is None else ids.of(value)
+            return "#?" if ids is None else ids.of(value, key)
         # An id quoted in a message (an error naming a fiber) is numbered in place.
         return _NANOID_IN_TEXT.sub(
             lambda m: (
                 m.group(0)
                 if not _looks_random(m.group(0))
-                else ("#?" if ids is None else ids.of(m.group(0)))
+                else ("#?" if ids is None else ids.of(m.group(0), "text"))
             ),
             value,
         )
