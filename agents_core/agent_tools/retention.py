@@ -112,17 +112,26 @@ class RetentionMixin:
         run_id = row["run_id"]
         try:
             child = await self._agent_tool_child(row["agent_type"], run_id)
-            if row["status"] in ("starting", "running"):
-                probe(self.host, "agent_tool.clear_cancelled_live_run")
-                if not row["detached"]:
-                    # Its awaited call may still be in flight here: it ends without a row (E22).
-                    self._agent_tool_runs_cleared_in_flight.add(run_id)
-                await child.call("cancel_agent_tool_run", run_id, CLEAR_REASON)
-            record = getattr(child, "record", None)
-            if record is not None:
-                await self.delete_sub_agent(record.cls, run_id)
         except Exception as exc:  # noqa: BLE001 - every error is swallowed; the row goes anyway
             self._log("warn", f"clearing agent tool run {run_id}: {exc}")
+            child = None
+        if child is not None and row["status"] in ("starting", "running"):
+            probe(self.host, "agent_tool.clear_cancelled_live_run")
+            if not row["detached"]:
+                # Its awaited call may still be in flight here: it ends without a row (E22).
+                self._agent_tool_runs_cleared_in_flight.add(run_id)
+            try:
+                await child.call("cancel_agent_tool_run", run_id, CLEAR_REASON)
+            except Exception as exc:  # noqa: BLE001 - the facet is deleted all the same
+                # A18: the SDK skips the delete here and leaves an orphan facet, still running,
+                # that no later clear can reach (its row is gone); deleting it aborts the run.
+                self._log("warn", f"clearing agent tool run {run_id}: {exc}")
+        record = getattr(child, "record", None)
+        if record is not None:
+            try:
+                await self.delete_sub_agent(record.cls, run_id)
+            except Exception as exc:  # noqa: BLE001 - every error is swallowed
+                self._log("warn", f"clearing agent tool run {run_id}: {exc}")
         self.sql("DELETE FROM cf_agent_tool_runs WHERE run_id = ?", run_id)
         # The run's durable notes go with it, so a reused run id starts clean.
         kv = self.host.kv

@@ -464,6 +464,42 @@ def test_clear_cancels_running_children_and_is_silent(sim: Simulation) -> None:
     assert sim.probes["agent_tool.clear_cancelled_live_run"] >= 1
 
 
+class UncancellableChild(ScriptedChild):
+    async def cancel_agent_tool_run(self, run_id: str, reason: Any = None) -> None:
+        raise RuntimeError("this child cannot be cancelled")
+
+
+def test_clear_deletes_the_facet_of_a_child_whose_cancel_failed(sim: Simulation) -> None:
+    """docs/divergences.md A18: clearing a live run whose cancel throws still deletes the child
+    facet (the SDK's one try block skips the delete and leaves an orphan facet nothing can clear
+    again, still running and holding its keepAlive); the row goes, no frame, no hook."""
+
+    class Clearing(Parent):
+        async def start_hanging(self) -> None:
+            await self.run_agent_tool(
+                UncancellableChild, input=steps_input([["hang"]]), run_id="h", detached=True
+            )
+
+        async def clear(self) -> int:
+            return await self.clear_agent_tool_runs()
+
+    ref = sim.agent(Clearing, "c")
+    sim.call(ref, "start_hanging")
+    sim.run_for(100)
+    client = sim.connect(ref)
+    before = len(frames_of(client))
+    assert sim.call(ref, "clear") == 1
+    child = "Clearing/c/UncancellableChild/h"
+    assert sim.trace.select("facet:deleted", agent=child)
+    assert [r.get("reason") for r in sim.trace.select("incarnation:end", agent=child)] == [
+        "deleted"
+    ]
+    assert sim.query(ref, "SELECT run_id FROM cf_agent_tool_runs") == []
+    assert sim.quiesce(3_600_000), "the cleared child still keeps the parent busy"
+    assert frames_of(client)[before:] == []
+    assert sim.trace.select("hook:on_agent_tool_finish", runId="h") == []
+
+
 def test_E22_an_awaited_run_cleared_in_flight_still_ends_with_its_frame_and_hook(
     sim: Simulation,
 ) -> None:
