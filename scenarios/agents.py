@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.util
 import inspect
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,10 @@ from agents_core.options import AgentOptions, resolve_options
 from sim.units import parse_duration_ms
 
 __all__ = [
+    "IMPORTED_FROM",
     "call_signature_error",
     "option_names",
+    "origins",
     "public_methods",
     "resolve",
     "search_dirs",
@@ -44,12 +47,19 @@ _AGENT_BASE_NAMES = frozenset(name for klass in Agent.__mro__ for name in vars(k
 _RUNTIME_OPTIONS = tuple(f.name for f in fields(AgentOptions))
 
 
-def search_dirs(scenario_path: str | Path) -> tuple[str, ...]:
+IMPORTED_FROM: dict[str, str] = {}
+"""Top-level module name -> the search directory it was imported from (what a reproducer
+written elsewhere must name in its `python_path:` to import it again)."""
+
+
+def search_dirs(scenario_path: str | Path, python_path: Sequence[str] = ()) -> tuple[str, ...]:
     """Where a scenario's `class:` modules are looked for besides the installed packages: the
-    scenario file's directory, then the current directory (as `python -m pytest` would find a
-    test's helpers), whatever command runs it."""
+    file's `python_path:` directories (relative to the file), its own directory, then the
+    current directory (as `python -m pytest` would find a test's helpers), whatever command
+    runs it."""
     here = Path(scenario_path).parent if str(scenario_path) != "<scenario>" else Path(".")
-    return tuple(dict.fromkeys([str(here.resolve()), str(Path.cwd())]))
+    dirs = [str((here / extra).resolve()) for extra in python_path]
+    return tuple(dict.fromkeys([*dirs, str(here.resolve()), str(Path.cwd())]))
 
 
 @contextlib.contextmanager
@@ -67,6 +77,23 @@ def _importable_from(dirs: Sequence[str]) -> Iterator[None]:
                 sys.path.remove(directory)
 
 
+def _note_origin(top: str, search: Sequence[str]) -> None:
+    file = getattr(sys.modules.get(top), "__file__", None)
+    if file is None:
+        return
+    for directory in search:
+        if Path(file).resolve().is_relative_to(directory):
+            IMPORTED_FROM[top] = directory
+            return
+
+
+def origins(classes: Iterable[type]) -> list[str]:
+    """The search directories the modules of `classes` were imported from, in order (empty for
+    classes of installed packages)."""
+    found = (IMPORTED_FROM.get(cls.__module__.split(".", 1)[0]) for cls in classes)
+    return list(dict.fromkeys(directory for directory in found if directory is not None))
+
+
 def resolve(import_path: str, search: Sequence[str] = ()) -> type:
     """The Agent subclass at `package.module:Class`; the module may also live in one of the
     `search` directories (`search_dirs` of the scenario file)."""
@@ -77,8 +104,13 @@ def resolve(import_path: str, search: Sequence[str] = ()) -> type:
         )
     module_name, _, qualname = import_path.partition(":")
     try:
+        top = module_name.split(".", 1)[0]
+        # Only a module that nothing else would find is noted as coming from a search folder.
+        found_anyway = top in sys.modules or importlib.util.find_spec(top) is not None
         with _importable_from(search):
             target: Any = importlib.import_module(module_name)
+        if not found_anyway:
+            _note_origin(top, search)
     except Exception as exc:  # any import failure is the file's fault, reported not raised
         where = ", ".join(search) if search else "the current directory"
         raise ValueError(

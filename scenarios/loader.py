@@ -113,6 +113,11 @@ SCENARIO = Shape(
             (Text(choices=tuple(PROFILES), default="none"), FAULTS),
             doc="A named fault profile, or explicit settings.",
         ),
+        "python_path": Seq(
+            Text(),
+            doc="Folders, relative to this file, where class: modules are looked for (beside "
+            "its own folder and the current directory, which always are).",
+        ),
         "agents": Map(AGENT, key_pattern=NAME_PATTERN.pattern, min_keys=1, doc="By alias."),
         "clients": Map(CLIENT, key_pattern=NAME_PATTERN.pattern, doc="Named clients."),
         "model": MODEL,

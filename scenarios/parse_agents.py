@@ -257,9 +257,10 @@ def parse_agents(top: Fields) -> tuple[dict[str, AgentSpec], dict[str, ModelScri
     agents: dict[str, AgentSpec] = {}
     models: dict[str, ModelScript] = {}
     broken: set[str] = set()
+    search = agent_classes.search_dirs(top.path, top.get("python_path") or ())
     for alias, value in declared.items():
         line = getattr(declared, "lines", {}).get(alias, top.line_of("agents"))
-        spec = gather(top.problems, _agent, top.path, alias, value, line, models)
+        spec = gather(top.problems, _agent, top.path, alias, value, line, models, search)
         if spec is None:
             broken.add(alias)  # what names it later is skipped, not reported again
         else:
@@ -269,7 +270,12 @@ def parse_agents(top: Fields) -> tuple[dict[str, AgentSpec], dict[str, ModelScri
 
 
 def _agent(
-    path: str, alias: Any, value: Any, line: int, models: dict[str, ModelScript]
+    path: str,
+    alias: Any,
+    value: Any,
+    line: int,
+    models: dict[str, ModelScript],
+    search: tuple[str, ...] = (),
 ) -> AgentSpec:
     where = f"agents.{alias}"
     if not isinstance(alias, str) or not NAME_PATTERN.fullmatch(alias):
@@ -282,7 +288,7 @@ def _agent(
     class_path = spec.get("class")
     options = plain(spec.get("options") or {})
     try:
-        base = agent_classes.resolve(class_path, agent_classes.search_dirs(path))
+        base = agent_classes.resolve(class_path, search or agent_classes.search_dirs(path))
     except ValueError as exc:
         spec.fail("class", f"class: {exc}")
     return AgentSpec(

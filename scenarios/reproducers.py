@@ -6,20 +6,31 @@ file's own `expect` list (so a plain `agentsim run` checks them); a header of co
 which tool found it, what it did and which failure it shows, and ends with the command that
 runs it. The header has as many lines whatever the failure sentence, so the file is run once
 with a placeholder sentence: its line numbers are then the written file's, and a run that does
-not fail the same way (another digest, or no finding) is `FlakyFinding`, never written.
+not fail the same way (another digest, or no finding) is `FlakyFinding`, never written. Agents
+whose modules sit beside the base scenario are found from the reproducer's folder through a
+`python_path:` line (`with_python_path`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scenarios.emit import add_expectation, with_header
+from scenarios import agents as agent_classes
+from scenarios.emit import add_expectation, remove_top_level, with_header
 from scenarios.loader import parse_scenario
 from scenarios.runner import ScenarioResult, run_scenario
 
-__all__ = ["FlakyFinding", "with_broken_invariants", "write_reproducer"]
+__all__ = [
+    "FlakyFinding",
+    "with_broken_invariants",
+    "with_python_path",
+    "write_reproducer",
+]
 
 
 class FlakyFinding(AssertionError):
@@ -37,6 +48,23 @@ def with_broken_invariants(text: str, path: str, violated: Sequence[str]) -> str
     return out
 
 
+def with_python_path(text: str, out_path: str) -> str:
+    """`text` with a `python_path:` naming, relative to `out_path`, the folders its agents'
+    modules were imported from (beside the base scenario, say), so that the reproducer runs
+    from its own folder as printed; unchanged when every module is an installed one."""
+    scenario = parse_scenario(text, out_path)  # the modules are imported already
+    dirs = agent_classes.origins(spec.cls for spec in scenario.agents)
+    if not dirs:
+        return text
+    here = Path(out_path).parent.resolve()
+    shown = json.dumps([os.path.relpath(directory, here) for directory in dirs])
+    text = remove_top_level(text, "python_path", "python_path: below, relative to this file")
+    lines = text.split("\n")
+    at = next((i for i, line in enumerate(lines) if re.match(r"^agents:(\s|$)", line)), 0)
+    lines.insert(at, f"python_path: {shown}  # where the agents' modules are")
+    return "\n".join(lines)
+
+
 def write_reproducer(
     text: str,
     out_path: str,
@@ -48,6 +76,7 @@ def write_reproducer(
     it fails the same way (the same trace `digest`, and `findings` of it), write it there.
     Returns the written text and that run."""
     run = f"agentsim run {shlex.quote(out_path)}"
+    text = with_python_path(text, out_path)
 
     def headed(first_failure: str) -> str:
         lines = header(" ".join(first_failure.split())[:300], run)

@@ -16,6 +16,7 @@ from scenarios import load_scenario
 from scenarios.cli import main
 from scenarios.cli_input import library_dir, scenario_files_in
 from scenarios.failures import agentsim_version
+from scenarios.reproducers import with_python_path
 from tests.scenarios.helpers import BASE, LIBRARY, ROOT, edit
 
 AGENTSIM = Path(sys.executable).with_name("agentsim")
@@ -172,6 +173,31 @@ def test_a_class_module_beside_the_scenario_imports_without_pythonpath(tmp_path:
     assert again.returncode == 1 and "FAIL greeter-beside_agents seed=3" in again.stdout
     replayed = command(tmp_path, "replay", "agentsim-failures/greeter-beside_agents-3.json")
     assert replayed.returncode == 1 and "REPRODUCED" in replayed.stdout, replayed.stdout
+
+
+def test_a_reproducer_written_elsewhere_names_where_the_agents_are(tmp_path: Path) -> None:
+    """A hunt's reproducer in another folder gets a `python_path:` back to the base scenario's
+    folder, so that it validates and runs as printed; installed agents need none."""
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "hunted_agents.py").write_text(MY_AGENTS)
+    base = folder / "greet.yaml"
+    base.write_text(greeter_scenario("hunted_agents"))
+    try:
+        load_scenario(base)  # as fuzz and explore do, in this process
+        out = tmp_path / "agentsim-fuzz" / "greet-fuzz-0.yaml"
+        text = with_python_path(base.read_text(), str(out))
+        assert 'python_path: ["../suite"]  # where the agents\' modules are\nagents:\n' in text
+        out.parent.mkdir()
+        out.write_text(text)
+        checked = command(tmp_path / "agentsim-fuzz", "run", "greet-fuzz-0.yaml")
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        again = with_python_path(text, str(tmp_path / "elsewhere" / "deeper" / "x.yaml"))
+        assert 'python_path: ["../../suite"]' in again and again.count("python_path: [") == 1
+    finally:
+        sys.modules.pop("hunted_agents", None)
+    installed = edit("name: base", "name: installed")
+    assert with_python_path(installed, str(tmp_path / "out" / "x.yaml")) == installed
 
 
 def test_a_class_module_in_the_current_directory_imports_too(tmp_path: Path) -> None:
