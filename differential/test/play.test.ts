@@ -67,28 +67,35 @@ interface PlayResult {
 type Stub = DurableObjectStub & Record<string, (...args: unknown[]) => Promise<unknown>>;
 
 const QUIET_ROUND_MS = 5;
-/** Quiet rounds in a row that end a wait: few when nothing the runner started is still
- * running, many while a call, request or alarm handler is (a new incarnation's startup can
- * go tens of milliseconds without a record on a busy machine). */
-const QUIET_ROUNDS_IDLE = 5;
-const QUIET_ROUNDS_BUSY = 30;
+/** Quiet rounds in a row (no record, timer, alarm change or constructed instance) that end a
+ * wait, once no started work is still unaccounted for. */
+const QUIET_ROUNDS = 6;
+/** A wait gives up after this many rounds (10 s), whatever is still running. */
 const SETTLE_ROUNDS_MAX = 2000;
 
-/** How many promises the runner started are still pending. */
-let inFlight = 0;
+/** Calls, requests and alarm handlers the runner started and that have not finished, each
+ * with the timer sequence number when it started: one that has not registered a virtual
+ * timer since may still be working (a new incarnation's startup can take a long time on a
+ * busy machine), one that has is parked on virtual time. */
+const inFlight = new Set<{ timerSeq: number }>();
+
+function working(): boolean {
+  const seq = shared().seq;
+  for (const entry of inFlight) if (entry.timerSeq === seq) return true;
+  return false;
+}
 
 function realPause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Wait until nothing happens for `QUIET_ROUNDS` rounds in a row: no record, no timer, no
- * alarm change, no constructed instance. */
+/** Wait until nothing happens for `QUIET_ROUNDS` rounds in a row and every piece of work the
+ * runner started has finished or is parked on a virtual timer. */
 async function settle(): Promise<void> {
   const state = shared();
   let last = -1;
   let quiet = 0;
-  const enough = () => (inFlight > 0 ? QUIET_ROUNDS_BUSY : QUIET_ROUNDS_IDLE);
-  for (let round = 0; round < SETTLE_ROUNDS_MAX && quiet < enough(); round++) {
+  for (let round = 0; round < SETTLE_ROUNDS_MAX; round++) {
     await realPause(QUIET_ROUND_MS);
     const mark = state.activity + state.records.length * 7 + state.timers.length * 13;
     if (mark === last) quiet += 1;
@@ -96,6 +103,7 @@ async function settle(): Promise<void> {
       quiet = 0;
       last = mark;
     }
+    if (quiet >= QUIET_ROUNDS && !working()) return;
   }
 }
 
@@ -176,18 +184,19 @@ class Player {
     reply?: (ok: boolean, value: unknown) => void
   ): { done: boolean } {
     const status = { done: false };
-    inFlight += 1;
+    const entry = { timerSeq: shared().seq };
+    inFlight.add(entry);
     shared().activity += 1;
     void promise.then(
       (value: unknown) => {
         status.done = true;
-        inFlight -= 1;
+        inFlight.delete(entry);
         shared().activity += 1;
         reply?.(true, value);
       },
       (error: unknown) => {
         status.done = true;
-        inFlight -= 1;
+        inFlight.delete(entry);
         shared().activity += 1;
         this.errors.push(`${what}: ${String(error)}`);
         reply?.(false, null);
@@ -339,7 +348,7 @@ class Player {
 
 async function play(plan: Plan, repetition: number): Promise<PlayResult> {
   resetRun();
-  inFlight = 0;
+  inFlight.clear();
   for (const agent of Object.values(plan.agents)) shared().options.set(agent.class, agent.options);
   const player = new Player(plan, `--${plan.name}--r${repetition}`);
   const actions = [...plan.actions];
