@@ -392,6 +392,9 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 progress.print(printable(_verdict_text(result, scenario, args, notes)))
             progress.advance(f"{scenario.name} seed={result.seed}")
     if many:
+        for scenario in scenarios:  # passes are counted, not printed: say what each checked
+            checked = f"{scenario.name}: each run checked {_checked(scenario, args)}"
+            print(printable(checked), file=out)
         print(printable(render_summary(reports)), file=out)
         print(coverage_line(reaching, len(runs)), file=out)
     if args.junit:

@@ -152,6 +152,7 @@ def test_seeds_run_each_seed_print_failures_and_a_summary_then_the_count_alone(
         "bad-6.json",
     ]
     assert any(re.match(r"^bad\s+3\s+0\s+3\s+4, 5, 6$", line) for line in lines)
+    assert "base: each run checked 2 expectations, no invariants, determinism not checked" in lines
     assert lines[-3] == "total: 6 runs, 3 passed, 3 failed"
     assert (
         lines[-2].startswith("probes: 0 of ") and " reached in 6 runs; never reached: " in lines[-2]
