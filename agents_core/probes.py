@@ -144,6 +144,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "a detached give-up could not cancel its child, so the child may still run "
         "(childStillRunning true)"
     ),
+    "agent_tool.give_up_teardown_retried": (
+        "a later backbone tick cancelled the child of a run whose give-up could not tear it "
+        "down, while its budget stayed exceeded (B4)"
+    ),
     "agent_tool.own_teardown_abort_closed": (
         "a child's abort caused by the parent's own give-up teardown closed the finish slot "
         "silently (S7)"

@@ -5,8 +5,9 @@ The backbone is one delayed schedule row calling `_cf_detached_reconcile_tick` w
 `{cadenceIndex}`. A tick inspects every detached run whose finish is still undelivered: a row
 already hard terminal (its delivery failed) is delivered again from the row (A9); a hard
 terminal child is delivered through the `finish` slot; otherwise the budgets are checked and an
-exceeded one gives the run up (child cancelled, `interrupted` through the `give_up` slot), and
-a given-up run whose child never got it has its finish slot closed (A10). While any finish is
+exceeded one gives the run up (child cancelled, `interrupted` through the `give_up` slot; a
+teardown that failed is tried again on later ticks, B4), and a given-up run whose child never
+got it has its finish slot closed (A10). While any finish is
 outstanding the tick schedules the next one, 5, 15, 30, then every 120 s. It is the guarantee
 behind every detached delivery: it survives eviction and deploys because it is a schedule row,
 and the fast path only makes the common case faster.
@@ -208,6 +209,8 @@ class BackboneMixin:
         if reason is not None and row["give_up_delivered_at"] is None:
             await self._give_up_detached_run(row, child, reason)
             row = self._read_agent_tool_run(run_id)
+        elif reason is not None and _teardown_owed(row, inspection):
+            await self._retry_give_up_teardown(row, child)
         if answered and inspection is None and row is not None:
             await self._close_finish_of_unstarted_run(row)
 
@@ -315,6 +318,25 @@ class BackboneMixin:
         )
         await self._deliver_agent_tool_terminal(run_id, "give_up", result, serialize=True)
 
+    async def _retry_give_up_teardown(self: Any, row: Mapping[str, Any], child: Any) -> None:
+        """B4: the give-up could not cancel the child (childStillRunning true was delivered), the
+        child still runs and the budget is still exceeded: cancel it again. Its abort is the
+        parent's own teardown (S7), so it closes the finish slot silently on a later tick. The
+        SDK never tries again, and its backbone ticks every 120 s for as long as the child runs
+        (a transient failure of one cancel call leaves a child the parent gave up for ever)."""
+        run_id, given_up = row["run_id"], row["interrupted_reason"]
+        marker = f"{TEARDOWN_MARKER_PREFIX}{run_id}"
+        if self.host.kv.get(marker) is None:
+            self.host.kv.put(marker, {"at": self.host.clock.now_ms(), "reason": given_up})
+        try:
+            if child is None:
+                child = await self._agent_tool_child(row["agent_type"], run_id)
+            await child.call("cancel_agent_tool_run", run_id, GIVE_UP[given_up][0])
+        except Exception as exc:  # noqa: BLE001 - the next tick tries again
+            self._log("warn", f"tearing down detached run {run_id} failed again: {exc}")
+            return
+        probe(self.host, "agent_tool.give_up_teardown_retried")
+
     def _give_up_result_from_marker(self: Any, row: Mapping[str, Any]) -> RunAgentToolResult | None:
         marker = self.host.kv.get(f"{TEARDOWN_MARKER_PREFIX}{row['run_id']}")
         if not isinstance(marker, Mapping) or marker.get("reason") not in GIVE_UP:
@@ -336,3 +358,16 @@ class BackboneMixin:
         if not isinstance(marker, Mapping):
             return False
         return completed_at is None or completed_at >= marker.get("at", 0)
+
+
+def _teardown_owed(row: Mapping[str, Any], inspection: Mapping[str, Any] | None) -> bool:
+    """The run's give-up was delivered saying its child still runs, and the child (which
+    answered) still does: the teardown the give-up meant is owed (B4)."""
+    return (
+        row["give_up_delivered_at"] is not None
+        and row["status"] == "interrupted"
+        and row["interrupted_reason"] in GIVE_UP
+        and row["child_still_running"] == 1
+        and inspection is not None
+        and inspection.get("status") in ("starting", "running")
+    )

@@ -317,3 +317,46 @@ def test_a_give_up_whose_cancel_aborted_the_child_then_failed_delivers_nothing_m
     assert sim.call(ref, "backbone") == []
     assert sim.probes["agent_tool.give_up_teardown_may_have_landed"] == 2
     assert sim.probes["agent_tool.own_teardown_abort_closed"] == 2
+
+
+class FirstCancelFailsChild(ScriptedChild):
+    """Its first cancel fails before it touches anything (a transient error); later ones land."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        self.cancels = 0
+
+    async def cancel_agent_tool_run(self, run_id: str, reason: Any = None) -> None:
+        self.cancels += 1
+        if self.cancels == 1:
+            raise RuntimeError("the child is busy")
+        await super().cancel_agent_tool_run(run_id, reason)
+
+
+CHILDREN["FirstCancelFailsChild"] = FirstCancelFailsChild
+
+
+def test_a_give_up_whose_teardown_failed_tears_the_child_down_on_a_later_tick(
+    sim: Simulation,
+) -> None:
+    """docs/divergences.md B4: the give-up's cancel fails, so `interrupted` is delivered with
+    childStillRunning true; while the budget stays exceeded and the child still runs, a later
+    tick cancels it again. Its `aborted` is the parent's own teardown (S7): nothing more is
+    delivered, the finish slot closes and the backbone stops (the SDK ticks every 120 s for as
+    long as the child runs)."""
+    ref = sim.agent(Importer, "importer")
+    steps = [["progress", {"fraction": 0.1}], ["hang"]]
+    sim.call(
+        ref, "start_import", "r", steps, child="FirstCancelFailsChild", max_budget_ms=10 * MINUTE_MS
+    )
+    sim.run_until(3 * HOUR_MS)
+    assert finishes(sim, ref, "r") == [("on_import_done", "interrupted", "budget-exceeded")]
+    still = sim.query(ref, "SELECT still_running FROM hook_log WHERE hook = 'on_import_done'")
+    assert still == [{"still_running": 1}]
+    child = sim.query(sim.facet(ref, FirstCancelFailsChild, "r"), "SELECT * FROM child_runs")
+    assert (child[0]["status"], child[0]["error"]) == ("aborted", "detached budget exceeded")
+    row = run_row(sim, ref, "r")
+    assert (row["status"], row["interrupted_reason"]) == ("interrupted", "budget-exceeded")
+    assert row["finish_delivered_at"] is not None
+    assert sim.call(ref, "backbone") == []
+    assert sim.probes["agent_tool.give_up_teardown_retried"] == 1
