@@ -433,7 +433,9 @@ def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
     records on the agent; a sub-agent's leases are counted on its root and not followed here):
     from the moment its first lease of a held period is acquired, and from the end of every
     alarm run that ends `done` while a lease is held, an `alarm:fired` comes within the
-    interval — unless every lease was released, or the incarnation died, first. While a handler
+    interval — unless every lease was released, or the incarnation died, first. An `alarm:set`
+    outside a run while a lease is held starts the wait anew (the SDK computes the alarm afresh
+    with the candidate now + interval, so a reschedule slides the heartbeat). While a handler
     runs the heartbeat waits for it; after a run that failed or was interrupted the platform's
     retries (`alarm_retries`) govern the next fire.
     """
@@ -470,8 +472,14 @@ def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violati
         since = None
 
     events = ("keep_alive:acquire", "keep_alive:release", "incarnation:end", "alarm:fired")
-    for record in context.records_of(agent, *events, *RUN_ENDS):
+    for record in context.records_of(agent, *events, "alarm:set", *RUN_ENDS):
         late(record.t_ms)
+        if record.event == "alarm:set":
+            # Fibers §3.2: the alarm is computed afresh with the candidate now + interval while
+            # a lease is held, so a reschedule between runs slides the heartbeat.
+            if held and not running:
+                since = record
+            continue
         if record.event == "keep_alive:acquire":
             if not held:
                 since = record

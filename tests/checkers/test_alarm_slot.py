@@ -289,3 +289,30 @@ def test_a_held_lease_heartbeats_every_interval() -> None:
         moved_release, lambda r: r.event == "keep_alive:release" and r.t_ms == release.t_ms
     )
     assert messages(early, "keep_alive_heartbeat") == []
+
+
+def test_a_reschedule_while_a_lease_is_held_slides_the_heartbeat() -> None:
+    """Fibers §3.2: any `_scheduleNextAlarm` while a lease is held sets the heartbeat to now +
+    interval again, so an `alarm:set` between two fires starts the wait anew; an alarm set
+    later than that still leaves the heartbeat late."""
+
+    def heartbeat(slid_to: int) -> CheckContext:
+        records = built(
+            record(0, 0, C, 1, "keep_alive:acquire", lease=1, holder="keep_alive"),
+            record(0, 0, C, 1, "alarm:set", at=30_000),
+            record(0, 30_000, C, 1, "alarm:fired", attempt=0),
+            record(0, 30_000, C, 1, "alarm:set", at=60_000),
+            record(0, 30_000, C, 1, "alarm:done", attempt=0),
+            record(0, 50_000, C, 1, "alarm:set", at=slid_to),
+            record(0, slid_to, C, 1, "alarm:fired", attempt=0),
+            record(0, slid_to, C, 1, "keep_alive:release", lease=1, holder="keep_alive"),
+            record(0, slid_to, C, 1, "alarm:done", attempt=0),
+            end_ms=120_000,
+        )
+        return dataclasses.replace(records, alarms={C: None})
+
+    assert messages(heartbeat(80_000), "keep_alive_heartbeat") == []
+    assert messages(heartbeat(90_000), "keep_alive_heartbeat") == [
+        "Counter/counter held keepAlive lease 1 (keep_alive) but its alarm did not fire between "
+        "00:00:50.000 and 00:01:20.000 (every 30000 ms while a lease is held)"
+    ]
