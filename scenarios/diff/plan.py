@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from scenarios.runner import budget_for
 from scenarios.schema import (
@@ -38,6 +38,9 @@ from scenarios.schema import (
     Step,
 )
 from scenarios.steps import StepRunner
+
+if TYPE_CHECKING:
+    from scenarios.workloads.fibers import FiberWorkload
 from sim import AgentRef, Simulation, parse_duration_ms
 
 __all__ = [
@@ -73,11 +76,8 @@ PYTHON_ONLY_STEPS: dict[type[Step], str] = {
 }
 """Step kinds the real side cannot play, with the reason a SKIP line gives."""
 
-_NOT_PLAYED_YET: dict[type[Step], str] = {}
-"""Step kinds the real side could play but does not yet, with the reason."""
-
 _PLAYED_EVICTIONS = ("idle", "deploy", "explicit")
-"""`incarnation:end` reasons the real side reproduces with `evictDurableObject`."""
+"""`incarnation:end` reasons the real side reproduces (the object is aborted at that instant)."""
 
 _EVICTION_WHY = {
     "alarm-limit": "the platform's 15-minute alarm kill is Python-only (workerd's test pool has "
@@ -147,7 +147,7 @@ def _static_skip(scenario: Scenario) -> Skip | None:
     if scenario.interleave is not None:
         return Skip("interleave:", "same-instant reordering is agentsim's own exploration")
     for step in scenario.steps:
-        why = PYTHON_ONLY_STEPS.get(type(step)) or _NOT_PLAYED_YET.get(type(step))
+        why = PYTHON_ONLY_STEPS.get(type(step))
         if why is not None:
             return Skip(f"step {step.index + 1} ({step.kind}, line {step.line})", why)
         if isinstance(step, EvictStep) and step.child:
@@ -164,9 +164,10 @@ def _options(scenario: Scenario, alias: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if spec.workload == "fibers":
         # The description the port's player reads from its class, for the real side's player.
-        out["fibers"] = [dataclasses.asdict(plan) for plan in spec.cls.fibers]
-        out["start_on"] = spec.cls.start_on
-        out["recovery"] = spec.cls.recovery
+        cls = cast("type[FiberWorkload]", spec.cls)
+        out["fibers"] = [dataclasses.asdict(plan) for plan in cls.fibers]
+        out["start_on"] = cls.start_on
+        out["recovery"] = cls.recovery
     for key in spec.options:
         value = getattr(spec.cls, key, spec.options[key])
         if isinstance(value, str) and key.endswith("_ms"):
