@@ -60,8 +60,8 @@ def _thin_lane(lane: Lane, x: Place) -> Lane:
     by_mark_row: dict[str, list[Mark]] = {}
     for mark in lane.marks:
         by_mark_row.setdefault(mark.row, []).append(mark)
-    for group in by_mark_row.values():
-        marks += _merge_marks(sorted(group, key=lambda m: m.s), x)
+    for row_marks in by_mark_row.values():
+        marks += _merge_marks(sorted(row_marks, key=lambda m: m.s), x)
     spans.sort(key=lambda s: (s.s0, s.row, s.sub))
     marks.sort(key=lambda m: (m.s, m.row))
     return replace(lane, spans=spans, marks=marks)
