@@ -164,8 +164,8 @@ def insert_steps(text: str, scenario: Scenario, steps: Sequence[InsertedStep]) -
             last = base[-1]
             index = _after_item(lines, last.line, _item_indent(lines, last.line, last.label))
         else:
-            step = base[before]
-            index = _before_item(lines, step.line, _item_indent(lines, step.line, step.label))
+            target = base[before]
+            index = _before_item(lines, target.line, _item_indent(lines, target.line, target.label))
         lines[index:index] = new
     return "\n".join(lines)
 

@@ -279,8 +279,12 @@ def _scan(tree: ast.Module, module: str, sites: dict[str, EmitSite]) -> None:
 def _literal_names(node: ast.AST) -> tuple[str, ...]:
     if not isinstance(node, ast.Tuple | ast.List):
         return ()
-    values = [item.value for item in node.elts if isinstance(item, ast.Constant)]
-    if len(values) != len(node.elts) or not all(isinstance(v, str) for v in values):
+    values = [
+        item.value
+        for item in node.elts
+        if isinstance(item, ast.Constant) and isinstance(item.value, str)
+    ]
+    if len(values) != len(node.elts):
         return ()
     return tuple(values)
 
@@ -302,7 +306,11 @@ def _call(
         return  # a name built at run time: one of FAMILIES
     fields = {keyword.arg or f"**{ast.unparse(keyword.value)}" for keyword in node.keywords}
     if name == "record" and len(node.args) > 3 and isinstance(node.args[3], ast.Dict):
-        fields |= {key.value for key in node.args[3].keys if isinstance(key, ast.Constant)}
+        fields |= {
+            key.value
+            for key in node.args[3].keys
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
+        }
     for event in events:
         if _EVENT_NAME.fullmatch(event):
             site = sites.setdefault(event, EmitSite())

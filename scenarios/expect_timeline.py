@@ -186,7 +186,8 @@ def _decoded(frame: Any) -> Any:
 def _frame_matches(expectation: ClientFramesExpectation, frame: Any) -> bool:
     if not isinstance(frame, dict):
         return False
-    event = frame.get("event") if isinstance(frame.get("event"), dict) else {}
+    raw = frame.get("event")
+    event = raw if isinstance(raw, dict) else {}
     return (
         (expectation.type is None or frame.get("type") == expectation.type)
         and (expectation.event_kind is None or event.get("kind") == expectation.event_kind)

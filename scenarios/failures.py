@@ -354,7 +354,8 @@ def report_of_trace(path: str, records: list[dict[str, Any]]) -> RunReport:
             description=_description(record.path),
         )
     start = next((r for r in records if r.get("event") == "simulation:start"), {})
-    seed = start.get("seed") if isinstance(start.get("seed"), int) else 0
+    raw_seed = start.get("seed")
+    seed = raw_seed if isinstance(raw_seed, int) else 0
     return RunReport.from_records(
         name=Path(path).stem,
         path=path,

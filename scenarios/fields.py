@@ -229,9 +229,9 @@ class Fields:
                         self.line_of(second), f"both {first}: and {second}:", "give one of them"
                     )
                 )
-        if found and problems is None:
-            raise found[0] if len(found) == 1 else InvalidScenario.many(found)
         if found:
+            if problems is None:
+                raise found[0] if len(found) == 1 else InvalidScenario.many(found)
             problems.extend(found)
 
     # -- errors -----------------------------------------------------------------------------

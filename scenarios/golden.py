@@ -20,6 +20,7 @@ import difflib
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reports import render_short_log
 from scenarios.loader import load_scenario
@@ -109,7 +110,7 @@ def check_golden(scenario_path: str | Path) -> GoldenCheck:
     golden = golden_path(scenario_path)
     result = run_scenario(load_scenario(scenario_path))
     actual = golden_text(result)
-    verdict = {"failures": result.failures, "replay": result.replay}
+    verdict: dict[str, Any] = {"failures": result.failures, "replay": result.replay}
     if not golden.is_file():
         return GoldenCheck(str(scenario_path), golden, "missing", **verdict)
     expected = golden.read_text(encoding="utf-8")
@@ -130,7 +131,7 @@ def write_golden(scenario_path: str | Path) -> GoldenCheck:
     golden = golden_path(scenario_path)
     result = run_scenario(load_scenario(scenario_path))
     text = golden_text(result)
-    verdict = {"failures": result.failures, "replay": result.replay}
+    verdict: dict[str, Any] = {"failures": result.failures, "replay": result.replay}
     if golden.is_file() and golden.read_text(encoding="utf-8") == text:
         return GoldenCheck(str(scenario_path), golden, "unchanged", **verdict)
     golden.write_text(text, encoding="utf-8")

@@ -214,6 +214,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
     limits = gather(problems, _limits, top)
     if problems:
         raise InvalidScenario.many(problems)
+    assert faults is not None  # gather gives None only after recording a problem
     return Scenario(
         name=name,
         description=description,

@@ -100,9 +100,10 @@ PROGRESS = Shape(
     }
 )
 MILESTONE = Shape({"name": Text(), "data": Anything()}, required=("name",))
+FINISH_STATUSES = ("completed", "error")
 FINISH = Shape(
     {
-        "status": Text(choices=("completed", "error"), default="completed"),
+        "status": Text(choices=FINISH_STATUSES, default="completed"),
         "summary": Text(empty=True),
         "error": Text(empty=True),
     }
@@ -622,7 +623,7 @@ def _child_step(step: Fields, kind: str) -> tuple[Any, ...]:
         milestone = step.sub("milestone", shape=MILESTONE)
         return ("milestone", milestone.get("name"), plain(milestone.get("data")))
     if isinstance(value, str):
-        status = step.text("finish", choices=FINISH.fields["status"].choices)
+        status = step.text("finish", choices=FINISH_STATUSES)
         return ("finish", status, "" if status == "completed" else None)
     if not isinstance(value, dict):
         step.bad("finish", "expected completed, error, or {status, summary, error}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agents_core.probes import PROBE_NAME
 from scenarios.errors import InvalidScenario, Skipped
@@ -58,6 +58,9 @@ from scenarios.shapes import (
 from sim.checkers import CHECKERS
 from sim.probes import ALL_PROBES
 from sim.trace import RESERVED_KEYS
+
+if TYPE_CHECKING:
+    from scenarios.workloads.tools import _ToolsMixin
 
 __all__ = [
     "BUILTIN_INVARIANTS",
@@ -330,7 +333,7 @@ def _one_expectation(context: StepContext, index: int, item: Any, line: int) -> 
     if kind == "timing":
         return _timing(context, index, where, fields, line)
     alias, names, child_class = sub_agent_target(context, fields)
-    target = {"agent": alias, "child": tuple(names), "child_class": child_class}
+    target: dict[str, Any] = {"agent": alias, "child": tuple(names), "child_class": child_class}
     if kind == "query":
         rows = fields.get("rows")
         if any(
@@ -497,7 +500,7 @@ def _known_run(context: StepContext, fields: Fields, alias: str | None, key: str
     run = fields.get(key)
     spec = context.agents.get(alias) if alias is not None else None
     if spec is not None and spec.workload == "tools":
-        runs = [plan.run_id for plan in spec.cls.runs]
+        runs = [plan.run_id for plan in cast("type[_ToolsMixin]", spec.cls).runs]
         if run not in runs:
             fields.fail(key, f"agent {alias!r} has no run {show(run)}", f"its runs: {runs}")
     return run

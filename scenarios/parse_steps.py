@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from scenarios import agents as agent_classes
 from scenarios.errors import InvalidScenario, Skipped
@@ -42,6 +42,9 @@ from scenarios.step_shapes import ERROR_NAME, HTTP_METHODS, STEP, STEP_SHAPES
 from scenarios.workloads.children import CHILD_CLASSES
 from sim.model import fail, stall
 from sim.sqlite import compile_match
+
+if TYPE_CHECKING:
+    from scenarios.workloads.tools import _ToolsMixin
 
 __all__ = ["HTTP_METHODS", "STEP", "STEP_SHAPES", "StepContext", "known_agent", "parse_steps"]
 
@@ -364,7 +367,7 @@ def _sub_agent_target(context: StepContext, fields: Fields) -> tuple[str, list[s
             key, f"{key}: {show(fields.raw(key))}", f"a {spec.workload} workload has no sub-agents"
         )
     if names and spec.workload == "tools":
-        plans = {plan.run_id: plan for plan in spec.cls.runs}
+        plans = {plan.run_id: plan for plan in cast("type[_ToolsMixin]", spec.cls).runs}
         plan = plans.get(names[0])
         if plan is None:
             fields.fail(

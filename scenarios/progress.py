@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 __all__ = ["RunProgress", "is_terminal"]
 
@@ -38,7 +38,7 @@ class RunProgress:
         self.total = total
         self.done = 0
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
         if terminal and total > 1:
             console = Console(file=out, force_terminal=True, width=width, highlight=False)
             self._progress = Progress(

@@ -21,6 +21,7 @@ import contextvars
 import os
 import sys
 import time
+import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,7 @@ class ExecutedStatement:
 def code_site(depth: int = 3) -> tuple[tuple[str, int], ...]:
     """The `depth` innermost frames of the running code outside the platform and this module
     (see `ExecutedStatement.site`)."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     out: list[tuple[str, int]] = []
     while frame is not None and len(out) < depth:
         name = frame.f_code.co_filename

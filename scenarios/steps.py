@@ -113,7 +113,7 @@ class StepRunner:
         self._unawaited: list[tuple[CallStep, SimDeferred]] = []
         self.models: dict[str, ScenarioModel] = register_models(sim, scenario.models)
         """The run's model services by name (what `stall_model` / `fail_model` re-script)."""
-        self._handlers: dict[type[Step], Callable[[Any], None]] = {
+        self._handlers: dict[type[Step], Callable[[Any], object]] = {
             CallStep: self._call,
             RequestStep: self._request,
             ConnectStep: self._connect,

@@ -121,15 +121,17 @@ class _Builder:
     def construct(self, tag: str, event: ScalarEvent) -> Any:
         if tag not in _SCALAR_TAGS:
             raise _Unusual(tag)  # a merge key `<<`, `=`, a tag of one's own
-        node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        # libyaml's events carry yaml._yaml.Mark, which the constructors read as they read
+        # yaml.error.Mark (name, line, column); the stubs name only the latter.
+        start: Any = event.start_mark
+        end: Any = event.end_mark
+        node = ScalarNode(tag, event.value, start, end, event.style)
         try:
             return self.constructor.yaml_constructors[tag](self.constructor, node)
         except yaml.YAMLError:
             raise
         except (ValueError, TypeError, OverflowError) as exc:
-            raise ConstructorError(
-                None, None, f"{show(event.value)}: {exc}", event.start_mark
-            ) from None
+            raise ConstructorError(None, None, f"{show(event.value)}: {exc}", start) from None
 
     def build(self, next_event: Any) -> Any:
         """The one document of the stream (None for an empty one); `next_event()` gives the

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agents_core.agent import Request, Response
+from agents_core.agent import Agent, Request, Response
 from sim import collector
 from sim.budget import BudgetMeter, RunBudget
 from sim.clients import Client
@@ -44,7 +44,7 @@ class AgentRef:
     """A stub for one agent, by class and name (`Class/name` is its path); a sub-agent's ref
     carries its parent's (`Parent/p/Child/c` is its path)."""
 
-    cls: type
+    cls: type[Agent]
     name: str
     parent: AgentRef | None = None
 
