@@ -31,9 +31,12 @@ from contextlib import contextmanager
 
 __all__ = ["RUN_THRESHOLDS", "checkpoint", "running"]
 
-RUN_THRESHOLDS = (10_000, 10, 1_000_000)
-"""gen0, gen1, gen2 thresholds inside a run loop (CPython's defaults are 700, 10, 10); gen2's
-is out of reach: full collections are this module's to decide."""
+RUN_THRESHOLDS = (100_000, 10, 1_000_000)
+"""gen0, gen1, gen2 thresholds inside a run loop (CPython's defaults are 700, 10, 10). With
+thousands of agents, what one step allocates lives until that agent's next step; a young
+generation of 100,000 objects lets most of it die before it is scanned (the young garbage it
+can hold is a few tens of MB at most). gen2's is out of reach: full collections are this
+module's to decide."""
 HEAP_FLOOR = 500_000
 """The smallest heap the doubling rule assumes (memory blocks), so that a small process does
 not collect everything again and again."""
