@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agents_core.errors import InvalidArgument
@@ -50,7 +50,16 @@ def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
     return [{"className": s["className"], "name": s["name"]} for s in path]
 
 
-class FacetsMixin:
+if TYPE_CHECKING:
+    from agents_core.schedules import SchedulesMixin
+
+    # Comes before SchedulesMixin in Agent's bases: its `super()` calls reach that class.
+    _FacetsBase = SchedulesMixin
+else:
+    _FacetsBase = object
+
+
+class FacetsMixin(_FacetsBase):
     def _init_facet_state(self: Any) -> None:
         steps = self.host.facets.path
         self._self_path = [{"className": c, "name": n} for c, n in steps]

@@ -11,7 +11,7 @@ its own); a host is free to reject anything else.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 Row = dict[str, Any]
 """One SQL result row: column name to value."""
@@ -86,12 +87,12 @@ class KeyValue(Protocol):
 
 
 @runtime_checkable
-class Task(Protocol[T]):
+class Task(Protocol[T_co]):
     """A running coroutine; awaiting it gives its result or raises its error."""
 
     def done(self) -> bool: ...
 
-    def __await__(self) -> Any: ...
+    def __await__(self) -> Generator[Any, Any, T_co]: ...
 
 
 class Deferred(Protocol[T]):
@@ -103,7 +104,7 @@ class Deferred(Protocol[T]):
 
     def done(self) -> bool: ...
 
-    def __await__(self) -> Any: ...
+    def __await__(self) -> Generator[Any, Any, T]: ...
 
 
 class Tasks(Protocol):

@@ -27,8 +27,8 @@ class RetryOptions:
     """Schedule callback retries: attempts and the full-jitter backoff bounds."""
 
     max_attempts: int = 3
-    base_delay_ms: int = 100
-    max_delay_ms: int = 3_000
+    base_delay_ms: int | float = 100
+    max_delay_ms: int | float = 3_000
 
 
 @dataclass(frozen=True)

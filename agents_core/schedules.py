@@ -73,7 +73,7 @@ class ScheduleTiming:
     """When a new row is due and which form it is; computed before the row is written."""
 
     type: str
-    time: int | float
+    time: int
     delay_in_seconds: int | float | None = None
     cron: str | None = None
     interval_seconds: int | float | None = None

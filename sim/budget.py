@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sim.trace import TraceRecord, format_sim_time
 
@@ -60,7 +61,7 @@ class RunBudget:
 
     def merged(self, **overrides: int | float | None) -> RunBudget:
         """This budget with the given limits replaced (None values are left as they were)."""
-        given = {key: value for key, value in overrides.items() if value is not None}
+        given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
         return replace(self, **given)
 
 

@@ -28,7 +28,8 @@ def parse_duration_ms(text: str | int) -> int:
     compact = text.strip().replace(" ", "")
     if compact.isdigit():
         return int(compact)
-    position, total, seen = 0, 0, []
+    position, total = 0, 0
+    seen: list[str] = []
     for match in _PART.finditer(compact):
         if match.start() != position:
             break

@@ -69,6 +69,7 @@ def _budget(value: Any, field: str) -> float | None:
 def _milestones(raw: Any) -> dict[str, Any] | None:
     if not raw:
         return None
+    names: Any
     if isinstance(raw, list | tuple):
         names, mode = list(raw), "narrate"
     elif isinstance(raw, Mapping):

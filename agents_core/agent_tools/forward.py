@@ -133,7 +133,8 @@ class ForwardingMixin:
             return
         if not isinstance(chunk, dict) or chunk.get("type") not in PROGRESS_TYPES:
             return
-        data = chunk.get("data") if isinstance(chunk.get("data"), dict) else {}
+        raw = chunk.get("data")
+        data = raw if isinstance(raw, dict) else {}
         snapshot: dict[str, Any] = {}
         for key, kind in (("fraction", (int, float)), ("message", str), ("phase", str)):
             if isinstance(data.get(key), kind) and not isinstance(data.get(key), bool):

@@ -204,9 +204,11 @@ class RecoverySweepMixin:
     def _agent_tool_recovery_owed(self: Any) -> dict[str, KeptOutcome | None]:
         """Run id -> its kept outcome (None: to be swept again) of every run a sweep of this
         incarnation has taken on and not finalized yet."""
+        owed: dict[str, KeptOutcome | None] | None
         owed = getattr(self, "_agent_tool_recovery_owed_runs", None)
         if owed is None:
-            owed = self._agent_tool_recovery_owed_runs = {}
+            owed = {}
+            self._agent_tool_recovery_owed_runs = owed
         return owed
 
     async def _reconcile_agent_tool_runs(

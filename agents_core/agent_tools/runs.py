@@ -50,19 +50,20 @@ def result_from_inspection(
 ) -> RunAgentToolResult:
     """The SDK's inspection→result rule: completed keeps output and summary, aborted keeps its
     error, anything else (error, still running, null) is an error."""
-    status = (inspection or {}).get("status")
+    found = inspection or {}
+    status = found.get("status")
     if status == "completed":
         return RunAgentToolResult(
             run_id,
             agent_type,
             "completed",
-            output=inspection.get("output"),
-            summary=inspection.get("summary"),
-            has_output="output" in inspection,
+            output=found.get("output"),
+            summary=found.get("summary"),
+            has_output="output" in found,
         )
     if status == "aborted":
-        return RunAgentToolResult(run_id, agent_type, "aborted", error=inspection.get("error"))
-    error = (inspection or {}).get("error") or "Agent tool run failed"
+        return RunAgentToolResult(run_id, agent_type, "aborted", error=found.get("error"))
+    error = found.get("error") or "Agent tool run failed"
     return RunAgentToolResult(run_id, agent_type, "error", error=error)
 
 

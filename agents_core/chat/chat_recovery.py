@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agents_core.chat.messages import MessageBuilder
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE, CHAT_TURN_FIBER_PREFIX, TurnPlan
@@ -66,7 +66,16 @@ class ChatRecoveryContext:
     partial_message: dict[str, Any] | None
 
 
-class ChatRecoveryMixin:
+if TYPE_CHECKING:
+    from agents_core.agent import Agent
+
+    # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
+    _ChatRecoveryBase = Agent
+else:
+    _ChatRecoveryBase = object
+
+
+class ChatRecoveryMixin(_ChatRecoveryBase):
     max_chat_recovery_attempts: ClassVar[int] = 10
     chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
     """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for

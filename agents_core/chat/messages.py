@@ -59,9 +59,9 @@ class MessageBuilder:
             if isinstance(chunk.get("messageId"), str) and not self.message.get("id"):
                 self.message["id"] = chunk["messageId"]
         elif kind == "text-start":
-            part = {"type": "text", "text": "", "state": "streaming"}
-            self.parts.append(part)
-            self._text_parts[str(chunk.get("id"))] = part
+            started: dict[str, Any] = {"type": "text", "text": "", "state": "streaming"}
+            self.parts.append(started)
+            self._text_parts[str(chunk.get("id"))] = started
         elif kind == "text-delta":
             part = self._text_parts.get(str(chunk.get("id")))
             if part is None:

@@ -22,7 +22,7 @@ milestone}`. They differ as the SDK's hosts do:
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.notify import (
     detached_finish_key,
@@ -78,7 +78,16 @@ async def _finish_notice(agent: Any, run: AgentToolRunInfo, lifecycle: Any) -> t
     return detached_finish_key(run.run_id, str(status)), text or "", str(status)
 
 
-class ThinkNotifyMixin:
+if TYPE_CHECKING:
+    from agents_core.agent import Agent
+
+    # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
+    _NotifyBase = Agent
+else:
+    _NotifyBase = object
+
+
+class ThinkNotifyMixin(_NotifyBase):
     # -- the hooks ---------------------------------------------------------------------------------
     async def _cf_detached_notify_finish(self: Any, run: AgentToolRunInfo, lifecycle: Any) -> None:
         key, text, status = await _finish_notice(self, run, lifecycle)

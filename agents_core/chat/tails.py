@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 
@@ -60,7 +60,16 @@ class _Tail:
             waiter.resolve(None)
 
 
-class AgentToolTailsMixin:
+if TYPE_CHECKING:
+    from agents_core.agent import Agent
+
+    # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
+    _TailsBase = Agent
+else:
+    _TailsBase = object
+
+
+class AgentToolTailsMixin(_TailsBase):
     # -- the tail (RPC) ----------------------------------------------------------------------------
     async def open_agent_tool_tail(self: Any, run_id: str, after_sequence: int = -1) -> str:
         """Attach a reader to the run: stored chunks after `after_sequence`, then live ones."""

@@ -115,7 +115,8 @@ def _one_fiber(
         if record.event != "fiber:recovery:attempt":
             continue
         what = f"the recovery hook of fiber {fiber} ({record.get('fiberName')}) of {agent}"
-        why, seqs = None, (record.seq,)
+        why: str | None = None
+        seqs: tuple[int, ...] = (record.seq,)
         earlier = last_attempt.get(record.inc)
         if record.inc in running:
             started = running[record.inc]

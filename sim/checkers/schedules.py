@@ -42,8 +42,8 @@ def schedule_rows(context: CheckContext) -> dict[str, dict[str, Any]]:
         for row in inserted_rows(context.journals[path], TABLE):
             rows[str(row.get("id"))] = {**row, "holder": path}
     for path in context.paths():
-        for row in context.table(path, TABLE):
-            rows[str(row.get("id"))] = {**row, "holder": path}
+        for stored in context.table(path, TABLE):
+            rows[str(stored.get("id"))] = {**stored, "holder": path}
     return rows
 
 
@@ -224,10 +224,10 @@ def schedules_armed(context: CheckContext) -> list[Violation]:
     before the record is an `alarm:set` of that same instant armed no later than max(D, that
     instant + 1 ms) — the multiplexer's earliest candidate.
     """
-    inserted = {}
+    inserted: dict[str, dict[str, Any]] = {}
     for path in sorted(context.journals):
-        for row in inserted_rows(context.journals[path], TABLE):
-            inserted.setdefault(str(row.get("id")), row)
+        for insert in inserted_rows(context.journals[path], TABLE):
+            inserted.setdefault(str(insert.get("id")), insert)
     out: list[Violation] = []
     slots: dict[str, tuple[list[TraceRecord], list[int]]] = {}
     for create in context.events("schedule:create"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,11 @@ def _decode(frame: Any) -> dict[str, Any] | None:
     if not isinstance(event, dict) or not isinstance(event.get("runId"), str):
         return None
     return frame
+
+
+def _reader(cell: list[int]) -> Callable[[], int]:
+    """A clock that reads the instant kept in `cell[0]` (the checker moves it record by record)."""
+    return lambda: cell[0]
 
 
 def _parse(body: Any) -> Any:
@@ -166,7 +171,7 @@ def client_timeline_exact(context: CheckContext) -> list[Violation]:
     out: list[Violation] = []
     for (agent, client), records in sorted(client_frames(context).items()):
         now = [0]
-        reducer = AgentToolEvents(lambda clock=now: clock[0])
+        reducer = AgentToolEvents(_reader(now))
         references: dict[str, _Reference] = defaultdict(_Reference)
         seen: set[tuple[str, int]] = set()
         agent_types: dict[str, Any] = {}
