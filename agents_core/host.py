@@ -218,14 +218,42 @@ class Host(Protocol):
     @property
     def agent_path(self) -> str: ...
 
-    clock: Clock
-    sql: SqlStorage
-    alarm: AlarmSlot
-    kv: KeyValue
-    tasks: Tasks
-    entropy: Entropy
-    clients: Connections
-    outbound: Outbound
-    trace: TraceSink
-    facets: Facets
-    lifecycle: Lifecycle
+    @property
+    def incarnation_number(self) -> int:
+        """The ordinal of the incarnation this host is bound to (1 for the first); agent code
+        may record it, the runtime never reads it."""
+        ...
+
+    # The services, read-only: a host may stand for each with a class of its own.
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def sql(self) -> SqlStorage: ...
+
+    @property
+    def alarm(self) -> AlarmSlot: ...
+
+    @property
+    def kv(self) -> KeyValue: ...
+
+    @property
+    def tasks(self) -> Tasks: ...
+
+    @property
+    def entropy(self) -> Entropy: ...
+
+    @property
+    def clients(self) -> Connections: ...
+
+    @property
+    def outbound(self) -> Outbound: ...
+
+    @property
+    def trace(self) -> TraceSink: ...
+
+    @property
+    def facets(self) -> Facets: ...
+
+    @property
+    def lifecycle(self) -> Lifecycle: ...

@@ -113,9 +113,16 @@ class PlatformCore(Protocol):
     faults_active: bool
     records: dict[str, AgentRecord]
     probes: Probes
-    alarms: AlarmSlots
-    lifecycle: IdleTimers
-    upstream: Streams
+
+    # Read-only here, so the platform's own classes may stand for these narrower views.
+    @property
+    def alarms(self) -> AlarmSlots: ...
+
+    @property
+    def lifecycle(self) -> IdleTimers: ...
+
+    @property
+    def upstream(self) -> Streams: ...
 
     def record(self, agent: str, inc: int, event: str, fields: dict[str, Any]) -> None: ...
 

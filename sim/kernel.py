@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import sysconfig
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import simpy
 
@@ -101,7 +102,9 @@ class SimDeferred:
     def reject(self, error: BaseException) -> None:
         if not self._event.triggered:
             self._event.defused = True
-            self._event.fail(error)
+            # simpy takes any BaseException (it checks that at run time); its annotation says
+            # Exception, and a rejection may carry IncarnationKilled, which is not one.
+            self._event.fail(error)  # type: ignore[arg-type]
 
     def done(self) -> bool:
         return self._event.triggered
@@ -148,7 +151,7 @@ class SimTask:
         if not self.finished.triggered:
             raise RuntimeError(f"task {self.name!r} has not finished")
         if not self.finished.ok:
-            raise self.finished.value
+            raise cast(BaseException, self.finished.value)  # a failed event holds its error
         return self.finished.value
 
     def __await__(self) -> Generator[Wait, Any, Any]:
@@ -414,7 +417,7 @@ class Kernel:
         def on_settle(index: int, event: simpy.Event) -> None:
             if not event.ok:
                 event.defused = True
-                result.reject(event.value)
+                result.reject(cast(BaseException, event.value))
                 return
             values[index] = event.value
             remaining[0] -= 1
@@ -422,7 +425,7 @@ class Kernel:
                 result.resolve(values)
 
         for index, event in enumerate(events):
-            self._on_settled(event, lambda ev, i=index: on_settle(i, ev))
+            self._on_settled(event, functools.partial(on_settle, index))
         return result
 
     def race(self, awaitables: tuple[Awaitable[Any], ...], owner: Owner | None) -> SimDeferred:
@@ -435,7 +438,7 @@ class Kernel:
                 result.resolve(event.value)
             else:
                 event.defused = True
-                result.reject(event.value)
+                result.reject(cast(BaseException, event.value))
 
         for awaitable in awaitables:
             self._on_settled(self.as_event(awaitable, owner), on_settle)

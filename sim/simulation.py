@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from agents_core.agent import Agent, Request, Response
 from sim import collector
@@ -264,7 +264,7 @@ class Simulation:
         self.run_while(lambda: not pending.done(), limit_ms)
         event = pending.event
         if not event.ok:
-            raise event.value
+            raise cast(BaseException, event.value)  # a failed event holds its error
         return event.value
 
     def run_to_next_alarm(self) -> int | None:

@@ -331,7 +331,7 @@ class FaultyStorage:
         return cursor
 
     def _inject(self, statement: str) -> None:
-        kind = None
+        kind: str | None = None
         for fault in self._armed:
             if not fault.matches(statement):
                 continue

@@ -15,7 +15,8 @@ even when two observers finish one run or the hook throws (the SDK re-finishes a
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal, overload
 
 from agents_core.agent_tools.frames import frame, started_event, terminal_event
 from agents_core.agent_tools.registry import (
@@ -226,6 +227,38 @@ class RunsMixin:
         return record is None or callable(getattr(record.cls, TAIL_METHOD, None))
 
     # -- the public call --------------------------------------------------------------------------
+    # An awaited run (detached None or False) answers with its result, a detached one with its
+    # handle.
+    @overload
+    async def run_agent_tool(
+        self: Any,
+        cls: type,
+        *,
+        input: Any,
+        run_id: str | None = None,
+        parent_tool_call_id: str | None = None,
+        display_order: int = 0,
+        signal: Any = None,
+        detached: Literal[False] | None = None,
+        input_preview: Any = None,
+        display: Any = None,
+    ) -> RunAgentToolResult: ...
+
+    @overload
+    async def run_agent_tool(
+        self: Any,
+        cls: type,
+        *,
+        input: Any,
+        run_id: str | None = None,
+        parent_tool_call_id: str | None = None,
+        display_order: int = 0,
+        signal: Any = None,
+        detached: Literal[True] | Mapping[str, Any],
+        input_preview: Any = None,
+        display: Any = None,
+    ) -> DetachedRunAgentToolResult: ...
+
     async def run_agent_tool(
         self: Any,
         cls: type,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from agents_core.jsontext import to_json_text
@@ -47,13 +47,24 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-class ProgressMixin:
+if TYPE_CHECKING:
+    from agents_core.agent_tools.mixin import AgentToolsMixin
+
+    # Mixed in before Agent: its report_progress stands for AgentToolsMixin's on chat hosts.
+    _ProgressBase = AgentToolsMixin
+else:
+    _ProgressBase = object
+
+
+class ProgressMixin(_ProgressBase):
     def _init_progress(self: Any) -> None:
         self._progress_last_emit: dict[str, int] = {}
         self._progress_pending: dict[str, _Pending] = {}
         self._progress_flushers: set[str] = set()
 
-    async def report_progress(
+    # A chat host's report_progress is async and answers with the outcome; a plain Agent's is
+    # a synchronous no-op that warns (as in the SDK), so this override cannot match it.
+    async def report_progress(  # type: ignore[override]
         self: Any,
         fraction: float | None = None,
         message: str | None = None,

@@ -135,7 +135,7 @@ class FiberWorkload(Agent):
             self._cancel(plan, "deadline")
 
     # -- running --------------------------------------------------------------------------------
-    def _plan(self, name: str) -> FiberPlan | None:
+    def _plan(self, name: str | None) -> FiberPlan | None:
         return next((plan for plan in self.fibers if plan.name == name), None)
 
     def _start_unstarted(self, name: str | None) -> list[str]:

@@ -195,7 +195,7 @@ class ScheduleWorkload(Agent):
         """Every schedule's callback: one attempt of the run of `payload["name"]`."""
         name = payload.get("name") if isinstance(payload, dict) else None
         plan = next((plan for plan in self.schedules if plan.name == name), None)
-        if plan is None:
+        if plan is None or name is None:
             return
         attempt = (
             self.sql("SELECT COUNT(*) AS n FROM workload_attempts WHERE name = ?", name)[0]["n"] + 1
