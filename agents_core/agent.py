@@ -41,7 +41,6 @@ STATE_TABLE_DDL = (
     "CREATE TABLE IF NOT EXISTS cf_agents_state (id TEXT PRIMARY KEY NOT NULL, state TEXT)"
 )
 STATE_ROW_ID = "cf_state_row_id"
-STATE_WAS_CHANGED = "cf_state_was_changed"
 IDENTITY_FRAME_TYPE = "cf_agent_identity"
 STATE_FRAME_TYPE = "cf_agent_state"
 
@@ -152,14 +151,10 @@ class Agent(
     def state(self) -> Any:
         """The persisted state (it survives eviction); `initial_state` until first set."""
         if self._state is _UNSET:
-            rows = self.sql(
-                "SELECT id, state FROM cf_agents_state WHERE id IN (?, ?)",
-                STATE_ROW_ID,
-                STATE_WAS_CHANGED,
-            )
-            stored = {row["id"]: row["state"] for row in rows}
-            if STATE_WAS_CHANGED in stored and STATE_ROW_ID in stored:
-                self._state = json.loads(stored[STATE_ROW_ID])
+            # The row's existence alone says the state was set (any JSON value, null too).
+            rows = self.sql("SELECT state FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
+            if rows:
+                self._state = json.loads(rows[0]["state"])
             else:
                 self._state = copy.deepcopy(self.initial_state)
         return self._state
@@ -177,7 +172,6 @@ class Agent(
             "ON CONFLICT(id) DO UPDATE SET state = excluded.state"
         )
         self.sql(upsert, STATE_ROW_ID, encoded)
-        self.sql(upsert, STATE_WAS_CHANGED, "true")
         self._state = json.loads(encoded)
         self._broadcast_protocol({"type": STATE_FRAME_TYPE, "state": self._state})
         self.on_state_update(self._state, "server")

@@ -13,6 +13,8 @@ __all__ = ["CURRENT_SCHEMA_VERSION", "SCHEMA_VERSION_ROW_ID", "ensure_schema"]
 CURRENT_SCHEMA_VERSION = 11
 SCHEMA_VERSION_ROW_ID = "cf_schema_version"
 EXTRA_SCHEMA_ROW_ID = "agentsim_schema_extras"
+LEGACY_STATE_FLAG_ROW_ID = "cf_state_was_changed"
+"""The flag row of the earlier two-row state layout; the state row's existence says it now."""
 
 STATE_DDL = "CREATE TABLE IF NOT EXISTS cf_agents_state (id TEXT PRIMARY KEY NOT NULL, state TEXT)"
 
@@ -95,6 +97,9 @@ def ensure_schema(sql: SqlStorage, extra_ddl: tuple[str, ...] = ()) -> None:
         return
     for statement in (*DDL, *extra_ddl):
         sql.execute(statement)
+    if not current:
+        # Part of the SDK's migration: a runtime of the two-row state layout left this row.
+        sql.execute("DELETE FROM cf_agents_state WHERE id = ?", (LEGACY_STATE_FLAG_ROW_ID,))
     upsert = (
         "INSERT INTO cf_agents_state (id, state) VALUES (?, ?) "
         "ON CONFLICT(id) DO UPDATE SET state = excluded.state"

@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agents_core.agent import STATE_ROW_ID, STATE_WAS_CHANGED
+from agents_core.agent import STATE_ROW_ID
 from scenarios.expect_timeline import TIMELINE_CHECKS
 from scenarios.fields import show
 from scenarios.records import fields_match, json_equal, name_matches, records_text
@@ -115,17 +115,11 @@ def _check(sim: Simulation, scenario: Scenario, expectation: Expectation) -> str
 def read_state(sim: Simulation, ref: AgentRef) -> Any:
     """The persisted state as the agent's next incarnation would read it."""
     try:
-        rows = sim.read(
-            ref,
-            "SELECT id, state FROM cf_agents_state WHERE id IN (?, ?)",
-            STATE_ROW_ID,
-            STATE_WAS_CHANGED,
-        )
+        rows = sim.read(ref, "SELECT state FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
     except Exception:  # no state table yet: the agent never ran
         rows = []
-    stored = {row["id"]: row["state"] for row in rows}
-    if STATE_ROW_ID in stored and STATE_WAS_CHANGED in stored:
-        return json.loads(stored[STATE_ROW_ID])
+    if rows:
+        return json.loads(rows[0]["state"])
     return copy.deepcopy(ref.cls.initial_state)
 
 

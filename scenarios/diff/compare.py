@@ -84,13 +84,6 @@ ALLOWED: tuple[Allowed, ...] = (
         )
         for event in ("connect", "disconnect")
     ),
-    Allowed(
-        row="K6",
-        why="SDK 0.21.0 deletes the legacy cf_state_was_changed row at startup and reads the "
-        "state row alone; the port still writes and reads it",
-        table="cf_agents_state",
-        row_id="cf_state_was_changed",
-    ),
 )
 
 

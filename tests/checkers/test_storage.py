@@ -57,9 +57,10 @@ def test_a_rollback_that_lets_the_dying_turn_land_is_caught(
             self._pending = []
             self._kernel.leave_turn(self)
 
-    # The crash comes at the second count's state write, after its INSERT in the same turn.
+    # The crash comes at the second count's state write, after its INSERT in the same turn (the
+    # fourth upsert: the schema version and extras rows, then one state row per count).
     mid_turn = CRASH_MID_TURN.replace(
-        'match: "INSERT INTO counts", skip: 2', 'match: "ON CONFLICT\\\\(id\\\\)", skip: 4'
+        'match: "INSERT INTO counts", skip: 2', 'match: "ON CONFLICT\\\\(id\\\\)", skip: 3'
     )
     healthy = scenario_context(mid_turn)
     assert [r["source"] for r in healthy.table(W, "counts")] == ["work", "increment"]

@@ -91,7 +91,9 @@ def test_fault_schedules_refuse_what_they_cannot_draw() -> None:
 @given(schedule=fault_schedules(["counter"], sites=SITES, horizon_ms=20_000))
 @FAST
 def test_counts_are_whole_under_drawn_faults(schedule: Schedule) -> None:
-    """A property of the Counter: under any drawn schedule, rows and state.count agree."""
+    """A property of the Counter: under any drawn schedule, state.count never runs ahead of its
+    rows, and agrees with them unless a storage `error` was drawn (a statement that raises does
+    not roll back its turn, so a count whose state read or write failed keeps its row)."""
     with Simulation(seed=schedule.seed) as sim:
         driver = FaultDriver(sim, {"counter": Counter})
         driver.arm(schedule)
@@ -105,7 +107,9 @@ def test_counts_are_whole_under_drawn_faults(schedule: Schedule) -> None:
         tables = sim.snapshot(driver.ref("counter"))
         stored = {row["id"]: row["state"] for row in tables.get("cf_agents_state", [])}
         count = json.loads(stored[STATE_ROW_ID])["count"] if STATE_ROW_ID in stored else 0
-        assert count == len(tables.get("counts", []))
+        rows = len(tables.get("counts", []))
+        errors = [f for f in schedule.faults if dict(f.args).get("kind") == "error"]
+        assert count <= rows if errors else count == rows
 
 
 def test_the_driver_script_replays_as_a_scenario(tmp_path: Path) -> None:
