@@ -294,6 +294,7 @@ class Agent(
             connection.send(self._mcp_servers_frame())
         else:
             self._no_protocol_connections.add(connection.id)
+        self._emit("connect", connectionId=connection.id)
         await self._replay_agent_tool_runs(connection)
         await self.on_connect(connection)
 
@@ -303,6 +304,7 @@ class Agent(
 
     async def _cf_close(self, connection: Connection, code: int, reason: str) -> None:
         self._no_protocol_connections.discard(connection.id)
+        self._emit("disconnect", connectionId=connection.id, code=code, reason=reason)
         await self.on_close(connection, code, reason)
 
     async def _cf_rpc(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

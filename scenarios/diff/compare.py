@@ -75,15 +75,6 @@ ALLOWED: tuple[Allowed, ...] = (
             {"event": "harness:reply"},
         )
     ),
-    *(
-        Allowed(
-            row="O1",
-            why="the port emits no connect / disconnect observability event; its platform "
-            "records connection:open / connection:close instead",
-            event=event,
-        )
-        for event in ("connect", "disconnect")
-    ),
 )
 
 

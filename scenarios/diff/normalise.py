@@ -61,6 +61,8 @@ SDK_EVENTS = frozenset(
         "queue:retry",
         "queue:error",
         "destroy",
+        "connect",
+        "disconnect",
         "alarm:memory_limit_reset",
         "agent_tool:recovery:begin",
         "agent_tool:recovery:row",

@@ -70,3 +70,24 @@ def test_a_scenario_scoped_rule_forgives_only_its_scenario() -> None:
     other = compare(ours, theirs, "two", allowed=(rule,))
     assert not other.agree
     assert "workerd only: a fiber:recovery:failed" in other.differences[0]
+
+
+def test_connect_events_and_the_state_rows_are_compared_with_no_allowance() -> None:
+    """The port emits `connect` / `disconnect` and stores the state row alone, as SDK 0.21.0
+    does (no allow-list entry forgives them): a `disconnect` missing on one side, or the legacy
+    `cf_state_was_changed` row left on one side, is a difference."""
+    closed = {"t": 5, "agent": "a", "type": "disconnect", "payload": {"code": 1000}}
+    opened = {"t": 0, "agent": "a", "type": "connect", "payload": {"connectionId": "c" * 21}}
+    state = [{"id": "cf_state_row_id", "state": '{"n": 1}'}]
+    legacy = [*state, {"id": "cf_state_was_changed", "state": "true"}]
+    ours = normalise([opened], {"a": {"cf_agents_state": state}}, real=False)
+    same = normalise([opened], {"a": {"cf_agents_state": state}}, real=True)
+    assert compare(ours, same, "s").agree
+    both = normalise([opened, closed], {"a": {"cf_agents_state": state}}, real=True)
+    outcome = compare(ours, both, "s")
+    assert not outcome.agree and outcome.allowed == []
+    assert "disconnect" in outcome.differences[0]
+    flagged = normalise([opened], {"a": {"cf_agents_state": legacy}}, real=True)
+    outcome = compare(ours, flagged, "s")
+    assert not outcome.agree and outcome.allowed == []
+    assert "cf_state_was_changed" in outcome.differences[0]
