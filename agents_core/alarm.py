@@ -9,9 +9,10 @@ schedules, then recovery housekeeping, then the re-arm (spec fibers §1.5, §3.3
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 from agents_core.probes import probe
+from agents_core.self_types import AgentSelf
 
 __all__ = [
     "AlarmMixin",
@@ -25,8 +26,48 @@ FIBER_RECOVERY_BACKOFF_MAX_EXP = 20
 DESTROY_PENDING_KEY = "cf_agents_destroy_pending"
 
 
+class AlarmSelf(AgentSelf, Protocol):
+    """What AlarmMixin uses of the agent it is mixed into."""
+
+    _keep_alive_refs: int
+    _recovery_no_progress_scans: int
+
+    async def _facet_reschedule_root(self) -> None: ...
+
+    def _has_pending_fiber_recovery(self) -> bool: ...
+
+    async def _process_due_schedules(self) -> None: ...
+
+    async def _handle_alarm_memory_limit(self, error: BaseException) -> bool: ...
+
+    def _clear_alarm_memory_limit_strikes(self) -> None: ...
+
+    async def destroy(self, *, deferred: bool = False) -> None: ...
+
+    async def _check_run_fibers(self) -> None: ...
+
+    async def _check_facet_run_fibers(self) -> None: ...
+
+    # its own
+    async def _schedule_next_alarm(self) -> None: ...
+
+    def _schedule_alarm_candidates(self, now: int) -> list[int]: ...
+
+    def _keep_alive_candidates(self, now: int) -> list[int]: ...
+
+    def _recovery_alarm_candidates(self, now: int) -> list[int]: ...
+
+    def _facet_lease_candidates(self, now: int) -> list[int]: ...
+
+    async def _run_alarm_body(self) -> None: ...
+
+    async def _on_alarm_housekeeping(self) -> None: ...
+
+    async def on_alarm(self) -> None: ...
+
+
 class AlarmMixin:
-    async def _schedule_next_alarm(self: Any) -> None:
+    async def _schedule_next_alarm(self: AlarmSelf) -> None:
         """Arm the slot at the earliest candidate, or clear it when there is none."""
         if self._is_facet:
             await self._facet_reschedule_root()
@@ -57,7 +98,7 @@ class AlarmMixin:
         else:
             host.alarm.delete_alarm()
 
-    def _schedule_alarm_candidates(self: Any, now: int) -> list[int]:
+    def _schedule_alarm_candidates(self: AlarmSelf, now: int) -> list[int]:
         now_s = now // 1000
         hung_cutoff = now_s - self._options.hung_schedule_timeout_seconds
         out = []
@@ -77,12 +118,12 @@ class AlarmMixin:
             out.append((running[0]["s"] + self._options.hung_schedule_timeout_seconds) * 1000)
         return out
 
-    def _keep_alive_candidates(self: Any, now: int) -> list[int]:
+    def _keep_alive_candidates(self: AlarmSelf, now: int) -> list[int]:
         if self._keep_alive_refs > 0:
             return [now + self._options.keep_alive_interval_ms]
         return []
 
-    def _recovery_alarm_candidates(self: Any, now: int) -> list[int]:
+    def _recovery_alarm_candidates(self: AlarmSelf, now: int) -> list[int]:
         if not self._has_pending_fiber_recovery():
             return []
         exponent = min(self._recovery_no_progress_scans, FIBER_RECOVERY_BACKOFF_MAX_EXP)
@@ -95,11 +136,11 @@ class AlarmMixin:
         self.host.trace.emit("fiber:recovery:backoff", at=at, delayMs=at - now)
         return [at]
 
-    def _facet_lease_candidates(self: Any, now: int) -> list[int]:
+    def _facet_lease_candidates(self: AlarmSelf, now: int) -> list[int]:
         rows = self.sql("SELECT 1 AS x FROM cf_agents_facet_runs LIMIT 1")
         return [now + self._options.keep_alive_interval_ms] if rows else []
 
-    async def alarm(self: Any) -> None:
+    async def alarm(self: AlarmSelf) -> None:
         """The platform's alarm entry (startup has already run in this incarnation)."""
         try:
             await self._run_alarm_body()
@@ -109,7 +150,7 @@ class AlarmMixin:
             return
         self._clear_alarm_memory_limit_strikes()
 
-    async def _run_alarm_body(self: Any) -> None:
+    async def _run_alarm_body(self: AlarmSelf) -> None:
         if self.host.kv.get(DESTROY_PENDING_KEY):
             await self.destroy()
             return
@@ -120,7 +161,7 @@ class AlarmMixin:
         await self._on_alarm_housekeeping()
         await self._schedule_next_alarm()
 
-    async def _on_alarm_housekeeping(self: Any) -> None:
+    async def _on_alarm_housekeeping(self: AlarmSelf) -> None:
         await self._check_run_fibers()
         await self._check_facet_run_fibers()
 

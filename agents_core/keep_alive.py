@@ -10,24 +10,44 @@ Nothing here emits an observability event (the SDK emits none).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 from agents_core.probes import probe
+from agents_core.self_types import AgentSelf
 
 __all__ = ["KeepAliveMixin"]
 
 T = TypeVar("T")
 
 
+class KeepAliveSelf(AgentSelf, Protocol):
+    """What KeepAliveMixin uses of the agent it is mixed into."""
+
+    _keep_alive_refs: int
+    _keep_alive_leases: int
+
+    async def _facet_keep_alive(self) -> Callable[[], None]: ...
+
+    async def _schedule_next_alarm(self) -> None: ...
+
+    async def keep_alive(self) -> Callable[[], None]: ...
+
+    async def _keep_alive_lease(self, holder: str) -> Callable[[], None]: ...
+
+    def _release_keep_alive_ref(self) -> None: ...
+
+    async def _schedule_next_alarm_logged(self) -> None: ...
+
+
 class KeepAliveMixin:
     _keep_alive_refs: int
     _keep_alive_leases: int
 
-    async def keep_alive(self: Any) -> Callable[[], None]:
+    async def keep_alive(self: KeepAliveSelf) -> Callable[[], None]:
         """Take a lease; returns its disposer (synchronous and idempotent)."""
         return await self._keep_alive_lease("keep_alive")
 
-    async def _keep_alive_lease(self: Any, holder: str) -> Callable[[], None]:
+    async def _keep_alive_lease(self: KeepAliveSelf, holder: str) -> Callable[[], None]:
         """`keep_alive` for a named holder (`fiber:<id>`, ...): the trace records say who took
         each lease and when it was given back (`keep_alive:acquire` / `keep_alive:release`, the
         harness's own records: the SDK emits no event for keepAlive)."""
@@ -60,13 +80,13 @@ class KeepAliveMixin:
 
         return dispose
 
-    def _release_keep_alive_ref(self: Any) -> None:
+    def _release_keep_alive_ref(self: KeepAliveSelf) -> None:
         self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
         if self._keep_alive_refs == 0:
             # Reads the live count when it runs, so an immediate re-acquire wins.
             self.host.tasks.wait_until(self._schedule_next_alarm_logged())
 
-    async def keep_alive_while(self: Any, fn: Callable[[], Awaitable[T]]) -> T:
+    async def keep_alive_while(self: KeepAliveSelf, fn: Callable[[], Awaitable[T]]) -> T:
         """Hold a lease while `fn()` runs; release it however `fn` ends."""
         dispose = await self.keep_alive()
         try:
@@ -74,7 +94,7 @@ class KeepAliveMixin:
         finally:
             dispose()
 
-    async def _schedule_next_alarm_logged(self: Any) -> None:
+    async def _schedule_next_alarm_logged(self: KeepAliveSelf) -> None:
         try:
             await self._schedule_next_alarm()
         except Exception as exc:  # noqa: BLE001 - a background reschedule only logs

@@ -1,0 +1,49 @@
+"""The self types of the runtime's mixins: what each may use of the agent it is mixed into.
+
+`Agent` is assembled from mixins (keepAlive, the alarm, schedules, fibers, facets, ...), each
+of which calls methods the others define. A mixin's methods annotate `self` with a Protocol
+naming exactly what they use, so the type checker checks both sides: the mixin's code against
+the Protocol, and every class that mixes it in (Agent and its subclasses) against the same
+Protocol wherever one of those methods is called. `AgentSelf` is the part every mixin shares,
+all of it defined by `Agent` itself; each mixin's module extends it with what it uses of the
+other mixins and of its own methods. Nothing here runs: the module holds only Protocols.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agents_core.agent import Agent
+    from agents_core.alarm import AlarmSelf
+    from agents_core.host import Host
+    from agents_core.keep_alive import KeepAliveSelf
+    from agents_core.options import AgentOptions
+
+__all__ = ["AgentSelf"]
+
+
+class AgentSelf(Protocol):
+    """What `Agent` itself gives every mixin: its name, host, options, SQL and log."""
+
+    name: str
+    _options: AgentOptions
+    _is_facet: bool
+    _destroyed: bool
+
+    @property
+    def host(self) -> Host: ...
+
+    def sql(self, query: str, *params: Any) -> list[dict[str, Any]]: ...
+
+    def _log(self, level: str, message: str) -> None: ...
+
+    def _emit(self, event_type: str, **payload: Any) -> None: ...
+
+
+if TYPE_CHECKING:
+
+    def _agent_fits_its_mixins(agent: Agent) -> tuple[KeepAliveSelf, AlarmSelf]:
+        """Type-checked, never run: Agent gives every mixin what its self type names (a
+        method called on an Agent checks the same, but only where one is called)."""
+        return (agent, agent)
