@@ -340,8 +340,9 @@ def _extend_to_deadline(sim: Simulation, quiesce_ms: int) -> bool:
     """A liveness phase still busy with a durable promise the runtime keeps watching (a
     detached run within its budget, a failing fiber within its maximum age) runs on until that
     deadline and the grace after it, within `DEADLINE_EXTENSION_MAX_MS`: busy until then is
-    what the runtime promised, not a failure. Whether it went quiet then."""
-    deadline = durable_deadline(sim)
+    what the runtime promised, not a failure (so is the wind-down of one it kept just before the
+    phase ended). Whether it went quiet then."""
+    deadline = durable_deadline(sim, recent_ms=LIVENESS_GRACE_MS)
     if deadline is None or deadline - quiesce_ms > DEADLINE_EXTENSION_MAX_MS:
         return False
     return sim.quiesce(deadline - sim.now_ms + LIVENESS_GRACE_MS)

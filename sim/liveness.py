@@ -157,12 +157,16 @@ def _times(count: int) -> str:
     return "once" if count == 1 else f"{count} times"
 
 
-def durable_deadline(sim: Simulation) -> int | None:
+def durable_deadline(sim: Simulation, recent_ms: int = 0) -> int | None:
     """The latest deadline the runtime has durably promised to act on and has not reached yet,
-    or None: a detached agent-tool run's budget (`detached_max_budget_at`: until then the
-    backbone keeps watching a silent child, as the seed says), or a failing fiber row's maximum
-    age (until then recovery retries it with backoff). A liveness phase that is still busy only
-    because of such a promise is extended to it rather than failed early."""
+    or reached less than `recent_ms` ago, or None: a detached agent-tool run's budget
+    (`detached_max_budget_at`: until then the backbone keeps watching a silent child, as the
+    seed says), or a failing fiber row's maximum age (until then recovery retries it with
+    backoff). A liveness phase that is still busy only because of such a promise is extended to
+    it rather than failed early. A deadline just passed counts too, whatever its run's delivery
+    columns say now: the runtime acts on it at its next tick (the backbone's is up to 120 s
+    away), and its incarnations then wind down, which a phase that ends right then would
+    otherwise call a run that never settles."""
     now = sim.now_ms
     latest: int | None = None
     for record in sim.platform.records.values():
@@ -172,7 +176,9 @@ def durable_deadline(sim: Simulation) -> int | None:
         if "cf_agent_tool_runs" in tables:
             rows = storage.query(
                 "SELECT MAX(detached_max_budget_at) AS t FROM cf_agent_tool_runs WHERE "
-                "detached = 1 AND finish_delivered_at IS NULL AND give_up_delivered_at IS NULL"
+                "detached = 1 AND ((finish_delivered_at IS NULL AND give_up_delivered_at IS NULL)"
+                " OR detached_max_budget_at <= ?)",
+                (now,),
             )
             if rows and rows[0]["t"] is not None:
                 found.append(int(rows[0]["t"]))
@@ -182,7 +188,7 @@ def durable_deadline(sim: Simulation) -> int | None:
             if max_age and max_age > 0 and rows and rows[0]["t"] is not None:
                 found.append(int(rows[0]["t"]) + int(max_age))
         for t in found:
-            if t > now and (latest is None or t > latest):
+            if t > now - recent_ms and (latest is None or t > latest):
                 latest = t
     return latest
 

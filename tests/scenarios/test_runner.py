@@ -387,3 +387,33 @@ def test_a_busy_liveness_phase_is_extended_to_a_durable_deadline() -> None:
     assert result.quiet
     ends = [r for r in result.trace.records if r.event == "quiesce:begin"]
     assert [r.get("limit_ms") for r in ends][0] == 3_600_000 and len(ends) == 2
+
+
+def test_a_deadline_kept_just_before_the_end_of_the_liveness_phase_gets_its_grace() -> None:
+    """A budget that falls due inside the phase is acted on by the next backbone tick (up to
+    120 s later), and the incarnations then wind down: when that lands at the end of the 1 h
+    phase, the phase runs on through the deadline's grace instead of failing for the wind-down
+    of a promise the runtime has just kept (found by fuzzing a crash after the child's first
+    commit: give-up at 01:00:50, quiet at 01:02:41, phase over at 01:01:00)."""
+    from tests.scenarios.helpers import workload_scenario
+
+    runs = (
+        "      - {run_id: a, detached: {max_budget: 1h}, "
+        "steps: [{sleep: 1m}, {finish: completed}]}\n"
+    )
+    agents = f"  parent:\n    workload: tools\n    runs:\n{runs}"
+    steps = (
+        "  - arm_storage_fault: {agent: parent/a, kind: crash, match: '^CREATE TABLE'}\n"
+        "  - call: {agent: parent, method: dispatch, expect_error: AgentEvicted}\n"
+        "  - run_for: 1m\n"
+    )
+    expect = "  - hook: workload_on_finish\n    run: a\n    status: interrupted\n    exactly: 1\n"
+    result = run_scenario(
+        parse_scenario(workload_scenario(agents, steps, expect), "w.yaml"), invariants=("all",)
+    )
+    assert result.passed, result.report()
+    assert result.quiet
+    begins = [r for r in result.trace.records if r.event == "quiesce:begin"]
+    assert len(begins) == 2
+    give_up = next(r for r in result.trace.records if r.event == "hook:on_finish")
+    assert 3_600_000 <= give_up.t_ms <= 60_000 + 3_600_000
