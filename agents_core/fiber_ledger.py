@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from agents_core.errors import InvalidArgument
 from agents_core.jsontext import parse_json_text, to_json_text
+from agents_core.self_types import AgentSelf
 
 __all__ = [
     "FIBER_STATUSES",
@@ -153,25 +154,38 @@ def _clamp(value: int | None, default: int, low: int, high: int) -> int:
     return max(low, min(high, int(value)))
 
 
+class FiberLedgerSelf(AgentSelf, Protocol):
+    """What FiberLedgerMixin uses of the agent it is mixed into."""
+
+    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None: ...
+
+    # its own
+    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None: ...
+
+    def _ledger_row_by_key(self, key: str) -> dict[str, Any] | None: ...
+
+    def _apply_fiber_recovery_result(self, fiber_id: str, result: FiberRecoveryResult) -> None: ...
+
+
 class FiberLedgerMixin:
-    def _ledger_row(self: Any, fiber_id: str) -> dict[str, Any] | None:
+    def _ledger_row(self: FiberLedgerSelf, fiber_id: str) -> dict[str, Any] | None:
         rows = self.sql("SELECT * FROM cf_agents_fibers WHERE fiber_id = ?", fiber_id)
         return rows[0] if rows else None
 
-    def _ledger_row_by_key(self: Any, key: str) -> dict[str, Any] | None:
+    def _ledger_row_by_key(self: FiberLedgerSelf, key: str) -> dict[str, Any] | None:
         rows = self.sql("SELECT * FROM cf_agents_fibers WHERE idempotency_key = ?", key)
         return rows[0] if rows else None
 
-    def inspect_fiber(self: Any, fiber_id: str) -> FiberInspection | None:
+    def inspect_fiber(self: FiberLedgerSelf, fiber_id: str) -> FiberInspection | None:
         row = self._ledger_row(fiber_id)
         return FiberInspection.from_row(row) if row else None
 
-    def inspect_fiber_by_key(self: Any, idempotency_key: str) -> FiberInspection | None:
+    def inspect_fiber_by_key(self: FiberLedgerSelf, idempotency_key: str) -> FiberInspection | None:
         row = self._ledger_row_by_key(idempotency_key)
         return FiberInspection.from_row(row) if row else None
 
     def list_fibers(
-        self: Any,
+        self: FiberLedgerSelf,
         *,
         status: str | Iterable[str] | None = None,
         name: str | None = None,
@@ -199,7 +213,7 @@ class FiberLedgerMixin:
         return [FiberInspection.from_row(row) for row in rows]
 
     def delete_fibers(
-        self: Any,
+        self: FiberLedgerSelf,
         *,
         status: str | Iterable[str] | None = None,
         settled_before: datetime | int | None = None,
@@ -246,7 +260,7 @@ class FiberLedgerMixin:
         return len(rows)
 
     def resolve_fiber(
-        self: Any, fiber_id: str, result: FiberRecoveryResult | Mapping[str, Any]
+        self: FiberLedgerSelf, fiber_id: str, result: FiberRecoveryResult | Mapping[str, Any]
     ) -> bool:
         """Settle an `interrupted` fiber by hand; False for any other status or a missing row."""
         resolved = FiberRecoveryResult.coerce(result)
@@ -256,7 +270,9 @@ class FiberLedgerMixin:
         self._apply_fiber_recovery_result(fiber_id, resolved)
         return True
 
-    def _apply_fiber_recovery_result(self: Any, fiber_id: str, result: FiberRecoveryResult) -> None:
+    def _apply_fiber_recovery_result(
+        self: FiberLedgerSelf, fiber_id: str, result: FiberRecoveryResult
+    ) -> None:
         sets = ["status = ?", "completed_at = ?", "error_message = ?"]
         message = {"completed": None, "error": result.error}.get(result.status, result.reason)
         params: list[Any] = [result.status, self.host.clock.now_ms(), message]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 from agents_core.errors import InvalidArgument, NotInFiber
 from agents_core.fiber_ledger import (
@@ -26,6 +26,7 @@ from agents_core.fiber_ledger import (
 )
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
+from agents_core.self_types import AgentSelf
 from agents_core.signals import AbortController, AbortSignal
 
 __all__ = ["FiberContext", "FibersMixin"]
@@ -52,13 +53,72 @@ _current_fiber: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar(
 )
 
 
+class FibersSelf(AgentSelf, Protocol):
+    """What FibersMixin uses of the agent it is mixed into."""
+
+    _run_fiber_active_fibers: dict[str, None]
+    _managed_fiber_executions: dict[str, Any]
+    _managed_fiber_terminal_waiters: dict[str, list[Any]]
+    _managed_fiber_abort_controllers: dict[str, Any]
+
+    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None: ...
+
+    def _ledger_row_by_key(self, key: str) -> dict[str, Any] | None: ...
+
+    async def _keep_alive_lease(self, holder: str) -> Callable[[], None]: ...
+
+    async def _check_run_fibers(self) -> None: ...
+
+    async def _facet_register_run(self, fiber_id: str) -> None: ...
+
+    async def _facet_unregister_run_logged(self, fiber_id: str) -> None: ...
+
+    async def _schedule_next_alarm_logged(self) -> None: ...
+
+    # its own
+    def _begin_managed_execution(
+        self, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+    ) -> None: ...
+
+    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None: ...
+
+    async def _run_fiber_internal(
+        self,
+        fiber_id: str,
+        name: str,
+        fn: Callable[[FiberContext], Awaitable[Any]],
+        *,
+        managed: bool = False,
+        signal: AbortSignal | None = None,
+        initial_snapshot: Any = None,
+        has_initial_snapshot: bool = False,
+        wrap_stash: Callable[[Any], Any] | None = None,
+    ) -> Any: ...
+
+    def _write_stash(self, fiber_id: str, data: Any, managed: bool) -> None: ...
+
+    async def _execute_managed_fiber(
+        self, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+    ) -> None: ...
+
+    def cancel_fiber(self, fiber_id: str, reason: str | None = None) -> bool: ...
+
+    def _settle_managed_fiber(
+        self, fiber_id: str, *, ok: bool, error: BaseException | None, signal: Any
+    ) -> None: ...
+
+    async def _wait_for_managed_fiber(self, fiber_id: str) -> FiberInspection | None: ...
+
+
 class FibersMixin(FiberLedgerMixin):
     # -- unmanaged ----------------------------------------------------------------------------
-    async def run_fiber(self: Any, name: str, fn: Callable[[FiberContext], Awaitable[Any]]) -> Any:
+    async def run_fiber(
+        self: FibersSelf, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+    ) -> Any:
         """Run `fn(ctx)` as a durable fiber; its value, or its error (no retries)."""
         return await self._run_fiber_internal(self.host.entropy.nanoid(), name, fn)
 
-    def stash(self: Any, data: Any) -> None:
+    def stash(self: FibersSelf, data: Any) -> None:
         """Checkpoint the current fiber (found through the context); full replacement."""
         frame = _current_fiber.get()
         if frame is None:
@@ -66,7 +126,7 @@ class FibersMixin(FiberLedgerMixin):
         frame.stash(data)
 
     async def _run_fiber_internal(
-        self: Any,
+        self: FibersSelf,
         fiber_id: str,
         name: str,
         fn: Callable[[FiberContext], Awaitable[Any]],
@@ -154,7 +214,7 @@ class FibersMixin(FiberLedgerMixin):
                 await self._facet_unregister_run_logged(fiber_id)
 
     async def _run_fiber_with_stash_wrapper(
-        self: Any,
+        self: FibersSelf,
         name: str,
         fn: Callable[[FiberContext], Awaitable[Any]],
         *,
@@ -171,7 +231,7 @@ class FibersMixin(FiberLedgerMixin):
             wrap_stash=wrap,
         )
 
-    def _write_stash(self: Any, fiber_id: str, data: Any, managed: bool) -> None:
+    def _write_stash(self: FibersSelf, fiber_id: str, data: Any, managed: bool) -> None:
         text = to_json_text(data)
         self.sql("UPDATE cf_agents_runs SET snapshot = ? WHERE id = ?", text, fiber_id)
         if managed:
@@ -180,7 +240,7 @@ class FibersMixin(FiberLedgerMixin):
 
     # -- managed --------------------------------------------------------------------------------
     async def start_fiber(
-        self: Any,
+        self: FibersSelf,
         name: str,
         fn: Callable[[FiberContext], Awaitable[Any]],
         *,
@@ -197,7 +257,7 @@ class FibersMixin(FiberLedgerMixin):
         ):
             raise InvalidArgument(f"idempotencyKey must not be blank (got {idempotency_key!r})")
         explicit_id = fiber_id is not None
-        fiber_id = fiber_id if explicit_id else self.host.entropy.nanoid()
+        fiber_id = fiber_id if fiber_id is not None else self.host.entropy.nanoid()
         by_id = self._ledger_row(fiber_id)
         by_key = self._ledger_row_by_key(idempotency_key) if idempotency_key is not None else None
         if by_key is not None and (
@@ -233,7 +293,8 @@ class FibersMixin(FiberLedgerMixin):
             self.host.clock.now_ms(),
         )
         try:
-            accepted = FiberInspection.from_row(self._ledger_row(fiber_id))
+            # The row this turn just wrote (a read that fails raises, a storage fault).
+            accepted = FiberInspection.from_row(cast("dict[str, Any]", self._ledger_row(fiber_id)))
         except Exception:
             # The row is written, so the work is accepted: run it even though its answer
             # cannot be read (a storage fault). The SDK throws before starting the execution,
@@ -250,14 +311,14 @@ class FibersMixin(FiberLedgerMixin):
         return StartFiberResult.of(accepted, accepted=True)
 
     def _begin_managed_execution(
-        self: Any, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+        self: FibersSelf, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
     ) -> None:
         execution = self.host.tasks.wait_until(self._execute_managed_fiber(fiber_id, name, fn))
         if not execution.done():
             self._managed_fiber_executions[fiber_id] = execution
 
     async def _execute_managed_fiber(
-        self: Any, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+        self: FibersSelf, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
     ) -> None:
         try:
             controller = AbortController()
@@ -295,7 +356,7 @@ class FibersMixin(FiberLedgerMixin):
             self._managed_fiber_executions.pop(fiber_id, None)
 
     def _settle_managed_fiber(
-        self: Any, fiber_id: str, *, ok: bool, error: BaseException | None, signal: Any
+        self: FibersSelf, fiber_id: str, *, ok: bool, error: BaseException | None, signal: Any
     ) -> None:
         now = self.host.clock.now_ms()
         if ok:
@@ -317,7 +378,7 @@ class FibersMixin(FiberLedgerMixin):
             )
         self._notify_managed_fiber_terminal(fiber_id)
 
-    async def _wait_for_managed_fiber(self: Any, fiber_id: str) -> FiberInspection | None:
+    async def _wait_for_managed_fiber(self: FibersSelf, fiber_id: str) -> FiberInspection | None:
         row = self._ledger_row(fiber_id)
         if row is None or row["status"] in TERMINAL_STATUSES:
             return FiberInspection.from_row(row) if row else None
@@ -332,14 +393,14 @@ class FibersMixin(FiberLedgerMixin):
         row = self._ledger_row(fiber_id)
         return FiberInspection.from_row(row) if row else None
 
-    def _notify_managed_fiber_terminal(self: Any, fiber_id: str) -> None:
+    def _notify_managed_fiber_terminal(self: FibersSelf, fiber_id: str) -> None:
         row = self._ledger_row(fiber_id)
         if row is not None and row["status"] not in TERMINAL_STATUSES:
             return
         for waiter in self._managed_fiber_terminal_waiters.pop(fiber_id, []):
             waiter.resolve(None)
 
-    def cancel_fiber(self: Any, fiber_id: str, reason: str | None = None) -> bool:
+    def cancel_fiber(self: FibersSelf, fiber_id: str, reason: str | None = None) -> bool:
         """Abort a pending or running managed fiber (cooperatively); False if missing/terminal."""
         row = self._ledger_row(fiber_id)
         if row is None or row["status"] in TERMINAL_STATUSES:
@@ -357,7 +418,9 @@ class FibersMixin(FiberLedgerMixin):
         self._notify_managed_fiber_terminal(fiber_id)
         return True
 
-    def cancel_fiber_by_key(self: Any, idempotency_key: str, reason: str | None = None) -> bool:
+    def cancel_fiber_by_key(
+        self: FibersSelf, idempotency_key: str, reason: str | None = None
+    ) -> bool:
         row = self._ledger_row_by_key(idempotency_key)
         return False if row is None else self.cancel_fiber(row["fiber_id"], reason)
 

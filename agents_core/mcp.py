@@ -9,7 +9,9 @@ always empty and a server's capabilities, instructions and error are null."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
+
+from agents_core.self_types import AgentSelf
 
 __all__ = ["MCP_SERVERS_DDL", "MCP_SERVERS_FRAME_TYPE", "McpMixin"]
 
@@ -29,11 +31,28 @@ MCP_SERVERS_DDL = (
 MCP_SERVERS_FRAME_TYPE = "cf_agent_mcp_servers"
 
 
+class McpSelf(AgentSelf, Protocol):
+    """What McpMixin uses of the agent it is mixed into."""
+
+    mcp_connections: dict[str, dict[str, Any]]
+
+    def _broadcast_protocol(self, frame: Any) -> None: ...
+
+    # its own
+    def _connect_mcp(self, server_id: str, name: str, url: str, *, restored: bool) -> None: ...
+
+    def _broadcast_mcp_servers(self) -> None: ...
+
+    def get_mcp_servers(self) -> dict[str, Any]: ...
+
+    def _mcp_servers_frame(self) -> dict[str, Any]: ...
+
+
 class McpMixin:
-    def _init_mcp_state(self: Any) -> None:
+    def _init_mcp_state(self: McpSelf) -> None:
         self.mcp_connections: dict[str, dict[str, Any]] = {}
 
-    def add_mcp_server(self: Any, name: str, url: str) -> str:
+    def add_mcp_server(self: McpSelf, name: str, url: str) -> str:
         """Register a server (durably) and connect it; returns its id."""
         server_id = self.host.entropy.nanoid(8)
         self.sql(
@@ -46,12 +65,12 @@ class McpMixin:
         self._broadcast_mcp_servers()
         return server_id
 
-    def remove_mcp_server(self: Any, server_id: str) -> None:
+    def remove_mcp_server(self: McpSelf, server_id: str) -> None:
         self.sql("DELETE FROM cf_agents_mcp_servers WHERE id = ?", server_id)
         self.mcp_connections.pop(server_id, None)
         self._broadcast_mcp_servers()
 
-    def get_mcp_servers(self: Any) -> dict[str, Any]:
+    def get_mcp_servers(self: McpSelf) -> dict[str, Any]:
         """The SDK's `MCPServersState`: every registered server by id, and the (here always
         empty) tools, prompts and resources they offer."""
         servers = {
@@ -68,19 +87,19 @@ class McpMixin:
         }
         return {"prompts": [], "resources": [], "servers": servers, "tools": []}
 
-    def _mcp_servers_frame(self: Any) -> dict[str, Any]:
+    def _mcp_servers_frame(self: McpSelf) -> dict[str, Any]:
         return {"type": MCP_SERVERS_FRAME_TYPE, "mcp": self.get_mcp_servers()}
 
-    def _broadcast_mcp_servers(self: Any) -> None:
+    def _broadcast_mcp_servers(self: McpSelf) -> None:
         self._broadcast_protocol(self._mcp_servers_frame())
 
-    def _restore_mcp_connections(self: Any) -> None:
+    def _restore_mcp_connections(self: McpSelf) -> None:
         for row in self.sql(
             "SELECT id, name, server_url FROM cf_agents_mcp_servers ORDER BY rowid"
         ):
             self._connect_mcp(row["id"], row["name"], row["server_url"], restored=True)
 
-    def _connect_mcp(self: Any, server_id: str, name: str, url: str, *, restored: bool) -> None:
+    def _connect_mcp(self: McpSelf, server_id: str, name: str, url: str, *, restored: bool) -> None:
         self.mcp_connections[server_id] = {
             "id": server_id,
             "name": name,

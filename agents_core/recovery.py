@@ -13,11 +13,12 @@ records the hook's error (the SDK writes `error`); `resolve_fiber` can still set
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberRecoveryResult
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
+from agents_core.self_types import AgentSelf
 
 __all__ = ["FiberRecoveryContext", "RecoveryMixin"]
 
@@ -40,8 +41,49 @@ class FiberRecoveryContext:
         return self.status is not None
 
 
+class RecoverySelf(AgentSelf, Protocol):
+    """What RecoveryMixin uses of the agent it is mixed into."""
+
+    _run_fiber_active_fibers: dict[str, None]
+    _run_fiber_recovery_in_progress: bool
+    _recovery_no_progress_scans: int
+
+    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None: ...
+
+    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None: ...
+
+    def _apply_fiber_recovery_result(self, fiber_id: str, result: FiberRecoveryResult) -> None: ...
+
+    # its own
+    def _past_deadline(self, scan_start: int, row_id: str, name: str, managed: bool) -> bool: ...
+
+    def _emit_detected(self, fiber_id: str, name: str, managed: bool, created_at: int) -> None: ...
+
+    def _probe_recovered_row(self, ok: bool, managed: bool, too_old: bool) -> None: ...
+
+    def _managed_context(
+        self, ctx: FiberRecoveryContext, ledger: dict[str, Any]
+    ) -> FiberRecoveryContext: ...
+
+    async def _handle_internal_fiber_recovery(self, ctx: FiberRecoveryContext) -> bool: ...
+
+    async def _recover_run_rows(self, scan_start: int) -> bool: ...
+
+    def _has_pending_fiber_recovery(self) -> bool: ...
+
+    async def _run_fiber_recovery_hook(
+        self, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
+    ) -> bool: ...
+
+    async def _internal_recovery_with_timeout(self, ctx: FiberRecoveryContext) -> bool: ...
+
+    async def _recover_ledger_only_rows(self, scan_start: int) -> bool: ...
+
+    async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any: ...
+
+
 class RecoveryMixin:
-    async def on_fiber_recovered(self: Any, ctx: FiberRecoveryContext) -> Any:
+    async def on_fiber_recovered(self: RecoverySelf, ctx: FiberRecoveryContext) -> Any:
         """Called for each orphaned fiber. Return nothing (unmanaged: the row is dropped; managed:
         the ledger stays `interrupted`), a `FiberRecoveryResult` (managed), or raise (retried)."""
         self._log(
@@ -51,11 +93,13 @@ class RecoveryMixin:
         )
         return None
 
-    async def _handle_internal_fiber_recovery(self: Any, ctx: FiberRecoveryContext) -> bool:
+    async def _handle_internal_fiber_recovery(
+        self: RecoverySelf, ctx: FiberRecoveryContext
+    ) -> bool:
         """Framework hosts (chat) claim their own fibers here; plain agents claim none."""
         return False
 
-    def _has_pending_fiber_recovery(self: Any) -> bool:
+    def _has_pending_fiber_recovery(self: RecoverySelf) -> bool:
         active = self._run_fiber_active_fibers
         for row in self.sql("SELECT id FROM cf_agents_runs"):
             if row["id"] not in active:
@@ -66,7 +110,7 @@ class RecoveryMixin:
         )
         return bool(ledger_only)
 
-    async def _check_run_fibers(self: Any) -> None:
+    async def _check_run_fibers(self: RecoverySelf) -> None:
         """One recovery pass; returns at once if a pass is already running in this incarnation."""
         if self._run_fiber_recovery_in_progress:
             probe(self.host, "fiber.recovery_scan_already_running")
@@ -94,7 +138,9 @@ class RecoveryMixin:
                 # the follow-up alarm's backoff is computed from (checker `recovery_backoff`).
                 self.host.trace.emit("fiber:recovery:pass", progress=progress, scans=scans)
 
-    def _past_deadline(self: Any, scan_start: int, row_id: str, name: str, managed: bool) -> bool:
+    def _past_deadline(
+        self: RecoverySelf, scan_start: int, row_id: str, name: str, managed: bool
+    ) -> bool:
         deadline = self._options.fiber_recovery_scan_deadline_ms
         elapsed = self.host.clock.now_ms() - scan_start
         if deadline > 0 and elapsed > deadline:
@@ -111,7 +157,7 @@ class RecoveryMixin:
             return True
         return False
 
-    async def _recover_run_rows(self: Any, scan_start: int) -> bool:
+    async def _recover_run_rows(self: RecoverySelf, scan_start: int) -> bool:
         progress = False
         rows = self.sql("SELECT id, name, snapshot, created_at FROM cf_agents_runs ORDER BY rowid")
         for row in rows:
@@ -171,7 +217,7 @@ class RecoveryMixin:
                 self._notify_managed_fiber_terminal(fiber_id)
         return progress
 
-    def _probe_recovered_row(self: Any, ok: bool, managed: bool, too_old: bool) -> None:
+    def _probe_recovered_row(self: RecoverySelf, ok: bool, managed: bool, too_old: bool) -> None:
         if managed:
             probe(self.host, "fiber.managed_orphan_recovered")
         elif ok:
@@ -181,7 +227,7 @@ class RecoveryMixin:
         else:
             probe(self.host, "fiber.recovery_failed_row_kept")
 
-    async def _recover_ledger_only_rows(self: Any, scan_start: int) -> bool:
+    async def _recover_ledger_only_rows(self: RecoverySelf, scan_start: int) -> bool:
         progress = False
         rows = self.sql(
             "SELECT * FROM cf_agents_fibers WHERE status IN ('pending', 'running') "
@@ -211,7 +257,7 @@ class RecoveryMixin:
         return progress
 
     def _managed_context(
-        self: Any, ctx: FiberRecoveryContext, ledger: dict[str, Any]
+        self: RecoverySelf, ctx: FiberRecoveryContext, ledger: dict[str, Any]
     ) -> FiberRecoveryContext:
         ok, metadata = parse_json_text(ledger["metadata_json"])
         return FiberRecoveryContext(
@@ -225,7 +271,9 @@ class RecoveryMixin:
             metadata=metadata if ok and isinstance(metadata, dict) else None,
         )
 
-    def _emit_detected(self: Any, fiber_id: str, name: str, managed: bool, created_at: int) -> None:
+    def _emit_detected(
+        self: RecoverySelf, fiber_id: str, name: str, managed: bool, created_at: int
+    ) -> None:
         age = self.host.clock.now_ms() - created_at
         for event in ("fiber:recovery:detected", "fiber:run:interrupted"):
             self._emit(
@@ -238,7 +286,7 @@ class RecoveryMixin:
             )
 
     async def _run_fiber_recovery_hook(
-        self: Any, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
+        self: RecoverySelf, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
     ) -> bool:
         managed = ledger is not None
         common = {
@@ -286,7 +334,9 @@ class RecoveryMixin:
             self._log("error", f'recovery of fiber "{ctx.name}" ({ctx.id}) failed: {message}')
             return False
 
-    async def _internal_recovery_with_timeout(self: Any, ctx: FiberRecoveryContext) -> bool:
+    async def _internal_recovery_with_timeout(
+        self: RecoverySelf, ctx: FiberRecoveryContext
+    ) -> bool:
         timeout_ms = self._options.fiber_recovery_hook_timeout_ms
         if timeout_ms <= 0:
             return bool(await self._handle_internal_fiber_recovery(ctx))

@@ -15,11 +15,12 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.options import resolve_retry
 from agents_core.probes import probe
+from agents_core.self_types import AgentSelf
 from agents_core.stored_names import callback_method
 
 __all__ = [
@@ -111,10 +112,39 @@ def is_platform_transient(error: BaseException) -> bool:
     return False
 
 
+class ScheduleDispatchSelf(AgentSelf, Protocol):
+    """What ScheduleDispatchMixin uses of the agent it is mixed into."""
+
+    _executing_schedule_id: str | None
+
+    def on_error(self, error: BaseException) -> Any: ...
+
+    async def _schedule_next_alarm(self) -> None: ...
+
+    async def _dispatch_facet_schedule(self, row: dict[str, Any]) -> bool: ...
+
+    # its own
+    def _warn_stale_one_shots(self, due: list[dict[str, Any]]) -> None: ...
+
+    async def _execute_schedule_callback(self, row: dict[str, Any]) -> None: ...
+
+    async def _call_on_error(self, error: BaseException) -> None: ...
+
+    async def _run_due_row(self, row: dict[str, Any], now_s: int) -> bool: ...
+
+    def _advance_schedule_row(self, row: dict[str, Any]) -> None: ...
+
+    async def _dispatch_owned_row(self, row: dict[str, Any]) -> bool: ...
+
+    async def _schedule_attempts_exhausted(
+        self, row: dict[str, Any], error: Exception, max_attempts: int
+    ) -> None: ...
+
+
 class ScheduleDispatchMixin:
     _executing_schedule_id: str | None = None
 
-    async def _process_due_schedules(self: Any) -> None:
+    async def _process_due_schedules(self: ScheduleDispatchSelf) -> None:
         """Run every due row in storage order, then advance it (§4.4)."""
         self._executing_schedule_id = None
         now_s = self.host.clock.now_ms() // 1000
@@ -126,7 +156,7 @@ class ScheduleDispatchMixin:
             if await self._run_due_row(row, now_s):
                 self._advance_schedule_row(row)
 
-    def _warn_stale_one_shots(self: Any, due: list[dict[str, Any]]) -> None:
+    def _warn_stale_one_shots(self: ScheduleDispatchSelf, due: list[dict[str, Any]]) -> None:
         counts = Counter(row["callback"] for row in due if row["type"] in _ONE_SHOT_TYPES)
         for callback, count in counts.items():
             if count < DUPLICATE_SCHEDULE_THRESHOLD:
@@ -142,7 +172,7 @@ class ScheduleDispatchMixin:
                 "schedule:duplicate_warning", callback=callback, count=count, type="one-shot"
             )
 
-    async def _run_due_row(self: Any, row: dict[str, Any], now_s: int) -> bool:
+    async def _run_due_row(self: ScheduleDispatchSelf, row: dict[str, Any], now_s: int) -> bool:
         """Run one row; True when it ran (or failed in a swallowed way) and must advance."""
         if row["type"] == "interval":
             hung_after_s = self._options.hung_schedule_timeout_seconds
@@ -172,7 +202,7 @@ class ScheduleDispatchMixin:
         self._executing_schedule_id = None
         return not self._destroyed
 
-    async def _dispatch_owned_row(self: Any, row: dict[str, Any]) -> bool:
+    async def _dispatch_owned_row(self: ScheduleDispatchSelf, row: dict[str, Any]) -> bool:
         """A sub-agent's row: the owner runs it. A throwing dispatch leaves the row as it is."""
         try:
             return bool(await self._dispatch_facet_schedule(row))
@@ -187,7 +217,7 @@ class ScheduleDispatchMixin:
                 self.sql("UPDATE cf_agents_schedules SET running = 0 WHERE id = ?", row["id"])
             return False
 
-    def _advance_schedule_row(self: Any, row: dict[str, Any]) -> None:
+    def _advance_schedule_row(self: ScheduleDispatchSelf, row: dict[str, Any]) -> None:
         now_ms = self.host.clock.now_ms()
         if row["type"] == "cron":
             next_s = next_cron_time_ms(row["cron"] or "", now_ms) // 1000
@@ -203,7 +233,7 @@ class ScheduleDispatchMixin:
         else:
             self.sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
 
-    async def _execute_schedule_callback(self: Any, row: dict[str, Any]) -> None:
+    async def _execute_schedule_callback(self: ScheduleDispatchSelf, row: dict[str, Any]) -> None:
         """Call `self.<callback>(payload, row)` with retries (§4.3). Returns normally when the row
         counts as executed; raises only the deferred failures of one-shot rows."""
         callback, schedule_id = row["callback"], row["id"]
@@ -260,7 +290,7 @@ class ScheduleDispatchMixin:
             attempt += 1
 
     async def _schedule_attempts_exhausted(
-        self: Any, row: dict[str, Any], error: Exception, max_attempts: int
+        self: ScheduleDispatchSelf, row: dict[str, Any], error: Exception, max_attempts: int
     ) -> None:
         """The last attempt failed: defer a one-shot row on a platform failure (re-raise), else
         report and swallow, so that the row counts as executed."""
@@ -297,7 +327,7 @@ class ScheduleDispatchMixin:
         )
         await self._call_on_error(error)
 
-    async def _call_on_error(self: Any, error: BaseException) -> None:
+    async def _call_on_error(self: ScheduleDispatchSelf, error: BaseException) -> None:
         try:
             result = self.on_error(error)
             if inspect.isawaitable(result):
@@ -306,7 +336,7 @@ class ScheduleDispatchMixin:
             return
 
     # -- the alarm memory-limit circuit breaker (§4.6) ---------------------------------------
-    async def _handle_alarm_memory_limit(self: Any, error: BaseException) -> bool:
+    async def _handle_alarm_memory_limit(self: ScheduleDispatchSelf, error: BaseException) -> bool:
         """Swallow an alarm that ended in a memory-limit reset (so the platform does not retry
         it at once): back the executing row off, or purge it at the strike budget. False for
         any other error, which `alarm()` then re-raises."""
@@ -354,7 +384,7 @@ class ScheduleDispatchMixin:
             self._log("error", f"failed to re-arm the alarm after a memory-limit reset: {exc}")
         return True
 
-    def _clear_alarm_memory_limit_strikes(self: Any) -> None:
+    def _clear_alarm_memory_limit_strikes(self: ScheduleDispatchSelf) -> None:
         """A clean alarm: the breaker counts consecutive resets only."""
         prior = self.host.kv.get(OOM_ALARM_STRIKES_KEY)
         if isinstance(prior, int) and prior > 0:

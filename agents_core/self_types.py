@@ -16,9 +16,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from agents_core.agent import Agent
     from agents_core.alarm import AlarmSelf
+    from agents_core.chat.base import ChatHost
+    from agents_core.fiber_ledger import FiberLedgerSelf
+    from agents_core.fibers import FibersSelf
     from agents_core.host import Host
     from agents_core.keep_alive import KeepAliveSelf
+    from agents_core.mcp import McpSelf
     from agents_core.options import AgentOptions
+    from agents_core.recovery import RecoverySelf
+    from agents_core.schedule_dispatch import ScheduleDispatchSelf
 
 __all__ = ["AgentSelf"]
 
@@ -42,8 +48,21 @@ class AgentSelf(Protocol):
 
 
 if TYPE_CHECKING:
+    _MixinSelves = tuple[
+        KeepAliveSelf,
+        AlarmSelf,
+        McpSelf,
+        FiberLedgerSelf,
+        ScheduleDispatchSelf,
+        RecoverySelf,
+        FibersSelf,
+    ]
 
-    def _agent_fits_its_mixins(agent: Agent) -> tuple[KeepAliveSelf, AlarmSelf]:
-        """Type-checked, never run: Agent gives every mixin what its self type names (a
-        method called on an Agent checks the same, but only where one is called)."""
-        return (agent, agent)
+    # Type-checked, never run: Agent, and the chat hosts that override some of its methods,
+    # give every mixin what its self type names (a method called on an instance checks the
+    # same, but only where one is called).
+    def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
+        return (agent, agent, agent, agent, agent, agent, agent)
+
+    def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
+        return (agent, agent, agent, agent, agent, agent, agent)
