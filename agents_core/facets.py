@@ -51,10 +51,11 @@ def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
 
 
 if TYPE_CHECKING:
-    from agents_core.schedules import SchedulesMixin
+    from agents_core.schedules import SchedulesMixin, SchedulesSelf
 
-    # Comes before SchedulesMixin in Agent's bases: its `super()` calls reach that class.
-    _FacetsBase = SchedulesMixin
+    # Comes before SchedulesMixin in Agent's bases: its `super()` calls reach that class, on an
+    # agent that has what SchedulesMixin's methods use.
+    class _FacetsBase(SchedulesMixin, SchedulesSelf): ...
 else:
     _FacetsBase = object
 

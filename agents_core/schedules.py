@@ -18,13 +18,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import RetryOptions, resolve_retry
 from agents_core.probes import probe
 from agents_core.schedule_dispatch import ScheduleDispatchMixin, retry_from_json, retry_to_json
+from agents_core.self_types import AgentSelf
 from agents_core.stored_names import callback_method
 
 __all__ = ["Schedule", "SchedulesMixin"]
@@ -124,10 +125,77 @@ def _epoch_seconds(value: datetime, what: str) -> int:
     return ((value - _EPOCH) // _ONE_MS) // 1000
 
 
+class SchedulesSelf(AgentSelf, Protocol):
+    """What SchedulesMixin uses of the agent it is mixed into."""
+
+    _on_start_schedule_warned: set[str]
+    _in_on_start: bool
+
+    async def _schedule_next_alarm(self) -> None: ...
+
+    # its own
+    def _check_schedule_callback(self, callback: Any) -> None: ...
+
+    def _check_schedule_retry(self, retry: Any) -> dict[str, Any] | None: ...
+
+    def _warn_schedule_in_on_start(self, when: Any, callback: str, idempotent: Any) -> None: ...
+
+    def _schedule_timing(self, when: datetime | int | float | str) -> ScheduleTiming: ...
+
+    def _check_interval_seconds(self, interval_seconds: Any) -> None: ...
+
+    def _interval_timing(self, interval_seconds: int | float) -> ScheduleTiming: ...
+
+    def _list_schedules_for_owner(
+        self,
+        owner_path_key: str | None,
+        *,
+        id: str | None = None,
+        type: str | None = None,
+        time_range: Mapping[str, datetime | None] | None = None,
+    ) -> list[Schedule]: ...
+
+    async def _store_schedule(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload: Any,
+        *,
+        retry: Mapping[str, Any] | None,
+        idempotent: bool | None,
+    ) -> tuple[Schedule, bool]: ...
+
+    async def _insert_schedule(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload: Any,
+        *,
+        retry: Mapping[str, Any] | None,
+        idempotent: bool | None,
+        owner_path: str | Sequence[Mapping[str, str]] | None,
+        owner_path_key: str | None,
+    ) -> tuple[Schedule, bool]: ...
+
+    def _find_matching_schedule(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload_json: str | None,
+        owner_path_key: str | None,
+    ) -> dict[str, Any] | None: ...
+
+    async def _cancel_schedule_for_owner(
+        self, schedule_id: str, owner_path_key: str | None
+    ) -> str | None: ...
+
+    def _schedule_owner_key(self) -> str | None: ...
+
+
 class SchedulesMixin(ScheduleDispatchMixin):
     # -- creating ---------------------------------------------------------------------------
     async def schedule(
-        self: Any,
+        self: SchedulesSelf,
         when: datetime | int | float | str,
         callback: str,
         payload: Any = None,
@@ -155,7 +223,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return schedule
 
     async def schedule_every(
-        self: Any,
+        self: SchedulesSelf,
         interval_seconds: int | float,
         callback: str,
         payload: Any = None,
@@ -177,7 +245,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return schedule
 
     # -- validation and timing --------------------------------------------------------------
-    def _check_schedule_callback(self: Any, callback: Any) -> None:
+    def _check_schedule_callback(self: SchedulesSelf, callback: Any) -> None:
         if not isinstance(callback, str):
             raise InvalidArgument(
                 f"Callback must be a string (the name of a method), got {callback!r}"
@@ -188,7 +256,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
                 f"{type(self).__name__}.{callback}(payload, row)"
             )
 
-    def _check_schedule_retry(self: Any, retry: Any) -> dict[str, Any] | None:
+    def _check_schedule_retry(self: SchedulesSelf, retry: Any) -> dict[str, Any] | None:
         """Validated against the class's retry defaults; returns the fields as given."""
         if retry is None:
             return None
@@ -202,7 +270,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
             return {f.name: getattr(retry, f.name) for f in fields(RetryOptions)}
         return {k: v for k, v in retry.items() if v is not None}
 
-    def _check_interval_seconds(self: Any, interval_seconds: Any) -> None:
+    def _check_interval_seconds(self: SchedulesSelf, interval_seconds: Any) -> None:
         if not (
             _is_number(interval_seconds) and 0 < interval_seconds <= SCHEDULE_EVERY_MAX_SECONDS
         ):
@@ -211,7 +279,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
                 f"(30 days), got {interval_seconds!r}"
             )
 
-    def _schedule_timing(self: Any, when: datetime | int | float | str) -> ScheduleTiming:
+    def _schedule_timing(self: SchedulesSelf, when: datetime | int | float | str) -> ScheduleTiming:
         now_ms = self.host.clock.now_ms()
         if isinstance(when, datetime):
             return ScheduleTiming("scheduled", _epoch_seconds(when, "schedule(when)"))
@@ -225,12 +293,14 @@ class SchedulesMixin(ScheduleDispatchMixin):
             "delayed", math.floor((now_ms + when * 1000) / 1000), delay_in_seconds=when
         )
 
-    def _interval_timing(self: Any, interval_seconds: int | float) -> ScheduleTiming:
+    def _interval_timing(self: SchedulesSelf, interval_seconds: int | float) -> ScheduleTiming:
         now_ms = self.host.clock.now_ms()
         due = math.floor((now_ms + interval_seconds * 1000) / 1000)
         return ScheduleTiming("interval", due, interval_seconds=interval_seconds)
 
-    def _warn_schedule_in_on_start(self: Any, when: Any, callback: str, idempotent: Any) -> None:
+    def _warn_schedule_in_on_start(
+        self: SchedulesSelf, when: Any, callback: str, idempotent: Any
+    ) -> None:
         """A non-idempotent one-shot made in on_start adds a row on every wake (§4.1)."""
         if not self._in_on_start or idempotent is not None or isinstance(when, str):
             return
@@ -246,12 +316,12 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
 
     # -- storage ----------------------------------------------------------------------------
-    def _schedule_owner_key(self: Any) -> str | None:
+    def _schedule_owner_key(self: SchedulesSelf) -> str | None:
         """The owner key of rows this agent reads and writes itself (None: its own rows)."""
         return None
 
     async def _store_schedule(
-        self: Any,
+        self: SchedulesSelf,
         timing: ScheduleTiming,
         callback: str,
         payload: Any,
@@ -272,7 +342,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
 
     async def _insert_schedule(
-        self: Any,
+        self: SchedulesSelf,
         timing: ScheduleTiming,
         callback: str,
         payload: Any,
@@ -327,7 +397,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return schedule, True
 
     def _find_matching_schedule(
-        self: Any,
+        self: SchedulesSelf,
         timing: ScheduleTiming,
         callback: str,
         payload_json: str | None,
@@ -350,13 +420,13 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return rows[0] if rows else None
 
     # -- cancel, get, list ------------------------------------------------------------------
-    async def cancel_schedule(self: Any, id: str) -> bool:
+    async def cancel_schedule(self: SchedulesSelf, id: str) -> bool:
         """Delete this agent's schedule `id`; False when it has none by that id."""
         callback = await self._cancel_schedule_for_owner(id, self._schedule_owner_key())
         return callback is not None
 
     async def _cancel_schedule_for_owner(
-        self: Any, schedule_id: str, owner_path_key: str | None
+        self: SchedulesSelf, schedule_id: str, owner_path_key: str | None
     ) -> str | None:
         """Delete one owner's row; its callback name, or None when there was no such row. The
         cancel event is emitted before the delete, as the SDK does."""
@@ -377,7 +447,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         await self._schedule_next_alarm()
         return callback
 
-    async def get_schedule_by_id(self: Any, id: str) -> Schedule | None:
+    async def get_schedule_by_id(self: SchedulesSelf, id: str) -> Schedule | None:
         """This agent's schedule `id`, or None."""
         rows = self.sql(
             "SELECT * FROM cf_agents_schedules WHERE id = ? AND owner_path_key IS ?",
@@ -386,7 +456,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
         return row_to_schedule(rows[0]) if rows else None
 
-    def get_schedule(self: Any, id: str) -> Schedule | None:
+    def get_schedule(self: SchedulesSelf, id: str) -> Schedule | None:
         """Deprecated synchronous `get_schedule_by_id`: this agent's schedule `id`, or None.
         A sub-agent's schedules live on its root, out of a synchronous read's reach, so inside
         one it raises (as the SDK's `getSchedule` throws)."""
@@ -401,7 +471,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return row_to_schedule(rows[0]) if rows else None
 
     def get_schedules(
-        self: Any,
+        self: SchedulesSelf,
         *,
         id: str | None = None,
         type: str | None = None,
@@ -417,7 +487,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return self._list_schedules_for_owner(None, id=id, type=type, time_range=time_range)
 
     async def list_schedules(
-        self: Any,
+        self: SchedulesSelf,
         *,
         id: str | None = None,
         type: str | None = None,
@@ -430,7 +500,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
 
     def _list_schedules_for_owner(
-        self: Any,
+        self: SchedulesSelf,
         owner_path_key: str | None,
         *,
         id: str | None = None,

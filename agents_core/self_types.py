@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from agents_core.options import AgentOptions
     from agents_core.recovery import RecoverySelf
     from agents_core.schedule_dispatch import ScheduleDispatchSelf
+    from agents_core.schedules import SchedulesSelf
 
 __all__ = ["AgentSelf"]
 
@@ -56,13 +57,14 @@ if TYPE_CHECKING:
         ScheduleDispatchSelf,
         RecoverySelf,
         FibersSelf,
+        SchedulesSelf,
     ]
 
     # Type-checked, never run: Agent, and the chat hosts that override some of its methods,
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent, agent, agent, agent, agent, agent, agent)
+        return (agent, agent, agent, agent, agent, agent, agent, agent)
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent, agent, agent, agent, agent, agent, agent)
+        return (agent, agent, agent, agent, agent, agent, agent, agent)
