@@ -607,10 +607,10 @@ def _report(path: str, html: str | None, out: TextIO) -> int:
     if html is not None:
         output_file(html, "HTML report", "report.html")
     if html is None:
-        records = _read_trace(path)
-        if not records:
+        trace = _read_trace(path)
+        if not trace:
             raise _BadInput(f"{path!r} holds no trace record (an empty file is not a trace)")
-        print(printable(render_all(records)), file=out)
+        print(printable(render_all(trace)), file=out)
         return EXIT_OK
     try:
         records = read_trace(path)
