@@ -15,6 +15,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agents_core.agent import Agent
+    from agents_core.agent_tools.backbone import BackboneSelf
+    from agents_core.agent_tools.detached import DetachedSelf
+    from agents_core.agent_tools.forward import ForwardingSelf
+    from agents_core.agent_tools.ledger import LedgerSelf
+    from agents_core.agent_tools.notify import NotifySelf
+    from agents_core.agent_tools.reattach import ReattachSelf
+    from agents_core.agent_tools.recovery_sweep import RecoverySweepSelf
+    from agents_core.agent_tools.retention import RetentionSelf
+    from agents_core.agent_tools.runs import RunsSelf
     from agents_core.alarm import AlarmSelf
     from agents_core.chat.base import ChatHost
     from agents_core.fiber_ledger import FiberLedgerSelf
@@ -58,13 +67,58 @@ if TYPE_CHECKING:
         RecoverySelf,
         FibersSelf,
         SchedulesSelf,
+        NotifySelf,
+        ForwardingSelf,
+        RetentionSelf,
+        DetachedSelf,
+        ReattachSelf,
+        BackboneSelf,
+        RecoverySweepSelf,
+        LedgerSelf,
+        RunsSelf,
     ]
 
     # Type-checked, never run: Agent, and the chat hosts that override some of its methods,
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent, agent, agent, agent, agent, agent, agent, agent)
+        return (
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+        )
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent, agent, agent, agent, agent, agent, agent, agent)
+        return (
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+            agent,
+        )

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agents_core.agent_tools.frames import chunk_event, frame
 from agents_core.agent_tools.registry import AgentToolRunInfo
+from agents_core.self_types import AgentSelf
 
 __all__ = ["ForwardOutcome", "ForwardingMixin"]
 
@@ -36,9 +37,32 @@ async def _tagged(tag: str, awaitable: Any) -> tuple[str, Any]:
     return tag, await awaitable
 
 
+class ForwardingSelf(AgentSelf, Protocol):
+    """What ForwardingMixin uses of the agent it is mixed into."""
+
+    def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
+
+    def _on_forwarded_milestone(self, row: dict[str, Any], data: dict[str, Any]) -> None: ...
+
+    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
+
+    # its own
+    async def _close_tail_quietly(self, child: Any, tail_id: str) -> None: ...
+
+    async def _call_on_progress(self, info: AgentToolRunInfo, snapshot: dict[str, Any]) -> None: ...
+
+    async def _close_tail_once_open(self, child: Any, opening: Any) -> None: ...
+
+    async def on_progress(self, run: AgentToolRunInfo, snapshot: dict[str, Any]) -> None: ...
+
+    def _observe_forwarded_progress(self, run_id: str, body: str) -> None: ...
+
+    def _on_agent_tool_stream_progress(self) -> None: ...
+
+
 class ForwardingMixin:
     async def _forward_agent_tool_stream(
-        self: Any,
+        self: ForwardingSelf,
         child: Any,
         run_id: str,
         parent_tool_call_id: str | None,
@@ -108,7 +132,7 @@ class ForwardingMixin:
         finally:
             host.tasks.wait_until(self._close_tail_quietly(child, tail_id))
 
-    async def _close_tail_once_open(self: Any, child: Any, opening: Any) -> None:
+    async def _close_tail_once_open(self: ForwardingSelf, child: Any, opening: Any) -> None:
         """A tail whose open lost the race: close it if it ever opens."""
         try:
             _, tail_id = await opening
@@ -116,17 +140,17 @@ class ForwardingMixin:
             return
         await self._close_tail_quietly(child, tail_id)
 
-    async def _close_tail_quietly(self: Any, child: Any, tail_id: str) -> None:
+    async def _close_tail_quietly(self: ForwardingSelf, child: Any, tail_id: str) -> None:
         try:
             await child.call("close_agent_tool_tail", tail_id)
         except Exception:  # noqa: BLE001 - closing only detaches; a dead child has nothing to detach
             return
 
-    def _on_agent_tool_stream_progress(self: Any) -> None:
+    def _on_agent_tool_stream_progress(self: ForwardingSelf) -> None:
         """Chat-host parents credit their own recovery progress here; plain agents do nothing."""
 
     # -- progress observation (§5.5) ---------------------------------------------------------
-    def _observe_forwarded_progress(self: Any, run_id: str, body: str) -> None:
+    def _observe_forwarded_progress(self: ForwardingSelf, run_id: str, body: str) -> None:
         try:
             chunk = json.loads(body)
         except ValueError:
@@ -160,13 +184,15 @@ class ForwardingMixin:
             self._on_forwarded_milestone(row, data)
 
     async def _call_on_progress(
-        self: Any, info: AgentToolRunInfo, snapshot: dict[str, Any]
+        self: ForwardingSelf, info: AgentToolRunInfo, snapshot: dict[str, Any]
     ) -> None:
         try:
             await self.on_progress(info, snapshot)
         except Exception as exc:  # noqa: BLE001 - best effort: logged, never propagated
             self._log("warn", f"on_progress failed for run {info.run_id}: {exc}")
 
-    async def on_progress(self: Any, run: AgentToolRunInfo, snapshot: dict[str, Any]) -> None:
+    async def on_progress(
+        self: ForwardingSelf, run: AgentToolRunInfo, snapshot: dict[str, Any]
+    ) -> None:
         """A forwarded progress or milestone of one of this agent's runs (best effort: live only,
         not re-fired after an eviction; use `inspect_agent_tool_run` for the durable state)."""
