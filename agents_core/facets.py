@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import quote
 
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
+from agents_core.self_types import AgentSelf
 
 __all__ = ["FacetsMixin", "encode_owner_path"]
 
@@ -51,7 +52,10 @@ def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
 
 
 if TYPE_CHECKING:
-    from agents_core.schedules import SchedulesMixin, SchedulesSelf
+    from datetime import datetime
+
+    from agents_core.host import AgentStub
+    from agents_core.schedules import Schedule, SchedulesMixin, SchedulesSelf, ScheduleTiming
 
     # Comes before SchedulesMixin in Agent's bases: its `super()` calls reach that class, on an
     # agent that has what SchedulesMixin's methods use.
@@ -60,14 +64,68 @@ else:
     _FacetsBase = object
 
 
+class FacetsSelf(AgentSelf, Protocol):
+    """What FacetsMixin uses of the agent it is mixed into."""
+
+    _self_path: list[dict[str, str]]
+    _facet_keep_alive_tokens: dict[str, None]
+    _keep_alive_refs: int
+
+    def _list_schedules_for_owner(
+        self,
+        owner_path_key: str | None,
+        *,
+        id: str | None = None,
+        type: str | None = None,
+        time_range: Mapping[str, datetime | None] | None = None,
+    ) -> list[Schedule]: ...
+
+    async def _schedule_next_alarm(self) -> None: ...
+
+    async def _insert_schedule(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload: Any,
+        *,
+        retry: Mapping[str, Any] | None,
+        idempotent: bool | None,
+        owner_path: str | Sequence[Mapping[str, str]] | None,
+        owner_path_key: str | None,
+    ) -> tuple[Schedule, bool]: ...
+
+    async def _check_run_fibers(self) -> None: ...
+
+    async def _execute_schedule_callback(self, row: dict[str, Any]) -> None: ...
+
+    # its own
+    def _release_facet_keep_alives_under(self, prefix_key: str, exact: bool = False) -> int: ...
+
+    async def _on_root(self, method: str, *args: Any) -> Any: ...
+
+    async def _resolve_registered_child(self, step: Mapping[str, str]) -> Any | None: ...
+
+    def has_sub_agent(self, cls_or_name: type | str, name: str) -> bool: ...
+
+    async def list_schedules(self, **filters: Any) -> list[Any]: ...
+
+    async def _cf_dispatch_scheduled_callback(
+        self, row: dict[str, Any], steps: list[dict[str, str]]
+    ) -> bool: ...
+
+    def _self_path_key(self) -> str: ...
+
+    async def _cf_check_run_fibers_for_facet(self, steps: list[dict[str, str]]) -> int: ...
+
+
 class FacetsMixin(_FacetsBase):
-    def _init_facet_state(self: Any) -> None:
+    def _init_facet_state(self: FacetsSelf) -> None:
         steps = self.host.facets.path
         self._self_path = [{"className": c, "name": n} for c, n in steps]
         self._is_facet = len(steps) > 1
         self._facet_keep_alive_tokens: dict[str, None] = {}
 
-    def _hydrate_facet_identity(self: Any) -> bool:
+    def _hydrate_facet_identity(self: FacetsSelf) -> bool:
         """Store a facet's identity on its first start; True when an earlier incarnation of
         this facet had already stored it."""
         if not self._is_facet:
@@ -79,7 +137,7 @@ class FacetsMixin(_FacetsBase):
         self.host.kv.put("cf_agents_parent_path", self._self_path[:-1])
         return False
 
-    async def _release_leases_of_earlier_incarnations(self: Any) -> None:
+    async def _release_leases_of_earlier_incarnations(self: FacetsSelf) -> None:
         """A facet constructed again after a death of its own (its root lived on) tells the
         root to drop the keepAlive leases its dead incarnation held: their disposers never ran,
         and the root would otherwise heartbeat for them forever (docs/divergences.md F3)."""
@@ -90,16 +148,16 @@ class FacetsMixin(_FacetsBase):
         except Exception as exc:  # noqa: BLE001 - a failed release is only logged
             self._log("error", f"failed to release the leases of an earlier incarnation: {exc}")
 
-    async def _cf_release_facet_keep_alives_of(self: Any, owner_key: str) -> None:
+    async def _cf_release_facet_keep_alives_of(self: FacetsSelf, owner_key: str) -> None:
         if self._release_facet_keep_alives_under(owner_key, exact=True):
             probe(self.host, "facet.dead_incarnation_leases_released")
             await self._schedule_next_alarm()
 
-    def _self_path_key(self: Any) -> str:
+    def _self_path_key(self: FacetsSelf) -> str:
         return encode_owner_path(self._self_path)
 
     # -- the public sub-agent API ---------------------------------------------------------------
-    async def sub_agent(self: Any, cls: type, name: str) -> Any:
+    async def sub_agent(self: FacetsSelf, cls: type, name: str) -> Any:
         """The child `cls` named `name` (created on first use, its startup run on resolution)."""
         if not isinstance(name, str) or not name or "\0" in name:
             raise InvalidArgument(
@@ -113,19 +171,19 @@ class FacetsMixin(_FacetsBase):
         )
         return await self.host.facets.resolve(cls, name)
 
-    def has_sub_agent(self: Any, cls_or_name: type | str, name: str) -> bool:
+    def has_sub_agent(self: FacetsSelf, cls_or_name: type | str, name: str) -> bool:
         class_name = cls_or_name if isinstance(cls_or_name, str) else cls_or_name.__name__
         rows = self.sql(
             "SELECT 1 AS x FROM cf_agents_sub_agents WHERE class = ? AND name = ?", class_name, name
         )
         return bool(rows)
 
-    def list_sub_agents(self: Any) -> list[dict[str, Any]]:
+    def list_sub_agents(self: FacetsSelf) -> list[dict[str, Any]]:
         return self.sql(
             "SELECT class, name, created_at FROM cf_agents_sub_agents ORDER BY created_at"
         )
 
-    async def delete_sub_agent(self: Any, cls: type, name: str) -> None:
+    async def delete_sub_agent(self: FacetsSelf, cls: type, name: str) -> None:
         """Abort the child, wipe its storage, and prune its sub-tree's schedules and leases."""
         self.sql(
             "DELETE FROM cf_agents_sub_agents WHERE class = ? AND name = ?", cls.__name__, name
@@ -134,13 +192,13 @@ class FacetsMixin(_FacetsBase):
         await self._on_root("_cf_cleanup_facet_prefix", prefix)
         self.host.facets.delete(cls, name)
 
-    async def destroy(self: Any, *, deferred: bool = False) -> None:
+    async def destroy(self: FacetsSelf, *, deferred: bool = False) -> None:
         """Delete this agent. A facet is removed by its parent (sub-tree pruned on the root); a
         top-level agent wipes its storage and alarm and aborts. `deferred=True` (top-level) only
         sets the destroy marker and lets the next alarm, armed for now, do it."""
         if self._is_facet:
             await self._on_root("_cf_cleanup_facet_prefix", list(self._self_path))
-            parent = self.host.facets.parent()
+            parent = cast("AgentStub", self.host.facets.parent())  # a facet always has one
             await parent.call("delete_sub_agent", type(self), self.name)
             return
         if deferred:
@@ -151,13 +209,13 @@ class FacetsMixin(_FacetsBase):
         self.host.lifecycle.delete_all_storage()
         self.host.lifecycle.abort("destroyed")
 
-    async def _on_root(self: Any, method: str, *args: Any) -> Any:
+    async def _on_root(self: FacetsSelf, method: str, *args: Any) -> Any:
         if not self._is_facet:
             return await getattr(self, method)(*args)
         return await self.host.facets.root().call(method, *args)
 
     # -- keepAlive and the alarm, from a facet ---------------------------------------------------
-    async def _facet_keep_alive(self: Any) -> Callable[[], None]:
+    async def _facet_keep_alive(self: FacetsSelf) -> Callable[[], None]:
         root = self.host.facets.root()
         token = await root.call("_cf_acquire_facet_keep_alive", self._self_path_key())
         disposed = False
@@ -176,13 +234,13 @@ class FacetsMixin(_FacetsBase):
 
         return dispose
 
-    async def _facet_reschedule_root(self: Any) -> None:
+    async def _facet_reschedule_root(self: FacetsSelf) -> None:
         await self.host.facets.root().call("_cf_reschedule")
 
-    async def _cf_reschedule(self: Any) -> None:
+    async def _cf_reschedule(self: FacetsSelf) -> None:
         await self._schedule_next_alarm()
 
-    async def _cf_acquire_facet_keep_alive(self: Any, owner_key: str) -> str:
+    async def _cf_acquire_facet_keep_alive(self: FacetsSelf, owner_key: str) -> str:
         token = f"{owner_key}:{self.host.entropy.nanoid(9)}"
         self._facet_keep_alive_tokens[token] = None
         self._keep_alive_refs += 1
@@ -198,7 +256,7 @@ class FacetsMixin(_FacetsBase):
                 raise
         return token
 
-    async def _cf_release_facet_keep_alive(self: Any, token: str) -> None:
+    async def _cf_release_facet_keep_alive(self: FacetsSelf, token: str) -> None:
         if token not in self._facet_keep_alive_tokens:
             return
         del self._facet_keep_alive_tokens[token]
@@ -206,7 +264,7 @@ class FacetsMixin(_FacetsBase):
         await self._schedule_next_alarm()
 
     # -- fiber leases ---------------------------------------------------------------------------
-    async def _facet_register_run(self: Any, fiber_id: str) -> None:
+    async def _facet_register_run(self: FacetsSelf, fiber_id: str) -> None:
         await self.host.facets.root().call(
             "_cf_register_facet_run",
             json.dumps(self._self_path, separators=(",", ":")),
@@ -214,7 +272,7 @@ class FacetsMixin(_FacetsBase):
             fiber_id,
         )
 
-    async def _facet_unregister_run_logged(self: Any, fiber_id: str) -> None:
+    async def _facet_unregister_run_logged(self: FacetsSelf, fiber_id: str) -> None:
         try:
             await self.host.facets.root().call(
                 "_cf_unregister_facet_run", self._self_path_key(), fiber_id
@@ -223,7 +281,7 @@ class FacetsMixin(_FacetsBase):
             self._log("error", f"failed to unregister facet fiber {fiber_id}: {exc}")
 
     async def _cf_register_facet_run(
-        self: Any, owner_path: str, owner_key: str, run_id: str
+        self: FacetsSelf, owner_path: str, owner_key: str, run_id: str
     ) -> None:
         self.sql(
             "INSERT OR REPLACE INTO cf_agents_facet_runs (owner_path, owner_path_key, run_id, "
@@ -235,7 +293,7 @@ class FacetsMixin(_FacetsBase):
         )
         await self._schedule_next_alarm()
 
-    async def _cf_unregister_facet_run(self: Any, owner_key: str, run_id: str) -> None:
+    async def _cf_unregister_facet_run(self: FacetsSelf, owner_key: str, run_id: str) -> None:
         self.sql(
             "DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ? AND run_id = ?",
             owner_key,
@@ -244,7 +302,7 @@ class FacetsMixin(_FacetsBase):
         await self._schedule_next_alarm()
 
     # -- root housekeeping: recovery inside facets ----------------------------------------------
-    async def _check_facet_run_fibers(self: Any) -> None:
+    async def _check_facet_run_fibers(self: FacetsSelf) -> None:
         if self._is_facet:
             return
         owners: dict[str, str] = {}
@@ -266,7 +324,7 @@ class FacetsMixin(_FacetsBase):
                 probe(self.host, "facet.stale_fiber_lease_pruned")
                 self.sql("DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ?", owner_key)
 
-    async def _cf_check_run_fibers_for_facet(self: Any, steps: list[dict[str, str]]) -> int:
+    async def _cf_check_run_fibers_for_facet(self: FacetsSelf, steps: list[dict[str, str]]) -> int:
         """Walk down `steps`; at the owner run its scan and return its total run-row count."""
         if not steps:
             probe(self.host, "facet.recovery_driven_by_root")
@@ -277,12 +335,15 @@ class FacetsMixin(_FacetsBase):
             return 0
         return await child.call("_cf_check_run_fibers_for_facet", steps[1:])
 
-    async def _resolve_registered_child(self: Any, step: Mapping[str, str]) -> Any | None:
+    async def _resolve_registered_child(self: FacetsSelf, step: Mapping[str, str]) -> Any | None:
         if not self.has_sub_agent(step["className"], step["name"]):
             return None
         return await self.host.facets.resolve_named(step["className"], step["name"])
 
     # -- schedules of a facet live on the root ------------------------------------------------
+    # The four methods that call super() keep `self: Any`: super() is resolved through this
+    # class (whose type-checking base is SchedulesMixin), which a Protocol self type would
+    # replace with the Protocol's own, empty, bases.
     async def _store_schedule(
         self: Any, timing: Any, callback: str, payload: Any, **options: Any
     ) -> Any:
@@ -299,7 +360,7 @@ class FacetsMixin(_FacetsBase):
         )
 
     async def _cf_schedule_for_facet(
-        self: Any,
+        self: FacetsSelf,
         timing: Any,
         callback: str,
         payload: Any,
@@ -329,7 +390,7 @@ class FacetsMixin(_FacetsBase):
         return True
 
     async def _cf_cancel_schedule_for_facet(
-        self: Any, schedule_id: str, owner_key: str
+        self: FacetsSelf, schedule_id: str, owner_key: str
     ) -> str | None:
         rows = self.sql(
             "SELECT callback FROM cf_agents_schedules WHERE id = ? AND owner_path_key = ?",
@@ -354,7 +415,7 @@ class FacetsMixin(_FacetsBase):
         )
 
     async def _cf_list_schedules_for_facet(
-        self: Any, owner_key: str, filters: dict[str, Any]
+        self: FacetsSelf, owner_key: str, filters: dict[str, Any]
     ) -> Any:
         return self._list_schedules_for_owner(owner_key, **filters)
 
@@ -364,7 +425,7 @@ class FacetsMixin(_FacetsBase):
         found = await self.list_schedules(id=id)
         return found[0] if found else None
 
-    async def _dispatch_facet_schedule(self: Any, row: dict[str, Any]) -> bool:
+    async def _dispatch_facet_schedule(self: FacetsSelf, row: dict[str, Any]) -> bool:
         """On the root: walk the row's owner path hop by hop and run the callback in the owner;
         False (nothing executed) when a hop's registry entry is gone (that sub-tree is pruned)."""
         path = _parse_owner_path(row["owner_path"])
@@ -375,7 +436,7 @@ class FacetsMixin(_FacetsBase):
         return await self._cf_dispatch_scheduled_callback(row, path[1:])
 
     async def _cf_dispatch_scheduled_callback(
-        self: Any, row: dict[str, Any], steps: list[dict[str, str]]
+        self: FacetsSelf, row: dict[str, Any], steps: list[dict[str, str]]
     ) -> bool:
         if not steps:
             await self._execute_schedule_callback(row)
@@ -388,7 +449,7 @@ class FacetsMixin(_FacetsBase):
         return await child.call("_cf_dispatch_scheduled_callback", row, steps[1:])
 
     # -- pruning ---------------------------------------------------------------------------------
-    async def _cf_cleanup_facet_prefix(self: Any, prefix: list[dict[str, str]]) -> None:
+    async def _cf_cleanup_facet_prefix(self: FacetsSelf, prefix: list[dict[str, str]]) -> None:
         """On the root: drop every schedule and fiber lease owned at or below `prefix`."""
 
         def under(text: str | None) -> bool:
@@ -411,7 +472,9 @@ class FacetsMixin(_FacetsBase):
         self._release_facet_keep_alives_under(encode_owner_path(prefix))
         await self._schedule_next_alarm()
 
-    def _release_facet_keep_alives_under(self: Any, prefix_key: str, exact: bool = False) -> int:
+    def _release_facet_keep_alives_under(
+        self: FacetsSelf, prefix_key: str, exact: bool = False
+    ) -> int:
         """Drop the keepAlive leases held for facets at or below `prefix_key`. Their work died
         with them and their disposers will never run, so without this the root's heartbeat
         would go on for a deleted sub-tree (docs/divergences.md F1). `exact`: only the facet's own

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from agents_core.agent_tools.runs import RunsSelf
     from agents_core.alarm import AlarmSelf
     from agents_core.chat.base import ChatHost
+    from agents_core.facets import FacetsSelf
     from agents_core.fiber_ledger import FiberLedgerSelf
     from agents_core.fibers import FibersSelf
     from agents_core.host import Host
@@ -76,49 +77,14 @@ if TYPE_CHECKING:
         RecoverySweepSelf,
         LedgerSelf,
         RunsSelf,
+        FacetsSelf,
     ]
 
     # Type-checked, never run: Agent, and the chat hosts that override some of its methods,
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-        )
+        return (agent,) * 18
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-            agent,
-        )
+        return (agent,) * 18

@@ -12,6 +12,7 @@ from agents_core.agent_tools.ledger import LedgerMixin
 from agents_core.agent_tools.reattach import ReattachMixin
 from agents_core.agent_tools.retention import RetentionMixin
 from agents_core.agent_tools.runs import RunsMixin
+from agents_core.self_types import AgentSelf
 
 __all__ = ["AgentToolsMixin"]
 
@@ -19,7 +20,7 @@ __all__ = ["AgentToolsMixin"]
 class AgentToolsMixin(
     RunsMixin, ForwardingMixin, LedgerMixin, DetachedMixin, ReattachMixin, RetentionMixin
 ):
-    def report_progress(self: Any, **progress: Any) -> None:
+    def report_progress(self: AgentSelf, **progress: Any) -> None:
         """Progress is reported by chat agents running as agent-tool children; on a plain agent
         this is a no-op with a warning."""
         self._log(
