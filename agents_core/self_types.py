@@ -25,7 +25,18 @@ if TYPE_CHECKING:
     from agents_core.agent_tools.retention import RetentionSelf
     from agents_core.agent_tools.runs import RunsSelf
     from agents_core.alarm import AlarmSelf
+    from agents_core.chat.ai_chat import ChatAgent
     from agents_core.chat.base import ChatHost
+    from agents_core.chat.chat_recovery import ChatRecoverySelf
+    from agents_core.chat.child_runs import ChildRunsSelf
+    from agents_core.chat.messages import MessagesSelf
+    from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
+    from agents_core.chat.parent import ChatParentSelf
+    from agents_core.chat.progress import ProgressSelf
+    from agents_core.chat.stream_store import StreamStoreSelf
+    from agents_core.chat.tails import TailsSelf
+    from agents_core.chat.think import ThinkAgent
+    from agents_core.chat.turns import ChatTurnsSelf
     from agents_core.facets import FacetsSelf
     from agents_core.fiber_ledger import FiberLedgerSelf
     from agents_core.fibers import FibersSelf
@@ -79,6 +90,16 @@ if TYPE_CHECKING:
         RunsSelf,
         FacetsSelf,
     ]
+    _ChatMixinSelves = tuple[
+        MessagesSelf,
+        StreamStoreSelf,
+        ChatParentSelf,
+        ProgressSelf,
+        TailsSelf,
+        ChatRecoverySelf,
+        ChatTurnsSelf,
+        ChildRunsSelf,
+    ]
 
     # Type-checked, never run: Agent, and the chat hosts that override some of its methods,
     # give every mixin what its self type names (a method called on an instance checks the
@@ -88,3 +109,12 @@ if TYPE_CHECKING:
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
         return (agent,) * 18
+
+    def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> _ChatMixinSelves:
+        return (agent,) * 8
+
+    def _think_agent_fits_its_notify_mixin(agent: ThinkAgent) -> ThinkNotifySelf:
+        return agent
+
+    def _chat_agent_fits_its_notify_mixin(agent: ChatAgent) -> AiChatNotifySelf:
+        return agent

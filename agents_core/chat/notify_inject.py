@@ -22,7 +22,7 @@ milestone}`. They differ as the SDK's hosts do:
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.agent_tools.notify import (
     detached_finish_key,
@@ -36,6 +36,7 @@ from agents_core.chat.parent import in_delivery_slot
 from agents_core.chat.turns import TurnPlan
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
+from agents_core.self_types import AgentSelf
 
 __all__ = [
     "AiChatNotifyMixin",
@@ -79,7 +80,10 @@ async def _finish_notice(agent: Any, run: AgentToolRunInfo, lifecycle: Any) -> t
 
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+
     from agents_core.agent import Agent
+    from agents_core.chat.turns import TurnResult
 
     # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
     _NotifyBase = Agent
@@ -87,16 +91,60 @@ else:
     _NotifyBase = object
 
 
+class ThinkNotifySelf(AgentSelf, Protocol):
+    """What ThinkNotifyMixin uses of the agent it is mixed into."""
+
+    _think_drain_live: bool
+    _think_submissions_live: set[str]
+
+    def _spawn_outside_delivery_slot(self, coro: Coroutine[Any, Any, Any]) -> None: ...
+
+    def _check_messages(self, messages: Sequence[Any]) -> list[dict[str, Any]]: ...
+
+    def _broadcast_messages(self) -> None: ...
+
+    def format_detached_milestone(self, run: AgentToolRunInfo, milestone: Any) -> str: ...
+
+    def _message_by_id(self, message_id: str) -> dict[str, Any] | None: ...
+
+    def _persist_message(self, message: Mapping[str, Any]) -> None: ...
+
+    async def keep_alive(self) -> Callable[[], None]: ...
+
+    async def _submit_turn(self, plan: TurnPlan) -> TurnResult: ...
+
+    # its own
+    def _ensure_think_submissions(self) -> None: ...
+
+    def _kick_think_submissions(self) -> None: ...
+
+    def _resume_think_submissions(self) -> None: ...
+
+    async def _submit_think_messages(
+        self, messages: list[dict[str, Any]], idempotency_key: str, metadata: Any
+    ) -> bool: ...
+
+    async def _drain_think_submissions(self) -> None: ...
+
+    def _nanoid(self) -> str: ...
+
+    def _think_submissions_exist(self) -> bool: ...
+
+    async def _run_think_submission(self, row: dict[str, Any]) -> None: ...
+
+
 class ThinkNotifyMixin(_NotifyBase):
     # -- the hooks ---------------------------------------------------------------------------------
-    async def _cf_detached_notify_finish(self: Any, run: AgentToolRunInfo, lifecycle: Any) -> None:
+    async def _cf_detached_notify_finish(
+        self: ThinkNotifySelf, run: AgentToolRunInfo, lifecycle: Any
+    ) -> None:
         key, text, status = await _finish_notice(self, run, lifecycle)
         if text:
             metadata = detached_notify_metadata(run, status=status)
             await self._submit_think_messages([user_message(text, self._nanoid())], key, metadata)
 
     async def _cf_detached_notify_milestone(
-        self: Any, run: AgentToolRunInfo, milestone: Any, mode: str
+        self: ThinkNotifySelf, run: AgentToolRunInfo, milestone: Any, mode: str
     ) -> None:
         text = await maybe_await(self.format_detached_milestone(run, milestone))
         if not text:
@@ -110,12 +158,12 @@ class ThinkNotifyMixin(_NotifyBase):
             return
         await self._submit_think_messages([user_message(text, self._nanoid())], key, metadata)
 
-    def _nanoid(self: Any) -> str:
+    def _nanoid(self: ThinkNotifySelf) -> str:
         return self.host.entropy.nanoid()
 
     # -- durable submissions -----------------------------------------------------------------------
     async def _submit_think_messages(
-        self: Any, messages: list[dict[str, Any]], idempotency_key: str, metadata: Any
+        self: ThinkNotifySelf, messages: list[dict[str, Any]], idempotency_key: str, metadata: Any
     ) -> bool:
         """Accept `messages` for one turn, durably; False (nothing new) when a submission with
         `idempotency_key` exists already."""
@@ -135,23 +183,23 @@ class ThinkNotifyMixin(_NotifyBase):
         self._kick_think_submissions()
         return bool(accepted)
 
-    def _ensure_think_submissions(self: Any) -> None:
+    def _ensure_think_submissions(self: ThinkNotifySelf) -> None:
         for statement in THINK_SUBMISSIONS_DDL:
             self.host.sql.execute(statement)
 
-    def _think_submissions_exist(self: Any) -> bool:
+    def _think_submissions_exist(self: ThinkNotifySelf) -> bool:
         rows = self.sql(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'cf_think_submissions'"
         )
         return bool(rows)
 
-    def _kick_think_submissions(self: Any) -> None:
+    def _kick_think_submissions(self: ThinkNotifySelf) -> None:
         if self._think_drain_live:
             return
         self._think_drain_live = True
         self._spawn_outside_delivery_slot(self._drain_think_submissions())
 
-    async def _drain_think_submissions(self: Any) -> None:
+    async def _drain_think_submissions(self: ThinkNotifySelf) -> None:
         """Run pending submissions oldest first, one turn each, until none is left."""
         try:
             dispose = await self.keep_alive()
@@ -169,7 +217,7 @@ class ThinkNotifyMixin(_NotifyBase):
         finally:
             self._think_drain_live = False
 
-    async def _run_think_submission(self: Any, row: dict[str, Any]) -> None:
+    async def _run_think_submission(self: ThinkNotifySelf, row: dict[str, Any]) -> None:
         submission_id = row["submission_id"]
         messages = json.loads(row["messages_json"])
 
@@ -207,11 +255,13 @@ class ThinkNotifyMixin(_NotifyBase):
             submission_id,
         )
 
+    # self stays Any here: super() is resolved through the class (its type-checking base is
+    # Agent), which a Protocol self type would replace with the Protocol's own bases.
     async def _cf_start(self: Any) -> None:
         await super()._cf_start()
         self._resume_think_submissions()
 
-    def _resume_think_submissions(self: Any) -> None:
+    def _resume_think_submissions(self: ThinkNotifySelf) -> None:
         """After a restart: a submission whose turn was admitted is chat recovery's now; pending
         ones (accepted, never admitted) are drained."""
         if not self._think_submissions_exist():
@@ -227,15 +277,51 @@ class ThinkNotifyMixin(_NotifyBase):
             self._kick_think_submissions()
 
 
+class AiChatNotifySelf(AgentSelf, Protocol):
+    """What AiChatNotifyMixin uses of the agent it is mixed into."""
+
+    _detached_injecting: set[str]
+    _turn_generation: int
+
+    def _turn_queue_busy(self) -> bool: ...
+
+    def _persist_message(self, message: Mapping[str, Any]) -> None: ...
+
+    def _broadcast_messages(self) -> None: ...
+
+    def _spawn_outside_delivery_slot(self, coro: Coroutine[Any, Any, Any]) -> None: ...
+
+    def format_detached_milestone(self, run: AgentToolRunInfo, milestone: Any) -> str: ...
+
+    def _message_by_id(self, message_id: str) -> dict[str, Any] | None: ...
+
+    async def _submit_turn(self, plan: TurnPlan) -> TurnResult: ...
+
+    async def keep_alive_while(self, fn: Callable[[], Awaitable[Any]]) -> Any: ...
+
+    async def _outside_delivery_slot(self, step: Callable[[], Awaitable[Any]]) -> Any: ...
+
+    async def _run_turn_fiber(self, plan: TurnPlan, generation: int) -> TurnResult: ...
+
+    # its own
+    async def _inject_detached_notice(
+        self, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
+    ) -> None: ...
+
+    async def _reply_later(self, plan: TurnPlan, message_id: str) -> None: ...
+
+
 class AiChatNotifyMixin:
-    async def _cf_detached_notify_finish(self: Any, run: AgentToolRunInfo, lifecycle: Any) -> None:
+    async def _cf_detached_notify_finish(
+        self: AiChatNotifySelf, run: AgentToolRunInfo, lifecycle: Any
+    ) -> None:
         key, text, status = await _finish_notice(self, run, lifecycle)
         if text:
             metadata = detached_notify_metadata(run, status=status)
             await self._inject_detached_notice(key, "user", text, metadata, reply=True)
 
     async def _cf_detached_notify_milestone(
-        self: Any, run: AgentToolRunInfo, milestone: Any, mode: str
+        self: AiChatNotifySelf, run: AgentToolRunInfo, milestone: Any, mode: str
     ) -> None:
         text = await maybe_await(self.format_detached_milestone(run, milestone))
         if not text:
@@ -247,7 +333,7 @@ class AiChatNotifyMixin:
         await self._inject_detached_notice(key, role, text, metadata, reply=not narrate)
 
     async def _inject_detached_notice(
-        self: Any, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
+        self: AiChatNotifySelf, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
     ) -> None:
         # E29: idempotency is the transcript's (plus this isolate's in-flight injections).
         if message_id in self._detached_injecting or self._message_by_id(message_id) is not None:
@@ -282,7 +368,7 @@ class AiChatNotifyMixin:
         finally:
             self._detached_injecting.discard(message_id)
 
-    async def _reply_later(self: Any, plan: TurnPlan, message_id: str) -> None:
+    async def _reply_later(self: AiChatNotifySelf, plan: TurnPlan, message_id: str) -> None:
         try:
             await self.keep_alive_while(lambda: self._submit_turn(plan))
         finally:

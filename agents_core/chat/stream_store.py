@@ -12,7 +12,9 @@ over (seed decision S5; `docs/divergences.md` T9).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
+
+from agents_core.self_types import AgentSelf
 
 __all__ = ["StreamStoreMixin"]
 
@@ -30,12 +32,16 @@ STREAM_DDL = (
 )
 
 
+class StreamStoreSelf(AgentSelf, Protocol):
+    """What StreamStoreMixin uses of the agent it is mixed into."""
+
+
 class StreamStoreMixin:
-    def _init_stream_store(self: Any) -> None:
+    def _init_stream_store(self: StreamStoreSelf) -> None:
         for statement in STREAM_DDL:
             self.host.sql.execute(statement)
 
-    def _start_stream(self: Any, request_id: str) -> str:
+    def _start_stream(self: StreamStoreSelf, request_id: str) -> str:
         stream_id = self.host.entropy.nanoid()
         self.sql(
             "INSERT INTO cf_ai_chat_stream_metadata (id, request_id, status, created_at) "
@@ -46,7 +52,7 @@ class StreamStoreMixin:
         )
         return stream_id
 
-    def _adopt_stream(self: Any, stream_id: str, request_id: str) -> bool:
+    def _adopt_stream(self: StreamStoreSelf, stream_id: str, request_id: str) -> bool:
         """Continue an existing stream under a new turn: it becomes that turn's stream (its
         request id is the new one's, its status `streaming` again), and its chunks go on from
         the next index. False when the stream is gone."""
@@ -58,7 +64,7 @@ class StreamStoreMixin:
             )
         )
 
-    def _stream_length(self: Any, stream_id: str) -> int:
+    def _stream_length(self: StreamStoreSelf, stream_id: str) -> int:
         """How many chunks the stream holds (its next chunk index)."""
         rows = self.sql(
             "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
@@ -67,7 +73,7 @@ class StreamStoreMixin:
         )
         return int(rows[0]["next"])
 
-    def _append_stream_chunk(self: Any, stream_id: str, body: str) -> int:
+    def _append_stream_chunk(self: StreamStoreSelf, stream_id: str, body: str) -> int:
         """Store one chunk (JSON text); its index in the stream."""
         rows = self.sql(
             "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
@@ -86,7 +92,7 @@ class StreamStoreMixin:
         )
         return index
 
-    def _finish_stream(self: Any, stream_id: str, status: str) -> None:
+    def _finish_stream(self: StreamStoreSelf, stream_id: str, status: str) -> None:
         self.sql(
             "UPDATE cf_ai_chat_stream_metadata SET status = ?, completed_at = ? WHERE id = ?",
             status,
@@ -94,7 +100,7 @@ class StreamStoreMixin:
             stream_id,
         )
 
-    def _stream_for_request(self: Any, request_id: str | None) -> str | None:
+    def _stream_for_request(self: StreamStoreSelf, request_id: str | None) -> str | None:
         """The (latest) stream of a turn."""
         if request_id is None:
             return None
@@ -105,7 +111,9 @@ class StreamStoreMixin:
         )
         return rows[0]["id"] if rows else None
 
-    def stream_chunks(self: Any, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]:
+    def stream_chunks(
+        self: StreamStoreSelf, stream_id: str | None, after: int = -1
+    ) -> list[dict[str, Any]]:
         """Stored chunks of a stream with index > `after`, as {"sequence", "body"}."""
         if stream_id is None:
             return []
