@@ -41,7 +41,8 @@ EMITTING_PACKAGES = ("agents_core", "sim", "scenarios/workloads", "scenarios/lib
 """Where trace records are written from (the checkers and the harness only read them)."""
 _EMITTERS = {"emit": 0, "_emit": 0, "platform_event": 1, "record": 2}
 """Calls that write a record, and the position of the event name among their arguments."""
-_EVENT_NAME = re.compile(r"[a-z_]+(:[a-z_]+)+")
+# Bare names too: the SDK's lifecycle events `connect` / `disconnect` have no colon.
+_EVENT_NAME = re.compile(r"[a-z_]+(:[a-z_]+)*")
 
 
 @dataclass
@@ -155,6 +156,10 @@ WHEN: dict[str, str] = {
     "connection:frame": "The agent sends a frame to a connection (what the client receives).",
     "connection:close": "A connection closes: by the client or the platform (an eviction), "
     "with code and reason.",
+    "connect": "The SDK's `connect` event: a new connection has been sent its protocol frames; "
+    "next come the agent-tool replay and `on_connect`.",
+    "disconnect": "The SDK's `disconnect` event: a client's close is delivered (code, reason), "
+    "just before `on_close`. A connection that dies with its incarnation has none.",
     # -- the alarm slot ----------------------------------------------------------------------
     "alarm:set": "The agent's alarm slot is set (replace-on-set) to a time.",
     "alarm:deleted": "The alarm slot is cleared, and the time it held.",
@@ -356,6 +361,8 @@ _FAMILY_TITLES = {
     "upstream": "The platform",
     "fault": "The platform",
     "connection": "Connections",
+    "connect": "Connections",
+    "disconnect": "Connections",
     "alarm": "The alarm slot",
     "keep_alive": "keepAlive",
     "schedule": "Schedules",
