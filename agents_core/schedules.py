@@ -133,19 +133,13 @@ class SchedulesSelf(AgentSelf, Protocol):
 
     async def _schedule_next_alarm(self) -> None: ...
 
-    # its own
+    # its own methods, called through self
     def _check_schedule_callback(self, callback: Any) -> None: ...
-
     def _check_schedule_retry(self, retry: Any) -> dict[str, Any] | None: ...
-
     def _warn_schedule_in_on_start(self, when: Any, callback: str, idempotent: Any) -> None: ...
-
     def _schedule_timing(self, when: datetime | int | float | str) -> ScheduleTiming: ...
-
     def _check_interval_seconds(self, interval_seconds: Any) -> None: ...
-
     def _interval_timing(self, interval_seconds: int | float) -> ScheduleTiming: ...
-
     def _list_schedules_for_owner(
         self,
         owner_path_key: str | None,
@@ -154,7 +148,6 @@ class SchedulesSelf(AgentSelf, Protocol):
         type: str | None = None,
         time_range: Mapping[str, datetime | None] | None = None,
     ) -> list[Schedule]: ...
-
     async def _store_schedule(
         self,
         timing: ScheduleTiming,
@@ -164,7 +157,6 @@ class SchedulesSelf(AgentSelf, Protocol):
         retry: Mapping[str, Any] | None,
         idempotent: bool | None,
     ) -> tuple[Schedule, bool]: ...
-
     async def _insert_schedule(
         self,
         timing: ScheduleTiming,
@@ -176,7 +168,6 @@ class SchedulesSelf(AgentSelf, Protocol):
         owner_path: str | Sequence[Mapping[str, str]] | None,
         owner_path_key: str | None,
     ) -> tuple[Schedule, bool]: ...
-
     def _find_matching_schedule(
         self,
         timing: ScheduleTiming,
@@ -184,11 +175,9 @@ class SchedulesSelf(AgentSelf, Protocol):
         payload_json: str | None,
         owner_path_key: str | None,
     ) -> dict[str, Any] | None: ...
-
     async def _cancel_schedule_for_owner(
         self, schedule_id: str, owner_path_key: str | None
     ) -> str | None: ...
-
     def _schedule_owner_key(self) -> str | None: ...
 
 

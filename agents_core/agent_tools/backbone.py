@@ -98,17 +98,12 @@ class BackboneSelf(AgentSelf, Protocol):
     _agent_tool_runs_dispatching: set[str]
 
     def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-
     def _agent_tool_slot_held(self, run_id: str, slot: str) -> bool: ...
-
     def _owes_detached_finish(self) -> bool: ...
-
     def _mark_handled_slots(self, row: dict[str, Any]) -> bool: ...
-
     def _notify_detached_milestones(
         self, row: Mapping[str, Any], milestones: Sequence[Any] | None, *, reconciled: bool = False
     ) -> None: ...
-
     async def _deliver_agent_tool_terminal(
         self,
         run_id: str,
@@ -120,7 +115,6 @@ class BackboneSelf(AgentSelf, Protocol):
         serialize: bool = False,
         defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
     ) -> bool: ...
-
     async def schedule(
         self,
         when: datetime | int | float | str,
@@ -130,9 +124,7 @@ class BackboneSelf(AgentSelf, Protocol):
         retry: Mapping[str, Any] | RetryOptions | None = None,
         idempotent: bool | None = None,
     ) -> Schedule: ...
-
     async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-
     async def _deliver_detached_terminal(
         self,
         run_id: str,
@@ -144,34 +136,23 @@ class BackboneSelf(AgentSelf, Protocol):
         serialize: bool = False,
         from_child: bool = False,
     ) -> bool: ...
-
     def _result_from_agent_tool_row(self, row: dict[str, Any]) -> RunAgentToolResult: ...
-
     async def cancel_schedule(self, id: str) -> bool: ...
-
     async def list_schedules(self, **filters: Any) -> list[Any]: ...
 
-    # its own
+    # its own methods, called through self
     def _close_finish_slot_silently(self, run_id: str) -> bool: ...
-
     async def _serialized_backbone_arm(self, step: Callable[[], Awaitable[None]]) -> None: ...
-
     async def _pending_backbone_ticks(self, excluding: str | None = None) -> list[Any]: ...
-
     async def _schedule_next_backbone_tick(self, index: int, executing: str | None) -> None: ...
-
     async def _redeliver_hard_terminal_row(
         self, row: Mapping[str, Any], inspection: Mapping[str, Any] | None
     ) -> None: ...
-
     async def _give_up_detached_run(
         self, row: Mapping[str, Any], child: Any, reason: str
     ) -> None: ...
-
     async def _close_finish_of_unstarted_run(self, row: Mapping[str, Any]) -> None: ...
-
     async def _reconcile_detached_run(self, run_id: str) -> None: ...
-
     async def _retry_give_up_teardown(self, row: Mapping[str, Any], child: Any) -> None: ...
 
 

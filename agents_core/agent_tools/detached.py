@@ -110,22 +110,15 @@ class DetachedSelf(AgentSelf, Protocol):
     def _notify_detached_milestone(
         self, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
     ) -> None: ...
-
     def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-
     def _close_finish_slot_silently(self, run_id: str) -> bool: ...
-
     async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None: ...
-
     @staticmethod
     def _child_can_tail(child: Any) -> bool: ...
-
     def _notify_detached_milestones(
         self, row: Mapping[str, Any], milestones: Sequence[Any] | None, *, reconciled: bool = False
     ) -> None: ...
-
     def _aborted_by_own_teardown(self, run_id: str, completed_at: int | None) -> bool: ...
-
     async def _deliver_agent_tool_terminal(
         self,
         run_id: str,
@@ -137,11 +130,8 @@ class DetachedSelf(AgentSelf, Protocol):
         serialize: bool = False,
         defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
     ) -> bool: ...
-
     def _give_up_result_from_marker(self, row: Mapping[str, Any]) -> RunAgentToolResult | None: ...
-
     async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-
     async def _forward_agent_tool_stream(
         self,
         child: Any,
@@ -154,11 +144,9 @@ class DetachedSelf(AgentSelf, Protocol):
         idle_ms: float | None = None,
     ) -> ForwardOutcome: ...
 
-    # its own
+    # its own methods, called through self
     def _check_detached_live_count(self) -> None: ...
-
     async def _detached_fast_path(self, cls: type, run_id: str) -> None: ...
-
     async def _deliver_detached_terminal(
         self,
         run_id: str,
@@ -170,7 +158,6 @@ class DetachedSelf(AgentSelf, Protocol):
         serialize: bool = False,
         from_child: bool = False,
     ) -> bool: ...
-
     async def _close_finish_after_own_teardown(self, run_id: str, serialize: bool) -> None: ...
 
 

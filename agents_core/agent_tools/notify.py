@@ -91,11 +91,10 @@ def _lifecycle_of(result: Any) -> Mapping[str, Any]:
 class NotifySelf(AgentSelf, Protocol):
     """What NotifyMixin uses of the agent it is mixed into."""
 
-    # its own
+    # its own methods, called through self
     async def _deliver_detached_milestone(
         self, hook: Any, run: AgentToolRunInfo, milestone: dict[str, Any], mode: str, key: str
     ) -> None: ...
-
     def _notify_detached_milestone(
         self, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
     ) -> None: ...

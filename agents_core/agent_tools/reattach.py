@@ -70,16 +70,12 @@ class ReattachSelf(AgentSelf, Protocol):
         signal: Any = None,
         idle_ms: float | None = None,
     ) -> ForwardOutcome: ...
-
     @staticmethod
     def _child_can_tail(child: Any) -> bool: ...
-
     async def _within(
         self, awaitable: Awaitable[Any], timeout_ms: float | None, signal: Any = None
     ) -> tuple[str, Any]: ...
-
     def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
-
     async def _finish_agent_tool_run(
         self,
         row: dict[str, Any],
@@ -90,15 +86,12 @@ class ReattachSelf(AgentSelf, Protocol):
         serialize: bool = False,
         defer_handlers_to: list[Any] | None = None,
     ) -> bool: ...
-
     async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
 
-    # its own
+    # its own methods, called through self
     @staticmethod
     def _reattach_call_timeout_ms(no_progress_ms: float) -> float: ...
-
     def _agent_tool_reattach_budgets(self) -> tuple[float, float]: ...
-
     async def _reattach_agent_tool_run_to_terminal(
         self,
         child: Any,
@@ -107,25 +100,19 @@ class ReattachSelf(AgentSelf, Protocol):
         no_progress_ms: float,
         max_window_ms: float,
     ) -> ReattachOutcome: ...
-
     async def _teardown_given_up_child(
         self, child: Any, row: dict[str, Any], reason: str | None
     ) -> bool: ...
-
     async def _rebroadcast_stored_chunks(
         self, row: dict[str, Any], child: Any, timeout_ms: float | None
     ) -> int: ...
-
     async def _collect_agent_tool_terminal(
         self, child: Any, row: dict[str, Any], timeout_ms: float | None
     ) -> tuple[RunAgentToolResult, int | None] | None: ...
-
     async def _arm_reattach_ceiling(
         self, ceiling: AbortController, max_window_ms: float, stop: Any
     ) -> None: ...
-
     async def _last_stored_chunk_sequence(self, child: Any, run_id: str) -> int: ...
-
     async def _tail_once(
         self,
         child: Any,

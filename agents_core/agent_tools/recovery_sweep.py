@@ -147,9 +147,7 @@ class RecoverySweepSelf(AgentSelf, Protocol):
     _agent_tool_recovery_total_timeout_ms: int
 
     def _agent_tool_reattach_budgets(self) -> tuple[float, float]: ...
-
     async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-
     async def _reattach_agent_tool_run_to_terminal(
         self,
         child: Any,
@@ -158,24 +156,17 @@ class RecoverySweepSelf(AgentSelf, Protocol):
         no_progress_ms: float,
         max_window_ms: float,
     ) -> ReattachOutcome: ...
-
     async def _teardown_given_up_child(
         self, child: Any, row: dict[str, Any], reason: str | None
     ) -> bool: ...
-
     def _owes_detached_finish(self) -> bool: ...
-
     async def _keep_alive_lease(self, holder: str) -> Callable[[], None]: ...
-
     def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-
     @staticmethod
     def _child_can_tail(child: Any) -> bool: ...
-
     async def _rebroadcast_stored_chunks(
         self, row: dict[str, Any], child: Any, timeout_ms: float | None
     ) -> int: ...
-
     async def _finish_agent_tool_run(
         self,
         row: dict[str, Any],
@@ -186,7 +177,6 @@ class RecoverySweepSelf(AgentSelf, Protocol):
         serialize: bool = False,
         defer_handlers_to: list[Any] | None = None,
     ) -> bool: ...
-
     async def schedule(
         self,
         when: datetime | int | float | str,
@@ -196,20 +186,15 @@ class RecoverySweepSelf(AgentSelf, Protocol):
         retry: Mapping[str, Any] | RetryOptions | None = None,
         idempotent: bool | None = None,
     ) -> Schedule: ...
-
     async def _call_on_error_quietly(self, error: BaseException) -> None: ...
-
     async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None: ...
 
-    # its own
+    # its own methods, called through self
     def _agent_tool_recovery_owed(self) -> dict[str, KeptOutcome | None]: ...
-
     async def _run_scheduled_agent_tool_recovery(self, run_ids: list[str]) -> None: ...
-
     async def _reconcile_agent_tool_runs(
         self, run_ids: list[str], *, child_timeout_ms: float, total_timeout_ms: float
     ) -> None: ...
-
     async def _finalize_recovered_run(
         self,
         row: dict[str, Any],
@@ -219,15 +204,12 @@ class RecoverySweepSelf(AgentSelf, Protocol):
         deferred: list[DeferredHook],
         completed_at: int | None = None,
     ) -> None: ...
-
     async def _finish_recovered_row(
         self, kept: KeptOutcome, deferred: list[DeferredHook]
     ) -> None: ...
-
     async def _finalize_kept_outcomes(
         self, rows: list[dict[str, Any]], deferred: list[DeferredHook]
     ) -> list[dict[str, Any]]: ...
-
     async def _recovery_pass_one(
         self,
         rows: list[dict[str, Any]],
@@ -236,19 +218,13 @@ class RecoverySweepSelf(AgentSelf, Protocol):
         total_timeout_ms: float,
         deferred: list[DeferredHook],
     ) -> list[tuple[dict[str, Any], Any]]: ...
-
     async def _rearm_detached_backbone_after_recovery(self) -> None: ...
-
     async def _arm_agent_tool_recovery_retry(self) -> None: ...
-
     async def _within(
         self, awaitable: Awaitable[Any], timeout_ms: float | None, signal: Any = None
     ) -> tuple[str, Any]: ...
-
     async def _agent_tool_recovery_lease(self) -> Callable[[], None]: ...
-
     async def _inspect_recovered_child(self, row: dict[str, Any]) -> tuple[Any, Any]: ...
-
     async def _recover_by_reattach(
         self, row: dict[str, Any], child: Any, started: int, deferred: list[DeferredHook]
     ) -> None: ...

@@ -93,9 +93,7 @@ class RunsSelf(AgentSelf, Protocol):
     _agent_tool_runs_cleared_in_flight: set[str]
 
     def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
-
     def _parse_detached_option(self, detached: Any) -> DetachedConfig | None: ...
-
     async def _deliver_agent_tool_terminal(
         self,
         run_id: str,
@@ -107,21 +105,15 @@ class RunsSelf(AgentSelf, Protocol):
         serialize: bool = False,
         defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
     ) -> bool: ...
-
     async def _invoke_finish_handlers(
         self, row: dict[str, Any], slot: str, info: AgentToolRunInfo, result: RunAgentToolResult
     ) -> None: ...
-
     def _detached_columns(self, config: DetachedConfig, started_at: int) -> dict[str, Any]: ...
-
     async def _reattach_on_reissue(self, cls: type, row: dict[str, Any]) -> RunAgentToolResult: ...
-
     async def sub_agent(self, cls: type, name: str) -> Any: ...
-
     async def _dispatch_detached_run(
         self, cls: type, run_id: str, agent_type: str, config: DetachedConfig, signal: Any
     ) -> DetachedRunAgentToolResult: ...
-
     async def _forward_agent_tool_stream(
         self,
         child: Any,
@@ -133,15 +125,12 @@ class RunsSelf(AgentSelf, Protocol):
         signal: Any = None,
         idle_ms: float | None = None,
     ) -> ForwardOutcome: ...
-
     async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None: ...
 
-    # its own
+    # its own methods, called through self
     @property
     def max_concurrent_agent_tools(self) -> float | None: ...
-
     def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-
     def _agent_tool_cap_rejection(
         self,
         run_id: str,
@@ -152,7 +141,6 @@ class RunsSelf(AgentSelf, Protocol):
         display: Any,
         config: Any,
     ) -> Any: ...
-
     def _insert_agent_tool_run(
         self,
         run_id: str,
@@ -166,17 +154,13 @@ class RunsSelf(AgentSelf, Protocol):
         status: str = "starting",
         error: str | None = None,
     ) -> None: ...
-
     def _result_from_agent_tool_row(self, row: dict[str, Any]) -> RunAgentToolResult: ...
-
     def _update_agent_tool_terminal(
         self, run_id: str, result: RunAgentToolResult, completed_at: int | None = None
     ) -> bool: ...
-
     async def _await_agent_tool_run(
         self, child: Any, row: dict[str, Any], start: Any, signal: Any
     ) -> RunAgentToolResult: ...
-
     async def _finish_agent_tool_run(
         self,
         row: dict[str, Any],
@@ -187,7 +171,6 @@ class RunsSelf(AgentSelf, Protocol):
         serialize: bool = False,
         defer_handlers_to: list[Any] | None = None,
     ) -> bool: ...
-
     async def _finish_cleared_awaited_run(
         self,
         row: dict[str, Any],
@@ -195,17 +178,12 @@ class RunsSelf(AgentSelf, Protocol):
         sequence: int | None,
         completed_at: int | None,
     ) -> bool: ...
-
     async def _reissue_agent_tool_run(
         self, cls: type, row: dict[str, Any], config: Any
     ) -> RunAgentToolResult | DetachedRunAgentToolResult: ...
-
     async def on_agent_tool_start(self, run: AgentToolRunInfo) -> None: ...
-
     async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-
     async def _cancel_child_quietly(self, child: Any, run_id: str, reason: Any) -> None: ...
-
     async def _finish_awaited(
         self,
         row: dict[str, Any],
@@ -213,11 +191,9 @@ class RunsSelf(AgentSelf, Protocol):
         sequence: int,
         completed_at: int | None = None,
     ) -> RunAgentToolResult: ...
-
     async def _reinspect_completed_run(
         self, cls: type, row: dict[str, Any]
     ) -> RunAgentToolResult: ...
-
     def _drop_unarmed_agent_tool_run(self, run_id: str) -> None: ...
 
 

@@ -120,7 +120,7 @@ class MessageBuilder:
 class MessagesSelf(AgentSelf, Protocol):
     """What MessagesMixin uses of the agent it is mixed into."""
 
-    # its own
+    # its own methods, called through self
     def _message_rows(self) -> list[dict[str, Any]]: ...
 
 

@@ -72,16 +72,13 @@ class ProgressSelf(AgentSelf, Protocol):
     _agent_tool_request_runs: dict[str, str | None]
 
     def _active_agent_tool_run(self) -> tuple[str | None, str | None]: ...
-
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
-
     def _publish_turn_chunk(
         self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
     ) -> None: ...
-
     def _append_stream_chunk(self, stream_id: str, body: str) -> int: ...
 
-    # its own
+    # its own methods, called through self
     def _report_agent_tool_progress(
         self,
         run_id: str,
@@ -93,7 +90,6 @@ class ProgressSelf(AgentSelf, Protocol):
         data: Any = None,
         persist: bool = False,
     ) -> str: ...
-
     def _emit_progress(
         self,
         run_id: str,
@@ -103,15 +99,11 @@ class ProgressSelf(AgentSelf, Protocol):
         persist: bool,
         now: int,
     ) -> None: ...
-
     def _flush_pending_progress(self, run_id: str) -> None: ...
-
     def _emit_milestone(
         self, run_id: str, request_id: str, name: str, fields: dict[str, Any], data: Any, now: int
     ) -> None: ...
-
     def _drop_milestone_row(self, run_id: str, sequence: int) -> None: ...
-
     async def _flush_progress_later(self, run_id: str) -> None: ...
 
 
