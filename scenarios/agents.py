@@ -197,6 +197,7 @@ def _signature(cls: type, method: str) -> tuple[inspect.Signature | None, bool]:
     read once per class and method (a long scenario calls the same few thousands of times)."""
     function = getattr(cls, method, None)
     try:
+        # None (no such attribute) makes inspect.signature raise TypeError, handled below.
         signature = inspect.signature(function)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None, False

@@ -211,6 +211,7 @@ class StepRunner:
             )
             return False
         if error is None and getattr(step, "checks_return", False):
+            # Only call steps have checks_return, and they have returns beside it.
             wanted = step.returns  # type: ignore[union-attr]
             if not json_equal(value, wanted):
                 self.fail(step, f"{what} returned {show(value)}, expected {show(wanted)}")

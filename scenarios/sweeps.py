@@ -150,6 +150,7 @@ class _Shipped:
     def of(cls, result: ScenarioResult, keep_records: bool) -> _Shipped:
         records = tuple(result.trace.records) if keep_records else ()
         # No `Trace` travels (it holds a running hash): `landed` builds a fresh one.
+        # trace=None only in transit: `landed` gives the result a fresh Trace before any use.
         bare = dataclasses.replace(result, trace=None, statements=(), reorderings=())  # type: ignore[arg-type]
         return cls(bare, records)
 

@@ -315,6 +315,7 @@ class Simulation:
     ) -> StorageFault:
         """The next statement of agent code matching `match` (after `skip` of them) fails:
         `error` raises a storage error, `crash` kills the process between two statements."""
+        # `kind` is any text here: StorageFault refuses one outside FAULT_KINDS at run time.
         fault = StorageFault(kind=kind, match=match, skip=skip, count=count)  # type: ignore[arg-type]
         record = self._record(agent)
         record.storage.arm(fault)
@@ -337,6 +338,7 @@ class Simulation:
         """`arm_storage_fault` for a sub-agent that does not exist yet: the sub-agent named
         `names` below `parent` (of class `class_name`, or any) gets the fault when it is
         created."""
+        # `kind` is any text here: StorageFault refuses one outside FAULT_KINDS at run time.
         fault = StorageFault(kind=kind, match=match, skip=skip, count=count)  # type: ignore[arg-type]
         record = self._record(parent)
         path = "/".join((record.path, *names))

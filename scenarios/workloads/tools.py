@@ -124,6 +124,7 @@ class _ToolsMixin:
             self.sql(_CALLS_DDL)
 
     async def on_start(self: Any) -> None:
+        # The agent class this is mixed into (before it) defines on_start.
         await super().on_start()  # type: ignore[misc]
         if self.start_on != "on_start":
             return
