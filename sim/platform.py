@@ -197,6 +197,7 @@ class Platform:
         )
         record.incarnation = incarnation
         if record.parent is not None:
+            # The parent's incarnation is the live one `live_incarnation` gave just above.
             record.parent.incarnation.facets[record.path] = incarnation  # type: ignore[union-attr]
         self.platform_event(record, "incarnation:start", trigger=trigger)
         if trigger == "alarm":
