@@ -21,22 +21,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.ledger import DETACHED_DELIVERY_LEASE_MS
 from agents_core.agent_tools.registry import HARD_TERMINAL, RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.stored_names import DETACHED_RECONCILE_CALLBACK
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from datetime import datetime
-
-    from agents_core.host import Deferred
-    from agents_core.options import RetryOptions
-    from agents_core.schedules import Schedule
 
 __all__ = [
     "BackboneMixin",
@@ -91,74 +83,9 @@ def detached_budget_exceeded(
     return None
 
 
-class BackboneSelf(AgentSelf, Protocol):
-    """What BackboneMixin uses of the agent it is mixed into."""
-
-    _detached_arm_chain: Deferred[Any]
-    _agent_tool_runs_dispatching: set[str]
-
-    def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-    def _agent_tool_slot_held(self, run_id: str, slot: str) -> bool: ...
-    def _owes_detached_finish(self) -> bool: ...
-    def _mark_handled_slots(self, row: dict[str, Any]) -> bool: ...
-    def _notify_detached_milestones(
-        self, row: Mapping[str, Any], milestones: Sequence[Any] | None, *, reconciled: bool = False
-    ) -> None: ...
-    async def _deliver_agent_tool_terminal(
-        self,
-        run_id: str,
-        slot: str,
-        result: RunAgentToolResult,
-        *,
-        sequence: int | None = None,
-        completed_at: int | None = None,
-        serialize: bool = False,
-        defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
-    ) -> bool: ...
-    async def schedule(
-        self,
-        when: datetime | int | float | str,
-        callback: str,
-        payload: Any = None,
-        *,
-        retry: Mapping[str, Any] | RetryOptions | None = None,
-        idempotent: bool | None = None,
-    ) -> Schedule: ...
-    async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-    async def _deliver_detached_terminal(
-        self,
-        run_id: str,
-        slot: str,
-        result: RunAgentToolResult,
-        *,
-        sequence: int | None = None,
-        completed_at: int | None = None,
-        serialize: bool = False,
-        from_child: bool = False,
-    ) -> bool: ...
-    def _result_from_agent_tool_row(self, row: dict[str, Any]) -> RunAgentToolResult: ...
-    async def cancel_schedule(self, id: str) -> bool: ...
-    async def list_schedules(self, **filters: Any) -> list[Any]: ...
-
-    # its own methods, called through self
-    def _close_finish_slot_silently(self, run_id: str) -> bool: ...
-    async def _serialized_backbone_arm(self, step: Callable[[], Awaitable[None]]) -> None: ...
-    async def _pending_backbone_ticks(self, excluding: str | None = None) -> list[Any]: ...
-    async def _schedule_next_backbone_tick(self, index: int, executing: str | None) -> None: ...
-    async def _redeliver_hard_terminal_row(
-        self, row: Mapping[str, Any], inspection: Mapping[str, Any] | None
-    ) -> None: ...
-    async def _give_up_detached_run(
-        self, row: Mapping[str, Any], child: Any, reason: str
-    ) -> None: ...
-    async def _close_finish_of_unstarted_run(self, row: Mapping[str, Any]) -> None: ...
-    async def _reconcile_detached_run(self, run_id: str) -> None: ...
-    async def _retry_give_up_teardown(self, row: Mapping[str, Any], child: Any) -> None: ...
-
-
 class BackboneMixin:
     # -- arming -----------------------------------------------------------------------------
-    async def _arm_detached_backbone(self: BackboneSelf, *, reset_cadence: bool) -> None:
+    async def _arm_detached_backbone(self: AgentToolsSelf, *, reset_cadence: bool) -> None:
         """Make sure a tick is pending: with `reset_cadence` (a fresh dispatch) replace whatever
         is there by one at 5 s; without it keep the first pending row (drop any extras) or
         create one at 5 s."""
@@ -180,7 +107,7 @@ class BackboneMixin:
         await self._serialized_backbone_arm(arm)
 
     async def _serialized_backbone_arm(
-        self: BackboneSelf, step: Callable[[], Awaitable[None]]
+        self: AgentToolsSelf, step: Callable[[], Awaitable[None]]
     ) -> None:
         previous = getattr(self, "_detached_arm_chain", None)
         mine = self.host.tasks.deferred()
@@ -193,7 +120,7 @@ class BackboneMixin:
             mine.resolve(None)
 
     async def _pending_backbone_ticks(
-        self: BackboneSelf, excluding: str | None = None
+        self: AgentToolsSelf, excluding: str | None = None
     ) -> list[Any]:
         return [
             s
@@ -203,7 +130,7 @@ class BackboneMixin:
 
     # -- the tick ---------------------------------------------------------------------------
     async def _cf_detached_reconcile_tick(
-        self: BackboneSelf, payload: Any, row: Mapping[str, Any] | None = None
+        self: AgentToolsSelf, payload: Any, row: Mapping[str, Any] | None = None
     ) -> None:
         """One reconcile pass over the detached runs whose finish is undelivered, then the next
         tick if any is still outstanding. A throwing `on_finish` ends the pass and is re-raised
@@ -226,7 +153,7 @@ class BackboneMixin:
             await self._schedule_next_backbone_tick(index, executing)
 
     async def _schedule_next_backbone_tick(
-        self: BackboneSelf, index: int, executing: str | None
+        self: AgentToolsSelf, index: int, executing: str | None
     ) -> None:
         if not self._owes_detached_finish():
             return
@@ -244,7 +171,7 @@ class BackboneMixin:
 
         await self._serialized_backbone_arm(reschedule)
 
-    async def _reconcile_detached_run(self: BackboneSelf, run_id: str) -> None:
+    async def _reconcile_detached_run(self: AgentToolsSelf, run_id: str) -> None:
         row = self._read_agent_tool_run(run_id)
         if row is not None and self._mark_handled_slots(row):
             # A slot whose handlers ran here and whose mark failed owes only that mark.
@@ -295,7 +222,7 @@ class BackboneMixin:
             await self._close_finish_of_unstarted_run(row)
 
     async def _redeliver_hard_terminal_row(
-        self: BackboneSelf, row: Mapping[str, Any], inspection: Mapping[str, Any] | None
+        self: AgentToolsSelf, row: Mapping[str, Any], inspection: Mapping[str, Any] | None
     ) -> None:
         """The row is hard terminal, so immutable, and its finish slot was claimed by the path
         that wrote it (a cancel, the fast path, an earlier tick). If that delivery's handler
@@ -318,7 +245,7 @@ class BackboneMixin:
             if inspection is None or inspection.get("status") not in HARD_TERMINAL:
                 probe(self.host, "agent_tool.finish_redelivered_from_row")
 
-    async def _close_finish_of_unstarted_run(self: BackboneSelf, row: Mapping[str, Any]) -> None:
+    async def _close_finish_of_unstarted_run(self: AgentToolsSelf, row: Mapping[str, Any]) -> None:
         """A given-up run whose child answered that it has no record of it, and whose start no
         dispatch of this incarnation has in flight, can never produce a result: the child start
         died with an earlier incarnation or failed. Its finish slot is closed silently, as the
@@ -338,7 +265,7 @@ class BackboneMixin:
                 "nothing more is delivered",
             )
 
-    def _close_finish_slot_silently(self: BackboneSelf, run_id: str) -> bool:
+    def _close_finish_slot_silently(self: AgentToolsSelf, run_id: str) -> bool:
         """Mark the finish slot delivered with no frame and no hook, unless a delivery of this
         incarnation holds it or another holds a claim within its lease; True if closed."""
         if self._agent_tool_slot_held(run_id, "finish"):
@@ -356,7 +283,7 @@ class BackboneMixin:
 
     # -- give-up (§4.6) ---------------------------------------------------------------------
     async def _give_up_detached_run(
-        self: BackboneSelf, row: Mapping[str, Any], child: Any, reason: str
+        self: AgentToolsSelf, row: Mapping[str, Any], child: Any, reason: str
     ) -> None:
         """Cancel the child, then deliver `interrupted`/`reason` through the `give_up` slot."""
         run_id = row["run_id"]
@@ -399,7 +326,7 @@ class BackboneMixin:
         await self._deliver_agent_tool_terminal(run_id, "give_up", result, serialize=True)
 
     async def _retry_give_up_teardown(
-        self: BackboneSelf, row: Mapping[str, Any], child: Any
+        self: AgentToolsSelf, row: Mapping[str, Any], child: Any
     ) -> None:
         """B4: the give-up could not cancel the child (childStillRunning true was delivered), the
         child still runs and the budget is still exceeded: cancel it again. Its abort is the
@@ -420,7 +347,7 @@ class BackboneMixin:
         probe(self.host, "agent_tool.give_up_teardown_retried")
 
     def _give_up_result_from_marker(
-        self: BackboneSelf, row: Mapping[str, Any]
+        self: AgentToolsSelf, row: Mapping[str, Any]
     ) -> RunAgentToolResult | None:
         marker = self.host.kv.get(f"{TEARDOWN_MARKER_PREFIX}{row['run_id']}")
         if not isinstance(marker, Mapping) or marker.get("reason") not in GIVE_UP:
@@ -435,7 +362,9 @@ class BackboneMixin:
             child_still_running=False,
         )
 
-    def _aborted_by_own_teardown(self: BackboneSelf, run_id: str, completed_at: int | None) -> bool:
+    def _aborted_by_own_teardown(
+        self: AgentToolsSelf, run_id: str, completed_at: int | None
+    ) -> bool:
         """True when the parent's give-up cancelled this child and the child's abort is not
         older than that cancel."""
         marker = self.host.kv.get(f"{TEARDOWN_MARKER_PREFIX}{run_id}")

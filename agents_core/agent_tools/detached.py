@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.backbone import BackboneMixin
 from agents_core.agent_tools.notify import NotifyMixin
@@ -25,16 +25,11 @@ from agents_core.agent_tools.registry import (
     RunAgentToolResult,
 )
 from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.errors import InvalidArgument
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.stored_names import DETACHED_NOTIFY_CALLBACK, callback_method
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
-
-    from agents_core.agent_tools.forward import ForwardOutcome
 
 __all__ = ["DETACHED_LIVE_COUNT_WARN_THRESHOLD", "DetachedConfig", "DetachedMixin"]
 
@@ -102,68 +97,9 @@ def _milestones(raw: Any) -> dict[str, Any] | None:
     return {"names": list(names), "mode": mode} if names else None
 
 
-class DetachedSelf(AgentSelf, Protocol):
-    """What DetachedMixin uses of the agent it is mixed into."""
-
-    _detached_live_count_warned: bool
-
-    def _notify_detached_milestone(
-        self, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
-    ) -> None: ...
-    def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-    def _close_finish_slot_silently(self, run_id: str) -> bool: ...
-    async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None: ...
-    @staticmethod
-    def _child_can_tail(child: Any) -> bool: ...
-    def _notify_detached_milestones(
-        self, row: Mapping[str, Any], milestones: Sequence[Any] | None, *, reconciled: bool = False
-    ) -> None: ...
-    def _aborted_by_own_teardown(self, run_id: str, completed_at: int | None) -> bool: ...
-    async def _deliver_agent_tool_terminal(
-        self,
-        run_id: str,
-        slot: str,
-        result: RunAgentToolResult,
-        *,
-        sequence: int | None = None,
-        completed_at: int | None = None,
-        serialize: bool = False,
-        defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
-    ) -> bool: ...
-    def _give_up_result_from_marker(self, row: Mapping[str, Any]) -> RunAgentToolResult | None: ...
-    async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-    async def _forward_agent_tool_stream(
-        self,
-        child: Any,
-        run_id: str,
-        parent_tool_call_id: str | None,
-        sequence: int,
-        *,
-        after_sequence: int = -1,
-        signal: Any = None,
-        idle_ms: float | None = None,
-    ) -> ForwardOutcome: ...
-
-    # its own methods, called through self
-    def _check_detached_live_count(self) -> None: ...
-    async def _detached_fast_path(self, cls: type, run_id: str) -> None: ...
-    async def _deliver_detached_terminal(
-        self,
-        run_id: str,
-        slot: str,
-        result: RunAgentToolResult,
-        *,
-        sequence: int | None = None,
-        completed_at: int | None = None,
-        serialize: bool = False,
-        from_child: bool = False,
-    ) -> bool: ...
-    async def _close_finish_after_own_teardown(self, run_id: str, serialize: bool) -> None: ...
-
-
 class DetachedMixin(BackboneMixin, NotifyMixin):
     # -- the option (§4.2) ------------------------------------------------------------------
-    def _parse_detached_option(self: DetachedSelf, detached: Any) -> DetachedConfig | None:
+    def _parse_detached_option(self: AgentToolsSelf, detached: Any) -> DetachedConfig | None:
         """None for an awaited run (None or False); True or any mapping, even an empty one (a
         JavaScript object is truthy), is detached. Raises before any row is written when
         `on_finish` does not name a method of this agent."""
@@ -215,7 +151,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
         )
 
     def _detached_columns(
-        self: DetachedSelf, config: DetachedConfig, started_at: int
+        self: AgentToolsSelf, config: DetachedConfig, started_at: int
     ) -> dict[str, Any]:
         max_budget = config.max_budget_ms
         if max_budget is None:
@@ -240,7 +176,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
 
     # -- dispatch (§4.1) --------------------------------------------------------------------
     async def _dispatch_detached_run(
-        self: DetachedSelf,
+        self: AgentToolsSelf,
         cls: type,
         run_id: str,
         agent_type: str,
@@ -259,7 +195,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
         self.host.tasks.wait_until(self._detached_fast_path(cls, run_id))
         return DetachedRunAgentToolResult(run_id, agent_type, "running")
 
-    def _check_detached_live_count(self: DetachedSelf) -> None:
+    def _check_detached_live_count(self: AgentToolsSelf) -> None:
         """Warn once when live detached runs reach 50; re-armed when they fall below."""
         live = self.sql(
             "SELECT count(*) AS n FROM cf_agent_tool_runs WHERE detached = 1 "
@@ -283,7 +219,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
             "they finish: make sure they complete or are cancelled.",
         )
 
-    async def _detached_fast_path(self: DetachedSelf, cls: type, run_id: str) -> None:
+    async def _detached_fast_path(self: AgentToolsSelf, cls: type, run_id: str) -> None:
         """Forward the child's stream while this isolate lives and deliver its terminal; best
         effort, every failure is left to the backbone."""
         try:
@@ -316,7 +252,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
             return
 
     def _on_forwarded_milestone(
-        self: DetachedSelf, row: dict[str, Any], data: dict[str, Any]
+        self: AgentToolsSelf, row: dict[str, Any], data: dict[str, Any]
     ) -> None:
         """A milestone forwarded live (awaited, fast path or re-attach)."""
         if not isinstance(data.get("name"), str):
@@ -333,7 +269,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
 
     # -- delivery ---------------------------------------------------------------------------
     async def _deliver_detached_terminal(
-        self: DetachedSelf,
+        self: AgentToolsSelf,
         run_id: str,
         slot: str,
         result: RunAgentToolResult,
@@ -358,7 +294,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
         )
 
     async def _close_finish_after_own_teardown(
-        self: DetachedSelf, run_id: str, serialize: bool
+        self: AgentToolsSelf, run_id: str, serialize: bool
     ) -> None:
         # S7: the give-up was the delivery; the abort it caused closes the finish slot silently
         # (no frame, no hook) and the row stays `interrupted`.
@@ -384,7 +320,7 @@ class DetachedMixin(BackboneMixin, NotifyMixin):
             )
 
     # -- cancel (§4.7) ----------------------------------------------------------------------
-    async def cancel_agent_tool(self: DetachedSelf, run_id: str, reason: Any = None) -> None:
+    async def cancel_agent_tool(self: AgentToolsSelf, run_id: str, reason: Any = None) -> None:
         """Cancel a run's child. A detached run is delivered `aborted` (its `on_finish` fires);
         an awaited one is finished by its awaiting call. Idempotent: an unknown or hard-terminal
         run is left alone."""

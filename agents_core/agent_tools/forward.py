@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.frames import chunk_event, frame
 from agents_core.agent_tools.registry import AgentToolRunInfo
-from agents_core.self_types import AgentSelf
+from agents_core.agent_tools.self_type import AgentToolsSelf
 
 __all__ = ["ForwardOutcome", "ForwardingMixin"]
 
@@ -37,25 +37,9 @@ async def _tagged(tag: str, awaitable: Any) -> tuple[str, Any]:
     return tag, await awaitable
 
 
-class ForwardingSelf(AgentSelf, Protocol):
-    """What ForwardingMixin uses of the agent it is mixed into."""
-
-    def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-    def _on_forwarded_milestone(self, row: dict[str, Any], data: dict[str, Any]) -> None: ...
-    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
-
-    # its own methods, called through self
-    async def _close_tail_quietly(self, child: Any, tail_id: str) -> None: ...
-    async def _call_on_progress(self, info: AgentToolRunInfo, snapshot: dict[str, Any]) -> None: ...
-    async def _close_tail_once_open(self, child: Any, opening: Any) -> None: ...
-    async def on_progress(self, run: AgentToolRunInfo, snapshot: dict[str, Any]) -> None: ...
-    def _observe_forwarded_progress(self, run_id: str, body: str) -> None: ...
-    def _on_agent_tool_stream_progress(self) -> None: ...
-
-
 class ForwardingMixin:
     async def _forward_agent_tool_stream(
-        self: ForwardingSelf,
+        self: AgentToolsSelf,
         child: Any,
         run_id: str,
         parent_tool_call_id: str | None,
@@ -125,7 +109,7 @@ class ForwardingMixin:
         finally:
             host.tasks.wait_until(self._close_tail_quietly(child, tail_id))
 
-    async def _close_tail_once_open(self: ForwardingSelf, child: Any, opening: Any) -> None:
+    async def _close_tail_once_open(self: AgentToolsSelf, child: Any, opening: Any) -> None:
         """A tail whose open lost the race: close it if it ever opens."""
         try:
             _, tail_id = await opening
@@ -133,17 +117,17 @@ class ForwardingMixin:
             return
         await self._close_tail_quietly(child, tail_id)
 
-    async def _close_tail_quietly(self: ForwardingSelf, child: Any, tail_id: str) -> None:
+    async def _close_tail_quietly(self: AgentToolsSelf, child: Any, tail_id: str) -> None:
         try:
             await child.call("close_agent_tool_tail", tail_id)
         except Exception:  # noqa: BLE001 - closing only detaches; a dead child has nothing to detach
             return
 
-    def _on_agent_tool_stream_progress(self: ForwardingSelf) -> None:
+    def _on_agent_tool_stream_progress(self: AgentToolsSelf) -> None:
         """Chat-host parents credit their own recovery progress here; plain agents do nothing."""
 
     # -- progress observation (§5.5) ---------------------------------------------------------
-    def _observe_forwarded_progress(self: ForwardingSelf, run_id: str, body: str) -> None:
+    def _observe_forwarded_progress(self: AgentToolsSelf, run_id: str, body: str) -> None:
         try:
             chunk = json.loads(body)
         except ValueError:
@@ -177,7 +161,7 @@ class ForwardingMixin:
             self._on_forwarded_milestone(row, data)
 
     async def _call_on_progress(
-        self: ForwardingSelf, info: AgentToolRunInfo, snapshot: dict[str, Any]
+        self: AgentToolsSelf, info: AgentToolRunInfo, snapshot: dict[str, Any]
     ) -> None:
         try:
             await self.on_progress(info, snapshot)
@@ -185,7 +169,7 @@ class ForwardingMixin:
             self._log("warn", f"on_progress failed for run {info.run_id}: {exc}")
 
     async def on_progress(
-        self: ForwardingSelf, run: AgentToolRunInfo, snapshot: dict[str, Any]
+        self: AgentToolsSelf, run: AgentToolRunInfo, snapshot: dict[str, Any]
     ) -> None:
         """A forwarded progress or milestone of one of this agent's runs (best effort: live only,
         not re-fired after an eviction; use `inspect_agent_tool_run` for the durable state)."""

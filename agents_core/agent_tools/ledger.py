@@ -30,20 +30,13 @@ the backbone; for awaited runs a slot left claimed by a dead incarnation is re-d
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.frames import frame, terminal_event
 from agents_core.agent_tools.registry import AgentToolRunInfo, RunAgentToolResult
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.stored_names import AWAITED_REDELIVERY_CALLBACK, callback_method
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from datetime import datetime
-
-    from agents_core.options import RetryOptions
-    from agents_core.schedules import Schedule
 
 __all__ = ["DETACHED_DELIVERY_LEASE_MS", "HANDLED_MARK_RETRY_MS", "LedgerMixin", "SLOTS"]
 
@@ -53,67 +46,8 @@ HANDLED_MARK_RETRY_MS = 1_000
 SLOTS = ("finish", "give_up")
 
 
-class LedgerSelf(AgentSelf, Protocol):
-    """What LedgerMixin uses of the agent it is mixed into."""
-
-    _agent_tool_claims_held: dict[tuple[str, str], int]
-    _agent_tool_claims_failed: set[tuple[str, str, int]]
-    _agent_tool_claims_handled: set[tuple[str, str, int]]
-    _agent_tool_runs_dispatching: set[str]
-    _agent_tool_runs_cleared_in_flight: set[str]
-
-    def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-    def _update_agent_tool_terminal(
-        self, run_id: str, result: RunAgentToolResult, completed_at: int | None = None
-    ) -> bool: ...
-    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
-    async def schedule(
-        self,
-        when: datetime | int | float | str,
-        callback: str,
-        payload: Any = None,
-        *,
-        retry: Mapping[str, Any] | RetryOptions | None = None,
-        idempotent: bool | None = None,
-    ) -> Schedule: ...
-    def _result_from_agent_tool_row(self, row: dict[str, Any]) -> RunAgentToolResult: ...
-    def on_error(self, error: BaseException) -> Any: ...
-    async def _schedule_next_alarm(self) -> None: ...
-    async def on_agent_tool_finish(self, run: AgentToolRunInfo, result: Any) -> None: ...
-    async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None: ...
-
-    # its own methods, called through self
-    def _agent_tool_slot_held(self, run_id: str, slot: str) -> bool: ...
-    def _mark_handled_slot(self, row: dict[str, Any], slot: str) -> bool: ...
-    def _note_reclaimed_slot(self, row: dict[str, Any], slot: str) -> None: ...
-    def _write_delivered_mark(self, run_id: str, slot: str, status: str) -> None: ...
-    def _owes_detached_finish(self) -> bool: ...
-    def _claimed_undelivered_awaited_rows(self) -> list[dict[str, Any]]: ...
-    async def _schedule_awaited_redelivery(
-        self, rows: list[dict[str, Any]], *, idempotent: bool
-    ) -> None: ...
-    def _release_unused_claim(self, run_id: str, slot: str, claimed_at: int) -> None: ...
-    async def _invoke_finish_handlers(
-        self, row: dict[str, Any], slot: str, info: AgentToolRunInfo, result: RunAgentToolResult
-    ) -> None: ...
-    async def _run_serialized_delivery(self, invoke: Any) -> None: ...
-    async def _deliver_agent_tool_terminal(
-        self,
-        run_id: str,
-        slot: str,
-        result: RunAgentToolResult,
-        *,
-        sequence: int | None = None,
-        completed_at: int | None = None,
-        serialize: bool = False,
-        defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
-    ) -> bool: ...
-    async def _call_on_error_quietly(self, error: BaseException) -> None: ...
-    async def _arm_handled_mark_retry(self) -> bool: ...
-
-
 class LedgerMixin:
-    def _init_agent_tool_ledger(self: LedgerSelf) -> None:
+    def _init_agent_tool_ledger(self: AgentToolsSelf) -> None:
         # In memory, so gone with the incarnation: (run id, slot) -> claim time of every claim
         # whose delivery this incarnation has not finished yet, and the claims whose handlers
         # threw here (released for a redelivery once their lease expires).
@@ -129,7 +63,7 @@ class LedgerMixin:
         # call still ends with its frame and hook, once, with no row to deliver through.
         self._agent_tool_runs_cleared_in_flight: set[str] = set()
 
-    def _agent_tool_slot_held(self: LedgerSelf, run_id: str, slot: str) -> bool:
+    def _agent_tool_slot_held(self: AgentToolsSelf, run_id: str, slot: str) -> bool:
         """Whether a delivery of this incarnation holds the slot's claim and has not finished:
         no other path may claim it, however old the claim (its holder is alive)."""
         claimed_at = self._agent_tool_claims_held.get((run_id, slot))
@@ -140,7 +74,7 @@ class LedgerMixin:
         return True
 
     async def _deliver_agent_tool_terminal(
-        self: LedgerSelf,
+        self: AgentToolsSelf,
         run_id: str,
         slot: str,
         result: RunAgentToolResult,
@@ -236,7 +170,7 @@ class LedgerMixin:
             await release_after(complete)
         return True
 
-    def _write_delivered_mark(self: LedgerSelf, run_id: str, slot: str, status: str) -> None:
+    def _write_delivered_mark(self: AgentToolsSelf, run_id: str, slot: str, status: str) -> None:
         self.sql(
             f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",
             self.host.clock.now_ms(),
@@ -244,7 +178,7 @@ class LedgerMixin:
         )
         self.host.trace.emit("hook:delivered", runId=run_id, slot=slot, status=status)
 
-    def _mark_handled_slot(self: LedgerSelf, row: dict[str, Any], slot: str) -> bool:
+    def _mark_handled_slot(self: AgentToolsSelf, row: dict[str, Any], slot: str) -> bool:
         """If this incarnation ran the slot's handlers for its current claim and only the
         delivered mark failed, write the mark now (no hook); True when the slot was such."""
         handled = (row["run_id"], slot, row[f"{slot}_claimed_at"])
@@ -258,11 +192,11 @@ class LedgerMixin:
         probe(self.host, "ledger.handled_slot_marked")
         return True
 
-    def _mark_handled_slots(self: LedgerSelf, row: dict[str, Any]) -> bool:
+    def _mark_handled_slots(self: AgentToolsSelf, row: dict[str, Any]) -> bool:
         """`_mark_handled_slot` for both slots; True if any mark was written."""
         return any([self._mark_handled_slot(row, slot) for slot in SLOTS])
 
-    async def _arm_handled_mark_retry(self: LedgerSelf) -> bool:
+    async def _arm_handled_mark_retry(self: AgentToolsSelf) -> bool:
         """Schedule `_cf_redeliver_agent_tool_hooks` soon, for an awaited slot whose mark
         failed; False if that failed too (the next startup then redelivers the slot)."""
         try:
@@ -274,7 +208,9 @@ class LedgerMixin:
             return False
         return True
 
-    def _release_unused_claim(self: LedgerSelf, run_id: str, slot: str, claimed_at: int) -> None:
+    def _release_unused_claim(
+        self: AgentToolsSelf, run_id: str, slot: str, claimed_at: int
+    ) -> None:
         """Undo a claim whose delivery failed before any handler ran; if even that write fails,
         the claim stays and is taken again once its lease expires, like a throwing handler's."""
         try:
@@ -287,7 +223,7 @@ class LedgerMixin:
         except Exception:  # noqa: BLE001 - the lease still frees it
             self._agent_tool_claims_failed.add((run_id, slot, claimed_at))
 
-    def _note_reclaimed_slot(self: LedgerSelf, row: dict[str, Any], slot: str) -> None:
+    def _note_reclaimed_slot(self: AgentToolsSelf, row: dict[str, Any], slot: str) -> None:
         """This claim took over an expired one (read from `row`, before the claim): mark who
         had left it, a handler that threw here, or an incarnation that died between its claim
         and its delivered mark (the at-least-once redelivery across a crash)."""
@@ -304,7 +240,7 @@ class LedgerMixin:
                 probe(self.host, "agent_tool.detached_finish_redelivered")
 
     # -- at least once across a crash, for awaited runs (S8) ------------------------------------
-    def _claimed_undelivered_awaited_rows(self: LedgerSelf) -> list[dict[str, Any]]:
+    def _claimed_undelivered_awaited_rows(self: AgentToolsSelf) -> list[dict[str, Any]]:
         return self.sql(
             "SELECT * FROM cf_agent_tool_runs WHERE detached = 0 AND ("
             "(finish_claimed_at IS NOT NULL AND finish_delivered_at IS NULL) OR "
@@ -312,7 +248,7 @@ class LedgerMixin:
             "ORDER BY started_at, rowid"
         )
 
-    def _owes_detached_finish(self: LedgerSelf) -> bool:
+    def _owes_detached_finish(self: AgentToolsSelf) -> bool:
         """Whether any detached run has not had its finish delivered yet."""
         return bool(
             self.sql(
@@ -321,7 +257,9 @@ class LedgerMixin:
             )
         )
 
-    async def _arm_agent_tool_hook_redelivery(self: LedgerSelf, *, sweeping: bool = False) -> None:
+    async def _arm_agent_tool_hook_redelivery(
+        self: AgentToolsSelf, *, sweeping: bool = False
+    ) -> None:
         """At startup: if an awaited run's hook was claimed by an incarnation that died before
         it was marked delivered, schedule its redelivery for when the claim's lease expires; if
         a detached run still owes its finish, make sure the backbone tick exists and the alarm
@@ -340,7 +278,7 @@ class LedgerMixin:
         await self._schedule_awaited_redelivery(rows, idempotent=True)
 
     async def _schedule_awaited_redelivery(
-        self: LedgerSelf, rows: list[dict[str, Any]], *, idempotent: bool
+        self: AgentToolsSelf, rows: list[dict[str, Any]], *, idempotent: bool
     ) -> None:
         """One `_cf_redeliver_agent_tool_hooks` call for when the oldest of these claims
         leaves its lease (or soon, for a claim that owes only its delivered mark)."""
@@ -362,7 +300,7 @@ class LedgerMixin:
         await self.schedule(delay_s, AWAITED_REDELIVERY_CALLBACK, None, idempotent=idempotent)
 
     async def _cf_redeliver_agent_tool_hooks(
-        self: LedgerSelf, payload: Any = None, row: Any = None
+        self: AgentToolsSelf, payload: Any = None, row: Any = None
     ) -> None:
         """Schedule callback: deliver every awaited slot whose claim has expired, from the row;
         re-arm for claims still within their lease."""
@@ -395,7 +333,7 @@ class LedgerMixin:
             await self._schedule_awaited_redelivery(remaining, idempotent=False)
 
     async def _invoke_finish_handlers(
-        self: LedgerSelf,
+        self: AgentToolsSelf,
         row: dict[str, Any],
         slot: str,
         info: AgentToolRunInfo,
@@ -431,7 +369,7 @@ class LedgerMixin:
             await self._call_on_error_quietly(exc)
             raise
 
-    async def _call_on_error_quietly(self: LedgerSelf, error: BaseException) -> None:
+    async def _call_on_error_quietly(self: AgentToolsSelf, error: BaseException) -> None:
         try:
             outcome = self.on_error(error)
             if hasattr(outcome, "__await__"):
@@ -439,6 +377,6 @@ class LedgerMixin:
         except Exception:  # noqa: BLE001 - on_error's own failure is swallowed
             return
 
-    async def _run_serialized_delivery(self: LedgerSelf, invoke: Any) -> None:
+    async def _run_serialized_delivery(self: AgentToolsSelf, invoke: Any) -> None:
         """Chat hosts run serialized deliveries between turns; a plain agent runs them inline."""
         await invoke()

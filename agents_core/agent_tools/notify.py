@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.registry import AgentToolRunInfo
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.stored_names import DETACHED_NOTIFY_CALLBACK
 
 __all__ = [
@@ -88,20 +88,8 @@ def _lifecycle_of(result: Any) -> Mapping[str, Any]:
     return lifecycle() if callable(lifecycle) else result
 
 
-class NotifySelf(AgentSelf, Protocol):
-    """What NotifyMixin uses of the agent it is mixed into."""
-
-    # its own methods, called through self
-    async def _deliver_detached_milestone(
-        self, hook: Any, run: AgentToolRunInfo, milestone: dict[str, Any], mode: str, key: str
-    ) -> None: ...
-    def _notify_detached_milestone(
-        self, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
-    ) -> None: ...
-
-
 class NotifyMixin:
-    def format_detached_completion(self: NotifySelf, run: AgentToolRunInfo, result: Any) -> str:
+    def format_detached_completion(self: AgentToolsSelf, run: AgentToolRunInfo, result: Any) -> str:
         """The text a chat host injects when a detached run finishes (override it; "" injects
         nothing). `result` is the lifecycle `{status, summary?, error?, reason?, ...}`."""
         lifecycle = _lifecycle_of(result)
@@ -122,7 +110,9 @@ class NotifyMixin:
             return f"{label} was interrupted before completing: {error}"
         return f"{label} was interrupted before completing."
 
-    def format_detached_milestone(self: NotifySelf, run: AgentToolRunInfo, milestone: Any) -> str:
+    def format_detached_milestone(
+        self: AgentToolsSelf, run: AgentToolRunInfo, milestone: Any
+    ) -> str:
         """The text of a milestone notification (override it; "" injects nothing)."""
         text = f'{_label(run)} reached milestone "{milestone["name"]}".'
         if milestone.get("data") is not None:
@@ -131,7 +121,7 @@ class NotifyMixin:
 
     # -- milestone notifications (§4.10) ------------------------------------------------------
     def _notify_detached_milestones(
-        self: NotifySelf,
+        self: AgentToolsSelf,
         row: Mapping[str, Any],
         milestones: Sequence[Any] | None,
         *,
@@ -142,7 +132,7 @@ class NotifyMixin:
                 self._notify_detached_milestone(row, milestone, reconciled=reconciled)
 
     def _notify_detached_milestone(
-        self: NotifySelf, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
+        self: AgentToolsSelf, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
     ) -> None:
         """Claim (run, name) and call the host's milestone hook in the background, unless the
         name is not configured, the host has no hook, or the pair was claimed already."""
@@ -179,7 +169,7 @@ class NotifyMixin:
         )
 
     async def _deliver_detached_milestone(
-        self: NotifySelf,
+        self: AgentToolsSelf,
         hook: Any,
         run: AgentToolRunInfo,
         milestone: dict[str, Any],

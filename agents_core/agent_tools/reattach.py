@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.frames import chunk_event, frame
 from agents_core.agent_tools.recovery_sweep import (
@@ -31,14 +31,9 @@ from agents_core.agent_tools.recovery_sweep import (
 )
 from agents_core.agent_tools.registry import RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.signals import AbortController, AbortSignal
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
-    from agents_core.agent_tools.forward import ForwardOutcome
 
 __all__ = ["ReattachMixin", "ReattachOutcome"]
 
@@ -56,76 +51,8 @@ class ReattachOutcome:
     reason: str | None = None
 
 
-class ReattachSelf(AgentSelf, Protocol):
-    """What ReattachMixin uses of the agent it is mixed into."""
-
-    async def _forward_agent_tool_stream(
-        self,
-        child: Any,
-        run_id: str,
-        parent_tool_call_id: str | None,
-        sequence: int,
-        *,
-        after_sequence: int = -1,
-        signal: Any = None,
-        idle_ms: float | None = None,
-    ) -> ForwardOutcome: ...
-    @staticmethod
-    def _child_can_tail(child: Any) -> bool: ...
-    async def _within(
-        self, awaitable: Awaitable[Any], timeout_ms: float | None, signal: Any = None
-    ) -> tuple[str, Any]: ...
-    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
-    async def _finish_agent_tool_run(
-        self,
-        row: dict[str, Any],
-        result: RunAgentToolResult,
-        sequence: int | None,
-        completed_at: int | None = None,
-        *,
-        serialize: bool = False,
-        defer_handlers_to: list[Any] | None = None,
-    ) -> bool: ...
-    async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-
-    # its own methods, called through self
-    @staticmethod
-    def _reattach_call_timeout_ms(no_progress_ms: float) -> float: ...
-    def _agent_tool_reattach_budgets(self) -> tuple[float, float]: ...
-    async def _reattach_agent_tool_run_to_terminal(
-        self,
-        child: Any,
-        row: dict[str, Any],
-        sequence: int,
-        no_progress_ms: float,
-        max_window_ms: float,
-    ) -> ReattachOutcome: ...
-    async def _teardown_given_up_child(
-        self, child: Any, row: dict[str, Any], reason: str | None
-    ) -> bool: ...
-    async def _rebroadcast_stored_chunks(
-        self, row: dict[str, Any], child: Any, timeout_ms: float | None
-    ) -> int: ...
-    async def _collect_agent_tool_terminal(
-        self, child: Any, row: dict[str, Any], timeout_ms: float | None
-    ) -> tuple[RunAgentToolResult, int | None] | None: ...
-    async def _arm_reattach_ceiling(
-        self, ceiling: AbortController, max_window_ms: float, stop: Any
-    ) -> None: ...
-    async def _last_stored_chunk_sequence(self, child: Any, run_id: str) -> int: ...
-    async def _tail_once(
-        self,
-        child: Any,
-        row: dict[str, Any],
-        sequence: int,
-        after_sequence: int,
-        no_progress_ms: float,
-        signal: AbortSignal | None,
-    ) -> tuple[int, str, int]: ...
-
-
 class ReattachMixin(RecoverySweepMixin):
-    def _agent_tool_reattach_budgets(self: ReattachSelf) -> tuple[float, float]:
+    def _agent_tool_reattach_budgets(self: AgentToolsSelf) -> tuple[float, float]:
         """(no-progress budget, ceiling) in ms, from the static options (§7.4)."""
         options = self._options
         return (
@@ -143,7 +70,7 @@ class ReattachMixin(RecoverySweepMixin):
 
     # -- the algorithm (§7.3) -----------------------------------------------------------------
     async def _reattach_agent_tool_run_to_terminal(
-        self: ReattachSelf,
+        self: AgentToolsSelf,
         child: Any,
         row: dict[str, Any],
         sequence: int,
@@ -200,7 +127,7 @@ class ReattachMixin(RecoverySweepMixin):
             stop.resolve(("stop", None))
 
     async def _arm_reattach_ceiling(
-        self: ReattachSelf, ceiling: AbortController, max_window_ms: float, stop: Any
+        self: AgentToolsSelf, ceiling: AbortController, max_window_ms: float, stop: Any
     ) -> None:
         tag, _ = await self.host.tasks.race(
             _after(self.host.clock, int(max_window_ms), "fire"), stop
@@ -208,7 +135,7 @@ class ReattachMixin(RecoverySweepMixin):
         if tag == "fire":
             ceiling.abort("window-exceeded")
 
-    async def _last_stored_chunk_sequence(self: ReattachSelf, child: Any, run_id: str) -> int:
+    async def _last_stored_chunk_sequence(self: AgentToolsSelf, child: Any, run_id: str) -> int:
         """The child's last stored chunk index, or -1: the tail starts after it, so the
         client is not sent again what connect replay already gave it."""
         try:
@@ -221,7 +148,7 @@ class ReattachMixin(RecoverySweepMixin):
         return -1
 
     async def _tail_once(
-        self: ReattachSelf,
+        self: AgentToolsSelf,
         child: Any,
         row: dict[str, Any],
         sequence: int,
@@ -247,7 +174,7 @@ class ReattachMixin(RecoverySweepMixin):
         return outcome.sequence, outcome.ended, outcome.forwarded
 
     async def _collect_agent_tool_terminal(
-        self: ReattachSelf, child: Any, row: dict[str, Any], timeout_ms: float | None
+        self: AgentToolsSelf, child: Any, row: dict[str, Any], timeout_ms: float | None
     ) -> tuple[RunAgentToolResult, int | None] | None:
         """The run's terminal result and the child's completion time, or None while the child
         is still running, has no record of the run, or cannot be inspected."""
@@ -262,7 +189,7 @@ class ReattachMixin(RecoverySweepMixin):
         return result, inspection.get("completedAt")
 
     async def _teardown_given_up_child(
-        self: ReattachSelf, child: Any, row: dict[str, Any], reason: str | None
+        self: AgentToolsSelf, child: Any, row: dict[str, Any], reason: str | None
     ) -> bool:
         """Cancel the child after a `window-exceeded` give-up (the only one that tears down,
         §7.5); True if the cancel succeeded."""
@@ -275,7 +202,7 @@ class ReattachMixin(RecoverySweepMixin):
         return tag == "ok"
 
     async def _rebroadcast_stored_chunks(
-        self: ReattachSelf, row: dict[str, Any], child: Any, timeout_ms: float | None
+        self: AgentToolsSelf, row: dict[str, Any], child: Any, timeout_ms: float | None
     ) -> int:
         """Broadcast the child's stored chunks live (not replay), numbered from 1; the next
         sequence. A failed or slow fetch broadcasts nothing."""
@@ -294,7 +221,7 @@ class ReattachMixin(RecoverySweepMixin):
 
     # -- re-issue of a run id whose row is starting / running / interrupted (§2.4) -------------
     async def _reattach_on_reissue(
-        self: ReattachSelf, cls: type, row: dict[str, Any]
+        self: AgentToolsSelf, cls: type, row: dict[str, Any]
     ) -> RunAgentToolResult:
         """Collect the run from its child: its terminal result if it reaches one, else a soft
         `interrupted` after the child's stored chunks are sent again. Never a second turn."""

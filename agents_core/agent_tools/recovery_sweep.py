@@ -29,22 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.registry import RunAgentToolResult
 from agents_core.agent_tools.runs import result_from_inspection
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.stored_names import RECOVERY_RETRY_CALLBACK
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from datetime import datetime
-
-    from agents_core.agent_tools.reattach import ReattachOutcome
-    from agents_core.host import Task
-    from agents_core.options import RetryOptions
-    from agents_core.schedules import Schedule
 
 __all__ = [
     "REASON_PROSE",
@@ -136,100 +127,6 @@ async def _call(child: Any, method: str, *args: Any) -> Any:
     return await child.call(method, *args)
 
 
-class RecoverySweepSelf(AgentSelf, Protocol):
-    """What RecoverySweepMixin uses of the agent it is mixed into."""
-
-    _agent_tool_recovery_snapshot: list[Any]
-    _agent_tool_recovery_task: Task[Any]
-    _agent_tool_recovery_retry_attempt: int
-    _agent_tool_recovery_owed_runs: dict[str, KeptOutcome | None]
-    _agent_tool_recovery_timeout_ms: int
-    _agent_tool_recovery_total_timeout_ms: int
-
-    def _agent_tool_reattach_budgets(self) -> tuple[float, float]: ...
-    async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-    async def _reattach_agent_tool_run_to_terminal(
-        self,
-        child: Any,
-        row: dict[str, Any],
-        sequence: int,
-        no_progress_ms: float,
-        max_window_ms: float,
-    ) -> ReattachOutcome: ...
-    async def _teardown_given_up_child(
-        self, child: Any, row: dict[str, Any], reason: str | None
-    ) -> bool: ...
-    def _owes_detached_finish(self) -> bool: ...
-    async def _keep_alive_lease(self, holder: str) -> Callable[[], None]: ...
-    def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-    @staticmethod
-    def _child_can_tail(child: Any) -> bool: ...
-    async def _rebroadcast_stored_chunks(
-        self, row: dict[str, Any], child: Any, timeout_ms: float | None
-    ) -> int: ...
-    async def _finish_agent_tool_run(
-        self,
-        row: dict[str, Any],
-        result: RunAgentToolResult,
-        sequence: int | None,
-        completed_at: int | None = None,
-        *,
-        serialize: bool = False,
-        defer_handlers_to: list[Any] | None = None,
-    ) -> bool: ...
-    async def schedule(
-        self,
-        when: datetime | int | float | str,
-        callback: str,
-        payload: Any = None,
-        *,
-        retry: Mapping[str, Any] | RetryOptions | None = None,
-        idempotent: bool | None = None,
-    ) -> Schedule: ...
-    async def _call_on_error_quietly(self, error: BaseException) -> None: ...
-    async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None: ...
-
-    # its own methods, called through self
-    def _agent_tool_recovery_owed(self) -> dict[str, KeptOutcome | None]: ...
-    async def _run_scheduled_agent_tool_recovery(self, run_ids: list[str]) -> None: ...
-    async def _reconcile_agent_tool_runs(
-        self, run_ids: list[str], *, child_timeout_ms: float, total_timeout_ms: float
-    ) -> None: ...
-    async def _finalize_recovered_run(
-        self,
-        row: dict[str, Any],
-        result: RunAgentToolResult,
-        sequence: int,
-        started: int,
-        deferred: list[DeferredHook],
-        completed_at: int | None = None,
-    ) -> None: ...
-    async def _finish_recovered_row(
-        self, kept: KeptOutcome, deferred: list[DeferredHook]
-    ) -> None: ...
-    async def _finalize_kept_outcomes(
-        self, rows: list[dict[str, Any]], deferred: list[DeferredHook]
-    ) -> list[dict[str, Any]]: ...
-    async def _recovery_pass_one(
-        self,
-        rows: list[dict[str, Any]],
-        started: int,
-        child_timeout_ms: float,
-        total_timeout_ms: float,
-        deferred: list[DeferredHook],
-    ) -> list[tuple[dict[str, Any], Any]]: ...
-    async def _rearm_detached_backbone_after_recovery(self) -> None: ...
-    async def _arm_agent_tool_recovery_retry(self) -> None: ...
-    async def _within(
-        self, awaitable: Awaitable[Any], timeout_ms: float | None, signal: Any = None
-    ) -> tuple[str, Any]: ...
-    async def _agent_tool_recovery_lease(self) -> Callable[[], None]: ...
-    async def _inspect_recovered_child(self, row: dict[str, Any]) -> tuple[Any, Any]: ...
-    async def _recover_by_reattach(
-        self, row: dict[str, Any], child: Any, started: int, deferred: list[DeferredHook]
-    ) -> None: ...
-
-
 class RecoverySweepMixin:
     _agent_tool_recovery_timeout_ms: int = RECOVERY_TIMEOUT_MS
     """Per-child inspection timeout of the scheduled sweep (a test may lower it)."""
@@ -238,7 +135,7 @@ class RecoverySweepMixin:
 
     # -- bounded calls ----------------------------------------------------------------------
     async def _within(
-        self: RecoverySweepSelf,
+        self: AgentToolsSelf,
         awaitable: Awaitable[Any],
         timeout_ms: float | None,
         signal: Any = None,
@@ -259,7 +156,7 @@ class RecoverySweepMixin:
         return await self.host.tasks.race(*racers)
 
     # -- startup ----------------------------------------------------------------------------
-    def _collect_agent_tool_runs_for_recovery(self: RecoverySweepSelf) -> None:
+    def _collect_agent_tool_runs_for_recovery(self: AgentToolsSelf) -> None:
         """Snapshot the runs that were live when this incarnation started (before `on_start`,
         so rows it creates are not recovered)."""
         self._agent_tool_recovery_snapshot = [
@@ -270,7 +167,7 @@ class RecoverySweepMixin:
             )
         ]
 
-    def _schedule_agent_tool_recovery(self: RecoverySweepSelf) -> Any:
+    def _schedule_agent_tool_recovery(self: AgentToolsSelf) -> Any:
         """Start the sweep of the snapshot in the background (only reached once `on_start`
         has returned). Single-flight: while one is pending, its task is returned again; an
         empty snapshot starts nothing and returns None."""
@@ -286,9 +183,7 @@ class RecoverySweepMixin:
         )
         return self._agent_tool_recovery_task
 
-    async def _run_scheduled_agent_tool_recovery(
-        self: RecoverySweepSelf, run_ids: list[str]
-    ) -> None:
+    async def _run_scheduled_agent_tool_recovery(self: AgentToolsSelf, run_ids: list[str]) -> None:
         await self.host.clock.sleep(0)  # startup returns first
         await self._reconcile_agent_tool_runs(
             run_ids,
@@ -296,7 +191,7 @@ class RecoverySweepMixin:
             total_timeout_ms=self._agent_tool_recovery_total_timeout_ms,
         )
 
-    async def _agent_tool_recovery_lease(self: RecoverySweepSelf) -> Callable[[], None]:
+    async def _agent_tool_recovery_lease(self: AgentToolsSelf) -> Callable[[], None]:
         """A keepAlive lease held from before the sweep's first claim until its last hook has
         run (divergence A17). The sweep finalizes runs and calls their hooks later, with no
         caller left to re-issue them: if the parent dies in between, the heartbeat alarm this
@@ -310,7 +205,7 @@ class RecoverySweepMixin:
             return _no_lease
 
     # -- the sweep --------------------------------------------------------------------------
-    def _agent_tool_recovery_owed(self: RecoverySweepSelf) -> dict[str, KeptOutcome | None]:
+    def _agent_tool_recovery_owed(self: AgentToolsSelf) -> dict[str, KeptOutcome | None]:
         """Run id -> its kept outcome (None: to be swept again) of every run a sweep of this
         incarnation has taken on and not finalized yet."""
         owed: dict[str, KeptOutcome | None] | None
@@ -321,7 +216,7 @@ class RecoverySweepMixin:
         return owed
 
     async def _reconcile_agent_tool_runs(
-        self: RecoverySweepSelf,
+        self: AgentToolsSelf,
         run_ids: list[str],
         *,
         child_timeout_ms: float,
@@ -384,7 +279,7 @@ class RecoverySweepMixin:
             release()
 
     async def _recovery_pass_one(
-        self: RecoverySweepSelf,
+        self: AgentToolsSelf,
         rows: list[dict[str, Any]],
         started: int,
         child_timeout_ms: float,
@@ -439,13 +334,13 @@ class RecoverySweepMixin:
         return queued
 
     async def _inspect_recovered_child(
-        self: RecoverySweepSelf, row: dict[str, Any]
+        self: AgentToolsSelf, row: dict[str, Any]
     ) -> tuple[Any, Any]:
         child = await self._agent_tool_child(row["agent_type"], row["run_id"])
         return child, await child.call("inspect_agent_tool_run", row["run_id"])
 
     async def _recover_by_reattach(
-        self: RecoverySweepSelf,
+        self: AgentToolsSelf,
         row: dict[str, Any],
         child: Any,
         started: int,
@@ -465,7 +360,7 @@ class RecoverySweepMixin:
         await self._finalize_recovered_run(row, result, outcome.sequence, started, deferred)
 
     async def _finalize_recovered_run(
-        self: RecoverySweepSelf,
+        self: AgentToolsSelf,
         row: dict[str, Any],
         result: RunAgentToolResult,
         sequence: int,
@@ -486,7 +381,7 @@ class RecoverySweepMixin:
         await self._finish_recovered_row(KeptOutcome(row, result, sequence, completed_at), deferred)
 
     async def _finish_recovered_row(
-        self: RecoverySweepSelf, kept: KeptOutcome, deferred: list[DeferredHook]
+        self: AgentToolsSelf, kept: KeptOutcome, deferred: list[DeferredHook]
     ) -> None:
         """`_finish_agent_tool_run` with the hooks deferred; a failure keeps the outcome for
         the retry instead of ending the sweep (the other runs are still recovered)."""
@@ -503,7 +398,7 @@ class RecoverySweepMixin:
         owed.pop(kept.row["run_id"], None)
 
     async def _finalize_kept_outcomes(
-        self: RecoverySweepSelf, rows: list[dict[str, Any]], deferred: list[DeferredHook]
+        self: AgentToolsSelf, rows: list[dict[str, Any]], deferred: list[DeferredHook]
     ) -> list[dict[str, Any]]:
         """Finalize the rows a failed finalization left with a kept outcome; the others."""
         owed = self._agent_tool_recovery_owed()
@@ -518,7 +413,7 @@ class RecoverySweepMixin:
         return rest
 
     # -- retrying what a sweep could not finalize (A13) ------------------------------------------
-    async def _arm_agent_tool_recovery_retry(self: RecoverySweepSelf) -> None:
+    async def _arm_agent_tool_recovery_retry(self: AgentToolsSelf) -> None:
         """At a sweep's end: if a run it took on is still owed, schedule the retry (a backoff
         by attempt); else reset the attempts."""
         if not self._agent_tool_recovery_owed():
@@ -533,7 +428,7 @@ class RecoverySweepMixin:
             await self._call_on_error_quietly(exc)
 
     async def _cf_retry_agent_tool_recovery(
-        self: RecoverySweepSelf, payload: Any = None, row: Any = None
+        self: AgentToolsSelf, payload: Any = None, row: Any = None
     ) -> None:
         """Schedule callback: sweep again the runs a sweep of this incarnation took on and could
         not finalize. Nothing in a later incarnation (its startup sweep covers every open run),
@@ -546,7 +441,7 @@ class RecoverySweepMixin:
             self._run_scheduled_agent_tool_recovery(list(owed))
         )
 
-    async def _rearm_detached_backbone_after_recovery(self: RecoverySweepSelf) -> None:
+    async def _rearm_detached_backbone_after_recovery(self: AgentToolsSelf) -> None:
         """Re-arm the backbone (keeping its cadence) if a detached row still owes its finish."""
         try:
             if self._owes_detached_finish():

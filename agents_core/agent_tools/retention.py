@@ -14,48 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from agents_core.agent_tools.backbone import TEARDOWN_MARKER_PREFIX
 from agents_core.agent_tools.frames import chunk_event, frame, started_event, terminal_event
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from agents_core.agent_tools.registry import TERMINAL
 from agents_core.agent_tools.runs import CLEAR_REASON
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
-    from agents_core.agent_tools.registry import RunAgentToolResult
 
 __all__ = ["RetentionMixin"]
 
 
-class RetentionSelf(AgentSelf, Protocol):
-    """What RetentionMixin uses of the agent it is mixed into."""
-
-    _agent_tool_recovery_timeout_ms: int
-    _agent_tool_runs_cleared_in_flight: set[str]
-
-    async def _within(
-        self, awaitable: Awaitable[Any], timeout_ms: float | None, signal: Any = None
-    ) -> tuple[str, Any]: ...
-    async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-    def _result_from_agent_tool_row(self, row: dict[str, Any]) -> RunAgentToolResult: ...
-    async def delete_sub_agent(self, cls: type, name: str) -> None: ...
-
-    # its own methods, called through self
-    async def _stored_agent_tool_chunks(
-        self, row: dict[str, Any], after: int = -1
-    ) -> list[dict[str, Any]]: ...
-    async def _fetch_stored_chunks(self, row: dict[str, Any], after: int) -> Any: ...
-    async def _clear_one_agent_tool_run(self, row: dict[str, Any]) -> None: ...
-
-
 class RetentionMixin:
-    async def _replay_agent_tool_runs(self: RetentionSelf, connection: Any) -> None:
+    async def _replay_agent_tool_runs(self: AgentToolsSelf, connection: Any) -> None:
         for row in self.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
             run_id, parent = row["run_id"], row["parent_tool_call_id"]
             _, preview = parse_json_text(row["input_preview"])
@@ -88,7 +62,7 @@ class RetentionMixin:
                 connection.send(frame(parent, sequence, terminal_event(result), replay=True))
 
     async def _stored_agent_tool_chunks(
-        self: RetentionSelf, row: dict[str, Any], after: int = -1
+        self: AgentToolsSelf, row: dict[str, Any], after: int = -1
     ) -> list[dict[str, Any]]:
         """The child's stored chunks, bounded by the recovery inspection timeout: a child whose
         facet hangs must not hang a client's connect (the SDK waits without a bound)."""
@@ -99,11 +73,11 @@ class RetentionMixin:
             return []  # a run whose child cannot be reached replays no chunks
         return [c for c in chunks or [] if isinstance(c, dict) and isinstance(c.get("body"), str)]
 
-    async def _fetch_stored_chunks(self: RetentionSelf, row: dict[str, Any], after: int) -> Any:
+    async def _fetch_stored_chunks(self: AgentToolsSelf, row: dict[str, Any], after: int) -> Any:
         child = await self._agent_tool_child(row["agent_type"], row["run_id"])
         return await child.call("get_agent_tool_chunks", row["run_id"], after)
 
-    def has_agent_tool_run(self: RetentionSelf, cls_or_name: type | str, run_id: str) -> bool:
+    def has_agent_tool_run(self: AgentToolsSelf, cls_or_name: type | str, run_id: str) -> bool:
         """True iff a run with this id and child class exists (cap-rejected ones too)."""
         name = cls_or_name if isinstance(cls_or_name, str) else cls_or_name.__name__
         rows = self.sql(
@@ -114,7 +88,7 @@ class RetentionMixin:
         return bool(rows)
 
     async def clear_agent_tool_runs(
-        self: RetentionSelf,
+        self: AgentToolsSelf,
         *,
         status: str | Iterable[str] | None = None,
         older_than: datetime | int | None = None,
@@ -135,7 +109,7 @@ class RetentionMixin:
             cleared += 1
         return cleared
 
-    async def _clear_one_agent_tool_run(self: RetentionSelf, row: dict[str, Any]) -> None:
+    async def _clear_one_agent_tool_run(self: AgentToolsSelf, row: dict[str, Any]) -> None:
         run_id = row["run_id"]
         try:
             child = await self._agent_tool_child(row["agent_type"], run_id)
@@ -167,7 +141,7 @@ class RetentionMixin:
         kv.delete(f"{TEARDOWN_MARKER_PREFIX}{run_id}")
 
     async def on_before_sub_agent(
-        self: RetentionSelf, request: Any, class_name: str, name: str
+        self: AgentToolsSelf, request: Any, class_name: str, name: str
     ) -> Any:
         """Gate a drill-in request to a sub-agent: return a Response to answer it here (a
         recommended gate is 404 unless `has_agent_tool_run(class_name, name)`); None allows."""

@@ -16,7 +16,7 @@ even when two observers finish one run or the hook throws (the SDK re-finishes a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, overload
+from typing import Any, Literal, cast, overload
 
 from agents_core.agent_tools.frames import frame, started_event, terminal_event
 from agents_core.agent_tools.registry import (
@@ -27,16 +27,10 @@ from agents_core.agent_tools.registry import (
     default_input_preview,
     preview_json,
 )
+from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.errors import AgentReset, InvalidArgument
 from agents_core.jsontext import parse_json_text, to_json_text
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
-    from agents_core.agent_tools.detached import DetachedConfig
-    from agents_core.agent_tools.forward import ForwardOutcome
 
 __all__ = ["ADAPTER_METHODS", "RunsMixin", "result_from_inspection"]
 
@@ -85,134 +79,27 @@ def _abort_message(reason: Any) -> str:
     return str(reason if reason is not None else "cancelled")
 
 
-class RunsSelf(AgentSelf, Protocol):
-    """What RunsMixin uses of the agent it is mixed into."""
-
-    _agent_tool_runs_dispatching: set[str]
-    _max_concurrent_agent_tools: float | None
-    _agent_tool_runs_cleared_in_flight: set[str]
-
-    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
-    def _parse_detached_option(self, detached: Any) -> DetachedConfig | None: ...
-    async def _deliver_agent_tool_terminal(
-        self,
-        run_id: str,
-        slot: str,
-        result: RunAgentToolResult,
-        *,
-        sequence: int | None = None,
-        completed_at: int | None = None,
-        serialize: bool = False,
-        defer_handlers_to: list[Callable[[], Awaitable[None]]] | None = None,
-    ) -> bool: ...
-    async def _invoke_finish_handlers(
-        self, row: dict[str, Any], slot: str, info: AgentToolRunInfo, result: RunAgentToolResult
-    ) -> None: ...
-    def _detached_columns(self, config: DetachedConfig, started_at: int) -> dict[str, Any]: ...
-    async def _reattach_on_reissue(self, cls: type, row: dict[str, Any]) -> RunAgentToolResult: ...
-    async def sub_agent(self, cls: type, name: str) -> Any: ...
-    async def _dispatch_detached_run(
-        self, cls: type, run_id: str, agent_type: str, config: DetachedConfig, signal: Any
-    ) -> DetachedRunAgentToolResult: ...
-    async def _forward_agent_tool_stream(
-        self,
-        child: Any,
-        run_id: str,
-        parent_tool_call_id: str | None,
-        sequence: int,
-        *,
-        after_sequence: int = -1,
-        signal: Any = None,
-        idle_ms: float | None = None,
-    ) -> ForwardOutcome: ...
-    async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None: ...
-
-    # its own methods, called through self
-    @property
-    def max_concurrent_agent_tools(self) -> float | None: ...
-    def _read_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-    def _agent_tool_cap_rejection(
-        self,
-        run_id: str,
-        agent_type: str,
-        parent_tool_call_id: str | None,
-        display_order: int,
-        preview: Any,
-        display: Any,
-        config: Any,
-    ) -> Any: ...
-    def _insert_agent_tool_run(
-        self,
-        run_id: str,
-        agent_type: str,
-        parent_tool_call_id: str | None,
-        display_order: int,
-        preview: Any,
-        display: Any,
-        now: int,
-        config: Any,
-        status: str = "starting",
-        error: str | None = None,
-    ) -> None: ...
-    def _result_from_agent_tool_row(self, row: dict[str, Any]) -> RunAgentToolResult: ...
-    def _update_agent_tool_terminal(
-        self, run_id: str, result: RunAgentToolResult, completed_at: int | None = None
-    ) -> bool: ...
-    async def _await_agent_tool_run(
-        self, child: Any, row: dict[str, Any], start: Any, signal: Any
-    ) -> RunAgentToolResult: ...
-    async def _finish_agent_tool_run(
-        self,
-        row: dict[str, Any],
-        result: RunAgentToolResult,
-        sequence: int | None,
-        completed_at: int | None = None,
-        *,
-        serialize: bool = False,
-        defer_handlers_to: list[Any] | None = None,
-    ) -> bool: ...
-    async def _finish_cleared_awaited_run(
-        self,
-        row: dict[str, Any],
-        result: RunAgentToolResult,
-        sequence: int | None,
-        completed_at: int | None,
-    ) -> bool: ...
-    async def _reissue_agent_tool_run(
-        self, cls: type, row: dict[str, Any], config: Any
-    ) -> RunAgentToolResult | DetachedRunAgentToolResult: ...
-    async def on_agent_tool_start(self, run: AgentToolRunInfo) -> None: ...
-    async def _agent_tool_child(self, cls_or_name: type | str, run_id: str) -> Any: ...
-    async def _cancel_child_quietly(self, child: Any, run_id: str, reason: Any) -> None: ...
-    async def _finish_awaited(
-        self,
-        row: dict[str, Any],
-        result: RunAgentToolResult,
-        sequence: int,
-        completed_at: int | None = None,
-    ) -> RunAgentToolResult: ...
-    async def _reinspect_completed_run(
-        self, cls: type, row: dict[str, Any]
-    ) -> RunAgentToolResult: ...
-    def _drop_unarmed_agent_tool_run(self, run_id: str) -> None: ...
-
-
 class RunsMixin:
     # -- hooks ------------------------------------------------------------------------------------
-    async def on_agent_tool_start(self: RunsSelf, run: AgentToolRunInfo) -> None:
+    async def on_agent_tool_start(self: AgentToolsSelf, run: AgentToolRunInfo) -> None:
         """Once per admitted new run, before its `started` frame."""
 
-    async def on_agent_tool_finish(self: RunsSelf, run: AgentToolRunInfo, result: Any) -> None:
+    async def on_agent_tool_finish(
+        self: AgentToolsSelf, run: AgentToolRunInfo, result: Any
+    ) -> None:
         """When a run finishes (awaited: each time a live call, re-issue or recovery finishes it;
         detached: once per ledger delivery, at least once across a crash)."""
 
     # -- rows -------------------------------------------------------------------------------------
-    def _read_agent_tool_run(self: RunsSelf, run_id: str) -> dict[str, Any] | None:
+    def _read_agent_tool_run(self: AgentToolsSelf, run_id: str) -> dict[str, Any] | None:
         rows = self.sql("SELECT * FROM cf_agent_tool_runs WHERE run_id = ?", run_id)
         return rows[0] if rows else None
 
     def _update_agent_tool_terminal(
-        self: RunsSelf, run_id: str, result: RunAgentToolResult, completed_at: int | None = None
+        self: AgentToolsSelf,
+        run_id: str,
+        result: RunAgentToolResult,
+        completed_at: int | None = None,
     ) -> bool:
         """The one guarded terminal write: never over a hard terminal."""
         completed_at = self.host.clock.now_ms() if completed_at is None else completed_at
@@ -244,7 +131,9 @@ class RunsMixin:
             )
         return bool(changed)
 
-    def _result_from_agent_tool_row(self: RunsSelf, row: dict[str, Any]) -> RunAgentToolResult:
+    def _result_from_agent_tool_row(
+        self: AgentToolsSelf, row: dict[str, Any]
+    ) -> RunAgentToolResult:
         ok, output = parse_json_text(row["output_json"])
         has_output = row["output_json"] is not None and ok
         still = row["child_still_running"]
@@ -261,7 +150,7 @@ class RunsMixin:
         )
 
     async def _finish_agent_tool_run(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         row: dict[str, Any],
         result: RunAgentToolResult,
         sequence: int | None,
@@ -299,7 +188,7 @@ class RunsMixin:
         return delivered
 
     async def _finish_cleared_awaited_run(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         row: dict[str, Any],
         result: RunAgentToolResult,
         sequence: int | None,
@@ -327,7 +216,7 @@ class RunsMixin:
         return True
 
     # -- children ---------------------------------------------------------------------------------
-    async def _agent_tool_child(self: RunsSelf, cls_or_name: type | str, run_id: str) -> Any:
+    async def _agent_tool_child(self: AgentToolsSelf, cls_or_name: type | str, run_id: str) -> Any:
         """The child facet for a run, checked against the adapter contract."""
         if isinstance(cls_or_name, str):
             child = await self.host.facets.resolve_named(cls_or_name, run_id)
@@ -350,7 +239,7 @@ class RunsMixin:
     # handle.
     @overload
     async def run_agent_tool(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         cls: type,
         *,
         input: Any,
@@ -365,7 +254,7 @@ class RunsMixin:
 
     @overload
     async def run_agent_tool(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         cls: type,
         *,
         input: Any,
@@ -379,7 +268,7 @@ class RunsMixin:
     ) -> DetachedRunAgentToolResult: ...
 
     async def run_agent_tool(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         cls: type,
         *,
         input: Any,
@@ -450,7 +339,7 @@ class RunsMixin:
             return await self._dispatch_detached_run(cls, run_id, agent_type, config, signal)
         return await self._await_agent_tool_run(child, row, start, signal)
 
-    def _drop_unarmed_agent_tool_run(self: RunsSelf, run_id: str) -> None:
+    def _drop_unarmed_agent_tool_run(self: AgentToolsSelf, run_id: str) -> None:
         """Arming the backbone for a new detached run failed (a storage error): nothing would
         ever give the run up, and nothing was announced yet (no hook, no frame, no child), so
         the row goes and the dispatch fails as a whole."""
@@ -461,7 +350,7 @@ class RunsMixin:
             self._log("error", f"dropping detached run {run_id} after a failed arm: {exc}")
 
     def _insert_agent_tool_run(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         run_id: str,
         agent_type: str,
         parent_tool_call_id: str | None,
@@ -495,7 +384,7 @@ class RunsMixin:
         self._agent_tool_runs_cleared_in_flight.discard(run_id)
 
     def _agent_tool_cap_rejection(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         run_id: str,
         agent_type: str,
         parent_tool_call_id: str | None,
@@ -542,18 +431,18 @@ class RunsMixin:
         return RunAgentToolResult(run_id, agent_type, "error", error=error)
 
     @property
-    def max_concurrent_agent_tools(self: RunsSelf) -> float | None:
+    def max_concurrent_agent_tools(self: AgentToolsSelf) -> float | None:
         """Per instance (each nesting level has its own); default: no limit."""
         value = getattr(self, "_max_concurrent_agent_tools", None)
         return value if value is not None else self._options.max_concurrent_agent_tools
 
     @max_concurrent_agent_tools.setter
-    def max_concurrent_agent_tools(self: RunsSelf, value: float | None) -> None:
+    def max_concurrent_agent_tools(self: AgentToolsSelf, value: float | None) -> None:
         self._max_concurrent_agent_tools = value
 
     # -- awaited ----------------------------------------------------------------------------------
     async def _await_agent_tool_run(
-        self: RunsSelf, child: Any, row: dict[str, Any], start: Any, signal: Any
+        self: AgentToolsSelf, child: Any, row: dict[str, Any], start: Any, signal: Any
     ) -> RunAgentToolResult:
         run_id, agent_type = row["run_id"], row["agent_type"]
         sequence = 1
@@ -607,7 +496,7 @@ class RunsMixin:
             return await self._finish_awaited(row, result, sequence)
 
     async def _finish_awaited(
-        self: RunsSelf,
+        self: AgentToolsSelf,
         row: dict[str, Any],
         result: RunAgentToolResult,
         sequence: int,
@@ -626,7 +515,9 @@ class RunsMixin:
         await self._finish_agent_tool_run(row, result, sequence, completed_at)
         return result
 
-    async def _cancel_child_quietly(self: RunsSelf, child: Any, run_id: str, reason: Any) -> None:
+    async def _cancel_child_quietly(
+        self: AgentToolsSelf, child: Any, run_id: str, reason: Any
+    ) -> None:
         try:
             await child.call("cancel_agent_tool_run", run_id, reason)
         except Exception as exc:  # noqa: BLE001 - best effort
@@ -634,7 +525,7 @@ class RunsMixin:
 
     # -- an existing run id (§2.4) ------------------------------------------------------------
     async def _reissue_agent_tool_run(
-        self: RunsSelf, cls: type, row: dict[str, Any], config: Any
+        self: AgentToolsSelf, cls: type, row: dict[str, Any], config: Any
     ) -> RunAgentToolResult | DetachedRunAgentToolResult:
         """Never a second child turn: a detached re-issue re-arms the backbone and says
         `running`; an awaited one returns the stored result or re-attaches to the child."""
@@ -650,7 +541,7 @@ class RunsMixin:
         return await self._reattach_on_reissue(cls, row)
 
     async def _reinspect_completed_run(
-        self: RunsSelf, cls: type, row: dict[str, Any]
+        self: AgentToolsSelf, cls: type, row: dict[str, Any]
     ) -> RunAgentToolResult:
         stored = self._result_from_agent_tool_row(row)
         try:

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agents_core.chat.messages import MessageBuilder
+from agents_core.chat.self_type import ChatSelf
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE, CHAT_TURN_FIBER_PREFIX, TurnPlan
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
 
 __all__ = ["ChatRecoveryContext", "ChatRecoveryMixin", "INCIDENT_PREFIX"]
@@ -68,74 +68,12 @@ class ChatRecoveryContext:
 
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from datetime import datetime
-
     from agents_core.agent import Agent
-    from agents_core.chat.turns import TurnResult
-    from agents_core.options import RetryOptions
-    from agents_core.schedules import Schedule
 
     # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
     _ChatRecoveryBase = Agent
 else:
     _ChatRecoveryBase = object
-
-
-class ChatRecoverySelf(AgentSelf, Protocol):
-    """What ChatRecoveryMixin uses of the agent it is mixed into."""
-
-    _chat_recovery_live: set[str]
-    chat_recovery_no_progress_timeout_ms: ClassVar[int]
-    max_chat_recovery_attempts: ClassVar[int]
-    _run_fiber_active_fibers: dict[str, None]
-
-    def _chat_recovery_progress(self) -> int: ...
-    def stream_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]: ...
-    def _persist_message(self, message: Mapping[str, Any]) -> None: ...
-    def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
-    def _broadcast_messages(self) -> None: ...
-    async def schedule(
-        self,
-        when: datetime | int | float | str,
-        callback: str,
-        payload: Any = None,
-        *,
-        retry: Mapping[str, Any] | RetryOptions | None = None,
-        idempotent: bool | None = None,
-    ) -> Schedule: ...
-    async def keep_alive(self) -> Callable[[], None]: ...
-    def _message_by_id(self, message_id: str) -> dict[str, Any] | None: ...
-    def _stream_for_request(self, request_id: str | None) -> str | None: ...
-    def _finish_stream(self, stream_id: str, status: str) -> None: ...
-    async def _submit_turn(self, plan: TurnPlan) -> TurnResult: ...
-
-    # its own methods, called through self
-    def _chat_recovery_exhausted_reason(self, incident: dict[str, Any]) -> str | None: ...
-    def _set_incident(self, key: str, incident: dict[str, Any], status: str) -> None: ...
-    def _interrupted_stream(
-        self, request_id: str, snapshot: dict[str, Any]
-    ) -> tuple[str | None, int]: ...
-    def _has_orphaned_chat_turn(self) -> bool: ...
-    def _exhaust_chat_recovery(
-        self, key: str, incident: dict[str, Any], reason: str, request_id: str
-    ) -> None: ...
-    async def _run_chat_recovery(self, payload: dict[str, Any], attempt: int) -> None: ...
-    def _rebuild_interrupted_answer(
-        self, request_id: str, snapshot: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, bool]: ...
-    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None: ...
-    async def _after_chat_recovery(self, request_id: str | None) -> None: ...
-    def _complete_interrupted_answer(
-        self,
-        request_id: str,
-        origin: str,
-        attempt: int,
-        answer: dict[str, Any],
-        snapshot: dict[str, Any],
-    ) -> None: ...
-    async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None: ...
-    def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any: ...
 
 
 class ChatRecoveryMixin(_ChatRecoveryBase):
@@ -144,10 +82,10 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
     """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
     this long (measured from the last recovery that found progress, or the first detection)."""
 
-    def _init_chat_recovery(self: ChatRecoverySelf) -> None:
+    def _init_chat_recovery(self: ChatSelf) -> None:
         self._chat_recovery_live: set[str] = set()
 
-    async def on_chat_recovery(self: ChatRecoverySelf, ctx: ChatRecoveryContext) -> str | None:
+    async def on_chat_recovery(self: ChatSelf, ctx: ChatRecoveryContext) -> str | None:
         """Return `continue`, `retry`, `skip` or `complete` to override the framework's choice
         (None). `complete` is only taken for an answer streamed in full; otherwise the
         framework's choice stands."""
@@ -186,9 +124,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         return True
 
     # -- running the recovered turn --------------------------------------------------------------
-    async def _chat_recovery_continue(
-        self: ChatRecoverySelf, payload: Any, _row: Any = None
-    ) -> None:
+    async def _chat_recovery_continue(self: ChatSelf, payload: Any, _row: Any = None) -> None:
         origin = payload["originRequestId"]
         key = INCIDENT_PREFIX + origin
         incident = self.host.kv.get(key)
@@ -204,9 +140,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         self._chat_recovery_live.add(origin)
         self.host.tasks.wait_until(self._run_chat_recovery(payload, incident["attempts"]))
 
-    def _chat_recovery_exhausted_reason(
-        self: ChatRecoverySelf, incident: dict[str, Any]
-    ) -> str | None:
+    def _chat_recovery_exhausted_reason(self: ChatSelf, incident: dict[str, Any]) -> str | None:
         """The SDK's budget, in its order: `no_progress_timeout` when the progress counter has
         not risen for longer than the window, else `max_attempts_exceeded`; None to go on. A
         rise since the last look moves `lastProgressAt` to now (kept in `incident`)."""
@@ -222,7 +156,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         return None
 
     def _exhaust_chat_recovery(
-        self: ChatRecoverySelf, key: str, incident: dict[str, Any], reason: str, request_id: str
+        self: ChatSelf, key: str, incident: dict[str, Any], reason: str, request_id: str
     ) -> None:
         origin = incident.get("originRequestId")
         if reason == "no_progress_timeout":
@@ -242,9 +176,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         )
         self._log("warn", f"chat recovery of turn {origin} {why}")
 
-    async def _run_chat_recovery(
-        self: ChatRecoverySelf, payload: dict[str, Any], attempt: int
-    ) -> None:
+    async def _run_chat_recovery(self: ChatSelf, payload: dict[str, Any], attempt: int) -> None:
         origin = payload["originRequestId"]
         key = INCIDENT_PREFIX + origin
         dispose = await self.keep_alive()
@@ -315,7 +247,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         await self._after_chat_recovery(None)
 
     def _rebuild_interrupted_answer(
-        self: ChatRecoverySelf, request_id: str, snapshot: dict[str, Any]
+        self: ChatSelf, request_id: str, snapshot: dict[str, Any]
     ) -> tuple[dict[str, Any] | None, bool]:
         """The interrupted assistant message (the persisted one, a continuation's, plus every
         chunk its stream stored; None when there is nothing to build on), and whether the
@@ -346,7 +278,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         return builder.message, finished
 
     def _interrupted_stream(
-        self: ChatRecoverySelf, request_id: str, snapshot: dict[str, Any]
+        self: ChatSelf, request_id: str, snapshot: dict[str, Any]
     ) -> tuple[str | None, int]:
         """The interrupted turn's stream and the index its own chunks begin at: the stream it
         continued (from its snapshot, 0 onwards for a turn that opened its own), else the
@@ -357,15 +289,13 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             return stream_id, begins
         return self._stream_for_request(request_id), 0
 
-    def _stream_for_recovered_turn(
-        self: ChatRecoverySelf, request_id: str, payload: dict[str, Any]
-    ) -> Any:
+    def _stream_for_recovered_turn(self: ChatSelf, request_id: str, payload: dict[str, Any]) -> Any:
         """The stream a recovered turn continues, or None to open its own (only agent-tool
         children continue one: `child_runs`)."""
         return None
 
     def _complete_interrupted_answer(
-        self: ChatRecoverySelf,
+        self: ChatSelf,
         request_id: str,
         origin: str,
         attempt: int,
@@ -393,24 +323,20 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         self._broadcast_messages()
         self.host.trace.emit("chat:recovery:settled", requestId=request_id, status="completed")
 
-    def _set_incident(
-        self: ChatRecoverySelf, key: str, incident: dict[str, Any], status: str
-    ) -> None:
+    def _set_incident(self: ChatSelf, key: str, incident: dict[str, Any], status: str) -> None:
         incident = dict(incident)
         incident.update(status=status, updatedAt=self.host.clock.now_ms())
         self.host.kv.put(key, incident)
 
     # -- hooks for the agent-tool child side -----------------------------------------------------
-    def _rebind_agent_tool_run_for_recovery(
-        self: ChatRecoverySelf, request_id: str, origin: str
-    ) -> None:
+    def _rebind_agent_tool_run_for_recovery(self: ChatSelf, request_id: str, origin: str) -> None:
         """Before a recovered turn runs (agent-tool children bind their newest active run)."""
 
-    async def _after_chat_recovery(self: ChatRecoverySelf, request_id: str | None) -> None:
+    async def _after_chat_recovery(self: ChatSelf, request_id: str | None) -> None:
         """After a recovered turn settled (agent-tool children reconcile stale runs)."""
 
     # -- classification ----------------------------------------------------------------------------
-    def classify_chat_recovery(self: ChatRecoverySelf, run_id: str | None = None) -> str:
+    def classify_chat_recovery(self: ChatSelf, run_id: str | None = None) -> str:
         """`in-progress` (an interrupted turn is still being recovered), `failed` (recovery gave
         up or its turn failed) or `none`; with `run_id`, only incidents of that run count."""
         incidents = [
@@ -434,7 +360,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
                 return "failed"
         return "none"
 
-    def _has_orphaned_chat_turn(self: ChatRecoverySelf) -> bool:
+    def _has_orphaned_chat_turn(self: ChatSelf) -> bool:
         """A chat-turn fiber row no turn of this incarnation runs: recovery has yet to see it."""
         rows = self.sql(
             "SELECT id FROM cf_agents_runs WHERE substr(name, 1, ?) = ?",

@@ -20,18 +20,13 @@ in progress or a turn is streaming.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, cast
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
+from agents_core.chat.self_type import ChatSelf
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.signals import AbortController
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
-    from agents_core.chat.turns import _TurnState
 
 __all__ = ["AgentToolChildMixin", "INTERRUPTED_BEFORE_FINISH"]
 
@@ -43,64 +38,12 @@ async def maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-class ChildRunsSelf(AgentSelf, Protocol):
-    """What AgentToolChildMixin uses of the agent it is mixed into."""
-
-    _agent_tool_controllers: dict[str, AbortController]
-    _agent_tool_request_runs: dict[str, str | None]
-    _agent_tool_last_errors: dict[str, str]
-    _agent_tool_pre_turn_ids: dict[str, set[str]]
-    _agent_tool_live_seq: dict[str, int]
-    _agent_tool_tails: dict[str, Any]
-    _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
-    _turn_states: dict[str, _TurnState]
-    _agent_tool_runs_table: ClassVar[str]
-
-    def _close_agent_tool_tails(self, run_id: str) -> None: ...
-    def stream_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]: ...
-    def _forget_progress(self, run_id: str) -> None: ...
-    def _interrupted_stream(
-        self, request_id: str, snapshot: dict[str, Any]
-    ) -> tuple[str | None, int]: ...
-    def _progress_projection(self, row: dict[str, Any]) -> dict[str, Any]: ...
-    def classify_chat_recovery(self, run_id: str | None = None) -> str: ...
-    def _set_incident(self, key: str, incident: dict[str, Any], status: str) -> None: ...
-    async def keep_alive_while(self, fn: Callable[[], Awaitable[Any]]) -> Any: ...
-
-    # its own methods, called through self
-    def _ensure_agent_tool_tables(self) -> None: ...
-    def _insert_agent_tool_row(self, run_id: str, input: Any, now: int) -> None: ...
-    def _agent_tool_row(self, run_id: str) -> dict[str, Any] | None: ...
-    def _seal_agent_tool_aborted(self, run_id: str, reason: str | None) -> None: ...
-    def _is_stale_agent_tool_row(self, row: dict[str, Any]) -> bool: ...
-    def _write_agent_tool_terminal(self, run_id: str, terminal: dict[str, Any]) -> None: ...
-    def _release_agent_tool_run(self, run_id: str) -> None: ...
-    def _bind_agent_tool_request(self, run_id: str, request_id: str) -> None: ...
-    async def _run_agent_tool_in_background(
-        self, run_id: str, input: Any, controller: AbortController
-    ) -> None: ...
-    async def _inspection_from_row(self, row: dict[str, Any]) -> dict[str, Any]: ...
-    def _agent_tool_stream_id(self, row: dict[str, Any]) -> str | None: ...
-    def _agent_tool_tables_exist(self) -> bool: ...
-    async def _reconcile_stale_agent_tool_runs(self, only: str | None = None) -> None: ...
-    async def inspect_agent_tool_run(self, run_id: str) -> dict[str, Any] | None: ...
-    def _finalize_agent_tool_run(self, run_id: str, terminal: dict[str, Any]) -> None: ...
-    async def _drive_agent_tool_run(
-        self, run_id: str, input: Any, controller: AbortController
-    ) -> dict[str, Any]: ...
-    def _agent_tool_exception_terminal(
-        self, error: Exception, controller: AbortController
-    ) -> dict[str, Any]: ...
-    async def _stale_completion(self, row: dict[str, Any]) -> dict[str, Any]: ...
-    async def _messages_after_run_start(self, row: dict[str, Any]) -> list[dict[str, Any]]: ...
-
-
 class AgentToolChildMixin:
     _agent_tool_runs_table: ClassVar[str]
     _agent_tool_milestones_table: ClassVar[str]
     _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
 
-    def _init_agent_tool_child(self: ChildRunsSelf) -> None:
+    def _init_agent_tool_child(self: ChatSelf) -> None:
         self._agent_tool_controllers: dict[str, AbortController] = {}
         self._agent_tool_request_runs: dict[str, str | None] = {}
         self._agent_tool_last_errors: dict[str, str] = {}
@@ -109,7 +52,7 @@ class AgentToolChildMixin:
         self._agent_tool_tails: dict[str, Any] = {}
 
     # -- the adapter (RPC) -------------------------------------------------------------------------
-    async def start_agent_tool_run(self: ChildRunsSelf, input: Any, run_id: str) -> dict[str, Any]:
+    async def start_agent_tool_run(self: ChatSelf, input: Any, run_id: str) -> dict[str, Any]:
         """Create the run and start its headless turn in the background; answers at once."""
         if not isinstance(run_id, str) or not run_id:
             raise InvalidArgument(f"start_agent_tool_run needs a non-empty run_id, got {run_id!r}")
@@ -124,9 +67,7 @@ class AgentToolChildMixin:
         self.host.tasks.wait_until(self._run_agent_tool_in_background(run_id, input, controller))
         return {"runId": run_id, "status": "running", "startedAt": now}
 
-    async def cancel_agent_tool_run(
-        self: ChildRunsSelf, run_id: str, reason: str | None = None
-    ) -> None:
+    async def cancel_agent_tool_run(self: ChatSelf, run_id: str, reason: str | None = None) -> None:
         """Abort the run (and a recovery turn driving it), seal it `aborted`, close its tails.
         Nothing for an unknown or settled run."""
         row = self._agent_tool_row(run_id)
@@ -149,7 +90,7 @@ class AgentToolChildMixin:
         if controller is None:
             self._release_agent_tool_run(run_id)
 
-    async def inspect_agent_tool_run(self: ChildRunsSelf, run_id: str) -> dict[str, Any] | None:
+    async def inspect_agent_tool_run(self: ChatSelf, run_id: str) -> dict[str, Any] | None:
         """The run's snapshot (SDK keys), None iff this child has no row for it. A stale row
         is reconciled first (§7.7)."""
         row = self._agent_tool_row(run_id)
@@ -164,7 +105,7 @@ class AgentToolChildMixin:
         return inspection
 
     async def get_agent_tool_chunks(
-        self: ChildRunsSelf, run_id: str, after_sequence: int = -1
+        self: ChatSelf, run_id: str, after_sequence: int = -1
     ) -> list[dict[str, Any]]:
         """Stored chunks of the run with index > `after_sequence`, as {"sequence", "body"}."""
         row = self._agent_tool_row(run_id)
@@ -173,19 +114,19 @@ class AgentToolChildMixin:
         return self.stream_chunks(self._agent_tool_stream_id(row), after_sequence)
 
     # -- rows --------------------------------------------------------------------------------------
-    def _agent_tool_row(self: ChildRunsSelf, run_id: str) -> dict[str, Any] | None:
+    def _agent_tool_row(self: ChatSelf, run_id: str) -> dict[str, Any] | None:
         if not self._agent_tool_tables_exist():
             return None
         rows = self.sql(f"SELECT * FROM {self._agent_tool_runs_table} WHERE run_id = ?", run_id)
         return rows[0] if rows else None
 
-    def _is_stale_agent_tool_row(self: ChildRunsSelf, row: dict[str, Any]) -> bool:
+    def _is_stale_agent_tool_row(self: ChatSelf, row: dict[str, Any]) -> bool:
         return (
             row["status"] in self._agent_tool_active_statuses
             and row["run_id"] not in self._agent_tool_controllers
         )
 
-    def _bind_agent_tool_request(self: ChildRunsSelf, run_id: str, request_id: str) -> None:
+    def _bind_agent_tool_request(self: ChatSelf, run_id: str, request_id: str) -> None:
         self._agent_tool_request_runs[request_id] = run_id
         self.sql(
             f"UPDATE {self._agent_tool_runs_table} SET request_id = ? WHERE run_id = ?",
@@ -193,11 +134,11 @@ class AgentToolChildMixin:
             run_id,
         )
 
-    def _turn_snapshot_extra(self: ChildRunsSelf, request_id: str) -> dict[str, Any]:
+    def _turn_snapshot_extra(self: ChatSelf, request_id: str) -> dict[str, Any]:
         run_id = self._agent_tool_request_runs.get(request_id)
         return {"runId": run_id} if run_id is not None else {}
 
-    def _on_turn_settled(self: ChildRunsSelf, request_id: str) -> None:
+    def _on_turn_settled(self: ChatSelf, request_id: str) -> None:
         if request_id in self._agent_tool_request_runs and (
             self._agent_tool_request_runs[request_id] is None
         ):
@@ -205,7 +146,7 @@ class AgentToolChildMixin:
 
     # -- the headless turn -------------------------------------------------------------------------
     async def _run_agent_tool_in_background(
-        self: ChildRunsSelf, run_id: str, input: Any, controller: AbortController
+        self: ChatSelf, run_id: str, input: Any, controller: AbortController
     ) -> None:
         def settle(terminal: dict[str, Any]) -> None:
             try:
@@ -231,14 +172,12 @@ class AgentToolChildMixin:
             probe(self.host, "chat.run_lease_failed_settled")
             settle(self._agent_tool_exception_terminal(exc, controller))
 
-    def _finalize_agent_tool_run(
-        self: ChildRunsSelf, run_id: str, terminal: dict[str, Any]
-    ) -> None:
+    def _finalize_agent_tool_run(self: ChatSelf, run_id: str, terminal: dict[str, Any]) -> None:
         self._forget_progress(run_id)
         self._write_agent_tool_terminal(run_id, terminal)
         self._release_agent_tool_run(run_id)
 
-    def _release_agent_tool_run(self: ChildRunsSelf, run_id: str) -> None:
+    def _release_agent_tool_run(self: ChatSelf, run_id: str) -> None:
         """Drop every in-memory trace of the run; close its tails."""
         self._agent_tool_controllers.pop(run_id, None)
         self._agent_tool_last_errors.pop(run_id, None)
@@ -248,14 +187,12 @@ class AgentToolChildMixin:
                 del self._agent_tool_request_runs[request_id]
         self._close_agent_tool_tails(run_id)
 
-    def _agent_tool_abort_reason(self: ChildRunsSelf, controller: AbortController) -> str | None:
+    def _agent_tool_abort_reason(self: ChatSelf, controller: AbortController) -> str | None:
         reason = controller.signal.reason
         return reason if isinstance(reason, str) else None
 
     # -- self-heal ---------------------------------------------------------------------------------
-    def _rebind_agent_tool_run_for_recovery(
-        self: ChildRunsSelf, request_id: str, origin: str
-    ) -> None:
+    def _rebind_agent_tool_run_for_recovery(self: ChatSelf, request_id: str, origin: str) -> None:
         """Bind the newest active run to the recovered turn, so its frames stay attributable."""
         if not self._agent_tool_tables_exist():
             return
@@ -275,9 +212,7 @@ class AgentToolChildMixin:
             self.host.kv.put(key, {**incident, "runId": run_id})
         self.host.trace.emit("chat:recovery:rebind", runId=run_id, requestId=request_id)
 
-    def _stream_for_recovered_turn(
-        self: ChildRunsSelf, request_id: str, payload: dict[str, Any]
-    ) -> Any:
+    def _stream_for_recovered_turn(self: ChatSelf, request_id: str, payload: dict[str, Any]) -> Any:
         """A recovered turn bound to a run continues the interrupted turn's stream, so the
         run's stored chunks keep their indices and the next ones follow them: a client that
         holds chunks 0..k of the run never gets other chunks under those numbers (S5)."""
@@ -288,12 +223,10 @@ class AgentToolChildMixin:
         stream_id, _ = self._interrupted_stream(payload["requestId"], snapshot)
         return stream_id
 
-    async def _after_chat_recovery(self: ChildRunsSelf, request_id: str | None) -> None:
+    async def _after_chat_recovery(self: ChatSelf, request_id: str | None) -> None:
         await self._reconcile_stale_agent_tool_runs()
 
-    async def _reconcile_stale_agent_tool_runs(
-        self: ChildRunsSelf, only: str | None = None
-    ) -> None:
+    async def _reconcile_stale_agent_tool_runs(self: ChatSelf, only: str | None = None) -> None:
         if not self._agent_tool_tables_exist():
             return
         statuses = self._agent_tool_active_statuses
@@ -328,46 +261,44 @@ class AgentToolChildMixin:
             )
 
     # -- what each host provides -------------------------------------------------------------------
-    def _ensure_agent_tool_tables(self: ChildRunsSelf) -> None:
+    def _ensure_agent_tool_tables(self: ChatSelf) -> None:
         raise NotImplementedError
 
-    def _agent_tool_tables_exist(self: ChildRunsSelf) -> bool:
+    def _agent_tool_tables_exist(self: ChatSelf) -> bool:
         raise NotImplementedError
 
-    def _insert_agent_tool_row(self: ChildRunsSelf, run_id: str, input: Any, now: int) -> None:
+    def _insert_agent_tool_row(self: ChatSelf, run_id: str, input: Any, now: int) -> None:
         raise NotImplementedError
 
     async def _drive_agent_tool_run(
-        self: ChildRunsSelf, run_id: str, input: Any, controller: AbortController
+        self: ChatSelf, run_id: str, input: Any, controller: AbortController
     ) -> dict[str, Any]:
         raise NotImplementedError
 
     def _agent_tool_exception_terminal(
-        self: ChildRunsSelf, error: Exception, controller: AbortController
+        self: ChatSelf, error: Exception, controller: AbortController
     ) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _write_agent_tool_terminal(
-        self: ChildRunsSelf, run_id: str, terminal: dict[str, Any]
-    ) -> None:
+    def _write_agent_tool_terminal(self: ChatSelf, run_id: str, terminal: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _seal_agent_tool_aborted(self: ChildRunsSelf, run_id: str, reason: str | None) -> None:
+    def _seal_agent_tool_aborted(self: ChatSelf, run_id: str, reason: str | None) -> None:
         raise NotImplementedError
 
-    async def _inspection_from_row(self: ChildRunsSelf, row: dict[str, Any]) -> dict[str, Any]:
+    async def _inspection_from_row(self: ChatSelf, row: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _agent_tool_stream_id(self: ChildRunsSelf, row: dict[str, Any]) -> str | None:
+    def _agent_tool_stream_id(self: ChatSelf, row: dict[str, Any]) -> str | None:
         raise NotImplementedError
 
     async def _messages_after_run_start(
-        self: ChildRunsSelf, row: dict[str, Any]
+        self: ChatSelf, row: dict[str, Any]
     ) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    async def _stale_completion(self: ChildRunsSelf, row: dict[str, Any]) -> dict[str, Any]:
+    async def _stale_completion(self: ChatSelf, row: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _active_agent_tool_run(self: ChildRunsSelf) -> tuple[str | None, str | None]:
+    def _active_agent_tool_run(self: ChatSelf) -> tuple[str | None, str | None]:
         raise NotImplementedError

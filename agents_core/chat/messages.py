@@ -14,10 +14,10 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from agents_core.chat.self_type import ChatSelf
 from agents_core.jsontext import to_json_text
-from agents_core.self_types import AgentSelf
 
 __all__ = ["MESSAGES_DDL", "MessageBuilder", "MessagesMixin", "message_text", "user_message"]
 
@@ -117,25 +117,18 @@ class MessageBuilder:
         ]
 
 
-class MessagesSelf(AgentSelf, Protocol):
-    """What MessagesMixin uses of the agent it is mixed into."""
-
-    # its own methods, called through self
-    def _message_rows(self) -> list[dict[str, Any]]: ...
-
-
 class MessagesMixin:
     """The transcript: load, save (insert or update in place) and clear."""
 
-    def _init_messages(self: MessagesSelf) -> None:
+    def _init_messages(self: ChatSelf) -> None:
         self.host.sql.execute(MESSAGES_DDL)
 
     @property
-    def messages(self: MessagesSelf) -> list[dict[str, Any]]:
+    def messages(self: ChatSelf) -> list[dict[str, Any]]:
         """The persisted transcript, oldest first."""
         return [row["message"] for row in self._message_rows()]
 
-    def _message_rows(self: MessagesSelf) -> list[dict[str, Any]]:
+    def _message_rows(self: ChatSelf) -> list[dict[str, Any]]:
         """Rows as {"id", "message" (parsed), "created_at"}, in transcript order."""
         rows = self.sql(
             "SELECT id, message, created_at FROM cf_ai_chat_agent_messages ORDER BY rowid"
@@ -145,11 +138,11 @@ class MessagesMixin:
             for r in rows
         ]
 
-    def _message_by_id(self: MessagesSelf, message_id: str) -> dict[str, Any] | None:
+    def _message_by_id(self: ChatSelf, message_id: str) -> dict[str, Any] | None:
         rows = self.sql("SELECT message FROM cf_ai_chat_agent_messages WHERE id = ?", message_id)
         return json.loads(rows[0]["message"]) if rows else None
 
-    def _persist_message(self: MessagesSelf, message: Mapping[str, Any]) -> None:
+    def _persist_message(self: ChatSelf, message: Mapping[str, Any]) -> None:
         text = to_json_text(message, "a chat message")
         changed = self.host.sql.execute(
             "UPDATE cf_ai_chat_agent_messages SET message = ? WHERE id = ?", (text, message["id"])
@@ -162,7 +155,7 @@ class MessagesMixin:
                 self.host.clock.now_ms(),
             )
 
-    def _check_messages(self: MessagesSelf, messages: Sequence[Any]) -> list[dict[str, Any]]:
+    def _check_messages(self: ChatSelf, messages: Sequence[Any]) -> list[dict[str, Any]]:
         """Copies of `messages`, each given an id if it has none; misuse is named."""
         if isinstance(messages, Mapping | str) or not isinstance(messages, Sequence):
             raise TypeError(

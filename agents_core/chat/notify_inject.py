@@ -33,10 +33,10 @@ from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.chat.child_runs import maybe_await
 from agents_core.chat.messages import user_message
 from agents_core.chat.parent import in_delivery_slot
+from agents_core.chat.self_type import ChatSelf
 from agents_core.chat.turns import TurnPlan
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 
 __all__ = [
     "AiChatNotifyMixin",
@@ -80,10 +80,7 @@ async def _finish_notice(agent: Any, run: AgentToolRunInfo, lifecycle: Any) -> t
 
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-
     from agents_core.agent import Agent
-    from agents_core.chat.turns import TurnResult
 
     # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
     _NotifyBase = Agent
@@ -91,22 +88,9 @@ else:
     _NotifyBase = object
 
 
-class ThinkNotifySelf(AgentSelf, Protocol):
-    """What ThinkNotifyMixin uses of the agent it is mixed into."""
+class ThinkNotifySelf(ChatSelf, Protocol):
+    """What ThinkNotifyMixin uses beyond `ChatSelf`: its own methods, called through self."""
 
-    _think_drain_live: bool
-    _think_submissions_live: set[str]
-
-    def _spawn_outside_delivery_slot(self, coro: Coroutine[Any, Any, Any]) -> None: ...
-    def _check_messages(self, messages: Sequence[Any]) -> list[dict[str, Any]]: ...
-    def _broadcast_messages(self) -> None: ...
-    def format_detached_milestone(self, run: AgentToolRunInfo, milestone: Any) -> str: ...
-    def _message_by_id(self, message_id: str) -> dict[str, Any] | None: ...
-    def _persist_message(self, message: Mapping[str, Any]) -> None: ...
-    async def keep_alive(self) -> Callable[[], None]: ...
-    async def _submit_turn(self, plan: TurnPlan) -> TurnResult: ...
-
-    # its own methods, called through self
     def _ensure_think_submissions(self) -> None: ...
     def _kick_think_submissions(self) -> None: ...
     def _resume_think_submissions(self) -> None: ...
@@ -263,24 +247,9 @@ class ThinkNotifyMixin(_NotifyBase):
             self._kick_think_submissions()
 
 
-class AiChatNotifySelf(AgentSelf, Protocol):
-    """What AiChatNotifyMixin uses of the agent it is mixed into."""
+class AiChatNotifySelf(ChatSelf, Protocol):
+    """What AiChatNotifyMixin uses beyond `ChatSelf`: its own methods, called through self."""
 
-    _detached_injecting: set[str]
-    _turn_generation: int
-
-    def _turn_queue_busy(self) -> bool: ...
-    def _persist_message(self, message: Mapping[str, Any]) -> None: ...
-    def _broadcast_messages(self) -> None: ...
-    def _spawn_outside_delivery_slot(self, coro: Coroutine[Any, Any, Any]) -> None: ...
-    def format_detached_milestone(self, run: AgentToolRunInfo, milestone: Any) -> str: ...
-    def _message_by_id(self, message_id: str) -> dict[str, Any] | None: ...
-    async def _submit_turn(self, plan: TurnPlan) -> TurnResult: ...
-    async def keep_alive_while(self, fn: Callable[[], Awaitable[Any]]) -> Any: ...
-    async def _outside_delivery_slot(self, step: Callable[[], Awaitable[Any]]) -> Any: ...
-    async def _run_turn_fiber(self, plan: TurnPlan, generation: int) -> TurnResult: ...
-
-    # its own methods, called through self
     async def _inject_detached_notice(
         self, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
     ) -> None: ...

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any
 
-from agents_core.self_types import AgentSelf
+from agents_core.chat.self_type import ChatSelf
 
 __all__ = [
     "AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS",
@@ -72,26 +72,8 @@ def in_delivery_slot(agent: Any) -> bool:
     return slot is not None and slot.open and slot.agent is agent
 
 
-class ChatParentSelf(AgentSelf, Protocol):
-    """What ChatParentMixin uses of the agent it is mixed into."""
-
-    _stream_progress_credited_at: int | None
-    _stream_content_credited_at: int | None
-    _detached_injecting: set[str]
-    _think_drain_live: bool
-    _think_submissions_live: set[str]
-    _turn_tail: Any
-
-    async def keep_alive(self) -> Callable[[], None]: ...
-
-    # its own methods, called through self
-    def _bump_chat_recovery_progress(self) -> None: ...
-    async def _between_turns(self, invoke: Callable[[], Awaitable[None]]) -> None: ...
-    def _chat_recovery_progress(self) -> int: ...
-
-
 class ChatParentMixin:
-    def _init_chat_parent(self: ChatParentSelf) -> None:
+    def _init_chat_parent(self: ChatSelf) -> None:
         self._stream_progress_credited_at: int | None = None
         self._stream_content_credited_at: int | None = None
         self._detached_injecting: set[str] = set()
@@ -100,7 +82,7 @@ class ChatParentMixin:
 
     # -- the serialized delivery slot (§4.11) ----------------------------------------------------
     async def _run_serialized_delivery(
-        self: ChatParentSelf, invoke: Callable[[], Awaitable[None]]
+        self: ChatSelf, invoke: Callable[[], Awaitable[None]]
     ) -> None:
         """Run `invoke` on the chat turn queue, strictly between turns, under a keep-alive."""
         dispose = await self.keep_alive()
@@ -109,7 +91,7 @@ class ChatParentMixin:
         finally:
             dispose()
 
-    async def _between_turns(self: ChatParentSelf, invoke: Callable[[], Awaitable[None]]) -> None:
+    async def _between_turns(self: ChatSelf, invoke: Callable[[], Awaitable[None]]) -> None:
         # The same FIFO chain `_submit_turn` uses, without its clear-generation check: a clear
         # skips queued turns, never a delivery the ledger owes.
         previous = self._turn_tail
@@ -136,13 +118,11 @@ class ChatParentMixin:
                 self._turn_tail = None
             done.resolve(None)
 
-    def _turn_queue_busy(self: ChatParentSelf) -> bool:
+    def _turn_queue_busy(self: ChatSelf) -> bool:
         """A turn or a serialized delivery holds the turn queue."""
         return self._turn_tail is not None and not self._turn_tail.done()
 
-    async def _outside_delivery_slot(
-        self: ChatParentSelf, step: Callable[[], Awaitable[Any]]
-    ) -> Any:
+    async def _outside_delivery_slot(self: ChatSelf, step: Callable[[], Awaitable[Any]]) -> Any:
         """Await `step()` with the slot marker cleared (a turn run inline in the slot)."""
         token = _slot.set(None)
         closed = False
@@ -155,7 +135,7 @@ class ChatParentMixin:
             if not closed:
                 _slot.reset(token)
 
-    def _spawn_outside_delivery_slot(self: ChatParentSelf, coro: Coroutine[Any, Any, Any]) -> None:
+    def _spawn_outside_delivery_slot(self: ChatSelf, coro: Coroutine[Any, Any, Any]) -> None:
         """`wait_until(coro)` in a context that does not inherit the slot marker."""
         token = _slot.set(None)
         try:
@@ -164,7 +144,7 @@ class ChatParentMixin:
             _slot.reset(token)
 
     # -- parent credit (§7.8) --------------------------------------------------------------------
-    def _on_agent_tool_stream_progress(self: ChatParentSelf) -> None:
+    def _on_agent_tool_stream_progress(self: ChatSelf) -> None:
         now = self.host.clock.now_ms()
         last = self._stream_progress_credited_at
         if last is not None and now - last < AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS:
@@ -172,7 +152,7 @@ class ChatParentMixin:
         self._stream_progress_credited_at = now
         self._bump_chat_recovery_progress()
 
-    def _credit_stored_chunk(self: ChatParentSelf, chunk_type: Any) -> None:
+    def _credit_stored_chunk(self: ChatSelf, chunk_type: Any) -> None:
         """A turn stored a chunk of this type: credit progress if it is new content."""
         if chunk_type in PROGRESS_CHUNK_TYPES:
             self._bump_chat_recovery_progress()
@@ -184,13 +164,13 @@ class ChatParentMixin:
             self._stream_content_credited_at = now
             self._bump_chat_recovery_progress()
 
-    def _bump_chat_recovery_progress(self: ChatParentSelf) -> None:
+    def _bump_chat_recovery_progress(self: ChatSelf) -> None:
         now = self.host.clock.now_ms()
         self.host.kv.put(
             CHAT_RECOVERY_PROGRESS_KEY, {"count": self._chat_recovery_progress() + 1, "at": now}
         )
 
-    def _chat_recovery_progress(self: ChatParentSelf) -> int:
+    def _chat_recovery_progress(self: ChatSelf) -> int:
         """The durable progress count (0 before the first credit)."""
         record = self.host.kv.get(CHAT_RECOVERY_PROGRESS_KEY)
         count = record.get("count", 0) if isinstance(record, dict) else 0

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any
 
+from agents_core.chat.self_type import ChatSelf
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 
 __all__ = ["AGENT_TOOL_PROGRESS_COALESCE_MS", "ProgressMixin"]
 
@@ -49,10 +49,7 @@ def _number(value: Any) -> bool:
 
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from agents_core.agent_tools.mixin import AgentToolsMixin
-    from agents_core.chat.turns import _TurnState
 
     # Mixed in before Agent: its report_progress stands for AgentToolsMixin's on chat hosts.
     _ProgressBase = AgentToolsMixin
@@ -60,55 +57,8 @@ else:
     _ProgressBase = object
 
 
-class ProgressSelf(AgentSelf, Protocol):
-    """What ProgressMixin uses of the agent it is mixed into."""
-
-    _progress_last_emit: dict[str, int]
-    _progress_pending: dict[str, _Pending]
-    _progress_flushers: set[str]
-    _agent_tool_milestones_table: ClassVar[str]
-    _turn_states: dict[str, _TurnState]
-    _agent_tool_runs_table: ClassVar[str]
-    _agent_tool_request_runs: dict[str, str | None]
-
-    def _active_agent_tool_run(self) -> tuple[str | None, str | None]: ...
-    def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
-    def _publish_turn_chunk(
-        self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
-    ) -> None: ...
-    def _append_stream_chunk(self, stream_id: str, body: str) -> int: ...
-
-    # its own methods, called through self
-    def _report_agent_tool_progress(
-        self,
-        run_id: str,
-        request_id: str,
-        fraction: Any = None,
-        message: Any = None,
-        phase: Any = None,
-        milestone: Any = None,
-        data: Any = None,
-        persist: bool = False,
-    ) -> str: ...
-    def _emit_progress(
-        self,
-        run_id: str,
-        request_id: str,
-        fields: dict[str, Any],
-        data: Any,
-        persist: bool,
-        now: int,
-    ) -> None: ...
-    def _flush_pending_progress(self, run_id: str) -> None: ...
-    def _emit_milestone(
-        self, run_id: str, request_id: str, name: str, fields: dict[str, Any], data: Any, now: int
-    ) -> None: ...
-    def _drop_milestone_row(self, run_id: str, sequence: int) -> None: ...
-    async def _flush_progress_later(self, run_id: str) -> None: ...
-
-
 class ProgressMixin(_ProgressBase):
-    def _init_progress(self: ProgressSelf) -> None:
+    def _init_progress(self: ChatSelf) -> None:
         self._progress_last_emit: dict[str, int] = {}
         self._progress_pending: dict[str, _Pending] = {}
         self._progress_flushers: set[str] = set()
@@ -116,7 +66,7 @@ class ProgressMixin(_ProgressBase):
     # A chat host's report_progress is async and answers with the outcome; a plain Agent's is
     # a synchronous no-op that warns (as in the SDK), so this override cannot match it.
     async def report_progress(  # type: ignore[override]
-        self: ProgressSelf,
+        self: ChatSelf,
         fraction: float | None = None,
         message: str | None = None,
         phase: str | None = None,
@@ -139,7 +89,7 @@ class ProgressMixin(_ProgressBase):
         )
 
     def _report_agent_tool_progress(
-        self: ProgressSelf,
+        self: ChatSelf,
         run_id: str,
         request_id: str,
         fraction: Any = None,
@@ -174,7 +124,7 @@ class ProgressMixin(_ProgressBase):
         return "emitted"
 
     def _emit_progress(
-        self: ProgressSelf,
+        self: ChatSelf,
         run_id: str,
         request_id: str,
         fields: dict[str, Any],
@@ -201,7 +151,7 @@ class ProgressMixin(_ProgressBase):
         )
 
     def _emit_milestone(
-        self: ProgressSelf,
+        self: ChatSelf,
         run_id: str,
         request_id: str,
         name: str,
@@ -250,7 +200,7 @@ class ProgressMixin(_ProgressBase):
         frame = {"type": CHAT_RESPONSE_TYPE, "id": request_id, "done": False}
         self._broadcast_chat_frame({**frame, "body": body})
 
-    def _drop_milestone_row(self: ProgressSelf, run_id: str, sequence: int) -> None:
+    def _drop_milestone_row(self: ChatSelf, run_id: str, sequence: int) -> None:
         try:
             self.sql(
                 f"DELETE FROM {self._agent_tool_milestones_table} "
@@ -261,7 +211,7 @@ class ProgressMixin(_ProgressBase):
         except Exception as exc:  # noqa: BLE001 - the report's own error is the one raised
             self._log("error", f"milestone {sequence} of run {run_id} could not be undone: {exc}")
 
-    async def _flush_progress_later(self: ProgressSelf, run_id: str) -> None:
+    async def _flush_progress_later(self: ChatSelf, run_id: str) -> None:
         """S4's trailing flush: wait out the window, then send the latest coalesced value."""
         try:
             while run_id in self._progress_pending:
@@ -274,7 +224,7 @@ class ProgressMixin(_ProgressBase):
         finally:
             self._progress_flushers.discard(run_id)
 
-    def _flush_pending_progress(self: ProgressSelf, run_id: str) -> None:
+    def _flush_pending_progress(self: ChatSelf, run_id: str) -> None:
         pending = self._progress_pending.pop(run_id, None)
         if pending is None or self._agent_tool_request_runs.get(pending.request_id) != run_id:
             return  # the run settled or moved on: a post-terminal signal is dropped
@@ -284,13 +234,13 @@ class ProgressMixin(_ProgressBase):
             run_id, pending.request_id, pending.fields, pending.data, pending.persist, now
         )
 
-    def _forget_progress(self: ProgressSelf, run_id: str) -> None:
+    def _forget_progress(self: ChatSelf, run_id: str) -> None:
         """The run's turn settled: flush what is pending (latest wins), drop the clock."""
         self._flush_pending_progress(run_id)
         self._progress_last_emit.pop(run_id, None)
 
     # -- inspection projection (§5.4) --------------------------------------------------------------
-    def _progress_projection(self: ProgressSelf, row: dict[str, Any]) -> dict[str, Any]:
+    def _progress_projection(self: ChatSelf, row: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if row.get("progress_json") is not None and row.get("last_signal_at") is not None:
             try:

@@ -12,9 +12,9 @@ over (seed decision S5; `docs/divergences.md` T9).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-from agents_core.self_types import AgentSelf
+from agents_core.chat.self_type import ChatSelf
 
 __all__ = ["StreamStoreMixin"]
 
@@ -32,16 +32,12 @@ STREAM_DDL = (
 )
 
 
-class StreamStoreSelf(AgentSelf, Protocol):
-    """What StreamStoreMixin uses of the agent it is mixed into."""
-
-
 class StreamStoreMixin:
-    def _init_stream_store(self: StreamStoreSelf) -> None:
+    def _init_stream_store(self: ChatSelf) -> None:
         for statement in STREAM_DDL:
             self.host.sql.execute(statement)
 
-    def _start_stream(self: StreamStoreSelf, request_id: str) -> str:
+    def _start_stream(self: ChatSelf, request_id: str) -> str:
         stream_id = self.host.entropy.nanoid()
         self.sql(
             "INSERT INTO cf_ai_chat_stream_metadata (id, request_id, status, created_at) "
@@ -52,7 +48,7 @@ class StreamStoreMixin:
         )
         return stream_id
 
-    def _adopt_stream(self: StreamStoreSelf, stream_id: str, request_id: str) -> bool:
+    def _adopt_stream(self: ChatSelf, stream_id: str, request_id: str) -> bool:
         """Continue an existing stream under a new turn: it becomes that turn's stream (its
         request id is the new one's, its status `streaming` again), and its chunks go on from
         the next index. False when the stream is gone."""
@@ -64,7 +60,7 @@ class StreamStoreMixin:
             )
         )
 
-    def _stream_length(self: StreamStoreSelf, stream_id: str) -> int:
+    def _stream_length(self: ChatSelf, stream_id: str) -> int:
         """How many chunks the stream holds (its next chunk index)."""
         rows = self.sql(
             "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
@@ -73,7 +69,7 @@ class StreamStoreMixin:
         )
         return int(rows[0]["next"])
 
-    def _append_stream_chunk(self: StreamStoreSelf, stream_id: str, body: str) -> int:
+    def _append_stream_chunk(self: ChatSelf, stream_id: str, body: str) -> int:
         """Store one chunk (JSON text); its index in the stream."""
         rows = self.sql(
             "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
@@ -92,7 +88,7 @@ class StreamStoreMixin:
         )
         return index
 
-    def _finish_stream(self: StreamStoreSelf, stream_id: str, status: str) -> None:
+    def _finish_stream(self: ChatSelf, stream_id: str, status: str) -> None:
         self.sql(
             "UPDATE cf_ai_chat_stream_metadata SET status = ?, completed_at = ? WHERE id = ?",
             status,
@@ -100,7 +96,7 @@ class StreamStoreMixin:
             stream_id,
         )
 
-    def _stream_for_request(self: StreamStoreSelf, request_id: str | None) -> str | None:
+    def _stream_for_request(self: ChatSelf, request_id: str | None) -> str | None:
         """The (latest) stream of a turn."""
         if request_id is None:
             return None
@@ -112,7 +108,7 @@ class StreamStoreMixin:
         return rows[0]["id"] if rows else None
 
     def stream_chunks(
-        self: StreamStoreSelf, stream_id: str | None, after: int = -1
+        self: ChatSelf, stream_id: str | None, after: int = -1
     ) -> list[dict[str, Any]]:
         """Stored chunks of a stream with index > `after`, as {"sequence", "body"}."""
         if stream_id is None:

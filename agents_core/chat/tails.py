@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any
 
+from agents_core.chat.self_type import ChatSelf
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
-from agents_core.self_types import AgentSelf
 
 __all__ = ["AgentToolTailsMixin"]
 
@@ -70,38 +70,9 @@ else:
     _TailsBase = object
 
 
-class TailsSelf(AgentSelf, Protocol):
-    """What AgentToolTailsMixin uses of the agent it is mixed into."""
-
-    _agent_tool_tails: dict[str, Any]
-    _agent_tool_live_seq: dict[str, int]
-    _agent_tool_request_runs: dict[str, str | None]
-    _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
-    _agent_tool_last_errors: dict[str, str]
-    _agent_tool_runs_table: ClassVar[str]
-
-    def _agent_tool_row(self, run_id: str) -> dict[str, Any] | None: ...
-    def stream_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]: ...
-    def _agent_tool_tables_exist(self) -> bool: ...
-    async def get_agent_tool_chunks(
-        self, run_id: str, after_sequence: int = -1
-    ) -> list[dict[str, Any]]: ...
-    def _agent_tool_stream_id(self, row: dict[str, Any]) -> str | None: ...
-
-    # its own methods, called through self
-    def _snoop_agent_tool_frame(self, frame: Any, chunk_index: int | None) -> None: ...
-    def _agent_tool_run_for_request(self, request_id: str) -> str | None: ...
-    def _visible_chunk_count(self, run_id: str) -> int: ...
-    async def _read_agent_tool_backlog(
-        self, run_id: str, after_sequence: int
-    ) -> list[dict[str, Any]]: ...
-    def _drop_idle_live_sequence(self, run_id: str) -> None: ...
-    def _forward_agent_tool_frame(self, frame: Any, chunk_index: int | None) -> None: ...
-
-
 class AgentToolTailsMixin(_TailsBase):
     # -- the tail (RPC) ----------------------------------------------------------------------------
-    async def open_agent_tool_tail(self: TailsSelf, run_id: str, after_sequence: int = -1) -> str:
+    async def open_agent_tool_tail(self: ChatSelf, run_id: str, after_sequence: int = -1) -> str:
         """Attach a reader to the run: stored chunks after `after_sequence`, then live ones."""
         tail = _Tail(run_id, after_sequence)
         tail_id = f"tail_{self.host.entropy.nanoid(12)}"
@@ -126,7 +97,7 @@ class AgentToolTailsMixin(_TailsBase):
             self._agent_tool_live_seq[run_id] = max(current, tail.high_water + 1)
         return tail_id
 
-    async def read_agent_tool_tail(self: TailsSelf, tail_id: str) -> list[dict[str, Any]] | None:
+    async def read_agent_tool_tail(self: ChatSelf, tail_id: str) -> list[dict[str, Any]] | None:
         """The next records (waits for at least one), or None once the tail closed."""
         tail = self._agent_tool_tails.get(tail_id)
         if tail is None:
@@ -145,7 +116,7 @@ class AgentToolTailsMixin(_TailsBase):
         self._agent_tool_tails.pop(tail_id, None)
         return None
 
-    async def close_agent_tool_tail(self: TailsSelf, tail_id: str) -> None:
+    async def close_agent_tool_tail(self: ChatSelf, tail_id: str) -> None:
         """Detach the reader (a pending read returns None); the run goes on."""
         tail = self._agent_tool_tails.pop(tail_id, None)
         if tail is not None:
@@ -154,25 +125,25 @@ class AgentToolTailsMixin(_TailsBase):
             self._drop_idle_live_sequence(tail.run_id)
 
     async def _read_agent_tool_backlog(
-        self: TailsSelf, run_id: str, after_sequence: int
+        self: ChatSelf, run_id: str, after_sequence: int
     ) -> list[dict[str, Any]]:
         """The stored backlog a new tail drains (a seam: tests land chunks inside the drain)."""
         return await self.get_agent_tool_chunks(run_id, after_sequence)
 
-    def _visible_chunk_count(self: TailsSelf, run_id: str) -> int:
+    def _visible_chunk_count(self: ChatSelf, run_id: str) -> int:
         row = self._agent_tool_row(run_id)
         if row is None:
             return 0
         chunks = self.stream_chunks(self._agent_tool_stream_id(row))
         return chunks[-1]["sequence"] + 1 if chunks else 0
 
-    def _close_agent_tool_tails(self: TailsSelf, run_id: str) -> None:
+    def _close_agent_tool_tails(self: ChatSelf, run_id: str) -> None:
         for tail in self._agent_tool_tails.values():
             if tail.run_id == run_id:
                 tail.close()
         self._agent_tool_live_seq.pop(run_id, None)
 
-    def _drop_idle_live_sequence(self: TailsSelf, run_id: str) -> None:
+    def _drop_idle_live_sequence(self: ChatSelf, run_id: str) -> None:
         row = self._agent_tool_row(run_id)
         active = row is not None and row["status"] in self._agent_tool_active_statuses
         has_reader = any(
@@ -192,7 +163,7 @@ class AgentToolTailsMixin(_TailsBase):
         self._snoop_agent_tool_frame(frame, chunk_index)
         super().broadcast(frame)
 
-    def _snoop_agent_tool_frame(self: TailsSelf, frame: Any, chunk_index: int | None) -> None:
+    def _snoop_agent_tool_frame(self: ChatSelf, frame: Any, chunk_index: int | None) -> None:
         if not self._agent_tool_tails and not self._agent_tool_live_seq:
             return
         try:
@@ -200,7 +171,7 @@ class AgentToolTailsMixin(_TailsBase):
         except Exception as exc:  # noqa: BLE001 - the snoop never breaks a broadcast
             self._log("error", f"agent-tool broadcast snoop failed: {exc}")
 
-    def _forward_agent_tool_frame(self: TailsSelf, frame: Any, chunk_index: int | None) -> None:
+    def _forward_agent_tool_frame(self: ChatSelf, frame: Any, chunk_index: int | None) -> None:
         if isinstance(frame, str):
             try:
                 frame = json.loads(frame)
@@ -228,7 +199,7 @@ class AgentToolTailsMixin(_TailsBase):
             if tail.run_id == run_id and not tail.closed:
                 tail.offer_live(record)
 
-    def _agent_tool_run_for_request(self: TailsSelf, request_id: str) -> str | None:
+    def _agent_tool_run_for_request(self: ChatSelf, request_id: str) -> str | None:
         """The active run a request id belongs to (cached, "none" included)."""
         if request_id in self._agent_tool_request_runs:
             return self._agent_tool_request_runs[request_id]

@@ -21,19 +21,14 @@ import contextvars
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.chat.messages import MessageBuilder
+from agents_core.chat.self_type import ChatSelf
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
 from agents_core.signals import AbortController, AbortSignal
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
-    from agents_core.fibers import FiberContext
 
 __all__ = [
     "CHAT_MESSAGES_TYPE",
@@ -131,66 +126,6 @@ def current_chat_turn() -> ChatTurnContext | None:
     return _current_turn.get()
 
 
-class ChatTurnsSelf(AgentSelf, Protocol):
-    """What ChatTurnsMixin uses of the agent it is mixed into."""
-
-    _turn_tail: Any
-    _turn_generation: int
-    _turn_controllers: dict[str, AbortController]
-    _turn_states: dict[str, _TurnState]
-    _active_request_id: str | None
-    system_prompt: ClassVar[str | None]
-    max_steps: ClassVar[int]
-    model_service: ClassVar[str]
-
-    @property
-    def messages(self) -> list[dict[str, Any]]: ...
-    def _check_messages(self, messages: Sequence[Any]) -> list[dict[str, Any]]: ...
-    def _append_stream_chunk(self, stream_id: str, body: str) -> int: ...
-    def _credit_stored_chunk(self, chunk_type: Any) -> None: ...
-    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
-    def _persist_message(self, message: Mapping[str, Any]) -> None: ...
-    def _stream_length(self, stream_id: str) -> int: ...
-    async def _run_fiber_with_stash_wrapper(
-        self,
-        name: str,
-        fn: Callable[[FiberContext], Awaitable[Any]],
-        *,
-        initial_snapshot: Any,
-        wrap: Callable[[Any], Any],
-    ) -> Any: ...
-    def _message_by_id(self, message_id: str) -> dict[str, Any] | None: ...
-    def _adopt_stream(self, stream_id: str, request_id: str) -> bool: ...
-    def _start_stream(self, request_id: str) -> str: ...
-    def _finish_stream(self, stream_id: str, status: str) -> None: ...
-
-    # its own methods, called through self
-    def _broadcast_messages(self) -> None: ...
-    def get_tools(self) -> Mapping[str, Any]: ...
-    def _publish_turn_chunk(
-        self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
-    ) -> None: ...
-    def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
-    def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]: ...
-    def _on_turn_settled(self, request_id: str) -> None: ...
-    def _fail_turn(self, state: _TurnState, message: str) -> str: ...
-    def get_system_prompt(self) -> str | None: ...
-    def _emit_turn_chunk(self, state: _TurnState, chunk: Mapping[str, Any]) -> int: ...
-    async def save_messages(
-        self, messages: Sequence[Mapping[str, Any]], *, signal: AbortSignal | None = None
-    ) -> dict[str, Any]: ...
-    async def _run_turn_fiber(self, plan: TurnPlan, generation: int) -> TurnResult: ...
-    async def _run_turn(self, plan: TurnPlan, message_id: str, generation: int) -> TurnResult: ...
-    async def _drive_turn(self, state: _TurnState) -> tuple[str, str | None]: ...
-    def _model_request(self, state: _TurnState, step: int) -> dict[str, Any]: ...
-    async def _execute_tool(
-        self, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
-    ) -> tuple[bool, Any]: ...
-    async def _submit_turn(self, plan: TurnPlan) -> TurnResult: ...
-    async def _run_tools(self, state: _TurnState, calls: list[dict[str, Any]]) -> Any: ...
-    async def _next_model_chunk(self, stream: Any, state: _TurnState) -> Any: ...
-
-
 class ChatTurnsMixin:
     model_service: ClassVar[str] = "model"
     """The upstream service turns stream from."""
@@ -198,7 +133,7 @@ class ChatTurnsMixin:
     max_steps: ClassVar[int] = 10
     """Model calls per turn (each tool round is one more)."""
 
-    def _init_turns(self: ChatTurnsSelf) -> None:
+    def _init_turns(self: ChatSelf) -> None:
         self._turn_tail: Any = None
         self._turn_generation = 0
         self._turn_controllers: dict[str, AbortController] = {}
@@ -206,16 +141,16 @@ class ChatTurnsMixin:
         self._active_request_id: str | None = None
 
     # -- user surface -------------------------------------------------------------------------
-    def get_tools(self: ChatTurnsSelf) -> Mapping[str, Any]:
+    def get_tools(self: ChatSelf) -> Mapping[str, Any]:
         """Server tools by name; each has `description`, `input_schema` and
         `async execute(input, tool_call_id=..., signal=...)`."""
         return {}
 
-    def get_system_prompt(self: ChatTurnsSelf) -> str | None:
+    def get_system_prompt(self: ChatSelf) -> str | None:
         return self.system_prompt
 
     async def save_messages(
-        self: ChatTurnsSelf,
+        self: ChatSelf,
         messages: Sequence[Mapping[str, Any]],
         *,
         signal: AbortSignal | None = None,
@@ -227,7 +162,7 @@ class ChatTurnsMixin:
         plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat", signal=signal)
         return (await self._submit_turn(plan)).to_dict()
 
-    async def clear_messages(self: ChatTurnsSelf) -> None:
+    async def clear_messages(self: ChatSelf) -> None:
         """Forget the transcript: queued turns are skipped, the running one is aborted."""
         self._turn_generation += 1
         for controller in list(self._turn_controllers.values()):
@@ -235,13 +170,13 @@ class ChatTurnsMixin:
         self.sql("DELETE FROM cf_ai_chat_agent_messages")
         self._broadcast_messages()
 
-    async def on_message(self: ChatTurnsSelf, connection: Any, message: Any) -> None:
+    async def on_message(self: ChatSelf, connection: Any, message: Any) -> None:
         """A chat client's request (`cf_agent_use_chat_request` with `messages`) runs a turn."""
         if isinstance(message, Mapping) and message.get("type") == CHAT_REQUEST_TYPE:
             await self.save_messages(message.get("messages") or [])
 
     # -- the queue ----------------------------------------------------------------------------
-    async def _submit_turn(self: ChatTurnsSelf, plan: TurnPlan) -> TurnResult:
+    async def _submit_turn(self: ChatSelf, plan: TurnPlan) -> TurnResult:
         generation = self._turn_generation
         previous = self._turn_tail
         done = self.host.tasks.deferred()
@@ -259,7 +194,7 @@ class ChatTurnsMixin:
                 self._turn_tail = None
             done.resolve(None)
 
-    async def _run_turn_fiber(self: ChatTurnsSelf, plan: TurnPlan, generation: int) -> TurnResult:
+    async def _run_turn_fiber(self: ChatSelf, plan: TurnPlan, generation: int) -> TurnResult:
         message_id = plan.continue_message_id or self.host.entropy.nanoid()
         snapshot = {
             "requestId": plan.request_id,
@@ -286,16 +221,16 @@ class ChatTurnsMixin:
             wrap=lambda data: {**snapshot, "data": data},
         )
 
-    def _turn_snapshot_extra(self: ChatTurnsSelf, request_id: str) -> dict[str, Any]:
+    def _turn_snapshot_extra(self: ChatSelf, request_id: str) -> dict[str, Any]:
         """More keys for the turn's fiber snapshot (the agent-tool run it serves)."""
         return {}
 
-    def _on_turn_settled(self: ChatTurnsSelf, request_id: str) -> None:
+    def _on_turn_settled(self: ChatSelf, request_id: str) -> None:
         """Called when any turn ends (bookkeeping keyed by request id)."""
 
     # -- one turn -----------------------------------------------------------------------------
     async def _run_turn(
-        self: ChatTurnsSelf, plan: TurnPlan, message_id: str, generation: int
+        self: ChatSelf, plan: TurnPlan, message_id: str, generation: int
     ) -> TurnResult:
         rid = plan.request_id
         controller = AbortController()
@@ -350,7 +285,7 @@ class ChatTurnsMixin:
             rid, status, error, stream_id=state.stream_id, message_id=message_id, cleared=cleared
         )
 
-    async def _drive_turn(self: ChatTurnsSelf, state: _TurnState) -> tuple[str, str | None]:
+    async def _drive_turn(self: ChatSelf, state: _TurnState) -> tuple[str, str | None]:
         signal = state.controller.signal
         pending = state.builder.pending_tool_calls() if state.plan.continue_message_id else []
         for step in range(self.max_steps):
@@ -405,7 +340,7 @@ class ChatTurnsMixin:
             state, f"the model was still calling tools after max_steps={self.max_steps} calls"
         )
 
-    def _model_request(self: ChatTurnsSelf, state: _TurnState, step: int) -> dict[str, Any]:
+    def _model_request(self: ChatSelf, state: _TurnState, step: int) -> dict[str, Any]:
         messages = self.messages
         current = state.builder.message
         if current["parts"]:
@@ -424,7 +359,7 @@ class ChatTurnsMixin:
             request["body"] = state.plan.body
         return request
 
-    async def _next_model_chunk(self: ChatTurnsSelf, stream: Any, state: _TurnState) -> Any:
+    async def _next_model_chunk(self: ChatSelf, stream: Any, state: _TurnState) -> Any:
         if state.controller.signal.aborted:
             return _ABORTED
 
@@ -436,9 +371,7 @@ class ChatTurnsMixin:
 
         return await self.host.tasks.race(pull(), state.aborted)
 
-    async def _run_tools(
-        self: ChatTurnsSelf, state: _TurnState, calls: list[dict[str, Any]]
-    ) -> Any:
+    async def _run_tools(self: ChatSelf, state: _TurnState, calls: list[dict[str, Any]]) -> Any:
         tools = self.get_tools()
         signal = state.controller.signal
 
@@ -457,7 +390,7 @@ class ChatTurnsMixin:
         return await self.host.tasks.race(everything, state.aborted)
 
     async def _execute_tool(
-        self: ChatTurnsSelf, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
+        self: ChatSelf, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
     ) -> tuple[bool, Any]:
         name = chunk.get("toolName")
         tool = tools.get(name) if isinstance(name, str) else None
@@ -475,7 +408,7 @@ class ChatTurnsMixin:
             return False, _message(exc)
 
     # -- frames -------------------------------------------------------------------------------
-    def _emit_turn_chunk(self: ChatTurnsSelf, state: _TurnState, chunk: Mapping[str, Any]) -> int:
+    def _emit_turn_chunk(self: ChatSelf, state: _TurnState, chunk: Mapping[str, Any]) -> int:
         """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it."""
         body = to_json_text(dict(chunk), "a UI chunk")
         index = self._append_stream_chunk(state.stream_id, body)
@@ -483,7 +416,7 @@ class ChatTurnsMixin:
         return index
 
     def _publish_turn_chunk(
-        self: ChatTurnsSelf, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
+        self: ChatSelf, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
     ) -> None:
         """A chunk stored at `index` of the turn's stream: credit it, apply it, broadcast it."""
         self._credit_stored_chunk(chunk.get("type"))
@@ -491,18 +424,16 @@ class ChatTurnsMixin:
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
         self._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)
 
-    def _fail_turn(self: ChatTurnsSelf, state: _TurnState, message: str) -> str:
+    def _fail_turn(self: ChatSelf, state: _TurnState, message: str) -> str:
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": message}
         self._broadcast_chat_frame({**frame, "done": False, "error": True})
         return message
 
-    def _broadcast_chat_frame(
-        self: ChatTurnsSelf, frame: Any, chunk_index: int | None = None
-    ) -> None:
+    def _broadcast_chat_frame(self: ChatSelf, frame: Any, chunk_index: int | None = None) -> None:
         """Broadcast a chat-response frame (`chunk_index`: its place in the stored stream)."""
         self.broadcast(frame)
 
-    def _broadcast_messages(self: ChatTurnsSelf) -> None:
+    def _broadcast_messages(self: ChatSelf) -> None:
         self.broadcast({"type": CHAT_MESSAGES_TYPE, "messages": self.messages})
 
 
