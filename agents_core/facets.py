@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
-from agents_core.self_types import AgentSelf
+from agents_core.self_types import SchedulesSelf
 
 __all__ = ["FacetsMixin", "encode_owner_path"]
 
@@ -52,10 +52,8 @@ def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
 
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from agents_core.host import AgentStub
-    from agents_core.schedules import Schedule, SchedulesMixin, SchedulesSelf, ScheduleTiming
+    from agents_core.schedules import SchedulesMixin
 
     # Comes before SchedulesMixin in Agent's bases: its `super()` calls reach that class, on an
     # agent that has what SchedulesMixin's methods use.
@@ -64,33 +62,13 @@ else:
     _FacetsBase = object
 
 
-class FacetsSelf(AgentSelf, Protocol):
-    """What FacetsMixin uses of the agent it is mixed into."""
+class FacetsSelf(SchedulesSelf, Protocol):
+    """What FacetsMixin uses of the agent it is mixed into, beyond what SchedulesMixin uses."""
 
     _self_path: list[dict[str, str]]
     _facet_keep_alive_tokens: dict[str, None]
     _keep_alive_refs: int
 
-    def _list_schedules_for_owner(
-        self,
-        owner_path_key: str | None,
-        *,
-        id: str | None = None,
-        type: str | None = None,
-        time_range: Mapping[str, datetime | None] | None = None,
-    ) -> list[Schedule]: ...
-    async def _schedule_next_alarm(self) -> None: ...
-    async def _insert_schedule(
-        self,
-        timing: ScheduleTiming,
-        callback: str,
-        payload: Any,
-        *,
-        retry: Mapping[str, Any] | None,
-        idempotent: bool | None,
-        owner_path: str | Sequence[Mapping[str, str]] | None,
-        owner_path_key: str | None,
-    ) -> tuple[Schedule, bool]: ...
     async def _check_run_fibers(self) -> None: ...
     async def _execute_schedule_callback(self, row: dict[str, Any]) -> None: ...
 

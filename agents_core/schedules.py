@@ -18,14 +18,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import RetryOptions, resolve_retry
 from agents_core.probes import probe
 from agents_core.schedule_dispatch import ScheduleDispatchMixin, retry_from_json, retry_to_json
-from agents_core.self_types import AgentSelf
+from agents_core.self_types import SchedulesSelf
 from agents_core.stored_names import callback_method
 
 __all__ = ["Schedule", "SchedulesMixin"]
@@ -123,62 +123,6 @@ def _epoch_seconds(value: datetime, what: str) -> int:
             f"the naive {value!r}: pass tzinfo=timezone.utc"
         )
     return ((value - _EPOCH) // _ONE_MS) // 1000
-
-
-class SchedulesSelf(AgentSelf, Protocol):
-    """What SchedulesMixin uses of the agent it is mixed into."""
-
-    _on_start_schedule_warned: set[str]
-    _in_on_start: bool
-
-    async def _schedule_next_alarm(self) -> None: ...
-
-    # its own methods, called through self
-    def _check_schedule_callback(self, callback: Any) -> None: ...
-    def _check_schedule_retry(self, retry: Any) -> dict[str, Any] | None: ...
-    def _warn_schedule_in_on_start(self, when: Any, callback: str, idempotent: Any) -> None: ...
-    def _schedule_timing(self, when: datetime | int | float | str) -> ScheduleTiming: ...
-    def _check_interval_seconds(self, interval_seconds: Any) -> None: ...
-    def _interval_timing(self, interval_seconds: int | float) -> ScheduleTiming: ...
-    def _list_schedules_for_owner(
-        self,
-        owner_path_key: str | None,
-        *,
-        id: str | None = None,
-        type: str | None = None,
-        time_range: Mapping[str, datetime | None] | None = None,
-    ) -> list[Schedule]: ...
-    async def _store_schedule(
-        self,
-        timing: ScheduleTiming,
-        callback: str,
-        payload: Any,
-        *,
-        retry: Mapping[str, Any] | None,
-        idempotent: bool | None,
-    ) -> tuple[Schedule, bool]: ...
-    async def _insert_schedule(
-        self,
-        timing: ScheduleTiming,
-        callback: str,
-        payload: Any,
-        *,
-        retry: Mapping[str, Any] | None,
-        idempotent: bool | None,
-        owner_path: str | Sequence[Mapping[str, str]] | None,
-        owner_path_key: str | None,
-    ) -> tuple[Schedule, bool]: ...
-    def _find_matching_schedule(
-        self,
-        timing: ScheduleTiming,
-        callback: str,
-        payload_json: str | None,
-        owner_path_key: str | None,
-    ) -> dict[str, Any] | None: ...
-    async def _cancel_schedule_for_owner(
-        self, schedule_id: str, owner_path_key: str | None
-    ) -> str | None: ...
-    def _schedule_owner_key(self) -> str | None: ...
 
 
 class SchedulesMixin(ScheduleDispatchMixin):

@@ -8,7 +8,9 @@ Protocol wherever one of those methods is called. `AgentSelf` is the part every 
 all of it defined by `Agent` itself; each core mixin's module extends it with what it uses of
 the other mixins and of its own methods, and the agent-tool and chat packages each extend it
 once for all their mixins (`agent_tools/self_type.py`, `chat/self_type.py`), so that a member
-several of them use is declared once. Nothing here runs: the module holds only Protocols.
+several of them use is declared once. `SchedulesSelf` lives here too, because `FacetsSelf`
+extends it rather than repeat the schedule methods it calls. Nothing here runs: the module holds
+only Protocols.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from datetime import datetime
+
     from agents_core.agent import Agent
     from agents_core.agent_tools.self_type import AgentToolsSelf
     from agents_core.alarm import AlarmSelf
@@ -33,9 +38,9 @@ if TYPE_CHECKING:
     from agents_core.options import AgentOptions
     from agents_core.recovery import RecoverySelf
     from agents_core.schedule_dispatch import ScheduleDispatchSelf
-    from agents_core.schedules import SchedulesSelf
+    from agents_core.schedules import Schedule, ScheduleTiming
 
-__all__ = ["AgentSelf"]
+__all__ = ["AgentSelf", "SchedulesSelf"]
 
 
 class AgentSelf(Protocol):
@@ -54,6 +59,62 @@ class AgentSelf(Protocol):
     def _log(self, level: str, message: str) -> None: ...
 
     def _emit(self, event_type: str, **payload: Any) -> None: ...
+
+
+class SchedulesSelf(AgentSelf, Protocol):
+    """What SchedulesMixin uses of the agent it is mixed into (FacetsMixin extends it)."""
+
+    _on_start_schedule_warned: set[str]
+    _in_on_start: bool
+
+    async def _schedule_next_alarm(self) -> None: ...
+
+    # its own methods, called through self
+    def _check_schedule_callback(self, callback: Any) -> None: ...
+    def _check_schedule_retry(self, retry: Any) -> dict[str, Any] | None: ...
+    def _warn_schedule_in_on_start(self, when: Any, callback: str, idempotent: Any) -> None: ...
+    def _schedule_timing(self, when: datetime | int | float | str) -> ScheduleTiming: ...
+    def _check_interval_seconds(self, interval_seconds: Any) -> None: ...
+    def _interval_timing(self, interval_seconds: int | float) -> ScheduleTiming: ...
+    def _list_schedules_for_owner(
+        self,
+        owner_path_key: str | None,
+        *,
+        id: str | None = None,
+        type: str | None = None,
+        time_range: Mapping[str, datetime | None] | None = None,
+    ) -> list[Schedule]: ...
+    async def _store_schedule(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload: Any,
+        *,
+        retry: Mapping[str, Any] | None,
+        idempotent: bool | None,
+    ) -> tuple[Schedule, bool]: ...
+    async def _insert_schedule(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload: Any,
+        *,
+        retry: Mapping[str, Any] | None,
+        idempotent: bool | None,
+        owner_path: str | Sequence[Mapping[str, str]] | None,
+        owner_path_key: str | None,
+    ) -> tuple[Schedule, bool]: ...
+    def _find_matching_schedule(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload_json: str | None,
+        owner_path_key: str | None,
+    ) -> dict[str, Any] | None: ...
+    async def _cancel_schedule_for_owner(
+        self, schedule_id: str, owner_path_key: str | None
+    ) -> str | None: ...
+    def _schedule_owner_key(self) -> str | None: ...
 
 
 if TYPE_CHECKING:
