@@ -1,11 +1,12 @@
 """`AgentToolsMixin`: everything an agent needs to run other agents as tools, composed from the
-modules of this package (runs, forwarding, the delivery ledger, detached runs, re-attach,
-replay and retention)."""
+modules of this package (runs and their admission, forwarding, the delivery ledger, detached
+runs, re-attach, replay and retention)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from agents_core.agent_tools.admission import AdmissionMixin
 from agents_core.agent_tools.detached import DetachedMixin
 from agents_core.agent_tools.forward import ForwardingMixin
 from agents_core.agent_tools.ledger import LedgerMixin
@@ -18,7 +19,13 @@ __all__ = ["AgentToolsMixin"]
 
 
 class AgentToolsMixin(
-    RunsMixin, ForwardingMixin, LedgerMixin, DetachedMixin, ReattachMixin, RetentionMixin
+    RunsMixin,
+    AdmissionMixin,
+    ForwardingMixin,
+    LedgerMixin,
+    DetachedMixin,
+    ReattachMixin,
+    RetentionMixin,
 ):
     def report_progress(self: AgentSelf, **progress: Any) -> None:
         """Progress is reported by chat agents running as agent-tool children; on a plain agent

@@ -1,8 +1,9 @@
 """`run_agent_tool`: dispatch a run to a child sub-agent, awaited or detached, idempotent by run
 id (spec agent-tools §2.2–2.6, §1.5–1.6).
 
-New run: cap check (synchronous, before any await), insert `starting`, `on_agent_tool_start`,
-`started`@0, resolve the child facet named by the run id, `start_agent_tool_run`, `running`.
+New run: cap check (synchronous, before any await) and insert `starting` (both `admission.py`),
+`on_agent_tool_start`, `started`@0, resolve the child facet named by the run id,
+`start_agent_tool_run`, `running`.
 Awaited: tail and forward the child's chunks, inspect, finish (guarded terminal update, terminal
 frame, `on_agent_tool_finish`). Detached: hand over to `detached.py`. An existing run id never
 starts a second child turn: it returns the stored result, or re-attaches.
@@ -25,7 +26,6 @@ from agents_core.agent_tools.registry import (
     DetachedRunAgentToolResult,
     RunAgentToolResult,
     default_input_preview,
-    preview_json,
 )
 from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.errors import AgentReset, InvalidArgument
@@ -348,97 +348,6 @@ class RunsMixin:
             probe(self.host, "agent_tool.unarmed_dispatch_dropped")
         except Exception as exc:  # noqa: BLE001 - the next startup re-arms for the row (A5)
             self._log("error", f"dropping detached run {run_id} after a failed arm: {exc}")
-
-    def _insert_agent_tool_run(
-        self: AgentToolsSelf,
-        run_id: str,
-        agent_type: str,
-        parent_tool_call_id: str | None,
-        display_order: int,
-        preview: Any,
-        display: Any,
-        now: int,
-        config: Any,
-        status: str = "starting",
-        error: str | None = None,
-    ) -> None:
-        columns = self._detached_columns(config, now) if config is not None else {}
-        values = {
-            "run_id": run_id,
-            "parent_tool_call_id": parent_tool_call_id,
-            "agent_type": agent_type,
-            "input_preview": preview_json(preview),
-            "input_redacted": 1,
-            "status": status,
-            "error_message": error,
-            "display_metadata": None if display is None else to_json_text(display, "display"),
-            "display_order": display_order,
-            "started_at": now,
-            "completed_at": now if status == "error" else None,
-            **columns,
-        }
-        names = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        self.sql(f"INSERT INTO cf_agent_tool_runs ({names}) VALUES ({marks})", *values.values())
-        # The id names a run with a row again: a cleared one's late finish is no longer its.
-        self._agent_tool_runs_cleared_in_flight.discard(run_id)
-
-    def _agent_tool_cap_rejection(
-        self: AgentToolsSelf,
-        run_id: str,
-        agent_type: str,
-        parent_tool_call_id: str | None,
-        display_order: int,
-        preview: Any,
-        display: Any,
-        config: Any,
-    ) -> Any:
-        cap = self.max_concurrent_agent_tools
-        if cap is None or cap == float("inf"):
-            return None
-        live = self.sql(
-            "SELECT count(*) AS n FROM cf_agent_tool_runs WHERE status IN ('starting', 'running')"
-        )[0]["n"]
-        if live < cap:
-            return None
-        probe(self.host, "agent_tool.cap_rejected")
-        error = f"maxConcurrentAgentTools ({cap if cap != int(cap) else int(cap)}) exceeded"
-        now = self.host.clock.now_ms()
-        self._insert_agent_tool_run(
-            run_id,
-            agent_type,
-            parent_tool_call_id,
-            display_order,
-            preview,
-            display,
-            now,
-            None,
-            status="error",
-            error=error,
-        )
-        self.broadcast(
-            frame(
-                parent_tool_call_id,
-                0,
-                started_event(run_id, agent_type, preview, display_order, display),
-            )
-        )
-        self.broadcast(
-            frame(parent_tool_call_id, 1, {"kind": "error", "runId": run_id, "error": error})
-        )
-        if config is not None:
-            return DetachedRunAgentToolResult(run_id, agent_type, "error", error)
-        return RunAgentToolResult(run_id, agent_type, "error", error=error)
-
-    @property
-    def max_concurrent_agent_tools(self: AgentToolsSelf) -> float | None:
-        """Per instance (each nesting level has its own); default: no limit."""
-        value = getattr(self, "_max_concurrent_agent_tools", None)
-        return value if value is not None else self._options.max_concurrent_agent_tools
-
-    @max_concurrent_agent_tools.setter
-    def max_concurrent_agent_tools(self: AgentToolsSelf, value: float | None) -> None:
-        self._max_concurrent_agent_tools = value
 
     # -- awaited ----------------------------------------------------------------------------------
     async def _await_agent_tool_run(

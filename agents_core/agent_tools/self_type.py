@@ -93,31 +93,6 @@ class AgentToolsSelf(AgentSelf, Protocol):
         serialize: bool = False,
         defer_handlers_to: list[Any] | None = None,
     ) -> bool: ...
-    @property
-    def max_concurrent_agent_tools(self) -> float | None: ...
-    def _agent_tool_cap_rejection(
-        self,
-        run_id: str,
-        agent_type: str,
-        parent_tool_call_id: str | None,
-        display_order: int,
-        preview: Any,
-        display: Any,
-        config: Any,
-    ) -> Any: ...
-    def _insert_agent_tool_run(
-        self,
-        run_id: str,
-        agent_type: str,
-        parent_tool_call_id: str | None,
-        display_order: int,
-        preview: Any,
-        display: Any,
-        now: int,
-        config: Any,
-        status: str = "starting",
-        error: str | None = None,
-    ) -> None: ...
     async def _await_agent_tool_run(
         self, child: Any, row: dict[str, Any], start: Any, signal: Any
     ) -> RunAgentToolResult: ...
@@ -144,6 +119,33 @@ class AgentToolsSelf(AgentSelf, Protocol):
         self, cls: type, row: dict[str, Any]
     ) -> RunAgentToolResult: ...
     def _drop_unarmed_agent_tool_run(self, run_id: str) -> None: ...
+
+    # defined by admission.py
+    @property
+    def max_concurrent_agent_tools(self) -> float | None: ...
+    def _agent_tool_cap_rejection(
+        self,
+        run_id: str,
+        agent_type: str,
+        parent_tool_call_id: str | None,
+        display_order: int,
+        preview: Any,
+        display: Any,
+        config: Any,
+    ) -> Any: ...
+    def _insert_agent_tool_run(
+        self,
+        run_id: str,
+        agent_type: str,
+        parent_tool_call_id: str | None,
+        display_order: int,
+        preview: Any,
+        display: Any,
+        now: int,
+        config: Any,
+        status: str = "starting",
+        error: str | None = None,
+    ) -> None: ...
 
     # defined by forward.py
     async def _forward_agent_tool_stream(
