@@ -47,9 +47,7 @@ def test_seeds_per_second_on_one_and_two_workers(enabled_benchmark, tmp_path: Pa
     benchmark = enabled_benchmark
     path = tmp_path / "sweep-bench.yaml"
     path.write_text(SCENARIO, encoding="utf-8")
-    one, one_digests = benchmark.pedantic(
-        _seeds_per_second, args=(path, 1), rounds=1, iterations=1
-    )
+    one, one_digests = benchmark.pedantic(_seeds_per_second, args=(path, 1), rounds=1, iterations=1)
     two, two_digests = _seeds_per_second(path, 2)
     benchmark.extra_info.update(
         seeds=SEEDS, seeds_per_s_1_worker=round(one, 1), seeds_per_s_2_workers=round(two, 1)
