@@ -15,28 +15,22 @@ from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.timeline import client_frames
+from sim.checkers.timeline import client_frames, decode_frame
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["chunk_numbers_stable"]
 
-FRAME_TYPE = "agent-tool-event"
-
 
 def _chunk(frame: Any) -> tuple[str, int, Any] | None:
     """(run id, chunkSequence, parsed body) of a stored chunk's frame, else None."""
-    if isinstance(frame, str):
-        try:
-            frame = json.loads(frame)
-        except ValueError:
-            return None
-    if not isinstance(frame, dict) or frame.get("type") != FRAME_TYPE:
+    decoded = decode_frame(frame)
+    if decoded is None:
         return None
-    event = frame.get("event")
-    if not isinstance(event, dict) or event.get("kind") != "chunk":
+    event = decoded["event"]
+    if event.get("kind") != "chunk":
         return None
-    run_id, number = event.get("runId"), event.get("chunkSequence")
-    if not isinstance(run_id, str) or not isinstance(number, int) or isinstance(number, bool):
+    run_id, number = event["runId"], event.get("chunkSequence")
+    if not isinstance(number, int) or isinstance(number, bool):
         return None
     body = event.get("body")
     try:

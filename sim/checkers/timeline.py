@@ -26,7 +26,7 @@ from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["child_chunks", "client_frames", "client_timeline_exact"]
+__all__ = ["child_chunks", "client_frames", "client_timeline_exact", "decode_frame"]
 
 FRAME_TYPE = "agent-tool-event"
 PROGRESS = "data-agent-progress"
@@ -47,7 +47,9 @@ def client_frames(context: CheckContext) -> dict[tuple[str, str], list[TraceReco
     return out
 
 
-def _decode(frame: Any) -> dict[str, Any] | None:
+def decode_frame(frame: Any) -> dict[str, Any] | None:
+    """A client frame (as recorded: text or dict) as a dict when it is an agent-tool event of a
+    run (its `event` a dict with a string `runId`), else None."""
     if isinstance(frame, str):
         try:
             frame = json.loads(frame)
@@ -180,7 +182,7 @@ def client_timeline_exact(context: CheckContext) -> list[Violation]:
         for record in records:
             now[0] = record.t_ms
             reducer.receive(record.get("frame"))
-            frame = _decode(record.get("frame"))
+            frame = decode_frame(record.get("frame"))
             if frame is None:
                 continue
             event = frame["event"]
