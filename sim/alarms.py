@@ -44,8 +44,6 @@ class Alarms:
 
     def __init__(self, platform: PlatformCore) -> None:
         self._platform = platform
-        self._held_attempt: dict[AgentRecord, int] = {}
-        """Per agent, the attempt number of a retry that came due while a handler ran."""
 
     def set(self, record: AgentRecord, at_ms: int) -> None:
         if not isinstance(at_ms, int) or isinstance(at_ms, bool):
@@ -74,17 +72,14 @@ class Alarms:
         record.alarm_generation += 1
         if record.alarm_run is not None:
             self._platform.probes.hit("platform.alarm_due_while_running")
-            record.alarm_due_while_running = True
+            self._hold(record, attempt=0)
             return
         self._fire(record, attempt=0)
 
     def _fire(self, record: AgentRecord, attempt: int) -> None:
         platform = self._platform
         if record.alarm_run is not None:
-            # A retry held behind another handler keeps its attempt number: the slot is one
-            # alarm, so a fresh due and a held retry merge, and the higher count stands.
-            record.alarm_due_while_running = True
-            self._held_attempt[record] = max(attempt, self._held_attempt.get(record, 0))
+            self._hold(record, attempt)
             return
         incarnation = platform.live_incarnation(record, "alarm")
         run = _AlarmRun(attempt, incarnation, platform.kernel.now_ms)
@@ -157,10 +152,17 @@ class Alarms:
         platform.platform_event(record, "alarm:retry", attempt=attempt + 1, at=at_ms)
         platform.kernel.call_at(at_ms, lambda: self._fire(record, attempt + 1))
 
+    @staticmethod
+    def _hold(record: AgentRecord, attempt: int) -> None:
+        # A retry held behind another handler keeps its attempt number: the slot is one alarm,
+        # so a fresh due and a held retry merge, and the higher count stands.
+        held = record.alarm_held_attempt
+        record.alarm_held_attempt = attempt if held is None else max(held, attempt)
+
     def _after_run(self, record: AgentRecord) -> None:
-        if record.alarm_due_while_running:
-            record.alarm_due_while_running = False
-            attempt = self._held_attempt.pop(record, 0)
+        attempt = record.alarm_held_attempt
+        if attempt is not None:
+            record.alarm_held_attempt = None
             self._platform.kernel.call_soon(lambda: self._fire(record, attempt=attempt))
 
     def next_due_ms(self) -> int | None:

@@ -66,7 +66,9 @@ class AgentRecord:
     alarm_at_ms: int | None = None
     alarm_generation: int = 0
     alarm_run: Any = None
-    alarm_due_while_running: bool = False
+    alarm_held_attempt: int | None = None
+    """An alarm that came due while a handler ran, held until it ends: the attempt it runs as
+    (0 for a fresh due; a held retry keeps its number). None when nothing is held."""
     parent: AgentRecord | None = None
     children: dict[str, AgentRecord] = field(default_factory=dict)
     forgotten: bool = False
