@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from scenarios.emit import InsertedStep
 from scenarios.runner import ExecutedStatement, ScenarioResult
-from sim.sqlite import StorageFault, fault_group, is_write, shape_pattern, statement_shape
+from sim.fault_draws import CodeSite, fault_place
+from sim.sqlite import StorageFault, is_write, shape_pattern, statement_shape
 from sim.trace import format_sim_time
 
 __all__ = ["NOTE", "CrashPoint", "all_points", "choose", "fault_records", "landed", "spread"]
@@ -179,20 +180,18 @@ def spread(count: int) -> list[int]:
     return order
 
 
-Stratum = tuple[str, str, tuple[str, str], tuple[tuple[str, int], ...]]
+Stratum = tuple[str, str, tuple[str, str], CodeSite]
 
 
 def strata(points: Iterable[CrashPoint]) -> dict[Stratum, list[CrashPoint]]:
-    """Points by (agent role, kind, fault group, code site), in the order each stratum first
-    occurs. The fault group is the shape, with all schema statements one group; the code site
-    (`ExecutedStatement.site`) tells apart one shape issued by different code, such as the DELETE
-    of a recovered run row and the DELETE of a finished fiber's (schema statements have none:
-    each CREATE is a line of its own, and all of them are one step of startup)."""
+    """Points by (agent role, kind, fault group, code site: `sim.fault_draws.fault_place`, as
+    fuzz groups its sites), in the order each stratum first occurs. The code site tells apart
+    one shape issued by different code, such as the DELETE of a recovered run row and the
+    DELETE of a finished fiber's."""
     groups: dict[Stratum, list[CrashPoint]] = {}
     for point in points:
-        group = fault_group(point.statement.statement)
-        site = () if group == ("schema", "") else point.statement.site
-        groups.setdefault((point.role, point.kind, group, site), []).append(point)
+        place = fault_place(point.statement.statement, point.statement.site)
+        groups.setdefault((point.role, point.kind, *place), []).append(point)
     return groups
 
 

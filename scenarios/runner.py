@@ -34,6 +34,7 @@ from scenarios.steps import StepRunner
 from sim import Simulation, Trace
 from sim.budget import BUDGET_NAMES, DEFAULT_BUDGET, BudgetExceeded, RunBudget
 from sim.checkers import CHECKERS, LIVENESS_GRACE_MS, check, context_from
+from sim.fault_draws import CodeSite
 from sim.interleave import Interleave, Reordering, draw_points
 from sim.liveness import DEADLINE_EXTENSION_MAX_MS, busy_report, durable_deadline, format_gap
 from sim.trace import format_sim_time
@@ -60,13 +61,13 @@ class ExecutedStatement:
     statement: str
     turn: int
     step: int
-    site: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    site: CodeSite = field(default=(), compare=False)
     """Where agent code issued it: the innermost frames outside the platform (`sim`), as
     (file, line), innermost first. Two statements of one shape issued from different code (a
     recovery's DELETE and a cleanup's) are different places for a fault."""
 
 
-def code_site(depth: int = 3) -> tuple[tuple[str, int], ...]:
+def code_site(depth: int = 3) -> CodeSite:
     """The `depth` innermost frames of the running code outside the platform and this module
     (see `ExecutedStatement.site`)."""
     frame: types.FrameType | None = sys._getframe(1)

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from sim.sqlite import fault_group, is_write, shape_pattern, statement_shape
 
 __all__ = [
+    "CodeSite",
     "FAULT_KINDS",
     "MIN_HORIZON_MS",
     "SCRIPTED_EVICTION_REASONS",
@@ -37,6 +38,7 @@ __all__ = [
     "Schedule",
     "StatementSite",
     "fault_options",
+    "fault_place",
     "schedules",
     "site_groups",
     "sites_of",
@@ -94,6 +96,10 @@ class Executed(Protocol):
     def step(self) -> int: ...
 
 
+CodeSite = tuple[tuple[str, int], ...]
+"""Where code issued a statement: innermost frames outside the platform, as (file, line)."""
+
+
 @dataclass(frozen=True)
 class StatementSite:
     """One statement of the base run, and how a step reaches exactly it."""
@@ -114,7 +120,7 @@ class StatementSite:
     turn: int
     write: bool
     statement: str
-    site: tuple[tuple[str, int], ...] = ()
+    site: CodeSite = ()
     """Where code issued it (`scenarios.runner.ExecutedStatement.site`), when recorded."""
 
     @property
@@ -174,10 +180,17 @@ def site_groups(sites: Sequence[StatementSite]) -> list[list[StatementSite]]:
     draws. Schema statements have no site: all of them are one step of startup."""
     groups: dict[tuple[object, ...], list[StatementSite]] = {}
     for site in sites:
-        group = fault_group(site.statement)
-        where = () if group == ("schema", "") else site.site
-        groups.setdefault((site.target, group, where), []).append(site)
+        groups.setdefault((site.target, *fault_place(site.statement, site.site)), []).append(site)
     return list(groups.values())
+
+
+def fault_place(statement: str, site: CodeSite) -> tuple[tuple[str, str], CodeSite]:
+    """Where a hunt's fault lands, as both hunts group it: the statement's fault group
+    (`sim.sqlite.fault_group`) and the code site that issued it, except for schema statements,
+    which have none (each CREATE is a line of its own, and all of them are one step of
+    startup)."""
+    group = fault_group(statement)
+    return group, () if group == ("schema", "") else site
 
 
 # -- strategies ---------------------------------------------------------------------------------
