@@ -14,17 +14,44 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest
+
 from agents_core import Agent
 from scenarios.loader import parse_scenario
 from scenarios.steps import StepRunner
 from sim import Simulation
-from sim.checkers import CheckContext, context_from
+from sim.checkers import CHECKERS, CheckContext, context_from
 from sim.sqlite import Write
 from sim.trace import TraceRecord
 from tests.conformance.fiber_agents import Recorder
 from tests.conformance.test_reattach import ResumingChild
 
 STEP_MS = 10_000
+
+MILESTONE = """
+    name: milestone
+    description: a think parent narrates a milestone once across a deploy
+    seed: 8
+    agents:
+      parent:
+        workload: tools
+        host: think
+        runs:
+          - run_id: research
+            detached: {notify: true, on_milestones: [sources]}
+            steps:
+              - sleep: 1m
+              - milestone: {name: sources, data: {n: 2}}
+              - sleep: 5m
+              - finish: {status: completed, summary: done}
+    steps:
+      - call: {agent: parent, method: dispatch}
+      - at: 3m
+        deploy: {}
+      - run_until: 20m
+"""
+"""A Think parent narrates one milestone of a detached run, with a deploy between the
+milestone and the finish (the ledger and tool checkers' tests both read it)."""
 
 
 class Worker(Agent):
@@ -199,3 +226,16 @@ def with_turn(context: CheckContext, agent: str, *writes: Write) -> CheckContext
     """The context with one more committed turn of `writes` at the end of `agent`'s journal."""
     turns = (*context.journals[agent], tuple(writes))
     return dataclasses.replace(context, journals={**context.journals, agent: turns})
+
+
+def fails_with_a_blind_checker(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    test: Callable[[CheckContext], None],
+    context: CheckContext,
+) -> None:
+    """`test(context)` goes red when checker `name` is replaced by one that finds nothing: the
+    test asserts something its checker alone provides."""
+    monkeypatch.setitem(CHECKERS, name, lambda context: [])
+    with pytest.raises(AssertionError):
+        test(context)

@@ -12,9 +12,16 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CHECKERS, CheckContext, check
+from sim.checkers import CheckContext, check
 from sim.trace import TraceRecord
-from tests.checkers.agents import record, scenario_context, with_record, with_rows, without
+from tests.checkers.agents import (
+    fails_with_a_blind_checker,
+    record,
+    scenario_context,
+    with_record,
+    with_rows,
+    without,
+)
 
 SUPPORT = "AiChatWorkload/support"
 RESEARCH = "ThinkToolsWorkload/assistant/ThinkToolChild/research"
@@ -216,6 +223,4 @@ def test_the_catching_tests_fail_with_a_blind_checker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each test above goes red when its checker is replaced by one that finds nothing."""
-    monkeypatch.setitem(CHECKERS, name, lambda context: [])
-    with pytest.raises(AssertionError):
-        test(chats)
+    fails_with_a_blind_checker(monkeypatch, name, test, chats)

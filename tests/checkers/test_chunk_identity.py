@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CHECKERS, CheckContext, check
+from sim.checkers import CheckContext, check
 from sim.trace import TraceRecord
-from tests.checkers.agents import record, scenario_context, with_record
+from tests.checkers.agents import fails_with_a_blind_checker, record, scenario_context, with_record
 
 PARENT = "ToolsWorkload/parent"
 RECOVERED = """
@@ -92,6 +92,4 @@ def test_the_catching_test_fails_with_a_blind_checker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The test above goes red when the checker is replaced by one that finds nothing."""
-    monkeypatch.setitem(CHECKERS, "chunk_numbers_stable", lambda context: [])
-    with pytest.raises(AssertionError):
-        test(recovered)
+    fails_with_a_blind_checker(monkeypatch, "chunk_numbers_stable", test, recovered)

@@ -14,10 +14,12 @@ import pytest
 
 from agents_core.agent_tools.registry import AGENT_TOOL_RUNS_DDL
 from sim import Simulation
-from sim.checkers import CHECKERS, CheckContext, check, context_from
+from sim.checkers import CheckContext, check, context_from
 from sim.checkers.storage import row_changes
 from sim.trace import format_sim_time
 from tests.checkers.agents import (
+    MILESTONE,
+    fails_with_a_blind_checker,
     scenario_context,
     with_journal,
     with_row,
@@ -49,28 +51,6 @@ LEDGERS = """
       - at: 4s
         deploy: {}
       - run_until: 10m
-"""
-MILESTONE = """
-    name: milestone
-    description: a think parent narrates a milestone once across a deploy
-    seed: 8
-    agents:
-      parent:
-        workload: tools
-        host: think
-        runs:
-          - run_id: research
-            detached: {notify: true, on_milestones: [sources]}
-            steps:
-              - sleep: 1m
-              - milestone: {name: sources, data: {n: 2}}
-              - sleep: 5m
-              - finish: {status: completed, summary: done}
-    steps:
-      - call: {agent: parent, method: dispatch}
-      - at: 3m
-        deploy: {}
-      - run_until: 20m
 """
 FIBERS = """
     name: managed
@@ -363,6 +343,4 @@ def test_the_catching_tests_fail_with_a_blind_checker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each test above goes red when its checker is replaced by one that finds nothing."""
-    monkeypatch.setitem(CHECKERS, name, lambda context: [])
-    with pytest.raises(AssertionError):
-        test(request.getfixturevalue(fixture))
+    fails_with_a_blind_checker(monkeypatch, name, test, request.getfixturevalue(fixture))

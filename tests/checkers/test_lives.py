@@ -10,11 +10,17 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CHECKERS, CheckContext, check
+from sim.checkers import CheckContext, check
 from sim.checkers.lives import SPEC_STARTUP_TRIGGERS
 from sim.platform import STARTUP_TRIGGERS
 from sim.trace import TraceRecord
-from tests.checkers.agents import inserted, record, scenario_context, with_record
+from tests.checkers.agents import (
+    fails_with_a_blind_checker,
+    inserted,
+    record,
+    scenario_context,
+    with_record,
+)
 
 C = "Counter/counter"
 LIVES = """
@@ -253,9 +259,7 @@ def test_the_catching_tests_fail_with_a_blind_checker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each test above goes red when its checker is replaced by one that finds nothing."""
-    monkeypatch.setitem(CHECKERS, name, lambda context: [])
-    with pytest.raises(AssertionError):
-        test(request.getfixturevalue(fixture))
+    fails_with_a_blind_checker(monkeypatch, name, test, request.getfixturevalue(fixture))
 
 
 # -- deaths_are_whole ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from sim.checkers import CheckContext, check
 from sim.trace import TraceRecord
-from tests.checkers.agents import scenario_context, with_row, with_rows
+from tests.checkers.agents import MILESTONE, scenario_context, with_row, with_rows
 
 THINK = "ThinkToolsWorkload/parent"
 TOOLS = "ToolsWorkload/parent"
@@ -22,28 +22,6 @@ KV_PUT = (
     "INSERT INTO _cf_KV (key, value) VALUES (?, ?) "
     "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
 )
-MILESTONE = """
-    name: milestone
-    description: a think parent narrates a milestone once across a deploy
-    seed: 8
-    agents:
-      parent:
-        workload: tools
-        host: think
-        runs:
-          - run_id: research
-            detached: {notify: true, on_milestones: [sources]}
-            steps:
-              - sleep: 1m
-              - milestone: {name: sources, data: {n: 2}}
-              - sleep: 5m
-              - finish: {status: completed, summary: done}
-    steps:
-      - call: {agent: parent, method: dispatch}
-      - at: 3m
-        deploy: {}
-      - run_until: 20m
-"""
 RESET = """
     name: reset
     description: an awaited run whose child is evicted while the parent lives
