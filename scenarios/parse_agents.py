@@ -379,18 +379,23 @@ def _workload(
     )
 
 
+def _unique_name(entry: Fields, earlier: list[str], key: str) -> Any:
+    """`entry`'s name, failing on it when an earlier entry of the `key` list has it."""
+    name = entry.get("name")
+    if name in earlier:
+        entry.fail(
+            "name",
+            f"name: {show(name)} is already {key}[{earlier.index(name) + 1}]'s",
+            f"{key.removesuffix('s')} names must be unique in a workload",
+        )
+    return name
+
+
 def _fibers(spec: Fields, options: dict[str, Any]) -> type:
     plans: list[FiberPlan] = []
     for index, item, line in _items(spec, "fibers"):
         fiber = Fields(spec.path, f"{spec.where}.fibers[{index}]", item, line, shape=FIBER)
-        name = fiber.get("name")
-        earlier = [n for n, plan in enumerate(plans, start=1) if plan.name == name]
-        if earlier:
-            fiber.fail(
-                "name",
-                f"name: {show(name)} is already fibers[{earlier[0]}]'s",
-                "fiber names must be unique in a workload",
-            )
+        name = _unique_name(fiber, [plan.name for plan in plans], "fibers")
         steps, fail_at = fiber.get("steps"), fiber.get("fail_at")
         if fail_at is not None and fail_at > steps:
             fiber.bad("fail_at", f"expected a step from 1 to {steps} (the fiber has {steps} steps)")
@@ -438,14 +443,7 @@ def _schedules(spec: Fields) -> type:
     plans: list[SchedulePlan] = []
     for index, item, line in _items(spec, "schedules"):
         entry = Fields(spec.path, f"{spec.where}.schedules[{index}]", item, line, shape=SCHEDULE)
-        name = entry.get("name")
-        earlier = [n for n, plan in enumerate(plans, start=1) if plan.name == name]
-        if earlier:
-            entry.fail(
-                "name",
-                f"name: {show(name)} is already schedules[{earlier[0]}]'s",
-                "schedule names must be unique in a workload",
-            )
+        name = _unique_name(entry, [plan.name for plan in plans], "schedules")
         given = [key for key in TIMINGS if key in entry]
         if len(given) != 1:
             entry.fail(
