@@ -6,10 +6,10 @@ returns a `ScenarioResult` with the failures as sentences and the command that r
 The `agentsim` console script (`scenarios.cli:main`) is the front door over both.
 """
 
-from scenarios.errors import InvalidScenario
-from scenarios.loader import load_scenario, parse_scenario
-from scenarios.runner import ScenarioResult, run_scenario
-from scenarios.schema import Scenario
+from scenarios.language.errors import InvalidScenario
+from scenarios.language.loader import load_scenario, parse_scenario
+from scenarios.language.schema import Scenario
+from scenarios.run.runner import ScenarioResult, run_scenario
 
 __all__ = [
     "InvalidScenario",

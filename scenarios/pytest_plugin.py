@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from scenarios.runner import ScenarioResult
-    from scenarios.schema import Scenario
+    from scenarios.language.schema import Scenario
+    from scenarios.run.runner import ScenarioResult
     from sim import Simulation
 
 __all__ = ["ScenarioFile", "ScenarioItem", "seed_of"]
@@ -114,7 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
     names = config.getoption("agentsim_invariants") or ""
     invariants: tuple[str, ...] = ()
     if names.strip():
-        from scenarios.runner import invariant_names
+        from scenarios.run.runner import invariant_names
 
         try:
             invariants = invariant_names(names)
@@ -126,7 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if seeds_text is not None:
         import argparse
 
-        from scenarios.cli_input import seed_range
+        from scenarios.cli.inputs import seed_range
 
         try:
             seeds = tuple(seed_range(seeds_text))
@@ -282,8 +282,8 @@ class ScenarioFile(pytest.File):
     """A scenario file: one `ScenarioItem` per seed."""
 
     def collect(self) -> Iterator[ScenarioItem]:
-        from scenarios.errors import InvalidScenario
-        from scenarios.loader import load_scenario
+        from scenarios.language.errors import InvalidScenario
+        from scenarios.language.loader import load_scenario
 
         shown = _shown_path(self.config, self.path)
         try:
@@ -325,7 +325,7 @@ class ScenarioItem(pytest.Item):
         self.result: ScenarioResult | None = None
 
     def runtest(self) -> None:
-        from scenarios.runner import run_scenario
+        from scenarios.run.runner import run_scenario
 
         invariants = self.config.stash.get(_INVARIANTS, ())
         self.result = result = run_scenario(self.scenario, self.seed, invariants=invariants)
@@ -333,7 +333,7 @@ class ScenarioItem(pytest.Item):
             raise ScenarioFailed(result.report(self._failure_file(result)))
 
     def _failure_file(self, result: ScenarioResult) -> list[str]:
-        from scenarios.failures import RunRecord, failure_file_name
+        from scenarios.run.failures import RunRecord, failure_file_name
 
         directory = _failures_dir(self.config)
         target = directory / failure_file_name(result.name, result.seed)

@@ -1,7 +1,7 @@
 """What a hunt draws: faults, fault schedules and the statement sites storage faults aim at.
 
 This is the one place that says how faults are drawn with Hypothesis, shared by `agentsim fuzz`
-(`scenarios.fuzz`, over a scenario file) and by `sim.strategies` (over agents a Python test
+(`scenarios.hunt.fuzz`, over a scenario file) and by `sim.strategies` (over agents a Python test
 drives). It lives in `sim`, below both, and knows nothing of the scenario language: a target
 is whatever name the caller acts on (a scenario alias, or `alias/name` for a sub-agent), a
 `Fault` is an action name with arguments (`evict`, `deploy`, `arm_storage_fault`,
@@ -81,7 +81,7 @@ class Schedule:
 
 
 class Executed(Protocol):
-    """A statement agent code ran, as a recording gives it (`scenarios.runner.ExecutedStatement`
+    """A statement agent code ran, as a recording gives it (`scenarios.run.runner.ExecutedStatement`
     is one)."""
 
     @property
@@ -121,7 +121,7 @@ class StatementSite:
     write: bool
     statement: str
     site: CodeSite = ()
-    """Where code issued it (`scenarios.runner.ExecutedStatement.site`), when recorded."""
+    """Where code issued it (`scenarios.run.runner.ExecutedStatement.site`), when recorded."""
 
     @property
     def shape(self) -> str:

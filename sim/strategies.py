@@ -21,7 +21,7 @@ rule-based state machine that interleaves your agents' RPCs with faults.
 
 Layering: the drawing is `sim.fault_draws`, below the scenario language. Writing a YAML file
 needs the scenario language (its emitter and runner, in `scenarios`), so `write_reproducer`
-imports `scenarios.script_reproducer` when it is called: importing this module, or `sim`,
+imports `scenarios.hunt.script_reproducer` when it is called: importing this module, or `sim`,
 never imports `scenarios`. This module imports Hypothesis (the test extra).
 """
 
@@ -413,6 +413,6 @@ def write_reproducer(
     """Write `script` as a runnable scenario file at `path`, with a header saying how it was
     found (`found_by`) and what failed (`failure`); with `script.broken` invariants, the file
     expects them and is run first to check that it breaks them (`FlakyFinding` if not)."""
-    from scenarios.script_reproducer import write_script  # the language lives above sim
+    from scenarios.hunt.script_reproducer import write_script  # the language lives above sim
 
     return write_script(script, path, failure=failure, found_by=found_by)

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from scenarios.cli_input import path_problem
+from scenarios.cli.inputs import path_problem
 from scenarios.diff.compare import Outcome, compare, first_difference, without_allowed
 from scenarios.diff.normalise import Story, normalise
 from scenarios.diff.plan import Compiled, compile_plan
 from scenarios.diff.workerd import RealSideUnavailable, play_plans, project_for
-from scenarios.errors import InvalidScenario
-from scenarios.loader import load_scenario
+from scenarios.language.errors import InvalidScenario
+from scenarios.language.loader import load_scenario
 
 __all__ = ["Verdict", "diff_command", "diff_scenarios"]
 

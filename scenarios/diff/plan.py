@@ -17,8 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from scenarios.runner import budget_for
-from scenarios.schema import (
+from scenarios.language.schema import (
     ArmStorageFaultStep,
     CallStep,
     ConnectStep,
@@ -37,7 +36,8 @@ from scenarios.schema import (
     StallModelStep,
     Step,
 )
-from scenarios.steps import StepRunner
+from scenarios.run.runner import budget_for
+from scenarios.run.steps import StepRunner
 
 if TYPE_CHECKING:
     from scenarios.workloads.fibers import FiberWorkload
@@ -110,7 +110,7 @@ class PythonRun:
     evictions: list[tuple[int, int, str, str]] = field(default_factory=list)
     """(t, trace seq, alias, reason) of every incarnation end."""
     timings: list[tuple[int, int]] = field(default_factory=list)
-    """(begin, end) sim ms of each step, as `scenarios.runner.StepTiming`."""
+    """(begin, end) sim ms of each step, as `scenarios.run.runner.StepTiming`."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from agents_core.chat import ChatAgent, ThinkAgent
 from agents_core.chat.messages import message_text, user_message
-from scenarios.schema import MODEL_SERVICE
+from scenarios.language.schema import MODEL_SERVICE
 
 __all__ = ["CHAT_HOSTS", "AiChatWorkload", "ThinkWorkload", "chat_workload"]
 

@@ -1,4 +1,4 @@
-"""Seeds per second of a sweep (`scenarios.sweeps`) on 1 and on 2 local worker processes.
+"""Seeds per second of a sweep (`scenarios.cli.sweeps`) on 1 and on 2 local worker processes.
 
 Run: `python -m pytest tests/bench/test_sweep_speed.py -m bench --benchmark-enable -s`.
 Deselected by default. Each round sweeps SEEDS seeds of a small library-like scenario (a counter
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.loader import load_scenario
-from scenarios.sweeps import SweepSettings, sweep
+from scenarios.cli.sweeps import SweepSettings, sweep
+from scenarios.language.loader import load_scenario
 
 pytestmark = pytest.mark.bench
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from scenarios.errors import InvalidScenario
-from scenarios.loader import load_scenario
+from scenarios.language.errors import InvalidScenario
+from scenarios.language.loader import load_scenario
 from tests.bugzoo.bugs_platform import PLATFORM_BUGS
 from tests.bugzoo.bugs_runtime import RUNTIME_BUGS
 from tests.bugzoo.bugs_tools import TOOL_BUGS

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from agents_core import Agent
-from scenarios.loader import parse_scenario
-from scenarios.steps import StepRunner
+from scenarios.language.loader import parse_scenario
+from scenarios.run.steps import StepRunner
 from sim import Simulation
 from sim.checkers import CHECKERS, CheckContext, context_from
 from sim.sqlite import Write

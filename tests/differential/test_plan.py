@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scenarios.diff.plan import compile_plan
-from scenarios.loader import load_scenario
+from scenarios.language.loader import load_scenario
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 
@@ -62,7 +62,7 @@ def test_every_python_only_step_is_marked_in_the_schema() -> None:
     """The step kinds the plan compiler refuses say "Python-only" in the scenario schema, so a
     scenario's author sees it in the editor, not only in a SKIP line."""
     from scenarios.diff.plan import PYTHON_ONLY_STEPS
-    from scenarios.step_shapes import STEP_SHAPES
+    from scenarios.language.step_shapes import STEP_SHAPES
 
     kinds = [step.kind for step in PYTHON_ONLY_STEPS]
     assert "arm_storage_fault" in kinds

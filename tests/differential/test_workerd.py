@@ -13,7 +13,7 @@ from scenarios.diff.compare import compare
 from scenarios.diff.normalise import normalise
 from scenarios.diff.plan import compile_plan
 from scenarios.diff.workerd import missing_reason, play_plans
-from scenarios.loader import load_scenario
+from scenarios.language.loader import load_scenario
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 REASON = missing_reason()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scenarios import parse_scenario, run_scenario
-from scenarios.emit import (
+from scenarios.hunt.emit import (
     InsertedStep,
     add_expectation,
     format_duration,
@@ -15,7 +15,7 @@ from scenarios.emit import (
     remove_top_level,
     retitle,
 )
-from scenarios.fuzz import Fault, place
+from scenarios.hunt.fuzz import Fault, place
 from tests.scenarios.helpers import BASE
 
 # BASE: step 1 call (line 9), step 2 run_for: 3m (line 10), step 3 evict (line 11).

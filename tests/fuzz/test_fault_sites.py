@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from scenarios import parse_scenario, run_scenario
-from scenarios.fault_sites import site_groups, statement_sites, target_of
-from scenarios.fuzz import fuzz_scenario
+from scenarios.hunt.fault_sites import site_groups, statement_sites, target_of
+from scenarios.hunt.fuzz import fuzz_scenario
 from sim.sqlite import fault_group
 
 TALLY = """\
@@ -139,7 +139,7 @@ def test_always_expectations_are_kept_by_invariants_only_and_count_as_findings(
 ) -> None:
     """`always: true` marks an expectation that holds under any fault: `--invariants-only`
     keeps it (and drops the story's others), and its failure is a finding."""
-    from scenarios.emit import keep_always
+    from scenarios.hunt.emit import keep_always
 
     text = TALLY + (
         "expect:\n"

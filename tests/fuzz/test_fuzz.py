@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scenarios.cli import main
-from scenarios.fuzz import FlakyFinding, fuzz_scenario
+from scenarios.hunt.fuzz import FlakyFinding, fuzz_scenario
 from tests.fuzz import agents
 from tests.scenarios.helpers import LIBRARY
 

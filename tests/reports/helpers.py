@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from reports import RunReport
-from scenarios.loader import load_scenario
-from scenarios.runner import run_scenario
+from scenarios.language.loader import load_scenario
+from scenarios.run.runner import run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "scenarios" / "library"

@@ -34,7 +34,7 @@ def test_the_checker_sees_what_it_bans() -> None:
     """A sample importing the simulator, the runtime, the scenarios and a third party is caught."""
     sample = (
         "import json\nfrom sim.trace import Trace\nimport agents_core.host\n"
-        "from scenarios import runner\nimport yaml\nfrom reports.records import read_trace\n"
+        "from scenarios.run import runner\nimport yaml\nfrom reports.records import read_trace\n"
         "def f():\n    import sim\n"
     )
     assert not_allowed(sample) == ["sim", "agents_core", "scenarios", "yaml", "sim"]

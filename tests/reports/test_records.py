@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from reports import RunReport, TraceFormatError, parse_trace_lines, read_trace, trace_digest
-from scenarios.loader import load_scenario
-from scenarios.runner import run_scenario
+from scenarios.language.loader import load_scenario
+from scenarios.run.runner import run_scenario
 from tests.reports.helpers import LIBRARY, library_run, rec, story
 
 

@@ -21,7 +21,7 @@ import yaml
 from hypothesis import strategies as st
 
 from scenarios.cli import main
-from scenarios.yaml_lines import MAX_DEPTH
+from scenarios.language.yaml_lines import MAX_DEPTH
 
 __all__ = ["HANG_S", "hostile_files", "run_hostile"]
 

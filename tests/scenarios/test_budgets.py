@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scenarios import InvalidScenario, parse_scenario
-from scenarios.runner import budget_for, budget_overrides, run_scenario
+from scenarios.run.runner import budget_for, budget_overrides, run_scenario
 from scenarios.workloads import Counter
 from sim import Simulation
 from sim.budget import DEFAULT_BUDGET, BudgetExceeded, RunBudget, rss_bytes

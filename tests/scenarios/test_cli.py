@@ -505,20 +505,10 @@ def test_validate_prints_each_error_on_one_line_and_exits_2(
     assert errors[1].startswith(f"{c}:1: not valid YAML: ")
 
 
-def test_schema_prints_the_json_schema_once_it_exists(capsys: pytest.CaptureFixture[str]) -> None:
-    """`agentsim schema` prints `scenarios.json_schema.scenario_json_schema()` as JSON; while
-    that module does not exist it says so in one line and exits 2."""
-    try:
-        from scenarios.json_schema import scenario_json_schema
-    except ModuleNotFoundError:
-        code, out, err = run_cli(capsys, "schema")
-        assert code == 2 and out == ""
-        assert err == (
-            "agentsim schema: error: the JSON Schema of scenario files is not built in this "
-            "version (scenarios.json_schema.scenario_json_schema is missing); use agentsim "
-            "validate to check files meanwhile\n"
-        )
-        return
+def test_schema_prints_the_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    """`agentsim schema` prints `scenarios.language.json_schema.scenario_json_schema()` as JSON."""
+    from scenarios.language.json_schema import scenario_json_schema
+
     code, out, err = run_cli(capsys, "schema")
     assert code == 0 and err == ""
     assert json.loads(out) == json.loads(json.dumps(scenario_json_schema()))

@@ -14,9 +14,9 @@ import pytest
 
 from scenarios import load_scenario
 from scenarios.cli import main
-from scenarios.cli_input import library_dir, scenario_files_in
-from scenarios.failures import agentsim_version
-from scenarios.reproducers import with_python_path
+from scenarios.cli.inputs import library_dir, scenario_files_in
+from scenarios.hunt.reproducers import with_python_path
+from scenarios.run.failures import agentsim_version
 from tests.scenarios.helpers import BASE, LIBRARY, ROOT, edit
 
 AGENTSIM = Path(sys.executable).with_name("agentsim")

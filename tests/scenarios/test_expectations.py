@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scenarios import parse_scenario, run_scenario
-from scenarios.runner import ScenarioResult
+from scenarios.run.runner import ScenarioResult
 from sim.checkers import CHECKERS, CheckContext, Violation, register
 from tests.scenarios.helpers import TOOLS
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from scenarios.cli import main
-from scenarios.crash_points import CRASH_EVENTS, all_points, choose, landed, spread, strata
-from scenarios.emit import add_expectation, insert_steps
-from scenarios.explore import Exploration
-from scenarios.explore_outcome import classify
-from scenarios.interleavings import Planner
-from scenarios.loader import load_scenario, parse_scenario
-from scenarios.runner import ExecutedStatement, run_scenario
+from scenarios.hunt.crash_points import CRASH_EVENTS, all_points, choose, landed, spread, strata
+from scenarios.hunt.emit import add_expectation, insert_steps
+from scenarios.hunt.explore import Exploration
+from scenarios.hunt.explore_outcome import classify
+from scenarios.hunt.interleavings import Planner
+from scenarios.language.loader import load_scenario, parse_scenario
+from scenarios.run.runner import ExecutedStatement, run_scenario
 from sim.sqlite import fault_group, is_write
 from tests.scenarios.helpers import LIBRARY, ROOT
 

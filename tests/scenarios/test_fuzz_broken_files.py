@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from scenarios import InvalidScenario, parse_scenario
 from scenarios.cli import main
-from scenarios.fields import plain
-from scenarios.json_schema import scenario_json_schema
-from scenarios.loader import read_document
+from scenarios.language.fields import plain
+from scenarios.language.json_schema import scenario_json_schema
+from scenarios.language.loader import read_document
 from tests.scenarios.helpers import BASE, DATA, library_files
 
 FIXTURES = sorted(DATA.glob("*.yaml"))

@@ -9,7 +9,7 @@ import pytest
 
 from scenarios import load_scenario, parse_scenario, run_scenario
 from scenarios.cli import main
-from scenarios.golden import check_golden, golden_path, golden_text, update_golden
+from scenarios.run.golden import check_golden, golden_path, golden_text, update_golden
 from tests.scenarios.helpers import BASE, LIBRARY, edit, library_files
 
 

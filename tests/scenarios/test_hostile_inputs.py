@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from agents_core.options import resolve_options
-from scenarios import InvalidScenario, cli, loader, parse_scenario, yaml_lines
-from scenarios.cli_input import write_whole
-from scenarios.loader import load_scenario
-from scenarios.runner import run_scenario
+from scenarios import InvalidScenario, parse_scenario
+from scenarios.cli import command as cli
+from scenarios.cli.inputs import write_whole
+from scenarios.language import loader, yaml_lines
+from scenarios.language.loader import load_scenario
+from scenarios.run.runner import run_scenario
 from scenarios.workloads import Counter
 from sim import Simulation
 from sim.sqlite import ReadOnlyViolation, StorageFault, compile_match

@@ -12,12 +12,17 @@ from typing import Any
 import jsonschema
 import pytest
 
-from scenarios.fields import plain
-from scenarios.json_schema import SCHEMA_PATH, scenario_json_schema, schema_text, write_schema
-from scenarios.loader import SCENARIO, TOP_LEVEL_KEYS, read_document
-from scenarios.parse_steps import STEP_SHAPES
-from scenarios.schema import ACTIONS
-from scenarios.shapes import Map, OneOf, Ref, Seq, Shape, Value
+from scenarios.language.fields import plain
+from scenarios.language.json_schema import (
+    SCHEMA_PATH,
+    scenario_json_schema,
+    schema_text,
+    write_schema,
+)
+from scenarios.language.loader import SCENARIO, TOP_LEVEL_KEYS, read_document
+from scenarios.language.parse_steps import STEP_SHAPES
+from scenarios.language.schema import ACTIONS
+from scenarios.language.shapes import Map, OneOf, Ref, Seq, Shape, Value
 from tests.scenarios.helpers import DATA, library_files
 
 BUNDLED = [*library_files(), *sorted(DATA.glob("*.yaml"))]
@@ -30,9 +35,9 @@ def document(path: Path) -> Any:
 
 def test_the_shipped_schema_is_the_generated_one() -> None:
     """scenarios/scenario.schema.json is what the declarations give today (regenerate it with
-    `python -m scenarios.json_schema`)."""
+    `python -m scenarios.language.json_schema`)."""
     shipped = SCHEMA_PATH.read_text(encoding="utf-8")
-    assert shipped == schema_text(), "stale: run `python -m scenarios.json_schema`"
+    assert shipped == schema_text(), "stale: run `python -m scenarios.language.json_schema`"
     packaged = resources.files("scenarios").joinpath("scenario.schema.json")
     assert packaged.is_file() and json.loads(packaged.read_text()) == scenario_json_schema()
 

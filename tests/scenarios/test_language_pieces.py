@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from scenarios import InvalidScenario, parse_scenario, run_scenario
-from scenarios.records import contains
-from scenarios.runner import ScenarioResult
+from scenarios.run.records import contains
+from scenarios.run.runner import ScenarioResult
 from tests.scenarios.helpers import BASE, TOOLS, edit
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from scenarios import InvalidScenario, load_scenario, parse_scenario
-from scenarios.schema import (
+from scenarios.language.schema import (
     ACTIONS,
     CallStep,
     Count,

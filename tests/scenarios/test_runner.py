@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from scenarios import load_scenario, parse_scenario, run_scenario
-from scenarios.determinism import (
+from scenarios.run.determinism import (
     NondeterminismDetected,
     check_determinism,
     first_divergence,
     run_checked,
 )
-from scenarios.runner import invariant_names
+from scenarios.run.runner import invariant_names
 from sim import TraceRecord
 from sim.checkers import CHECKERS
 from tests.scenarios.helpers import BASE, EVERY_STEP, LEAKY, LIBRARY, edit, library_files

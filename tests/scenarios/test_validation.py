@@ -9,7 +9,7 @@ import re
 import pytest
 
 from scenarios import InvalidScenario, parse_scenario
-from scenarios.schema import (
+from scenarios.language.schema import (
     ClientRunExpectation,
     Count,
     EvictStep,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scenarios import load_scenario, parse_scenario, run_scenario
-from scenarios.runner import ScenarioResult
+from scenarios.run.runner import ScenarioResult
 from scenarios.workloads import (
     DetachedPlan,
     FiberPlan,
@@ -34,7 +34,7 @@ def events(result: ScenarioResult, name: str) -> list[dict]:
 # -- one scenario per kind, end to end ----------------------------------------------------------
 @pytest.mark.parametrize("path", WORKLOAD_FIXTURES, ids=lambda p: p.stem)
 def test_each_workload_scenario_passes_with_its_own_seed(path: Path) -> None:
-    """The fibers, tools and chat stories pass as written (through `scenarios.runner`)."""
+    """The fibers, tools and chat stories pass as written (through `scenarios.run.runner`)."""
     result = run_scenario(load_scenario(path))
     assert result.passed, result.report()
 

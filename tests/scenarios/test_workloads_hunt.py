@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from scenarios import parse_scenario, run_scenario
-from scenarios.errors import InvalidScenario
-from scenarios.runner import ScenarioResult
+from scenarios.language.errors import InvalidScenario
+from scenarios.run.runner import ScenarioResult
 from scenarios.workloads import SchedulePlan, ScheduleWorkload, schedule_workload
 from tests.scenarios.helpers import workload_scenario
 

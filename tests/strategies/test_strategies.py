@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from agents_core.agent import STATE_ROW_ID
-from scenarios.loader import load_scenario
-from scenarios.runner import run_scenario
+from scenarios.language.loader import load_scenario
+from scenarios.run.runner import run_scenario
 from scenarios.workloads import Counter
 from sim import AgentEvicted, Simulation, StorageError
 from sim.checkers import CHECKERS, register

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from scenarios.cli import main
-from scenarios.loader import load_scenario
-from scenarios.runner import run_scenario
-from scenarios.sweeps import SweepSettings, sweep
+from scenarios.cli.sweeps import SweepSettings, sweep
+from scenarios.language.loader import load_scenario
+from scenarios.run.runner import run_scenario
 
 SEEDS = "0..11"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scenarios.events_doc import DOC_PATH, FAMILIES, WHEN, emit_sites, family_of, render
+from scenarios.run.events_doc import DOC_PATH, FAMILIES, WHEN, emit_sites, family_of, render
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "scenarios" / "library"
@@ -24,9 +24,9 @@ def golden_events() -> set[str]:
 
 def test_docs_events_md_is_current() -> None:
     """The committed file is what the code gives; regenerate with python -m
-    scenarios.events_doc."""
+    scenarios.run.events_doc."""
     assert DOC_PATH.read_text(encoding="utf-8") == render(), (
-        "docs/events.md is out of date: run python -m scenarios.events_doc"
+        "docs/events.md is out of date: run python -m scenarios.run.events_doc"
     )
 
 
@@ -34,7 +34,7 @@ def test_every_event_written_says_when() -> None:
     """A name written anywhere in the runtime, the platform or the workloads has its sentence,
     and every sentence names a record that is still written."""
     emitted = {event for event in emit_sites() if family_of(event) is None}
-    assert sorted(emitted - set(WHEN)) == [], "add these to scenarios.events_doc.WHEN"
+    assert sorted(emitted - set(WHEN)) == [], "add these to scenarios.run.events_doc.WHEN"
     assert sorted(set(WHEN) - emitted) == [], "nothing writes these any more"
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.errors import InvalidScenario
-from scenarios.loader import load_scenario, parse_scenario
-from scenarios.runner import run_scenario
+from scenarios.language.errors import InvalidScenario
+from scenarios.language.loader import load_scenario, parse_scenario
+from scenarios.run.runner import run_scenario
 from sim.interleave import Interleave, draw_points
 from tests.scenarios.helpers import DATA
 
@@ -78,8 +78,8 @@ def test_same_file_same_digest_under_another_hash_seed() -> None:
     """An interleaved run is a function of the file: the same digest in two processes with
     different PYTHONHASHSEED."""
     program = (
-        "import sys; from scenarios.loader import load_scenario; "
-        "from scenarios.runner import run_scenario; "
+        "import sys; from scenarios.language.loader import load_scenario; "
+        "from scenarios.run.runner import run_scenario; "
         "print(run_scenario(load_scenario(sys.argv[1])).digest)"
     )
     digests = []

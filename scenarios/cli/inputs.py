@@ -1,0 +1,297 @@
+"""What the `agentsim` command accepts: argument types, budget flags and paths that are files.
+
+Every argument type raises `argparse.ArgumentTypeError` with one sentence saying what was
+expected, and every whole-number flag says its own minimum. `add_budget_flags` gives `run`,
+`fuzz` and `explore` the `--max-*` flags of the run budgets (`sim.budget`), and `budget_flags`
+reads them back as `scenarios.run.runner.budget_overrides` arguments. `input_file` tells apart the
+ways a path can fail to be a file to read (missing, a symbolic-link loop, no permission, a
+directory, a FIFO or a device, which would block or never end), so that each is reported as
+what it is rather than as "no such file". `expand_paths` turns the paths given into scenario
+files, and the `write_*` and `output_*` helpers create what a command writes; each raises
+`PathProblem`, which the command reports as bad input (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import re
+import shlex
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sim.budget import BUDGET_NAMES
+from sim.trace import Trace
+from sim.units import parse_duration_ms
+
+__all__ = [
+    "MAX_SEEDS",
+    "PathProblem",
+    "add_budget_flags",
+    "budget_flags",
+    "budgets_in_command",
+    "expand_paths",
+    "input_file",
+    "library_dir",
+    "non_negative",
+    "output_directory",
+    "output_file",
+    "path_problem",
+    "positive",
+    "scenario_files_in",
+    "seed_range",
+    "write_text",
+    "write_trace",
+    "write_whole",
+]
+
+MAX_SEEDS = 1_000_000
+_SEED_RANGE = re.compile(r"(\d+)\.\.(\d+)")
+
+
+class PathProblem(ValueError):
+    """A path given on the command line that cannot be read as a file."""
+
+
+# -- numbers ------------------------------------------------------------------------------------
+def _whole(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """A whole number >= 0 (a seed, a count that may be zero)."""
+    return _whole(text, 0)
+
+
+def positive(text: str) -> int:
+    """A whole number >= 1; any other input says so, whatever it is (-5, 0, 'x')."""
+    return _whole(text, 1)
+
+
+def seed_range(text: str) -> list[int]:
+    match = _SEED_RANGE.fullmatch(text.strip())
+    low, high = (int(match.group(1)), int(match.group(2))) if match else (1, 0)
+    if low > high or high - low >= MAX_SEEDS:
+        raise argparse.ArgumentTypeError(
+            f"expected A..B, whole numbers with A <= B (both included, at most {MAX_SEEDS} "
+            f"seeds), e.g. 0..99; got {text!r}"
+        )
+    return list(range(low, high + 1))
+
+
+def _wall_clock(text: str) -> float:
+    try:
+        ms = parse_duration_ms(text)
+    except ValueError:
+        ms = -1
+    if ms < 1_000:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration of at least 1s, such as 30s or 5m, got {text!r}"
+        )
+    return ms / 1000
+
+
+# -- budgets ------------------------------------------------------------------------------------
+def add_budget_flags(parser: argparse.ArgumentParser) -> None:
+    """`--max-events`, `--max-records`, `--max-wall-clock`, `--max-memory-mb`: each run's
+    budgets, over the defaults and the file's `limits:`."""
+    group = parser.add_argument_group(
+        "run budgets",
+        "a run that uses one up is stopped and fails; events and records are deterministic, "
+        "wall clock and memory depend on the machine (a last-resort guard)",
+    )
+    group.add_argument(
+        "--max-events", type=positive, metavar="N", help="simulated events per run (100000)"
+    )
+    group.add_argument(
+        "--max-records", type=positive, metavar="N", help="trace records per run (100000)"
+    )
+    group.add_argument(
+        "--max-wall-clock",
+        type=_wall_clock,
+        metavar="DURATION",
+        help="wall-clock time per run (2m)",
+    )
+    group.add_argument(
+        "--max-memory-mb",
+        type=lambda text: _whole(text, 16),
+        metavar="MB",
+        help="memory growth per run (1024)",
+    )
+    group.add_argument(
+        "--max-events-per-second",
+        type=lambda text: _whole(text, 1),
+        metavar="N",
+        help="simulated events per simulated second before a run counts as spinning (2000)",
+    )
+
+
+def budget_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The budget flags given, as `budget_overrides` keyword arguments (absent ones None)."""
+    flags = {
+        "events": "max_events",
+        "records": "max_records",
+        "wall_s": "max_wall_clock",
+        "memory_mb": "max_memory_mb",
+        "events_per_second": "max_events_per_second",
+    }
+    assert set(flags) == set(BUDGET_NAMES)
+    return {key: getattr(args, attribute, None) for key, attribute in flags.items()}
+
+
+def budgets_in_command(command: str) -> dict[str, Any]:
+    """The budget flags of a recorded replay command (`agentsim run x.yaml --seed 3
+    --max-events 2000`), as `budget_overrides` keyword arguments: what `agentsim replay` of a
+    failure file runs under, so that a run a flag stopped is stopped again."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_budget_flags(parser)
+    try:
+        words = shlex.split(command)
+        known, _ = parser.parse_known_args(words)
+    except (ValueError, SystemExit):
+        return {}
+    return budget_flags(known)
+
+
+# -- paths --------------------------------------------------------------------------------------
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe): reading it would wait for a writer"),
+    (stat.S_ISCHR, "a character device: reading it might never end"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def path_problem(path: str | Path) -> str | None:
+    """Why `path` cannot be read as a regular file (None when it can: it may still be a
+    directory, which callers handle)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (the link points back at itself)"
+        if exc.errno == errno.ENOENT:
+            if os.path.islink(path):
+                return "a broken symbolic link (its target does not exist)"
+            return "no such file or directory"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "permission denied"
+        if exc.errno == errno.ENAMETOOLONG:
+            return "the file name is too long"
+        return exc.strerror or str(exc)
+    for test, what in _KINDS:
+        if test(info.st_mode):
+            return f"not a regular file: it is {what}"
+    return None
+
+
+def input_file(path: str, what: str = "file") -> Path:
+    """`path`, checked to be a regular file; `PathProblem` naming what is wrong otherwise."""
+    problem = path_problem(path)
+    if problem is None and Path(path).is_dir():
+        problem = f"a directory; expected a {what}"
+    if problem is not None:
+        raise PathProblem(f"{path!r}: {problem}")
+    return Path(path)
+
+
+def output_file(path: str, what: str, example: str) -> None:
+    """A path a file will be written to at the end: refuse at once what cannot be one (a
+    directory), before any run spends its time."""
+    if Path(path).is_dir():
+        raise PathProblem(
+            f"{path!r} is a directory; the {what} is one file (give a name such as "
+            f"{os.path.join(path, example)!r})"
+        )
+
+
+def library_dir() -> Path:
+    """The bundled scenarios: `scenarios/library` inside the installed package (a wheel ships
+    its `*.yaml` and `*.golden` files as package data)."""
+    return Path(__file__).resolve().parents[1] / "library"
+
+
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+"""What a file found in a directory must end with to count as a scenario."""
+
+
+def scenario_files_in(directory: Path) -> list[Path]:
+    """The `*.yaml` and `*.yml` files under `directory`, at any depth, sorted by their path
+    below it (a folder's files in name order, a subfolder's where its name sorts). Hidden
+    files and folders (`.git`, `.venv`) are left out."""
+    found = []
+    for path in directory.rglob("*"):
+        relative = path.relative_to(directory)
+        if any(part.startswith(".") for part in relative.parts):
+            continue
+        if path.suffix in SCENARIO_SUFFIXES and path.is_file():
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(directory).parts)
+
+
+def expand_paths(paths: Sequence[str]) -> list[str]:
+    """Files in the order given; a directory stands for its `*.yaml` and `*.yml` files at any
+    depth (`scenario_files_in`)."""
+    files: list[str] = []
+    for given in paths:
+        path = Path(given)
+        problem = path_problem(given)
+        if problem is not None:
+            raise PathProblem(f"{given!r}: {problem}")
+        if path.is_dir():
+            found = scenario_files_in(path)
+            if not found:
+                raise PathProblem(
+                    f"no *.yaml or *.yml scenario files in directory {given!r} (searched "
+                    f"with its subdirectories)"
+                )
+            files += [str(p) for p in found]
+        else:
+            files.append(given)
+    return list(dict.fromkeys(files))
+
+
+def output_directory(given: str, what: str) -> Path:
+    target = Path(given)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PathProblem(f"cannot create the {what} directory {given!r}: {exc.strerror}") from None
+    return target
+
+
+def write_text(path: str | Path, text: str, what: str) -> None:
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise PathProblem(f"cannot write the {what} {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def write_trace(trace: Trace, path: Path) -> None:
+    try:
+        trace.write_jsonl(path)
+    except OSError as exc:
+        raise PathProblem(f"cannot write the trace into {str(path.parent)!r}: {exc}") from None
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write `path` so that it is never seen half-written (a Ctrl-C in the middle leaves the
+    old file or none): into a file beside it, then renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        if partial.exists():
+            partial.unlink()

@@ -1,0 +1,249 @@
+"""Scenario text with extra steps put in: how the fuzzer writes what it runs, and its reproducer.
+
+The fuzzer never builds a `Scenario` object by hand: it edits the base file's *text* (the
+steps it drew inserted at their times, another name and seed) and loads that with
+`parse_scenario`, so what it runs and what it writes down are the same file, byte for byte. A
+reproducer is that text with a header comment saying how it was found and how to run it; the
+base file's own comments and layout stay as they were.
+
+Edits are line based and need the block style every library file uses (`steps:` followed by
+`- ` items, top-level `name:` and `seed:` lines); a file in flow style is refused with a
+`ValueError` saying so. Nothing here imports YAML: the loader does all the reading.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scenarios.language.schema import Scenario
+
+__all__ = [
+    "InsertedStep",
+    "add_expectation",
+    "keep_always",
+    "format_duration",
+    "insert_steps",
+    "remove_top_level",
+    "retitle",
+    "with_header",
+]
+
+_ITEM = re.compile(r"^(?P<indent>\s*)-(\s|$)")
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_YAML_WORDS = frozenset(
+    {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf", "~"}
+)
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1))
+
+
+def format_duration(ms: int) -> str:
+    """90_500 -> '1m30s500ms'; 0 -> '0s' (the form `sim.units.parse_duration_ms` reads)."""
+    if ms == 0:
+        return "0s"
+    parts = []
+    for unit, size in _UNITS:
+        count, ms = divmod(ms, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
+def _scalar(value: Any) -> str:
+    """A YAML flow scalar that reads back as `value` (strings quoted when YAML would not)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False)  # JSON is YAML flow style
+    text = str(value)
+    if _BARE.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    if "\\" in text and "'" not in text and text.isprintable():
+        return f"'{text}'"  # a regex reads better single-quoted: backslashes stay as written
+    return json.dumps(text)
+
+
+def _flow(args: Mapping[str, Any]) -> str:
+    return "{" + ", ".join(f"{key}: {_scalar(value)}" for key, value in args.items()) + "}"
+
+
+@dataclass(frozen=True)
+class InsertedStep:
+    """One step to put into a scenario: before base step `before` (0-based; the number of
+    steps means after the last one), run at `at_ms` (None: with no `at:`, right when the step
+    before it ends, which leaves the base run's timeline as it was), doing `action` with
+    `args`."""
+
+    before: int
+    at_ms: int | None
+    action: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    note: str = ""
+    """A comment line put above the step."""
+
+    def describe(self) -> str:
+        shown = _flow(self.args) if self.args else "{}"
+        when = (
+            f"before step {self.before + 1}"
+            if self.at_ms is None
+            else f"at {format_duration(self.at_ms)}"
+        )
+        return f"{when}: {self.action} {shown}"
+
+    def lines(self, indent: str) -> list[str]:
+        out = [f"{indent}# {self.note}"] if self.note else []
+        if self.at_ms is None:
+            out.append(f"{indent}- {self.action}: {_flow(self.args)}")
+            return out
+        out.append(f"{indent}- at: {format_duration(self.at_ms)}")
+        out.append(f"{indent}  {self.action}: {_flow(self.args)}")
+        return out
+
+
+def _item_indent(lines: Sequence[str], line: int, what: str) -> str:
+    match = _ITEM.match(lines[line - 1]) if 0 < line <= len(lines) else None
+    if match is None:
+        raise ValueError(
+            f"line {line}: {what} is not a block list item ('- ...'); the fuzzer edits files "
+            f"written in block style, like those in scenarios/library"
+        )
+    return match.group("indent")
+
+
+def _before_item(lines: Sequence[str], line: int, indent: str) -> int:
+    """The index to insert at so that a new item lands before the item on `line` (1-based) and
+    before the comment lines directly above it, which belong to it."""
+    index = line - 1
+    while index > 0:
+        above = lines[index - 1]
+        if above.strip().startswith("#") and above[: len(above) - len(above.lstrip())] == indent:
+            index -= 1
+        else:
+            break
+    return index
+
+
+def _after_item(lines: Sequence[str], line: int, indent: str) -> int:
+    """The index just after the last content line of the item starting on `line` (1-based)."""
+    end = line
+    for index in range(line, len(lines)):
+        text = lines[index]
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        own = len(text) - len(text.lstrip())
+        if own > len(indent):
+            end = index + 1
+            continue
+        break
+    return end
+
+
+def insert_steps(text: str, scenario: Scenario, steps: Sequence[InsertedStep]) -> str:
+    """`text` (the file `scenario` was read from) with `steps` inserted before the base steps
+    they name, in the order given."""
+    lines = text.split("\n")
+    base = scenario.steps
+    if not base:
+        raise ValueError("the scenario has no steps to insert between")
+    indent = _item_indent(lines, base[0].line, base[0].label)
+    positions: dict[int, list[InsertedStep]] = {}
+    for step in steps:
+        if not 0 <= step.before <= len(base):
+            raise ValueError(f"no base step {step.before} to insert before (0..{len(base)})")
+        positions.setdefault(step.before, []).append(step)
+    # From the bottom up, so earlier line numbers stay valid.
+    for before in sorted(positions, reverse=True):
+        new = [line for step in positions[before] for line in step.lines(indent)]
+        if before == len(base):
+            last = base[-1]
+            index = _after_item(lines, last.line, _item_indent(lines, last.line, last.label))
+        else:
+            target = base[before]
+            index = _before_item(lines, target.line, _item_indent(lines, target.line, target.label))
+        lines[index:index] = new
+    return "\n".join(lines)
+
+
+def _replace_top(lines: list[str], key: str, value: str) -> None:
+    pattern = re.compile(rf"^{key}:(\s|$)")
+    for index, line in enumerate(lines):
+        if pattern.match(line):
+            lines[index] = f"{key}: {value}"
+            return
+    raise ValueError(
+        f"no top-level '{key}:' line; the fuzzer edits files written in block style, like "
+        f"those in scenarios/library"
+    )
+
+
+def retitle(text: str, name: str, seed: int) -> str:
+    """`text` with its top-level `name:` and `seed:` values replaced."""
+    lines = text.split("\n")
+    _replace_top(lines, "name", _scalar(name))
+    _replace_top(lines, "seed", str(seed))
+    return "\n".join(lines)
+
+
+def add_expectation(text: str, scenario: Scenario, item: str) -> str:
+    """`text` with one more expectation, `item` a one-line mapping (`invariants: [a, b]`),
+    after the last one (or in a new `expect:` list)."""
+    lines = text.split("\n")
+    if scenario.expect:
+        last = scenario.expect[-1]
+        indent = _item_indent(lines, last.line, last.label)
+        index = _after_item(lines, last.line, indent)
+        lines[index:index] = [f"{indent}- {item}"]
+        return "\n".join(lines)
+    empty = re.compile(r"^expect:\s*(\[\s*\])?\s*(#.*)?$")
+    for index, line in enumerate(lines):
+        if empty.match(line):
+            lines[index : index + 1] = ["expect:", f"  - {item}"]
+            return "\n".join(lines)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return "\n".join([*lines, "expect:", f"  - {item}", ""])
+
+
+def keep_always(text: str, scenario: Scenario, note: str) -> str:
+    """`text` with only its `always: true` expectations (what a hunt keeps: a story's other
+    expectations pin counts and times any fault changes); without one, the whole `expect`
+    section goes, a `# note` in its place."""
+    if not any(expectation.always for expectation in scenario.expect):
+        return remove_top_level(text, "expect", note)
+    lines = text.split("\n")
+    # From the bottom up, so earlier line numbers stay valid.
+    for expectation in reversed(scenario.expect):
+        if expectation.always:
+            continue
+        indent = _item_indent(lines, expectation.line, expectation.label)
+        start = _before_item(lines, expectation.line, indent)
+        end = _after_item(lines, expectation.line, indent)
+        lines[start:end] = []
+    return "\n".join(lines)
+
+
+def remove_top_level(text: str, key: str, note: str) -> str:
+    """`text` without the top-level `key:` and everything under it, a `# note` in its place
+    (the text unchanged when there is no such key)."""
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if re.match(rf"^{key}:(\s|$)", line)), None)
+    if start is None:
+        return text
+    end = start + 1
+    while end < len(lines) and not re.match(r"^[A-Za-z_\"']", lines[end]):
+        end += 1
+    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+        end -= 1  # comments and blank lines before the next key belong to it
+    lines[start:end] = [f"# {note}"]
+    return "\n".join(lines)
+
+
+def with_header(text: str, header: Sequence[str]) -> str:
+    """`text` with `# ` comment lines in front."""
+    return "".join(f"# {line}".rstrip() + "\n" for line in header) + text

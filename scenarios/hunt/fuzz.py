@@ -1,0 +1,512 @@
+"""Fuzzing: Hypothesis draws fault schedules over a base scenario and shrinks the first that fails.
+
+A schedule is a seed and a few extra steps: an eviction (any reason), a deploy or a client
+reconnect at a sim time, and storage faults aimed at statements the base run really executed
+(`scenarios.hunt.fault_sites`: a shape such as `UPDATE cf_agent_tool_runs` on one agent, drawn over
+the groups of (agent, kind, table) so user writes are hit as often as housekeeping, then one
+occurrence of it, failed with `error`, `crash` just before it, or `crash-after-commit`). Swarm
+testing: each example first draws which fault kinds it may use at all, so rare combinations
+get room. Probes guide the search: an example that reaches probes seldom seen scores high
+(`hypothesis.target`), and Hypothesis mutates towards it. Timed steps are placed between the
+base steps by the base run's timeline (before the step
+whose wait it falls in, or before a `run_for` / `run_until` it interrupts; after a blocking step
+it falls inside) and written into the base file's text (`scenarios.hunt.emit`), which is then loaded
+and run: what is run is exactly what a reproducer says. A run fails when the scenario's
+expectations or the named invariants (`sim.checkers`, all of them by default) do not hold, or
+its liveness phase does not settle. A schedule whose own steps cannot be written as drawn is
+set aside. A step's call that fails with the drawn fault itself (`AgentEvicted`,
+`StorageError`: the platform telling the caller the truth), or an `at:` a fault pushed into the
+past, is not a finding by itself; the run still counts for what else it shows. With
+`invariants_only` only invariants and liveness count: the steps' own checks are part of the
+story a fault is allowed to change.
+
+Deterministic: generation uses `random.Random(seed)`, no example database, no deadline. The
+reproducer is the shrunk schedule's text with a header saying how it was found, the invariants
+it breaks added to its `expect` list (so a plain `agentsim run` checks them), run once more
+before it is written: a failure that does not come back is raised as `FlakyFinding`, never
+passed over. Hypothesis is imported when a fuzz run starts: it is a test extra, and `agentsim
+run` does not need it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from scenarios.hunt.emit import (
+    InsertedStep,
+    insert_steps,
+    keep_always,
+    retitle,
+)
+from scenarios.hunt.fault_sites import site_groups, statement_sites
+from scenarios.hunt.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
+from scenarios.language.errors import InvalidScenario
+from scenarios.language.loader import NAME_PATTERN, parse_scenario
+from scenarios.language.schema import (
+    EVICTION_REASONS,
+    CallStep,
+    ConnectStep,
+    RequestStep,
+    Scenario,
+    Step,
+)
+from scenarios.run.runner import ScenarioResult, invariant_names, run_scenario
+from sim.checkers import CHECKERS
+from sim.fault_draws import (
+    FAULT_KINDS,
+    MIN_HORIZON_MS,
+    Fault,
+    Schedule,
+    fault_options,
+    schedules,
+    times,
+)
+from sim.probes import coverage_line
+
+if TYPE_CHECKING:
+    from hypothesis import strategies as st
+
+__all__ = [
+    "FAULT_KINDS",
+    "Fault",
+    "FlakyFinding",
+    "FuzzOutcome",
+    "Schedule",
+    "fuzz_scenario",
+    "place",
+]
+
+TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"})
+"""Steps that only let time pass: a fault drawn inside one is put before it."""
+NOTE = "inserted by agentsim fuzz"
+_TIMING_SLIP = "had already passed"
+_FAULT_ERROR = re.compile(r"failed with (AgentEvicted|StorageError|IncarnationKilled)\b")
+_INVARIANT = re.compile(r": invariant (\w+): ")
+_EXPECTED = re.compile(r"\.ya?ml:\d+: expect \d+ \(")
+_LIVENESS = re.compile(r": liveness: the run did not settle|: the liveness phase raised ")
+
+
+def _hypothesis() -> ModuleType:
+    """Hypothesis, imported when a fuzz run starts (it is a test extra, not needed to run)."""
+    try:
+        import hypothesis
+        import hypothesis.errors
+        import hypothesis.strategies
+    except ModuleNotFoundError:
+        raise ValueError(
+            "agentsim fuzz needs Hypothesis, which is not installed; install it with "
+            "pip install 'agentsim[test]' (or pip install hypothesis)"
+        ) from None
+    return hypothesis
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A schedule written into the base file: the text, the scenario read from it (None when
+    the steps could not be placed) and the line of each inserted step."""
+
+    text: str
+    scenario: Scenario | None
+    inserted: tuple[InsertedStep, ...]
+    inserted_lines: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class FuzzOutcome:
+    """What a fuzz run found: nothing (`finding` None), or the shrunk failing schedule as a
+    runnable reproducer (`reproducer`, the `command` that runs it, its `result`)."""
+
+    base: str
+    examples: int
+    seed: int
+    invariants: tuple[str, ...]
+    runs: int
+    rejected: int
+    base_result: ScenarioResult
+    probes: dict[str, int] = field(default_factory=dict)
+    """How many runs reached each probe (`sim.probes`), over the whole fuzz run."""
+    finding: ScenarioResult | None = None
+    schedule: Schedule | None = None
+    steps: tuple[InsertedStep, ...] = ()
+    reproducer: str = ""
+    """The reproducer's YAML text (written to `path`)."""
+    path: str = ""
+    command: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.finding is not None or not self.base_result.passed
+
+    def report(self) -> str:
+        """For people: what was tried, and for a finding the steps, failures and command."""
+        if not self.base_result.passed:
+            return "\n".join(
+                [
+                    f"FAIL {self.base}: the base scenario fails without any drawn fault; fix it "
+                    f"(or its expectations) before fuzzing",
+                    *(f"  - {failure}" for failure in self.base_result.failures),
+                    f"  replay: {self.base_result.replay}",
+                ]
+            )
+        tried = (
+            f"{self.runs} runs: up to {self.examples} examples, then shrinking; seed {self.seed}; "
+            f"{self.rejected} schedules set aside (their steps could not be placed)"
+        )
+        if self.finding is None:
+            return "\n".join([f"no failure found in {self.base} ({tried})", self.coverage()])
+        lines = [
+            f"FOUND a failure in {self.base} ({tried}); shrunk to seed {self.finding.seed} and "
+            f"{len(self.steps)} step(s):",
+            *(f"  + {step.describe()}" for step in self.steps),
+            *(f"  - {failure}" for failure in self.finding.failures),
+            self.coverage(),
+            f"  reproducer: {self.path}",
+            f"  run it: {self.command}",
+        ]
+        return "\n".join(lines)
+
+    def coverage(self) -> str:
+        """Which probes the runs reached (and how many runs each), and which never."""
+        return "  " + coverage_line(self.probes, self.runs)
+
+
+# -- placing drawn steps ------------------------------------------------------------------------
+def _ready_ms(step: Step, begin_ms: int) -> int:
+    if step.after_ms is not None:
+        return begin_ms + step.after_ms
+    if step.at_ms is not None:
+        return max(begin_ms, step.at_ms)
+    return begin_ms
+
+
+def place(base: Scenario, timeline: ScenarioResult, fault: Fault) -> InsertedStep | None:
+    """Where `fault` goes among the base steps, by the base run's timeline; None when it cannot
+    go at its time (inside a time-passing step that has its own later-written `at:`)."""
+    t = fault.at_ms
+    args = dict(fault.args)
+    if fault.before is not None:
+        return InsertedStep(fault.before, None, fault.action, args, NOTE)
+    for index, (step, timing) in enumerate(zip(base.steps, timeline.timings, strict=True)):
+        ready = _ready_ms(step, timing.begin_ms)
+        if t <= ready:
+            return InsertedStep(index, t, fault.action, args, NOTE)
+        if t < timing.end_ms:
+            if step.kind not in TIME_PASSING:
+                return InsertedStep(index + 1, timing.end_ms, fault.action, args, NOTE)
+            if step.at_ms is not None and step.at_ms < t:
+                return None
+            return InsertedStep(index, t, fault.action, args, NOTE)
+    return InsertedStep(len(base.steps), t, fault.action, args, NOTE)
+
+
+def _inserted_indices(base: Scenario, inserted: Sequence[InsertedStep]) -> list[int]:
+    """1-based step numbers of the inserted steps in the combined scenario."""
+    out, number = [], 0
+    ordered = sorted(inserted, key=_order)
+    for index in range(len(base.steps) + 1):
+        for _ in (s for s in ordered if s.before == index):
+            number += 1
+            out.append(number)
+        number += 1
+    return out
+
+
+# -- the fuzzer ---------------------------------------------------------------------------------
+class _Fuzzer:
+    def __init__(
+        self,
+        path: str,
+        text: str,
+        base: Scenario,
+        base_result: ScenarioResult,
+        invariants: tuple[str, ...],
+        out_path: str,
+        invariants_only: bool = False,
+    ) -> None:
+        self.path = path
+        self.invariants_only = invariants_only
+        self.text = text
+        self.base = base
+        self.base_result = base_result
+        self.invariants = invariants
+        self.out_path = out_path
+        self.name = _reproducer_name(base.name, out_path)
+        self.runs = 0
+        self.rejected = 0
+        self.groups = site_groups(statement_sites(base, base_result.statements))
+        self.probes: dict[str, int] = {}
+        """Runs that reached each probe so far (the novelty the search is guided by)."""
+
+    def coverage(self) -> dict[str, int]:
+        """Runs that reached each probe, the base run included."""
+        out = dict(self.probes)
+        for name in self.base_result.probes:
+            out[name] = out.get(name, 0) + 1
+        return dict(sorted(out.items()))
+
+    def candidate(self, schedule: Schedule) -> Candidate:
+        placed = [place(self.base, self.base_result, fault) for fault in schedule.faults]
+        if any(step is None for step in placed):
+            return Candidate("", None, ())
+        inserted = tuple(sorted((s for s in placed if s is not None), key=_order))
+        text = retitle(insert_steps(self.text, self.base, inserted), self.name, schedule.seed)
+        try:
+            scenario = parse_scenario(text, self.out_path)
+        except InvalidScenario:
+            return Candidate(text, None, inserted)
+        numbers = set(_inserted_indices(self.base, inserted))
+        lines = frozenset(s.line for s in scenario.steps if s.index in numbers)
+        return Candidate(text, scenario, inserted, lines)
+
+    def evaluate(self, schedule: Schedule) -> tuple[Candidate, ScenarioResult | None]:
+        """The candidate and its run; the run is None when the schedule was set aside."""
+        candidate = self.candidate(schedule)
+        if candidate.scenario is None:
+            self.rejected += 1
+            return candidate, None
+        self.runs += 1
+        result = run_scenario(candidate.scenario, invariants=self.invariants)
+        return candidate, result
+
+    def findings(self, result: ScenarioResult, candidate: Candidate) -> list[str]:
+        """The failures of a run that count as findings (see the module docstring)."""
+        if self.invariants_only:
+            # What is left of `expect` is the file's `always` expectations (and, in a
+            # reproducer, the invariants it breaks): all of it counts.
+            return [
+                f
+                for f in result.failures
+                if _INVARIANT.search(f) or _EXPECTED.search(f) or _LIVENESS.search(f)
+            ]
+        return [f for f in result.failures if not self._caused_by_the_fault(f, candidate)]
+
+    def _caused_by_the_fault(self, failure: str, candidate: Candidate) -> bool:
+        # A drawn fault that made a step's call fail with the fault itself (the platform telling
+        # the caller the truth), or that pushed a later `at:` into the past, says nothing about
+        # the agent; expectations and invariants do.
+        if _TIMING_SLIP in failure or _FAULT_ERROR.search(failure):
+            return True
+        return any(
+            failure.startswith(f"{self.out_path}:{line}: ") for line in candidate.inserted_lines
+        )
+
+    def fails(self, schedule: Schedule) -> bool:
+        candidate, result = self.evaluate(schedule)
+        if result is None:
+            return False
+        # Coverage guidance: a run that reaches probes few runs reached before scores high, and
+        # Hypothesis's targeting phase mutates towards such runs.
+        novelty = sum(1.0 / (1 + self.probes.get(name, 0)) for name in result.probes)
+        for name in result.probes:
+            self.probes[name] = self.probes.get(name, 0) + 1
+        _hypothesis().target(novelty, label="rarely reached probes")
+        return bool(self.findings(result, candidate))
+
+    def strategy(self, kinds: Sequence[str], max_steps: int) -> st.SearchStrategy[Schedule]:
+        # The drawing itself is `sim.fault_draws`, shared with `sim.strategies`.
+        st = _hypothesis().strategies
+        horizon = max([MIN_HORIZON_MS, *(t.end_ms for t in self.base_result.timings)])
+        clients = list(
+            dict.fromkeys(
+                [spec.name for spec in self.base.clients]
+                + [s.client for s in self.base.steps if isinstance(s, ConnectStep)]
+            )
+        )
+        options = fault_options(
+            st,
+            kinds=kinds,
+            at=times(st, horizon),
+            agents=[spec.alias for spec in self.base.agents],
+            clients=clients,
+            groups=self.groups,
+            reasons=EVICTION_REASONS,
+            repeatable=[s for s in self.base.steps if isinstance(s, CallStep | RequestStep)],
+            repeat=_repeat,
+        )
+        if not options:
+            raise ValueError(
+                f"nothing to draw: the fault kinds {list(kinds)} have nothing to act on in "
+                f"{self.path} (no statement ran, no client connected)"
+            )
+        return schedules(st, options, max_steps=max_steps, base_seed=self.base.seed)
+
+
+def _repeat(at_ms: int, step: CallStep | RequestStep) -> Fault:
+    """The base `step` sent again at `at_ms`: a call without waiting for it (its result is the
+    story's business), a request as the client sends it, without the story's status check."""
+    if isinstance(step, CallStep):
+        args: list[tuple[str, Any]] = [("agent", step.agent), ("method", step.method)]
+        if step.args:
+            args.append(("args", list(step.args)))
+        if step.kwargs:
+            args.append(("kwargs", dict(step.kwargs)))
+        args.append(("wait", False))
+        return Fault(at_ms, "call", tuple(args))
+    args = [("agent", step.agent), ("method", step.method), ("path", step.path)]
+    if step.body is not None:
+        args.append(("body", step.body))
+    if step.headers:
+        args.append(("headers", dict(step.headers)))
+    return Fault(at_ms, "request", tuple(args))
+
+
+def _order(step: InsertedStep) -> tuple[int, int]:
+    # A step with no `at:` runs when the step before it ends: before any timed one.
+    return (step.before, -1 if step.at_ms is None else step.at_ms)
+
+
+def _reproducer_name(base_name: str, out_path: str) -> str:
+    stem = Path(out_path).stem
+    return stem if NAME_PATTERN.fullmatch(stem) else f"{base_name[:90]}-fuzz"
+
+
+def reproducer_path(base: Scenario, out_dir: str | Path, seed: int) -> str:
+    return str(Path(out_dir) / f"{base.name[:80]}-fuzz-{seed}.yaml")
+
+
+def _violated(result: ScenarioResult) -> list[str]:
+    names = [m.group(1) for f in result.failures if (m := _INVARIANT.search(f))]
+    return list(dict.fromkeys(names))
+
+
+def fuzz_scenario(
+    path: str | Path,
+    *,
+    examples: int = 100,
+    seed: int = 0,
+    invariants: Sequence[str] | None = None,
+    kinds: Sequence[str] = FAULT_KINDS,
+    max_steps: int = 4,
+    out_dir: str | Path = "agentsim-fuzz",
+    command: str = "",
+    invariants_only: bool = False,
+) -> FuzzOutcome:
+    """Fuzz the scenario file at `path`; on a failure write the reproducer into `out_dir`.
+
+    `invariants`: names checked beyond the file's own expectations (None: every registered
+    invariant). `invariants_only`: drop the file's `expect` list (a story scenario pins exact
+    times and counts that any drawn fault changes) and check the invariants alone. `command`:
+    how the fuzz run was started, for the reproducer's header.
+    """
+    path = str(path)
+    unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"unknown fault kind(s) {unknown}; allowed: {list(FAULT_KINDS)}")
+    names = tuple(CHECKERS) if invariants is None else invariant_names(",".join(invariants))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidScenario(path, None, "", f"cannot read the file: {exc}") from None
+    if invariants_only:
+        text = keep_always(
+            text,
+            parse_scenario(text, path),
+            "expect: left out by agentsim fuzz --invariants-only",
+        )
+    base = parse_scenario(text, path)
+    try:  # the edits the fuzzer makes are the same for every schedule: try them once
+        probe = [InsertedStep(index, 0, "deploy") for index in (0, len(base.steps))]
+        retitle(insert_steps(text, base, probe), base.name, base.seed)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    base_result = run_scenario(base, invariants=names, record_statements=True)
+    outcome = FuzzOutcome(path, examples, seed, names, 1, 0, base_result, base_result.probes)
+    if not base_result.passed:
+        return outcome
+    out_path = reproducer_path(base, out_dir, seed)
+    fuzzer = _Fuzzer(path, text, base, base_result, names, out_path, invariants_only)
+    hypothesis = _hypothesis()
+    HealthCheck, Phase = hypothesis.HealthCheck, hypothesis.Phase  # noqa: N806
+    config = hypothesis.settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=(Phase.generate, Phase.target, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    try:
+        schedule = hypothesis.find(
+            fuzzer.strategy(kinds, max_steps),
+            fuzzer.fails,
+            settings=config,
+            random=random.Random(seed),
+        )
+    except hypothesis.errors.Flaky as exc:
+        raise FlakyFinding(
+            f"{path}: a drawn schedule failed once and passed when Hypothesis ran it again; the "
+            f"failure depends on something outside the scenario, the seed and the code (state "
+            f"kept between runs in the process?): {' '.join(str(exc).split())[:600]}"
+        ) from None
+    except hypothesis.errors.NoSuchExample:
+        return FuzzOutcome(
+            path,
+            examples,
+            seed,
+            names,
+            fuzzer.runs,
+            fuzzer.rejected,
+            base_result,
+            fuzzer.coverage(),
+        )
+    return _write_reproducer(
+        fuzzer, schedule, seed, examples, command or _command(path, seed, examples)
+    )
+
+
+def _command(path: str, seed: int, examples: int) -> str:
+    return f"agentsim fuzz {shlex.quote(path)} --seed {seed} --examples {examples}"
+
+
+def _write_reproducer(
+    fuzzer: _Fuzzer, schedule: Schedule, seed: int, examples: int, how: str
+) -> FuzzOutcome:
+    candidate, result = fuzzer.evaluate(schedule)
+    if candidate.scenario is None or result is None or not fuzzer.findings(result, candidate):
+        raise FlakyFinding(
+            f"the shrunk schedule {schedule} of {fuzzer.path} did not fail when run again; "
+            f"the failure depends on something outside the scenario, the seed and the code"
+        )
+    out_path = fuzzer.out_path
+    text = with_broken_invariants(candidate.text, out_path, _violated(result))
+
+    def header(first_failure: str, run: str) -> list[str]:
+        return [
+            f"Found by `{how}`:",
+            "Hypothesis drew fault steps over the base scenario and shrank the first failing",
+            f"schedule to seed {schedule.seed} and the {len(candidate.inserted)} step(s) marked "
+            f"'{NOTE}' below.",
+            f"It fails with: {first_failure}",
+        ]
+
+    written, check = write_reproducer(
+        text,
+        out_path,
+        header,
+        lambda run: fuzzer.findings(run, candidate),
+        result.digest,
+    )
+    return FuzzOutcome(
+        base=fuzzer.path,
+        examples=examples,
+        seed=seed,
+        invariants=fuzzer.invariants,
+        runs=fuzzer.runs,
+        rejected=fuzzer.rejected,
+        base_result=fuzzer.base_result,
+        probes=fuzzer.coverage(),
+        finding=check,
+        schedule=schedule,
+        steps=candidate.inserted,
+        reproducer=written,
+        path=out_path,
+        command=f"agentsim run {shlex.quote(out_path)}",
+    )

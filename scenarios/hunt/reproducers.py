@@ -1,0 +1,95 @@
+"""Writing a hunt's reproducer: the failing file, with a header saying how it was found, checked
+by running it once more before it is written.
+
+`fuzz` and `explore` both end a finding the same way. The invariants the run broke go into the
+file's own `expect` list (so a plain `agentsim run` checks them); a header of comment lines says
+which tool found it, what it did and which failure it shows, and ends with the command that
+runs it. The header has as many lines whatever the failure sentence, so the file is run once
+with a placeholder sentence: its line numbers are then the written file's, and a run that does
+not fail the same way (another digest, or no finding) is `FlakyFinding`, never written. Agents
+whose modules sit beside the base scenario are found from the reproducer's folder through a
+`python_path:` line (`with_python_path`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from scenarios.hunt.emit import add_expectation, remove_top_level, with_header
+from scenarios.language import agents as agent_classes
+from scenarios.language.loader import parse_scenario
+from scenarios.run.runner import ScenarioResult, run_scenario
+
+__all__ = [
+    "FlakyFinding",
+    "with_broken_invariants",
+    "with_python_path",
+    "write_reproducer",
+]
+
+
+class FlakyFinding(AssertionError):
+    """A finding that did not come back when run again: the failure depended on something
+    outside the scenario, the seed and the code (as Hypothesis's `Flaky`)."""
+
+
+def with_broken_invariants(text: str, path: str, violated: Sequence[str]) -> str:
+    """`text` with one more expectation, `invariants: [the names]` (unchanged when none)."""
+    if not violated:
+        return text
+    item = "invariants: [" + ", ".join(violated) + "]"
+    out = add_expectation(text, parse_scenario(text, path), item)
+    parse_scenario(out, path)  # an InvalidScenario here is a bug of the emitter: loud
+    return out
+
+
+def with_python_path(text: str, out_path: str) -> str:
+    """`text` with a `python_path:` naming, relative to `out_path`, the folders its agents'
+    modules were imported from (beside the base scenario, say), so that the reproducer runs
+    from its own folder as printed; unchanged when every module is an installed one."""
+    scenario = parse_scenario(text, out_path)  # the modules are imported already
+    dirs = agent_classes.origins(spec.cls for spec in scenario.agents)
+    if not dirs:
+        return text
+    here = Path(out_path).parent.resolve()
+    shown = json.dumps([os.path.relpath(directory, here) for directory in dirs])
+    text = remove_top_level(text, "python_path", "python_path: below, relative to this file")
+    lines = text.split("\n")
+    at = next((i for i, line in enumerate(lines) if re.match(r"^agents:(\s|$)", line)), 0)
+    lines.insert(at, f"python_path: {shown}  # where the agents' modules are")
+    return "\n".join(lines)
+
+
+def write_reproducer(
+    text: str,
+    out_path: str,
+    header: Callable[[str, str], list[str]],
+    findings: Callable[[ScenarioResult], list[str]],
+    digest: str,
+) -> tuple[str, ScenarioResult]:
+    """Run `text` (headed by `header(first_failure, run_command)`) once more as `out_path`; if
+    it fails the same way (the same trace `digest`, and `findings` of it), write it there.
+    Returns the written text and that run."""
+    run = f"agentsim run {shlex.quote(out_path)}"
+    text = with_python_path(text, out_path)
+
+    def headed(first_failure: str) -> str:
+        lines = header(" ".join(first_failure.split())[:300], run)
+        return with_header(text, [*lines, f"Run it: {run}", ""])
+
+    check = run_scenario(parse_scenario(headed("..."), out_path))
+    found = findings(check)
+    if not found or check.digest != digest:
+        raise FlakyFinding(
+            f"the reproducer {out_path} did not fail the same way when run again (digest "
+            f"{check.digest[:12]}, was {digest[:12]})"
+        )
+    written = headed(found[0])
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_path).write_text(written, encoding="utf-8")
+    return written, check
