@@ -10,11 +10,13 @@ up exactly as for a serial run, so the output of `--workers 4` is the output of 
 Results still stream: each is handed back as soon as every run before it is in. At most a few
 tasks per worker are in flight at once, so a sweep of 10^6 seeds holds little in memory.
 
-Two backends: `concurrent.futures.ProcessPoolExecutor` (`--workers N`; a worker that dies ends
-the sweep with `SweepFailed`), and Dask's distributed scheduler (`--dask ADDRESS`, or `--dask
-local` for a `LocalCluster` on this machine), which runs a task whose worker died again on
-another worker (its `distributed.scheduler.allowed-failures` setting says how often). Dask is
-the optional extra `agentsim[dask]` and is imported only when asked for.
+Two backends: `concurrent.futures.ProcessPoolExecutor` (`--workers N`), and Dask's distributed
+scheduler (`--dask ADDRESS`, or `--dask local` for a `LocalCluster` on this machine). Both run a
+task whose worker died again: Dask on another worker (its `distributed.scheduler.allowed-failures`
+setting says how often), the local pool on a fresh pool, since a dead worker breaks the whole
+pool; a task that was running each time `ALLOWED_DEATHS` + 1 pools broke ends the sweep with
+`SweepFailed` naming its seeds. Dask is the optional extra `agentsim[dask]` and is imported only
+when asked for.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ TASKS_PER_WORKER = 4
 """Tasks in flight per worker: enough to keep every worker busy while results come back."""
 MAX_SEEDS_PER_TASK = 32
 """A task runs at most this many seeds (fewer when there are few runs per worker)."""
+ALLOWED_DEATHS = 3
+"""Broken local pools a task may be in before the sweep stops (Dask's default allowance)."""
 
 
 class SweepInputError(ValueError):
@@ -275,8 +279,14 @@ class _PoolBackend(_Backend):
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
         if "forkserver" in methods:
             context.set_forkserver_preload(["scenarios.cli.sweeps"])
-        self.pool = ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_leave_interrupts_to_the_parent
+        self.context = context
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=self.context,
+            initializer=_leave_interrupts_to_the_parent,
         )
 
     def close(self, interrupted: bool = False) -> None:
@@ -285,31 +295,49 @@ class _PoolBackend(_Backend):
         self.pool.shutdown(wait=not interrupted, cancel_futures=True)
 
     def completed(self, tasks: Iterable[_Task]) -> Iterator[tuple[_Task, list[_Shipped]]]:
+        source = iter(tasks)
         pending: dict[Future[list[_Shipped]], _Task] = {}
-
-        def submit(task: _Task) -> None:
-            try:
-                pending[self.pool.submit(run_task, task)] = task
-            except BrokenProcessPool:
-                raise SweepFailed(_died(task)) from None
-
-        def next_done() -> tuple[Future[list[_Shipped]], _Task]:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            future = min(done, key=lambda f: pending[f].first)
-            return future, pending.pop(future)
-
+        again: list[_Task] = []  # tasks a dead worker took down with its pool, run first
+        deaths: dict[int, int] = {}  # a task (by its first run) -> pools broken while it ran
         window = self.workers * TASKS_PER_WORKER
-        for future, task in _windowed(tasks, window, submit, next_done):
-            try:
-                yield task, future.result()
-            except BrokenProcessPool:
-                raise SweepFailed(_died(task)) from None
+        while True:
+            while len(pending) < window:
+                task = again.pop(0) if again else next(source, None)
+                if task is None:
+                    break
+                try:
+                    pending[self.pool.submit(run_task, task)] = task
+                except BrokenProcessPool:
+                    again = self._renew([task, *again, *pending.values()], deaths)
+                    pending.clear()
+            if not pending:
+                return
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            broken = {f for f in done if isinstance(f.exception(), BrokenProcessPool)}
+            for future in sorted(done - broken, key=lambda f: pending[f].first):
+                yield pending.pop(future), future.result()
+            if broken:  # the pool is gone, and every task still in it with it
+                again = self._renew([*pending.values(), *again], deaths)
+                pending.clear()
+
+    def _renew(self, lost: list[_Task], deaths: dict[int, int]) -> list[_Task]:
+        """Start a fresh pool for the tasks `lost` with a broken one, in their order, after
+        counting the death against each; a task that was in `ALLOWED_DEATHS` + 1 broken pools
+        ends the sweep (it is the likeliest to kill its worker)."""
+        for task in lost:
+            deaths[task.first] = deaths.get(task.first, 0) + 1
+        worst = max(lost, key=lambda task: (deaths[task.first], -task.first))
+        if deaths[worst.first] > ALLOWED_DEATHS:
+            raise SweepFailed(_died(worst, deaths[worst.first]))
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool = self._new_pool()
+        return sorted(lost, key=lambda task: task.first)
 
 
-def _died(task: _Task) -> str:
+def _died(task: _Task, times: int) -> str:
     return (
-        f"a worker process died while running {task.path} (seeds {_seeds_text(task.seeds)} or "
-        f"a task beside them); run those seeds alone to see why"
+        f"a worker process died {times} times while running {task.path} (seeds "
+        f"{_seeds_text(task.seeds)} or a task beside them); run those seeds alone to see why"
     )
 
 

@@ -1,4 +1,4 @@
-"""An agent for the sweep tests: it kills the process that runs it, once (a lost worker)."""
+"""An agent for the sweep tests: it kills the process running it (a lost worker), once or always."""
 
 from __future__ import annotations
 
@@ -18,3 +18,7 @@ class DiesOnce(Counter):
             path.write_text("died once\n", encoding="utf-8")
             os._exit(3)
         return self._count("die_once")
+
+    async def die_always(self) -> int:
+        """Ends the process every time: a seed no worker survives."""
+        os._exit(3)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from scenarios.cli import main
-from scenarios.cli.sweeps import SweepSettings, sweep
+from scenarios.cli.sweeps import ALLOWED_DEATHS, SweepSettings, sweep
 from scenarios.language.loader import load_scenario
 from scenarios.run.runner import run_scenario
 
@@ -44,6 +44,18 @@ steps:
   - call: {{agent: counter, method: die_once, args: ["{marker}"]}}
 expect:
   - state: {{agent: counter, equals: {{count: 1}}}}
+"""
+
+KILLS = """\
+name: sweep-kills
+description: Every run kills the process that runs it.
+seed: 0
+agents:
+  counter: {class: "tests.sweeps.agents:DiesOnce"}
+steps:
+  - call: {agent: counter, method: die_always}
+expect:
+  - state: {agent: counter, equals: {count: 1}}
 """
 
 
@@ -113,15 +125,34 @@ def test_sweep_hands_results_back_in_the_order_given(idle_file: str) -> None:
     assert all(len(r.trace) == 0 for r in results)  # records are shipped only when asked for
 
 
-def test_a_worker_that_dies_ends_the_pooled_sweep_as_bad_input(
+def test_a_pooled_worker_that_dies_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A local worker process that dies stops the sweep with one line naming the seeds."""
+    """A local worker that dies mid-task breaks the pool; a fresh pool runs the seeds it took
+    down, and the output is the serial run's."""
     monkeypatch.chdir(tmp_path)
-    Path("dies.yaml").write_text(DIES.format(marker=tmp_path / "marker"), encoding="utf-8")
-    code, out, err = _run(capsys, "run", "dies.yaml", "--seeds", "0..3", "--workers", "2")
+    marker = tmp_path / "marker"
+    Path("dies.yaml").write_text(DIES.format(marker=marker), encoding="utf-8")
+    marker.write_text("already died\n", encoding="utf-8")
+    serial = _run(capsys, "run", "dies.yaml", "--seeds", "0..5")
+    marker.unlink()
+    pooled = _run(capsys, "run", "dies.yaml", "--seeds", "0..5", "--workers", "2")
+    assert marker.exists()  # a worker did die
+    assert serial[0] == 0
+    assert pooled[0] == 0, pooled[2]
+    assert pooled[1] == serial[1]
+
+
+def test_a_seed_that_kills_every_worker_ends_the_pooled_sweep_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that kills each pool it is given stops the sweep after the allowed retries, with
+    one line naming its seeds (never a traceback)."""
+    monkeypatch.chdir(tmp_path)
+    Path("kills.yaml").write_text(KILLS, encoding="utf-8")
+    code, _, err = _run(capsys, "run", "kills.yaml", "--seeds", "0..3", "--workers", "2")
     assert code == 2
-    assert "a worker process died while running dies.yaml" in err
+    assert f"a worker process died {ALLOWED_DEATHS + 1} times while running kills.yaml" in err
     assert "Traceback" not in err
 
 
