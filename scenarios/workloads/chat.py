@@ -14,13 +14,14 @@ from typing import Any, ClassVar
 
 from agents_core.chat import ChatAgent, ThinkAgent
 from agents_core.chat.messages import message_text, user_message
+from agents_core.chat.self_type import ChatSelf
 from scenarios.language.schema import MODEL_SERVICE
 
 __all__ = ["CHAT_HOSTS", "AiChatWorkload", "ThinkWorkload", "chat_workload"]
 
 
 class _SayMixin:
-    async def say(self: Any, text: str) -> dict[str, Any]:
+    async def say(self: ChatSelf, text: str) -> dict[str, Any]:
         """Send `text` as the user and run the turn; `{requestId, status, error?, text}`, the
         text being that of the assistant message the turn persisted ('' when none)."""
         before = len(self.messages)

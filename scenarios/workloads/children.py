@@ -35,6 +35,7 @@ from typing import Any
 
 from agents_core import Agent
 from agents_core.chat import ChatAgent, ThinkAgent, tool
+from scenarios.workloads.self_types import WorkToolSelf
 
 __all__ = ["CHILD_CLASSES", "ChatToolChild", "ScriptedToolChild", "ThinkToolChild"]
 
@@ -376,7 +377,7 @@ class ScriptedToolChild(Agent):
 class _WorkTool:
     """The chat children's server tool `work` (see the module docstring)."""
 
-    def get_tools(self: Any) -> dict[str, Any]:
+    def get_tools(self: WorkToolSelf) -> dict[str, Any]:
         return {
             "work": tool(
                 "Do the task in steps, reporting progress and milestones as they happen.",
@@ -384,7 +385,7 @@ class _WorkTool:
             )
         }
 
-    async def _workload_work(self: Any, input: Any, tool_call_id: Any, signal: Any) -> str:
+    async def _workload_work(self: WorkToolSelf, input: Any, tool_call_id: Any, signal: Any) -> str:
         steps = input.get("steps") if isinstance(input, dict) else None
         reported = 0
         for step in steps if isinstance(steps, list) else []:
@@ -409,7 +410,7 @@ class _WorkTool:
                 raise ValueError(f"unknown work step {kind!r}; expected progress, milestone, sleep")
         return f"worked: {reported} reports"
 
-    def _reported(self: Any, kind: str, outcome: str, **fields: Any) -> None:
+    def _reported(self: WorkToolSelf, kind: str, outcome: str, **fields: Any) -> None:
         """`workload:reported {runId, kind, outcome, fraction | name}`: what report_progress
         answered (`emitted`, `coalesced` or `inactive`), for checks of S2 and S4."""
         run_id, _request_id = self._active_agent_tool_run()

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from agents_core import Agent
 from agents_core.chat import ChatAgent, ThinkAgent
 from scenarios.workloads.children import CHILD_CLASSES
+from scenarios.workloads.self_types import ToolsWorkloadSelf
 
 __all__ = [
     "TOOL_HOSTS",
@@ -117,15 +118,19 @@ class _ToolsMixin:
     runs: ClassVar[tuple[RunPlan, ...]] = ()
     start_on: ClassVar[str] = "call"
 
-    def _init_tools(self: Any) -> None:
+    def _init_tools(self: ToolsWorkloadSelf) -> None:
         for statement in _DDL:
             self.sql(statement)
         if any(plan.detached and plan.detached.flaky_on_finish for plan in self.runs):
             self.sql(_CALLS_DDL)
 
-    async def on_start(self: Any) -> None:
-        # The agent class this is mixed into (before it) defines on_start.
+    async def on_start(self) -> None:
+        # The agent class this is mixed into (after it in the MRO) defines on_start, which
+        # the type checker cannot see from a mixin; the cast says what the mixin is mixed into.
         await super().on_start()  # type: ignore[misc]
+        await _ToolsMixin._start_runs(cast("ToolsWorkloadSelf", self))
+
+    async def _start_runs(self: ToolsWorkloadSelf) -> None:
         if self.start_on != "on_start":
             return
         for plan in self.runs:
@@ -133,7 +138,7 @@ class _ToolsMixin:
                 # In the background: startup holds the input gate, and an awaited run is long.
                 self.host.tasks.wait_until(self._dispatch_one(plan))
 
-    async def dispatch(self: Any, run_id: str | None = None) -> list[dict[str, Any]]:
+    async def dispatch(self: ToolsWorkloadSelf, run_id: str | None = None) -> list[dict[str, Any]]:
         """Run every run (or the one named): detached runs return their handle, awaited runs
         their result, once they ended."""
         plans = [plan for plan in self.runs if run_id is None or plan.run_id == run_id]
@@ -143,11 +148,13 @@ class _ToolsMixin:
         results = await self.host.tasks.gather(*(self._dispatch_one(plan) for plan in plans))
         return list(results)
 
-    async def cancel(self: Any, run_id: str, reason: str = "cancelled by the scenario") -> None:
+    async def cancel(
+        self: ToolsWorkloadSelf, run_id: str, reason: str = "cancelled by the scenario"
+    ) -> None:
         """Cancel a run (`cancel_agent_tool`): a detached one is delivered `aborted`."""
         await self.cancel_agent_tool(run_id, reason)
 
-    async def _dispatch_one(self: Any, plan: RunPlan) -> dict[str, Any]:
+    async def _dispatch_one(self: ToolsWorkloadSelf, plan: RunPlan) -> dict[str, Any]:
         self.sql(
             "INSERT OR IGNORE INTO workload_dispatched (run_id, at_ms) VALUES (?, ?)",
             plan.run_id,
@@ -161,7 +168,7 @@ class _ToolsMixin:
         )
         return result.to_dict()
 
-    async def workload_on_finish(self: Any, run: Any, lifecycle: Any) -> None:
+    async def workload_on_finish(self: ToolsWorkloadSelf, run: Any, lifecycle: Any) -> None:
         """The built-in per-run `on_finish`: a trace record and a row per call."""
         status = lifecycle.get("status") if isinstance(lifecycle, dict) else None
         plan = next((p for p in self.runs if p.run_id == run.run_id), None)
