@@ -32,6 +32,7 @@ from agents_core.mcp import MCP_SERVERS_DDL, McpMixin
 from agents_core.options import AgentOptions, resolve_options
 from agents_core.probes import probe
 from agents_core.recovery import RecoveryMixin
+from agents_core.run_rows import DurableMemo, forgets_run_rows
 from agents_core.schedules import SchedulesMixin
 from agents_core.schema import ensure_schema
 
@@ -117,6 +118,7 @@ class Agent(
         self._keep_alive_refs = 0
         self._keep_alive_leases = 0
         self._run_fiber_active_fibers: dict[str, None] = {}
+        self._memo = DurableMemo(host)
         self._managed_fiber_abort_controllers: dict[str, Any] = {}
         self._managed_fiber_executions: dict[str, Any] = {}
         self._managed_fiber_terminal_waiters: dict[str, list[Any]] = {}
@@ -140,6 +142,8 @@ class Agent(
     # -- storage ----------------------------------------------------------------------------
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run one SQL statement on this agent's database; rows as dicts."""
+        if forgets_run_rows(query):
+            self._memo.forget_run_rows()
         return self._host.sql.query(query, params)
 
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agents_core.probes import probe
+from agents_core.run_rows import DESTROY_PENDING_KEY
 from agents_core.self_types import AgentSelf
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
 
 FIBER_RECOVERY_MAX_BACKOFF_MS = 300_000
 FIBER_RECOVERY_BACKOFF_MAX_EXP = 20
-DESTROY_PENDING_KEY = "cf_agents_destroy_pending"
 
 
 class AlarmSelf(AgentSelf, Protocol):
@@ -61,7 +61,7 @@ class AlarmMixin:
         host = self.host
         now = host.clock.now_ms()
         try:
-            if host.kv.get(DESTROY_PENDING_KEY):
+            if self._memo.destroy_pending():
                 host.alarm.set_alarm(now)
                 return
             candidates = [
@@ -137,7 +137,7 @@ class AlarmMixin:
         self._clear_alarm_memory_limit_strikes()
 
     async def _run_alarm_body(self: AlarmSelf) -> None:
-        if self.host.kv.get(DESTROY_PENDING_KEY):
+        if self._memo.destroy_pending():
             await self.destroy()
             return
         await self.on_alarm()

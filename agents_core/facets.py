@@ -169,11 +169,12 @@ class FacetsMixin(_FacetsBase):
             await parent.call("delete_sub_agent", type(self), self.name)
             return
         if deferred:
-            self.host.kv.put("cf_agents_destroy_pending", True)
+            self._memo.set_destroy_pending()
             await self._schedule_next_alarm()
             return
         self._destroyed = True
         self.host.lifecycle.delete_all_storage()
+        self._memo.storage_wiped()
         self.host.lifecycle.abort("destroyed")
 
     async def _on_root(self: FacetsSelf, method: str, *args: Any) -> Any:

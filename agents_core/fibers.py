@@ -26,6 +26,7 @@ from agents_core.fiber_ledger import (
 )
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
+from agents_core.run_rows import RUN_ROW_DELETE, RUN_ROW_INSERT, RUN_ROW_SNAPSHOT
 from agents_core.self_types import AgentSelf
 from agents_core.signals import AbortController, AbortSignal
 
@@ -128,12 +129,8 @@ class FibersMixin(FiberLedgerMixin):
             raise InvalidArgument(f"fiber name must be a string, got {name!r}")
         now = self.host.clock.now_ms()
         # Synchronous prefix: the row exists before the caller's first await returns.
-        self.sql(
-            "INSERT INTO cf_agents_runs (id, name, snapshot, created_at) VALUES (?, ?, NULL, ?)",
-            fiber_id,
-            name,
-            now,
-        )
+        self.sql(RUN_ROW_INSERT, fiber_id, name, now)
+        self._memo.run_row_inserted(fiber_id)
         self._emit("fiber:run:started", fiberId=fiber_id, fiberName=name, managed=managed)
         self._run_fiber_active_fibers[fiber_id] = None
         dispose: Callable[[], None] | None = None
@@ -188,7 +185,8 @@ class FibersMixin(FiberLedgerMixin):
         finally:
             self._run_fiber_active_fibers.pop(fiber_id, None)
             try:
-                self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+                self.sql(RUN_ROW_DELETE, fiber_id)
+                self._memo.run_row_deleted(fiber_id)
             except Exception:
                 probe(self.host, "fiber.cleanup_delete_failed")
                 raise
@@ -220,7 +218,7 @@ class FibersMixin(FiberLedgerMixin):
 
     def _write_stash(self: FibersSelf, fiber_id: str, data: Any, managed: bool) -> None:
         text = to_json_text(data)
-        self.sql("UPDATE cf_agents_runs SET snapshot = ? WHERE id = ?", text, fiber_id)
+        self.sql(RUN_ROW_SNAPSHOT, text, fiber_id)
         if managed:
             # No status condition: a stash after cancel still overwrites the snapshot (SDK).
             self.sql("UPDATE cf_agents_fibers SET snapshot = ? WHERE fiber_id = ?", text, fiber_id)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberRecoveryResult
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
+from agents_core.run_rows import RUN_ROW_DELETE
 from agents_core.self_types import AgentSelf
 
 __all__ = ["FiberRecoveryContext", "RecoveryMixin"]
@@ -89,8 +90,8 @@ class RecoveryMixin:
 
     def _has_pending_fiber_recovery(self: RecoverySelf) -> bool:
         active = self._run_fiber_active_fibers
-        for row in self.sql("SELECT id FROM cf_agents_runs"):
-            if row["id"] not in active:
+        for fiber_id in self._memo.run_row_ids():
+            if fiber_id not in active:
                 return True
         ledger_only = self.sql(
             "SELECT 1 AS x FROM cf_agents_fibers WHERE status IN ('pending', 'running') "
@@ -147,7 +148,13 @@ class RecoveryMixin:
 
     async def _recover_run_rows(self: RecoverySelf, scan_start: int) -> bool:
         progress = False
+        known = self._memo.known_run_row_ids()
+        active = self._run_fiber_active_fibers
+        if known is not None and all(fiber_id in active for fiber_id in known):
+            # Every run row is a fiber executing here: the scan would offer none of them.
+            return False
         rows = self.sql("SELECT id, name, snapshot, created_at FROM cf_agents_runs ORDER BY rowid")
+        self._memo.saw_run_rows(rows)
         for row in rows:
             fiber_id, name, created_at = row["id"], row["name"], row["created_at"]
             if self._past_deadline(scan_start, fiber_id, name, managed=False):
@@ -171,7 +178,8 @@ class RecoveryMixin:
             self._emit_detected(fiber_id, name, ledger is not None, created_at)
             if ledger is not None and ledger["status"] in TERMINAL_STATUSES:
                 probe(self.host, "fiber.stale_terminal_run_row_dropped")
-                self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+                self.sql(RUN_ROW_DELETE, fiber_id)
+                self._memo.run_row_deleted(fiber_id)
                 progress = True
                 self._notify_managed_fiber_terminal(fiber_id)
                 continue
@@ -199,7 +207,8 @@ class RecoveryMixin:
                         reason="max_age_exceeded",
                         elapsedMs=age,
                     )
-                self.sql("DELETE FROM cf_agents_runs WHERE id = ?", fiber_id)
+                self.sql(RUN_ROW_DELETE, fiber_id)
+                self._memo.run_row_deleted(fiber_id)
                 progress = True
             if ledger is not None:
                 self._notify_managed_fiber_terminal(fiber_id)

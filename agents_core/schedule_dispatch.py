@@ -339,6 +339,7 @@ class ScheduleDispatchMixin:
         kv = self.host.kv
         prior = kv.get(OOM_ALARM_STRIKES_KEY)
         strikes = (prior if isinstance(prior, int) else 0) + 1
+        self._memo.strikes_clear = False
         kv.put(OOM_ALARM_STRIKES_KEY, strikes)
         limit = self._options.max_alarm_memory_limit_strikes
         sealed = strikes >= limit
@@ -377,7 +378,12 @@ class ScheduleDispatchMixin:
         return True
 
     def _clear_alarm_memory_limit_strikes(self: ScheduleDispatchSelf) -> None:
-        """A clean alarm: the breaker counts consecutive resets only."""
+        """A clean alarm: the breaker counts consecutive resets only. Once the count is known to
+        be clear in this incarnation, only a strike written since can bring it back."""
+        memo = self._memo
+        if memo.strikes_clear:
+            return
         prior = self.host.kv.get(OOM_ALARM_STRIKES_KEY)
         if isinstance(prior, int) and prior > 0:
             self.host.kv.delete(OOM_ALARM_STRIKES_KEY)
+        memo.strikes_clear = True

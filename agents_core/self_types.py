@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from agents_core.mcp import McpSelf
     from agents_core.options import AgentOptions
     from agents_core.recovery import RecoverySelf
+    from agents_core.run_rows import DurableMemo
     from agents_core.schedule_dispatch import ScheduleDispatchSelf
     from agents_core.schedules import Schedule, ScheduleTiming
 
@@ -50,6 +51,7 @@ class AgentSelf(Protocol):
     _options: AgentOptions
     _is_facet: bool
     _destroyed: bool
+    _memo: DurableMemo
 
     @property
     def host(self) -> Host: ...
