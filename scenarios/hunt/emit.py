@@ -24,6 +24,7 @@ from scenarios.language.schema import Scenario
 __all__ = [
     "InsertedStep",
     "add_expectation",
+    "expect_errors",
     "keep_always",
     "format_duration",
     "insert_steps",
@@ -208,6 +209,48 @@ def add_expectation(text: str, scenario: Scenario, item: str) -> str:
     while lines and not lines[-1].strip():
         lines.pop()
     return "\n".join([*lines, "expect:", f"  - {item}", ""])
+
+
+_ACTION = re.compile(r"^(?P<lead>\s*(-\s+)?)(call|request):(?P<rest>.*)$")
+
+
+def expect_errors(text: str, scenario: Scenario, errors: Mapping[int, str]) -> str:
+    """`text` with `expect_error: CLASS` added to the call or request step on each line of
+    `errors` (a step's line: CLASS), unless that step already says what it expects. A value in
+    flow style (`{agent: a, method: m}`) gets it before its closing brace, a block mapping as
+    one more key line at the indentation of its keys."""
+    lines = text.split("\n")
+    by_line = {step.line: step for step in scenario.steps}
+    # From the bottom up, so earlier line numbers stay valid.
+    for line in sorted(errors, reverse=True):
+        step = by_line.get(line)
+        if step is None or step.kind not in ("call", "request"):
+            continue
+        if getattr(step, "expect_error", False) is not False or getattr(
+            step, "checks_return", False
+        ):
+            continue
+        end = _after_item(lines, line, _item_indent(lines, line, step.label))
+        found = [(i, m) for i in range(line - 1, end) if (m := _ACTION.match(lines[i]))]
+        if not found:
+            continue
+        index, match = found[0]
+        key = f"expect_error: {errors[line]}"
+        rest = match.group("rest")
+        value = rest.split(" #")[0].rstrip()  # a comment after the value stays after it
+        if value.strip().startswith("{") and value.endswith("}"):
+            close = match.start("rest") + len(value) - 1
+            lines[index] = f"{lines[index][:close].rstrip()}, {key}{lines[index][close:]}"
+        elif not value.strip():
+            keys = [
+                i
+                for i in range(index + 1, end)
+                if lines[i].strip() and not lines[i].lstrip().startswith("#")
+            ]
+            if keys:
+                indent = lines[keys[0]][: len(lines[keys[0]]) - len(lines[keys[0]].lstrip())]
+                lines.insert(keys[0], indent + key)
+    return "\n".join(lines)
 
 
 def keep_always(text: str, scenario: Scenario, note: str) -> str:

@@ -18,6 +18,7 @@ import shlex
 import textwrap
 from dataclasses import dataclass, field
 
+from scenarios.hunt.reproducers import PLATFORM_ERRORS
 from scenarios.run.runner import ScenarioResult
 from sim.probes import ALL_PROBES, never_hit
 
@@ -26,7 +27,7 @@ __all__ = ["ExploreOutcome", "Finding", "classify"]
 SHOWN = 5
 """Failure sentences printed per finding (the reproducer's run shows them all)."""
 _PLATFORM_TRUTH = re.compile(
-    r"(failed with|raised) (AgentEvicted|StorageError|IncarnationKilled)\b|had already passed|"
+    rf"(failed with|raised) ({'|'.join(PLATFORM_ERRORS)})\b|had already passed|"
     r"was never connected|is not connected"
 )
 _STEP_ERROR = re.compile(r"\braised \w")

@@ -46,7 +46,12 @@ from scenarios.hunt.emit import (
     retitle,
 )
 from scenarios.hunt.fault_sites import site_groups, statement_sites
-from scenarios.hunt.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
+from scenarios.hunt.reproducers import (
+    FAULT_FAILED,
+    FlakyFinding,
+    with_broken_invariants,
+    write_reproducer,
+)
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import NAME_PATTERN, parse_scenario
 from scenarios.language.schema import (
@@ -87,7 +92,6 @@ TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"
 """Steps that only let time pass: a fault drawn inside one is put before it."""
 NOTE = "inserted by agentsim fuzz"
 _TIMING_SLIP = "had already passed"
-_FAULT_ERROR = re.compile(r"failed with (AgentEvicted|StorageError|IncarnationKilled)\b")
 _INVARIANT = re.compile(r": invariant (\w+): ")
 _EXPECTED = re.compile(r"\.ya?ml:\d+: expect \d+ \(")
 _LIVENESS = re.compile(r": liveness: the run did not settle|: the liveness phase raised ")
@@ -291,7 +295,7 @@ class _Fuzzer:
         # A drawn fault that made a step's call fail with the fault itself (the platform telling
         # the caller the truth), or that pushed a later `at:` into the past, says nothing about
         # the agent; expectations and invariants do.
-        if _TIMING_SLIP in failure or _FAULT_ERROR.search(failure):
+        if _TIMING_SLIP in failure or FAULT_FAILED.search(failure):
             return True
         return any(
             failure.startswith(f"{self.out_path}:{line}: ") for line in candidate.inserted_lines

@@ -8,7 +8,10 @@ runs it. The header has as many lines whatever the failure sentence, so the file
 with a placeholder sentence: its line numbers are then the written file's, and a run that does
 not fail the same way (another digest, or no finding) is `FlakyFinding`, never written. Agents
 whose modules sit beside the base scenario are found from the reproducer's folder through a
-`python_path:` line (`with_python_path`).
+`python_path:` line (`with_python_path`). A call or request of the story that the injected
+fault itself makes fail (`PLATFORM_ERRORS`: the platform telling the caller the truth) gets
+`expect_error` with that class (`with_fault_errors_expected`), so the file fails only with its
+finding, and passes once the bug is fixed.
 """
 
 from __future__ import annotations
@@ -20,17 +23,25 @@ import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scenarios.hunt.emit import add_expectation, remove_top_level, with_header
+from scenarios.hunt.emit import add_expectation, expect_errors, remove_top_level, with_header
 from scenarios.language import agents as agent_classes
 from scenarios.language.loader import parse_scenario
 from scenarios.run.runner import ScenarioResult, run_scenario
 
 __all__ = [
+    "FAULT_FAILED",
+    "PLATFORM_ERRORS",
     "FlakyFinding",
     "with_broken_invariants",
+    "with_fault_errors_expected",
     "with_python_path",
     "write_reproducer",
 ]
+
+PLATFORM_ERRORS = ("AgentEvicted", "StorageError", "IncarnationKilled")
+"""What a call gets when a fault kills or fails what it called: the platform's truth, not a bug."""
+FAULT_FAILED = re.compile(rf"failed with ({'|'.join(PLATFORM_ERRORS)})\b")
+"""A step's sentence for a call that failed with one of `PLATFORM_ERRORS` (group 1: which)."""
 
 
 class FlakyFinding(AssertionError):
@@ -65,6 +76,23 @@ def with_python_path(text: str, out_path: str) -> str:
     return "\n".join(lines)
 
 
+def with_fault_errors_expected(text: str, path: str) -> str:
+    """`text` with `expect_error: CLASS` on each call or request that a run of it sees fail
+    with one of `PLATFORM_ERRORS` (and that expects nothing yet); unchanged when none does."""
+    scenario = parse_scenario(text, path)
+    errors: dict[int, str] = {}
+    for failure in run_scenario(scenario).failures:
+        line = re.match(rf"{re.escape(path)}:(\d+): ", failure)
+        error = FAULT_FAILED.search(failure)
+        if line and error and "but was expected" not in failure:
+            errors[int(line.group(1))] = error.group(1)
+    if not errors:
+        return text
+    out = expect_errors(text, scenario, errors)
+    parse_scenario(out, path)  # an InvalidScenario here is a bug of the emitter: loud
+    return out
+
+
 def write_reproducer(
     text: str,
     out_path: str,
@@ -76,7 +104,7 @@ def write_reproducer(
     it fails the same way (the same trace `digest`, and `findings` of it), write it there.
     Returns the written text and that run."""
     run = f"agentsim run {shlex.quote(out_path)}"
-    text = with_python_path(text, out_path)
+    text = with_fault_errors_expected(with_python_path(text, out_path), out_path)
 
     def headed(first_failure: str) -> str:
         lines = header(" ".join(first_failure.split())[:300], run)

@@ -4,18 +4,23 @@ placed by the base run's timeline, and files the edits cannot handle are refused
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from scenarios import parse_scenario, run_scenario
 from scenarios.hunt.emit import (
     InsertedStep,
     add_expectation,
+    expect_errors,
     format_duration,
     insert_steps,
     remove_top_level,
     retitle,
 )
 from scenarios.hunt.fuzz import Fault, place
+from scenarios.hunt.reproducers import write_reproducer
 from tests.scenarios.helpers import BASE
 
 # BASE: step 1 call (line 9), step 2 run_for: 3m (line 10), step 3 evict (line 11).
@@ -119,3 +124,62 @@ def test_drawn_faults_are_placed_by_the_base_timeline() -> None:
         (2, 180_000),
         (3, 500_000),
     ]
+
+
+CUT = """\
+name: cut
+description: A deploy cuts a long call.
+seed: 3
+agents:
+  worker: {class: "scenarios.workloads:Counter", options: {step_ms: 20s}}
+steps:
+  - call: {agent: worker, method: work, args: [10], wait: false}  # cut by the deploy
+  - at: 70s
+    deploy: {}
+  - after: 1s
+    call:
+      agent: worker
+      method: increment
+  - call: {agent: worker, method: increment, returns: 6}
+expect:
+  - state: {agent: worker, equals: {count: 99}}
+"""
+
+
+def test_expect_error_goes_into_flow_and_block_calls_and_not_where_one_is_told() -> None:
+    """`expect_errors` adds the class before a flow value's closing brace (its comment kept
+    after it), as a key line of a block mapping, and leaves a step with `returns` alone."""
+    scenario = parse_scenario(CUT, "cut.yaml")
+    lines = {step.line for step in scenario.steps if step.kind == "call"}
+    assert lines == {7, 10, 14}
+    text = expect_errors(CUT, scenario, {7: "AgentEvicted", 10: "StorageError", 14: "AgentEvicted"})
+    assert (
+        "  - call: {agent: worker, method: work, args: [10], wait: false, "
+        "expect_error: AgentEvicted}  # cut by the deploy\n"
+    ) in text
+    assert "    call:\n      expect_error: StorageError\n      agent: worker\n" in text
+    assert "  - call: {agent: worker, method: increment, returns: 6}\n" in text
+    calls = [s for s in parse_scenario(text, "cut.yaml").steps if s.kind == "call"]
+    assert [c.expect_error for c in calls] == ["AgentEvicted", "StorageError", False]
+
+
+def test_a_reproducer_expects_the_error_its_fault_gives_a_call(
+    tmp_path: Path,
+) -> None:
+    """The call the deploy cuts fails with AgentEvicted; the written reproducer says so, and
+    running it shows its finding alone."""
+    text = CUT.replace("  - call: {agent: worker, method: increment, returns: 6}\n", "")
+    base = run_scenario(parse_scenario(text, "cut.yaml"))
+    assert any("failed with AgentEvicted" in f for f in base.failures), base.failures
+    out = str(tmp_path / "cut.yaml")
+
+    def expectations(result: Any) -> list[str]:
+        return [f for f in result.failures if ": expect 1 (" in f]
+
+    written, check = write_reproducer(
+        text, out, lambda first, run: ["found by a test", first], expectations, base.digest
+    )
+    assert "wait: false, expect_error: AgentEvicted}" in written
+    rerun = run_scenario(parse_scenario(written, out))
+    assert rerun.digest == base.digest
+    assert list(rerun.failures) == expectations(rerun) != []
