@@ -16,6 +16,7 @@ from agents_core.chat import ChatAgent, ThinkAgent
 from agents_core.chat.messages import message_text, user_message
 from agents_core.chat.self_type import ChatSelf
 from scenarios.language.schema import MODEL_SERVICE
+from scenarios.workloads.plans import one_of
 
 __all__ = ["CHAT_HOSTS", "AiChatWorkload", "ThinkWorkload", "chat_workload"]
 
@@ -55,8 +56,7 @@ CHAT_HOSTS: dict[str, type] = {"think": ThinkWorkload, "chat": AiChatWorkload}
 
 def chat_workload(host: str = "think", *, model_service: str = MODEL_SERVICE) -> type:
     """A subclass of the `host`'s class (same name) streaming from `model_service`."""
-    if host not in CHAT_HOSTS:
-        raise ValueError(f"host must be one of {list(CHAT_HOSTS)}, got {host!r}")
+    one_of("host", host, list(CHAT_HOSTS))
     base = CHAT_HOSTS[host]
     attributes = {
         "model_service": model_service,

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agents_core import Agent
+from scenarios.workloads.plans import one_of, unique_plans
 
 __all__ = [
     "FIBER_RECOVERIES",
@@ -284,16 +285,9 @@ def fiber_workload(
 ) -> type[FiberWorkload]:
     """A `FiberWorkload` subclass (same name, so trace paths read `FiberWorkload/<alias>`)
     running `fibers`, started `on_start` or by a `call` to `start`, recovered per `recovery`."""
-    plans = tuple(fibers)
-    if not plans or not all(isinstance(plan, FiberPlan) for plan in plans):
-        raise ValueError(f"fiber_workload takes one or more FiberPlan values, got {fibers!r}")
-    names = [plan.name for plan in plans]
-    if len(set(names)) != len(names):
-        raise ValueError(f"fiber names must be unique, got {names}")
-    if start not in FIBER_STARTS:
-        raise ValueError(f"start must be one of {list(FIBER_STARTS)}, got {start!r}")
-    if recovery not in FIBER_RECOVERIES:
-        raise ValueError(f"recovery must be one of {list(FIBER_RECOVERIES)}, got {recovery!r}")
+    plans = unique_plans(fibers, FiberPlan, "fiber_workload", lambda p: p.name, "fiber names")
+    one_of("start", start, FIBER_STARTS)
+    one_of("recovery", recovery, FIBER_RECOVERIES)
     for plan in plans:
         if plan.recovery is not None and plan.recovery not in FIBER_RECOVERIES:
             raise ValueError(f"fiber {plan.name}: recovery must be one of {list(FIBER_RECOVERIES)}")

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from agents_core import Agent, Request, Response
+from scenarios.workloads.plans import one_of, unique_plans
 
 __all__ = [
     "SCHEDULE_SETUPS",
@@ -265,20 +266,16 @@ def schedule_workload(
 ) -> type[ScheduleWorkload]:
     """A `ScheduleWorkload` subclass (same name, so trace paths read `ScheduleWorkload/<alias>`)
     keeping `schedules`, set up `on_start` (after `warmup_ms`) or by a `setup` call."""
-    plans = tuple(schedules)
-    if not plans or not all(isinstance(plan, SchedulePlan) for plan in plans):
-        raise ValueError(f"schedule_workload takes one or more SchedulePlan values, got {plans!r}")
-    names = [plan.name for plan in plans]
-    if len(set(names)) != len(names):
-        raise ValueError(f"schedule names must be unique, got {names}")
+    plans = unique_plans(
+        schedules, SchedulePlan, "schedule_workload", lambda p: p.name, "schedule names"
+    )
     for plan in plans:
         timings = [plan.every_s, plan.cron, plan.after_s, plan.at_s]
         if sum(value is not None for value in timings) != 1:
             raise ValueError(f"schedule {plan.name}: give exactly one of every, cron, after, at")
         if plan.runs is not None and not plan.recurring:
             raise ValueError(f"schedule {plan.name}: runs is for every or cron schedules")
-    if setup not in SCHEDULE_SETUPS:
-        raise ValueError(f"setup must be one of {list(SCHEDULE_SETUPS)}, got {setup!r}")
+    one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
     attributes = {

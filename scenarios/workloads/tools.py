@@ -26,6 +26,7 @@ from typing import Any, ClassVar, cast
 from agents_core import Agent
 from agents_core.chat import ChatAgent, ThinkAgent
 from scenarios.workloads.children import CHILD_CLASSES
+from scenarios.workloads.plans import one_of, unique_plans
 from scenarios.workloads.self_types import ToolsWorkloadSelf
 
 __all__ = [
@@ -237,16 +238,9 @@ TOOL_HOSTS: dict[str, type] = {
 def tools_workload(runs: Sequence[RunPlan], *, host: str = "agent", start: str = "call") -> type:
     """A subclass of the `host`'s parent class (same name) running `runs`, dispatched by a
     call to `dispatch` or at startup (`start: on_start`)."""
-    plans = tuple(runs)
-    if not plans or not all(isinstance(plan, RunPlan) for plan in plans):
-        raise ValueError(f"tools_workload takes one or more RunPlan values, got {runs!r}")
-    ids = [plan.run_id for plan in plans]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"run ids must be unique, got {ids}")
-    if host not in TOOL_HOSTS:
-        raise ValueError(f"host must be one of {list(TOOL_HOSTS)}, got {host!r}")
-    if start not in TOOL_STARTS:
-        raise ValueError(f"start must be one of {list(TOOL_STARTS)}, got {start!r}")
+    plans = unique_plans(runs, RunPlan, "tools_workload", lambda p: p.run_id, "run ids")
+    one_of("host", host, list(TOOL_HOSTS))
+    one_of("start", start, TOOL_STARTS)
     for plan in plans:
         if plan.child not in CHILD_CLASSES:
             raise ValueError(f"run {plan.run_id}: child must be one of {list(CHILD_CLASSES)}")
