@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 from scenarios.cli import main
+from tests.scenarios.helpers import SOME_SEEDS_FAIL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,22 +60,7 @@ def test_pokes(sim):
     sim.call(sim.agent(Bad, "b"), "poke")
 """
 
-SCENARIO = """\
-name: idle
-description: A counter left alone is evicted for idleness; before 100 s for some seeds only.
-seed: 0
-agents:
-  counter: {class: "scenarios.workloads:Counter"}
-steps:
-  - call: {agent: counter, method: increment}
-  - run_for: 3m
-expect:
-  - event: incarnation:end
-    agent: counter
-    fields: {reason: idle}
-    between: [70s, 100s]
-    count: {exactly: 1}
-"""
+SCENARIO = SOME_SEEDS_FAIL
 
 
 def _project(tmp_path: Path, ini: str = "") -> Path:

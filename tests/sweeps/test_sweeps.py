@@ -12,27 +12,10 @@ from scenarios.cli import main
 from scenarios.cli.sweeps import ALLOWED_DEATHS, SweepSettings, sweep
 from scenarios.language.loader import load_scenario
 from scenarios.run.runner import run_scenario
+from tests.scenarios.helpers import SOME_SEEDS_FAIL
 
 SEEDS = "0..11"
 
-# The idle eviction comes 70-140 s after the call, drawn from the seed: the expectation that it
-# comes before 100 s passes for some seeds and fails for others.
-IDLE = """\
-name: sweep-idle
-description: A counter left alone is evicted for idleness; before 100 s for some seeds only.
-seed: 0
-agents:
-  counter: {class: "scenarios.workloads:Counter"}
-steps:
-  - call: {agent: counter, method: increment}
-  - run_for: 3m
-expect:
-  - event: incarnation:end
-    agent: counter
-    fields: {reason: idle}
-    between: [70s, 100s]
-    count: {exactly: 1}
-"""
 
 DIES = """\
 name: sweep-dies
@@ -62,7 +45,7 @@ expect:
 @pytest.fixture
 def idle_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.chdir(tmp_path)
-    Path("idle.yaml").write_text(IDLE, encoding="utf-8")
+    Path("idle.yaml").write_text(SOME_SEEDS_FAIL, encoding="utf-8")
     return "idle.yaml"
 
 
