@@ -309,21 +309,23 @@ class FacetsMixin(_FacetsBase):
         return await self.host.facets.resolve_named(step["className"], step["name"])
 
     # -- schedules of a facet live on the root ------------------------------------------------
-    # The four methods that call super() keep `self: Any`: super() is resolved through this
-    # class (whose type-checking base is SchedulesMixin), which a Protocol self type would
-    # replace with the Protocol's own, empty, bases.
+    # The four methods that call super() leave `self` unannotated, so that super() resolves
+    # through this class (whose type-checking base is SchedulesMixin; a Protocol self type
+    # would put the Protocol's own, empty, bases there), and read the agent as `me`, the
+    # FacetsSelf it is mixed into.
     async def _store_schedule(
-        self: Any, timing: Any, callback: str, payload: Any, **options: Any
+        self, timing: Any, callback: str, payload: Any, **options: Any
     ) -> Any:
-        if not self._is_facet:
+        me = cast("FacetsSelf", self)
+        if not me._is_facet:
             return await super()._store_schedule(timing, callback, payload, **options)
-        return await self.host.facets.root().call(
+        return await me.host.facets.root().call(
             "_cf_schedule_for_facet",
             timing,
             callback,
             payload,
-            list(self._self_path),
-            self._self_path_key(),
+            list(me._self_path),
+            me._self_path_key(),
             options,
         )
 
@@ -346,15 +348,16 @@ class FacetsMixin(_FacetsBase):
             owner_path_key=owner_key,
         )
 
-    async def cancel_schedule(self: Any, id: str) -> bool:
-        if not self._is_facet:
+    async def cancel_schedule(self, id: str) -> bool:
+        me = cast("FacetsSelf", self)
+        if not me._is_facet:
             return await super().cancel_schedule(id)
-        callback = await self.host.facets.root().call(
-            "_cf_cancel_schedule_for_facet", id, self._self_path_key()
+        callback = await me.host.facets.root().call(
+            "_cf_cancel_schedule_for_facet", id, me._self_path_key()
         )
         if callback is None:
             return False
-        self._emit("schedule:cancel", callback=callback, id=id)  # on the facet, not the root
+        me._emit("schedule:cancel", callback=callback, id=id)  # on the facet, not the root
         return True
 
     async def _cf_cancel_schedule_for_facet(
@@ -375,11 +378,12 @@ class FacetsMixin(_FacetsBase):
         await self._schedule_next_alarm()
         return rows[0]["callback"]
 
-    async def list_schedules(self: Any, **filters: Any) -> list[Any]:
-        if not self._is_facet:
+    async def list_schedules(self, **filters: Any) -> list[Any]:
+        me = cast("FacetsSelf", self)
+        if not me._is_facet:
             return await super().list_schedules(**filters)
-        return await self.host.facets.root().call(
-            "_cf_list_schedules_for_facet", self._self_path_key(), filters
+        return await me.host.facets.root().call(
+            "_cf_list_schedules_for_facet", me._self_path_key(), filters
         )
 
     async def _cf_list_schedules_for_facet(
@@ -387,10 +391,11 @@ class FacetsMixin(_FacetsBase):
     ) -> Any:
         return self._list_schedules_for_owner(owner_key, **filters)
 
-    async def get_schedule_by_id(self: Any, id: str) -> Any:
-        if not self._is_facet:
+    async def get_schedule_by_id(self, id: str) -> Any:
+        me = cast("FacetsSelf", self)
+        if not me._is_facet:
             return await super().get_schedule_by_id(id)
-        found = await self.list_schedules(id=id)
+        found = await me.list_schedules(id=id)
         return found[0] if found else None
 
     async def _dispatch_facet_schedule(self: FacetsSelf, row: dict[str, Any]) -> bool:

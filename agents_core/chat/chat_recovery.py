@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from agents_core.chat.messages import MessageBuilder
 from agents_core.chat.self_type import ChatSelf
@@ -92,21 +92,23 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         return None
 
     # -- claiming the fiber ----------------------------------------------------------------------
-    # self stays Any here: super() is resolved through the class (its type-checking base is
-    # Agent), which a Protocol self type would replace with the Protocol's own bases.
-    async def _handle_internal_fiber_recovery(self: Any, ctx: Any) -> bool:
+    # self is left unannotated here, so that super() resolves through the class (its
+    # type-checking base is Agent; a Protocol self type would put the Protocol's own bases
+    # there); the agent is read as `me`, the ChatSelf it is mixed into.
+    async def _handle_internal_fiber_recovery(self, ctx: Any) -> bool:
+        me = cast("ChatSelf", self)
         if not ctx.name.startswith(CHAT_TURN_FIBER_PREFIX):
             return bool(await super()._handle_internal_fiber_recovery(ctx))
         snapshot = ctx.snapshot if isinstance(ctx.snapshot, dict) else {}
         request_id = snapshot.get("requestId") or ctx.name[len(CHAT_TURN_FIBER_PREFIX) :]
         origin = snapshot.get("originRequestId") or request_id
-        now = self.host.clock.now_ms()
+        now = me.host.clock.now_ms()
         key = INCIDENT_PREFIX + origin
-        incident = self.host.kv.get(key) or {
+        incident = me.host.kv.get(key) or {
             "originRequestId": origin,
             "attempts": 0,
             "detectedAt": now,
-            "progress": self._chat_recovery_progress(),
+            "progress": me._chat_recovery_progress(),
             "lastProgressAt": now,
         }
         incident.update(
@@ -115,12 +117,10 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             runId=snapshot.get("runId", incident.get("runId")),
             updatedAt=now,
         )
-        self.host.kv.put(key, incident)
-        self.host.trace.emit(
-            "chat:recovery:scheduled", requestId=request_id, originRequestId=origin
-        )
+        me.host.kv.put(key, incident)
+        me.host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
         payload = {"requestId": request_id, "originRequestId": origin, "snapshot": snapshot}
-        await self.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=True)
+        await me.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=True)
         return True
 
     # -- running the recovered turn --------------------------------------------------------------

@@ -22,7 +22,7 @@ milestone}`. They differ as the SDK's hosts do:
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.agent_tools.notify import (
     detached_finish_key,
@@ -225,11 +225,12 @@ class ThinkNotifyMixin(_NotifyBase):
             submission_id,
         )
 
-    # self stays Any here: super() is resolved through the class (its type-checking base is
-    # Agent), which a Protocol self type would replace with the Protocol's own bases.
-    async def _cf_start(self: Any) -> None:
+    # self is left unannotated here, so that super() resolves through the class (its
+    # type-checking base is Agent; a Protocol self type would put the Protocol's own bases
+    # there); the agent is read through the Protocol it is mixed into.
+    async def _cf_start(self) -> None:
         await super()._cf_start()
-        self._resume_think_submissions()
+        cast("ThinkNotifySelf", self)._resume_think_submissions()
 
     def _resume_think_submissions(self: ThinkNotifySelf) -> None:
         """After a restart: a submission whose turn was admitted is chat recovery's now; pending

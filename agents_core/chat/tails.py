@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agents_core.chat.self_type import ChatSelf
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
@@ -153,14 +153,15 @@ class AgentToolTailsMixin(_TailsBase):
             self._agent_tool_live_seq.pop(run_id, None)
 
     # -- the snoop ---------------------------------------------------------------------------------
-    # self stays Any here: super() is resolved through the class (its type-checking base is
-    # Agent), which a Protocol self type would replace with the Protocol's own bases.
-    def broadcast(self: Any, frame: Any, exclude: tuple[str, ...] = ()) -> None:
-        self._snoop_agent_tool_frame(frame, None)
+    # self is left unannotated here, so that super() resolves through the class (its
+    # type-checking base is Agent; a Protocol self type would put the Protocol's own bases
+    # there); the agent is read through the Protocol it is mixed into.
+    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None:
+        cast("ChatSelf", self)._snoop_agent_tool_frame(frame, None)
         super().broadcast(frame, exclude)
 
-    def _broadcast_chat_frame(self: Any, frame: Any, chunk_index: int | None = None) -> None:
-        self._snoop_agent_tool_frame(frame, chunk_index)
+    def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None:
+        cast("ChatSelf", self)._snoop_agent_tool_frame(frame, chunk_index)
         super().broadcast(frame)
 
     def _snoop_agent_tool_frame(self: ChatSelf, frame: Any, chunk_index: int | None) -> None:
