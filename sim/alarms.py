@@ -89,18 +89,30 @@ class Alarms:
         async def handler(agent: Any) -> None:
             await agent._cf_alarm()
 
+        # The limit can only cut a handler that waits: one that ends in its first step is over
+        # long before 15 minutes. So its timer is armed the first time the delivery waits, in
+        # the slot a timer armed now would have had among the events due at its instant.
+        slot = platform.kernel.reserve_slot()
         platform.deliver(
             record,
             "alarm",
             handler,
             label="alarm",
             on_done=lambda ok, value: self._ended(record, run, ok, value),
+            on_suspend=lambda: self._arm_limit(record, run, slot),
         )
         platform.lifecycle.touch(incarnation)
-        platform.kernel.call_at(
+
+    def _arm_limit(self, record: AgentRecord, run: _AlarmRun, slot: int) -> None:
+        def live() -> bool:
+            return not run.over and record.alarm_run is run
+
+        self._platform.kernel.call_in_slot(
             run.started_ms + ALARM_HANDLER_LIMIT_MS,
+            slot,
             lambda: self._limit(record, run),
-            live=lambda: not run.over and record.alarm_run is run,
+            live=live,
+            acts=live,
         )
 
     def _ended(self, record: AgentRecord, run: _AlarmRun, ok: bool, value: Any) -> None:

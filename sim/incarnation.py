@@ -38,7 +38,14 @@ class Incarnation:
     started: bool = False
     gate: SimDeferred | None = None
     inflight: int = 0
-    idle_generation: int = 0
+    idle_deadline: int | None = None
+    """When the incarnation is evicted if nothing happens before (None: not idle, or no
+    idle eviction)."""
+    idle_slot: int = 0
+    """The place among same-instant events its idle eviction takes (`Kernel.reserve_slot`)."""
+    idle_timer: object | None = None
+    """The token of the one idle timer that acts; None when none is pending."""
+    idle_timer_at: int | None = None
     tasks: dict[SimTask, None] = field(default_factory=dict)
     connections: dict[str, ServerConnection] = field(default_factory=dict)
     callers: dict[SimDeferred, None] = field(default_factory=dict)
@@ -142,6 +149,7 @@ class PlatformCore(Protocol):
         announce: dict[str, Any] | None = None,
         caller: SimDeferred | None = None,
         on_done: Callable[[bool, Any], None] | None = None,
+        on_suspend: Callable[[], None] | None = None,
     ) -> Incarnation: ...
 
     def facet_record(self, parent: AgentRecord, cls: type, name: str) -> AgentRecord: ...

@@ -26,7 +26,7 @@ from typing import Any
 
 import simpy
 
-from sim.pending import event_is_live
+from sim.pending import event_acts_now
 
 __all__ = [
     "Interleave",
@@ -119,11 +119,11 @@ class InterleavingEnvironment(simpy.Environment):
                 group.append(heappop(queue))
             # Only events that still act count: a timer left behind by a replaced alarm or a
             # dead incarnation runs as a no-op wherever it goes (`sim.pending`).
-            live = [entry for entry in group if event_is_live(entry[3])]
+            live = [entry for entry in group if event_acts_now(entry[3])]
             if len(live) > 1:
                 self.sizes.append(len(live))
                 if len(self.sizes) in self._points:
-                    dead = [entry for entry in group if not event_is_live(entry[3])]
+                    dead = [entry for entry in group if not event_acts_now(entry[3])]
                     group = self._permuted(t, live) + dead
             # Fresh counters keep the group's order among itself and ahead of every event the
             # instant schedules later (those get larger counters still).

@@ -23,12 +23,14 @@ import functools
 import inspect
 import sysconfig
 from collections.abc import Awaitable, Callable, Coroutine, Generator
+from heapq import heappush
 from typing import Any, Protocol, cast
 
 import simpy
+from simpy.core import NORMAL
 
 from sim.interleave import Interleave, InterleavingEnvironment, Reordering
-from sim.pending import event_is_live, mark_live
+from sim.pending import ACTS, LIVE, event_is_live, mark_live
 
 __all__ = [
     "Gone",
@@ -120,7 +122,16 @@ class SimDeferred:
 class SimTask:
     """A coroutine being driven; awaitable for its result."""
 
-    __slots__ = ("kernel", "coro", "owner", "name", "finished", "context", "__weakref__")
+    __slots__ = (
+        "kernel",
+        "coro",
+        "owner",
+        "name",
+        "finished",
+        "context",
+        "on_suspend",
+        "__weakref__",
+    )
 
     def __init__(
         self, kernel: Kernel, coro: Coroutine[Any, Any, Any] | None, owner: Owner | None, name: str
@@ -139,6 +150,9 @@ class SimTask:
         # Each task runs in its own copy of the creator's context (as asyncio tasks do), so a
         # context variable set in one task (the current fiber) never leaks into another.
         self.context = contextvars.copy_context()
+        self.on_suspend: Callable[[], None] | None = None
+        """Called once, the first time the task waits (a task that ends in its first step
+        never calls it)."""
         kernel._live[self] = None
         if owner is not None:
             owner.tasks[self] = None
@@ -242,6 +256,27 @@ class Kernel:
         if live is not None:
             mark_live(event, live)
 
+    def reserve_slot(self) -> int:
+        """A place in the order of events due at one instant: the one a timer scheduled now
+        would take. A timer armed later in this slot (`call_in_slot`) runs, among the events
+        due at its instant, where a timer scheduled now would have run."""
+        return next(self.env._eid)
+
+    def call_in_slot(
+        self,
+        at_ms: int,
+        slot: int,
+        callback: Callable[[], None],
+        live: Callable[[], bool],
+        acts: Callable[[], bool],
+    ) -> None:
+        """Run a platform callback at `at_ms` (later than now) in a reserved `slot`. `live` says
+        whether it will still do anything, now or by arming another timer (`sim.pending`);
+        `acts` whether it does something at its own instant (what same-instant groups count)."""
+        # simpy's queue holds events; these entries are lighter things its loop treats alike.
+        queue: list[Any] = self.env._queue
+        heappush(queue, (at_ms, NORMAL, slot, _SlotTimer(callback, live, acts)))
+
     def any_live(self) -> bool:
         """Whether any pending event would still do something (`sim.pending`)."""
         return any(event_is_live(entry[3]) for entry in self.env._queue)
@@ -280,7 +315,11 @@ class Kernel:
             task.coro = factory()
             self.step(task, None, None)
 
-        self.settled(True, None).callbacks.append(start)
+        # Its place among the events of this instant is taken now, as a settled event's would
+        # be, by a bare callback entry (no simpy event to build and settle per delivery).
+        env = self.env
+        queue: list[Any] = env._queue
+        heappush(queue, (env._now, NORMAL, next(env._eid), _Soon(start)))
         return task
 
     @property
@@ -363,6 +402,9 @@ class Kernel:
                 if event.callbacks is None:
                     event = self.settled(event.ok, event.value)
                 event.callbacks.append(task._resume)
+                if task.on_suspend is not None:
+                    on_suspend, task.on_suspend = task.on_suspend, None
+                    on_suspend()
                 return
             value, error = None, _bad_await(coro, yielded)
 
@@ -448,6 +490,33 @@ class Kernel:
         if event.callbacks is None:
             event = self.settled(event.ok, event.value)
         event.callbacks.append(callback)
+
+
+class _Soon:
+    """A callback queued at the current instant: what simpy's loop needs of an event."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+    _value = None
+
+    def __init__(self, callback: Callable[[Any], None]) -> None:
+        self.callbacks: list[Callable[[Any], None]] | None = [callback]
+
+
+class _SlotTimer:
+    """A platform timer in a reserved slot: what simpy's loop needs of an event (callbacks, an
+    outcome) and the predicates `sim.pending` reads, without a simpy event's weight."""
+
+    __slots__ = ("callbacks", LIVE, ACTS)
+    _ok = True
+    _value = None
+
+    def __init__(
+        self, callback: Callable[[], None], live: Callable[[], bool], acts: Callable[[], bool]
+    ) -> None:
+        self.callbacks: list[Callable[[Any], None]] | None = [lambda _timer: callback()]
+        setattr(self, LIVE, live)
+        setattr(self, ACTS, acts)
 
 
 def _coro_name(coro: Any) -> str:

@@ -37,27 +37,62 @@ class Lifecycle:
         return incarnation.inflight == 0 and not incarnation.connections and not alarm_running
 
     def touch(self, incarnation: Incarnation) -> None:
-        """Activity: cancel the pending idle eviction and, if idle now, arm a new one."""
+        """Activity: cancel the pending idle eviction and, if idle now, start a new wait.
+
+        One timer per incarnation, re-armed lazily: a wait whose deadline is no earlier than the
+        pending timer's only moves the deadline, and the timer, when it fires first, arms itself
+        again for it. Each wait takes its slot among same-instant events when it starts
+        (`Kernel.reserve_slot`), so the eviction runs exactly where a timer per wait would."""
         incarnation = incarnation.isolate
-        incarnation.idle_generation += 1
+        incarnation.idle_deadline = None
         if not incarnation.alive or not self.is_idle(incarnation):
             return
         platform = self._platform
         if not platform.faults.idle_eviction:
             return
-        generation = incarnation.idle_generation
+        kernel = platform.kernel
         timeout = platform.seeds.stream("eviction").int_between(
             IDLE_TIMEOUT_MIN_MS, IDLE_TIMEOUT_MAX_MS
         )
-        platform.kernel.call_at(
-            platform.kernel.now_ms + timeout,
-            lambda: self._idle_due(incarnation, generation),
-            live=lambda: generation == incarnation.idle_generation and incarnation.alive,
+        deadline = kernel.now_ms + timeout
+        incarnation.idle_deadline = deadline
+        incarnation.idle_slot = kernel.reserve_slot()
+        timer_at = incarnation.idle_timer_at
+        if timer_at is None or timer_at > deadline:
+            self._arm_idle(incarnation, deadline)
+
+    def _arm_idle(self, incarnation: Incarnation, at_ms: int) -> None:
+        token = object()
+        incarnation.idle_timer = token
+        incarnation.idle_timer_at = at_ms
+
+        def live() -> bool:
+            return (
+                incarnation.idle_timer is token
+                and incarnation.alive
+                and incarnation.idle_deadline is not None
+            )
+
+        self._platform.kernel.call_in_slot(
+            at_ms,
+            incarnation.idle_slot,
+            lambda: self._idle_due(incarnation, token),
+            live=live,
+            acts=lambda: live() and incarnation.idle_deadline == at_ms,
         )
 
-    def _idle_due(self, incarnation: Incarnation, generation: int) -> None:
-        if generation != incarnation.idle_generation or not incarnation.alive:
+    def _idle_due(self, incarnation: Incarnation, token: object) -> None:
+        if incarnation.idle_timer is not token:
+            return  # an earlier deadline armed a timer of its own: this one was left behind
+        incarnation.idle_timer = None
+        incarnation.idle_timer_at = None
+        deadline = incarnation.idle_deadline
+        if deadline is None or not incarnation.alive:
             return
+        if deadline > self._platform.kernel.now_ms:
+            self._arm_idle(incarnation, deadline)
+            return
+        incarnation.idle_deadline = None
         if self.is_idle(incarnation):
             self._platform.kill(incarnation.record, "idle")
 

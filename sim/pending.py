@@ -8,6 +8,11 @@ incarnation died. `event_is_live` tells them apart, so that a liveness phase is 
 such timers remain, and so that same-instant interleavings count only the events that act. A
 platform timer says whether it is still live through the predicate `Kernel.call_at` stores on
 it; a task's wait is live while its incarnation is; anything else with a callback is live.
+
+A timer that is re-armed lazily (one idle timer per incarnation, one handler-limit timer per
+agent) can be live and still do nothing at its own instant but arm itself again for a later
+one: `event_acts_now` tells, and same-instant groups (`sim.interleave`) count only the events
+that act, as they would have counted a timer scheduled for each deadline.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LIVE", "event_is_live", "mark_live"]
+__all__ = ["ACTS", "LIVE", "event_acts_now", "event_is_live", "mark_live"]
 
 LIVE = "agentsim_live"
 """The attribute holding a platform timer's liveness predicate."""
+ACTS = "agentsim_acts"
+"""The attribute holding whether a lazily re-armed timer acts at its own instant."""
 
 
 def mark_live(event: Any, live: Callable[[], bool]) -> None:
@@ -40,3 +47,12 @@ def event_is_live(event: Any) -> bool:
         if owner is None or getattr(owner, "alive", True):
             return True
     return False
+
+
+def event_acts_now(event: Any) -> bool:
+    """Whether processing `event` at its instant does something there (not only arm a later
+    timer): live, and not a lazily re-armed timer whose deadline moved on."""
+    acts = getattr(event, ACTS, None)
+    if acts is not None:
+        return bool(acts())
+    return event_is_live(event)

@@ -71,7 +71,7 @@ class Platform:
 
     # -- trace ------------------------------------------------------------------------------
     def record(self, agent: str, inc: int, event: str, fields: dict[str, Any]) -> None:
-        self.trace.append(self.kernel.now_ms, agent, inc, event, fields)
+        self.trace.add(self.kernel.now_ms, agent, inc, event, fields)
 
     def platform_event(self, record: AgentRecord | None, event: str, **fields: Any) -> None:
         if record is None:
@@ -224,11 +224,13 @@ class Platform:
         announce: dict[str, Any] | None = None,
         caller: SimDeferred | None = None,
         on_done: Callable[[bool, Any], None] | None = None,
+        on_suspend: Callable[[], None] | None = None,
     ) -> Incarnation:
         """Deliver one event to the agent's live incarnation (creating one if needed).
 
         With `announce`, a trace record named `label` (those fields) marks the delivery, and one
-        named `label:error` marks its failure."""
+        named `label:error` marks its failure. `on_suspend` is called the first time the
+        delivery's task waits (never, if it ends in its first step)."""
         incarnation = self.live_incarnation(record, trigger)
         if announce is not None:
             self.platform_event(record, label, **announce)
@@ -237,6 +239,7 @@ class Platform:
         task = self.kernel.spawn_soon(
             lambda: self._delivery(incarnation, trigger, handler), incarnation, label
         )
+        task.on_suspend = on_suspend
 
         def settle(event: Any) -> None:
             if announce is not None and not event.ok and incarnation.alive:
@@ -412,6 +415,7 @@ class Platform:
             if parent_incarnation is not None:
                 parent_incarnation.facets.pop(record.path, None)
         record.storage.rollback_turn()
+        record.storage.park()
         self.kernel.bury_all(incarnation)
         for connection in list(incarnation.connections.values()):
             self._close_connection(connection, 1006, f"evicted: {reason}", by="platform")

@@ -45,19 +45,9 @@ PLATFORM_BUGS = (
         "sim/alarms.py",
         (
             fix(
-                "        platform.lifecycle.touch(incarnation)\n"
-                "        platform.kernel.call_at(\n"
-                "            run.started_ms + ALARM_HANDLER_LIMIT_MS,\n"
-                "            lambda: self._limit(record, run),\n"
-                "            live=lambda: not run.over and record.alarm_run is run,\n"
-                "        )\n",
-                "        platform.lifecycle.touch(incarnation)\n"
-                "        if attempt == 0:  # a retry only finishes what the first run began\n"
-                "            platform.kernel.call_at(\n"
-                "                run.started_ms + ALARM_HANDLER_LIMIT_MS,\n"
-                "                lambda: self._limit(record, run),\n"
-                "                live=lambda: not run.over and record.alarm_run is run,\n"
-                "            )\n",
+                "            on_suspend=lambda: self._arm_limit(record, run, slot),\n",
+                "            # a retry only finishes what the first run began\n"
+                "            on_suspend=(lambda: self._arm_limit(record, run, slot)) if attempt == 0 else None,\n",
             ),
         ),
         "armed the 15-minute handler limit for the first attempt only, assuming retries are short",
@@ -86,12 +76,14 @@ PLATFORM_BUGS = (
         "sim/lifecycle.py",
         (
             fix(
-                "if generation != incarnation.idle_generation or not incarnation.alive:",
-                "if not incarnation.alive:",
+                "        if deadline > self._platform.kernel.now_ms:\n"
+                "            self._arm_idle(incarnation, deadline)\n"
+                "            return\n",
+                "",
             ),
         ),
-        "the idle timer no longer checks its generation, so activity does not cancel an "
-        "earlier idle timer",
+        "the idle timer no longer checks that its deadline still stands, so activity does not "
+        "push back an eviction an earlier wait had armed",
         "an incarnation is evicted for idleness only after 70-140 s without activity",
         ALL,
     ),
