@@ -71,7 +71,7 @@ class Platform:
 
     # -- trace ------------------------------------------------------------------------------
     def record(self, agent: str, inc: int, event: str, fields: dict[str, Any]) -> None:
-        self.trace.add(self.kernel.now_ms, agent, inc, event, fields)
+        self.trace.append(self.kernel.now_ms, agent, inc, event, fields)
 
     def platform_event(self, record: AgentRecord | None, event: str, **fields: Any) -> None:
         if record is None:
@@ -415,7 +415,6 @@ class Platform:
             if parent_incarnation is not None:
                 parent_incarnation.facets.pop(record.path, None)
         record.storage.rollback_turn()
-        record.storage.park()
         self.kernel.bury_all(incarnation)
         for connection in list(incarnation.connections.values()):
             self._close_connection(connection, 1006, f"evicted: {reason}", by="platform")
