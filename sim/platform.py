@@ -71,7 +71,7 @@ class Platform:
 
     # -- trace ------------------------------------------------------------------------------
     def record(self, agent: str, inc: int, event: str, fields: dict[str, Any]) -> None:
-        self.trace.append(self.kernel.now_ms, agent, inc, event, fields)
+        self.trace.add(self.kernel.now_ms, agent, inc, event, fields)
 
     def platform_event(self, record: AgentRecord | None, event: str, **fields: Any) -> None:
         if record is None:

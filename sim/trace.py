@@ -5,18 +5,25 @@ number, the event name and its fields. Records serialise to canonical JSON lines
 no spaces), so the digest of a run is the same byte for byte in any process and under any
 `PYTHONHASHSEED`. Field values are reduced to JSON types when recorded: an object that is not
 JSON is written as its type name and `str()`, never a `repr` that could hold a memory address.
+
+A record is kept as a plain tuple of its values when it is written (`Trace.add`): a tuple of
+strings, numbers and an untracked dict is something the cyclic collector stops tracking the first
+time it looks, so a run's hundreds of thousands of records cost no collection time. It becomes a
+`TraceRecord` object the first time anyone reads the records (`Trace.records`, iteration,
+`select`), once; its canonical line is made once too, from the tuple or the record, and shared by
+the digest, the JSONL writer and the determinism check.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TraceRecord", "Trace", "format_sim_time", "jsonable"]
+__all__ = ["TraceRecord", "TraceRecords", "Trace", "format_sim_time", "jsonable"]
 
 RESERVED_KEYS = ("seq", "t", "agent", "inc", "event")
 _RESERVED = frozenset(RESERVED_KEYS)
@@ -81,6 +88,97 @@ class TraceRecord:
         return self.fields.get(key, default)
 
 
+Row = tuple[int, int, str, int, str, tuple[str, ...], tuple[Any, ...]]
+"""A record as it is written: (seq, t_ms, agent, inc, event, field names, field values). Not a
+dict of fields: CPython never stops tracking a tuple that holds a dict, even an untracked one."""
+
+
+def _row_record(row: Row) -> TraceRecord:
+    seq, t_ms, agent, inc, event, keys, values = row
+    return TraceRecord(seq, t_ms, agent, inc, event, dict(zip(keys, values, strict=True)))
+
+
+def _row_line(row: Row) -> str:
+    """The canonical line of a row, the same as its `TraceRecord.to_json`."""
+    seq, t_ms, agent, inc, event, keys, values = row
+    out = {"seq": seq, "t": t_ms, "agent": agent, "inc": inc, "event": event}
+    out.update(zip(keys, values, strict=True))
+    return _CANONICAL.encode(out)
+
+
+class TraceRecords(MutableSequence[TraceRecord]):
+    """The records of a trace, a list to whoever reads them: the records written since the last
+    read are kept as rows (tuples the collector does not track) and made `TraceRecord` objects,
+    once, when they are first read. `version` counts the changes other than appending (a record
+    replaced, removed or inserted), after which canonical lines made before are stale."""
+
+    __slots__ = ("_made", "_rows", "version")
+
+    def __init__(self, records: Iterable[TraceRecord] = ()) -> None:
+        self._made: list[TraceRecord] = list(records)
+        self._rows: list[Row] = []
+        self.version = 0
+
+    def _flush(self) -> list[TraceRecord]:
+        if self._rows:
+            rows, self._rows = self._rows, []
+            self._made.extend([_row_record(row) for row in rows])
+        return self._made
+
+    def line(self, index: int) -> str:
+        """The canonical line of record `index`, made from its row when it has not been read."""
+        made = len(self._made)
+        if index < made:
+            return self._made[index].to_json()
+        return _row_line(self._rows[index - made])
+
+    def __len__(self) -> int:
+        return len(self._made) + len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._flush()[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._flush()[index] = value
+        self.version += 1
+
+    def __delitem__(self, index: Any) -> None:
+        del self._flush()[index]
+        self.version += 1
+
+    def insert(self, index: int, value: TraceRecord) -> None:
+        self._flush().insert(index, value)
+        self.version += 1
+
+    def append(self, value: TraceRecord) -> None:
+        self._flush().append(value)
+
+    def extend(self, values: Iterable[TraceRecord]) -> None:
+        self._flush().extend(values)
+
+    def clear(self) -> None:
+        self._made, self._rows = [], []
+        self.version += 1
+
+    def __iter__(self) -> Iterator[TraceRecord]:
+        return iter(self._flush())
+
+    def __reversed__(self) -> Iterator[TraceRecord]:
+        return reversed(self._flush())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TraceRecords):
+            return self._flush() == other._flush()
+        if isinstance(other, list):
+            return self._flush() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
+
+    def __repr__(self) -> str:
+        return f"TraceRecords({self._flush()!r})"
+
+
 def format_sim_time(ms: int) -> str:
     """Sim time for people: `HH:MM:SS.mmm`, with a day count in front past the first day."""
     sign = "-" if ms < 0 else ""
@@ -97,32 +195,52 @@ class Trace:
     """The records of one run, in order, with observers called as each is appended."""
 
     def __init__(self) -> None:
-        self.records: list[TraceRecord] = []
+        self._records = TraceRecords()
         self._observers: list[Callable[[TraceRecord], None]] = []
         self._lines: list[str] = []
         """The canonical line of each record, made once, when first asked for (digest, JSONL,
         the determinism check): records are never changed after they are appended."""
+        self._lines_version = 0
         self._hasher = hashlib.sha256()
         self._hashed = 0
+
+    @property
+    def records(self) -> TraceRecords:
+        """Every record, in order (a list to read; reading makes the records written since)."""
+        return self._records
+
+    @records.setter
+    def records(self, records: Iterable[TraceRecord]) -> None:
+        self._records = TraceRecords(records)
+        self._lines.clear()
+        self._hasher, self._hashed = hashlib.sha256(), 0
+
+    def add(self, t_ms: int, agent: str, inc: int, event: str, fields: Mapping[str, Any]) -> None:
+        """Write a record (the simulator's path: no `TraceRecord` is made unless an observer
+        wants one)."""
+        keys = tuple([key if type(key) is str else str(key) for key in fields])
+        if keys and not _RESERVED.isdisjoint(keys):
+            key = next(key for key in RESERVED_KEYS if key in keys)
+            raise ValueError(f"trace field name {key!r} is reserved (event {event!r})")
+        values = tuple(
+            [value if type(value) in _ATOMS else jsonable(value) for value in fields.values()]
+        )
+        records = self._records
+        row = (len(records), t_ms, agent, inc, event, keys, values)
+        if self._observers:
+            record = _row_record(row)
+            records.append(record)
+            for observer in self._observers:
+                observer(record)
+        else:
+            records._rows.append(row)
 
     def append(
         self, t_ms: int, agent: str, inc: int, event: str, fields: Mapping[str, Any]
     ) -> TraceRecord:
-        clean = {
-            (key if type(key) is str else str(key)): (
-                value if type(value) in _ATOMS else jsonable(value)
-            )
-            for key, value in fields.items()
-        }
-        if clean and not _RESERVED.isdisjoint(clean):
-            key = next(key for key in RESERVED_KEYS if key in clean)
-            raise ValueError(f"trace field name {key!r} is reserved (event {event!r})")
-        record = TraceRecord(len(self.records), t_ms, agent, inc, event, clean)
-        self.records.append(record)
-        if self._observers:
-            for observer in self._observers:
-                observer(record)
-        return record
+        """Write a record and return it (`add` for whoever does not need it)."""
+        self.add(t_ms, agent, inc, event, fields)
+        return self._records[-1]
 
     def subscribe(self, observer: Callable[[TraceRecord], None]) -> Callable[[], None]:
         """Call `observer` with every later record; returns the function that unsubscribes."""
@@ -133,7 +251,7 @@ class Trace:
         return len(self.records)
 
     def __iter__(self) -> Iterator[TraceRecord]:
-        return iter(self.records)
+        return iter(self._records)
 
     def select(
         self, event: str | None = None, agent: str | None = None, **fields: Any
@@ -156,11 +274,13 @@ class Trace:
         return iter(self._lines)
 
     def _make_lines(self) -> None:
-        lines, records = self._lines, self.records
-        if len(lines) > len(records):  # the list of records was replaced or cut: start over
+        lines, records = self._lines, self._records
+        if records.version != self._lines_version or len(lines) > len(records):
+            # A record was replaced, removed or inserted: the lines and the hash start over.
             lines.clear()
             self._hasher, self._hashed = hashlib.sha256(), 0
-        lines.extend(record.to_json() for record in records[len(lines) :])
+            self._lines_version = records.version
+        lines.extend(records.line(index) for index in range(len(lines), len(records)))
 
     def digest(self) -> str:
         """sha256 over the canonical JSON lines: the identity of a run (the lines hashed before

@@ -1,6 +1,7 @@
 """The lean paths keep their promises: a turn that only reads opens no transaction, a write
 makes no rows, rows are the dicts they always were, the trace's lines and digest are made once
-and stay right as it grows, and the collector's run policy leaves the process as it found it."""
+and stay right as it grows, and the collector's run policy, once released, leaves the process as
+it found it."""
 
 from __future__ import annotations
 
@@ -157,22 +158,36 @@ def test_a_reserved_field_name_is_refused() -> None:
         Trace().append(0, "", 0, "e", {"seq": 1})
 
 
-def test_the_run_policy_freezes_raises_thresholds_and_restores_everything() -> None:
-    """Inside a run loop the heap is frozen and the young generations collected less often;
-    after the outermost loop the thresholds and the frozen set are as they were."""
+def test_the_run_policy_freezes_raises_thresholds_and_release_restores_everything() -> None:
+    """Inside a run loop the heap is frozen and the young generations collected less often; the
+    policy stays in force between loops (what was made in between is frozen by the next loop),
+    and `release` gives back the thresholds and the frozen set as they were."""
+    collector.release()  # whatever earlier tests' runs left in force
     before = gc.get_threshold()
     assert gc.get_freeze_count() == 0
-    with collector.running():
-        assert gc.get_threshold() == collector.RUN_THRESHOLDS
-        assert gc.get_freeze_count() > 0
+    assert not collector.engaged()
+    try:
         with collector.running():
             assert gc.get_threshold() == collector.RUN_THRESHOLDS
+            frozen = gc.get_freeze_count()
+            assert frozen > 0
+            with collector.running():
+                assert gc.get_threshold() == collector.RUN_THRESHOLDS
+        assert collector.engaged()
+        assert gc.get_threshold() == collector.RUN_THRESHOLDS
+        made_between = [[] for _ in range(1000)]
+        with collector.running():
+            assert gc.get_freeze_count() >= frozen + len(made_between)
         assert gc.get_freeze_count() > 0
+    finally:
+        collector.release()
+    assert not collector.engaged()
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
 
 
 def test_the_run_policy_leaves_a_disabled_collector_alone() -> None:
+    collector.release()
     gc.disable()
     try:
         before = gc.get_threshold()
