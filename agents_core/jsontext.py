@@ -8,10 +8,14 @@ from typing import Any
 __all__ = ["parse_json_text", "to_json_text"]
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""What `json.dumps` with these options builds on every call (a stash writes on every step)."""
+
+
 def to_json_text(data: Any, what: str = "stash data") -> str:
     """No spaces, insertion order, no NaN: the text JavaScript would store."""
     try:
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(data)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}; got {data!r}") from None
 

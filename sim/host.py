@@ -35,22 +35,25 @@ class _Clock(_Fenced):
         return self._host._platform.kernel.now_ms
 
     def sleep(self, ms: int) -> Awaitable[None]:
-        kernel = self._host._platform.kernel
-        if self._dead():
+        host = self._host
+        # The liveness check inline first: this and the statements below run on every step.
+        if not host._incarnation.alive and host._dead():
             return Gone()
-        return Wait(kernel.timeout(ms))
+        return Wait(host._platform.kernel.timeout(ms))
 
 
 class _Sql(_Fenced):
     def execute(self, query: str, params: Sequence[Any] = ()) -> int:
-        if self._dead():
+        host = self._host
+        if not host._incarnation.alive and host._dead():
             return 0
-        return self._host._record.storage.execute(query, params)
+        return host._record.storage.execute(query, params)
 
     def query(self, query: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        if self._dead():
+        host = self._host
+        if not host._incarnation.alive and host._dead():
             return []
-        return self._host._record.storage.query(query, params)
+        return host._record.storage.query(query, params)
 
 
 class _Alarm(_Fenced):
