@@ -46,6 +46,8 @@ interface Shared {
   incarnations: Map<string, number>;
   /** DO id (hex) -> whether an instance is alive (constructed and not evicted since). */
   live: Map<string, boolean>;
+  /** DO id (hex) of a sub-agent -> its root-first path of names (`root/child`). */
+  facets: Map<string, string>;
   /** Class name -> the scenario's options for that class (step_ms, keep_alive_interval_ms...). */
   options: Map<string, Record<string, Json>>;
   /** Bumped by everything that happens, so the runner can tell when work went quiet. */
@@ -66,6 +68,7 @@ export function shared(): Shared {
       alarms: new Map(),
       incarnations: new Map(),
       live: new Map(),
+      facets: new Map(),
       options: new Map(),
       activity: 0,
       subscribed: false
@@ -198,6 +201,7 @@ export function resetRun(): void {
   state.alarms = new Map();
   state.incarnations = new Map();
   state.live = new Map();
+  state.facets = new Map();
   state.options = new Map();
   state.activity += 1;
 }

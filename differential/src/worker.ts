@@ -5,6 +5,8 @@
  */
 export { Counter } from "./agents/counter";
 export { FiberWorkload } from "./agents/fibers";
+export { ScriptedToolChild, ToolsWorkload } from "./agents/tools";
+export { MiddleChild, StoryChild, StoryParent, StubbornChild } from "./agents/agent-tool-stories";
 export {
   Batcher,
   Digest,

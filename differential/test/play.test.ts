@@ -25,6 +25,7 @@ import {
   shared,
   subscribeChannels
 } from "../src/harness";
+import type { HarnessAgent } from "../src/agents/base";
 
 interface AgentPlan {
   class: string;
@@ -40,6 +41,9 @@ interface Action {
   code?: number;
   reason?: string;
   agent?: string;
+  /** With `evict`: the sub-agent of `agent` to evict (its class and name), not the agent. */
+  child?: string;
+  child_class?: string;
   method?: string;
   args?: Json[];
   wait?: boolean;
@@ -48,6 +52,10 @@ interface Action {
   body?: Json;
   headers?: Record<string, string>;
   label?: string;
+  /** With `evict`: why the port's incarnation ended (`deploy`, `idle`, `explicit`). */
+  reason?: string;
+  /** With a call not waited for: the alarm snapshot of its step, taken as soon as it is sent. */
+  snapshot?: string;
 }
 
 interface Plan {
@@ -107,10 +115,23 @@ async function settle(): Promise<void> {
   }
 }
 
+/** The abort message of an eviction, before its reason: a call it cuts short fails with it. */
+const RESET_PREFIX = "agent reset: ";
+
+/** A failed call's error as both sides record it (`scenarios/diff/plan.py:error_value`):
+ * `{reset: reason}` when an eviction cut it short, else `{error: message}`. */
+function errorValue(error: unknown): Json {
+  const message = error instanceof Error ? error.message : String(error);
+  const at = message.indexOf(RESET_PREFIX);
+  if (at >= 0) return { reset: message.slice(at + RESET_PREFIX.length).trim() };
+  return { error: message };
+}
+
 class Player {
   private readonly stubs = new Map<string, Stub>();
   private readonly keys = new Map<string, string>();
   private readonly clients = new Map<string, WebSocket>();
+  private readonly unawaited: { step: number; alias: string; ok: boolean | null; error?: Json }[] = [];
   readonly errors: string[] = [];
 
   constructor(
@@ -165,10 +186,17 @@ class Player {
       const due = Math.min(timerAt, alarmAt);
       if (due > t) break;
       state.now = Math.max(state.now, due);
-      if (timer && timerAt <= alarmAt) {
+      if (timer && timerAt < alarmAt) {
         fireTimer(timer);
       } else if (alarmKey !== null) {
+        // The alarm is taken at its instant, then the sleeps due at that same instant go on
+        // before its handler runs (in the port the handler's delivery begins one hop later):
+        // a sleeper that re-arms the slot then (a released keepAlive) cannot push it away.
         state.alarms.set(alarmKey, null);
+        for (let same = nextTimer(); same !== null && same.due <= alarmAt; same = nextTimer()) {
+          fireTimer(same);
+          await settle();
+        }
         const alias = this.keyAlias(alarmKey) as string;
         const stub = await this.stub(alias);
         this.track(runDurableObjectAlarm(stub), `alarm of ${alias}`);
@@ -181,7 +209,7 @@ class Player {
   private track(
     promise: Promise<unknown>,
     what: string,
-    reply?: (ok: boolean, value: unknown) => void
+    reply?: (ok: boolean, value: unknown, error?: unknown) => void
   ): { done: boolean } {
     const status = { done: false };
     const entry = { timerSeq: shared().seq };
@@ -199,7 +227,7 @@ class Player {
         inFlight.delete(entry);
         shared().activity += 1;
         this.errors.push(`${what}: ${String(error)}`);
-        reply?.(false, null);
+        reply?.(false, null, error);
       }
     );
     return status;
@@ -208,11 +236,11 @@ class Player {
   async perform(action: Action): Promise<void> {
     const alias = action.agent as string;
     if (action.do === "snapshot") {
-      for (const name of Object.keys(this.plan.agents)) {
-        const key = this.keys.get(name);
-        const at = key === undefined ? null : (shared().alarms.get(key) ?? null);
-        record(this.doName(name), "harness:alarm", { at, step: action.label ?? null });
-      }
+      this.snapshot(action.label ?? null);
+      return;
+    }
+    if (action.do === "evict" && action.child) {
+      await this.evictChild(alias, action.child_class as string, action.child, action.reason);
       return;
     }
     if (action.do === "evict") {
@@ -223,8 +251,33 @@ class Player {
         // pending sleeps never fire. `evictDurableObject` would wait for in-flight work.
         dropTimers(key);
         shared().live.set(key, false);
+        // Its sub-agents die with it (facets live in their root's isolate).
+        for (const facet of this.facetKeys(alias)) {
+          dropTimers(facet);
+          shared().live.set(facet, false);
+        }
         try {
-          await runInDurableObject(stub, (_instance: unknown, state) => state.abort("evicted"));
+          const reason = `${RESET_PREFIX}${action.reason ?? "explicit"}`;
+          await runInDurableObject(stub, (instance: unknown, state) => {
+            // Its sub-agents first, so that none outlives it by a moment.
+            const root = instance as {
+              abortSubAgent(cls: { name: string }, name: string, reason: unknown): void;
+            };
+            let children: Record<string, SqlStorageValue>[] = [];
+            try {
+              children = [...state.storage.sql.exec("SELECT class, name FROM cf_agents_sub_agents")];
+            } catch {
+              // an agent without the registry has no sub-agents
+            }
+            for (const row of children) {
+              try {
+                root.abortSubAgent({ name: String(row.class) }, String(row.name), new Error(reason));
+              } catch {
+                // not running
+              }
+            }
+            state.abort(reason);
+          });
         } catch {
           // abort() throws to unwind the call that asked for it
         }
@@ -256,16 +309,29 @@ class Player {
     }
     let status: { done: boolean };
     // What a waited call or a request answered, when it answered (`harness:reply`).
-    const reply = (ok: boolean, value: unknown) =>
-      record(this.doName(alias), "harness:reply", {
+    const reply = (ok: boolean, value: unknown, error?: unknown) => {
+      const payload: Record<string, Json> = {
         step: action.step ?? null,
         ok,
         value: ok ? ((value ?? null) as Json) : null
-      });
+      };
+      if (!ok) payload.error = errorValue(error);
+      record(this.doName(alias), "harness:reply", payload);
+    };
     if (action.do === "call") {
       const method = action.method as string;
       const call = stub[method](...((action.args ?? []) as unknown[]));
-      status = this.track(call, `call ${alias}.${method}`, action.wait === false ? undefined : reply);
+      let answer = reply;
+      if (action.wait === false) {
+        const outcome: (typeof this.unawaited)[number] = { step: action.step ?? 0, alias, ok: null };
+        this.unawaited.push(outcome);
+        answer = (ok, _value, error) => {
+          outcome.ok = ok;
+          if (!ok) outcome.error = errorValue(error);
+        };
+      }
+      status = this.track(call, `call ${alias}.${method}`, answer);
+      if (action.snapshot) this.snapshot(action.snapshot);
     } else {
       const init: RequestInit = { method: action.http_method ?? "GET" };
       if (action.body !== undefined && action.body !== null) {
@@ -274,7 +340,11 @@ class Player {
       } else if (action.headers) {
         init.headers = action.headers;
       }
-      const request = new Request(`https://agent.test${action.path ?? "/"}`, init);
+      // A drill-in (`/sub/Child/name/...`) reaches the parent as the SDK routes it: under the
+      // agent's own address, where its fetch looks for the sub-agent marker.
+      const path = action.path ?? "/";
+      const routed = path.startsWith("/sub/") ? `/agents/x/${this.doName(alias)}${path}` : path;
+      const request = new Request(`https://agent.test${routed}`, init);
       const answered = stub.fetch(request).then(async (response: Response) => {
         const text = await response.text();
         let body: Json = text;
@@ -291,6 +361,69 @@ class Player {
     if (action.wait !== false) {
       await this.advanceTo(this.plan.end_ms, () => status.done);
     }
+  }
+
+  /** The alarm each agent has armed (`harness:alarm`), after the step `label`. */
+  private snapshot(label: string | null): void {
+    for (const name of Object.keys(this.plan.agents)) {
+      const key = this.keys.get(name);
+      const at = key === undefined ? null : (shared().alarms.get(key) ?? null);
+      record(this.doName(name), "harness:alarm", { at, step: label });
+    }
+  }
+
+  /** `harness:outcome {step, ok, error}` of every call not waited for, at the end. */
+  outcomes(): void {
+    for (const outcome of this.unawaited) {
+      const payload: Record<string, Json> = { step: outcome.step, ok: outcome.ok };
+      if (outcome.error !== undefined) payload.error = outcome.error;
+      record(this.doName(outcome.alias), "harness:outcome", payload);
+    }
+  }
+
+  /** DO ids of the live sub-agents under `alias` (`child` given: that one only). */
+  private facetKeys(alias: string, child?: string): string[] {
+    const root = this.doName(alias);
+    const out: string[] = [];
+    for (const [key, path] of shared().facets) {
+      const under = child === undefined ? path.startsWith(`${root}/`) : path === `${root}/${child}`;
+      if (under && shared().live.get(key)) out.push(key);
+    }
+    return out;
+  }
+
+  /** Evict one sub-agent of a live root: its sleeps never fire, and its parent's facet
+   * handle aborts it, as the platform ends a facet on its own. A sub-agent already gone
+   * (its root died at this instant) needs nothing. */
+  private async evictChild(
+    alias: string,
+    className: string,
+    child: string,
+    reason = "explicit"
+  ): Promise<void> {
+    const keys = this.facetKeys(alias, child);
+    const stub = this.stubs.get(alias);
+    const rootKey = this.keys.get(alias);
+    if (!keys.length || !stub || !rootKey || !shared().live.get(rootKey)) return;
+    for (const key of keys) {
+      dropTimers(key);
+      shared().live.set(key, false);
+    }
+    await runInDurableObject(stub, (instance: unknown) => {
+      (instance as { abortSubAgent(cls: { name: string }, name: string, reason: unknown): void })
+        .abortSubAgent({ name: className }, child, new Error(`${RESET_PREFIX}${reason}`));
+    });
+  }
+
+  /** `root/child` for the name a sub-agent's records carry, from the facets this play saw. */
+  facetAliases(): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const path of shared().facets.values()) {
+      const names = path.split("/");
+      const root = names[0].endsWith(this.suffix) ? names[0].slice(0, -this.suffix.length) : names[0];
+      out.set(names[names.length - 1], [root, ...names.slice(1)].join("/"));
+    }
+    return out;
   }
 
   /** Open a WebSocket to the agent as client `client`; every frame it receives is a record. */
@@ -321,6 +454,9 @@ class Player {
       }
       record(doName, "harness:frame", { client, frame });
     });
+    socket.addEventListener("close", (event: CloseEvent) => {
+      record(doName, "harness:close", { client, code: event.code });
+    });
     this.clients.set(client, socket);
     await settle();
   }
@@ -328,19 +464,13 @@ class Player {
   async tables(): Promise<PlayResult["tables"]> {
     const result: PlayResult["tables"] = {};
     for (const [alias, stub] of this.stubs) {
-      result[alias] = await runInDurableObject(stub, (_instance: unknown, state) => {
-        const tables: Record<string, Record<string, Json>[]> = {};
-        const names = [...state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'")]
-          .map((row) => String(row.name))
-          .filter((name) => !name.startsWith("sqlite_") && !name.startsWith("_cf_"));
-        for (const name of names) {
-          tables[name] = [...state.storage.sql.exec(`SELECT * FROM "${name}"`)] as Record<
-            string,
-            Json
-          >[];
-        }
-        return tables;
-      });
+      // Its own tables and every sub-agent's below it (read through their parents).
+      const all = await runInDurableObject(stub, (instance: unknown) =>
+        (instance as HarnessAgent).harnessTables()
+      );
+      for (const [path, tables] of Object.entries(all)) {
+        result[path ? `${alias}/${path}` : alias] = tables;
+      }
     }
     return result;
   }
@@ -358,6 +488,7 @@ async function play(plan: Plan, repetition: number): Promise<PlayResult> {
     await settle();
   }
   await player.advanceTo(plan.end_ms);
+  player.outcomes();
   const records = [...shared().records];
   let tables: PlayResult["tables"] = {};
   try {
@@ -375,8 +506,10 @@ async function play(plan: Plan, repetition: number): Promise<PlayResult> {
     if (key) dropTimers(key);
   }
   const suffix = `--${plan.name}--r${repetition}`;
+  const facets = player.facetAliases();
   for (const item of records) {
     if (item.agent?.endsWith(suffix)) item.agent = item.agent.slice(0, -suffix.length);
+    else if (facets.has(item.agent)) item.agent = facets.get(item.agent) as string;
   }
   return { records, tables, errors: player.errors };
 }

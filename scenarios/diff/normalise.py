@@ -10,7 +10,10 @@ Both sides become `Story`: records `(t, agent alias, type, payload)` and final t
   its kind (the key's name), that order taken over the records sorted by time, then by their
   id-blind text, so that two sides which create the same ids in a different order within one
   instant still agree;
-- JSON text in a table cell parsed, so key order and spacing never count.
+- null fields of a record left out (the SDK omits an `undefined` field where the port writes
+  `None`);
+- JSON text parsed wherever it is (a table cell, a frame's chunk body), so key order, spacing
+  and the two languages' spelling of numbers (`1.0`, `1`) never count.
 
 Which records are compared at all (the SDK's observability vocabulary, the agents' `story:*`
 and `workload:*` notes, the harness's alarm snapshots) is decided here too: `SDK_EVENTS`.
@@ -142,8 +145,11 @@ def _shift_time(value: int, real: bool) -> int:
 
 
 def _parse_json_text(value: str) -> Any:
+    """JSON text (an object, an array, or a quoted string holding either) parsed; anything else
+    as it is. The port writes JSON with Python's spelling (`1.0`), the SDK with JavaScript's."""
     text = value.strip()
-    if text[:1] in "{[" and text[-1:] in "}]":
+    quoted = len(text) >= 2 and text[0] == '"' and text[-1] == '"'
+    if (text[:1] in "{[" and text[-1:] in "}]") or quoted:
         try:
             return json.loads(text)
         except ValueError:
@@ -166,21 +172,21 @@ class _Ids:
         return ordinals[value]
 
 
-def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "", cell: bool = False) -> Any:
-    """Times shifted, ids masked (ids None) or numbered, JSON text parsed (table cells)."""
+def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "") -> Any:
+    """Times shifted, ids masked (ids None) or numbered, JSON text parsed (a table cell's, or a
+    frame's chunk body: times and numbers inside it count as anywhere else)."""
     if isinstance(value, dict):
-        return {k: _clean(v, real, ids, k, cell) for k, v in value.items()}
+        return {k: _clean(v, real, ids, k) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v, real, ids, key, cell) for v in value]
+        return [_clean(v, real, ids, key) for v in value]
     if isinstance(value, int) and not isinstance(value, bool):
         return _shift_time(value, real)
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return _shift_time(int(value), real)
     if isinstance(value, str):
-        if cell:
-            parsed = _parse_json_text(value)
-            if parsed is not value:
-                return _clean(parsed, real, ids, key, cell)
+        parsed = _parse_json_text(value)
+        if parsed is not value:
+            return _clean(parsed, real, ids, key)
         if _is_id(key, value):
             return "#?" if ids is None else ids.of(value, key)
         # An id quoted in a message (an error naming a fiber) is numbered in place.
@@ -192,6 +198,16 @@ def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "", cell: bool =
             ),
             value,
         )
+    return value
+
+
+def _without_nulls(value: Any) -> Any:
+    """A record's fields without the null ones: the SDK leaves a field out (`undefined`, which
+    JSON drops) where the port writes `None`."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
     return value
 
 
@@ -217,7 +233,7 @@ def normalise(
     normal = []
     for i in order:
         r = kept[i]
-        payload = _clean(r.get("payload"), real, ids)
+        payload = _without_nulls(_clean(r.get("payload"), real, ids))
         normal.append((int(r["t"]), str(r["agent"]), str(r["type"]), payload))
     out_tables: dict[str, dict[str, list[Any]]] = {}
     for alias in sorted(tables):
@@ -228,6 +244,6 @@ def normalise(
             kept_rows = [
                 row for row in tables[alias][name] if (name, row.get("id")) not in ROWS_NOT_COMPARED
             ]
-            rows = [_clean(dict(row), real, ids, cell=True) for row in kept_rows]
+            rows = [_clean(dict(row), real, ids) for row in kept_rows]
             out_tables[alias][name] = sorted(rows, key=canonical)
     return Story(normal, out_tables)

@@ -14,9 +14,12 @@ comparison (`scenarios.diff.compare`), so the scenario runs in agentsim once.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import inspect
+import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from scenarios.diff.agentsim_run import PythonRun, alias_of, run_python
 from scenarios.language.schema import (
     ArmStorageFaultStep,
     CallStep,
@@ -36,12 +39,10 @@ from scenarios.language.schema import (
     StallModelStep,
     Step,
 )
-from scenarios.run.runner import budget_for
-from scenarios.run.steps import StepRunner
 
 if TYPE_CHECKING:
     from scenarios.workloads.fibers import FiberWorkload
-from sim import AgentRef, Simulation, parse_duration_ms
+from sim import parse_duration_ms
 
 __all__ = [
     "PLAYED_CLASSES",
@@ -63,11 +64,15 @@ PLAYED_CLASSES = {
     "scenarios.library_agents:StrictWebhooks": "StrictWebhooks",
     "scenarios.library_agents:Exporter": "Exporter",
     "scenarios.library_agents:Digest": "Digest",
+    "scenarios.library_agents:StoryParent": "StoryParent",
 }
 """Scenario class path -> the class the workerd worker exports for it (`differential/src`)."""
 
-PLAYED_WORKLOADS = {"fibers": "FiberWorkload"}
+PLAYED_WORKLOADS = {"fibers": "FiberWorkload", "tools": "ToolsWorkload"}
 """Workload kind -> the class that plays its description on the real side."""
+
+PLAYED_CHILDREN = ("scripted",)
+"""The `child:` kinds of a tools workload's runs the real side plays (`ScriptedToolChild`)."""
 
 PYTHON_ONLY_STEPS: dict[type[Step], str] = {
     ArmStorageFaultStep: "storage faults and crashes between statements exist only in agentsim",
@@ -76,8 +81,20 @@ PYTHON_ONLY_STEPS: dict[type[Step], str] = {
 }
 """Step kinds the real side cannot play, with the reason a SKIP line gives."""
 
+DIVERGENT_STORIES = {
+    "child-reset-is-retryable": "the story pins divergence S6 (docs/divergences.md): on the SDK "
+    "a child's reset makes the parent's tail read reject, so the awaited run ends `error`, not "
+    "retryable, and the retry the rest of the story is about never happens",
+}
+"""Stories written to show a divergence whose first difference changes everything after it,
+so no verdict past it would mean anything: refused, naming the row."""
+
 _PLAYED_EVICTIONS = ("idle", "deploy", "explicit")
 """`incarnation:end` reasons the real side reproduces (the object is aborted at that instant)."""
+
+_SELF_ENDED = ("destroyed", "deleted")
+"""`incarnation:end` reasons the agents' own code causes on both sides (a sub-agent that aborts
+itself, a parent deleting a sub-agent): the real side's code does it again, with no action."""
 
 _EVICTION_WHY = {
     "alarm-limit": "the platform's 15-minute alarm kill is Python-only (workerd's test pool has "
@@ -98,22 +115,6 @@ class Skip:
 
 
 @dataclass
-class PythonRun:
-    """What the agentsim run of a scenario leaves for the comparison."""
-
-    records: list[dict[str, Any]]
-    """Trace records as `{t, agent (alias), type, payload}`, plus one `harness:alarm` per agent
-    after each step (the armed alarm, as the real side snapshots it)."""
-    tables: dict[str, dict[str, list[dict[str, Any]]]]
-    """Alias -> table -> rows, read after the liveness phase."""
-    end_ms: int
-    evictions: list[tuple[int, int, str, str]] = field(default_factory=list)
-    """(t, trace seq, alias, reason) of every incarnation end."""
-    timings: list[tuple[int, int]] = field(default_factory=list)
-    """(begin, end) sim ms of each step, as `scenarios.run.runner.StepTiming`."""
-
-
-@dataclass
 class Compiled:
     """A scenario's plan (None when skipped), its skip reason, and its Python run."""
 
@@ -122,13 +123,32 @@ class Compiled:
     python: PythonRun | None
 
 
-def _alias(path: str) -> str:
-    parts = path.split("/")
-    return parts[1] if len(parts) >= 2 else path
+def _tools_skip(spec: Any) -> Skip | None:
+    """Why the real side cannot play this tools workload, or None."""
+    from scenarios.workloads.tools import ToolsWorkload
+
+    where = f"agent {spec.alias} (line {spec.line})"
+    if not issubclass(spec.cls, ToolsWorkload):
+        return Skip(where, "a chat host as the tools parent has no player on the real side yet")
+    for run in spec.cls.runs:
+        if run.child not in PLAYED_CHILDREN:
+            return Skip(
+                where,
+                f"run {run.run_id}: a {run.child} child answers from the scripted model, "
+                "which exists only in agentsim",
+            )
+    return None
 
 
 def _static_skip(scenario: Scenario) -> Skip | None:
+    if scenario.name in DIVERGENT_STORIES:
+        return Skip("the story", DIVERGENT_STORIES[scenario.name])
     for spec in scenario.agents:
+        if spec.workload == "tools":
+            skip = _tools_skip(spec)
+            if skip is not None:
+                return skip
+            continue
         if spec.workload in PLAYED_WORKLOADS:
             continue
         if spec.workload is not None:
@@ -150,10 +170,16 @@ def _static_skip(scenario: Scenario) -> Skip | None:
         why = PYTHON_ONLY_STEPS.get(type(step))
         if why is not None:
             return Skip(f"step {step.index + 1} ({step.kind}, line {step.line})", why)
-        if isinstance(step, EvictStep) and step.child:
+        if isinstance(step, RequestStep) and step.path.startswith("/sub/"):
+            return Skip(
+                f"step {step.index + 1} (request, line {step.line})",
+                "a drill-in request (/sub/...) is not routed to the parent's sub-agent "
+                "handling on the real side yet",
+            )
+        if isinstance(step, EvictStep) and len(step.child) > 1:
             return Skip(
                 f"step {step.index + 1} (evict, line {step.line})",
-                "sub-agents are not played on the real side yet",
+                "a sub-agent below a sub-agent is not evicted on the real side yet",
             )
     return None
 
@@ -168,126 +194,19 @@ def _options(scenario: Scenario, alias: str) -> dict[str, Any]:
         out["fibers"] = [dataclasses.asdict(plan) for plan in cls.fibers]
         out["start_on"] = cls.start_on
         out["recovery"] = cls.recovery
+    if spec.workload == "tools":
+        # The run plans the port's parent reads from its class, for the real side's parent.
+        runs = cast("Any", spec.cls).runs
+        out["runs"] = [json.loads(json.dumps(dataclasses.asdict(run))) for run in runs]
+        out["start_on"] = cast("Any", spec.cls).start_on
     for key in spec.options:
         value = getattr(spec.cls, key, spec.options[key])
+        if isinstance(value, property):  # an instance setting the class does not carry
+            value = spec.options[key]
         if isinstance(value, str) and key.endswith("_ms"):
             value = parse_duration_ms(value)
         out[key] = list(value) if isinstance(value, tuple) else value
     return out
-
-
-def _records(trace: Any) -> list[dict[str, Any]]:
-    """The trace as `{t, agent, type, payload}`; a frame a client received becomes
-    `harness:frame {client, frame}`, as the real side records it."""
-    clients: dict[str, str] = {}
-    out = []
-    for r in trace:
-        if r.event == "connection:open":
-            clients[str(r.fields.get("connection"))] = str(r.fields.get("client"))
-        if r.event == "connection:frame":
-            client = clients.get(str(r.fields.get("connection")), "?")
-            kind, payload = "harness:frame", {"client": client, "frame": r.fields.get("frame")}
-        else:
-            kind, payload = r.event, dict(r.fields)
-        out.append({"t": r.t_ms, "agent": _alias(r.agent), "type": kind, "payload": payload})
-    return out
-
-
-def _plain(value: Any) -> Any:
-    """A value a caller received, as JSON would carry it (`to_dict`, dataclasses, tuples)."""
-    if hasattr(value, "to_dict"):
-        value = value.to_dict()
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
-
-
-class _Replies:
-    """The simulation as the step runner sees it, noting what each waited call and request
-    answered (`harness:reply`), as the real side's runner notes it."""
-
-    def __init__(self, sim: Simulation, records: list[dict[str, Any]]) -> None:
-        self._sim = sim
-        self._records = records
-        self.step_number = 0
-        self.alias = ""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sim, name)
-
-    def _note(self, ok: bool, value: Any) -> None:
-        payload = {"step": self.step_number, "ok": ok, "value": _plain(value) if ok else None}
-        record = {"t": self._sim.now_ms, "agent": self.alias, "type": "harness:reply"}
-        self._records.append({**record, "payload": payload})
-
-    def wait(self, pending: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            value = self._sim.wait(pending, *args, **kwargs)
-        except Exception:
-            self._note(False, None)
-            raise
-        self._note(True, value)
-        return value
-
-    def fetch(self, agent: Any, request: Any = None) -> Any:
-        try:
-            response = self._sim.fetch(agent, request)
-        except Exception:
-            self._note(False, None)
-            raise
-        self._note(True, {"status": response.status, "body": response.body})
-        return response
-
-
-def _run_python(scenario: Scenario) -> PythonRun:
-    """Run the scenario in agentsim (its own seed, no invariants), keeping what the comparison
-    needs: the steps' action times, alarm snapshots, the trace and the final tables."""
-    sim = Simulation(seed=scenario.seed, faults=scenario.faults, budget=budget_for(scenario))
-    snapshots: list[dict[str, Any]] = []
-    timings: list[tuple[int, int]] = []
-    replies: list[dict[str, Any]] = []
-    try:
-        steps = StepRunner(sim, scenario)
-        answers = _Replies(sim, replies)
-        steps.sim = answers  # type: ignore[assignment]  # a proxy: it notes the replies
-        refs = {spec.alias: AgentRef(spec.cls, spec.alias) for spec in scenario.agents}
-        for index, step in enumerate(scenario.steps):
-            begin = sim.now_ms
-            answers.step_number, answers.alias = index + 1, str(getattr(step, "agent", ""))
-            steps.run(step)
-            timings.append((begin, sim.now_ms))
-            for alias, ref in refs.items():
-                at = sim.alarm_of(ref) if ref.path in sim.platform.records else None
-                snapshots.append(
-                    {
-                        "t": sim.now_ms,
-                        "agent": alias,
-                        "type": "harness:alarm",
-                        "payload": {"at": at, "step": f"step {index + 1}"},
-                    }
-                )
-        sim.quiesce(scenario.liveness_limit_ms)
-        end_ms = sim.now_ms
-        records = _records(sim.trace.records)
-        evictions = [
-            (r.t_ms, r.seq, _alias(r.agent), str(r.fields.get("reason")))
-            for r in sim.trace.records
-            if r.event == "incarnation:end"
-        ]
-        tables = {
-            alias: sim.snapshot(ref)
-            for alias, ref in refs.items()
-            if ref.path in sim.platform.records
-        }
-    finally:
-        sim.close()
-    return PythonRun(records + snapshots + replies, tables, end_ms, evictions, timings)
 
 
 def _action_time(step: Step, begin_ms: int) -> int:
@@ -299,15 +218,42 @@ def _action_time(step: Step, begin_ms: int) -> int:
     return t
 
 
-def _step_action(step: Step, clients: dict[str, str]) -> dict[str, Any] | None:
+def _positional(scenario: Scenario, step: CallStep) -> list[Any] | None:
+    """The call's arguments as positional ones (the real side's methods take no keywords):
+    keywords bound by the port's method signature, the defaults before them filled in.
+    None when they cannot be bound that way."""
+    if not step.kwargs:
+        return list(step.args)
+    method = getattr(scenario.agent(step.agent).cls, step.method, None)
+    try:
+        bound = inspect.signature(method).bind(None, *step.args, **step.kwargs)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    bound.apply_defaults()
+    if bound.kwargs:
+        return None
+    values = list(bound.args[1:])
+    return json.loads(json.dumps(values)) if _json_safe(values) else None
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _step_action(step: Step, clients: dict[str, str], scenario: Scenario) -> dict[str, Any] | None:
     if isinstance(step, CallStep):
-        if step.kwargs:
-            return {"unsupported": "a call with keyword arguments"}
+        args = _positional(scenario, step)
+        if args is None:
+            return {"unsupported": "a call whose keyword arguments bind to no positional ones"}
         return {
             "do": "call",
             "agent": step.agent,
             "method": step.method,
-            "args": list(step.args),
+            "args": args,
             "wait": step.wait,
         }
     if isinstance(step, RequestStep):
@@ -335,36 +281,88 @@ def _step_action(step: Step, clients: dict[str, str]) -> dict[str, Any] | None:
     return {"unsupported": f"step kind {step.kind}"}
 
 
+_REAL_TIME_TIMERS = (
+    "the SDK waits for it on a real-time setTimeout (not on the play's virtual clock) in "
+    "workerd's test pool"
+)
+
+
+def _real_time_skip(python: PythonRun) -> Skip | None:
+    """A run that depends on a timer the SDK sets with `setTimeout`, which the real side cannot
+    put on virtual time yet: a retried schedule callback (jittered backoff), or a re-attach
+    given up by its no-progress budget or its maximum window."""
+    for record in python.records:
+        kind, payload = record["type"], record.get("payload") or {}
+        where = f"the run, at {record['t']} ms ({record['agent']})"
+        if kind in ("schedule:retry", "queue:retry"):
+            return Skip(where, f"a {kind} backoff: {_REAL_TIME_TIMERS}")
+        if (
+            kind == "agent_tool:recovery:row"
+            and payload.get("status") == "interrupted"
+            and "re-attach" in str(payload.get("reason") or "")
+        ):
+            return Skip(where, f"a re-attach given up on its timers: {_REAL_TIME_TIMERS}")
+    return None
+
+
+def _evict_action(path: str) -> dict[str, Any]:
+    """The real side's eviction of the agent at `path`: a root by its alias, a sub-agent
+    (`Class/parent/Child/r1`) through its root, by class and name."""
+    parts = path.split("/")
+    action: dict[str, Any] = {"do": "evict", "agent": parts[1] if len(parts) >= 2 else path}
+    if len(parts) >= 4:
+        action.update(child="/".join(parts[3::2]), child_class=parts[-2])
+    return action
+
+
 def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
     """The plan for `scenario`, or why it cannot be played, and its agentsim run."""
     skip = _static_skip(scenario)
     if skip is not None:
         return Compiled(None, skip, None)
-    python = _run_python(scenario)
-    for t, _seq, alias, reason in python.evictions:
-        if reason not in _PLAYED_EVICTIONS:
+    python = run_python(scenario)
+    for t, _seq, path, reason in python.evictions:
+        if reason not in _PLAYED_EVICTIONS and not (
+            reason in _SELF_ENDED and "/" in alias_of(path)
+        ):
             why = _EVICTION_WHY.get(reason, f"an incarnation end for {reason!r} is Python-only")
-            return Compiled(None, Skip(f"the run, at {t} ms ({alias})", why), python)
+            return Compiled(None, Skip(f"the run, at {t} ms ({alias_of(path)})", why), python)
+    timer_skip = _real_time_skip(python)
+    if timer_skip is not None:
+        return Compiled(None, timer_skip, python)
     timings = python.timings
     clients = {spec.name: spec.agent for spec in scenario.clients}
     items: list[tuple[int, float, dict[str, Any]]] = []
     scripted: dict[int, int] = {}  # action time of a deploy/evict step -> its rank
     for index, (step, (begin, end)) in enumerate(zip(scenario.steps, timings, strict=True)):
         t = _action_time(step, begin)
-        action = _step_action(step, clients)
+        action = _step_action(step, clients, scenario)
         if action is not None and "unsupported" in action:
             where = f"step {index + 1} ({step.kind}, line {step.line})"
             return Compiled(None, Skip(where, f"{action['unsupported']} is not played"), python)
         if isinstance(step, DeployStep | EvictStep):
             scripted.setdefault(t, 2 * index + 1)
+        label = f"step {index + 1}"
+        if isinstance(step, CallStep) and not step.wait and end == t and action is not None:
+            # The port's step returns as soon as the call is sent: its snapshot shows the alarm
+            # before anything the call does at this instant, so the runner takes it then.
+            items.append(
+                (t, 2 * index + 1, {"t": t, "step": index + 1, **action, "snapshot": label})
+            )
+            continue
         if action is not None:
             items.append((t, 2 * index + 1, {"t": t, "step": index + 1, **action}))
-        items.append(
-            (end, 2 * index + 2, {"t": end, "do": "snapshot", "label": f"step {index + 1}"})
-        )
-    for t, seq, alias, _reason in python.evictions:
+        items.append((end, 2 * index + 2, {"t": end, "do": "snapshot", "label": label}))
+    roots_ended = {
+        (t, path.split("/")[1]) for t, _s, path, _r in python.evictions if path.count("/") == 1
+    }
+    for t, seq, path, reason in python.evictions:
+        if reason in _SELF_ENDED:
+            continue
+        if path.count("/") > 1 and (t, path.split("/")[1]) in roots_ended:
+            continue  # its root ends at this instant too, and takes its sub-agents with it
         rank = scripted.get(t, -1) + seq / 1e9
-        items.append((t, rank, {"t": t, "do": "evict", "agent": alias}))
+        items.append((t, rank, {"t": t, **_evict_action(path), "reason": reason}))
     items.sort(key=lambda item: (item[0], item[1]))
     plan = {
         "name": scenario.name,

@@ -91,3 +91,79 @@ def test_connect_events_and_the_state_rows_are_compared_with_no_allowance() -> N
     outcome = compare(ours, flagged, "s")
     assert not outcome.agree and outcome.allowed == []
     assert "cf_state_was_changed" in outcome.differences[0]
+
+
+def _record(kind: str, payload: dict, t: int = 0, agent: str = "a") -> dict:
+    return {"t": t, "agent": agent, "type": kind, "payload": payload}
+
+
+def _frame(event: dict) -> dict:
+    return _record("harness:frame", {"client": "c", "frame": {"type": "agent-tool-event", **event}})
+
+
+def test_the_sub_agent_identity_columns_are_forgiven_as_F9_only() -> None:
+    """F9: workerd's path-v2 identity of a sub-agent is forgiven; another column of the same
+    registry row (its name) is not."""
+    ours = {"p": {"cf_agents_sub_agents": [{"class": "C", "name": "r1", "identity_name": None}]}}
+    theirs = {"p": {"cf_agents_sub_agents": [{"class": "C", "name": "r1", "identity_name": "x"}]}}
+    outcome = compare(normalise([], ours, real=False), normalise([], theirs, real=True), "s")
+    assert outcome.agree and outcome.allowed == ["F9"]
+    renamed = {"p": {"cf_agents_sub_agents": [{"class": "C", "name": "r2", "identity_name": "x"}]}}
+    outcome = compare(normalise([], ours, real=False), normalise([], renamed, real=True), "s")
+    assert not outcome.agree
+    assert outcome.differences[0].startswith("table p.cf_agents_sub_agents:")
+
+
+def test_a_nested_field_rule_forgives_that_field_alone() -> None:
+    """S5: a chunk frame's `chunkSequence` (the port's, inside `frame.event`) is forgiven; the
+    same frame with another chunk body is a difference."""
+    chunk = {"kind": "chunk", "runId": "r", "body": '{"delta":"a"}'}
+    ours = normalise([_frame({"event": {**chunk, "chunkSequence": 0}})], {}, real=False)
+    theirs = normalise([_frame({"event": chunk})], {}, real=True)
+    outcome = compare(ours, theirs, "s")
+    assert outcome.agree and outcome.allowed == ["S5"]
+    other = normalise([_frame({"event": {**chunk, "body": '{"delta":"b"}'}})], {}, real=True)
+    assert not compare(ours, other, "s").agree
+
+
+def test_a_matching_rule_forgives_only_the_records_and_rows_it_matches() -> None:
+    """S7: in a give-up story the SDK's second `aborted` delivery (its frame, its hook notes, its
+    story_log rows) is forgiven; a hook note of another status is still compared, and in
+    another scenario nothing is forgiven."""
+    scenario = "detached-budget-exceeded-gives-up-once"
+    log = [{"seq": 1, "kind": "finish", "data": '{"run": "r", "status": "interrupted"}'}]
+    aborted = [{"seq": 2, "kind": "finish", "data": '{"run": "r", "status": "aborted"}'}]
+    ours = normalise([], {"p": {"story_log": log}}, real=False)
+    extra = [
+        _frame({"event": {"kind": "aborted", "runId": "r"}}),
+        _record("story:finish", {"run": "r", "status": "aborted"}),
+    ]
+    theirs = normalise(extra, {"p": {"story_log": log + aborted}}, real=True)
+    outcome = compare(ours, theirs, scenario)
+    assert outcome.agree and outcome.allowed == ["S7"]
+    assert not compare(ours, theirs, "another-story").agree
+    completed = normalise(
+        [_record("story:finish", {"run": "r", "status": "completed"})],
+        {"p": {"story_log": log}},
+        real=True,
+    )
+    outcome = compare(ours, completed, scenario)
+    assert not outcome.agree and "story:finish" in outcome.differences[0]
+
+
+def test_an_awaited_runs_ledger_columns_are_forgiven_but_not_a_detached_runs() -> None:
+    """S8: the port's claim and delivered mark on an awaited run's row are forgiven; on a
+    detached run's row, where both sides keep the ledger, they are compared."""
+
+    def runs(detached: int, claimed: int | None) -> dict:
+        row = {"run_id": "r", "detached": detached, "finish_claimed_at": claimed}
+        return {"p": {"cf_agent_tool_runs": [row]}}
+
+    awaited = compare(
+        normalise([], runs(0, 5), real=False), normalise([], runs(0, None), True), "s"
+    )
+    assert awaited.agree and awaited.allowed == ["S8"]
+    detached = compare(
+        normalise([], runs(1, 5), real=False), normalise([], runs(1, None), True), "s"
+    )
+    assert not detached.agree

@@ -3,6 +3,8 @@ far-future clock shifted back to the port's, JSON cells parsed, same-instant ord
 
 from __future__ import annotations
 
+import json
+
 from scenarios.diff.compare import compare
 from scenarios.diff.normalise import BASE_MS, normalise
 
@@ -98,3 +100,27 @@ def test_an_id_quoted_in_a_message_is_numbered_in_place() -> None:
     )
     assert ours.records[1][3] == {"error": "fiber f (#1) failed in recoverability-checks"}
     assert compare(ours, theirs, "s").agree
+
+
+def test_json_text_in_a_frame_is_parsed_so_only_its_values_count() -> None:
+    """A chunk body is JSON text: Python writes `1.0`, JavaScript `1`, and a time inside it is
+    the real clock's; parsed, the two agree, and another value inside it differs."""
+    body = '{"data": {"fraction": 1.0, "at": 60000}}'
+    real_body = json.dumps({"data": {"fraction": 1, "at": BASE_MS + 60_000}})
+    python = normalise([_record(0, "harness:frame", body=body)], {}, real=False)
+    real = normalise([_record(0, "harness:frame", body=real_body)], {}, real=True)
+    assert python.records == real.records
+    other = real_body.replace('"fraction": 1', '"fraction": 0.5')
+    assert compare(
+        python, normalise([_record(0, "harness:frame", body=other)], {}, True), "s"
+    ).differences
+
+
+def test_a_null_field_reads_as_an_absent_one() -> None:
+    """The port writes `reason: None` where the SDK leaves the field out; a field present with a
+    value on one side only still differs."""
+    python = normalise([_record(0, "agent_tool:recovery:row", runId="r", reason=None)], {}, False)
+    real = normalise([_record(0, "agent_tool:recovery:row", runId="r")], {}, real=True)
+    assert python.records == real.records
+    given = normalise([_record(0, "agent_tool:recovery:row", runId="r", reason="x")], {}, True)
+    assert python.records != given.records

@@ -3,6 +3,8 @@ evictions the simulator drew, and refuses what only agentsim can do, naming the 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 from scenarios.diff.plan import compile_plan
@@ -53,9 +55,101 @@ def test_the_alarm_limit_kill_is_refused() -> None:
 
 def test_an_agent_without_a_player_is_refused() -> None:
     """A scenario whose agent class has no player on the real side is skipped, naming it."""
-    compiled = _compile("child-reset-is-retryable")
+    compiled = _compile("milestones-narrated-and-reacted")
     assert compiled.plan is None
-    assert "no player" in compiled.skip.why
+    assert "NarratingParent has no player" in compiled.skip.why
+
+
+def test_a_story_that_pins_a_divergence_is_refused_naming_its_row() -> None:
+    """child-reset-is-retryable tells S6, after which the two runtimes go different ways."""
+    compiled = _compile("child-reset-is-retryable")
+    assert compiled.plan is None and "S6" in compiled.skip.why
+
+
+def test_the_tools_workload_hands_the_ports_run_plans_to_the_real_side() -> None:
+    """The real side's parent gets the same run plans the port's class carries (one declarative
+    description, two players); a scripted child's eviction is an action on the child, through
+    its parent; the children's tables are kept for the comparison."""
+    compiled = _compile("sub-agent-storage-and-nested-frames")
+    assert compiled.skip is None and compiled.plan is not None
+    agent = compiled.plan["agents"]["parent"]
+    spec = load_scenario(str(LIBRARY / "sub-agent-storage-and-nested-frames.yaml")).agent("parent")
+    ours = [json.loads(json.dumps(dataclasses.asdict(run))) for run in spec.cls.runs]
+    assert agent["class"] == "ToolsWorkload" and agent["options"]["runs"] == ours
+    assert ours[0]["steps"][0] == ["progress", {"fraction": 0.5, "message": "reading"}]
+    evictions = [a for a in compiled.plan["actions"] if a["do"] == "evict"]
+    assert evictions == [
+        {
+            "t": 60_000,
+            "do": "evict",
+            "agent": "parent",
+            "child": "import",
+            "child_class": "ScriptedToolChild",
+            "reason": "explicit",
+        }
+    ]
+    assert {"parent", "parent/import", "parent/lookup"} <= set(compiled.python.tables)
+    assert compiled.python.tables["parent/import"]["child_runs"][0]["status"] == "completed"
+
+
+def test_a_chat_child_or_a_chat_host_is_refused_naming_why() -> None:
+    """A chat child answers from the scripted model, which only agentsim has; a chat host as the
+    tools parent has no player yet."""
+    chat_child = _compile("chat-child-recovered-keeps-chunk-numbers").skip
+    assert chat_child is not None and "scripted model" in chat_child.why
+    chat_host = _compile("chat-reply-complete-at-crash-not-repeated").skip
+    assert chat_host is not None and "chat host" in chat_host.why
+
+
+def test_keyword_arguments_are_bound_by_the_ports_signature() -> None:
+    """run_awaited(m2, steps, child=MiddleChild) reaches the real side as positional arguments,
+    the default retries (0) filled in before the child."""
+    compiled = _compile("nested-agent-tools-own-caps")
+    assert compiled.plan is not None
+    call = next(a for a in compiled.plan["actions"] if a.get("method") == "run_awaited")
+    assert call["args"][0] == "m2" and call["args"][2:] == [0, "MiddleChild"]
+
+
+def test_a_run_on_the_sdks_real_time_timers_is_refused() -> None:
+    """The SDK retries a failing schedule callback after a jittered setTimeout, and gives up a
+    re-attach on setTimeout timers: the test pool runs those on real time, so the stories that
+    reach them are refused, at the instant agentsim reached them."""
+    retried = _compile("hunt-tools-parent-awaited-detached-budgets").skip
+    assert retried is not None and "schedule:retry" in retried.why
+    assert "setTimeout" in retried.why and "315162 ms" in retried.where
+    window = _compile("reattach-ceiling-tears-down-an-endless-child").skip
+    assert window is not None and "re-attach" in window.why
+
+
+def test_a_root_that_ends_with_its_sub_agents_is_one_eviction() -> None:
+    """The deploy at 200 ms ends the parent and its child at one instant: one evict action, of
+    the parent (workerd's abort of a root takes its facets); the call cut short is noted with
+    its error, and the browser's connection closes with 1006."""
+    compiled = _compile("reattach-after-parent-restart")
+    assert compiled.plan is not None
+    evictions = [
+        (a["t"], a["agent"], a.get("child")) for a in compiled.plan["actions"] if a["do"] == "evict"
+    ]
+    assert evictions == [(200, "parent", None)]
+    payloads = {
+        r["type"]: r["payload"]
+        for r in compiled.python.records
+        if r["type"].startswith("harness:") and r["type"] in ("harness:outcome", "harness:close")
+    }
+    assert payloads["harness:outcome"] == {"step": 2, "ok": False, "error": {"reset": "deploy"}}
+    assert payloads["harness:close"] == {"client": "browser", "code": 1006}
+
+
+def test_an_unawaited_calls_snapshot_is_taken_as_it_is_sent() -> None:
+    """deploy-mid-work's first call is not waited for: the runner takes that step's alarm
+    snapshot as soon as it sends the call (the port's step returns then), with no snapshot
+    action of its own."""
+    compiled = _compile("deploy-mid-work")
+    assert compiled.plan is not None
+    first = compiled.plan["actions"][0]
+    assert first["do"] == "call" and first["snapshot"] == "step 1"
+    labels = [a.get("label") for a in compiled.plan["actions"] if a["do"] == "snapshot"]
+    assert "step 1" not in labels
 
 
 def test_every_python_only_step_is_marked_in_the_schema() -> None:

@@ -4,6 +4,7 @@ differential/; skipped with the reason otherwise)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,26 @@ def test_a_play_missing_a_call_differs_in_the_counts_table() -> None:
     assert not outcome.agree
     tables = [d for d in outcome.differences if d.startswith("table counter.counts:")]
     assert tables and '"at_ms":300000' in tables[0]
+
+
+def test_the_tools_player_agrees_and_a_changed_script_differs() -> None:
+    """sub-agent-storage-and-nested-frames on the real SDK: its parent and scripted children,
+    played from the port's run plans, agree with agentsim (the child evicted at one minute
+    resumes its script). The same plan with the lookup's summary changed on the real side only
+    differs in the awaited call's answer, the frames and both sides' tables."""
+    name = "sub-agent-storage-and-nested-frames"
+    verdicts, _refused = diff_scenarios([str(LIBRARY / f"{name}.yaml")], repeat=2)
+    assert [(v.name, v.word) for v in verdicts] == [(name, "AGREE")], verdicts[0].text()
+    compiled = compile_plan(load_scenario(str(LIBRARY / f"{name}.yaml")), repeat=1)
+    plan = json.loads(json.dumps(compiled.plan))
+    lookup = next(r for r in plan["agents"]["parent"]["options"]["runs"] if r["run_id"] == "lookup")
+    assert lookup["steps"][-1] == ["finish", "completed", "found"]
+    lookup["steps"][-1] = ["finish", "completed", "found elsewhere"]
+    played = play_plans([plan])[plan["name"]]
+    assert played.error is None
+    ours = normalise(compiled.python.records, compiled.python.tables, real=False)
+    theirs = normalise(played.plays[0]["records"], played.plays[0]["tables"], real=True)
+    outcome = compare(ours, theirs, plan["name"], limit=12)
+    assert not outcome.agree
+    text = "\n".join(outcome.differences)
+    assert "found elsewhere" in text and "table parent/lookup.child_runs:" in text

@@ -14,12 +14,28 @@ const STATIC_OPTIONS: Record<string, string> = {
   fiber_recovery_hook_timeout_ms: "fiberRecoveryHookTimeoutMs",
   fiber_recovery_scan_deadline_ms: "fiberRecoveryScanDeadlineMs",
   fiber_recovery_max_age_ms: "fiberRecoveryMaxAgeMs",
-  hung_schedule_timeout_seconds: "hungScheduleTimeoutSeconds"
+  hung_schedule_timeout_seconds: "hungScheduleTimeoutSeconds",
+  agent_tool_reattach_no_progress_timeout_ms: "agentToolReattachNoProgressTimeoutMs",
+  agent_tool_reattach_max_window_ms: "agentToolReattachMaxWindowMs",
+  detached_max_budget_ms: "detachedMaxBudgetMs",
+  detached_no_progress_budget_ms: "detachedNoProgressBudgetMs"
 };
 
 const STORY_LOG_DDL =
   "CREATE TABLE IF NOT EXISTS story_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, " +
   "t INTEGER NOT NULL, inc INTEGER NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL)";
+
+/** Every table of a database with its rows, but SQLite's and workerd's internal ones. */
+export function readTables(sql: SqlStorage): Record<string, Record<string, Json>[]> {
+  const tables: Record<string, Record<string, Json>[]> = {};
+  const names = [...sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    .map((row) => String(row.name))
+    .filter((name) => !name.startsWith("sqlite_") && !name.startsWith("_cf_"));
+  for (const name of names) {
+    tables[name] = [...sql.exec(`SELECT * FROM "${name}"`)] as Record<string, Json>[];
+  }
+  return tables;
+}
 
 /** JSON with sorted keys and Python's separators, as the port writes `story_log.data`. */
 export function pythonJson(value: Json): string {
@@ -70,6 +86,54 @@ export class HarnessAgent extends Agent<any, any> {
       return deleteAlarm(options as never);
     };
     this.ctx.storage.sql.exec(STORY_LOG_DDL);
+    // An evicted incarnation is dead for the port (its tasks never run again), but a JavaScript
+    // continuation of it can still run here (a stream of a dead facet erroring out): it must
+    // leave no observability event, so the SDK's emitter is silenced once it is not current.
+    const self = this as unknown as { _emit(type: string, payload?: unknown): void };
+    const emit = self._emit.bind(this);
+    self._emit = (type: string, payload?: unknown) => {
+      if (this.current()) emit(type, payload);
+    };
+    const cap = option((this.constructor as { name: string }).name, "max_concurrent_agent_tools", null);
+    if (typeof cap === "number") this.maxConcurrentAgentTools = cap;
+  }
+
+  /** Whether this is the live incarnation of its object (not evicted, not replaced). */
+  protected current(): boolean {
+    const state = shared();
+    return state.live.get(this.instanceKey) === true &&
+      state.incarnations.get(this.instanceKey) === this.incarnation;
+  }
+
+  /** A player's own trace record (`workload:*`), unless this incarnation is dead. */
+  protected trace(type: string, payload: Record<string, Json>): void {
+    if (this.current()) record(this.name, type, payload);
+  }
+
+  /** A sub-agent tells the harness its path (root-first names), once it knows it: the step
+   * runner evicts it through its parent and names its records `root/child`. */
+  protected registerFacet(): void {
+    const path = (this as unknown as { selfPath?: { name: string }[] }).selfPath;
+    if (!path || path.length < 2) return;
+    shared().facets.set(this.instanceKey, path.map((step) => step.name).join("/"));
+  }
+
+  /** Every table of this agent's database and of its sub-agents', by path below it
+   * (`""` for its own, `r1`, `r1/g0`, ...). */
+  async harnessTables(): Promise<Record<string, Record<string, Record<string, Json>[]>>> {
+    const own = readTables(this.ctx.storage.sql);
+    const out: Record<string, Record<string, Record<string, Json>[]>> = { "": own };
+    const resolve = (this as unknown as {
+      _cf_resolveSubAgent(cls: string, name: string): Promise<HarnessAgent>;
+    })._cf_resolveSubAgent.bind(this);
+    for (const row of own.cf_agents_sub_agents ?? []) {
+      const child = await resolve(String(row.class), String(row.name));
+      const below = await child.harnessTables();
+      for (const [path, tables] of Object.entries(below)) {
+        out[path ? `${row.name}/${path}` : String(row.name)] = tables;
+      }
+    }
+    return out;
   }
 
   /** Sleep `ms` of virtual time (never resolved if this incarnation is evicted first). */
@@ -86,6 +150,7 @@ export class HarnessAgent extends Agent<any, any> {
   }
 
   protected note(kind: string, fields: Record<string, Json>): void {
+    if (!this.current()) return;
     this.exec(
       "INSERT INTO story_log (t, inc, kind, data) VALUES (?, ?, ?, ?)",
       now(),
