@@ -32,7 +32,7 @@ from agents_core.mcp import MCP_SERVERS_DDL, McpMixin
 from agents_core.options import AgentOptions, resolve_options
 from agents_core.probes import probe
 from agents_core.recovery import RecoveryMixin
-from agents_core.run_rows import DurableMemo, forgets_run_rows
+from agents_core.run_rows import DurableMemo, statement_effects
 from agents_core.schedules import SchedulesMixin
 from agents_core.schema import ensure_schema
 
@@ -142,8 +142,9 @@ class Agent(
     # -- storage ----------------------------------------------------------------------------
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run one SQL statement on this agent's database; rows as dicts."""
-        if forgets_run_rows(query):
-            self._memo.forget_run_rows()
+        effects = statement_effects(query)
+        if effects:
+            self._memo.wrote(effects)
         return self._host.sql.query(query, params)
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agents_core.probes import probe
-from agents_core.run_rows import DESTROY_PENDING_KEY
+from agents_core.run_rows import DESTROY_PENDING_KEY, FACET_RUNS, SCHEDULES
 from agents_core.self_types import AgentSelf
 
 __all__ = [
@@ -85,6 +85,8 @@ class AlarmMixin:
             host.alarm.delete_alarm()
 
     def _schedule_alarm_candidates(self: AlarmSelf, now: int) -> list[int]:
+        if self._memo.empty(SCHEDULES):
+            return []
         now_s = now // 1000
         hung_cutoff = now_s - self._options.hung_schedule_timeout_seconds
         out = []
@@ -123,8 +125,9 @@ class AlarmMixin:
         return [at]
 
     def _facet_lease_candidates(self: AlarmSelf, now: int) -> list[int]:
-        rows = self.sql("SELECT 1 AS x FROM cf_agents_facet_runs LIMIT 1")
-        return [now + self._options.keep_alive_interval_ms] if rows else []
+        if self._memo.empty(FACET_RUNS):
+            return []
+        return [now + self._options.keep_alive_interval_ms]
 
     async def alarm(self: AlarmSelf) -> None:
         """The platform's alarm entry (startup has already run in this incarnation)."""

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
+from agents_core.run_rows import FACET_RUNS
 from agents_core.self_types import SchedulesSelf
 
 __all__ = ["FacetsMixin", "encode_owner_path"]
@@ -273,10 +274,14 @@ class FacetsMixin(_FacetsBase):
     async def _check_facet_run_fibers(self: FacetsSelf) -> None:
         if self._is_facet:
             return
+        if self._memo.known_empty(FACET_RUNS):
+            return  # no sub-agent holds a fiber lease
         owners: dict[str, str] = {}
-        for row in self.sql(
+        rows = self.sql(
             "SELECT owner_path, owner_path_key FROM cf_agents_facet_runs ORDER BY created_at ASC"
-        ):
+        )
+        self._memo.saw_table(FACET_RUNS, rows)
+        for row in rows:
             owners.setdefault(row["owner_path_key"], row["owner_path"])
         for owner_key, owner_path in owners.items():
             path = _parse_owner_path(owner_path)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberRecoveryResult
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
-from agents_core.run_rows import RUN_ROW_DELETE
+from agents_core.run_rows import LEDGER, RUN_ROW_DELETE
 from agents_core.self_types import AgentSelf
 
 __all__ = ["FiberRecoveryContext", "RecoveryMixin"]
@@ -93,6 +93,8 @@ class RecoveryMixin:
         for fiber_id in self._memo.run_row_ids():
             if fiber_id not in active:
                 return True
+        if self._memo.empty(LEDGER):
+            return False
         ledger_only = self.sql(
             "SELECT 1 AS x FROM cf_agents_fibers WHERE status IN ('pending', 'running') "
             "AND fiber_id NOT IN (SELECT id FROM cf_agents_runs) LIMIT 1"
@@ -226,6 +228,8 @@ class RecoveryMixin:
 
     async def _recover_ledger_only_rows(self: RecoverySelf, scan_start: int) -> bool:
         progress = False
+        if self._memo.known_empty(LEDGER):
+            return False  # no managed fiber at all: none can be left without its run row
         rows = self.sql(
             "SELECT * FROM cf_agents_fibers WHERE status IN ('pending', 'running') "
             "AND fiber_id NOT IN (SELECT id FROM cf_agents_runs) ORDER BY created_at, fiber_id"

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from agents_core.cron import next_cron_time_ms
 from agents_core.options import resolve_retry
 from agents_core.probes import probe
+from agents_core.run_rows import SCHEDULES
 from agents_core.self_types import AgentSelf
 from agents_core.stored_names import callback_method
 
@@ -140,6 +141,8 @@ class ScheduleDispatchMixin:
         """Run every due row in storage order, then advance it (§4.4)."""
         self._executing_schedule_id = None
         now_s = self.host.clock.now_ms() // 1000
+        if self._memo.known_empty(SCHEDULES):
+            return  # no schedule is stored: none is due
         due = self.sql("SELECT * FROM cf_agents_schedules WHERE time <= ?", now_s)
         self._warn_stale_one_shots(due)
         for row in due:

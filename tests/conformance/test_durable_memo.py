@@ -1,10 +1,10 @@
 """Conformance: what the runtime keeps in memory of state only it writes (`agents_core.run_rows`).
 
-The heartbeat's answers (is a fiber orphaned? is a destroy pending? are memory-limit strikes
-counted?) come from memory after one read per incarnation. These tests hold that the answers stay
-the ones storage would give: the reads happen once per incarnation and again in the next one,
-user SQL that plants a run row is still recovered, and a strike written after a clean alarm is
-still cleared by the next clean one.
+The heartbeat's answers (is a fiber orphaned? is a schedule stored? is a destroy pending? are
+memory-limit strikes counted?) come from memory after one read per incarnation. These tests hold
+that the answers stay the ones storage would give: the reads happen once per incarnation and
+again in the next one, user SQL that plants a run row or a schedule row is still seen, and a
+strike written after a clean alarm is still cleared by the next clean one.
 """
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ from collections import Counter
 
 from sim import Simulation
 from tests.conformance.fiber_agents import Recorder, hook_calls, run_rows, sleep
-from tests.conformance.test_schedules import MEMORY_LIMIT, oom_events, strikes_stored
+from tests.conformance.test_schedules import (
+    MEMORY_LIMIT,
+    oom_events,
+    run_times,
+    schedule_rows,
+    strikes_stored,
+)
 from tests.conformance.test_schedules import Recorder as ScheduleRecorder
 
 KV_READ = "SELECT value FROM _cf_KV WHERE key = ?"
@@ -103,3 +109,24 @@ def test_a_strike_after_a_clean_alarm_is_cleared_by_the_next_clean_alarm(
     sim.run_until(25_000)  # the tick at 20 s: a clean alarm in the same incarnation
     assert sim.incarnation_of(ref) == 1
     assert strikes_stored(sim, ref) is None
+
+
+def test_schedules_written_while_the_table_was_known_empty_still_fire(sim: Simulation) -> None:
+    """Heartbeats learn that no schedule is stored and stop reading the table; a schedule the
+    runtime writes afterwards, and a row user SQL plants, still fire when due."""
+    ref = sim.agent(ScheduleRecorder, "k")
+    sim.call(ref, "hold_keep_alive")
+    seen = count_statements(sim)
+    sim.run_for(95_000)  # three heartbeats with no schedule
+    assert len(sim.trace.select("alarm:fired", agent=ref.path)) == 3
+    assert not [s for (_, s), n in seen.items() if "cf_agents_schedules WHERE" in s]
+    created = sim.now_ms
+    sim.call(ref, "schedule", 5, "tick", {"n": 1})
+    sim.run_for(6_000)
+    assert run_times(sim, ref, "tick") == [created + 5_000]
+    assert schedule_rows(sim, ref) == []
+    sim.run_for(30_000)  # a heartbeat: the delete left the table's emptiness unknown
+    sim.call(ref, "plant_row", "planted", "tick", '{"n": 2}')
+    sim.run_for(1_000)
+    assert len(run_times(sim, ref, "tick")) == 2
+    assert schedule_rows(sim, ref) == []
