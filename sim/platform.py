@@ -415,6 +415,7 @@ class Platform:
             if parent_incarnation is not None:
                 parent_incarnation.facets.pop(record.path, None)
         record.storage.rollback_turn()
+        record.storage.park()
         self.kernel.bury_all(incarnation)
         for connection in list(incarnation.connections.values()):
             self._close_connection(connection, 1006, f"evicted: {reason}", by="platform")

@@ -17,6 +17,10 @@ Matching is linear-time: a fault's `match` is an RE2 pattern (`compile_match`), 
 can make a statement's match backtrack for ever. Reads from outside a run's code (a scenario's
 `query` expectation) go through `read`, which an SQLite authorizer keeps read-only: no write,
 no ATTACH, no PRAGMA that changes anything.
+
+Idle agents go cold: when an agent's incarnation ends the platform parks its storage (`park`),
+and a storage parked long enough ago keeps its database as bytes instead of an open connection
+(`sim.connections`); its next use restores it, rows and values exactly as they were.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ import functools
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import re2
 
+from sim import connections
 from sim.kernel import IncarnationKilled, Kernel
 
 __all__ = [
@@ -64,9 +70,6 @@ _SHAPE = re.compile(
     re.IGNORECASE,
 )
 _FROM = re.compile(r"\bFROM\s+\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-
-PAGE_SIZE = 1024
-"""SQLite's page size for agents' databases (its default is 4096)."""
 
 MATCH_MAX_LENGTH = 1000
 """The longest `match` pattern accepted (a statement shape is a few dozen characters)."""
@@ -237,7 +240,10 @@ class FaultyStorage:
         random_fault: Callable[[str], str | None] | None,
     ) -> None:
         self._kernel = kernel
-        self._db, self._cursor = _connect()
+        self._db, self._cursor = connections.connect()
+        self._image: bytes | None = None
+        """The database while it is cold (`_db` is then None)."""
+        self._parked = False
         self._in_turn = False
         self._armed: list[StorageFault] = []
         self._on_fault = on_fault
@@ -265,6 +271,34 @@ class FaultyStorage:
     @property
     def armed(self) -> list[StorageFault]:
         return list(self._armed)
+
+    # -- cold storage -----------------------------------------------------------------------
+    def park(self) -> None:
+        """The agent has no live incarnation now: its connection may be cooled (see the module
+        docstring). Nothing changes for whoever uses the storage next."""
+        if self._parked or self._in_turn:
+            return
+        self._parked = True
+        connections.park(self)
+
+    @property
+    def cold(self) -> bool:
+        """Whether the database is kept as bytes, its connection closed."""
+        return self._db is None
+
+    def _cool(self) -> None:
+        if self._db is None or self._in_turn:
+            return
+        self._image = connections.image_of(self._db, self._cursor)
+        self._db = self._cursor = None  # type: ignore[assignment]  # until `_unpark`
+
+    def _unpark(self) -> None:
+        """In use again: out of the parked set, and warm."""
+        self._parked = False
+        connections.unpark(self)
+        if self._db is None and self._image is not None:
+            self._db, self._cursor = connections.restore(self._image)
+            self._image = None
 
     # -- the turn -------------------------------------------------------------------------
     def commit_turn(self) -> None:
@@ -306,6 +340,8 @@ class FaultyStorage:
     def _run(self, statement: str, params: Sequence[Any]) -> sqlite3.Cursor:
         if not isinstance(statement, str):
             raise TypeError(f"SQL statement must be a str, got {statement!r}")
+        if self._parked:
+            self._unpark()
         write = is_write(statement)
         if self._kernel.join_turn(self):
             if self.on_statement is not None:
@@ -369,22 +405,24 @@ class FaultyStorage:
         `ReadOnlyViolation` before it runs. No fault, no turn, nothing recorded."""
         if not isinstance(statement, str):
             raise TypeError(f"SQL statement must be a str, got {statement!r}")
-        self._db.execute("PRAGMA query_only = ON")
-        self._db.set_authorizer(_read_only)
-        try:
-            rows = self._db.execute(statement, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            if "not authorized" in str(exc):
-                raise ReadOnlyViolation(
-                    f"only reads are allowed here (SELECT, WITH ... SELECT, PRAGMA table_info); "
-                    f"this statement would write, attach or change a setting: {_short(statement)}"
-                ) from None
-            raise StorageError(f"{exc} (statement: {_short(statement)})") from None
-        except sqlite3.Error as exc:
-            raise StorageError(f"{exc} (statement: {_short(statement)})") from None
-        finally:
-            self._db.set_authorizer(None)
-            self._db.execute("PRAGMA query_only = OFF")
+        with self._inspection() as db:
+            db.execute("PRAGMA query_only = ON")
+            db.set_authorizer(_read_only)
+            try:
+                rows = db.execute(statement, tuple(params)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if "not authorized" in str(exc):
+                    raise ReadOnlyViolation(
+                        f"only reads are allowed here (SELECT, WITH ... SELECT, PRAGMA "
+                        f"table_info); this statement would write, attach or change a setting: "
+                        f"{_short(statement)}"
+                    ) from None
+                raise StorageError(f"{exc} (statement: {_short(statement)})") from None
+            except sqlite3.Error as exc:
+                raise StorageError(f"{exc} (statement: {_short(statement)})") from None
+            finally:
+                db.set_authorizer(None)
+                db.execute("PRAGMA query_only = OFF")
         return [dict(row) for row in rows]
 
     # -- key-value (same database, so the same turn) ----------------------------------------
@@ -411,33 +449,41 @@ class FaultyStorage:
         return {row["key"]: json.loads(row["value"]) for row in rows}
 
     # -- inspection (tests, checkers, reports) ----------------------------------------------
+    @contextmanager
+    def _inspection(self) -> Iterator[sqlite3.Connection]:
+        """The connection to read from outside the run: the storage's own, or while it is cold a
+        copy that is closed afterwards (reading every agent's rows at the end of a run does not
+        warm thousands of idle agents)."""
+        if self._db is not None:
+            yield self._db
+            return
+        assert self._image is not None
+        db, cursor = connections.restore(self._image)
+        try:
+            yield db
+        finally:
+            connections.close(db, cursor)
+
     def tables(self) -> list[str]:
-        rows = self._db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        ).fetchall()
-        return [row["name"] for row in rows]
+        with self._inspection() as db:
+            return _tables(db)
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Every committed row of every table, in primary-key order (the KV table included)."""
         out = {}
-        for table in self.tables():
-            rows = self._db.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
-            out[table] = [dict(row) for row in rows]
+        with self._inspection() as db:
+            for table in _tables(db):
+                rows = db.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
+                out[table] = [dict(row) for row in rows]
         return out
 
 
-def _connect() -> tuple[sqlite3.Connection, sqlite3.Cursor]:
-    """A connection (rows as `sqlite3.Row` for inspection) and the cursor agent code's
-    statements share, with plain tuple rows (`_rows` makes the dicts: a cursor per statement and
-    a Row per row cost more than the statement)."""
-    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    db.row_factory = sqlite3.Row
-    # Small pages: an agent's dozen near-empty tables take a page each.
-    db.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-    cursor = db.cursor()
-    cursor.row_factory = None
-    return db, cursor
+def _tables(db: sqlite3.Connection) -> list[str]:
+    rows = db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name"
+    ).fetchall()
+    return [row["name"] for row in rows]
 
 
 def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:

@@ -88,21 +88,25 @@ class TraceRecord:
         return self.fields.get(key, default)
 
 
-Row = tuple[int, int, str, int, str, tuple[str, ...], tuple[Any, ...]]
-"""A record as it is written: (seq, t_ms, agent, inc, event, field names, field values). Not a
-dict of fields: CPython never stops tracking a tuple that holds a dict, even an untracked one."""
+Row = tuple[Any, ...]
+"""A record as it is written: (seq, t_ms, agent, inc, event, *field names, *field values), one
+flat tuple. Not a dict of fields, nor tuples inside: CPython never stops tracking a tuple that
+holds a dict (even an untracked one), and stops tracking nested tuples one level per look."""
+
+
+def _row_fields(row: Row) -> dict[str, Any]:
+    count = (len(row) - 5) >> 1
+    return dict(zip(row[5 : 5 + count], row[5 + count :], strict=True))
 
 
 def _row_record(row: Row) -> TraceRecord:
-    seq, t_ms, agent, inc, event, keys, values = row
-    return TraceRecord(seq, t_ms, agent, inc, event, dict(zip(keys, values, strict=True)))
+    return TraceRecord(row[0], row[1], row[2], row[3], row[4], _row_fields(row))
 
 
 def _row_line(row: Row) -> str:
     """The canonical line of a row, the same as its `TraceRecord.to_json`."""
-    seq, t_ms, agent, inc, event, keys, values = row
-    out = {"seq": seq, "t": t_ms, "agent": agent, "inc": inc, "event": event}
-    out.update(zip(keys, values, strict=True))
+    out = {"seq": row[0], "t": row[1], "agent": row[2], "inc": row[3], "event": row[4]}
+    out.update(_row_fields(row))
     return _CANONICAL.encode(out)
 
 
@@ -218,15 +222,13 @@ class Trace:
     def add(self, t_ms: int, agent: str, inc: int, event: str, fields: Mapping[str, Any]) -> None:
         """Write a record (the simulator's path: no `TraceRecord` is made unless an observer
         wants one)."""
-        keys = tuple([key if type(key) is str else str(key) for key in fields])
+        keys = [key if type(key) is str else str(key) for key in fields]
         if keys and not _RESERVED.isdisjoint(keys):
             key = next(key for key in RESERVED_KEYS if key in keys)
             raise ValueError(f"trace field name {key!r} is reserved (event {event!r})")
-        values = tuple(
-            [value if type(value) in _ATOMS else jsonable(value) for value in fields.values()]
-        )
+        values = [value if type(value) in _ATOMS else jsonable(value) for value in fields.values()]
         records = self._records
-        row = (len(records), t_ms, agent, inc, event, keys, values)
+        row = (len(records), t_ms, agent, inc, event, *keys, *values)
         if self._observers:
             record = _row_record(row)
             records.append(record)

@@ -19,10 +19,7 @@ def test_written_records_add_nothing_for_the_collector_to_scan() -> None:
     gc.collect()
     before = len(gc.get_objects())
     fill(trace, 10_000)
-    # A collection stops tracking a tuple whose items are untracked: the inner tuples of
-    # names and values at the first, the rows at the next (a run's young collections).
-    gc.collect()
-    gc.collect()
+    gc.collect()  # what a young collection does to a tuple of atoms: it stops tracking it
     assert len(gc.get_objects()) - before < 1_000
     assert len(trace) == 10_000
 
