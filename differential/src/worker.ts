@@ -6,7 +6,13 @@
 export { Counter } from "./agents/counter";
 export { FiberWorkload } from "./agents/fibers";
 export { ScriptedToolChild, ToolsWorkload } from "./agents/tools";
-export { MiddleChild, StoryChild, StoryParent, StubbornChild } from "./agents/agent-tool-stories";
+export {
+  MiddleChild,
+  SlowFinishParent,
+  StoryChild,
+  StoryParent,
+  StubbornChild
+} from "./agents/agent-tool-stories";
 export {
   Batcher,
   Digest,

@@ -60,6 +60,11 @@ interface Action {
 
 interface Plan {
   name: string;
+  /** The platform's retry of an alarm handler that did not complete (it threw, or its
+   * incarnation ended under it): after `base_ms`, doubling, at most `limit` times. workerd's
+   * test pool runs an alarm once and retries nothing, so the runner does what the platform
+   * would, with the port's constants (`sim/alarms.py`). */
+  alarm_retry: { base_ms: number; limit: number };
   repeat: number;
   end_ms: number;
   agents: Record<string, AgentPlan>;
@@ -131,6 +136,8 @@ class Player {
   private readonly stubs = new Map<string, Stub>();
   private readonly keys = new Map<string, string>();
   private readonly clients = new Map<string, WebSocket>();
+  /** DO id (hex) -> the platform's pending retry of its alarm handler. */
+  private readonly retries = new Map<string, { due: number; attempt: number }>();
   private readonly unawaited: { step: number; alias: string; ok: boolean | null; error?: Json }[] = [];
   readonly errors: string[] = [];
 
@@ -182,11 +189,34 @@ class Player {
           alarmKey = key;
         }
       }
+      let retryKey: string | null = null;
+      let retryAt = Number.POSITIVE_INFINITY;
+      for (const [key, retry] of this.retries) {
+        if (retry.due < retryAt) {
+          retryAt = retry.due;
+          retryKey = key;
+        }
+      }
       const timerAt = timer ? timer.due : Number.POSITIVE_INFINITY;
-      const due = Math.min(timerAt, alarmAt);
+      const due = Math.min(timerAt, alarmAt, retryAt);
       if (due > t) break;
       state.now = Math.max(state.now, due);
-      if (timer && timerAt < alarmAt) {
+      if (retryKey !== null && retryAt <= alarmAt && retryAt <= timerAt) {
+        // A retry runs the handler again without touching the slot, as the platform's does.
+        const retry = this.retries.get(retryKey) as { due: number; attempt: number };
+        this.retries.delete(retryKey);
+        const alias = this.keyAlias(retryKey) as string;
+        const stub = await this.stub(alias);
+        const run = runInDurableObject(stub, async (instance: unknown) => {
+          await (instance as { alarm(info: unknown): Promise<void> }).alarm({
+            retryCount: retry.attempt,
+            isRetry: true
+          });
+        });
+        this.track(run, `alarm retry ${retry.attempt} of ${alias}`, (ok) => {
+          if (!ok) this.retryAlarm(retryKey as string, retry.attempt);
+        });
+      } else if (timer && timerAt < alarmAt) {
         fireTimer(timer);
       } else if (alarmKey !== null) {
         // The alarm is taken at its instant, then the sleeps due at that same instant go on
@@ -199,11 +229,24 @@ class Player {
         }
         const alias = this.keyAlias(alarmKey) as string;
         const stub = await this.stub(alias);
-        this.track(runDurableObjectAlarm(stub), `alarm of ${alias}`);
+        const key = alarmKey;
+        this.track(runDurableObjectAlarm(stub), `alarm of ${alias}`, (ok) => {
+          if (!ok) this.retryAlarm(key, 0);
+        });
       }
       await settle();
     }
     state.now = Math.max(state.now, t);
+  }
+
+  /** The handler run `attempt` (0: the slot's own) did not complete: the platform retries
+   * it after 2 s doubling, until its sixth retry. */
+  private retryAlarm(key: string, attempt: number): void {
+    const { base_ms, limit } = this.plan.alarm_retry;
+    if (attempt >= limit) return;
+    const due = shared().now + base_ms * 2 ** attempt;
+    this.retries.set(key, { due, attempt: attempt + 1 });
+    shared().activity += 1;
   }
 
   private track(

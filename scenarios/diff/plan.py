@@ -43,6 +43,7 @@ from scenarios.language.schema import (
 if TYPE_CHECKING:
     from scenarios.workloads.fibers import FiberWorkload
 from sim import parse_duration_ms
+from sim.alarms import ALARM_RETRY_BASE_MS, ALARM_RETRY_LIMIT
 
 __all__ = [
     "PLAYED_CLASSES",
@@ -65,6 +66,7 @@ PLAYED_CLASSES = {
     "scenarios.library_agents:Exporter": "Exporter",
     "scenarios.library_agents:Digest": "Digest",
     "scenarios.library_agents:StoryParent": "StoryParent",
+    "scenarios.library_agents:SlowFinishParent": "SlowFinishParent",
 }
 """Scenario class path -> the class the workerd worker exports for it (`differential/src`)."""
 
@@ -367,6 +369,7 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
     plan = {
         "name": scenario.name,
         "repeat": repeat,
+        "alarm_retry": {"base_ms": ALARM_RETRY_BASE_MS, "limit": ALARM_RETRY_LIMIT},
         "end_ms": python.end_ms,
         "agents": {
             spec.alias: {

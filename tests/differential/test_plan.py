@@ -178,3 +178,12 @@ def test_the_agentsim_run_notes_what_each_call_and_request_answered() -> None:
         if r["type"] == "harness:reply" and isinstance(r["payload"]["value"], dict)
     ]
     assert bodies == [{"status": 404, "body": "Not implemented"}] * 2
+
+
+def test_the_plan_carries_the_platforms_alarm_retry() -> None:
+    """The runner retries an alarm handler that did not complete with the port's constants."""
+    from sim.alarms import ALARM_RETRY_BASE_MS, ALARM_RETRY_LIMIT
+
+    plan = _compile("idle-eviction").plan
+    assert plan is not None
+    assert plan["alarm_retry"] == {"base_ms": ALARM_RETRY_BASE_MS, "limit": ALARM_RETRY_LIMIT}

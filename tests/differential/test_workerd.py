@@ -76,3 +76,26 @@ def test_the_tools_player_agrees_and_a_changed_script_differs() -> None:
     assert not outcome.agree
     text = "\n".join(outcome.differences)
     assert "found elsewhere" in text and "table parent/lookup.child_runs:" in text
+
+
+STORIES = Path(__file__).resolve().parent / "stories"
+
+
+def test_an_alarm_handler_cut_short_is_retried_as_the_platform_does() -> None:
+    """A deploy kills a batch job mid-way through its alarm handler: the platform retries the
+    handler 2 s later and it finishes the batches. workerd's test pool retries nothing, so the
+    runner retries with the port's constants from the plan; the two sides agree, and with the
+    retry limit set to 0 on the real side the retried handler's batches are missing."""
+    path = STORIES / "deploy-mid-alarm-handler-retried.yaml"
+    verdicts, _refused = diff_scenarios([str(path)], repeat=2)
+    assert [v.word for v in verdicts] == ["AGREE"], verdicts[0].text()
+    compiled = compile_plan(load_scenario(str(path)), repeat=1)
+    plan = json.loads(json.dumps(compiled.plan))
+    plan["alarm_retry"]["limit"] = 0
+    played = play_plans([plan])[plan["name"]]
+    ours = normalise(compiled.python.records, compiled.python.tables, real=False)
+    theirs = normalise(played.plays[0]["records"], played.plays[0]["tables"], real=True)
+    outcome = compare(ours, theirs, plan["name"])
+    assert not outcome.agree
+    assert outcome.differences[0].startswith("at 00:03:32.000:")
+    assert "agentsim only: batcher story:handler-start" in outcome.differences[0]

@@ -255,3 +255,13 @@ export class StoryParent extends HarnessAgent {
 }
 
 
+
+export class SlowFinishParent extends StoryParent {
+  /** Its `on_done` takes `handler_ms` and notes when it begins and ends, so that a restart in
+   * the middle of a delivery shows (S8: at least once across a crash). */
+  override async on_done(run: { runId: string }, result: RunResult): Promise<void> {
+    this.note("on-finish-begin", { run: run.runId, status: result.status });
+    await this.pause(this.opt("handler_ms", 2_000) as number);
+    this.note("on-finish-end", { run: run.runId, status: result.status });
+  }
+}
