@@ -114,8 +114,9 @@ def test_standard_day(enabled_benchmark: Any, bench_results: dict[str, Any]) -> 
 def test_cost_per_trace_record_stays_flat(
     enabled_benchmark: Any, bench_results: dict[str, Any]
 ) -> None:
-    """Wall µs per trace record at 10, 100, 1,000 and 10,000 agents, with the collector's share:
-    the largest over the smallest should stay within 1.3×."""
+    """CPU µs per trace record at 10, 100, 1,000 and 10,000 agents, with the collector's share:
+    the largest over the smallest should stay within 1.3× (also printed: that growth over the
+    ceiling's own at the same sizes)."""
     sizes = [n for n in (10, 100, 1000, 10_000) if n <= MAX_AGENTS]
     runs: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
 
@@ -134,11 +135,20 @@ def test_cost_per_trace_record_stays_flat(
             "<= 0.10",
             figure["gc_share"] <= 0.10,
         )
-    growth = per_size[sizes[-1]]["us_per_record"] / per_size[sizes[0]]["us_per_record"]
+    smallest, largest = per_size[sizes[0]], per_size[sizes[-1]]
+    growth = largest["us_per_record"] / smallest["us_per_record"]
+    # The same growth measured against the ceiling at each size: how much the harness's own
+    # cost per record grows, beyond what bare simpy and SQLite lose to the caches.
+    beyond_ceiling = smallest["ratio"] / largest["ratio"]
     report(
         bench_results,
         "record_cost_growth",
-        {"growth": growth, "smallest": sizes[0], "largest": sizes[-1]},
+        {
+            "growth": growth,
+            "growth_beyond_ceiling": beyond_ceiling,
+            "smallest": sizes[0],
+            "largest": sizes[-1],
+        },
         "growth",
         "<= 1.3",
         growth <= 1.3,
