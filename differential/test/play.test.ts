@@ -132,6 +132,10 @@ function errorValue(error: unknown): Json {
   return { error: message };
 }
 
+function kebab(name: string): string {
+  return name.replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase();
+}
+
 class Player {
   private readonly stubs = new Map<string, Stub>();
   private readonly keys = new Map<string, string>();
@@ -385,8 +389,11 @@ class Player {
       }
       // A drill-in (`/sub/Child/name/...`) reaches the parent as the SDK routes it: under the
       // agent's own address, where its fetch looks for the sub-agent marker.
+      // The SDK's router spells a child class in kebab case (`/sub/story-child/...`).
       const path = action.path ?? "/";
-      const routed = path.startsWith("/sub/") ? `/agents/x/${this.doName(alias)}${path}` : path;
+      const routed = path.startsWith("/sub/")
+        ? path.replace(/^\/sub\/([^/]+)/, (_m, cls: string) => `/sub/${kebab(cls)}`)
+        : path;
       const request = new Request(`https://agent.test${routed}`, init);
       const answered = stub.fetch(request).then(async (response: Response) => {
         const text = await response.text();

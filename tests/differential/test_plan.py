@@ -11,6 +11,7 @@ from scenarios.diff.plan import compile_plan
 from scenarios.language.loader import load_scenario
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+DIVERGENCES = Path(__file__).resolve().parents[2] / "docs" / "divergences.md"
 
 
 def _compile(name: str):
@@ -61,9 +62,13 @@ def test_an_agent_without_a_player_is_refused() -> None:
 
 
 def test_a_story_that_pins_a_divergence_is_refused_naming_its_row() -> None:
-    """child-reset-is-retryable tells S6, after which the two runtimes go different ways."""
-    compiled = _compile("child-reset-is-retryable")
-    assert compiled.plan is None and "S6" in compiled.skip.why
+    """child-reset-is-retryable tells S6 and clear-runs-and-gate-drill-in meets A19, after which
+    the two runtimes go different ways; each names a row of docs/divergences.md."""
+    divergences = DIVERGENCES.read_text()
+    for name, row in (("child-reset-is-retryable", "S6"), ("clear-runs-and-gate-drill-in", "A19")):
+        compiled = _compile(name)
+        assert compiled.plan is None and f"divergence {row} " in compiled.skip.why
+        assert f"\n| {row} |" in divergences
 
 
 def test_the_tools_workload_hands_the_ports_run_plans_to_the_real_side() -> None:

@@ -99,3 +99,27 @@ def test_an_alarm_handler_cut_short_is_retried_as_the_platform_does() -> None:
     assert not outcome.agree
     assert outcome.differences[0].startswith("at 00:03:32.000:")
     assert "agentsim only: batcher story:handler-start" in outcome.differences[0]
+
+
+def test_the_sdks_clear_leaves_the_childrens_facets_in_workerd(monkeypatch) -> None:
+    """A19, seen on the real SDK: clear-runs-and-gate-drill-in played anyway. The drill-ins are
+    gated alike on both sides, but after both clears the SDK's registry still lists both
+    children and the running child was never cancelled, where the port deleted both."""
+    from scenarios.diff import plan as plan_module
+
+    name = "clear-runs-and-gate-drill-in"
+    monkeypatch.delitem(plan_module.DIVERGENT_STORIES, name)
+    compiled = compile_plan(load_scenario(str(LIBRARY / f"{name}.yaml")), repeat=1)
+    assert compiled.plan is not None
+    played = play_plans([compiled.plan])[name]
+    real = normalise(played.plays[0]["records"], played.plays[0]["tables"], real=True)
+    ours = normalise(compiled.python.records, compiled.python.tables, real=False)
+    assert ours.tables["parent"]["cf_agents_sub_agents"] == []
+    assert sorted(r["name"] for r in real.tables["parent"]["cf_agents_sub_agents"]) == [
+        "report-1",
+        "watch-1",
+    ]
+    cancelled = [r for r in ours.records if r[2] == "story:child-cancelled"]
+    assert cancelled and not [r for r in real.records if r[2] == "story:child-cancelled"]
+    drill_ins = sorted(str(r[3]) for r in ours.records if r[2] == "story:drill-in")
+    assert drill_ins == sorted(str(r[3]) for r in real.records if r[2] == "story:drill-in")

@@ -211,10 +211,17 @@ export class StoryParent extends HarnessAgent {
   }
 
   async clear(statuses: string[] | null = null): Promise<number> {
-    const cleared = await this.clearAgentToolRuns(statuses === null ? undefined : { status: statuses as never });
-    // The SDK returns nothing; the port counts the rows it cleared.
-    this.note("cleared", { count: (cleared ?? null) as unknown as Json });
-    return cleared as unknown as number;
+    // The port's clear_agent_tool_runs returns how many runs it cleared; the SDK's returns
+    // nothing, so the story counts them itself.
+    const before = this.runCount();
+    await this.clearAgentToolRuns(statuses === null ? undefined : { status: statuses as never });
+    const cleared = before - this.runCount();
+    this.note("cleared", { count: cleared });
+    return cleared;
+  }
+
+  private runCount(): number {
+    return Number(this.exec("SELECT COUNT(*) AS n FROM cf_agent_tool_runs")[0].n);
   }
 
   override async onAgentToolFinish(run: { runId: string }, result: RunResult): Promise<void> {
