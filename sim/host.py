@@ -39,7 +39,7 @@ class _Clock(_Fenced):
         # The liveness check inline first: this and the statements below run on every step.
         if not host._incarnation.alive and host._dead():
             return Gone()
-        return Wait(host._platform.kernel.timeout(ms))
+        return Wait(host._platform.kernel.sleep(ms))
 
 
 class _Sql(_Fenced):

@@ -256,6 +256,19 @@ class Kernel:
         if live is not None:
             mark_live(event, live)
 
+    def sleep(self, ms: int) -> Any:
+        """A timer for a task to wait on (`Wait`): what `timeout` gives, lighter. It stands in
+        the queue where a simpy timeout would, and reads as a succeeded event with no value."""
+        if type(ms) is not int and (not isinstance(ms, int) or isinstance(ms, bool)):
+            raise TypeError(f"time is integer milliseconds, got {ms!r}")
+        if ms < 0:
+            raise ValueError(f"negative delay {ms} ms")
+        env = self.env
+        timer = _Timer()
+        queue: list[Any] = env._queue
+        heappush(queue, (env._now + ms, NORMAL, next(env._eid), timer))
+        return timer
+
     def reserve_slot(self) -> int:
         """A place in the order of events due at one instant: the one a timer scheduled now
         would take. A timer armed later in this slot (`call_in_slot`) runs, among the events
@@ -490,6 +503,19 @@ class Kernel:
         if event.callbacks is None:
             event = self.settled(event.ok, event.value)
         event.callbacks.append(callback)
+
+
+class _Timer:
+    """A sleep's timer: what simpy's loop and a waiting task read of a succeeded event."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+    _value = None
+    ok = True
+    value = None
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[Any], None]] | None = []
 
 
 class _Soon:
