@@ -172,11 +172,13 @@ class SimTask:
         return (yield Wait(self.finished))
 
     def _resume(self, event: simpy.Event) -> None:
-        if event.ok:
-            self.kernel.step(self, event.value, None)
+        # The outcome read off the event's fields: every event a task waits on has them (simpy's
+        # and the kernel's light timers), and the properties cost a call each on every step.
+        if event._ok:
+            self.kernel.step(self, event._value, None)
         else:
             event.defused = True
-            self.kernel.step(self, None, event.value)
+            self.kernel.step(self, None, event._value)
 
 
 class Kernel:
