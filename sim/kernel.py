@@ -311,9 +311,15 @@ class Kernel:
 
     # -- tasks ------------------------------------------------------------------------------
     def spawn(self, coro: Coroutine[Any, Any, Any], owner: Owner | None, name: str) -> SimTask:
-        """Start a task now, running it up to its first await inside the current step."""
+        """Start a task now, running it up to its first await inside the current step. If that
+        first stretch kills the incarnation the spawning task belongs to (a crash fault on one
+        of its statements), the spawner dies at this call too, as it would at a statement of
+        its own: no line of a dead incarnation runs after its death."""
         task = SimTask(self, coro, owner, name)
         self.step(task, None, None)
+        spawner = self.current_task
+        if spawner is not None and spawner.owner is not None and not spawner.owner.alive:
+            raise IncarnationKilled("the process died in a task this one started")
         return task
 
     def spawn_soon(

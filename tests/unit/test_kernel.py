@@ -8,10 +8,24 @@ from pathlib import Path
 import pytest
 
 from agents_core import Agent
-from sim import Simulation
+from sim import AgentEvicted, Simulation
+
+RAN_AFTER_DEATH: list[str] = []
 
 
 class Worker(Agent):
+    async def crash_in_background(self) -> None:
+        def background_statement() -> None:
+            self.sql("SELECT 1 AS background")  # a crash fault is armed on this one
+
+        async def background() -> None:
+            background_statement()
+            await self.host.clock.sleep(5)
+
+        self.host.tasks.wait_until(background())
+        RAN_AFTER_DEATH.append("the caller went on after its incarnation died")
+        self.sql("SELECT 2 AS caller")
+
     async def bad_await(self) -> None:
         await asyncio.sleep(0)  # the line the error must name
 
@@ -132,6 +146,24 @@ def test_wait_until_runs_eagerly_up_to_the_first_await(sim: Simulation) -> None:
         "caller after wait_until",
         "background after sleep",
     ]
+
+
+def test_a_crash_in_a_task_s_first_stretch_stops_the_task_that_started_it(
+    sim: Simulation,
+) -> None:
+    """A background task started eagerly dies in its first step (a crash on its statement):
+    the caller that started it dies at that call too, and no line of it runs after the death."""
+    worker = sim.agent(Worker, "w")
+    sim.call(worker, "eager_start")  # wakes it: startup is done
+    sim.arm_storage_fault(worker, "crash", match="AS background")
+    RAN_AFTER_DEATH.clear()
+    with pytest.raises(AgentEvicted):
+        sim.call(worker, "crash_in_background")
+    assert RAN_AFTER_DEATH == []
+    ended = [r for r in sim.trace.records if r.event == "incarnation:end"]
+    assert [r.fields["reason"] for r in ended] == ["crash"]
+    later = sim.trace.records[sim.trace.records.index(ended[0]) + 1 :]
+    assert [r for r in later if r.agent == worker.path] == []
 
 
 def test_deferred_can_be_awaited_after_it_settled(sim: Simulation) -> None:
