@@ -22,7 +22,7 @@ run's time. So, from the first run loop (`Simulation.run_*`, `wait`, `quiesce`) 
 hands. None of this changes what a run does (the simulator never lets the collector close a
 coroutine that could still act: `sim.kernel`), only when memory is reclaimed. A process that
 turned the collector off keeps it off; objects it froze itself before the first loop stay
-frozen, and then only the thresholds change.
+frozen and out of every collection, and then nothing else is frozen.
 """
 
 from __future__ import annotations
@@ -63,16 +63,20 @@ def _doubled() -> bool:
 
 
 def _collect_all() -> None:
-    """A full collection of everything (the frozen objects included)."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
+    """A full collection of everything (what this module froze included; what the process
+    froze itself stays out of it)."""
+    if _State.frozen:
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+    else:
+        gc.collect()
     _State.blocks = sys.getallocatedblocks()
 
 
 def checkpoint() -> None:
     """Between two events of a run loop: collect everything if the heap may have doubled."""
-    if _State.frozen and _doubled():
+    if _State.saved is not None and gc.isenabled() and _doubled():
         _collect_all()
 
 
@@ -101,14 +105,14 @@ def running() -> Iterator[None]:
             _State.saved = gc.get_threshold()
             _State.frozen = gc.get_freeze_count() == 0
         gc.set_threshold(*RUN_THRESHOLDS)
+        if _State.blocks == 0:
+            _State.blocks = sys.getallocatedblocks()
         if _State.frozen:
-            if _State.blocks == 0:
-                _State.blocks = sys.getallocatedblocks()
             gc.freeze()  # what was made since the last loop joins what that loop froze
     _State.depth += 1
     try:
         yield
     finally:
         _State.depth -= 1
-        if _State.depth == 0 and _State.frozen and _doubled():
+        if _State.depth == 0 and _State.saved is not None and gc.isenabled() and _doubled():
             _collect_all()

@@ -186,6 +186,35 @@ def test_the_run_policy_freezes_raises_thresholds_and_release_restores_everythin
     assert gc.get_freeze_count() == 0
 
 
+def test_with_objects_the_process_froze_itself_garbage_is_still_collected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process that froze objects itself keeps them frozen; the doubling rule's full
+    collections still reclaim the cyclic garbage of the run."""
+    import weakref
+
+    class Node:
+        pass
+
+    collector.release()
+    gc.freeze()  # the process's own
+    mine = gc.get_freeze_count()
+    monkeypatch.setattr(collector, "HEAP_FLOOR", 1)
+    monkeypatch.setattr(collector._State, "blocks", 1)  # the heap "doubled" since
+    gone = []
+    try:
+        with collector.running():
+            node = Node()
+            node.self = node  # a cycle: only a collection reclaims it
+            weakref.finalize(node, gone.append, True)
+            del node
+        assert gone == [True]
+        assert gc.get_freeze_count() >= mine
+    finally:
+        collector.release()
+        gc.unfreeze()
+
+
 def test_the_run_policy_leaves_a_disabled_collector_alone() -> None:
     collector.release()
     gc.disable()
