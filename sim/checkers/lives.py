@@ -40,6 +40,8 @@ AT_DEATH = frozenset({"connection:close"})
 `incarnation:end`: the closing of the connections it held."""
 SLOT_WRITES = ("alarm:set", "alarm:deleted")
 STARTUP_EVENTS = ("startup:begin", "startup:done", "startup:failed")
+LIVE_STEPS = frozenset({*STARTUP_EVENTS, "delivery:begin"})
+"""Records only a live incarnation's own steps write (never one at incarnation 0)."""
 
 
 def _at(record: TraceRecord) -> str:
@@ -69,7 +71,9 @@ def eviction_final(context: CheckContext) -> list[Violation]:
     2. incarnations are lived one at a time and numbered 1, 2, 3...: `incarnation:start` of I
        comes only once incarnation I-1 has ended;
     3. no `alarm:set` / `alarm:deleted` is written while the agent has no live incarnation
-       (incarnation 0): only a live incarnation may change the alarm slot.
+       (incarnation 0): only a live incarnation may change the alarm slot; and no startup or
+       delivery (`startup:*`, `delivery:begin`) is recorded then either: those are the steps of
+       a live incarnation, so one at incarnation 0 is code of a dead one running on.
     """
     out: list[Violation] = []
     for agent in context.agents():
@@ -123,6 +127,17 @@ def eviction_final(context: CheckContext) -> list[Violation]:
                         "",
                         f"the alarm slot of {agent} was changed ({record.event}) at "
                         f"{_at(record)} while no incarnation of it was alive",
+                        (record.seq,),
+                    )
+                )
+            elif record.event in LIVE_STEPS and record.inc == 0:
+                out.append(
+                    Violation(
+                        "eviction_final",
+                        agent,
+                        "",
+                        f"{agent} recorded {record.event} at {_at(record)} while no incarnation "
+                        f"of it was alive: code of a dead incarnation ran on",
                         (record.seq,),
                     )
                 )

@@ -97,6 +97,21 @@ def test_overlapping_lives_and_a_slot_changed_by_nobody_are_caught(lives: CheckC
     ]
 
 
+def test_a_startup_finished_by_a_dead_incarnation_is_caught(lives: CheckContext) -> None:
+    """A startup that ends, and a delivery that begins, after the incarnation that ran them
+    died (the records carry incarnation 0): code of a dead incarnation ran on."""
+    death = one(lives, "incarnation:end", 1)
+    done = record(0, 10_000, C, 0, "startup:done")
+    begun = record(0, 10_000, C, 0, "delivery:begin", trigger="request")
+    ran_on = inserted(inserted(lives, death.seq, done), death.seq + 1, begun)
+    assert messages(ran_on, "eviction_final") == [
+        "Counter/counter recorded startup:done at 00:00:10.000 while no incarnation of it was "
+        "alive: code of a dead incarnation ran on",
+        "Counter/counter recorded delivery:begin at 00:00:10.000 while no incarnation of it was "
+        "alive: code of a dead incarnation ran on",
+    ]
+
+
 def test_a_deleted_sub_agent_numbers_its_lives_afresh() -> None:
     """After `facet:deleted`, the same path is a new record whose incarnation 1 is legal."""
     p = "P/p/Child/c"
