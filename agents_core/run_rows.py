@@ -14,9 +14,9 @@ the incarnation, and the memo, with it.
 Every statement through `Agent.sql` that writes one of those tables tells the memo
 (`statement_effects`): a run-row write the runtime does not track makes it read the ids again,
 an insert marks a table not empty, and any other write but an update makes its emptiness unknown.
-Code that writes the runtime's tables or keys around `Agent.sql` (straight through the host) is
-not seen: it is documented in docs/divergences.md (row P1), with what the memo changes for
-storage faults.
+Code that writes the runtime's tables or keys around `Agent.sql` (straight through the host), or
+deletes all storage other than by `destroy()`, is not seen: it is documented in
+docs/divergences.md (row P1), with what the memo changes for storage faults.
 """
 
 from __future__ import annotations
