@@ -180,6 +180,20 @@ class CheckContext:
         last = self._last_life_record.get(agent)
         return last.inc if last is not None and last.event == "incarnation:start" else None
 
+    def left_asleep(self, agent: str) -> TraceRecord | None:
+        """The `alarm:given_up` after which nothing woke the agent again: the platform stopped
+        retrying its top-level agent's alarm after the agent's last completed startup, and the
+        slot is empty at the end; None when the agent had a wake-up to come or took one. What
+        only a wake-up could finish (a recovery) is then owed to the next event from outside."""
+        root = self.root_of(agent)
+        given = self.events("alarm:given_up", root)
+        if not given or self.alarms.get(root) is not None:
+            return None
+        done = self.events("startup:done", agent)
+        if done and done[-1].seq > given[-1].seq:
+            return None
+        return given[-1]
+
     def may_have_rolled_back(self, record: TraceRecord) -> bool:
         """The incarnation that emitted `record` crashed later in the same instant, so the
         storage writes of the turn that emitted it may have been rolled back (storage commits by

@@ -112,11 +112,16 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
        `LIVENESS_GRACE_MS`: age is only checked after a failed attempt, which the backoff may
        delay), or the max age is <= 0 (kept forever by design);
     2. no `cf_agents_fibers` (managed ledger) row is `pending` or `running`.
+    Neither applies to an agent the platform left asleep (`CheckContext.left_asleep`: its alarm
+    given up after its last completed startup, nothing armed): its recovery waits for the next
+    event from outside, as on the platform.
     """
     if not context.liveness_ran:
         return []
     out: list[Violation] = []
     for agent in context.paths():
+        if context.left_asleep(agent) is not None:
+            continue
         max_age = int(context.option(agent, "fiber_recovery_max_age_ms"))
         for row in context.table(agent, "cf_agents_runs"):
             fiber_id, name = str(row.get("id")), row.get("name")

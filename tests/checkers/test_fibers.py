@@ -7,7 +7,15 @@ import dataclasses
 
 from sim import Simulation
 from sim.checkers import LIVENESS_GRACE_MS, CheckContext, check, context_from
-from tests.checkers.agents import Forgetful, Worker, record, with_row, with_rows
+from tests.checkers.agents import (
+    Forgetful,
+    Worker,
+    inserted,
+    record,
+    scenario_context,
+    with_row,
+    with_rows,
+)
 from tests.conformance.fiber_agents import Poisoned, Recorder, sleep
 
 W = "Worker/w"
@@ -153,3 +161,40 @@ def test_an_orphan_never_recovered_and_a_running_ledger_row_are_caught() -> None
     assert len(check(settled, ["fibers_settled"])) == 1
     no_liveness = CheckContext(records=(), storage=broken.storage)
     assert check(no_liveness, ["fibers_settled"]) == []
+
+
+ASLEEP = """
+    name: asleep
+    description: every wake-up after a deploy crashes in startup, until the alarm is given up
+    seed: 1
+    agents:
+      worker:
+        workload: fibers
+        keep_alive_interval: 2s
+        fibers:
+          - {name: f, step: 10s, steps: 40}
+    steps:
+      - request: {agent: worker}
+      - at: 20s
+        arm_storage_fault: {agent: worker, kind: crash, match: 'FROM cf_agents_state', count: 8}
+      - at: 30s
+        deploy: {}
+      - at: 2h
+        request: {agent: worker, expect_error: AgentEvicted}
+"""
+
+
+def test_an_agent_the_platform_left_asleep_owes_its_recovery_to_the_next_wake_up() -> None:
+    """Every alarm attempt after the deploy crashes in startup, the platform gives the alarm up,
+    and a later request crashes too: the orphaned run row waits for the next event from
+    outside, as on the platform. A startup that completed after the give-up (and recovered
+    nothing) would owe the recovery."""
+    context = scenario_context(ASLEEP)
+    (given_up,) = context.events("alarm:given_up")
+    assert context.left_asleep("FiberWorkload/worker") == given_up
+    assert context.table("FiberWorkload/worker", "cf_agents_runs") != []
+    assert check(context, ["fibers_settled"]) == []
+    woke = record(0, 7_300_000, "FiberWorkload/worker", 10, "startup:done")
+    later = inserted(context, context.records[-1].seq, woke)
+    assert later.left_asleep("FiberWorkload/worker") is None
+    assert [v.invariant for v in check(later, ["fibers_settled"])] == ["fibers_settled"]
