@@ -29,7 +29,8 @@ export interface TraceRecord {
 
 interface Timer {
   due: number;
-  seq: number;
+  /** Creation order: timers due at one instant fire in it. */
+  order: number;
   owner: string;
   fired: boolean;
   dead: boolean;
@@ -37,7 +38,9 @@ interface Timer {
 
 interface Shared {
   now: number;
+  /** Bumped by every agent sleep (not by an SDK timeout): work that slept is parked. */
   seq: number;
+  order: number;
   timers: Timer[];
   records: TraceRecord[];
   /** DO id (hex) -> the armed alarm in virtual ms, or null. */
@@ -63,6 +66,7 @@ export function shared(): Shared {
     holder[SHARED_KEY] = {
       now: 0,
       seq: 0,
+      order: 0,
       timers: [],
       records: [],
       alarms: new Map(),
@@ -150,14 +154,78 @@ function clone(value: Json): Json {
  * A timer dropped by an eviction is never fired, so the dead incarnation never goes on. */
 export async function sleep(owner: string, ms: number): Promise<void> {
   const state = shared();
-  state.activity += 1;
   state.seq += 1;
-  const timer: Timer = { due: state.now + Math.max(0, ms), seq: state.seq, owner, fired: false, dead: false };
-  state.timers.push(timer);
+  const timer = addTimer(owner, ms);
   while (!timer.fired) {
     if (timer.dead) return new Promise<void>(() => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 1));
+    await new Promise((resolve) => realTimers().setTimeout(resolve, 1));
   }
+}
+
+function addTimer(owner: string, ms: number): Timer {
+  const state = shared();
+  state.activity += 1;
+  state.order += 1;
+  const due = state.now + Math.max(0, ms);
+  const timer: Timer = { due, order: state.order, owner, fired: false, dead: false };
+  state.timers.push(timer);
+  return timer;
+}
+
+interface RealTimers {
+  setTimeout: typeof setTimeout;
+  clearTimeout: typeof clearTimeout;
+}
+
+/** The isolate's own timers, kept before `installVirtualTimers` replaced them: the harness's
+ * polling and the runner's quiet-period checks run on real time. */
+export function realTimers(): RealTimers {
+  const holder = globalThis as unknown as { __realTimers?: RealTimers };
+  return holder.__realTimers ?? { setTimeout, clearTimeout };
+}
+
+/** Put the SDK's `setTimeout` timers on virtual time: a re-attach's no-progress budget and
+ * maximum window, a recovery inspection's or hook's timeout wait for the runner to reach
+ * their instant, as the port's do on its clock. A zero delay stays a real yield. The
+ * callback runs in the context that set the timer: it polls its virtual timer there on a
+ * real 1 ms timeout, as an agent's sleep does. */
+export function installVirtualTimers(): void {
+  const holder = globalThis as unknown as {
+    __realTimers?: RealTimers;
+    setTimeout: typeof setTimeout;
+    clearTimeout: typeof clearTimeout;
+  };
+  if (holder.__realTimers) return;
+  const real: RealTimers = {
+    setTimeout: holder.setTimeout.bind(globalThis),
+    clearTimeout: holder.clearTimeout.bind(globalThis)
+  };
+  holder.__realTimers = real;
+  const virtual = new WeakSet<object>();
+  holder.setTimeout = ((callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const delay = Number(ms ?? 0);
+    if (!(delay > 0)) return real.setTimeout(callback, ms, ...args);
+    const timer = addTimer("sdk", delay);
+    virtual.add(timer);
+    const poll = () => {
+      if (timer.dead) return;
+      if (timer.fired) callback(...args);
+      else real.setTimeout(poll, 1);
+    };
+    real.setTimeout(poll, 1);
+    return timer as unknown as ReturnType<typeof setTimeout>;
+  }) as typeof setTimeout;
+  holder.clearTimeout = ((handle?: unknown) => {
+    if (handle && typeof handle === "object" && virtual.has(handle)) {
+      const timer = handle as Timer;
+      timer.dead = true;
+      const state = shared();
+      state.timers = state.timers.filter((t) => t !== timer);
+      state.activity += 1;
+      return;
+    }
+    real.clearTimeout(handle as never);
+  }) as typeof clearTimeout;
 }
 
 /** The earliest pending timer, or null. */
@@ -165,7 +233,7 @@ export function nextTimer(): Timer | null {
   const timers = shared().timers;
   let best: Timer | null = null;
   for (const timer of timers) {
-    if (best === null || timer.due < best.due || (timer.due === best.due && timer.seq < best.seq))
+    if (best === null || timer.due < best.due || (timer.due === best.due && timer.order < best.order))
       best = timer;
   }
   return best;

@@ -19,6 +19,8 @@ import {
   dropTimers,
   fireTimer,
   installVirtualDate,
+  installVirtualTimers,
+  realTimers,
   nextTimer,
   record,
   resetRun,
@@ -99,7 +101,7 @@ function working(): boolean {
 }
 
 function realPause(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  return new Promise((resolve) => realTimers().setTimeout(resolve, ms));
 }
 
 /** Wait until nothing happens for `QUIET_ROUNDS` rounds in a row and every piece of work the
@@ -282,6 +284,8 @@ class Player {
 
   async perform(action: Action): Promise<void> {
     const alias = action.agent as string;
+    const before = action.snapshot ? this.alarmsBeforeSending(action.t) : null;
+    if (!action.snapshot) this.sentAt = null;
     if (action.do === "snapshot") {
       this.snapshot(action.label ?? null);
       return;
@@ -378,7 +382,7 @@ class Player {
         };
       }
       status = this.track(call, `call ${alias}.${method}`, answer);
-      if (action.snapshot) this.snapshot(action.snapshot);
+      if (action.snapshot) this.snapshot(action.snapshot, before ?? undefined);
     } else {
       const init: RequestInit = { method: action.http_method ?? "GET" };
       if (action.body !== undefined && action.body !== null) {
@@ -413,13 +417,27 @@ class Player {
     }
   }
 
-  /** The alarm each agent has armed (`harness:alarm`), after the step `label`. */
-  private snapshot(label: string | null): void {
+  /** The alarm each agent has armed (`harness:alarm`), after the step `label`; `alarms`
+   * gives the slots to read instead of the current ones. */
+  private snapshot(label: string | null, alarms?: Map<string, number | null>): void {
     for (const name of Object.keys(this.plan.agents)) {
       const key = this.keys.get(name);
-      const at = key === undefined ? null : (shared().alarms.get(key) ?? null);
+      const slots = alarms ?? shared().alarms;
+      const at = key === undefined ? null : (slots.get(key) ?? null);
       record(this.doName(name), "harness:alarm", { at, step: label });
     }
+  }
+
+  /** The alarms as they were before the first of the calls sent without waiting at this
+   * instant: the port sends each such call and returns at once, so nothing any of them does
+   * has run when their steps' snapshots are taken. */
+  private sentAt: { t: number; alarms: Map<string, number | null> } | null = null;
+
+  private alarmsBeforeSending(t: number): Map<string, number | null> {
+    if (this.sentAt === null || this.sentAt.t !== t) {
+      this.sentAt = { t, alarms: new Map(shared().alarms) };
+    }
+    return this.sentAt.alarms;
   }
 
   /** `harness:outcome {step, ok, error}` of every call not waited for, at the end. */
@@ -569,6 +587,7 @@ const plans = JSON.parse(
 ) as { plans: Plan[] };
 
 installVirtualDate();
+installVirtualTimers();
 subscribeChannels();
 
 describe("plans", () => {

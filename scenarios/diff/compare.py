@@ -64,12 +64,33 @@ ALLOWED: tuple[Allowed, ...] = (
         Allowed(
             row="S8",
             why="the port finishes an awaited run through the delivery ledger too (a claim and a "
-            "delivered mark on its row); the SDK calls its hook unguarded and leaves both null",
+            "delivered mark on its row, in the give_up slot for a soft interrupt); the SDK calls "
+            "its hook unguarded and leaves them null",
             table="cf_agent_tool_runs",
             column=column,
             where=(("detached", 0),),
         )
-        for column in ("finish_claimed_at", "finish_delivered_at")
+        for column in (
+            "finish_claimed_at",
+            "finish_delivered_at",
+            "give_up_claimed_at",
+            "give_up_delivered_at",
+        )
+    ),
+    *(
+        Allowed(
+            row="A8",
+            why="a re-issue of an awaited run the recovery sweep is still giving up gives up "
+            "again: the SDK calls the give_up hook for it and the sweep calls it a second time; "
+            "the port delivers the slot once (its notes renumber the story log after it)",
+            scenario="reissue-during-long-recovery-finishes-once",
+            **where,
+        )
+        for where in (
+            {"event": "story:finish", "where": (("reason", "no-progress"),)},
+            {"table": "story_log", "where": (("kind", "finish"), ("data.reason", "no-progress"))},
+            {"table": "story_log", "column": "seq"},
+        )
     ),
     *(
         Allowed(

@@ -281,26 +281,20 @@ def _step_action(step: Step, clients: dict[str, str], scenario: Scenario) -> dic
 
 
 _REAL_TIME_TIMERS = (
-    "the SDK waits for it on a real-time setTimeout (not on the play's virtual clock) in "
-    "workerd's test pool"
+    "the SDK sleeps a Math.random jitter before each retry, where the port's is seeded, so the "
+    "retries land at other instants"
 )
 
 
 def _real_time_skip(python: PythonRun) -> Skip | None:
-    """A run that depends on a timer the SDK sets with `setTimeout`, which the real side cannot
-    put on virtual time yet: a retried schedule callback (jittered backoff), or a re-attach
-    given up by its no-progress budget or its maximum window."""
+    """A run whose SDK side waits on a timer the real side cannot reproduce: a retried schedule
+    callback sleeps a `Math.random` jitter (the port's is seeded), so its retries land at other
+    instants. (The SDK's other `setTimeout` timers run on virtual time.)"""
     for record in python.records:
-        kind, payload = record["type"], record.get("payload") or {}
+        kind = record["type"]
         where = f"the run, at {record['t']} ms ({record['agent']})"
         if kind in ("schedule:retry", "queue:retry"):
             return Skip(where, f"a {kind} backoff: {_REAL_TIME_TIMERS}")
-        if (
-            kind == "agent_tool:recovery:row"
-            and payload.get("status") == "interrupted"
-            and "re-attach" in str(payload.get("reason") or "")
-        ):
-            return Skip(where, f"a re-attach given up on its timers: {_REAL_TIME_TIMERS}")
     return None
 
 

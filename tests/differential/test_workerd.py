@@ -123,3 +123,25 @@ def test_the_sdks_clear_leaves_the_childrens_facets_in_workerd(monkeypatch) -> N
     assert cancelled and not [r for r in real.records if r[2] == "story:child-cancelled"]
     drill_ins = sorted(str(r[3]) for r in ours.records if r[2] == "story:drill-in")
     assert drill_ins == sorted(str(r[3]) for r in real.records if r[2] == "story:drill-in")
+
+
+def test_the_sdks_timeouts_run_on_virtual_time() -> None:
+    """reattach-ceiling-tears-down-an-endless-child: the SDK's re-attach window is a setTimeout,
+    which the real side runs on the play's virtual clock, so the parent gives up at 2m2s on both
+    sides. With the window raised to 3 minutes on the real side alone, it gives up a minute
+    later and the two differ at 2m2s."""
+    name = "reattach-ceiling-tears-down-an-endless-child"
+    verdicts, _refused = diff_scenarios([str(LIBRARY / f"{name}.yaml")], repeat=2)
+    assert [v.word for v in verdicts] == ["AGREE"], verdicts[0].text()
+    compiled = compile_plan(load_scenario(str(LIBRARY / f"{name}.yaml")), repeat=1)
+    plan = json.loads(json.dumps(compiled.plan))
+    options = plan["agents"]["parent"]["options"]
+    assert options["agent_tool_reattach_max_window_ms"] == 120_000
+    options["agent_tool_reattach_max_window_ms"] = 180_000
+    played = play_plans([plan])[name]
+    ours = normalise(compiled.python.records, compiled.python.tables, real=False)
+    theirs = normalise(played.plays[0]["records"], played.plays[0]["tables"], real=True)
+    outcome = compare(ours, theirs, name)
+    assert not outcome.agree
+    assert outcome.differences[0].startswith("at 00:02:02.000:")
+    assert "agentsim only: parent story:finish" in outcome.differences[0]
