@@ -52,6 +52,17 @@ class Allowed:
         return self.scenario is None or self.scenario == scenario
 
 
+def _scoped(
+    row: str, why: str, scenarios: tuple[str, ...], *parts: dict[str, Any]
+) -> tuple[Allowed, ...]:
+    """One rule per scenario and part (what each forgives: an event, a table, a column...)."""
+    return tuple(
+        Allowed(row=row, why=why, scenario=scenario, **part)
+        for scenario in scenarios
+        for part in parts
+    )
+
+
 ALLOWED: tuple[Allowed, ...] = (
     Allowed(
         row="S5",
@@ -77,49 +88,30 @@ ALLOWED: tuple[Allowed, ...] = (
             "give_up_delivered_at",
         )
     ),
-    *(
-        Allowed(
-            row="A8",
-            why="a re-issue of an awaited run the recovery sweep is still giving up gives up "
-            "again: the SDK calls the give_up hook for it and the sweep calls it a second time; "
-            "the port delivers the slot once (its notes renumber the story log after it)",
-            scenario="reissue-during-long-recovery-finishes-once",
-            **where,
-        )
-        for where in (
-            {"event": "story:finish", "where": (("reason", "no-progress"),)},
-            {"table": "story_log", "where": (("kind", "finish"), ("data.reason", "no-progress"))},
-            {"table": "story_log", "column": "seq"},
-        )
+    *_scoped(
+        "A8",
+        "a re-issue of an awaited run the recovery sweep is still giving up gives up again: the "
+        "SDK calls the give_up hook for it and the sweep calls it a second time; the port "
+        "delivers the slot once (its notes renumber the story log after it)",
+        ("reissue-during-long-recovery-finishes-once",),
+        {"event": "story:finish", "where": (("reason", "no-progress"),)},
+        {"table": "story_log", "where": (("kind", "finish"), ("data.reason", "no-progress"))},
+        {"table": "story_log", "column": "seq"},
     ),
-    *(
-        Allowed(
-            row="S7",
-            why="after a budget give-up the parent's own teardown aborts the child: the SDK "
-            "delivers that `aborted` a second time (frame, hooks, row), the port closes the "
-            "finish slot silently and the row stays the give-up's",
-            scenario=scenario,
-            **where,
-        )
-        for scenario in (
-            "detached-budget-exceeded-gives-up-once",
-            "detached-silent-child-sealed-no-progress",
-        )
-        for where in (
-            {"event": "harness:frame", "where": (("frame.event.kind", "aborted"),)},
-            {"event": "story:finish", "where": (("status", "aborted"),)},
-            {"event": "story:on-finish", "where": (("status", "aborted"),)},
-            {"table": "story_log", "where": (("data.status", "aborted"),)},
-            *(
-                {"table": "cf_agent_tool_runs", "column": column}
-                for column in (
-                    "status",
-                    "error_message",
-                    "interrupted_reason",
-                    "child_still_running",
-                )
-            ),
-        )
+    *_scoped(
+        "S7",
+        "after a budget give-up the parent's own teardown aborts the child: the SDK delivers "
+        "that `aborted` a second time (frame, hooks, row), the port closes the finish slot "
+        "silently and the row stays the give-up's",
+        ("detached-budget-exceeded-gives-up-once", "detached-silent-child-sealed-no-progress"),
+        {"event": "harness:frame", "where": (("frame.event.kind", "aborted"),)},
+        {"event": "story:finish", "where": (("status", "aborted"),)},
+        {"event": "story:on-finish", "where": (("status", "aborted"),)},
+        {"table": "story_log", "where": (("data.status", "aborted"),)},
+        *(
+            {"table": "cf_agent_tool_runs", "column": column}
+            for column in ("status", "error_message", "interrupted_reason", "child_still_running")
+        ),
     ),
     *(
         Allowed(
@@ -139,25 +131,20 @@ ALLOWED: tuple[Allowed, ...] = (
         table="cf_agents_schedules",
         column="created_at",
     ),
-    *(
-        Allowed(
-            row="S1",
-            why="the recovery hook throws for a managed fiber: the SDK settles it `error`, the "
-            "port keeps it `interrupted` for the duplicate delivery to resolve, so the receipts, "
-            "the duplicate's reply and the ledger row tell that story on each side",
-            scenario="managed-hook-throws-then-duplicate-resolves",
-            **where,
-        )
-        for where in (
-            {"event": "story:receipt", "payload_field": "status"},
-            {"event": "story:reply"},
-            {"event": "story:resolved"},
-            {"table": "cf_agents_fibers", "column": "status"},
-            {"table": "cf_agents_fibers", "column": "error_message"},
-            {"table": "cf_agents_fibers", "column": "completed_at"},
-            {"table": "story_log"},
-            {"event": "harness:reply"},
-        )
+    *_scoped(
+        "S1",
+        "the recovery hook throws for a managed fiber: the SDK settles it `error`, the port keeps "
+        "it `interrupted` for the duplicate delivery to resolve, so the receipts, the duplicate's "
+        "reply and the ledger row tell that story on each side",
+        ("managed-hook-throws-then-duplicate-resolves",),
+        {"event": "story:receipt", "payload_field": "status"},
+        {"event": "story:reply"},
+        {"event": "story:resolved"},
+        {"table": "cf_agents_fibers", "column": "status"},
+        {"table": "cf_agents_fibers", "column": "error_message"},
+        {"table": "cf_agents_fibers", "column": "completed_at"},
+        {"table": "story_log"},
+        {"event": "harness:reply"},
     ),
 )
 
