@@ -63,15 +63,19 @@ def project_for(sdk: str | None) -> Path:
     if shutil.which("npm") is None:
         raise RealSideUnavailable("npm is not installed; --sdk needs it to install that version")
     target = PROJECT / ".sdk" / sdk
-    if (target / "node_modules" / "agents").is_dir():
-        return target
     target.mkdir(parents=True, exist_ok=True)
+    # The worker, its agents and the runner are copied afresh every time (an installed copy
+    # must not play with yesterday's runner); only the npm install is done once.
     for name in _PROJECT_FILES:
         source = PROJECT / name
         if source.is_dir():
-            shutil.copytree(source, target / name, dirs_exist_ok=True)
-        elif source.exists() and name != "package-lock.json":
+            shutil.rmtree(target / name, ignore_errors=True)
+            shutil.copytree(source, target / name)
+        elif source.exists() and name not in ("package-lock.json", "package.json"):
             shutil.copy2(source, target / name)
+    if (target / "node_modules" / "agents").is_dir():
+        return target
+    shutil.copy2(PROJECT / "package.json", target / "package.json")
     package = json.loads((target / "package.json").read_text())
     package["devDependencies"]["agents"] = sdk
     # The SDK's peers follow its version: npm installs the ones that release asks for.

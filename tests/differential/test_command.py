@@ -64,3 +64,26 @@ def test_plays_that_disagree_among_themselves_are_unstable_not_different() -> No
     assert differ.word == "DIFFER"
     assert "agentsim only: a story:x {}" in differ.lines[0]
     assert "workerd only: a story:y {}" in differ.lines[0]
+
+
+def test_another_sdk_release_plays_with_the_current_runner(tmp_path, monkeypatch) -> None:
+    """`--sdk VERSION` installs the release once into differential/.sdk/VERSION, but copies the
+    worker, its agents and the runner afresh each time: a file changed since is played as it
+    is now, and one removed since is gone."""
+    project = tmp_path / "differential"
+    (project / "src").mkdir(parents=True)
+    (project / "package.json").write_text('{"devDependencies": {"agents": "0.21.0"}}')
+    (project / "src" / "worker.ts").write_text("export const v = 1;")
+    (project / "src" / "old.ts").write_text("export const gone = true;")
+    installed = project / ".sdk" / "9.9.9" / "node_modules" / "agents"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(workerd, "PROJECT", project)
+    monkeypatch.setattr(workerd.shutil, "which", lambda _name: "/usr/bin/npm")
+    target = workerd.project_for("9.9.9")
+    assert (target / "src" / "worker.ts").read_text() == "export const v = 1;"
+    (project / "src" / "worker.ts").write_text("export const v = 2;")
+    (project / "src" / "old.ts").unlink()
+    assert workerd.project_for("9.9.9") == target
+    assert (target / "src" / "worker.ts").read_text() == "export const v = 2;"
+    assert not (target / "src" / "old.ts").exists()
+    assert installed.is_dir()
