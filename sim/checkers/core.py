@@ -180,6 +180,22 @@ class CheckContext:
         last = self._last_life_record.get(agent)
         return last.inc if last is not None and last.event == "incarnation:start" else None
 
+    def record_resets(self, agent: str) -> list[int]:
+        """Seqs at which the platform forgot the agent's record (a `facet:deleted` of it or of an
+        ancestor, a `storage:wiped` of an ancestor): a later use of the path is a new record,
+        whose incarnations, leases and runs are numbered afresh."""
+        seqs = []
+        for event in ("facet:deleted", "storage:wiped"):
+            for record in self.events(event):
+                owner = record.agent
+                if agent.startswith(owner + "/") or (event == "facet:deleted" and agent == owner):
+                    seqs.append(record.seq)
+        return sorted(seqs)
+
+    def life_of(self, record: TraceRecord) -> int:
+        """Which record of its path `record` belongs to: 0 until the first reset, then 1, ..."""
+        return sum(1 for seq in self.record_resets(record.agent) if seq < record.seq)
+
     def left_asleep(self, agent: str) -> TraceRecord | None:
         """The `alarm:given_up` after which nothing woke the agent again: the platform stopped
         retrying its top-level agent's alarm after the agent's last completed startup, and the

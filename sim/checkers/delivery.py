@@ -27,14 +27,31 @@ OWN_TEARDOWN_REASONS = frozenset(
 """The reasons a detached give-up cancels its child with (spec agent-tools §4.5 step 2d): an
 `aborted` carrying one of them is the parent's own teardown (S7: it delivers nothing more)."""
 
-Key = tuple[str, str, str]
+Key = tuple[str, str, str, int]
+"""(parent, run id, slot, which run of that id: a cleared run's id may be used again)."""
 
 
 def _by_run_slot(context: CheckContext, event: str) -> dict[Key, list[TraceRecord]]:
     out: dict[Key, list[TraceRecord]] = defaultdict(list)
     for record in context.events(event):
-        out[(record.agent, str(record.get("runId")), str(record.get("slot")))].append(record)
+        run_id = str(record.get("runId"))
+        key = (record.agent, run_id, str(record.get("slot")), _run_life(context, record, run_id))
+        out[key].append(record)
     return out
+
+
+def _run_life(context: CheckContext, record: TraceRecord, run_id: str) -> int:
+    """How many times the run's child (`<parent>/<class>/<run id>`) was deleted before `record`
+    (clearing a run deletes it): a run id used again after that is a new run."""
+    depth = record.agent.count("/") + 2
+    return sum(
+        1
+        for deleted in context.events("facet:deleted")
+        if deleted.seq < record.seq
+        and deleted.agent.startswith(record.agent + "/")
+        and deleted.agent.count("/") == depth
+        and deleted.agent.endswith("/" + run_id)
+    )
 
 
 def _at(record: TraceRecord) -> str:
@@ -52,7 +69,7 @@ def _crash_between(
     slot stays claimed and is delivered again after the lease), or a storage fault failed the
     write of the slot's delivered mark (`fault:storage_error` of a statement naming
     `<slot>_delivered_at`: the claim is left to go stale), between the two records."""
-    agent, run_id, slot = key
+    agent, run_id, slot, _ = key
     for end in context.incarnation_ends(agent):
         if first.seq < end.seq < second.seq:
             return True
@@ -71,7 +88,8 @@ def _crash_between(
 def exactly_once_finish(context: CheckContext) -> list[Violation]:
     """S8 — finish delivery is exactly once normally and at least once across a crash.
 
-    For every (parent, run, slot):
+    For every (parent, run, slot) (a run cleared, its child deleted, whose id is used again is
+    a new run):
     1. at most one `hook:delivered`; a second one is allowed only when the incarnation that
        recorded the first crashed in the same instant (its turn, holding the delivered mark,
        rolled back);
@@ -91,7 +109,7 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
     out: list[Violation] = []
     delivered = _by_run_slot(context, "hook:delivered")
     for key, records in sorted(delivered.items()):
-        agent, run_id, slot = key
+        agent, run_id, slot, _ = key
         for first, second in zip(records, records[1:], strict=False):
             if context.may_have_rolled_back(first):
                 continue
@@ -108,7 +126,7 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
     for event in HOOK_EVENTS:
         hook = event.removeprefix("hook:")
         for key, calls in sorted(_by_run_slot(context, event).items()):
-            agent, run_id, slot = key
+            agent, run_id, slot, _ = key
             for first, second in zip(calls, calls[1:], strict=False):
                 if not _crash_between(context, key, first, second):
                     out.append(

@@ -196,17 +196,18 @@ def fiber_leases_released(context: CheckContext) -> list[Violation]:
        `keep_alive:release {holder: fiber:F}` of that incarnation — unless the incarnation died
        in that instant (its `incarnation:end` follows at the same time);
     2. every `keep_alive:release {lease, holder}` answers an earlier `keep_alive:acquire` with
-       that lease and holder in that incarnation, and a lease is released at most once.
+       that lease and holder in that incarnation, and a lease is released at most once (a
+       deleted sub-agent's path used again is a new record, its leases numbered afresh).
     """
     out: list[Violation] = []
     for agent in context.agents():
         records = context.records_of(
             agent, *FIBER_ENDS, "keep_alive:acquire", "keep_alive:release", "incarnation:end"
         )
-        held: dict[tuple[int, Any], TraceRecord] = {}
-        released: dict[tuple[int, Any], TraceRecord] = {}
+        held: dict[tuple[int, int, Any], TraceRecord] = {}
+        released: dict[tuple[int, int, Any], TraceRecord] = {}
         for index, record in enumerate(records):
-            key = (record.inc, record.get("lease"))
+            key = (context.life_of(record), record.inc, record.get("lease"))
             if record.event == "keep_alive:acquire":
                 held[key] = record
             elif record.event == "keep_alive:release":

@@ -52,7 +52,7 @@ def _lives(context: CheckContext, agent: str) -> list[tuple[int, list[TraceRecor
     """The agent's records by incarnation, in order of first record (records of incarnation 0
     left out; a path used again after its record was forgotten starts new incarnations)."""
     out: dict[tuple[int, int], list[TraceRecord]] = defaultdict(list)
-    resets = _record_resets(context, agent)
+    resets = context.record_resets(agent)
     for record in context.records_of(agent):
         if record.inc:
             generation = sum(1 for s in resets if s < record.seq)
@@ -79,7 +79,7 @@ def eviction_final(context: CheckContext) -> list[Violation]:
     for agent in context.agents():
         ended: dict[int, TraceRecord] = {}
         expected, alive = 1, None
-        resets = _record_resets(context, agent)
+        resets = context.record_resets(agent)
         for record in context.records_of(agent):
             if resets and resets[0] < record.seq:
                 # A deleted sub-agent comes back as a fresh record: numbering starts over.
@@ -142,18 +142,6 @@ def eviction_final(context: CheckContext) -> list[Violation]:
                     )
                 )
     return out
-
-
-def _record_resets(context: CheckContext, agent: str) -> list[int]:
-    """Seqs at which the platform forgot the agent's record (a `facet:deleted` of it or of an
-    ancestor, a `storage:wiped` of an ancestor): a later use of the path is a new record."""
-    seqs = []
-    for event in ("facet:deleted", "storage:wiped"):
-        for record in context.events(event):
-            owner = record.agent
-            if agent.startswith(owner + "/") or (event == "facet:deleted" and agent == owner):
-                seqs.append(record.seq)
-    return sorted(seqs)
 
 
 @invariant("startup_once")

@@ -15,6 +15,7 @@ from tests.checkers.agents import (
     ToolParent,
     inserted,
     record,
+    scenario_context,
     with_record,
     with_row,
     without,
@@ -370,3 +371,37 @@ def test_runs_never_open_at_a_death_are_not_reattach_cases(healthy: CheckContext
         storage=running.storage,
     )
     assert check(no_liveness, ["reattach_terminal"]) == []
+
+
+REUSED = """
+    name: reused
+    description: a run cleared, and its id used again for a new run
+    seed: 19
+    agents:
+      parent: {class: "scenarios.library_agents:StoryParent"}
+    steps:
+      - call:
+          agent: parent
+          method: run_awaited
+          args: [report-1, [[text, "All good."], [finish, completed, All good.]]]
+      - at: 1m
+        call: {agent: parent, method: clear, args: [[completed]]}
+      - at: 1m1s
+        call:
+          agent: parent
+          method: run_awaited
+          args: [report-1, [[text, "Again."], [finish, completed, Again.]]]
+"""
+
+
+def test_a_cleared_run_s_id_used_again_is_a_new_run() -> None:
+    """Clearing a run deletes its child; a run started later with the same id is a new run,
+    whose finish and whose child's leases count afresh. Without the deletion the same records
+    are one run delivered twice, and one lease released twice."""
+    context = scenario_context(REUSED)
+    delivered = context.events("hook:delivered", runId="report-1")
+    assert [r.t_ms for r in delivered] == [0, 61_000]
+    assert check(context, ["exactly_once_finish", "fiber_leases_released"]) == []
+    kept = without(context, lambda r: r.event == "facet:deleted")
+    found = {v.invariant for v in check(kept, ["exactly_once_finish", "fiber_leases_released"])}
+    assert found == {"exactly_once_finish", "fiber_leases_released"}
