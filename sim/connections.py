@@ -123,7 +123,7 @@ def unpark(storage: Parkable) -> None:
 
 def _find_malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None  # not glibc: the allocator keeps what it keeps
 
