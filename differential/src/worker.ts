@@ -5,7 +5,8 @@
  */
 export { Counter } from "./agents/counter";
 export { FiberWorkload } from "./agents/fibers";
-export { ScriptedToolChild, ToolsWorkload } from "./agents/tools";
+export { ScriptedToolChild } from "./agents/scripted-child";
+export { ToolsWorkload } from "./agents/tools";
 export {
   MiddleChild,
   SlowFinishParent,

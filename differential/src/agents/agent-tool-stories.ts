@@ -10,7 +10,7 @@
  */
 import type { Agent } from "agents";
 import { type Json, dropTimers, shared } from "../harness";
-import { ScriptedToolChild, deferred, type Deferred } from "./tools";
+import { ScriptedToolChild, deferred, type Deferred } from "./scripted-child";
 import { HarnessAgent } from "./base";
 
 const APPROVALS_DDL = "CREATE TABLE IF NOT EXISTS child_approvals (run_id TEXT PRIMARY KEY)";
