@@ -140,12 +140,21 @@ class FibersMixin(FiberLedgerMixin):
             self._write_stash(fiber_id, wrap_stash(data) if wrap_stash else data, managed)
 
         try:
-            if has_initial_snapshot:
-                self._write_stash(fiber_id, initial_snapshot, managed)
-            if self._is_facet:
-                await self._facet_register_run(fiber_id)
-                registered = True
-            dispose = await self._keep_alive_lease(f"fiber:{fiber_id}")
+            try:
+                if has_initial_snapshot:
+                    self._write_stash(fiber_id, initial_snapshot, managed)
+                if self._is_facet:
+                    await self._facet_register_run(fiber_id)
+                    registered = True
+                dispose = await self._keep_alive_lease(f"fiber:{fiber_id}")
+            except Exception as exc:
+                # The SDK emits nothing when a fiber's set-up throws before its function runs
+                # (its run:failed is for the function's own error); the harness's record says the
+                # fiber stopped here, so a checker does not take it for one still running.
+                self.host.trace.emit(
+                    "fiber:setup_failed", fiberId=fiber_id, fiberName=name, error=_message(exc)
+                )
+                raise
             context = FiberContext(id=fiber_id, signal=signal or AbortSignal(), stash=stash)
             # set/restore rather than reset(token): a coroutine closed outside its task's context
             # (by the garbage collector, after its incarnation died) must not raise here, and

@@ -190,6 +190,9 @@ WHEN: dict[str, str] = {
     "fiber:run:started": "`runFiber` starts a fiber (managed or not).",
     "fiber:run:completed": "The fiber's function returned; its row is deleted.",
     "fiber:run:failed": "The fiber's function raised.",
+    "fiber:setup_failed": "A fiber's set-up threw before its function ran (its initial "
+    "snapshot, its sub-agent registration or its keepAlive lease): it stops there; the harness's "
+    "record, the SDK emits none.",
     "fiber:run:interrupted": "Recovery found a fiber whose incarnation died mid-run (written "
     "with `fiber:recovery:detected`).",
     "fiber:recovery:detected": "A recovery scan found an interrupted fiber row: its age.",

@@ -95,7 +95,7 @@ def _running_at_end(context: CheckContext, agent: str, fiber_id: str) -> TraceRe
     started = [r for r in context.events("fiber:run:started", agent, fiberId=fiber_id)]
     if not started or started[-1].inc != alive:
         return None
-    for event in ("fiber:run:completed", "fiber:run:failed"):
+    for event in ("fiber:run:completed", "fiber:run:failed", "fiber:setup_failed"):
         if any(r.seq > started[-1].seq for r in context.events(event, agent, fiberId=fiber_id)):
             return None
     return started[-1]

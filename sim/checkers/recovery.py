@@ -36,6 +36,7 @@ FIBER_EVENTS = (
     "fiber:run:started",
     "fiber:run:completed",
     "fiber:run:failed",
+    "fiber:setup_failed",
 )
 
 
@@ -70,7 +71,8 @@ def recovery_once(context: CheckContext) -> list[Violation]:
 
     For every `fiber:recovery:attempt` of fiber F on an agent, in incarnation I:
     1. F is not running in I (no `fiber:run:started` of F in I without a later
-       `fiber:run:completed|failed` of F before the attempt);
+       `fiber:run:completed|failed` of F, or `fiber:setup_failed` (it stopped before its
+       function ran, leaving its row to recovery), before the attempt);
     2. an earlier attempt of F in I is followed by a `fiber:recovery:failed` of F (the hook
        threw and the row was kept for the next scan) or a storage fault on the agent (a failed
        delete keeps the row) before this attempt;
@@ -104,6 +106,8 @@ def _one_fiber(
         if record.event == "fiber:run:started":
             running[record.inc] = record
             settled = None  # an id started again (a managed fiber's explicit id) is a new life
+        elif record.event == "fiber:setup_failed":
+            running.pop(record.inc, None)  # its row, if its delete failed, is an orphan
         elif record.event in ("fiber:run:completed", "fiber:run:failed"):
             running.pop(record.inc, None)
             if settled is None and _settled(context, record, agent):

@@ -329,3 +329,42 @@ def test_the_catching_tests_fail_with_a_blind_checker(
 ) -> None:
     """Each test above goes red when its checker is replaced by one that finds nothing."""
     fails_with_a_blind_checker(monkeypatch, name, test, poison)
+
+
+SETUP_FAILS = """
+    name: setup-fails
+    description: a recovered fiber's hook starts a new fiber whose keepAlive lease fails
+    seed: 12
+    agents:
+      syncer:
+        class: "scenarios.library_agents:Researcher"
+        options:
+          steps: [page-1, page-2, page-3, page-4, page-5, page-6]
+    steps:
+      - call: {agent: syncer, method: research_later, args: [10, inbox]}
+      - at: 45s
+        deploy: {}
+      - arm_storage_fault: {agent: syncer, kind: error, match: '^SELECT\\b.* FROM _cf_KV\\b'}
+      - arm_storage_fault: {agent: syncer, kind: error, match: '^DELETE FROM cf_agents_runs\\b'}
+      - run_until: 10m
+"""
+
+
+def test_a_fiber_whose_setup_failed_is_not_running_when_its_orphan_is_recovered() -> None:
+    """The hook's new fiber cannot take its keepAlive lease (a storage error) and its row's
+    delete fails too: it stopped before its function ran (`fiber:setup_failed`), so recovering
+    its orphaned row in the same incarnation is not recovering a running fiber. Without that
+    record the fiber would look as if it were still running."""
+    context = scenario_context(SETUP_FAILS)
+    (stopped,) = context.events("fiber:setup_failed")
+    fiber = stopped.get("fiberId")
+    (attempt,) = [
+        r for r in context.events("fiber:recovery:attempt", fiberId=fiber) if r.inc == stopped.inc
+    ]
+    assert attempt.seq > stopped.seq
+    assert context.events("fiber:run:failed", fiberId=fiber) == []  # as the SDK: none for set-up
+    assert check(context, ["recovery_once"]) == []
+    hidden = without(context, lambda r: r.event == "fiber:setup_failed")
+    assert [v.message.split(" was ")[0] for v in check(hidden, ["recovery_once"])] == [
+        f"the recovery hook of fiber {fiber} (research) of Researcher/syncer"
+    ]
