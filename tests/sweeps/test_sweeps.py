@@ -108,22 +108,33 @@ def test_sweep_hands_results_back_in_the_order_given(idle_file: str) -> None:
     assert all(len(r.trace) == 0 for r in results)  # records are shipped only when asked for
 
 
-def test_a_pooled_worker_that_dies_loses_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def _a_death_loses_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *backend: str,
 ) -> None:
-    """A local worker that dies mid-task breaks the pool; a fresh pool runs the seeds it took
-    down, and the output is the serial run's."""
+    """Seeds 0..5 of a file whose first run anywhere kills its process: serially (the death
+    already spent), then on `backend` (a worker dies), with the same output."""
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "marker"
     Path("dies.yaml").write_text(DIES.format(marker=marker), encoding="utf-8")
     marker.write_text("already died\n", encoding="utf-8")
     serial = _run(capsys, "run", "dies.yaml", "--seeds", "0..5")
     marker.unlink()
-    pooled = _run(capsys, "run", "dies.yaml", "--seeds", "0..5", "--workers", "2")
+    spread = _run(capsys, "run", "dies.yaml", "--seeds", "0..5", *backend)
     assert marker.exists()  # a worker did die
     assert serial[0] == 0
-    assert pooled[0] == 0, pooled[2]
-    assert pooled[1] == serial[1]
+    assert spread[0] == 0, spread[2]
+    assert spread[1] == serial[1]
+
+
+def test_a_pooled_worker_that_dies_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A local worker that dies mid-task breaks the pool; a fresh pool runs the seeds it took
+    down, and the output is the serial run's."""
+    _a_death_loses_nothing(tmp_path, monkeypatch, capsys, "--workers", "2")
 
 
 def test_a_seed_that_kills_every_worker_ends_the_pooled_sweep_naming_it(
@@ -186,17 +197,7 @@ def test_a_lost_dask_worker_s_seeds_run_elsewhere(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A worker that dies mid-task loses nothing: its seeds run again, the summary is whole."""
-    monkeypatch.chdir(tmp_path)
-    marker = tmp_path / "marker"
-    Path("dies.yaml").write_text(DIES.format(marker=marker), encoding="utf-8")
-    marker.write_text("already died\n", encoding="utf-8")
-    serial = _run(capsys, "run", "dies.yaml", "--seeds", "0..5")
-    marker.unlink()
-    dask = _run(capsys, "run", "dies.yaml", "--seeds", "0..5", "--dask", "local", "--workers", "2")
-    assert marker.exists()  # a worker did die
-    assert serial[0] == 0
-    assert dask[0] == 0, dask[2]
-    assert dask[1] == serial[1]
+    _a_death_loses_nothing(tmp_path, monkeypatch, capsys, "--dask", "local", "--workers", "2")
 
 
 def test_workers_keep_the_budgets_and_the_determinism_check(
