@@ -8,8 +8,10 @@ import { type Json, realTimers, shared } from "../src/harness";
 
 const QUIET_ROUND_MS = 5;
 /** Quiet rounds in a row (no record, timer, alarm change or constructed instance) that end a
- * wait, once no started work is still unaccounted for. */
-const QUIET_ROUNDS = 6;
+ * wait, once no started work is still unaccounted for: 60 ms, since work the agent starts
+ * itself (a reconnect's startup reaching a sub-agent) is not counted as started work, and 30 ms
+ * let one play in a CI run end a wait before a re-attached child resumed. */
+const QUIET_ROUNDS = 12;
 /** A wait gives up after this many rounds (10 s), whatever is still running. */
 const SETTLE_ROUNDS_MAX = 2000;
 
