@@ -100,7 +100,7 @@ ROWS_NOT_COMPARED = {
 """(table, id) rows left out of the comparison, each with the reason."""
 
 _OWN_PREFIXES = ("story:", "workload:", "harness:")
-_CONSTANT_ID = re.compile(r"^[a-z_]+$")
+_CONSTANT_ID = re.compile(r"^cf_[a-z_]+$")
 _ID_SUFFIX = re.compile(r"(_ids?|Ids?)$")
 _NANOID = re.compile(r"^[A-Za-z0-9_-]{21}$")
 _NANOID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{21}(?![A-Za-z0-9_-])")
