@@ -124,3 +124,18 @@ def test_a_null_field_reads_as_an_absent_one() -> None:
     assert python.records == real.records
     given = normalise([_record(0, "agent_tool:recovery:row", runId="r", reason="x")], {}, True)
     assert python.records != given.records
+
+
+def test_a_random_id_of_lowercase_letters_is_numbered_and_the_sdks_names_are_kept() -> None:
+    """A schedule id such as `whztwzfap` (nine random letters that happen to be lowercase) is an
+    id like any other; only the SDK's own `cf_*` names under an id key stay as they are."""
+    story = normalise(
+        [
+            _record(0, "schedule:create", id="whztwzfap", callback="tick"),
+            _record(1, "schedule:create", id="Q3x_9aZ-k", callback="tick"),
+        ],
+        {"a": {"cf_agents_state": [{"id": "cf_state_row_id", "state": "{}"}]}},
+        real=True,
+    )
+    assert [payload["id"] for _t, _a, _k, payload in story.records] == ["#1", "#2"]
+    assert story.tables["a"]["cf_agents_state"][0]["id"] == "cf_state_row_id"
