@@ -94,6 +94,16 @@ DIVERGENT_STORIES = {
 """Stories written to show a divergence whose first difference changes everything after it,
 so no verdict past it would mean anything: refused, naming the row."""
 
+UNSTABLE_STORIES = {
+    "reattach-after-parent-restart": "the real side is not stable here: in workerd, whether the "
+    "re-attached child resumes at the reconnect's instant varies from play to play (one play "
+    "in three differed in about one full library run in three, with a quiet period of 30 to "
+    "200 ms alike), so no verdict is drawn",
+}
+"""Stories whose real side has been measured to disagree with itself from play to play:
+refused with the reason, so that a run of the library gives a verdict that does not depend on
+luck."""
+
 _PLAYED_EVICTIONS = ("idle", "deploy", "explicit")
 """`incarnation:end` reasons the real side reproduces (the object is aborted at that instant)."""
 
@@ -148,6 +158,8 @@ def _tools_skip(spec: Any) -> Skip | None:
 def _static_skip(scenario: Scenario) -> Skip | None:
     if scenario.name in DIVERGENT_STORIES:
         return Skip("the story", DIVERGENT_STORIES[scenario.name])
+    if scenario.name in UNSTABLE_STORIES:
+        return Skip("the story", UNSTABLE_STORIES[scenario.name])
     for spec in scenario.agents:
         if spec.workload == "tools":
             skip = _tools_skip(spec)
