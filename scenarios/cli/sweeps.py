@@ -308,8 +308,7 @@ class _PoolBackend(_Backend):
                 try:
                     pending[self.pool.submit(run_task, task)] = task
                 except BrokenProcessPool:
-                    again = self._renew([task, *again, *pending.values()], deaths)
-                    pending.clear()
+                    again = self._renew(pending, deaths, [task, *again])
             if not pending:
                 return
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -317,21 +316,29 @@ class _PoolBackend(_Backend):
             for future in sorted(done - broken, key=lambda f: pending[f].first):
                 yield pending.pop(future), future.result()
             if broken:  # the pool is gone, and every task still in it with it
-                again = self._renew([*pending.values(), *again], deaths)
-                pending.clear()
+                again = self._renew(pending, deaths, again)
 
-    def _renew(self, lost: list[_Task], deaths: dict[int, int]) -> list[_Task]:
-        """Start a fresh pool for the tasks `lost` with a broken one, in their order, after
-        counting the death against each; a task that was in `ALLOWED_DEATHS` + 1 broken pools
-        ends the sweep (it is the likeliest to kill its worker)."""
+    def _renew(
+        self,
+        pending: dict[Future[list[_Shipped]], _Task],
+        deaths: dict[int, int],
+        waiting: list[_Task],
+    ) -> list[_Task]:
+        """A fresh pool after a broken one. Each task that was in it (`pending`, emptied here)
+        counts one death, and one that was in `ALLOWED_DEATHS` + 1 broken pools ends the sweep
+        (it is the likeliest to kill its worker); tasks only `waiting` to be submitted count
+        none. Returns both, in the order of their first run, to be submitted first."""
+        lost = list(pending.values())
+        pending.clear()
         for task in lost:
             deaths[task.first] = deaths.get(task.first, 0) + 1
-        worst = max(lost, key=lambda task: (deaths[task.first], -task.first))
-        if deaths[worst.first] > ALLOWED_DEATHS:
-            raise SweepFailed(_died(worst, deaths[worst.first]))
+        if lost:
+            worst = max(lost, key=lambda task: (deaths[task.first], -task.first))
+            if deaths[worst.first] > ALLOWED_DEATHS:
+                raise SweepFailed(_died(worst, deaths[worst.first]))
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.pool = self._new_pool()
-        return sorted(lost, key=lambda task: task.first)
+        return sorted([*lost, *waiting], key=lambda task: task.first)
 
 
 def _died(task: _Task, times: int) -> str:
