@@ -10,6 +10,7 @@ records, and the final `cf_agent_tool_runs` rows (plus the child facet's own run
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -33,25 +34,25 @@ Key = tuple[str, str, str, int]
 
 def _by_run_slot(context: CheckContext, event: str) -> dict[Key, list[TraceRecord]]:
     out: dict[Key, list[TraceRecord]] = defaultdict(list)
+    deletions = _run_deletions(context)
     for record in context.events(event):
         run_id = str(record.get("runId"))
-        key = (record.agent, run_id, str(record.get("slot")), _run_life(context, record, run_id))
-        out[key].append(record)
+        life = bisect_left(deletions.get((record.agent, run_id), ()), record.seq)
+        out[(record.agent, run_id, str(record.get("slot")), life)].append(record)
     return out
 
 
-def _run_life(context: CheckContext, record: TraceRecord, run_id: str) -> int:
-    """How many times the run's child (`<parent>/<class>/<run id>`) was deleted before `record`
-    (clearing a run deletes it): a run id used again after that is a new run."""
-    depth = record.agent.count("/") + 2
-    return sum(
-        1
-        for deleted in context.events("facet:deleted")
-        if deleted.seq < record.seq
-        and deleted.agent.startswith(record.agent + "/")
-        and deleted.agent.count("/") == depth
-        and deleted.agent.endswith("/" + run_id)
-    )
+def _run_deletions(context: CheckContext) -> dict[tuple[str, str], list[int]]:
+    """(parent, run id) -> the seqs, in order, at which the run's child
+    (`<parent>/<class>/<run id>`) was deleted (clearing a run deletes it): a record's run is the
+    how-manieth of its id by how many of these came before it, since a cleared run's id may be
+    used again for a new run."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for deleted in context.events("facet:deleted"):
+        parts = deleted.agent.rsplit("/", 2)
+        if len(parts) == 3:
+            out[(parts[0], parts[2])].append(deleted.seq)
+    return out
 
 
 def _at(record: TraceRecord) -> str:
