@@ -39,6 +39,7 @@ __all__ = [
     "measure_record_cost",
     "measure_seeds",
     "measure_standard_day",
+    "statement_floor_us",
 ]
 
 CEILING_REFERENCE_STEPS_PER_S = 210_000
@@ -79,6 +80,27 @@ def ceiling_steps_per_s(agents: int, steps: int) -> float:
     for db in databases:
         db.close()
     return agents * steps / elapsed
+
+
+def statement_floor_us(agents: int, steps: int) -> float:
+    """CPU µs of one UPDATE on an agent's own connection, the connections taken in turn as the
+    agents of a run wake: no simpy, no transaction, nothing else. What it grows by with the
+    number of agents is what the machine's caches cost any harness that keeps a database per
+    agent, whatever that harness does."""
+    cursors = []
+    for _ in range(agents):
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        db.execute(_DDL)
+        db.execute(_SEED_ROW)
+        cursors.append(db.cursor())
+    started = time.process_time()
+    for _ in range(steps):
+        for cursor in cursors:
+            cursor.execute(_UPDATE)
+    elapsed = time.process_time() - started
+    for cursor in cursors:
+        cursor.connection.close()
+    return elapsed / (agents * steps) * 1e6
 
 
 class GcClock:
@@ -261,6 +283,7 @@ def measure_record_cost(agents: int, records_target: int = 40_000) -> dict[str, 
     ceiling = ceiling_steps_per_s(agents, steps)
     return {
         "us_per_record": elapsed / records * 1e6,
+        "statement_floor_us": statement_floor_us(agents, steps),
         "records": records,
         "gc_share": collector.seconds / elapsed,
         "ceiling_steps_per_s": ceiling,
