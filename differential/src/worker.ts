@@ -3,6 +3,7 @@
  * may name (each bound to a Durable Object namespace of the same name in `wrangler.jsonc`).
  * Requests reach agents through the step runner's stubs, never through this fetch handler.
  */
+export { ChatToolChild } from "./agents/chat-child";
 export { Counter } from "./agents/counter";
 export { FiberWorkload } from "./agents/fibers";
 export { ScriptedToolChild } from "./agents/scripted-child";

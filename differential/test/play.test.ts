@@ -71,6 +71,8 @@ interface Plan {
   end_ms: number;
   agents: Record<string, AgentPlan>;
   actions: Action[];
+  /** The scenario's scripted model services (`scenarios/diff/model_plan.py`). */
+  models?: Record<string, Json>;
 }
 
 interface PlayResult {
@@ -491,6 +493,8 @@ async function play(plan: Plan, repetition: number): Promise<PlayResult> {
   resetRun();
   inFlight.clear();
   for (const agent of Object.values(plan.agents)) shared().options.set(agent.class, agent.options);
+  // The scenario's scripted model services, for the chat agents' model (scripted-model.ts).
+  shared().options.set("ScriptedModel", { services: (plan.models ?? {}) as Json });
   const player = new Player(plan, `--${plan.name}--r${repetition}`);
   const actions = [...plan.actions];
   for (const action of actions) {

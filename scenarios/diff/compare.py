@@ -63,6 +63,9 @@ def _scoped(
     )
 
 
+CLEANUP_CALLBACK = "_cleanupStreamBuffers"
+"""The SDK chat agent's scheduled reclaim of its stream buffers (divergence T11)."""
+
 ALLOWED: tuple[Allowed, ...] = (
     Allowed(
         row="S5",
@@ -146,6 +149,43 @@ ALLOWED: tuple[Allowed, ...] = (
         {"table": "story_log"},
         {"event": "harness:reply"},
     ),
+    *(
+        Allowed(
+            row="T11",
+            why="the SDK reclaims a chat stream's stored chunks ten minutes after it starts "
+            "(`_cleanupStreamBuffers`, a schedule of the chat agent); the port keeps them",
+            event=event,
+            where=(("callback", CLEANUP_CALLBACK),),
+        )
+        for event in ("schedule:create", "schedule:execute")
+    ),
+    Allowed(
+        row="T11",
+        why="the SDK's stream cleanup schedule (`_cleanupStreamBuffers`) has a row",
+        table="cf_agents_schedules",
+        where=(("callback", CLEANUP_CALLBACK),),
+    ),
+    Allowed(
+        row="T11",
+        why="the SDK packs up to ten stored chunks of a chat stream into one row (and keeps them "
+        "in memory until then); the port stores each chunk in a row of its own as it broadcasts "
+        "it",
+        table="cf_ai_chat_stream_chunks",
+    ),
+    *_scoped(
+        "T11",
+        "the SDK's stream cleanup, due ten minutes after the chat streams began, is the agent's "
+        "armed alarm once nothing else is due",
+        ("chat-child-answers-as-a-tool",),
+        {"event": "harness:alarm", "payload_field": "at", "where": (("at", 600_000),)},
+    ),
+    Allowed(
+        row="T12",
+        why="the SDK stamps chat messages with SQLite's current_timestamp (the real clock, as "
+        "text); the port with the host clock",
+        table="cf_ai_chat_agent_messages",
+        column="created_at",
+    ),
 )
 
 
@@ -202,7 +242,7 @@ def _strip(story: Story, rules: Sequence[Allowed]) -> Story:
         if _record_dropped(kind, payload, rules):
             continue
         for rule in rules:
-            if rule.event == kind and rule.payload_field:
+            if rule.event == kind and rule.payload_field and _matches(payload, rule.where):
                 payload = _without(payload, rule.payload_field.split("."))
         records.append((t, agent, kind, payload))
     tables: dict[str, dict[str, list[Any]]] = {}

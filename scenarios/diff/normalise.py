@@ -85,6 +85,27 @@ NOT_COMPARED = {
     "state:update": "the port records state in `cf_agents_state`, compared as table rows",
     "rpc": "the SDK's `rpc` is a WebSocket call of a @callable method; plays make none",
     "rpc:error": "the SDK's `rpc:error` is a WebSocket call's; plays make none",
+    **dict.fromkeys(
+        (
+            "message:request",
+            "message:response",
+            "message:error",
+            "message:clear",
+            "message:cancel",
+            "tool:result",
+            "tool:approval",
+            "chat:recovery:detected",
+            "chat:recovery:scheduled",
+            "chat:recovery:attempt",
+            "chat:recovery:completed",
+            "chat:recovery:skipped",
+            "chat:recovery:failed",
+            "chat:recovery:exhausted",
+        ),
+        "the port's chat hosts record their turns and recoveries in a vocabulary of their own "
+        "(`chat:recovery:*` with other fields, no `message:*`), so the SDK's chat events are not "
+        "compared; what a chat turn did is, through its frames and rows",
+    ),
 }
 """Real-side event types left out of the comparison, each with the reason."""
 
@@ -99,15 +120,33 @@ ROWS_NOT_COMPARED = {
 }
 """(table, id) rows left out of the comparison, each with the reason."""
 
+ROW_ID_SPACES = {
+    "cf_ai_chat_stream_chunks": "stream_chunk_id",
+    "cf_ai_chat_stream_metadata": "stream_row_id",
+    "cf_ai_chat_agent_messages": "message_row_id",
+}
+"""Tables whose rows number every `id` in them (the row's, a stored message's) in a space of
+their own: the SDK's chat agent writes rows and schedules the port's does not (it packs up to
+ten stored chunks into one row and schedules a stream cleanup: divergence T11), and those must
+not shift the numbers of the chat rows' ids."""
+
 _OWN_PREFIXES = ("story:", "workload:", "harness:")
 _CONSTANT_ID = re.compile(r"^cf_[a-z_]+$")
 _ID_SUFFIX = re.compile(r"(_ids?|Ids?)$")
 _NANOID = re.compile(r"^[A-Za-z0-9_-]{21}$")
 _NANOID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{21}(?![A-Za-z0-9_-])")
+_METHOD_NAME = re.compile(r"^_?[a-z]+(?:[A-Z][a-z]+)+$")
+"""A camelCase method name (a schedule's callback, `_cleanupStreamBuffers`): never an id, even
+when it has a nanoid's length."""
+_PART_CHUNKS = ("text-", "reasoning-")
+"""UI chunks whose `id` names a part of the answer: numbered in a space of their own, so an
+extra schedule on one side cannot shift the numbers of the parts."""
 
 
 def _looks_random(token: str) -> bool:
     """A nanoid mixes cases or digits; a 21-letter word of prose does not."""
+    if _METHOD_NAME.match(token):
+        return False
     return any(c.isdigit() for c in token) or (token.lower() != token and token.upper() != token)
 
 
@@ -128,7 +167,7 @@ def canonical(value: Any) -> str:
 def _is_id(key: str, value: str) -> bool:
     """An id to number: under an id-named key (but not a constant name such as
     `cf_state_row_id`), or shaped like a nanoid wherever it is."""
-    if _NANOID.match(value):
+    if _NANOID.match(value) and not _METHOD_NAME.match(value):
         return True
     named = key == "id" or key.endswith("Id") or key.endswith("_id")
     return named and not _CONSTANT_ID.match(value)
@@ -172,13 +211,20 @@ class _Ids:
         return ordinals[value]
 
 
-def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "") -> Any:
+def _clean(
+    value: Any, real: bool, ids: _Ids | None, key: str = "", id_space: str | None = None
+) -> Any:
     """Times shifted, ids masked (ids None) or numbered, JSON text parsed (a table cell's, or a
     frame's chunk body: times and numbers inside it count as anywhere else)."""
     if isinstance(value, dict):
-        return {k: _clean(v, real, ids, k) for k, v in value.items()}
+        kind = value.get("type")
+        part = isinstance(kind, str) and kind.startswith(_PART_CHUNKS)
+        return {
+            k: _clean(v, real, ids, _space_of(k, part, id_space), id_space)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [_clean(v, real, ids, key) for v in value]
+        return [_clean(v, real, ids, key, id_space) for v in value]
     if isinstance(value, int) and not isinstance(value, bool):
         return _shift_time(value, real)
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
@@ -186,7 +232,7 @@ def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "") -> Any:
     if isinstance(value, str):
         parsed = _parse_json_text(value)
         if parsed is not value:
-            return _clean(parsed, real, ids, key)
+            return _clean(parsed, real, ids, key, id_space)
         if _is_id(key, value):
             return "#?" if ids is None else ids.of(value, key)
         # An id quoted in a message (an error naming a fiber) is numbered in place.
@@ -199,6 +245,13 @@ def _clean(value: Any, real: bool, ids: _Ids | None, key: str = "") -> Any:
             value,
         )
     return value
+
+
+def _space_of(key: str, part: bool, id_space: str | None) -> str:
+    """The key an `id` is numbered under: a UI part's, a table's own space, or its name."""
+    if key != "id":
+        return key
+    return "part_id" if part else (id_space or key)
 
 
 def _without_nulls(value: Any) -> Any:
@@ -244,6 +297,7 @@ def normalise(
             kept_rows = [
                 row for row in tables[alias][name] if (name, row.get("id")) not in ROWS_NOT_COMPARED
             ]
-            rows = [_clean(dict(row), real, ids) for row in kept_rows]
+            space = ROW_ID_SPACES.get(name)
+            rows = [_clean(dict(row), real, ids, id_space=space) for row in kept_rows]
             out_tables[alias][name] = sorted(rows, key=canonical)
     return Story(normal, out_tables)

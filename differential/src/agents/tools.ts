@@ -8,6 +8,7 @@
  */
 import type { Json } from "../harness";
 import { HarnessAgent } from "./base";
+import { ChatToolChild } from "./chat-child";
 import { ScriptedToolChild, now } from "./scripted-child";
 
 interface DetachedPlan {
@@ -99,7 +100,8 @@ export class ToolsWorkload extends HarnessAgent {
     );
     const input =
       plan.child === "scripted" ? { steps: plan.steps, resume: plan.resume } : (plan.input as Json);
-    const result = await this.runAgentTool(ScriptedToolChild as never, {
+    const child = plan.child === "chat" ? ChatToolChild : ScriptedToolChild;
+    const result = await this.runAgentTool(child as never, {
       input,
       runId: plan.run_id,
       detached: detachedOption(plan.detached) as never

@@ -1,0 +1,76 @@
+"""Chat agents on the real SDK: the `child: chat` runs are the SDK's own AIChatAgent answering
+from the scripted model the plan describes (needs Node and `npm ci` in differential/; skipped
+with the reason otherwise)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scenarios.diff import diff_scenarios
+from scenarios.diff import plan as plan_module
+from scenarios.diff.compare import compare
+from scenarios.diff.normalise import Story, normalise
+from scenarios.diff.plan import compile_plan
+from scenarios.diff.workerd import missing_reason, play_plans
+from scenarios.language.loader import load_scenario
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+STORY = Path(__file__).resolve().parent / "stories" / "chat-child-answers-as-a-tool.yaml"
+RECOVERY = "chat-child-recovered-keeps-chunk-numbers"
+REASON = missing_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"real side unavailable: {REASON}")
+
+
+def _live_deltas(story: Story, after_ms: int) -> list[str]:
+    """The text deltas a client received live (not replayed) after `after_ms`."""
+    out = []
+    for t, _agent, kind, payload in story.records:
+        frame = payload.get("frame") if kind == "harness:frame" else None
+        if t <= after_ms or not isinstance(frame, dict) or frame.get("replay"):
+            continue
+        body = (frame.get("event") or {}).get("body") or {}
+        if isinstance(body, dict) and body.get("type") == "text-delta":
+            out.append(body["delta"])
+    return out
+
+
+def _sides(compiled: Any, play: dict[str, Any]) -> tuple[Story, Story]:
+    ours = normalise(compiled.python.records, compiled.python.tables, real=False)
+    return ours, normalise(play["records"], play["tables"], real=True)
+
+
+def test_the_chat_child_story_agrees_and_another_script_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK's AIChatAgent, run as an agent tool and answering from the plan's model script,
+    streams the chunks the port's chat child streams: the story agrees over two plays (only
+    T11 and T12 forgiven among the chat rows). With the model's text changed on the real side
+    alone, the forwarded chunks and the runs' summaries differ. And the recovery story, played
+    despite its refusal, shows T11: the SDK's children lost the chunks they had streamed before
+    the deploy (still in the stream's buffer), so chat recovery retried their answers from the
+    first chunk, where the port's continued them."""
+    verdicts, _refused = diff_scenarios([str(STORY)], repeat=2)
+    assert [v.word for v in verdicts] == ["AGREE"], verdicts[0].text()
+    assert "T11" in verdicts[0].detail and "T12" in verdicts[0].detail
+
+    compiled = compile_plan(load_scenario(str(STORY)), repeat=1)
+    changed = json.loads(json.dumps(compiled.plan))
+    changed["models"]["model"]["default"][0]["text"] = "five six seven eight"
+    monkeypatch.delitem(plan_module.DIVERGENT_STORIES, RECOVERY)
+    recovery = compile_plan(load_scenario(str(LIBRARY / f"{RECOVERY}.yaml")), repeat=1)
+    assert recovery.plan is not None
+    played = play_plans([changed, recovery.plan])
+
+    ours, theirs = _sides(compiled, played[changed["name"]].plays[0])
+    outcome = compare(ours, theirs, changed["name"], limit=12)
+    assert not outcome.agree
+    text = "\n".join(outcome.differences)
+    assert '"delta":"five ' in text and "five six seven eight" in text
+
+    ours, theirs = _sides(recovery, played[RECOVERY].plays[0])
+    assert "one t" not in _live_deltas(ours, 3_500)
+    assert _live_deltas(theirs, 3_500).count("one t") >= 1
