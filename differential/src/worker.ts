@@ -7,6 +7,7 @@ export { ChatToolChild } from "./agents/chat-child";
 export { Counter } from "./agents/counter";
 export { FiberWorkload } from "./agents/fibers";
 export { ScriptedToolChild } from "./agents/scripted-child";
+export { ScheduleWorkload } from "./agents/schedules";
 export { ToolsWorkload } from "./agents/tools";
 export {
   MiddleChild,

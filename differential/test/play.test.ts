@@ -27,6 +27,7 @@ import {
   subscribeChannels
 } from "../src/harness";
 import type { HarnessAgent } from "../src/agents/base";
+import { type Draw, installSeededJitter, jitterNotes, loadDraws } from "../src/jitter";
 import { RESET_PREFIX, errorValue, inFlight, kebab, settle } from "./support";
 
 interface AgentPlan {
@@ -71,6 +72,8 @@ interface Plan {
   end_ms: number;
   agents: Record<string, AgentPlan>;
   actions: Action[];
+  /** The port's retry jitter fractions, in draw order (`scenarios/diff/jitter.py`). */
+  jitter?: Draw[];
   /** The scenario's scripted model services (`scenarios/diff/model_plan.py`). */
   models?: Record<string, Json>;
 }
@@ -115,10 +118,41 @@ class Player {
     if (!stub) {
       const namespace = this.namespace(alias);
       this.keys.set(alias, namespace.idFromName(this.doName(alias)).toString());
-      stub = (await getAgentByName(namespace as never, this.doName(alias))) as unknown as Stub;
+      stub = await this.started(alias, namespace);
       this.stubs.set(alias, stub);
     }
     return stub;
+  }
+
+  /** Alias -> its startup, while that startup is parked on virtual time. */
+  private readonly starting = new Map<string, Promise<void>>();
+
+  /** `getAgentByName`'s stub, once its startup finished, or once that startup is parked on a
+   * virtual sleep (an `onStart` that awaits a warm-up): the runner must go on moving time for
+   * it to end, and calls sent meanwhile wait at the object's input gate, as in the port. */
+  private async started(alias: string, namespace: DurableObjectNamespace): Promise<Stub> {
+    const pending = getAgentByName(namespace as never, this.doName(alias));
+    const entry = { timerSeq: shared().seq };
+    inFlight.add(entry);
+    let done = false;
+    const finished = pending.then(
+      () => {
+        done = true;
+        inFlight.delete(entry);
+      },
+      () => {
+        done = true;
+        inFlight.delete(entry);
+      }
+    );
+    await Promise.race([finished, settle()]);
+    if (done) return (await pending) as unknown as Stub;
+    this.starting.set(alias, finished);
+    void finished.then(() => this.starting.delete(alias));
+    void pending.catch((error: unknown) => {
+      this.errors.push(`startup of ${alias}: ${String(error)}`);
+    });
+    return namespace.get(namespace.idFromName(this.doName(alias))) as Stub;
   }
 
   private keyAlias(key: string): string | undefined {
@@ -143,16 +177,39 @@ class Player {
       let retryKey: string | null = null;
       let retryAt = Number.POSITIVE_INFINITY;
       for (const [key, retry] of this.retries) {
-        if (retry.due < retryAt) {
+        if (retry.due < retryAt && !this.handling.has(key)) {
           retryAt = retry.due;
           retryKey = key;
         }
       }
+      let heldKey: string | null = null;
+      let heldAt = Number.POSITIVE_INFINITY;
+      for (const [key, at] of this.held) {
+        if (at !== null && at < heldAt) {
+          heldAt = at;
+          heldKey = key;
+        }
+      }
       const timerAt = timer ? timer.due : Number.POSITIVE_INFINITY;
-      const due = Math.min(timerAt, alarmAt, retryAt);
+      const due = Math.min(timerAt, alarmAt, retryAt, heldAt);
       if (due > t) break;
       state.now = Math.max(state.now, due);
-      if (retryKey !== null && retryAt <= alarmAt && retryAt <= timerAt) {
+      if (heldKey !== null && heldAt < Math.min(timerAt, alarmAt, retryAt)) {
+        // The slot came due while a handler ran: it fires now that the handler is over.
+        this.held.delete(heldKey);
+        const alias = this.keyAlias(heldKey) as string;
+        const key = heldKey;
+        const run = runDurableObjectAlarm(await this.stub(alias));
+        this.handle(key, run);
+        this.track(run, `held alarm of ${alias}`, (ok) => {
+          if (!ok) this.retryAlarm(key, 0);
+        });
+      } else if (alarmKey !== null && this.handling.has(alarmKey) && alarmAt <= Math.min(timerAt, retryAt)) {
+        // Due while its handler runs: the slot is taken now and fires when the handler ends.
+        state.alarms.set(alarmKey, null);
+        this.held.set(alarmKey, null);
+        state.activity += 1;
+      } else if (retryKey !== null && retryAt <= alarmAt && retryAt <= timerAt) {
         // A retry runs the handler again without touching the slot, as the platform's does.
         const retry = this.retries.get(retryKey) as { due: number; attempt: number };
         this.retries.delete(retryKey);
@@ -164,6 +221,7 @@ class Player {
             isRetry: true
           });
         });
+        this.handle(retryKey, run);
         this.track(run, `alarm retry ${retry.attempt} of ${alias}`, (ok) => {
           if (!ok) this.retryAlarm(retryKey as string, retry.attempt);
         });
@@ -181,13 +239,32 @@ class Player {
         const alias = this.keyAlias(alarmKey) as string;
         const stub = await this.stub(alias);
         const key = alarmKey;
-        this.track(runDurableObjectAlarm(stub), `alarm of ${alias}`, (ok) => {
+        const run = runDurableObjectAlarm(stub);
+        this.handle(key, run);
+        this.track(run, `alarm of ${alias}`, (ok) => {
           if (!ok) this.retryAlarm(key, 0);
         });
       }
       await settle();
     }
     state.now = Math.max(state.now, t);
+  }
+
+  /** DO ids (hex) whose alarm handler is running: as on the platform, two handlers of one
+   * object never overlap, so a slot or a retry that comes due meanwhile fires when it ends. */
+  private readonly handling = new Set<string>();
+  /** DO id -> a slot that came due while its handler ran: null until that handler is over,
+   * then the instant it ended, when the slot fires (as `sim/alarms.py` holds it). */
+  private readonly held = new Map<string, number | null>();
+
+  private handle(key: string, run: Promise<unknown>): void {
+    this.handling.add(key);
+    const over = () => {
+      this.handling.delete(key);
+      if (this.held.has(key)) this.held.set(key, shared().now);
+      shared().activity += 1;
+    };
+    void run.then(over, over);
   }
 
   /** The handler run `attempt` (0: the slot's own) did not complete: the platform retries
@@ -203,10 +280,20 @@ class Player {
   private track(
     promise: Promise<unknown>,
     what: string,
-    reply?: (ok: boolean, value: unknown, error?: unknown) => void
+    reply?: (ok: boolean, value: unknown, error?: unknown) => void,
+    gate?: Promise<unknown>
   ): { done: boolean } {
     const status = { done: false };
     const entry = { timerSeq: shared().seq };
+    if (gate) {
+      // Held at the input gate of a startup parked on virtual time: not working until the
+      // startup ends (then it is, until it parks or finishes in its turn).
+      entry.timerSeq = -1;
+      void gate.then(() => {
+        entry.timerSeq = shared().seq;
+        shared().activity += 1;
+      });
+    }
     inFlight.add(entry);
     shared().activity += 1;
     void promise.then(
@@ -326,7 +413,7 @@ class Player {
           if (!ok) outcome.error = errorValue(error);
         };
       }
-      status = this.track(call, `call ${alias}.${method}`, answer);
+      status = this.track(call, `call ${alias}.${method}`, answer, this.starting.get(alias));
       if (action.snapshot) this.snapshot(action.snapshot, before ?? undefined);
     } else {
       const init: RequestInit = { method: action.http_method ?? "GET" };
@@ -354,7 +441,12 @@ class Player {
         }
         return { status: response.status, body };
       });
-      status = this.track(answered, `request ${alias} ${action.path}`, reply);
+      status = this.track(
+        answered,
+        `request ${alias} ${action.path}`,
+        reply,
+        this.starting.get(alias)
+      );
     }
     await settle();
     if (action.wait !== false) {
@@ -495,6 +587,7 @@ async function play(plan: Plan, repetition: number): Promise<PlayResult> {
   for (const agent of Object.values(plan.agents)) shared().options.set(agent.class, agent.options);
   // The scenario's scripted model services, for the chat agents' model (scripted-model.ts).
   shared().options.set("ScriptedModel", { services: (plan.models ?? {}) as Json });
+  loadDraws(plan.jitter);
   const player = new Player(plan, `--${plan.name}--r${repetition}`);
   const actions = [...plan.actions];
   for (const action of actions) {
@@ -504,6 +597,7 @@ async function play(plan: Plan, repetition: number): Promise<PlayResult> {
   }
   await player.advanceTo(plan.end_ms);
   player.outcomes();
+  player.errors.push(...jitterNotes());
   const records = [...shared().records];
   let tables: PlayResult["tables"] = {};
   try {
@@ -535,6 +629,7 @@ const plans = JSON.parse(
 
 installVirtualDate();
 installVirtualTimers();
+installSeededJitter();
 subscribeChannels();
 
 describe("plans", () => {

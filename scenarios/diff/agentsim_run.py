@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents_core.errors import AgentReset
+from scenarios.diff.jitter import record_draws
 from scenarios.language.schema import CallStep, Scenario
 from scenarios.run.runner import budget_for
 from scenarios.run.steps import StepRunner
@@ -38,6 +39,8 @@ class PythonRun:
     """(t, trace seq, agent path, reason) of every incarnation end."""
     timings: list[tuple[int, int]] = field(default_factory=list)
     """(begin, end) sim ms of each step, as `scenarios.run.runner.StepTiming`."""
+    draws: list[dict[str, Any]] = field(default_factory=list)
+    """`{t, agent, fraction}` of every retry jitter the run drew, in order (`jitter.py`)."""
 
 
 def alias_of(path: str) -> str:
@@ -158,6 +161,7 @@ def run_python(scenario: Scenario) -> PythonRun:
     snapshots: list[dict[str, Any]] = []
     timings: list[tuple[int, int]] = []
     replies: list[dict[str, Any]] = []
+    draws = record_draws(sim)
     try:
         steps = StepRunner(sim, scenario)
         answers = _Replies(sim, replies)
@@ -195,4 +199,4 @@ def run_python(scenario: Scenario) -> PythonRun:
         }
     finally:
         sim.close()
-    return PythonRun(records + snapshots + replies, tables, end_ms, evictions, timings)
+    return PythonRun(records + snapshots + replies, tables, end_ms, evictions, timings, draws)

@@ -71,7 +71,11 @@ PLAYED_CLASSES = {
 }
 """Scenario class path -> the class the workerd worker exports for it (`differential/src`)."""
 
-PLAYED_WORKLOADS = {"fibers": "FiberWorkload", "tools": "ToolsWorkload"}
+PLAYED_WORKLOADS = {
+    "fibers": "FiberWorkload",
+    "tools": "ToolsWorkload",
+    "schedules": "ScheduleWorkload",
+}
 """Workload kind -> the class that plays its description on the real side."""
 
 PLAYED_CHILDREN = ("scripted", "chat")
@@ -97,6 +101,15 @@ DIVERGENT_STORIES = {
     "chat child streamed before the deploy were still in its stream's memory buffer (written "
     "ten to a row), so chat recovery finds no stored answer and retries each turn from the "
     "start instead of continuing it, and the chunk numbering the story is about never arises",
+    "hunt-tools-parent-awaited-detached-budgets": "the webhook makes the reconcile backbone's "
+    "first passes throw, and divergence S8 (docs/divergences.md) changes everything after: the "
+    "port re-arms the tick even after a throwing pass (at 315000 ms), the SDK only after the "
+    "clean pass its retries end with (at 315258 ms, in some plays at 320000 ms), so every later "
+    "tick, finish delivery and retry lands at other instants. Before it, S7 (the SDK delivers "
+    "`aborted` again for silent and stuck) and one replayed chunk differ: at the 5-minute "
+    "reconnect the port replays import-a's `Imported 80k rows`, which its child, restarted at "
+    "that instant by the replay's read, has written by then; the SDK's has not. The SDK's retry "
+    "jitter is the port's (the plan carries its draws), and the retries land alike",
 }
 """Stories written to show a divergence whose first difference changes everything after it,
 so no verdict past it would mean anything: refused, naming the row."""
@@ -237,6 +250,12 @@ def _options(scenario: Scenario, alias: str) -> dict[str, Any]:
         runs = cast("Any", spec.cls).runs
         out["runs"] = [json.loads(json.dumps(dataclasses.asdict(run))) for run in runs]
         out["start_on"] = cast("Any", spec.cls).start_on
+    if spec.workload == "schedules":
+        # The schedule plans the port's player reads from its class (`schedules.ts` reads them).
+        described = cast("Any", spec.cls)
+        out["schedules"] = [dataclasses.asdict(plan) for plan in described.schedules]
+        out["setup_on"] = described.setup_on
+        out["warmup_ms"] = described.warmup_ms
     for key in spec.options:
         value = getattr(spec.cls, key, spec.options[key])
         if isinstance(value, property):  # an instance setting the class does not carry
@@ -319,24 +338,6 @@ def _step_action(step: Step, clients: dict[str, str], scenario: Scenario) -> dic
     return {"unsupported": f"step kind {step.kind}"}
 
 
-_REAL_TIME_TIMERS = (
-    "the SDK sleeps a Math.random jitter before each retry, where the port's is seeded, so the "
-    "retries land at other instants"
-)
-
-
-def _real_time_skip(python: PythonRun) -> Skip | None:
-    """A run whose SDK side waits on a timer the real side cannot reproduce: a retried schedule
-    callback sleeps a `Math.random` jitter (the port's is seeded), so its retries land at other
-    instants. (The SDK's other `setTimeout` timers run on virtual time.)"""
-    for record in python.records:
-        kind = record["type"]
-        where = f"the run, at {record['t']} ms ({record['agent']})"
-        if kind in ("schedule:retry", "queue:retry"):
-            return Skip(where, f"a {kind} backoff: {_REAL_TIME_TIMERS}")
-    return None
-
-
 def _evict_action(path: str) -> dict[str, Any]:
     """The real side's eviction of the agent at `path`: a root by its alias, a sub-agent
     (`Class/parent/Child/r1`) through its root, by class and name."""
@@ -359,9 +360,6 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
         ):
             why = _EVICTION_WHY.get(reason, f"an incarnation end for {reason!r} is Python-only")
             return Compiled(None, Skip(f"the run, at {t} ms ({alias_of(path)})", why), python)
-    timer_skip = _real_time_skip(python)
-    if timer_skip is not None:
-        return Compiled(None, timer_skip, python)
     timings = python.timings
     clients = {spec.name: spec.agent for spec in scenario.clients}
     items: list[tuple[int, float, dict[str, Any]]] = []
@@ -411,5 +409,8 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
         },
         "actions": [item[2] for item in items],
         "models": model_description(scenario.models),
+        # The port's retry jitter, drawn from its seeded stream: the real side's SDK draws
+        # these fractions, in this order, instead of `Math.random`'s (`scenarios/diff/jitter.py`).
+        "jitter": python.draws,
     }
     return Compiled(plan, None, python)
