@@ -4,6 +4,7 @@
  * Requests reach agents through the step runner's stubs, never through this fetch handler.
  */
 export { ChatToolChild } from "./agents/chat-child";
+export { AiChatToolsWorkload } from "./agents/chat-host";
 export { Counter } from "./agents/counter";
 export { FiberWorkload } from "./agents/fibers";
 export { ScriptedToolChild } from "./agents/scripted-child";

@@ -172,12 +172,32 @@ ALLOWED: tuple[Allowed, ...] = (
         "it",
         table="cf_ai_chat_stream_chunks",
     ),
-    *_scoped(
-        "T11",
-        "the SDK's stream cleanup, due ten minutes after the chat streams began, is the agent's "
-        "armed alarm once nothing else is due",
-        ("chat-child-answers-as-a-tool",),
-        {"event": "harness:alarm", "payload_field": "at", "where": (("at", 600_000),)},
+    *(
+        Allowed(
+            row="T11",
+            why="the SDK's stream cleanup, due ten minutes after a chat stream began, is the "
+            "agent's armed alarm once nothing else is due",
+            event="harness:alarm",
+            payload_field="at",
+            where=(("at", at),),
+            scenario=scenario,
+        )
+        for scenario, at in (
+            ("chat-child-answers-as-a-tool", 600_000),
+            ("chat-host-narrates-a-detached-finish", 610_000),
+        )
+    ),
+    *(
+        Allowed(
+            row="T13",
+            why="the SDK's notify reply turn, run inline in the serialized delivery slot, takes "
+            "the slot's queue key `detached-delivery:<uuid>` as its request id, so its fiber is "
+            "named after it; the port's turn has a request id of its own",
+            event=event,
+            payload_field="fiberName",
+            scenario="chat-host-narrates-a-detached-finish",
+        )
+        for event in ("fiber:run:started", "fiber:run:completed")
     ),
     Allowed(
         row="T12",

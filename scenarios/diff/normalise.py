@@ -123,7 +123,7 @@ ROWS_NOT_COMPARED = {
 ROW_ID_SPACES = {
     "cf_ai_chat_stream_chunks": "stream_chunk_id",
     "cf_ai_chat_stream_metadata": "stream_row_id",
-    "cf_ai_chat_agent_messages": "message_row_id",
+    "cf_ai_chat_agent_messages": "message_id",
 }
 """Tables whose rows number every `id` in them (the row's, a stored message's) in a space of
 their own: the SDK's chat agent writes rows and schedules the port's does not (it packs up to
@@ -138,6 +138,8 @@ _NANOID_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{21}(?![A-Za-z0-9_
 _METHOD_NAME = re.compile(r"^_?[a-z]+(?:[A-Z][a-z]+)+$")
 """A camelCase method name (a schedule's callback, `_cleanupStreamBuffers`): never an id, even
 when it has a nanoid's length."""
+_CHAT_RESPONSE = "cf_agent_use_chat_response"
+"""A chat response frame: its `id` is the id of the request (turn) it answers."""
 _PART_CHUNKS = ("text-", "reasoning-")
 """UI chunks whose `id` names a part of the answer: numbered in a space of their own, so an
 extra schedule on one side cannot shift the numbers of the parts."""
@@ -217,10 +219,9 @@ def _clean(
     """Times shifted, ids masked (ids None) or numbered, JSON text parsed (a table cell's, or a
     frame's chunk body: times and numbers inside it count as anywhere else)."""
     if isinstance(value, dict):
-        kind = value.get("type")
-        part = isinstance(kind, str) and kind.startswith(_PART_CHUNKS)
+        kind = "message" if "role" in value and "parts" in value else value.get("type")
         return {
-            k: _clean(v, real, ids, _space_of(k, part, id_space), id_space)
+            k: _clean(v, real, ids, _space_of(k, kind, id_space), id_space)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
@@ -247,11 +248,18 @@ def _clean(
     return value
 
 
-def _space_of(key: str, part: bool, id_space: str | None) -> str:
-    """The key an `id` is numbered under: a UI part's, a table's own space, or its name."""
+def _space_of(key: str, kind: Any, id_space: str | None) -> str:
+    """The key an `id` is numbered under, in an object of type `kind`: a UI part's, a chat
+    message's, a chat response frame's (its request's), a table's own space, or its name."""
     if key != "id":
         return key
-    return "part_id" if part else (id_space or key)
+    if isinstance(kind, str) and kind.startswith(_PART_CHUNKS):
+        return "part_id"
+    if kind == "message":
+        return "message_id"
+    if kind == _CHAT_RESPONSE:
+        return "request_id"
+    return id_space or key
 
 
 def _without_nulls(value: Any) -> Any:

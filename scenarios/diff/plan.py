@@ -82,6 +82,9 @@ PLAYED_CHILDREN = ("scripted", "chat")
 """The `child:` kinds of a tools workload's runs the real side plays (`ScriptedToolChild`, and
 the SDK's own AIChatAgent as `ChatToolChild` answering from the scripted model)."""
 
+CHAT_TOOLS_PARENT = "AiChatToolsWorkload"
+"""The class that plays a tools workload with `host: chat` (the SDK's AIChatAgent)."""
+
 PYTHON_ONLY_STEPS: dict[type[Step], str] = {
     ArmStorageFaultStep: "storage faults and crashes between statements exist only in agentsim",
     StallModelStep: "the scripted model provider exists only in agentsim",
@@ -160,11 +163,15 @@ class Compiled:
 
 def _tools_skip(spec: Any) -> Skip | None:
     """Why the real side cannot play this tools workload, or None."""
-    from scenarios.workloads.tools import ToolsWorkload
+    from scenarios.workloads.tools import AiChatToolsWorkload, ToolsWorkload
 
     where = f"agent {spec.alias} (line {spec.line})"
-    if not issubclass(spec.cls, ToolsWorkload):
-        return Skip(where, "a chat host as the tools parent has no player on the real side yet")
+    if not issubclass(spec.cls, ToolsWorkload | AiChatToolsWorkload):
+        return Skip(
+            where,
+            "a Think-like chat host as the tools parent has no player on the real side yet (the "
+            "SDK's Think, @cloudflare/think, is not installed there)",
+        )
     for run in spec.cls.runs:
         if run.child not in PLAYED_CHILDREN:
             return Skip(
@@ -218,11 +225,24 @@ def _static_skip(scenario: Scenario) -> Skip | None:
     return None
 
 
+def _played_class(spec: Any) -> str:
+    """The class the real side plays an agent with (a tools parent's by its `host:`)."""
+    from scenarios.workloads.tools import AiChatToolsWorkload
+
+    if spec.workload == "tools" and issubclass(spec.cls, AiChatToolsWorkload):
+        return CHAT_TOOLS_PARENT
+    return PLAYED_WORKLOADS.get(spec.workload or "") or PLAYED_CLASSES[spec.class_path]
+
+
 def _model_skip(scenario: Scenario) -> Skip | None:
     """Why the real side's scripted model cannot play this scenario's model script, or None
     (only asked when a chat agent is played)."""
     chat = any(
-        spec.workload == "tools" and any(run.child == "chat" for run in cast("Any", spec.cls).runs)
+        spec.workload == "tools"
+        and (
+            _played_class(spec) == CHAT_TOOLS_PARENT
+            or any(run.child == "chat" for run in cast("Any", spec.cls).runs)
+        )
         for spec in scenario.agents
     )
     service = seeded_latency(model_description(scenario.models)) if chat else None
@@ -401,8 +421,7 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
         "end_ms": python.end_ms,
         "agents": {
             spec.alias: {
-                "class": PLAYED_WORKLOADS.get(spec.workload or "")
-                or PLAYED_CLASSES[spec.class_path],
+                "class": _played_class(spec),
                 "options": _options(scenario, spec.alias),
             }
             for spec in scenario.agents

@@ -120,6 +120,25 @@ def test_a_chat_child_whose_model_has_no_delay_is_refused_naming_the_service() -
     assert compile_plan(parse_scenario(timed), repeat=1).plan is not None
 
 
+def test_a_chat_host_parent_is_played_as_the_sdks_chat_agent() -> None:
+    """`host: chat` makes the tools parent AiChatToolsWorkload on the real side (the SDK's
+    AIChatAgent); a chat host's model is checked for seeded latency as a chat child's is; a
+    Think-like host is refused, naming the SDK's Think that the real side lacks. The story that
+    crashes its chat host is refused for its storage fault, which only agentsim can play."""
+    story = _SEEDED.replace("    runs:", "    host: chat\n    runs:")
+    story = story.replace('{run_id: a, child: chat, input: "hello"}', "{run_id: a, detached: true}")
+    compiled = compile_plan(parse_scenario(story), repeat=1)
+    assert compiled.skip is not None and compiled.skip.where == "model service model"
+    timed = story.replace("chunks: 2}", "chunks: 2, delay: 250ms}")
+    plan = compile_plan(parse_scenario(timed), repeat=1).plan
+    assert plan is not None and plan["agents"]["parent"]["class"] == "AiChatToolsWorkload"
+    think = compile_plan(parse_scenario(timed.replace("host: chat", "host: think")), repeat=1)
+    assert think.skip is not None and "@cloudflare/think" in think.skip.why
+    crash = load_scenario(str(LIBRARY / "chat-reply-complete-at-crash-not-repeated.yaml"))
+    skip = compile_plan(crash, repeat=1).skip
+    assert skip is not None and "arm_storage_fault" in skip.where
+
+
 def test_a_think_child_is_still_refused() -> None:
     """Only the AIChatAgent child has a player: a `child: think` run is refused, naming it."""
     story = _SEEDED.replace("child: chat", "child: think").replace(

@@ -19,7 +19,9 @@ from scenarios.diff.workerd import missing_reason, play_plans
 from scenarios.language.loader import load_scenario
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
-STORY = Path(__file__).resolve().parent / "stories" / "chat-child-answers-as-a-tool.yaml"
+STORIES = Path(__file__).resolve().parent / "stories"
+STORY = STORIES / "chat-child-answers-as-a-tool.yaml"
+HOST = STORIES / "chat-host-narrates-a-detached-finish.yaml"
 RECOVERY = "chat-child-recovered-keeps-chunk-numbers"
 REASON = missing_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"real side unavailable: {REASON}")
@@ -43,19 +45,21 @@ def _sides(compiled: Any, play: dict[str, Any]) -> tuple[Story, Story]:
     return ours, normalise(play["records"], play["tables"], real=True)
 
 
-def test_the_chat_child_story_agrees_and_another_script_differs(
+def test_the_chat_stories_agree_and_another_script_differs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The SDK's AIChatAgent, run as an agent tool and answering from the plan's model script,
-    streams the chunks the port's chat child streams: the story agrees over two plays (only
-    T11 and T12 forgiven among the chat rows). With the model's text changed on the real side
+    streams the chunks the port's chat child streams, and as a tools parent narrates a detached
+    finish in its chat as the port's does: both stories agree over two plays (among the chat
+    rows only T11, T12 and T13 forgiven). With the model's text changed on the real side
     alone, the forwarded chunks and the runs' summaries differ. And the recovery story, played
     despite its refusal, shows T11: the SDK's children lost the chunks they had streamed before
     the deploy (still in the stream's buffer), so chat recovery retried their answers from the
     first chunk, where the port's continued them."""
-    verdicts, _refused = diff_scenarios([str(STORY)], repeat=2)
-    assert [v.word for v in verdicts] == ["AGREE"], verdicts[0].text()
+    verdicts, _refused = diff_scenarios([str(STORY), str(HOST)], repeat=2)
+    assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)
     assert "T11" in verdicts[0].detail and "T12" in verdicts[0].detail
+    assert "T13" in verdicts[1].detail
 
     compiled = compile_plan(load_scenario(str(STORY)), repeat=1)
     changed = json.loads(json.dumps(compiled.plan))

@@ -107,13 +107,13 @@ def test_the_tools_workload_hands_the_ports_run_plans_to_the_real_side() -> None
     assert compiled.python.tables["parent/import"]["child_runs"][0]["status"] == "completed"
 
 
-def test_a_chat_host_or_the_chat_child_story_is_refused_naming_why() -> None:
-    """A chat host as the tools parent has no player yet; the chat child's recovery story pins
-    T9, and on the SDK T11 (chunks lost from the stream's buffer) comes first."""
+def test_the_chat_stories_are_refused_naming_why() -> None:
+    """The chat child's recovery story pins T9, and on the SDK T11 (chunks lost from the
+    stream's buffer) comes first; a Think-like host has no player yet."""
     chat_child = _compile("chat-child-recovered-keeps-chunk-numbers").skip
     assert chat_child is not None and "T9" in chat_child.why and "T11" in chat_child.why
-    chat_host = _compile("chat-reply-complete-at-crash-not-repeated").skip
-    assert chat_host is not None and "chat host" in chat_host.why
+    think_host = _compile("hunt-chat-host-tools-progress-milestones").skip
+    assert think_host is not None and "Think-like chat host" in think_host.why
 
 
 def test_keyword_arguments_are_bound_by_the_ports_signature() -> None:

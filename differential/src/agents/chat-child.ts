@@ -1,27 +1,35 @@
 /**
- * `ChatToolChild`, the `child: chat` of the `workload: tools` player on the real SDK
- * (`scenarios/workloads/children.py` in the port): the SDK's own `AIChatAgent`
- * (`@cloudflare/ai-chat`, the release built beside `agents@0.21.0`), run as an agent tool, with
- * chat recovery on, answering from the scripted model (`scripted-model.ts`) that plays the
- * scenario's `model:` script as the port's model service does. Nothing of the chat itself is
- * written here: the turns, the resumable stream, the agent-tool adapter and recovery are the
- * SDK's. What is here is the harness's bookkeeping, which `HarnessAgent` gives the other players
- * (this class must extend `AIChatAgent` instead): incarnations, the alarm it arms, silence after
- * an eviction, its facet path and its tables.
+ * The chat agents of the real side: the SDK's own `AIChatAgent` (`@cloudflare/ai-chat`, the
+ * release built beside `agents@0.21.0`), answering from the scripted model (`scripted-model.ts`)
+ * that plays the scenario's `model:` script as the port's model service does, with chat
+ * recovery on. Nothing of the chat itself is written here: the turns, the resumable stream, the
+ * agent-tool adapter, the notify hooks and recovery are the SDK's.
+ *
+ * `HarnessedChatAgent` gives them the harness's bookkeeping, which `HarnessAgent` gives the other
+ * players (these must extend `AIChatAgent` instead): incarnations, the alarm they arm, silence
+ * after an eviction, their facet path, their tables and the helpers a player uses.
+ * `ChatToolChild` is the `child: chat` of the `workload: tools` player
+ * (`scenarios/workloads/children.py` in the port); the chat host as the tools parent is in
+ * `chat-host.ts`.
  */
 import { AIChatAgent, type OnChatMessageOptions } from "@cloudflare/ai-chat";
-import { BASE_MS, type Json, shared } from "../harness";
+import { BASE_MS, type Json, option, record, shared, sleep } from "../harness";
 import { readTables } from "./base";
 import { type ModelRequest, modelEvents, sseResponse } from "./scripted-model";
 
 /** The port's `MODEL_SERVICE`: chat hosts without a model of their own stream from it. */
 const MODEL_SERVICE = "model";
 
-/** The harness's bookkeeping for an agent that cannot extend `HarnessAgent` (see
- * `base.ts`): count the incarnation, mark it live, report the alarms it arms or clears, and
- * silence its observability events once it is no longer the live incarnation. Returns a
- * function telling whether it still is. */
-export function harnessed(agent: { _emit(type: string, payload?: unknown): void }, ctx: DurableObjectState): () => boolean {
+type Tables = Record<string, Record<string, Record<string, Json>[]>>;
+
+/** The harness's bookkeeping for an agent that cannot extend `HarnessAgent` (see `base.ts`):
+ * count the incarnation, mark it live, report the alarms it arms or clears, and silence its
+ * observability events once it is no longer the live incarnation. Returns a function telling
+ * whether it still is. */
+export function harnessed(
+  agent: { _emit(type: string, payload?: unknown): void },
+  ctx: DurableObjectState
+): () => boolean {
   const key = ctx.id.toString();
   const state = shared();
   const incarnation = (state.incarnations.get(key) ?? 0) + 1;
@@ -51,50 +59,88 @@ export function harnessed(agent: { _emit(type: string, payload?: unknown): void 
   return current;
 }
 
-export class ChatToolChild extends AIChatAgent {
-  private readonly owner: string;
+export class HarnessedChatAgent extends AIChatAgent {
+  readonly instanceKey: string;
+  protected readonly current: () => boolean;
 
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env as never);
-    this.owner = ctx.id.toString();
-    harnessed(this as never, ctx);
+    this.instanceKey = ctx.id.toString();
+    this.current = harnessed(this as never, ctx);
     // The port's chat hosts always recover an interrupted turn; the SDK's is opt-in.
     this.chatRecovery = true;
   }
 
-  async onStart(): Promise<void> {
-    this.registerFacet();
-    await (super.onStart as (() => Promise<void>) | undefined)?.call(this);
+  /** The names of the tools the port's host of this kind offers its model. */
+  protected offeredTools(): string[] {
+    return [];
   }
 
-  async startAgentToolRun(input: unknown, options: never): Promise<never> {
-    this.registerFacet();
-    return (await super.startAgentToolRun(input as never, options)) as never;
-  }
-
-  /** The port's turn asks its model service with the transcript (the answer being built
-   * included) and the names of the tools it offers; a recovery that continues an answer says
-   * so. */
+  /** The port's turn asks its model service with the transcript and the names of the tools
+   * it offers; a recovery that continues an answer says so. */
   async onChatMessage(
     _onFinish: unknown,
     options?: OnChatMessageOptions
   ): Promise<Response | undefined> {
     const request: ModelRequest = {
       messages: JSON.parse(JSON.stringify(this.messages)) as Json[],
-      tools: ["work"],
+      tools: this.offeredTools(),
       continuation: options?.continuation === true
     };
-    return sseResponse(this.owner, await modelEvents(MODEL_SERVICE, request));
+    return sseResponse(this.instanceKey, await modelEvents(MODEL_SERVICE, request));
   }
 
-  private registerFacet(): void {
+  protected registerFacet(): void {
     const path = (this as unknown as { selfPath?: { name: string }[] }).selfPath;
     if (!path || path.length < 2) return;
-    shared().facets.set(this.owner, path.map((step) => step.name).join("/"));
+    shared().facets.set(this.instanceKey, path.map((step) => step.name).join("/"));
   }
 
-  /** Its tables (a chat child has no sub-agents), as `HarnessAgent.harnessTables`. */
-  async harnessTables(): Promise<Record<string, Record<string, Record<string, Json>[]>>> {
-    return { "": readTables(this.ctx.storage.sql) };
+  /** Its tables and its sub-agents', as `HarnessAgent.harnessTables`. */
+  async harnessTables(): Promise<Tables> {
+    const own = readTables(this.ctx.storage.sql);
+    const out: Tables = { "": own };
+    const resolve = (this as unknown as {
+      _cf_resolveSubAgent(cls: string, name: string): Promise<{ harnessTables(): Promise<Tables> }>;
+    })._cf_resolveSubAgent.bind(this);
+    for (const row of own.cf_agents_sub_agents ?? []) {
+      const child = await resolve(String(row.class), String(row.name));
+      for (const [path, tables] of Object.entries(await child.harnessTables())) {
+        out[path ? `${row.name}/${path}` : String(row.name)] = tables;
+      }
+    }
+    return out;
+  }
+
+  protected pause(ms: number): Promise<void> {
+    return sleep(this.instanceKey, ms);
+  }
+
+  protected exec(query: string, ...params: unknown[]): Record<string, Json>[] {
+    return [...this.ctx.storage.sql.exec(query, ...params)] as Record<string, Json>[];
+  }
+
+  protected opt<T extends Json>(key: string, fallback: T): T {
+    return option((this.constructor as { name: string }).name, key, fallback);
+  }
+
+  protected trace(type: string, payload: Record<string, Json>): void {
+    if (this.current()) record(this.name, type, payload);
+  }
+}
+
+export class ChatToolChild extends HarnessedChatAgent {
+  /** The port's chat children offer one server tool, `work`. */
+  protected offeredTools(): string[] {
+    return ["work"];
+  }
+
+  async onStart(): Promise<void> {
+    this.registerFacet();
+  }
+
+  async startAgentToolRun(input: unknown, options: never): Promise<never> {
+    this.registerFacet();
+    return (await super.startAgentToolRun(input as never, options)) as never;
   }
 }

@@ -60,83 +60,96 @@ function detachedOption(detached: DetachedPlan | null): Record<string, Json> | u
   return out;
 }
 
-export class ToolsWorkload extends HarnessAgent {
-  constructor(ctx: DurableObjectState, env: unknown) {
-    super(ctx, env);
-    for (const statement of PARENT_DDL) this.exec(statement);
-    if (this.runs.some((plan) => flaky(plan.detached))) this.exec(CALLS_DDL);
-  }
+/** What a tools parent needs of its base: `HarnessAgent`'s helpers and the SDK's agent-tool
+ * calls (a chat host's base, `HarnessedChatAgent` in `chat-host.ts`, has them too). */
+// biome-ignore lint: the bases are the SDK's Agent and AIChatAgent, typed loosely here
+type ParentBase = abstract new (ctx: DurableObjectState, env: unknown) => any;
 
-  private get runs(): RunPlan[] {
-    return this.opt("runs", []) as unknown as RunPlan[];
-  }
-
-  async onStart(): Promise<void> {
-    if (this.opt("start_on", "call") !== "on_start") return;
-    for (const plan of this.runs) {
-      const done = this.exec("SELECT 1 AS x FROM workload_dispatched WHERE run_id = ?", plan.run_id);
-      if (!done.length) this.ctx.waitUntil(this.dispatchOne(plan).catch(() => undefined));
+/** The tools parent on `Base`: a plain agent (`ToolsWorkload`) or a chat host
+ * (`AiChatToolsWorkload`), as the port's `_ToolsMixin` sits on either. */
+export function toolsParent<TBase extends ParentBase>(Base: TBase) {
+  abstract class ToolsParent extends Base {
+    // biome-ignore lint: the mixin's constructor takes what every agent takes
+    constructor(...args: any[]) {
+      super(args[0], args[1]);
+      for (const statement of PARENT_DDL) this.exec(statement);
+      if (this.runs.some((plan) => flaky(plan.detached))) this.exec(CALLS_DDL);
     }
-  }
 
-  async dispatch(runId: string | null = null): Promise<Json[]> {
-    const plans = this.runs.filter((plan) => runId === null || plan.run_id === runId);
-    if (!plans.length) {
-      const known = this.runs.map((plan) => `'${plan.run_id}'`).join(", ");
-      throw new Error(`no run '${runId}'; this workload's runs: [${known}]`);
+    get runs(): RunPlan[] {
+      return this.opt("runs", []) as unknown as RunPlan[];
     }
-    return Promise.all(plans.map((plan) => this.dispatchOne(plan)));
-  }
 
-  async cancel(runId: string, reason = "cancelled by the scenario"): Promise<void> {
-    await this.cancelAgentTool(runId, reason);
-  }
+    async onStart(): Promise<void> {
+      if (this.opt("start_on", "call") !== "on_start") return;
+      for (const plan of this.runs) {
+        const done = this.exec("SELECT 1 AS x FROM workload_dispatched WHERE run_id = ?", plan.run_id);
+        if (!done.length) this.ctx.waitUntil(this.dispatchOne(plan).catch(() => undefined));
+      }
+    }
 
-  private async dispatchOne(plan: RunPlan): Promise<Json> {
-    this.exec(
-      "INSERT OR IGNORE INTO workload_dispatched (run_id, at_ms) VALUES (?, ?)",
-      plan.run_id,
-      now()
-    );
-    const input =
-      plan.child === "scripted" ? { steps: plan.steps, resume: plan.resume } : (plan.input as Json);
-    const child = plan.child === "chat" ? ChatToolChild : ScriptedToolChild;
-    const result = await this.runAgentTool(child as never, {
-      input,
-      runId: plan.run_id,
-      detached: detachedOption(plan.detached) as never
-    });
-    return JSON.parse(JSON.stringify(result)) as Json;
-  }
+    async dispatch(runId: string | null = null): Promise<Json[]> {
+      const plans = this.runs.filter((plan) => runId === null || plan.run_id === runId);
+      if (!plans.length) {
+        const known = this.runs.map((plan) => `'${plan.run_id}'`).join(", ");
+        throw new Error(`no run '${runId}'; this workload's runs: [${known}]`);
+      }
+      return Promise.all(plans.map((plan) => this.dispatchOne(plan)));
+    }
 
-  async workload_on_finish(run: { runId: string }, lifecycle: { status?: string } | null) {
-    const status = lifecycle && typeof lifecycle === "object" ? (lifecycle.status ?? null) : null;
-    const detached = this.runs.find((p) => p.run_id === run.runId)?.detached ?? null;
-    if (detached && flaky(detached)) {
-      if (detached.on_finish_work_ms > 0) await this.pause(detached.on_finish_work_ms);
+    async cancel(runId: string, reason = "cancelled by the scenario"): Promise<void> {
+      await this.cancelAgentTool(runId, reason);
+    }
+
+    async dispatchOne(plan: RunPlan): Promise<Json> {
       this.exec(
-        "INSERT INTO workload_finish_calls (run_id, status, at_ms) VALUES (?, ?, ?)",
+        "INSERT OR IGNORE INTO workload_dispatched (run_id, at_ms) VALUES (?, ?)",
+        plan.run_id,
+        now()
+      );
+      const input =
+        plan.child === "scripted" ? { steps: plan.steps, resume: plan.resume } : (plan.input as Json);
+      const child = plan.child === "chat" ? ChatToolChild : ScriptedToolChild;
+      const result = await this.runAgentTool(child as never, {
+        input,
+        runId: plan.run_id,
+        detached: detachedOption(plan.detached) as never
+      });
+      return JSON.parse(JSON.stringify(result)) as Json;
+    }
+
+    async workload_on_finish(run: { runId: string }, lifecycle: { status?: string } | null) {
+      const status = lifecycle && typeof lifecycle === "object" ? (lifecycle.status ?? null) : null;
+      const detached = this.runs.find((p) => p.run_id === run.runId)?.detached ?? null;
+      if (detached && flaky(detached)) {
+        if (detached.on_finish_work_ms > 0) await this.pause(detached.on_finish_work_ms);
+        this.exec(
+          "INSERT INTO workload_finish_calls (run_id, status, at_ms) VALUES (?, ?, ?)",
+          run.runId,
+          status,
+          now()
+        );
+        const calls = Number(
+          this.exec("SELECT COUNT(*) AS n FROM workload_finish_calls WHERE run_id = ?", run.runId)[0].n
+        );
+        if (calls <= detached.on_finish_fails) {
+          this.trace("workload:on_finish_failed", { runId: run.runId, status, call: calls });
+          throw new Error(
+            `on_finish of run ${run.runId} failed its call ${calls} ` +
+              `(on_finish_fails: ${detached.on_finish_fails})`
+          );
+        }
+      }
+      this.exec(
+        "INSERT INTO workload_finishes (run_id, status, at_ms) VALUES (?, ?, ?)",
         run.runId,
         status,
         now()
       );
-      const calls = Number(
-        this.exec("SELECT COUNT(*) AS n FROM workload_finish_calls WHERE run_id = ?", run.runId)[0].n
-      );
-      if (calls <= detached.on_finish_fails) {
-        this.trace("workload:on_finish_failed", { runId: run.runId, status, call: calls });
-        throw new Error(
-          `on_finish of run ${run.runId} failed its call ${calls} ` +
-            `(on_finish_fails: ${detached.on_finish_fails})`
-        );
-      }
+      this.trace("workload:on_finish", { runId: run.runId, status });
     }
-    this.exec(
-      "INSERT INTO workload_finishes (run_id, status, at_ms) VALUES (?, ?, ?)",
-      run.runId,
-      status,
-      now()
-    );
-    this.trace("workload:on_finish", { runId: run.runId, status });
   }
+  return ToolsParent;
 }
+
+export class ToolsWorkload extends toolsParent(HarnessAgent) {}
