@@ -55,7 +55,8 @@ def test_the_chat_stories_agree_and_another_script_differs(
     alone, the forwarded chunks and the runs' summaries differ. And the recovery story, played
     despite its refusal, shows T11: the SDK's children lost the chunks they had streamed before
     the deploy (still in the stream's buffer), so chat recovery retried their answers from the
-    first chunk, where the port's continued them."""
+    first chunk, where the port's continued them; and T14: the second child's recovery waited
+    for the first's recovered answer to end."""
     verdicts, _refused = diff_scenarios([str(STORY), str(HOST)], repeat=2)
     assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)
     assert "T11" in verdicts[0].detail and "T12" in verdicts[0].detail
@@ -78,3 +79,17 @@ def test_the_chat_stories_agree_and_another_script_differs(
     ours, theirs = _sides(recovery, played[RECOVERY].plays[0])
     assert "one t" not in _live_deltas(ours, 3_500)
     assert _live_deltas(theirs, 3_500).count("one t") >= 1
+    # T14: the root's alarm awaits each child's recovery callback, which awaits its turn, so the
+    # second child's recovered turn starts once the first's retried answer (9 s) has ended.
+    assert _recovered_turns(ours) == [5_001, 5_001]
+    first, second = _recovered_turns(theirs)
+    assert first == 5_001 and second >= first + 9_000
+
+
+def _recovered_turns(story: Story) -> list[int]:
+    """When the chat turns started after the deploy at 3.5 s."""
+    return sorted(
+        t
+        for t, _agent, kind, payload in story.records
+        if kind == "fiber:run:started" and t > 3_500 and "chat_turn" in payload["fiberName"]
+    )
