@@ -5,6 +5,7 @@
  * SDK's spelling of a drill-in's child class.
  */
 import { type Json, realTimers, shared } from "../src/harness";
+import { callsInFlight } from "../src/sdk-work";
 
 const QUIET_ROUND_MS = 5;
 /** Quiet rounds in a row (no record, timer, alarm change or constructed instance) that end a
@@ -31,7 +32,8 @@ function realPause(ms: number): Promise<void> {
 }
 
 /** Wait until nothing happens for `QUIET_ROUNDS` rounds in a row and every piece of work the
- * runner started has finished or is parked on a virtual timer. */
+ * runner started, and every call an agent made on another (`src/sdk-work.ts`), has finished
+ * or is parked on a virtual timer. */
 export async function settle(): Promise<void> {
   const state = shared();
   let last = -1;
@@ -44,7 +46,7 @@ export async function settle(): Promise<void> {
       quiet = 0;
       last = mark;
     }
-    if (quiet >= QUIET_ROUNDS && !working()) return;
+    if (quiet >= QUIET_ROUNDS && !working() && !callsInFlight()) return;
   }
 }
 

@@ -117,15 +117,12 @@ DIVERGENT_STORIES = {
 """Stories written to show a divergence whose first difference changes everything after it,
 so no verdict past it would mean anything: refused, naming the row."""
 
-UNSTABLE_STORIES = {
-    "reattach-after-parent-restart": "the real side is not stable here: in workerd, whether the "
-    "re-attached child resumes at the reconnect's instant varies from play to play (one play "
-    "in three differed in about one full library run in three, with a quiet period of 30 to "
-    "200 ms alike), so no verdict is drawn",
-}
+UNSTABLE_STORIES: dict[str, str] = {}
 """Stories whose real side has been measured to disagree with itself from play to play:
 refused with the reason, so that a run of the library gives a verdict that does not depend on
-luck."""
+luck. None is today: reattach-after-parent-restart was, until the real side started a
+sub-agent once when two first calls reach it together (`differential/src/startup.ts`) and
+counted the calls agents make on one another as work in flight (`differential/src/sdk-work.ts`)."""
 
 _PLAYED_EVICTIONS = ("idle", "deploy", "explicit")
 """`incarnation:end` reasons the real side reproduces (the object is aborted at that instant)."""

@@ -74,11 +74,20 @@ def test_a_story_that_pins_a_divergence_is_refused_naming_its_row() -> None:
         assert f"\n| {row} |" in divergences
 
 
-def test_a_story_measured_unstable_on_the_real_side_is_refused_with_why() -> None:
-    """reattach-after-parent-restart's real side disagrees with itself from play to play: the
-    library run refuses it with that reason instead of a verdict that depends on luck."""
+def test_a_story_measured_unstable_on_the_real_side_is_refused_with_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A story listed as unstable on the real side is refused with that reason instead of a
+    verdict that depends on luck. reattach-after-parent-restart, listed until its real side was
+    made deterministic, is played: a deploy at 200 ms, then the reconnect at 250 ms."""
     compiled = _compile("reattach-after-parent-restart")
-    assert compiled.plan is None and "not stable" in compiled.skip.why
+    assert compiled.skip is None and compiled.plan is not None
+    actions = [(a["t"], a["do"]) for a in compiled.plan["actions"] if a["do"] != "snapshot"]
+    assert actions == [(0, "connect"), (0, "call"), (200, "evict"), (250, "connect")]
+    why = "the real side is not stable here: measured"
+    monkeypatch.setitem(plan_module.UNSTABLE_STORIES, "reattach-after-parent-restart", why)
+    refused = _compile("reattach-after-parent-restart")
+    assert refused.plan is None and refused.skip is not None and refused.skip.why == why
 
 
 def test_the_tools_workload_hands_the_ports_run_plans_to_the_real_side() -> None:
@@ -132,14 +141,10 @@ def test_a_re_attach_given_up_on_its_timers_is_played() -> None:
     assert window.skip is None and window.plan is not None
 
 
-def test_a_root_that_ends_with_its_sub_agents_is_one_eviction(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_root_that_ends_with_its_sub_agents_is_one_eviction() -> None:
     """The deploy at 200 ms ends the parent and its child at one instant: one evict action, of
     the parent (workerd's abort of a root takes its facets); the call cut short is noted with
-    its error, and the browser's connection closes with 1006. (The story is refused in library
-    runs as unstable on the real side; its plan is what is tested here.)"""
-    monkeypatch.delitem(plan_module.UNSTABLE_STORIES, "reattach-after-parent-restart")
+    its error, and the browser's connection closes with 1006."""
     compiled = _compile("reattach-after-parent-restart")
     assert compiled.plan is not None
     evictions = [

@@ -7,6 +7,8 @@
  */
 import { Agent } from "agents";
 import { type Json, now, option, record, shared, sleep, BASE_MS } from "../harness";
+import { trackAgentCalls } from "../sdk-work";
+import { startOnce } from "../startup";
 
 /** The scenario's snake_case option keys that are the SDK's static options. */
 const STATIC_OPTIONS: Record<string, string> = {
@@ -64,6 +66,10 @@ export class HarnessAgent extends Agent<any, any> {
 
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env as never);
+    // Two first calls reaching this instance together must start it once (startup.ts), and
+    // the calls it makes on other agents count as work in flight for the runner (sdk-work.ts).
+    startOnce(this);
+    trackAgentCalls(this);
     const key = ctx.id.toString();
     this.instanceKey = key;
     const state = shared();
