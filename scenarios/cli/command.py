@@ -47,7 +47,7 @@ from scenarios.cli.inputs import (
 from scenarios.cli.progress import RunProgress, is_terminal
 from scenarios.cli.sweeps import SweepFailed, SweepInputError, SweepSettings, add_sweep_flags, sweep
 from scenarios.hunt.explore import ExploreInputError, explore_command
-from scenarios.hunt.fuzz import FAULT_KINDS, FlakyFinding, fuzz_scenario
+from scenarios.hunt.fuzz import FUZZ_KINDS, FlakyFinding, fuzz_scenario
 from scenarios.language.errors import InvalidScenario, printable
 from scenarios.language.json_schema import scenario_json_schema
 from scenarios.language.loader import load_scenario
@@ -99,10 +99,10 @@ def _invariants(text: str) -> tuple[str, ...]:
 
 def _fault_kinds(text: str) -> tuple[str, ...]:
     kinds = tuple(word.strip() for word in text.split(",") if word.strip())
-    unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
+    unknown = [kind for kind in kinds if kind not in FUZZ_KINDS]
     if unknown or not kinds:
         raise argparse.ArgumentTypeError(
-            f"unknown fault kind(s) {unknown or [text]}; allowed: {list(FAULT_KINDS)}, "
+            f"unknown fault kind(s) {unknown or [text]}; allowed: {list(FUZZ_KINDS)}, "
             f"comma-separated"
         )
     return kinds
@@ -214,9 +214,10 @@ def _parser() -> _Parser:
     fuzz = commands.add_parser(
         "fuzz",
         help="draw fault schedules over a scenario with Hypothesis; write a reproducer",
-        description="Insert drawn evictions, deploys, storage faults and client reconnects "
-        "into a scenario, check its expectations and the named invariants, and write the "
-        "shrunk failing schedule as a runnable scenario. Exit 1 when a failure is found.",
+        description="Insert drawn evictions, deploys, storage faults, client reconnects and "
+        "repeated calls into a scenario and set its agents' options at drawn values; check "
+        "its expectations and the named invariants, and write the shrunk failing schedule as "
+        "a runnable scenario. Exit 1 when a failure is found.",
     )
     fuzz.add_argument("path", metavar="PATH", help="the base scenario file")
     fuzz.add_argument("--examples", type=positive, default=100, help="schedules to try (100)")
@@ -237,9 +238,9 @@ def _parser() -> _Parser:
     fuzz.add_argument(
         "--faults",
         type=_fault_kinds,
-        default=FAULT_KINDS,
+        default=FUZZ_KINDS,
         metavar="KINDS",
-        help=f"fault kinds to draw (default: {','.join(FAULT_KINDS)})",
+        help=f"fault kinds to draw, `tune` for agents' options (default: {','.join(FUZZ_KINDS)})",
     )
     fuzz.add_argument("--max-steps", type=positive, default=4, help="drawn steps at most (4)")
     fuzz.add_argument(
@@ -642,9 +643,16 @@ def _schema(out: TextIO) -> int:
 # -- fuzz, golden -------------------------------------------------------------------------------
 def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
     input_file(args.path, "scenario file")
+    # The header says how to find it again: every option that changes what is drawn.
     command = f"agentsim fuzz {args.path} --seed {args.seed} --examples {args.examples}"
     if args.invariants_only:
         command += " --invariants-only"
+    if args.invariants is not None:
+        command += f" --invariants {','.join(args.invariants)}"
+    if tuple(args.faults) != FUZZ_KINDS:
+        command += f" --faults {','.join(args.faults)}"
+    if args.max_steps != 4:
+        command += f" --max-steps {args.max_steps}"
     try:
         outcome = fuzz_scenario(
             args.path,

@@ -25,6 +25,8 @@ __all__ = [
     "InsertedStep",
     "add_expectation",
     "expect_errors",
+    "flow_mapping",
+    "flow_scalar",
     "keep_always",
     "format_duration",
     "insert_steps",
@@ -53,7 +55,7 @@ def format_duration(ms: int) -> str:
     return "".join(parts)
 
 
-def _scalar(value: Any) -> str:
+def flow_scalar(value: Any) -> str:
     """A YAML flow scalar that reads back as `value` (strings quoted when YAML would not)."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
@@ -69,8 +71,9 @@ def _scalar(value: Any) -> str:
     return json.dumps(text)
 
 
-def _flow(args: Mapping[str, Any]) -> str:
-    return "{" + ", ".join(f"{key}: {_scalar(value)}" for key, value in args.items()) + "}"
+def flow_mapping(args: Mapping[str, Any]) -> str:
+    """`args` as a one-line YAML flow mapping that reads back as `args`."""
+    return "{" + ", ".join(f"{key}: {flow_scalar(value)}" for key, value in args.items()) + "}"
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ class InsertedStep:
     """A comment line put above the step."""
 
     def describe(self) -> str:
-        shown = _flow(self.args) if self.args else "{}"
+        shown = flow_mapping(self.args) if self.args else "{}"
         when = (
             f"before step {self.before + 1}"
             if self.at_ms is None
@@ -99,10 +102,10 @@ class InsertedStep:
     def lines(self, indent: str) -> list[str]:
         out = [f"{indent}# {self.note}"] if self.note else []
         if self.at_ms is None:
-            out.append(f"{indent}- {self.action}: {_flow(self.args)}")
+            out.append(f"{indent}- {self.action}: {flow_mapping(self.args)}")
             return out
         out.append(f"{indent}- at: {format_duration(self.at_ms)}")
-        out.append(f"{indent}  {self.action}: {_flow(self.args)}")
+        out.append(f"{indent}  {self.action}: {flow_mapping(self.args)}")
         return out
 
 
@@ -186,7 +189,7 @@ def _replace_top(lines: list[str], key: str, value: str) -> None:
 def retitle(text: str, name: str, seed: int) -> str:
     """`text` with its top-level `name:` and `seed:` values replaced."""
     lines = text.split("\n")
-    _replace_top(lines, "name", _scalar(name))
+    _replace_top(lines, "name", flow_scalar(name))
     _replace_top(lines, "seed", str(seed))
     return "\n".join(lines)
 

@@ -52,6 +52,7 @@ from scenarios.hunt.reproducers import (
     with_broken_invariants,
     write_reproducer,
 )
+from scenarios.hunt.tunings import TUNE_NOTE, tunable, tune_text
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import NAME_PATTERN, parse_scenario
 from scenarios.language.schema import (
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAULT_KINDS",
+    "FUZZ_KINDS",
     "Fault",
     "FlakyFinding",
     "FuzzOutcome",
@@ -91,6 +93,10 @@ __all__ = [
 TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"})
 """Steps that only let time pass: a fault drawn inside one is put before it."""
 NOTE = "inserted by agentsim fuzz"
+TUNE = "tune"
+FUZZ_KINDS = (*FAULT_KINDS, TUNE)
+"""What `agentsim fuzz` draws: the platform's faults, and `tune`, an agent's options set to
+values a developer might choose (`scenarios.hunt.tunings`)."""
 _TIMING_SLIP = "had already passed"
 _INVARIANT = re.compile(r": invariant (\w+): ")
 _EXPECTED = re.compile(r"\.ya?ml:\d+: expect \d+ \(")
@@ -120,6 +126,13 @@ class Candidate:
     scenario: Scenario | None
     inserted: tuple[InsertedStep, ...]
     inserted_lines: frozenset[int] = frozenset()
+    tunings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The options drawn for each agent (alias -> {option: value}), written into its `options:`."""
+
+    def describe(self) -> list[str]:
+        """The drawn options and steps, a line each."""
+        tuned = [f"tune {alias}: {options}" for alias, options in self.tunings.items()]
+        return [*tuned, *(step.describe() for step in self.inserted)]
 
 
 @dataclass(frozen=True)
@@ -139,6 +152,8 @@ class FuzzOutcome:
     finding: ScenarioResult | None = None
     schedule: Schedule | None = None
     steps: tuple[InsertedStep, ...] = ()
+    drawn: tuple[str, ...] = ()
+    """The shrunk schedule's options and steps, a line each (`Candidate.describe`)."""
     reproducer: str = ""
     """The reproducer's YAML text (written to `path`)."""
     path: str = ""
@@ -167,8 +182,8 @@ class FuzzOutcome:
             return "\n".join([f"no failure found in {self.base} ({tried})", self.coverage()])
         lines = [
             f"FOUND a failure in {self.base} ({tried}); shrunk to seed {self.finding.seed} and "
-            f"{len(self.steps)} step(s):",
-            *(f"  + {step.describe()}" for step in self.steps),
+            f"{len(self.drawn)} drawn change(s):",
+            *(f"  + {line}" for line in self.drawn),
             *(f"  - {failure}" for failure in self.finding.failures),
             self.coverage(),
             f"  reproducer: {self.path}",
@@ -256,18 +271,32 @@ class _Fuzzer:
         return dict(sorted(out.items()))
 
     def candidate(self, schedule: Schedule) -> Candidate:
-        placed = [place(self.base, self.base_result, fault) for fault in schedule.faults]
+        tunings: dict[str, dict[str, Any]] = {}
+        for fault in schedule.faults:
+            if fault.action == TUNE:
+                args = dict(fault.args)
+                tunings.setdefault(args["agent"], {})[args["option"]] = args["value"]
+        timed = [fault for fault in schedule.faults if fault.action != TUNE]
+        placed = [place(self.base, self.base_result, fault) for fault in timed]
         if any(step is None for step in placed):
             return Candidate("", None, ())
         inserted = tuple(sorted((s for s in placed if s is not None), key=_order))
-        text = retitle(insert_steps(self.text, self.base, inserted), self.name, schedule.seed)
+        text, base = self.text, self.base
+        if tunings:
+            # Options first: the steps are then put in by the lines of the tuned text.
+            text = tune_text(text, base, tunings)
+            try:
+                base = parse_scenario(text, self.out_path)
+            except InvalidScenario:
+                return Candidate(text, None, inserted, tunings=tunings)
+        text = retitle(insert_steps(text, base, inserted), self.name, schedule.seed)
         try:
             scenario = parse_scenario(text, self.out_path)
         except InvalidScenario:
-            return Candidate(text, None, inserted)
-        numbers = set(_inserted_indices(self.base, inserted))
+            return Candidate(text, None, inserted, tunings=tunings)
+        numbers = set(_inserted_indices(base, inserted))
         lines = frozenset(s.line for s in scenario.steps if s.index in numbers)
-        return Candidate(text, scenario, inserted, lines)
+        return Candidate(text, scenario, inserted, lines, tunings)
 
     def evaluate(self, schedule: Schedule) -> tuple[Candidate, ScenarioResult | None]:
         """The candidate and its run; the run is None when the schedule was set aside."""
@@ -325,7 +354,7 @@ class _Fuzzer:
         )
         options = fault_options(
             st,
-            kinds=kinds,
+            kinds=[kind for kind in kinds if kind != TUNE],
             at=times(st, horizon),
             agents=[spec.alias for spec in self.base.agents],
             clients=clients,
@@ -334,6 +363,19 @@ class _Fuzzer:
             repeatable=[s for s in self.base.steps if isinstance(s, CallStep | RequestStep)],
             repeat=_repeat,
         )
+        tunes = [
+            (spec.alias, name, values)
+            for spec in self.base.agents
+            for name, values in tunable(spec)
+        ]
+        if TUNE in kinds and tunes:
+            options[TUNE] = st.sampled_from(tunes).flatmap(
+                lambda tune: st.sampled_from(tune[2]).map(
+                    lambda value: Fault(
+                        0, TUNE, (("agent", tune[0]), ("option", tune[1]), ("value", value))
+                    )
+                )
+            )
         if not options:
             raise ValueError(
                 f"nothing to draw: the fault kinds {list(kinds)} have nothing to act on in "
@@ -386,7 +428,7 @@ def fuzz_scenario(
     examples: int = 100,
     seed: int = 0,
     invariants: Sequence[str] | None = None,
-    kinds: Sequence[str] = FAULT_KINDS,
+    kinds: Sequence[str] = FUZZ_KINDS,
     max_steps: int = 4,
     out_dir: str | Path = "agentsim-fuzz",
     command: str = "",
@@ -400,9 +442,9 @@ def fuzz_scenario(
     how the fuzz run was started, for the reproducer's header.
     """
     path = str(path)
-    unknown = [kind for kind in kinds if kind not in FAULT_KINDS]
+    unknown = [kind for kind in kinds if kind not in FUZZ_KINDS]
     if unknown or not kinds:
-        raise ValueError(f"unknown fault kind(s) {unknown}; allowed: {list(FAULT_KINDS)}")
+        raise ValueError(f"unknown fault kind(s) {unknown}; allowed: {list(FUZZ_KINDS)}")
     names = tuple(CHECKERS) if invariants is None else invariant_names(",".join(invariants))
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -486,8 +528,9 @@ def _write_reproducer(
         return [
             f"Found by `{how}`:",
             "Hypothesis drew fault steps over the base scenario and shrank the first failing",
-            f"schedule to seed {schedule.seed} and the {len(candidate.inserted)} step(s) marked "
-            f"'{NOTE}' below.",
+            f"schedule to seed {schedule.seed}, the {len(candidate.inserted)} step(s) marked "
+            f"'{NOTE}' and the {sum(map(len, candidate.tunings.values()))} option(s) marked "
+            f"'{TUNE_NOTE}' below.",
             f"It fails with: {first_failure}",
         ]
 
@@ -510,6 +553,7 @@ def _write_reproducer(
         finding=check,
         schedule=schedule,
         steps=candidate.inserted,
+        drawn=tuple(candidate.describe()),
         reproducer=written,
         path=out_path,
         command=f"agentsim run {shlex.quote(out_path)}",

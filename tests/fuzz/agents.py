@@ -14,7 +14,16 @@ from typing import Any
 from agents_core import Agent
 from tests.checkers.agents import Worker
 
-__all__ = ["Forgetful", "HashOrdered", "Leaky", "Session", "SometimesForgetful", "Steady", "Tally"]
+__all__ = [
+    "Forgetful",
+    "HashOrdered",
+    "Hurried",
+    "Leaky",
+    "Session",
+    "SometimesForgetful",
+    "Steady",
+    "Tally",
+]
 
 
 class Steady(Worker):
@@ -30,6 +39,17 @@ class Forgetful(Steady):
 
     def resume_from(self, snapshot: Any) -> int:
         return 0
+
+
+class Hurried(Steady):
+    """Skips loading its checkpoint when its recovery hook is given under 5 s (its options'
+    `fiber_recovery_hook_timeout_ms`), and starts over: a lost stash that only a configuration
+    with a short hook timeout shows (the default is 10 s)."""
+
+    def resume_from(self, snapshot: Any) -> int:
+        if 0 < self.options_resolved.fiber_recovery_hook_timeout_ms < 5_000:
+            return 0
+        return super().resume_from(snapshot)
 
 
 _PINGS = iter(range(1_000_000))
