@@ -131,6 +131,7 @@ class Player {
    * virtual sleep (an `onStart` that awaits a warm-up): the runner must go on moving time for
    * it to end, and calls sent meanwhile wait at the object's input gate, as in the port. */
   private async started(alias: string, namespace: DurableObjectNamespace): Promise<Stub> {
+    const since = shared().order;
     const pending = getAgentByName(namespace as never, this.doName(alias));
     const entry = { timerSeq: shared().seq };
     inFlight.add(entry);
@@ -145,7 +146,14 @@ class Player {
         inFlight.delete(entry);
       }
     );
-    await Promise.race([finished, settle()]);
+    // Parked: quiet, with a sleep of this very object's begun since (another agent's sleep
+    // during a slow startup is no sign that this one waits on virtual time).
+    const key = namespace.idFromName(this.doName(alias)).toString();
+    const parked = () => shared().timers.some((t) => t.owner === key && t.order > since);
+    while (!done) {
+      await Promise.race([finished, settle()]);
+      if (!done && parked()) break;
+    }
     if (done) return (await pending) as unknown as Stub;
     this.starting.set(alias, finished);
     void finished.then(() => this.starting.delete(alias));
