@@ -117,7 +117,8 @@ def test_the_scheduler_story_agrees_on_the_real_sdk() -> None:
 
 @real_side
 def test_the_sdks_retries_follow_the_exported_fractions() -> None:
-    """The same plan with other fractions on the real side only moves the SDK's first retry
+    """The plan as compiled: the SDK draws exactly the port's fractions, at the port's instants.
+    The same plan with other fractions on the real side only moves the SDK's first retry
     (0.9 of 200 ms: 180 ms after the failure instead of 102 ms), so the two sides differ there;
     with no fractions at all the SDK's draws are noted at the instants the port drew."""
     compiled = compile_plan(_scenario(SCHEDULER), repeat=1)
@@ -128,7 +129,12 @@ def test_the_sdks_retries_follow_the_exported_fractions() -> None:
     bare = json.loads(json.dumps(compiled.plan))
     bare["name"] = f"{SCHEDULER}-bare"
     bare["jitter"] = []
-    played = play_plans([moved, bare])
+    exact = json.loads(json.dumps(compiled.plan))
+    exact["name"] = f"{SCHEDULER}-exact"
+    played = play_plans([moved, bare, exact])
+    # With the port's fractions the SDK asks for exactly those draws, each at the instant the
+    # port drew it: no note, so no other Math.random caller took one.
+    assert [e for e in played[f"{SCHEDULER}-exact"].plays[0]["errors"] if "jitter" in e] == []
     ours = normalise(compiled.python.records, compiled.python.tables, real=False)
     play = played[SCHEDULER].plays[0]
     outcome = compare(ours, normalise(play["records"], play["tables"], real=True), SCHEDULER)
