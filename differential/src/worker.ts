@@ -5,6 +5,7 @@
  */
 export { ChatToolChild } from "./agents/chat-child";
 export { AiChatToolsWorkload } from "./agents/chat-host";
+export { AiChatWorkload } from "./agents/chat-workload";
 export { Counter } from "./agents/counter";
 export { FiberWorkload } from "./agents/fibers";
 export { ScriptedToolChild } from "./agents/scripted-child";

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from scenarios.diff.agentsim_run import PythonRun, alias_of, run_python
 from scenarios.diff.model_plan import model_description, seeded_latency
 from scenarios.language.schema import (
+    MODEL_SERVICE,
     ArmStorageFaultStep,
     CallStep,
     ConnectStep,
@@ -84,6 +85,8 @@ the SDK's own AIChatAgent as `ChatToolChild` answering from the scripted model).
 
 CHAT_TOOLS_PARENT = "AiChatToolsWorkload"
 """The class that plays a tools workload with `host: chat` (the SDK's AIChatAgent)."""
+CHAT_WORKLOAD = "AiChatWorkload"
+"""The class that plays a chat workload with `host: chat` (the SDK's AIChatAgent)."""
 
 PYTHON_ONLY_STEPS: dict[type[Step], str] = {
     ArmStorageFaultStep: "storage faults and crashes between statements exist only in agentsim",
@@ -190,6 +193,14 @@ def _static_skip(scenario: Scenario) -> Skip | None:
             if skip is not None:
                 return skip
             continue
+        if spec.workload == "chat":
+            if _played_class(spec) != CHAT_WORKLOAD:
+                return Skip(
+                    f"agent {spec.alias} (line {spec.line})",
+                    "a Think-like chat workload has no player on the real side yet (the SDK's "
+                    "Think, @cloudflare/think, is not installed there)",
+                )
+            continue
         if spec.workload in PLAYED_WORKLOADS:
             continue
         if spec.workload is not None:
@@ -223,26 +234,32 @@ def _static_skip(scenario: Scenario) -> Skip | None:
 
 
 def _played_class(spec: Any) -> str:
-    """The class the real side plays an agent with (a tools parent's by its `host:`)."""
+    """The class the real side plays an agent with (a tools parent's or a chat workload's by its
+    `host:`)."""
+    from scenarios.workloads.chat import AiChatWorkload
     from scenarios.workloads.tools import AiChatToolsWorkload
 
     if spec.workload == "tools" and issubclass(spec.cls, AiChatToolsWorkload):
         return CHAT_TOOLS_PARENT
-    return PLAYED_WORKLOADS.get(spec.workload or "") or PLAYED_CLASSES[spec.class_path]
+    if spec.workload == "chat" and issubclass(spec.cls, AiChatWorkload):
+        return CHAT_WORKLOAD
+    return PLAYED_WORKLOADS.get(spec.workload or "") or PLAYED_CLASSES.get(spec.class_path, "")
 
 
 def _model_skip(scenario: Scenario) -> Skip | None:
-    """Why the real side's scripted model cannot play this scenario's model script, or None
-    (only asked when a chat agent is played)."""
-    chat = any(
-        spec.workload == "tools"
-        and (
+    """Why the real side's scripted model cannot play the model services this scenario's chat
+    agents stream from, or None."""
+    used = set()
+    for spec in scenario.agents:
+        if spec.workload == "chat":
+            used.add(cast("Any", spec.cls).model_service)
+        elif spec.workload == "tools" and (
             _played_class(spec) == CHAT_TOOLS_PARENT
             or any(run.child == "chat" for run in cast("Any", spec.cls).runs)
-        )
-        for spec in scenario.agents
-    )
-    service = seeded_latency(model_description(scenario.models)) if chat else None
+        ):
+            used.add(MODEL_SERVICE)  # the chat host's and the chat children's
+    scripts = {name: scenario.models[name] for name in sorted(used) if name in scenario.models}
+    service = seeded_latency(model_description(scripts))
     if service is None:
         return None
     return Skip(
@@ -273,6 +290,9 @@ def _options(scenario: Scenario, alias: str) -> dict[str, Any]:
         out["schedules"] = [dataclasses.asdict(plan) for plan in described.schedules]
         out["setup_on"] = described.setup_on
         out["warmup_ms"] = described.warmup_ms
+    if spec.workload == "chat":
+        # The service its model streams from: `model`, or `model/<alias>` for a model of its own.
+        out["model_service"] = cast("Any", spec.cls).model_service
     for key in spec.options:
         value = getattr(spec.cls, key, spec.options[key])
         if isinstance(value, property):  # an instance setting the class does not carry

@@ -139,6 +139,23 @@ def test_a_chat_host_parent_is_played_as_the_sdks_chat_agent() -> None:
     assert skip is not None and "arm_storage_fault" in skip.where
 
 
+def test_a_chat_workload_streams_from_its_own_model_service() -> None:
+    """`workload: chat, host: chat` plays AiChatWorkload with the service of its own model
+    (`model/<alias>`); only that service's script is checked for seeded latency (the scenario's
+    default `model`, never asked, has none given). A Think-like chat workload is refused."""
+    story = STORY.parent / "chat-workload-answers-in-turn.yaml"
+    compiled = compile_plan(load_scenario(str(story)), repeat=1)
+    assert compiled.skip is None and compiled.plan is not None
+    support = compiled.plan["agents"]["support"]
+    assert support["class"] == "AiChatWorkload"
+    assert support["options"]["model_service"] == "model/support"
+    reply = compiled.plan["models"]["model/support"]["default"]
+    assert reply == [{"text": "Happy to help with that.", "chunks": 3, "delay_ms": 400}]
+    think = story.read_text().replace("host: chat", "host: think")
+    refused = compile_plan(parse_scenario(think), repeat=1).skip
+    assert refused is not None and "Think-like chat workload" in refused.why
+
+
 def test_a_think_child_is_still_refused() -> None:
     """Only the AIChatAgent child has a player: a `child: think` run is refused, naming it."""
     story = _SEEDED.replace("child: chat", "child: think").replace(

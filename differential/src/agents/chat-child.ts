@@ -87,7 +87,8 @@ export class HarnessedChatAgent extends AIChatAgent {
       tools: this.offeredTools(),
       continuation: options?.continuation === true
     };
-    return sseResponse(this.instanceKey, await modelEvents(MODEL_SERVICE, request));
+    const service = this.opt("model_service", MODEL_SERVICE);
+    return sseResponse(this.instanceKey, await modelEvents(service, request));
   }
 
   protected registerFacet(): void {
