@@ -124,12 +124,16 @@ class LedgerMixin:
                     terminal_event(result),
                 )
             )
-        except BaseException:
+        except BaseException as exc:
             # No handler has run: give the claim back, so that the next delivery (an awaited
             # run's `error` finish, the next tick) can take it at once instead of finding it
             # held for good by a delivery that is over.
             del self._agent_tool_claims_held[held]
-            self._release_unused_claim(run_id, slot, now)
+            released = self._release_unused_claim(run_id, slot, now)
+            if not released and not row["detached"] and isinstance(exc, Exception):
+                # The claim stays until its lease expires, and an awaited run has no backbone
+                # tick to take it then: the redelivery call does (S8, at least once).
+                await self._arm_awaited_redelivery()
             raise
         info = AgentToolRunInfo.from_row(row, status=result.status, completed_at=completed_at)
 
@@ -150,7 +154,7 @@ class LedgerMixin:
                 probe(self.host, "ledger.delivered_mark_failed")
                 self._agent_tool_claims_handled.add((run_id, slot, now))
                 self._log("error", f"marking agent tool run {run_id} {slot} delivered: {exc}")
-                if not row["detached"] and not await self._arm_handled_mark_retry():
+                if not row["detached"] and not await self._arm_awaited_redelivery():
                     raise
 
         async def release_after(delivery: Callable[[], Awaitable[None]]) -> None:
@@ -196,32 +200,37 @@ class LedgerMixin:
         """`_mark_handled_slot` for both slots; True if any mark was written."""
         return any([self._mark_handled_slot(row, slot) for slot in SLOTS])
 
-    async def _arm_handled_mark_retry(self: AgentToolsSelf) -> bool:
-        """Schedule `_cf_redeliver_agent_tool_hooks` soon, for an awaited slot whose mark
-        failed; False if that failed too (the next startup then redelivers the slot)."""
+    async def _arm_awaited_redelivery(self: AgentToolsSelf) -> bool:
+        """Schedule `_cf_redeliver_agent_tool_hooks` for the awaited slots claimed and not
+        delivered in this live incarnation: soon for one whose handlers ran and whose mark
+        failed, when its lease expires for a claim a failed write could not give back. False
+        if that failed too (the next startup then redelivers the slot)."""
         try:
             rows = self._claimed_undelivered_awaited_rows()
             if rows:
                 await self._schedule_awaited_redelivery(rows, idempotent=True)
-        except Exception as exc:  # noqa: BLE001 - the mark's own failure is what propagates
-            self._log("error", f"arming the redelivery of a handled agent tool slot: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the delivery's own failure is what propagates
+            self._log("error", f"arming the redelivery of an awaited agent tool slot: {exc}")
             return False
         return True
 
     def _release_unused_claim(
         self: AgentToolsSelf, run_id: str, slot: str, claimed_at: int
-    ) -> None:
-        """Undo a claim whose delivery failed before any handler ran; if even that write fails,
-        the claim stays and is taken again once its lease expires, like a throwing handler's."""
+    ) -> bool:
+        """Undo a claim whose delivery failed before any handler ran; if even that write fails
+        (False), the claim stays and is taken again once its lease expires, like a throwing
+        handler's."""
         try:
             self.host.sql.execute(
                 f"UPDATE cf_agent_tool_runs SET {slot}_claimed_at = NULL WHERE run_id = ? "
                 f"AND {slot}_claimed_at = ? AND {slot}_delivered_at IS NULL",
                 (run_id, claimed_at),
             )
-            probe(self.host, "ledger.unused_claim_released")
         except Exception:  # noqa: BLE001 - the lease still frees it
             self._agent_tool_claims_failed.add((run_id, slot, claimed_at))
+            return False
+        probe(self.host, "ledger.unused_claim_released")
+        return True
 
     def _note_reclaimed_slot(self: AgentToolsSelf, row: dict[str, Any], slot: str) -> None:
         """This claim took over an expired one (read from `row`, before the claim): mark who

@@ -113,6 +113,40 @@ def test_a_recovered_completion_whose_claim_fails_is_finalized_by_the_retry(
     assert sim.probes["agent_tool.recovery_finalize_retried"] == 1
 
 
+def test_a_recovered_claim_that_cannot_be_given_back_is_delivered_when_its_lease_expires(
+    sim: Simulation,
+) -> None:
+    """The sweep re-attaches and the child completes; the finish slot is claimed, then writing
+    the terminal row fails and so does giving the claim back. The retry finds the slot held
+    (it writes the row, no hook); the redelivery call armed for the claim's lease delivers the
+    hook once, about 60 s later, instead of leaving the awaited run's finish owed for ever."""
+    p = sim.agent(parent_with(agent_tool_reattach_no_progress_timeout_ms=1_000), "p")
+    dispatch(
+        sim,
+        p,
+        "r",
+        [["text", "a"], *HANG],
+        [["sleep", 300], ["text", "b"], ["finish", "completed", "done"]],
+    )
+    restart_with_fault(sim, p, r"^UPDATE cf_agent_tool_runs SET status")
+    sim.arm_storage_fault(
+        p, "error", match=r"^UPDATE cf_agent_tool_runs SET finish_claimed_at = NULL"
+    )
+    sim.run_for(10_000)
+    row = row_of(sim, p, "r")
+    assert (row["status"], row["summary"]) == ("completed", "done")
+    assert row["finish_claimed_at"] is not None and row["finish_delivered_at"] is None
+    assert notes(sim, p) == []
+    sim.run_for(60_000)
+    row = row_of(sim, p, "r")
+    assert row["finish_delivered_at"] is not None
+    assert row["finish_delivered_at"] - row["finish_claimed_at"] <= 62_000
+    assert notes(sim, p) == ["finish:r:completed"]
+    assert sim.probes["ledger.failed_handler_reclaimed"] == 1
+    sim.run_for(120_000)
+    assert notes(sim, p) == ["finish:r:completed"]
+
+
 def test_a_window_exceeded_give_up_whose_claim_fails_keeps_its_outcome(sim: Simulation) -> None:
     """The ceiling tears the child down (it is `aborted` now), then claiming the give-up slot
     fails: the retry finalizes the run with the outcome the sweep decided, interrupted /
