@@ -14,6 +14,7 @@
  */
 import { AIChatAgent, type OnChatMessageOptions } from "@cloudflare/ai-chat";
 import { BASE_MS, type Json, option, record, shared, sleep } from "../harness";
+import { startOnce } from "../startup";
 import { readTables } from "./base";
 import { type ModelRequest, modelEvents, sseResponse } from "./scripted-model";
 
@@ -65,6 +66,8 @@ export class HarnessedChatAgent extends AIChatAgent {
 
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env as never);
+    // Two first calls reaching this instance together must start it once (startup.ts, F10).
+    startOnce(this);
     this.instanceKey = ctx.id.toString();
     this.current = harnessed(this as never, ctx);
     // The port's chat hosts always recover an interrupted turn; the SDK's is opt-in.
