@@ -181,13 +181,20 @@ def _line(result: BugResult, tools: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     bugs = _select(args.only)
-    with tempfile.TemporaryDirectory(prefix="bugzoo-", dir=args.keep) as scratch_name:
-        scratch = Path(scratch_name)
-        if args.worktree:
-            clean = copy_tree(scratch / "_clean")
-        else:
-            clean = export_revision(scratch / "_clean", args.rev)
-        return _run(args, bugs, scratch, clean)
+    if args.keep:
+        # Kept for reading afterwards: a directory of its own in DIR, never removed.
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        return _in_scratch(args, bugs, Path(tempfile.mkdtemp(prefix="bugzoo-", dir=args.keep)))
+    with tempfile.TemporaryDirectory(prefix="bugzoo-") as scratch_name:
+        return _in_scratch(args, bugs, Path(scratch_name))
+
+
+def _in_scratch(args: argparse.Namespace, bugs: list[Bug], scratch: Path) -> int:
+    if args.worktree:
+        clean = copy_tree(scratch / "_clean")
+    else:
+        clean = export_revision(scratch / "_clean", args.rev)
+    return _run(args, bugs, scratch, clean)
 
 
 def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) -> int:
