@@ -124,6 +124,7 @@ def _hunt_bug(
     tools: list[Tool],
     budget_s: float,
     beyond_base: bool = False,
+    keep: bool = False,
 ) -> BugResult:
     result = BugResult(bug, len(stories))
     tree = scratch / bug.id
@@ -138,7 +139,8 @@ def _hunt_bug(
         for tool in tools:
             result.hunts[tool.name] = hunt(tree, tool, paths, budget_s, clean, beyond_base)
     finally:
-        shutil.rmtree(tree, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tree, ignore_errors=True)
     return result
 
 
@@ -219,7 +221,16 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
     results: list[BugResult] = []
 
     def one(bug: Bug) -> BugResult:
-        return _hunt_bug(bug, plans[bug.id], clean, scratch, tools, args.budget_s, args.beyond_base)
+        return _hunt_bug(
+            bug,
+            plans[bug.id],
+            clean,
+            scratch,
+            tools,
+            args.budget_s,
+            args.beyond_base,
+            keep=bool(args.keep),
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for number, result in enumerate(pool.map(one, bugs), start=1):
