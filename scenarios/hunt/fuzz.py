@@ -68,6 +68,7 @@ from sim.checkers import CHECKERS
 from sim.fault_draws import (
     FAULT_KINDS,
     MIN_HORIZON_MS,
+    SEED_LIMIT,
     Fault,
     Schedule,
     fault_options,
@@ -368,20 +369,34 @@ class _Fuzzer:
             for spec in self.base.agents
             for name, values in tunable(spec)
         ]
-        if TUNE in kinds and tunes:
-            options[TUNE] = st.sampled_from(tunes).flatmap(
-                lambda tune: st.sampled_from(tune[2]).map(
-                    lambda value: Fault(
-                        0, TUNE, (("agent", tune[0]), ("option", tune[1]), ("value", value))
-                    )
-                )
-            )
-        if not options:
+        tuning = TUNE in kinds and bool(tunes)
+        if not options and not tuning:
             raise ValueError(
                 f"nothing to draw: the fault kinds {list(kinds)} have nothing to act on in "
                 f"{self.path} (no statement ran, no client connected)"
             )
-        return schedules(st, options, max_steps=max_steps, base_seed=self.base.seed)
+        if not tuning:
+            return schedules(st, options, max_steps=max_steps, base_seed=self.base.seed)
+        tune = st.sampled_from(tunes).flatmap(
+            lambda t: st.sampled_from(t[2]).map(
+                lambda value: Fault(0, TUNE, (("agent", t[0]), ("option", t[1]), ("value", value)))
+            )
+        )
+        if not options:
+            seeds = st.one_of(st.just(self.base.seed), st.integers(0, SEED_LIMIT))
+            return st.builds(
+                lambda seed, t: Schedule(seed, tuple(t)),
+                seeds,
+                st.lists(tune, min_size=1, max_size=2),
+            )
+        # Tunings are drawn beside the platform's faults, not among them: about half the
+        # examples keep the agents' own options, and the faults are drawn as without tuning.
+        tuned = st.one_of(st.just([]), st.lists(tune, min_size=1, max_size=2))
+        return st.builds(
+            lambda schedule, t: Schedule(schedule.seed, (*t, *schedule.faults)),
+            schedules(st, options, max_steps=max_steps, base_seed=self.base.seed),
+            tuned,
+        )
 
 
 def _repeat(at_ms: int, step: CallStep | RequestStep) -> Fault:

@@ -146,3 +146,11 @@ def test_the_reproducer_header_gives_the_fuzz_command_with_its_fault_kinds(
     assert header == (
         f"# Found by `agentsim fuzz {path} --seed 0 --examples 200 --faults evict,deploy,tune`:"
     )
+
+
+def test_tuning_alone_runs_examples_that_each_set_an_option(tmp_path: Path) -> None:
+    """`--faults tune`: every example sets one or two options and inserts no step; the healthy
+    worker keeps its promises under all of them."""
+    outcome = fuzz_scenario(scenario(tmp_path, STEADY, "steady.yaml"), examples=15, kinds=("tune",))
+    assert not outcome.found, outcome.report()
+    assert outcome.runs >= 10 and outcome.rejected == 0
