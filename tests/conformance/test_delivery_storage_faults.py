@@ -85,12 +85,9 @@ def restart_with_fault(sim: Simulation, parent: Any, match: str, *, after_ms: in
     return sim.now_ms
 
 
-def test_a_recovered_completion_whose_claim_fails_is_finalized_by_the_retry(
-    sim: Simulation,
-) -> None:
-    """The sweep re-attaches, the child completes, and claiming the finish slot fails: the run
-    is not left `running`; the retry finalizes it `completed`, with one finished frame and one
-    hook."""
+def completing_run(sim: Simulation) -> Any:
+    """A parent whose awaited run `r` hangs until a restart; the re-attached child completes
+    300 ms later with 'done'."""
     p = sim.agent(parent_with(agent_tool_reattach_no_progress_timeout_ms=1_000), "p")
     dispatch(
         sim,
@@ -99,6 +96,16 @@ def test_a_recovered_completion_whose_claim_fails_is_finalized_by_the_retry(
         [["text", "a"], *HANG],
         [["sleep", 300], ["text", "b"], ["finish", "completed", "done"]],
     )
+    return p
+
+
+def test_a_recovered_completion_whose_claim_fails_is_finalized_by_the_retry(
+    sim: Simulation,
+) -> None:
+    """The sweep re-attaches, the child completes, and claiming the finish slot fails: the run
+    is not left `running`; the retry finalizes it `completed`, with one finished frame and one
+    hook."""
+    p = completing_run(sim)
     woke = restart_with_fault(sim, p, r"^UPDATE cf_agent_tool_runs SET finish_claimed_at")
     sim.run_for(1_000)
     assert row_of(sim, p, "r")["status"] == "running"
@@ -120,14 +127,7 @@ def test_a_recovered_claim_that_cannot_be_given_back_is_delivered_when_its_lease
     the terminal row fails and so does giving the claim back. The retry finds the slot held
     (it writes the row, no hook); the redelivery call armed for the claim's lease delivers the
     hook once, about 60 s later, instead of leaving the awaited run's finish owed for ever."""
-    p = sim.agent(parent_with(agent_tool_reattach_no_progress_timeout_ms=1_000), "p")
-    dispatch(
-        sim,
-        p,
-        "r",
-        [["text", "a"], *HANG],
-        [["sleep", 300], ["text", "b"], ["finish", "completed", "done"]],
-    )
+    p = completing_run(sim)
     restart_with_fault(sim, p, r"^UPDATE cf_agent_tool_runs SET status")
     sim.arm_storage_fault(
         p, "error", match=r"^UPDATE cf_agent_tool_runs SET finish_claimed_at = NULL"
