@@ -33,7 +33,11 @@ TUNE_NOTE = "tuned by agentsim fuzz"
 
 TUNINGS: dict[str, tuple[Any, ...]] = {
     # the runtime's options (agents_core.options.AgentOptions)
-    "keep_alive_interval_ms": (1_000, 5_000, 120_000),
+    # Not above 60 s: a heartbeat longer than the platform's shortest idle timeout (70 s) lets
+    # the agent be evicted between heartbeats, so keepAlive no longer keeps it alive; that is
+    # the option's contract (a fiber of long steps is then recovered again and again), not a
+    # broken promise.
+    "keep_alive_interval_ms": (1_000, 5_000, 60_000),
     "hung_schedule_timeout_seconds": (1, 5, 600),
     "fiber_recovery_hook_timeout_ms": (0, 50, 1_000),
     "fiber_recovery_scan_deadline_ms": (0, 50, 1_000),
