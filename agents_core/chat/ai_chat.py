@@ -115,8 +115,7 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
 
         def admit(request_id: str) -> None:
             self._bind_agent_tool_request(run_id, request_id)
-            self._persist_message(message)
-            self._broadcast_messages()
+            self._persist_messages([message])
 
         plan = TurnPlan(
             self.host.entropy.nanoid(),

@@ -201,9 +201,7 @@ class ThinkNotifyMixin(_NotifyBase):
                 now,
                 submission_id,
             )
-            for message in self._check_messages(messages):
-                self._persist_message(message)
-            self._broadcast_messages()
+            self._persist_messages(self._check_messages(messages))
 
         plan = TurnPlan(self._nanoid(), trigger="submission", prepare=admit)
         self._think_submissions_live.add(submission_id)

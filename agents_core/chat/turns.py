@@ -1,8 +1,8 @@
 """Chat turns: one at a time, in order, each a fiber that streams from the model and runs tools.
 
-`save_messages` persists messages and submits a turn. Turns queue FIFO (one runs at a time);
-clearing the chat bumps a generation so turns still queued are `skipped` and the running one is
-aborted. A turn runs inside `_run_fiber_with_stash_wrapper` under the name
+`save_messages` submits a turn that persists its messages when it starts. Turns queue FIFO (one
+runs at a time); clearing the chat bumps a generation so turns still queued are `skipped` and
+the running one is aborted. A turn runs inside `_run_fiber_with_stash_wrapper` under the name
 `__cf_internal_chat_turn:<requestId>`, with a snapshot naming the turn, so that when the
 incarnation dies mid-turn chat recovery finds it (`agents_core.chat.chat_recovery`).
 
@@ -155,12 +155,22 @@ class ChatTurnsMixin:
         *,
         signal: AbortSignal | None = None,
     ) -> dict[str, Any]:
-        """Persist `messages` and run one turn; `{"requestId", "status", "error"?}`."""
-        for message in self._check_messages(messages):
+        """Run one turn that persists `messages` when it starts, after the turns queued before
+        it (as the SDK's saveMessages does: three messages saved in a row are answered one by
+        one, each turn seeing the answers before it); `{"requestId", "status", "error"?}`. A
+        turn skipped by a clear persists nothing."""
+        checked = self._check_messages(messages)
+
+        def persist(_request_id: str) -> None:
+            self._persist_messages(checked)
+
+        plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat", signal=signal, prepare=persist)
+        return (await self._submit_turn(plan)).to_dict()
+
+    def _persist_messages(self: ChatSelf, messages: Sequence[Mapping[str, Any]]) -> None:
+        for message in messages:
             self._persist_message(message)
         self._broadcast_messages()
-        plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat", signal=signal)
-        return (await self._submit_turn(plan)).to_dict()
 
     async def clear_messages(self: ChatSelf) -> None:
         """Forget the transcript: queued turns are skipped, the running one is aborted."""
@@ -171,9 +181,13 @@ class ChatTurnsMixin:
         self._broadcast_messages()
 
     async def on_message(self: ChatSelf, connection: Any, message: Any) -> None:
-        """A chat client's request (`cf_agent_use_chat_request` with `messages`) runs a turn."""
+        """A chat client's request (`cf_agent_use_chat_request` with `messages`) runs a turn.
+        Unlike `save_messages`, the request's messages are persisted as it arrives, and its turn
+        queues behind the running one (the SDK's WebSocket path)."""
         if isinstance(message, Mapping) and message.get("type") == CHAT_REQUEST_TYPE:
-            await self.save_messages(message.get("messages") or [])
+            self._persist_messages(self._check_messages(message.get("messages") or []))
+            plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat")
+            await self._submit_turn(plan)
 
     # -- the queue ----------------------------------------------------------------------------
     async def _submit_turn(self: ChatSelf, plan: TurnPlan) -> TurnResult:

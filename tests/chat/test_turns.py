@@ -162,6 +162,24 @@ def test_turns_run_one_at_a_time_in_submission_order(sim: Simulation, host: type
     assert [m["requestId"] for m in model.requests] == order
 
 
+def test_messages_saved_in_a_row_are_persisted_each_when_its_turn_starts(
+    sim: Simulation, host: type
+) -> None:
+    """As the SDK's saveMessages: a message waits in the queue with its turn, so the second
+    turn's model request holds the first question and its answer, not all three questions, and
+    the transcript alternates question and answer."""
+    model = register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
+    ref = sim.agent(host, "c")
+    pending = [sim.start_call(ref, "save_messages", [user(f"q{i}")]) for i in range(3)]
+    sim.run_for(10)
+    assert [texts(m) for m in transcript(sim, ref)] == ["q0"]
+    for p in pending:
+        sim.wait(p)
+    seen = [[(m["role"], texts(m)) for m in r["messages"]] for r in model.requests]
+    assert seen[1] == [("user", "q0"), ("assistant", "abc"), ("user", "q1")]
+    assert [m["role"] for m in transcript(sim, ref)] == ["user", "assistant"] * 3
+
+
 def test_clearing_the_chat_aborts_the_running_turn_and_skips_queued_ones(
     sim: Simulation, host: type
 ) -> None:

@@ -58,7 +58,7 @@ def test_the_chat_stories_agree_and_another_script_differs(
     the deploy (still in the stream's buffer), so chat recovery retried their answers from the
     first chunk, where the port's continued them; and T14: the second child's recovery waited
     for the first's recovered answer to end. The chat workload answers three messages in turn
-    on both sides, in a transcript ordered otherwise (a suspected port bug, below)."""
+    on both sides, each persisted when its turn starts."""
     verdicts, _refused = diff_scenarios([str(STORY), str(HOST)], repeat=2)
     assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)
     assert "T11" in verdicts[0].detail and "T12" in verdicts[0].detail
@@ -89,19 +89,17 @@ def test_the_chat_stories_agree_and_another_script_differs(
     first, second = _recovered_turns(theirs)
     assert first == 5_001 and second >= first + 9_000
 
-    # A suspected port bug, not a divergence row: three messages said in a row. Both sides answer
-    # them one at a time, in order, but the port's save_messages persists a message when it is
-    # called, the SDK's saveMessages when its turn starts (`@cloudflare/ai-chat` dist/index.js,
-    # `saveMessages` persists inside `_runExclusiveChatTurn`), so the port's transcript holds
-    # the three questions before the first answer.
+    # Three messages said in a row: both sides answer them one at a time, in order, and persist
+    # each message when its turn starts (`@cloudflare/ai-chat` dist/index.js, `saveMessages`
+    # persists inside `_runExclusiveChatTurn`), so both transcripts alternate question and
+    # answer. (The port persisted each when it was called until this play showed otherwise.)
     ours, theirs = _sides(workload, played[workload.plan["name"]].plays[0])
     for story in (ours, theirs):
         answered = [p for _t, _a, kind, p in story.records if kind == "workload:answered"]
         assert [(a["status"], a["text"]) for a in answered] == [
             ("completed", "Happy to help with that.")
         ] * 3
-    assert _final_roles(theirs) == ["user", "assistant"] * 3
-    assert _final_roles(ours) == ["user"] * 3 + ["assistant"] * 3
+        assert _final_roles(story) == ["user", "assistant"] * 3
 
 
 def _final_roles(story: Story) -> list[str]:
