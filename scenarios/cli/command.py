@@ -47,7 +47,7 @@ from scenarios.cli.inputs import (
 from scenarios.cli.progress import RunProgress, is_terminal
 from scenarios.cli.sweeps import SweepFailed, SweepInputError, SweepSettings, add_sweep_flags, sweep
 from scenarios.hunt.explore import ExploreInputError, explore_command
-from scenarios.hunt.fuzz import FUZZ_KINDS, FlakyFinding, fuzz_scenario
+from scenarios.hunt.fuzz import FAULT_KINDS, FUZZ_KINDS, FlakyFinding, fuzz_scenario
 from scenarios.language.errors import InvalidScenario, printable
 from scenarios.language.json_schema import scenario_json_schema
 from scenarios.language.loader import load_scenario
@@ -238,9 +238,10 @@ def _parser() -> _Parser:
     fuzz.add_argument(
         "--faults",
         type=_fault_kinds,
-        default=FUZZ_KINDS,
+        default=FAULT_KINDS,
         metavar="KINDS",
-        help=f"fault kinds to draw, `tune` for agents' options (default: {','.join(FUZZ_KINDS)})",
+        help=f"fault kinds to draw, of {','.join(FUZZ_KINDS)} (`tune`: agents' options; default: "
+        f"{','.join(FAULT_KINDS)})",
     )
     fuzz.add_argument("--max-steps", type=positive, default=4, help="drawn steps at most (4)")
     fuzz.add_argument(
@@ -649,7 +650,7 @@ def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
         command += " --invariants-only"
     if args.invariants is not None:
         command += f" --invariants {','.join(args.invariants)}"
-    if tuple(args.faults) != FUZZ_KINDS:
+    if tuple(args.faults) != FAULT_KINDS:
         command += f" --faults {','.join(args.faults)}"
     if args.max_steps != 4:
         command += f" --max-steps {args.max_steps}"
