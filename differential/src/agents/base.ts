@@ -40,6 +40,27 @@ export function readTables(sql: SqlStorage): Record<string, Record<string, Json>
 }
 
 /** JSON with sorted keys and Python's separators, as the port writes `story_log.data`. */
+/** Every table of a database, by path below its agent: `""` for its own, `r1`, `r1/g0`, ... */
+export type Tables = Record<string, Record<string, Record<string, Json>[]>>;
+
+/** The tables of `agent` and of its sub-agents (each asked through the SDK's own resolution of
+ * a sub-agent, so a child is woken as the SDK wakes it). Shared by every player's base class:
+ * `HarnessAgent` and the chat agents, which extend the SDK's AIChatAgent instead. */
+export async function tablesBelow(agent: unknown, sql: SqlStorage): Promise<Tables> {
+  const own = readTables(sql);
+  const out: Tables = { "": own };
+  const resolve = (agent as {
+    _cf_resolveSubAgent(cls: string, name: string): Promise<{ harnessTables(): Promise<Tables> }>;
+  })._cf_resolveSubAgent.bind(agent);
+  for (const row of own.cf_agents_sub_agents ?? []) {
+    const child = await resolve(String(row.class), String(row.name));
+    for (const [path, tables] of Object.entries(await child.harnessTables())) {
+      out[path ? `${row.name}/${path}` : String(row.name)] = tables;
+    }
+  }
+  return out;
+}
+
 export function pythonJson(value: Json): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return `[${value.map(pythonJson).join(", ")}]`;
@@ -126,20 +147,8 @@ export class HarnessAgent extends Agent<any, any> {
 
   /** Every table of this agent's database and of its sub-agents', by path below it
    * (`""` for its own, `r1`, `r1/g0`, ...). */
-  async harnessTables(): Promise<Record<string, Record<string, Record<string, Json>[]>>> {
-    const own = readTables(this.ctx.storage.sql);
-    const out: Record<string, Record<string, Record<string, Json>[]>> = { "": own };
-    const resolve = (this as unknown as {
-      _cf_resolveSubAgent(cls: string, name: string): Promise<HarnessAgent>;
-    })._cf_resolveSubAgent.bind(this);
-    for (const row of own.cf_agents_sub_agents ?? []) {
-      const child = await resolve(String(row.class), String(row.name));
-      const below = await child.harnessTables();
-      for (const [path, tables] of Object.entries(below)) {
-        out[path ? `${row.name}/${path}` : String(row.name)] = tables;
-      }
-    }
-    return out;
+  async harnessTables(): Promise<Tables> {
+    return tablesBelow(this, this.ctx.storage.sql);
   }
 
   /** Sleep `ms` of virtual time (never resolved if this incarnation is evicted first). */

@@ -15,13 +15,12 @@
 import { AIChatAgent, type OnChatMessageOptions } from "@cloudflare/ai-chat";
 import { BASE_MS, type Json, option, record, shared, sleep } from "../harness";
 import { startOnce } from "../startup";
-import { readTables } from "./base";
+import { type Tables, tablesBelow } from "./base";
 import { type ModelRequest, modelEvents, sseResponse } from "./scripted-model";
 
 /** The port's `MODEL_SERVICE`: chat hosts without a model of their own stream from it. */
 const MODEL_SERVICE = "model";
 
-type Tables = Record<string, Record<string, Record<string, Json>[]>>;
 
 /** The harness's bookkeeping for an agent that cannot extend `HarnessAgent` (see `base.ts`):
  * count the incarnation, mark it live, report the alarms it arms or clears, and silence its
@@ -102,18 +101,7 @@ export class HarnessedChatAgent extends AIChatAgent {
 
   /** Its tables and its sub-agents', as `HarnessAgent.harnessTables`. */
   async harnessTables(): Promise<Tables> {
-    const own = readTables(this.ctx.storage.sql);
-    const out: Tables = { "": own };
-    const resolve = (this as unknown as {
-      _cf_resolveSubAgent(cls: string, name: string): Promise<{ harnessTables(): Promise<Tables> }>;
-    })._cf_resolveSubAgent.bind(this);
-    for (const row of own.cf_agents_sub_agents ?? []) {
-      const child = await resolve(String(row.class), String(row.name));
-      for (const [path, tables] of Object.entries(await child.harnessTables())) {
-        out[path ? `${row.name}/${path}` : String(row.name)] = tables;
-      }
-    }
-    return out;
+    return tablesBelow(this, this.ctx.storage.sql);
   }
 
   protected pause(ms: number): Promise<void> {
