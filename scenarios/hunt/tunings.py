@@ -1,11 +1,13 @@
-"""Tuned options: the fuzzer also draws an agent's options at values a developer might set.
+"""Tuned options: asked to (`agentsim fuzz --faults ...,tune`), the fuzzer also draws an agent's
+options at values a developer might set.
 
 A promise must hold whatever the agent is configured with, and the paths that make it hard to
 keep are the ones the defaults rarely take: a recovery hook that times out, a scan past its
 deadline, fibers aged out, a cap on concurrent runs, a detached budget that runs out, a chat
 recovery that gives up. `TUNINGS` names, per option, a few values of the kind a team sets in
 production (short timeouts, zero budgets, small caps), not the extremes the loader accepts (a
-1 ms heartbeat would only spin the alarm). `tunable` says which of them an agent of a scenario
+1 ms heartbeat would only spin the alarm, one over 60 s lets the platform idle the agent out
+between heartbeats). `tunable` says which of them an agent of a scenario
 takes, leaving out any the file sets itself (under that name or another): the runtime's own
 options for every agent, the agent-tool ones where the agent can run tools, a class attribute
 (the chat hosts' recovery budget) where its class has it.
