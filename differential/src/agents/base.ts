@@ -71,6 +71,47 @@ export function pythonJson(value: Json): string {
   return JSON.stringify(value);
 }
 
+/** The harness's bookkeeping for one incarnation of an agent, whatever SDK class it extends
+ * (`HarnessAgent` and the chat players, which extend AIChatAgent): count the incarnation, mark
+ * it live, report the alarms it arms or clears, and silence its observability events once it is
+ * no longer the live incarnation. Returns its number and a function telling whether it still is
+ * the live one. */
+export function harnessed(
+  agent: { _emit(type: string, payload?: unknown): void },
+  ctx: DurableObjectState
+): { incarnation: number; current: () => boolean } {
+  const key = ctx.id.toString();
+  const state = shared();
+  const incarnation = (state.incarnations.get(key) ?? 0) + 1;
+  state.incarnations.set(key, incarnation);
+  state.live.set(key, true);
+  state.activity += 1;
+  const storage = ctx.storage as unknown as Record<string, unknown>;
+  const setAlarm = ctx.storage.setAlarm.bind(ctx.storage);
+  const deleteAlarm = ctx.storage.deleteAlarm.bind(ctx.storage);
+  storage.setAlarm = (at: number | Date, options?: unknown) => {
+    const ms = typeof at === "number" ? at : at.getTime();
+    shared().alarms.set(key, ms - BASE_MS);
+    shared().activity += 1;
+    return setAlarm(at, options as never);
+  };
+  storage.deleteAlarm = (options?: unknown) => {
+    shared().alarms.set(key, null);
+    shared().activity += 1;
+    return deleteAlarm(options as never);
+  };
+  // An evicted incarnation is dead for the port (its tasks never run again), but a JavaScript
+  // continuation of it can still run here (a stream of a dead facet erroring out): it must
+  // leave no observability event, so the SDK's emitter is silenced once it is not current.
+  const current = () =>
+    shared().live.get(key) === true && shared().incarnations.get(key) === incarnation;
+  const emit = agent._emit.bind(agent);
+  agent._emit = (type: string, payload?: unknown) => {
+    if (current()) emit(type, payload);
+  };
+  return { incarnation, current };
+}
+
 // biome-ignore lint: the SDK's Agent generics are not needed here
 export class HarnessAgent extends Agent<any, any> {
   readonly instanceKey: string;
@@ -91,45 +132,20 @@ export class HarnessAgent extends Agent<any, any> {
     // the calls it makes on other agents count as work in flight for the runner (sdk-work.ts).
     startOnce(this);
     trackAgentCalls(this);
-    const key = ctx.id.toString();
-    this.instanceKey = key;
-    const state = shared();
-    this.incarnation = (state.incarnations.get(key) ?? 0) + 1;
-    state.incarnations.set(key, this.incarnation);
-    state.live.set(key, true);
-    state.activity += 1;
-    const storage = ctx.storage as unknown as Record<string, unknown>;
-    const setAlarm = ctx.storage.setAlarm.bind(ctx.storage);
-    const deleteAlarm = ctx.storage.deleteAlarm.bind(ctx.storage);
-    storage.setAlarm = (at: number | Date, options?: unknown) => {
-      const ms = typeof at === "number" ? at : at.getTime();
-      shared().alarms.set(key, ms - BASE_MS);
-      shared().activity += 1;
-      return setAlarm(at, options as never);
-    };
-    storage.deleteAlarm = (options?: unknown) => {
-      shared().alarms.set(key, null);
-      shared().activity += 1;
-      return deleteAlarm(options as never);
-    };
+    this.instanceKey = ctx.id.toString();
+    const { incarnation, current } = harnessed(this as never, ctx);
+    this.incarnation = incarnation;
+    this.isCurrent = current;
     this.ctx.storage.sql.exec(STORY_LOG_DDL);
-    // An evicted incarnation is dead for the port (its tasks never run again), but a JavaScript
-    // continuation of it can still run here (a stream of a dead facet erroring out): it must
-    // leave no observability event, so the SDK's emitter is silenced once it is not current.
-    const self = this as unknown as { _emit(type: string, payload?: unknown): void };
-    const emit = self._emit.bind(this);
-    self._emit = (type: string, payload?: unknown) => {
-      if (this.current()) emit(type, payload);
-    };
     const cap = option((this.constructor as { name: string }).name, "max_concurrent_agent_tools", null);
     if (typeof cap === "number") this.maxConcurrentAgentTools = cap;
   }
 
+  private readonly isCurrent: () => boolean;
+
   /** Whether this is the live incarnation of its object (not evicted, not replaced). */
   protected current(): boolean {
-    const state = shared();
-    return state.live.get(this.instanceKey) === true &&
-      state.incarnations.get(this.instanceKey) === this.incarnation;
+    return this.isCurrent();
   }
 
   /** A player's own trace record (`workload:*`), unless this incarnation is dead. */

@@ -13,51 +13,14 @@
  * `chat-host.ts`.
  */
 import { AIChatAgent, type OnChatMessageOptions } from "@cloudflare/ai-chat";
-import { BASE_MS, type Json, option, record, shared, sleep } from "../harness";
+import { type Json, option, record, shared, sleep } from "../harness";
 import { startOnce } from "../startup";
-import { type Tables, tablesBelow } from "./base";
+import { harnessed, type Tables, tablesBelow } from "./base";
 import { type ModelRequest, modelEvents, sseResponse } from "./scripted-model";
 
 /** The port's `MODEL_SERVICE`: chat hosts without a model of their own stream from it. */
 const MODEL_SERVICE = "model";
 
-
-/** The harness's bookkeeping for an agent that cannot extend `HarnessAgent` (see `base.ts`):
- * count the incarnation, mark it live, report the alarms it arms or clears, and silence its
- * observability events once it is no longer the live incarnation. Returns a function telling
- * whether it still is. */
-export function harnessed(
-  agent: { _emit(type: string, payload?: unknown): void },
-  ctx: DurableObjectState
-): () => boolean {
-  const key = ctx.id.toString();
-  const state = shared();
-  const incarnation = (state.incarnations.get(key) ?? 0) + 1;
-  state.incarnations.set(key, incarnation);
-  state.live.set(key, true);
-  state.activity += 1;
-  const storage = ctx.storage as unknown as Record<string, unknown>;
-  const setAlarm = ctx.storage.setAlarm.bind(ctx.storage);
-  const deleteAlarm = ctx.storage.deleteAlarm.bind(ctx.storage);
-  storage.setAlarm = (at: number | Date, options?: unknown) => {
-    const ms = typeof at === "number" ? at : at.getTime();
-    shared().alarms.set(key, ms - BASE_MS);
-    shared().activity += 1;
-    return setAlarm(at, options as never);
-  };
-  storage.deleteAlarm = (options?: unknown) => {
-    shared().alarms.set(key, null);
-    shared().activity += 1;
-    return deleteAlarm(options as never);
-  };
-  const current = () =>
-    shared().live.get(key) === true && shared().incarnations.get(key) === incarnation;
-  const emit = agent._emit.bind(agent);
-  agent._emit = (type: string, payload?: unknown) => {
-    if (current()) emit(type, payload);
-  };
-  return current;
-}
 
 export class HarnessedChatAgent extends AIChatAgent {
   readonly instanceKey: string;
@@ -68,7 +31,7 @@ export class HarnessedChatAgent extends AIChatAgent {
     // Two first calls reaching this instance together must start it once (startup.ts, F10).
     startOnce(this);
     this.instanceKey = ctx.id.toString();
-    this.current = harnessed(this as never, ctx);
+    this.current = harnessed(this as never, ctx).current;
     // The port's chat hosts always recover an interrupted turn; the SDK's is opt-in.
     this.chatRecovery = true;
   }
