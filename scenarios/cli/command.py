@@ -215,9 +215,9 @@ def _parser() -> _Parser:
         "fuzz",
         help="draw fault schedules over a scenario with Hypothesis; write a reproducer",
         description="Insert drawn evictions, deploys, storage faults, client reconnects and "
-        "repeated calls into a scenario and set its agents' options at drawn values; check "
-        "its expectations and the named invariants, and write the shrunk failing schedule as "
-        "a runnable scenario. Exit 1 when a failure is found.",
+        "repeated calls into a scenario (and, with `--faults ...,tune`, set its agents' options "
+        "at drawn values); check its expectations and the named invariants, and write the "
+        "shrunk failing schedule as a runnable scenario. Exit 1 when a failure is found.",
     )
     fuzz.add_argument("path", metavar="PATH", help="the base scenario file")
     fuzz.add_argument("--examples", type=positive, default=100, help="schedules to try (100)")

@@ -479,6 +479,10 @@ def fuzz_scenario(
     try:  # the edits the fuzzer makes are the same for every schedule: try them once
         probe = [InsertedStep(index, 0, "deploy") for index in (0, len(base.steps))]
         retitle(insert_steps(text, base, probe), base.name, base.seed)
+        if TUNE in kinds:
+            # Every agent a tuning may name, with the first option and value it may take.
+            first = {spec.alias: {n: v[0] for n, v in tunable(spec)[:1]} for spec in base.agents}
+            tune_text(text, base, first)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     base_result = run_scenario(base, invariants=names, record_statements=True)

@@ -154,3 +154,18 @@ def test_tuning_alone_runs_examples_that_each_set_an_option(tmp_path: Path) -> N
     outcome = fuzz_scenario(scenario(tmp_path, STEADY, "steady.yaml"), examples=15, kinds=("tune",))
     assert not outcome.found, outcome.report()
     assert outcome.runs >= 10 and outcome.rejected == 0
+
+
+def test_a_file_whose_agents_cannot_be_tuned_is_refused_before_any_run(tmp_path: Path) -> None:
+    """Agents written as one flow mapping cannot take an `options:` edit: asked to tune, the
+    fuzzer says so at once, naming the file, instead of failing mid-search."""
+    text = STEADY.replace(
+        'agents:\n  w: {class: "tests.fuzz.agents:Steady"}\n',
+        'agents: {w: {class: "tests.fuzz.agents:Steady"}}\n',
+    )
+    path = scenario(tmp_path, text, "flow.yaml")
+    with pytest.raises(
+        ValueError, match=r"flow\.yaml: line \d+: agent w is not written as a block"
+    ):
+        fuzz_scenario(path, examples=5, kinds=("evict", "tune"))
+    assert not fuzz_scenario(path, examples=5, kinds=("evict",)).found
