@@ -54,15 +54,21 @@ _SEED_ROW = "INSERT OR IGNORE INTO counts (id, v) VALUES (1, 0)"
 
 
 # -- the ceiling --------------------------------------------------------------------------------
-def ceiling_steps_per_s(agents: int, steps: int) -> float:
-    """Wakeups per wall second of bare simpy driving one SQLite transaction per wakeup."""
-    env = simpy.Environment()
+def _counter_databases(agents: int) -> list[sqlite3.Connection]:
+    """One in-memory database per agent, each holding the counter row the ceilings update."""
     databases = []
     for _ in range(agents):
         db = sqlite3.connect(":memory:", isolation_level=None)
         db.execute(_DDL)
         db.execute(_SEED_ROW)
         databases.append(db)
+    return databases
+
+
+def ceiling_steps_per_s(agents: int, steps: int) -> float:
+    """Wakeups per wall second of bare simpy driving one SQLite transaction per wakeup."""
+    env = simpy.Environment()
+    databases = _counter_databases(agents)
 
     def agent(db: sqlite3.Connection) -> Any:
         for _ in range(steps):
@@ -87,12 +93,7 @@ def statement_floor_us(agents: int, steps: int) -> float:
     agents of a run wake: no simpy, no transaction, nothing else. What it grows by with the
     number of agents is what the machine's caches cost any harness that keeps a database per
     agent, whatever that harness does."""
-    cursors = []
-    for _ in range(agents):
-        db = sqlite3.connect(":memory:", isolation_level=None)
-        db.execute(_DDL)
-        db.execute(_SEED_ROW)
-        cursors.append(db.cursor())
+    cursors = [db.cursor() for db in _counter_databases(agents)]
     started = time.process_time()
     for _ in range(steps):
         for cursor in cursors:
