@@ -44,9 +44,8 @@ export function readTables(sql: SqlStorage): Record<string, Record<string, Json>
 export type Tables = Record<string, Record<string, Record<string, Json>[]>>;
 
 /** The tables of `agent` and of its sub-agents (each asked through the SDK's own resolution of
- * a sub-agent, so a child is woken as the SDK wakes it). Shared by every player's base class:
- * `HarnessAgent` and the chat agents, which extend the SDK's AIChatAgent instead. */
-export async function tablesBelow(agent: unknown, sql: SqlStorage): Promise<Tables> {
+ * a sub-agent, so a child is woken as the SDK wakes it). */
+async function tablesBelow(agent: unknown, sql: SqlStorage): Promise<Tables> {
   const own = readTables(sql);
   const out: Tables = { "": own };
   const resolve = (agent as {
@@ -72,11 +71,10 @@ export function pythonJson(value: Json): string {
 }
 
 /** The harness's bookkeeping for one incarnation of an agent, whatever SDK class it extends
- * (`HarnessAgent` and the chat players, which extend AIChatAgent): count the incarnation, mark
- * it live, report the alarms it arms or clears, and silence its observability events once it is
- * no longer the live incarnation. Returns its number and a function telling whether it still is
- * the live one. */
-export function harnessed(
+ * (`withHarness`): count the incarnation, mark it live, report the alarms it arms or clears,
+ * and silence its observability events once it is no longer the live incarnation. Returns its
+ * number and a function telling whether it still is the live one. */
+function harnessed(
   agent: { _emit(type: string, payload?: unknown): void },
   ctx: DurableObjectState
 ): { incarnation: number; current: () => boolean } {
@@ -112,11 +110,72 @@ export function harnessed(
   return { incarnation, current };
 }
 
-// biome-ignore lint: the SDK's Agent generics are not needed here
-export class HarnessAgent extends Agent<any, any> {
-  readonly instanceKey: string;
-  readonly incarnation: number;
+// biome-ignore lint: the bases are the SDK's Agent and AIChatAgent, typed loosely here
+type AgentBase = abstract new (ctx: DurableObjectState, env: unknown) => any;
 
+/** What every player's agent has from the harness, on the SDK class it extends (`Agent` for
+ * `HarnessAgent`, `AIChatAgent` for the chat players): one startup per instance (startup.ts,
+ * F10), the bookkeeping of its incarnation (`harnessed`), its facet path, its tables, and the
+ * helpers a player uses. */
+export function withHarness<TBase extends AgentBase>(Base: TBase) {
+  abstract class Harnessed extends Base {
+    readonly instanceKey: string;
+    readonly incarnation: number;
+    private readonly isCurrent: () => boolean;
+
+    // biome-ignore lint: the mixin's constructor takes what every agent takes
+    constructor(...args: any[]) {
+      super(args[0], args[1]);
+      const ctx = args[0] as DurableObjectState;
+      // Two first calls reaching this instance together must start it once (startup.ts).
+      startOnce(this);
+      this.instanceKey = ctx.id.toString();
+      const { incarnation, current } = harnessed(this as never, ctx);
+      this.incarnation = incarnation;
+      this.isCurrent = current;
+    }
+
+    /** Whether this is the live incarnation of its object (not evicted, not replaced). */
+    protected current(): boolean {
+      return this.isCurrent();
+    }
+
+    /** A player's own trace record (`workload:*`), unless this incarnation is dead. */
+    protected trace(type: string, payload: Record<string, Json>): void {
+      if (this.current()) record(this.name, type, payload);
+    }
+
+    /** A sub-agent tells the harness its path (root-first names), once it knows it: the step
+     * runner evicts it through its parent and names its records `root/child`. */
+    protected registerFacet(): void {
+      const path = (this as unknown as { selfPath?: { name: string }[] }).selfPath;
+      if (!path || path.length < 2) return;
+      shared().facets.set(this.instanceKey, path.map((step) => step.name).join("/"));
+    }
+
+    /** Every table of this agent's database and of its sub-agents', by path below it
+     * (`""` for its own, `r1`, `r1/g0`, ...). */
+    async harnessTables(): Promise<Tables> {
+      return tablesBelow(this, this.ctx.storage.sql);
+    }
+
+    /** Sleep `ms` of virtual time (never resolved if this incarnation is evicted first). */
+    protected pause(ms: number): Promise<void> {
+      return sleep(this.instanceKey, ms);
+    }
+
+    protected exec(query: string, ...params: unknown[]): Record<string, Json>[] {
+      return [...this.ctx.storage.sql.exec(query, ...params)] as Record<string, Json>[];
+    }
+
+    protected opt<T extends Json>(key: string, fallback: T): T {
+      return option((this.constructor as { name: string }).name, key, fallback);
+    }
+  }
+  return Harnessed;
+}
+
+export class HarnessAgent extends withHarness(Agent) {
   static get options(): Record<string, unknown> {
     const result: Record<string, unknown> = {};
     const options = shared().options.get(this.name) ?? {};
@@ -127,57 +186,12 @@ export class HarnessAgent extends Agent<any, any> {
   }
 
   constructor(ctx: DurableObjectState, env: unknown) {
-    super(ctx, env as never);
-    // Two first calls reaching this instance together must start it once (startup.ts), and
-    // the calls it makes on other agents count as work in flight for the runner (sdk-work.ts).
-    startOnce(this);
+    super(ctx, env);
+    // The calls it makes on other agents count as work in flight for the runner (sdk-work.ts).
     trackAgentCalls(this);
-    this.instanceKey = ctx.id.toString();
-    const { incarnation, current } = harnessed(this as never, ctx);
-    this.incarnation = incarnation;
-    this.isCurrent = current;
     this.ctx.storage.sql.exec(STORY_LOG_DDL);
     const cap = option((this.constructor as { name: string }).name, "max_concurrent_agent_tools", null);
     if (typeof cap === "number") this.maxConcurrentAgentTools = cap;
-  }
-
-  private readonly isCurrent: () => boolean;
-
-  /** Whether this is the live incarnation of its object (not evicted, not replaced). */
-  protected current(): boolean {
-    return this.isCurrent();
-  }
-
-  /** A player's own trace record (`workload:*`), unless this incarnation is dead. */
-  protected trace(type: string, payload: Record<string, Json>): void {
-    if (this.current()) record(this.name, type, payload);
-  }
-
-  /** A sub-agent tells the harness its path (root-first names), once it knows it: the step
-   * runner evicts it through its parent and names its records `root/child`. */
-  protected registerFacet(): void {
-    const path = (this as unknown as { selfPath?: { name: string }[] }).selfPath;
-    if (!path || path.length < 2) return;
-    shared().facets.set(this.instanceKey, path.map((step) => step.name).join("/"));
-  }
-
-  /** Every table of this agent's database and of its sub-agents', by path below it
-   * (`""` for its own, `r1`, `r1/g0`, ...). */
-  async harnessTables(): Promise<Tables> {
-    return tablesBelow(this, this.ctx.storage.sql);
-  }
-
-  /** Sleep `ms` of virtual time (never resolved if this incarnation is evicted first). */
-  protected pause(ms: number): Promise<void> {
-    return sleep(this.instanceKey, ms);
-  }
-
-  protected exec(query: string, ...params: unknown[]): Record<string, Json>[] {
-    return [...this.ctx.storage.sql.exec(query, ...params)] as Record<string, Json>[];
-  }
-
-  protected opt<T extends Json>(key: string, fallback: T): T {
-    return option((this.constructor as { name: string }).name, key, fallback);
   }
 
   protected note(kind: string, fields: Record<string, Json>): void {

@@ -5,33 +5,24 @@
  * recovery on. Nothing of the chat itself is written here: the turns, the resumable stream, the
  * agent-tool adapter, the notify hooks and recovery are the SDK's.
  *
- * `HarnessedChatAgent` gives them the harness's bookkeeping, which `HarnessAgent` gives the other
- * players (these must extend `AIChatAgent` instead): incarnations, the alarm they arm, silence
- * after an eviction, their facet path, their tables and the helpers a player uses.
+ * `HarnessedChatAgent` is `AIChatAgent` with the harness's bookkeeping and helpers
+ * (`withHarness` in `base.ts`, which `HarnessAgent` has on the SDK's `Agent`), chat recovery on,
+ * and the scripted model as what it answers from.
  * `ChatToolChild` is the `child: chat` of the `workload: tools` player
  * (`scenarios/workloads/children.py` in the port); the chat host as the tools parent is in
  * `chat-host.ts`.
  */
 import { AIChatAgent, type OnChatMessageOptions } from "@cloudflare/ai-chat";
-import { type Json, option, record, shared, sleep } from "../harness";
-import { startOnce } from "../startup";
-import { harnessed, type Tables, tablesBelow } from "./base";
+import type { Json } from "../harness";
+import { withHarness } from "./base";
 import { type ModelRequest, modelEvents, sseResponse } from "./scripted-model";
 
 /** The port's `MODEL_SERVICE`: chat hosts without a model of their own stream from it. */
 const MODEL_SERVICE = "model";
 
-
-export class HarnessedChatAgent extends AIChatAgent {
-  readonly instanceKey: string;
-  protected readonly current: () => boolean;
-
+export class HarnessedChatAgent extends withHarness(AIChatAgent) {
   constructor(ctx: DurableObjectState, env: unknown) {
-    super(ctx, env as never);
-    // Two first calls reaching this instance together must start it once (startup.ts, F10).
-    startOnce(this);
-    this.instanceKey = ctx.id.toString();
-    this.current = harnessed(this as never, ctx).current;
+    super(ctx, env);
     // The port's chat hosts always recover an interrupted turn; the SDK's is opt-in.
     this.chatRecovery = true;
   }
@@ -54,33 +45,6 @@ export class HarnessedChatAgent extends AIChatAgent {
     };
     const service = this.opt("model_service", MODEL_SERVICE);
     return sseResponse(this.instanceKey, await modelEvents(service, request));
-  }
-
-  protected registerFacet(): void {
-    const path = (this as unknown as { selfPath?: { name: string }[] }).selfPath;
-    if (!path || path.length < 2) return;
-    shared().facets.set(this.instanceKey, path.map((step) => step.name).join("/"));
-  }
-
-  /** Its tables and its sub-agents', as `HarnessAgent.harnessTables`. */
-  async harnessTables(): Promise<Tables> {
-    return tablesBelow(this, this.ctx.storage.sql);
-  }
-
-  protected pause(ms: number): Promise<void> {
-    return sleep(this.instanceKey, ms);
-  }
-
-  protected exec(query: string, ...params: unknown[]): Record<string, Json>[] {
-    return [...this.ctx.storage.sql.exec(query, ...params)] as Record<string, Json>[];
-  }
-
-  protected opt<T extends Json>(key: string, fallback: T): T {
-    return option((this.constructor as { name: string }).name, key, fallback);
-  }
-
-  protected trace(type: string, payload: Record<string, Json>): void {
-    if (this.current()) record(this.name, type, payload);
   }
 }
 
