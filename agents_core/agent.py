@@ -279,9 +279,10 @@ class Agent(
         except LookupError:
             return Response(404, f"no sub-agent {class_name}/{name}")
         rest = "/" + "/".join(parts[at + 3 :])
-        return await child.call(
+        response: Response = await child.call(
             "_cf_fetch", Request(forwarded.method, rest, forwarded.body, forwarded.headers)
         )
+        return response
 
     async def _cf_connect(self, connection: Connection) -> None:
         set_current_agent(self)

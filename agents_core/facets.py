@@ -306,7 +306,8 @@ class FacetsMixin(_FacetsBase):
         child = await self._resolve_registered_child(steps[0])
         if child is None:
             return 0
-        return await child.call("_cf_check_run_fibers_for_facet", steps[1:])
+        total: int = await child.call("_cf_check_run_fibers_for_facet", steps[1:])
+        return total
 
     async def _resolve_registered_child(self: FacetsSelf, step: Mapping[str, str]) -> Any | None:
         if not self.has_sub_agent(step["className"], step["name"]):
@@ -381,15 +382,17 @@ class FacetsMixin(_FacetsBase):
             owner_key,
         )
         await self._schedule_next_alarm()
-        return rows[0]["callback"]
+        callback: str = rows[0]["callback"]
+        return callback
 
     async def list_schedules(self, **filters: Any) -> list[Any]:
         me = cast("FacetsSelf", self)
         if not me._is_facet:
             return await super().list_schedules(**filters)
-        return await me.host.facets.root().call(
+        schedules: list[Any] = await me.host.facets.root().call(
             "_cf_list_schedules_for_facet", me._self_path_key(), filters
         )
+        return schedules
 
     async def _cf_list_schedules_for_facet(
         self: FacetsSelf, owner_key: str, filters: dict[str, Any]
@@ -424,7 +427,8 @@ class FacetsMixin(_FacetsBase):
             probe(self.host, "facet.schedule_owner_gone_pruned")
             await self._on_root("_cf_cleanup_facet_prefix", [*self._self_path, steps[0]])
             return False
-        return await child.call("_cf_dispatch_scheduled_callback", row, steps[1:])
+        dispatched: bool = await child.call("_cf_dispatch_scheduled_callback", row, steps[1:])
+        return dispatched
 
     # -- pruning ---------------------------------------------------------------------------------
     async def _cf_cleanup_facet_prefix(self: FacetsSelf, prefix: list[dict[str, str]]) -> None:

@@ -370,7 +370,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
         if not rows:
             return None
-        callback = rows[0]["callback"]
+        callback: str = rows[0]["callback"]
         self._emit("schedule:cancel", callback=callback, id=schedule_id)
         self.sql(
             "DELETE FROM cf_agents_schedules WHERE id = ? AND owner_path_key IS ?",

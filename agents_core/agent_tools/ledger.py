@@ -297,7 +297,8 @@ class LedgerMixin:
             claimed_at = row[f"{slot}_claimed_at"]
             if (row["run_id"], slot, claimed_at) in self._agent_tool_claims_handled:
                 return now + HANDLED_MARK_RETRY_MS  # only its mark is owed: no lease to wait
-            return claimed_at + DETACHED_DELIVERY_LEASE_MS + 1
+            due: int = claimed_at + DETACHED_DELIVERY_LEASE_MS + 1
+            return due
 
         due = min(
             due_ms(row, slot)

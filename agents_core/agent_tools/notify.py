@@ -85,7 +85,8 @@ def _label(run: AgentToolRunInfo) -> str:
 
 def _lifecycle_of(result: Any) -> Mapping[str, Any]:
     lifecycle = getattr(result, "lifecycle", None)
-    return lifecycle() if callable(lifecycle) else result
+    fields: Mapping[str, Any] = lifecycle() if callable(lifecycle) else result
+    return fields
 
 
 class NotifyMixin:

@@ -144,7 +144,8 @@ class ReattachMixin(RecoverySweepMixin):
             return -1
         last = chunks[-1] if chunks else None
         if isinstance(last, dict) and isinstance(last.get("sequence"), int):
-            return last["sequence"]
+            sequence: int = last["sequence"]
+            return sequence
         return -1
 
     async def _tail_once(

@@ -151,9 +151,12 @@ class RecoverySweepMixin:
             aborted = self.host.tasks.deferred()
             signal.add_listener(lambda _reason: aborted.resolve(("aborted", None)))
             racers.append(aborted)
+        settled: tuple[str, Any]
         if len(racers) == 1:
-            return await racers[0]
-        return await self.host.tasks.race(*racers)
+            settled = await racers[0]
+        else:
+            settled = await self.host.tasks.race(*racers)
+        return settled
 
     # -- startup ----------------------------------------------------------------------------
     def _collect_agent_tool_runs_for_recovery(self: AgentToolsSelf) -> None:

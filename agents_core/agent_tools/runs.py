@@ -288,7 +288,7 @@ class RunsMixin:
         if existing is not None:
             return await self._reissue_agent_tool_run(cls, existing, config)
         preview = input_preview if input_preview is not None else default_input_preview(input)
-        rejected = self._agent_tool_cap_rejection(
+        rejected: RunAgentToolResult | None = self._agent_tool_cap_rejection(
             run_id, agent_type, parent_tool_call_id, display_order, preview, display, config
         )
         if rejected is not None:

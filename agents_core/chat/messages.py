@@ -50,7 +50,8 @@ class MessageBuilder:
 
     @property
     def parts(self) -> list[dict[str, Any]]:
-        return self.message["parts"]
+        parts: list[dict[str, Any]] = self.message["parts"]
+        return parts
 
     def apply(self, chunk: Mapping[str, Any]) -> None:
         kind = chunk.get("type")

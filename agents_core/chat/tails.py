@@ -111,7 +111,8 @@ class AgentToolTailsMixin(_TailsBase):
             tail.waiter = self.host.tasks.deferred()
             await tail.waiter
         if tail.queue:
-            records, tail.queue = tail.queue, []
+            records: list[dict[str, Any]] = tail.queue
+            tail.queue = []
             return records
         self._agent_tool_tails.pop(tail_id, None)
         return None

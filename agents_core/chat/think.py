@@ -187,7 +187,8 @@ class ThinkAgent(ThinkNotifyMixin, ChatHost):
 
     # -- reading -------------------------------------------------------------------------------
     def _agent_tool_stream_id(self, row: dict[str, Any]) -> str | None:
-        return row["stream_id"]
+        stream_id: str | None = row["stream_id"]
+        return stream_id
 
     async def _inspection_from_row(self, row: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"runId": row["run_id"], "status": row["status"]}

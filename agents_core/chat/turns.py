@@ -228,12 +228,13 @@ class ChatTurnsMixin:
         async def body(_ctx: Any) -> TurnResult:
             return await self._run_turn(plan, message_id, generation)
 
-        return await self._run_fiber_with_stash_wrapper(
+        result: TurnResult = await self._run_fiber_with_stash_wrapper(
             CHAT_TURN_FIBER_PREFIX + plan.request_id,
             body,
             initial_snapshot=snapshot,
             wrap=lambda data: {**snapshot, "data": data},
         )
+        return result
 
     def _turn_snapshot_extra(self: ChatSelf, request_id: str) -> dict[str, Any]:
         """More keys for the turn's fiber snapshot (the agent-tool run it serves)."""
