@@ -5,30 +5,34 @@ The platform (any `Host`) constructs an agent once per incarnation and calls its
 `_cf_close` and `_cf_alarm` for each event. A new connection first gets the SDK's protocol
 frames, in its order: `cf_agent_identity`, `cf_agent_state` (when there is state),
 `cf_agent_mcp_servers`; then the agent-tool replay, then `on_connect`. User code overrides the
-`on_*` hooks. The durable runtime (keepAlive, the alarm multiplexer, schedules, fibers,
-recovery, sub-agents) comes from the mixins, one module each; this module holds what every agent
-has and the startup order.
+`on_*` hooks. The durable runtime is made of components, each owning its state and seeing the
+agent through one `AgentContext` (the Lifecycle, which owns the alarm and the order of startup
+and of an alarm; KeepAlive; MCP), and of the mixins not yet recomposed into components
+(schedules, fibers, recovery, sub-agents, agent tools; docs/architecture.md). This module holds
+what every agent has, builds the components, and gives each public method and hook of the SDK
+its one-line delegation.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from agents_core import observability
 from agents_core.agent_tools.mixin import AgentToolsMixin
 from agents_core.agent_tools.registry import AGENT_TOOL_RUNS_DDL
 from agents_core.agent_tools.tool import set_current_agent
-from agents_core.alarm import AlarmMixin
+from agents_core.context import AgentContext
 from agents_core.facets import FacetsMixin
 from agents_core.fibers import FibersMixin
 from agents_core.host import Connection, Host
-from agents_core.keep_alive import KeepAliveMixin
-from agents_core.mcp import MCP_SERVERS_DDL, McpMixin
+from agents_core.keep_alive import KeepAlive
+from agents_core.lifecycle import Lifecycle
+from agents_core.mcp import MCP_SERVERS_DDL, Mcp
 from agents_core.options import AgentOptions, resolve_options
 from agents_core.probes import probe
 from agents_core.recovery import RecoveryMixin
@@ -44,6 +48,8 @@ STATE_TABLE_DDL = (
 STATE_ROW_ID = "cf_state_row_id"
 IDENTITY_FRAME_TYPE = "cf_agent_identity"
 STATE_FRAME_TYPE = "cf_agent_state"
+
+T = TypeVar("T")
 
 
 def kebab_case(name: str) -> str:
@@ -93,13 +99,10 @@ def _options_of(cls: type) -> AgentOptions:
 class Agent(
     # FacetsMixin first: in a sub-agent it sends schedule calls to the root.
     FacetsMixin,
-    KeepAliveMixin,
-    AlarmMixin,
     SchedulesMixin,
     FibersMixin,
     RecoveryMixin,
     AgentToolsMixin,
-    McpMixin,
 ):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
 
@@ -115,8 +118,6 @@ class Agent(
         self._state: Any = _UNSET
         self._options: AgentOptions = _options_of(type(self))
         # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
-        self._keep_alive_refs = 0
-        self._keep_alive_leases = 0
         self._run_fiber_active_fibers: dict[str, None] = {}
         self._memo = DurableMemo(host)
         self._managed_fiber_abort_controllers: dict[str, Any] = {}
@@ -124,18 +125,34 @@ class Agent(
         self._managed_fiber_terminal_waiters: dict[str, list[Any]] = {}
         self._run_fiber_recovery_in_progress = False
         self._recovery_no_progress_scans = 0
-        self._in_on_start = False
         self._on_start_schedule_warned: set[str] = set()
         self._destroyed = False
         self._executing_schedule_id: str | None = None
         self._no_protocol_connections: set[str] = set()
         self._init_facet_state()
+        context = AgentContext(
+            host,
+            name,
+            self._options,
+            self._memo,
+            is_facet=self._is_facet,
+            sql=self.sql,
+            emit=self._emit,
+            log=self._log,
+        )
+        self._mcp = Mcp(context, self._broadcast_protocol)
+        self._lifecycle = lifecycle = Lifecycle(context, self, self._mcp)
+        self._keep_alive = KeepAlive(context, lifecycle, self._self_path_key())
+        # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
+        lifecycle.install(self._schedule_alarm_candidates)
+        lifecycle.install(self._keep_alive.alarm_candidates)
+        lifecycle.install(self._recovery_alarm_candidates)
+        lifecycle.install(self._facet_lease_candidates)
         if self._is_facet and host.kv.get("cf_agents_is_facet"):
             # A facet that lived before died on its own: its root still holds the leases that
             # incarnation took. Released at construction, not at startup, because a plain RPC
             # starts an incarnation without startup (docs/divergences.md F3).
-            host.tasks.wait_until(self._release_leases_of_earlier_incarnations())
-        self._init_mcp_state()
+            host.tasks.wait_until(self._keep_alive.release_leases_of_earlier_incarnations())
         self._init_agent_tool_ledger()
         ensure_schema(host.sql, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
 
@@ -222,6 +239,35 @@ class Agent(
         """Called with errors the runtime swallows (a schedule's final failure, ...)."""
         self._log("error", f"{type(error).__name__}: {error}")
 
+    async def on_alarm(self) -> None:
+        """Runs at the start of every alarm, before the due schedules (empty by default)."""
+
+    # -- keepAlive ----------------------------------------------------------------------------
+    async def keep_alive(self) -> Callable[[], None]:
+        """Take a lease; returns its disposer (synchronous and idempotent)."""
+        return await self._keep_alive.lease("keep_alive")
+
+    async def keep_alive_while(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Hold a lease (from `keep_alive`) while `fn()` runs; release it however `fn` ends."""
+        return await self._keep_alive.while_held(fn, self.keep_alive)
+
+    # -- MCP ----------------------------------------------------------------------------------
+    def add_mcp_server(self, name: str, url: str) -> str:
+        """Register a server (durably) and connect it; returns its id."""
+        return self._mcp.add_server(name, url)
+
+    def remove_mcp_server(self, server_id: str) -> None:
+        self._mcp.remove_server(server_id)
+
+    def get_mcp_servers(self) -> dict[str, Any]:
+        """The SDK's `MCPServersState` (tools, prompts and resources always empty here)."""
+        return self._mcp.servers()
+
+    @property
+    def mcp_connections(self) -> dict[str, dict[str, Any]]:
+        """The connected servers by id (MCP's own map, read-only here)."""
+        return self._mcp.connections
+
     # -- runtime plumbing -------------------------------------------------------------------
     def _emit(self, event_type: str, **payload: Any) -> None:
         observability.emit(self, event_type, payload)
@@ -234,24 +280,34 @@ class Agent(
     def options_resolved(self) -> AgentOptions:
         return self._options
 
+    async def _keep_alive_lease(self, holder: str) -> Callable[[], None]:
+        return await self._keep_alive.lease(holder)
+
+    async def _schedule_next_alarm(self) -> None:
+        await self._lifecycle.rearm()
+
+    async def _schedule_next_alarm_logged(self) -> None:
+        await self._lifecycle.rearm_logged()
+
+    @property
+    def _in_on_start(self) -> bool:
+        return self._lifecycle.in_on_start
+
+    @property
+    def _keep_alive_refs(self) -> int:
+        """KeepAlive's count of the leases held (read by tests and fixtures)."""
+        return self._keep_alive.refs
+
+    @property
+    def _facet_keep_alive_tokens(self) -> dict[str, None]:
+        """On a root, KeepAlive's tokens of its sub-agents' leases (read by tests)."""
+        return self._keep_alive.facet_tokens
+
     # -- platform entries -------------------------------------------------------------------
     async def _cf_start(self) -> None:
-        """Startup, once per incarnation under the input gate: facet identity, MCP servers, the
-        recovery scan, then the user's on_start (recovery runs before on_start, as in the SDK)."""
+        """Startup, once per incarnation under the input gate, in the Lifecycle's order."""
         set_current_agent(self)
-        self._hydrate_facet_identity()
-        self._restore_mcp_connections()
-        self._broadcast_mcp_servers()
-        await self._check_run_fibers()
-        self._collect_agent_tool_runs_for_recovery()
-        self._in_on_start = True
-        try:
-            await self.on_start()
-        finally:
-            self._in_on_start = False
-        sweeping = bool(self._agent_tool_recovery_snapshot)
-        self._schedule_agent_tool_recovery()
-        self.host.tasks.wait_until(self._arm_agent_tool_hook_redelivery(sweeping=sweeping))
+        await self._lifecycle.start()
 
     async def _cf_fetch(self, request: Request) -> Response:
         set_current_agent(self)
@@ -297,7 +353,7 @@ class Agent(
                 )
             if self.state is not None:
                 connection.send({"type": STATE_FRAME_TYPE, "state": self.state})
-            connection.send(self._mcp_servers_frame())
+            connection.send(self._mcp.servers_frame())
         else:
             self._no_protocol_connections.add(connection.id)
         self._emit("connect", connectionId=connection.id)
@@ -324,3 +380,17 @@ class Agent(
     async def _cf_alarm(self) -> None:
         set_current_agent(self)
         await self.alarm()
+
+    async def alarm(self) -> None:
+        """The platform's alarm entry (startup has already run in this incarnation)."""
+        await self._lifecycle.alarm()
+
+    # -- RPC entries a sub-agent calls on its root ------------------------------------------
+    async def _cf_acquire_facet_keep_alive(self, owner_key: str) -> str:
+        return await self._keep_alive.acquire_for_facet(owner_key)
+
+    async def _cf_release_facet_keep_alive(self, token: str) -> None:
+        await self._keep_alive.release_facet_token(token)
+
+    async def _cf_release_facet_keep_alives_of(self, owner_key: str) -> None:
+        await self._keep_alive.release_leases_of(owner_key)

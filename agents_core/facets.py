@@ -1,7 +1,8 @@
 """Sub-agents (facets): children in the root's isolate with their own SQLite and no alarm.
 
 Everything alarm-backed in a facet goes through the top-level ("root") agent (spec fibers §3.4,
-§4.7, §6.9): a facet's keepAlive is a lease counted in the root's refs; a facet's fiber registers
+§4.7, §6.9): a facet's keepAlive is a lease counted in the root's refs (held and released by
+the KeepAlive component, `keep_alive.py`); a facet's fiber registers
 a lease row in the root's `cf_agents_facet_runs`, which keeps the root's alarm at its heartbeat
 interval; the root's alarm housekeeping walks each leased owner path hop by hop (checking each
 parent's registry) and runs the facet's own recovery scan; schedules of a facet live on the root
@@ -12,7 +13,7 @@ that whole sub-tree's bookkeeping.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import quote
 
@@ -54,6 +55,7 @@ def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
 
 if TYPE_CHECKING:
     from agents_core.host import AgentStub
+    from agents_core.keep_alive import KeepAlive
     from agents_core.schedules import SchedulesMixin
 
     # Comes before SchedulesMixin in Agent's bases: its `super()` calls reach that class, on an
@@ -67,14 +69,12 @@ class FacetsSelf(SchedulesSelf, Protocol):
     """What FacetsMixin uses of the agent it is mixed into, beyond what SchedulesMixin uses."""
 
     _self_path: list[dict[str, str]]
-    _facet_keep_alive_tokens: dict[str, None]
-    _keep_alive_refs: int
+    _keep_alive: KeepAlive
 
     async def _check_run_fibers(self) -> None: ...
     async def _execute_schedule_callback(self, row: dict[str, Any]) -> None: ...
 
     # its own methods, called through self
-    def _release_facet_keep_alives_under(self, prefix_key: str, exact: bool = False) -> int: ...
     async def _on_root(self, method: str, *args: Any) -> Any: ...
     async def _resolve_registered_child(self, step: Mapping[str, str]) -> Any | None: ...
     def has_sub_agent(self, cls_or_name: type | str, name: str) -> bool: ...
@@ -91,7 +91,6 @@ class FacetsMixin(_FacetsBase):
         steps = self.host.facets.path
         self._self_path = [{"className": c, "name": n} for c, n in steps]
         self._is_facet = len(steps) > 1
-        self._facet_keep_alive_tokens: dict[str, None] = {}
 
     def _hydrate_facet_identity(self: FacetsSelf) -> bool:
         """Store a facet's identity on its first start; True when an earlier incarnation of
@@ -104,22 +103,6 @@ class FacetsMixin(_FacetsBase):
         self.host.kv.put("cf_agents_facet_name", self.name)
         self.host.kv.put("cf_agents_parent_path", self._self_path[:-1])
         return False
-
-    async def _release_leases_of_earlier_incarnations(self: FacetsSelf) -> None:
-        """A facet constructed again after a death of its own (its root lived on) tells the
-        root to drop the keepAlive leases its dead incarnation held: their disposers never ran,
-        and the root would otherwise heartbeat for them forever (docs/divergences.md F3)."""
-        try:
-            await self.host.facets.root().call(
-                "_cf_release_facet_keep_alives_of", self._self_path_key()
-            )
-        except Exception as exc:  # noqa: BLE001 - a failed release is only logged
-            self._log("error", f"failed to release the leases of an earlier incarnation: {exc}")
-
-    async def _cf_release_facet_keep_alives_of(self: FacetsSelf, owner_key: str) -> None:
-        if self._release_facet_keep_alives_under(owner_key, exact=True):
-            probe(self.host, "facet.dead_incarnation_leases_released")
-            await self._schedule_next_alarm()
 
     def _self_path_key(self: FacetsSelf) -> str:
         return encode_owner_path(self._self_path)
@@ -183,53 +166,15 @@ class FacetsMixin(_FacetsBase):
             return await getattr(self, method)(*args)
         return await self.host.facets.root().call(method, *args)
 
-    # -- keepAlive and the alarm, from a facet ---------------------------------------------------
-    async def _facet_keep_alive(self: FacetsSelf) -> Callable[[], None]:
-        root = self.host.facets.root()
-        token = await root.call("_cf_acquire_facet_keep_alive", self._self_path_key())
-        disposed = False
-
-        async def release() -> None:
-            try:
-                await root.call("_cf_release_facet_keep_alive", token)
-            except Exception as exc:  # noqa: BLE001 - a failed release is only logged
-                self._log("error", f"failed to release facet keepAlive {token}: {exc}")
-
-        def dispose() -> None:
-            nonlocal disposed
-            if not disposed:
-                disposed = True
-                self.host.tasks.wait_until(release())
-
-        return dispose
-
-    async def _facet_reschedule_root(self: FacetsSelf) -> None:
-        await self.host.facets.root().call("_cf_reschedule")
+    # -- the alarm, from a facet -----------------------------------------------------------------
+    def _facet_lease_candidates(self: FacetsSelf, now: int) -> list[int]:
+        """The Lifecycle's alarm source on a root: the heartbeat while a sub-agent holds a fiber
+        lease (its housekeeping runs the sub-agent's recovery scan)."""
+        if self._memo.empty(FACET_RUNS):
+            return []
+        return [now + self._options.keep_alive_interval_ms]
 
     async def _cf_reschedule(self: FacetsSelf) -> None:
-        await self._schedule_next_alarm()
-
-    async def _cf_acquire_facet_keep_alive(self: FacetsSelf, owner_key: str) -> str:
-        token = f"{owner_key}:{self.host.entropy.nanoid(9)}"
-        self._facet_keep_alive_tokens[token] = None
-        self._keep_alive_refs += 1
-        if self._keep_alive_refs == 1:
-            try:
-                await self._schedule_next_alarm()
-            except BaseException:
-                # The facet gets the error and no token to release: give the ref back, or the
-                # root's heartbeat would run for as long as it lives (F4, for a facet's lease).
-                self._facet_keep_alive_tokens.pop(token, None)
-                self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
-                probe(self.host, "keep_alive.acquire_failed")
-                raise
-        return token
-
-    async def _cf_release_facet_keep_alive(self: FacetsSelf, token: str) -> None:
-        if token not in self._facet_keep_alive_tokens:
-            return
-        del self._facet_keep_alive_tokens[token]
-        self._keep_alive_refs = max(0, self._keep_alive_refs - 1)
         await self._schedule_next_alarm()
 
     # -- fiber leases ---------------------------------------------------------------------------
@@ -451,22 +396,5 @@ class FacetsMixin(_FacetsBase):
                     row["owner_path_key"],
                     row["run_id"],
                 )
-        self._release_facet_keep_alives_under(encode_owner_path(prefix))
+        self._keep_alive.release_facet_leases_under(encode_owner_path(prefix))
         await self._schedule_next_alarm()
-
-    def _release_facet_keep_alives_under(
-        self: FacetsSelf, prefix_key: str, exact: bool = False
-    ) -> int:
-        """Drop the keepAlive leases held for facets at or below `prefix_key`. Their work died
-        with them and their disposers will never run, so without this the root's heartbeat
-        would go on for a deleted sub-tree (docs/divergences.md F1). `exact`: only the facet's own
-        leases, not those of facets below it. Returns how many were dropped."""
-        released = 0
-        for token in list(self._facet_keep_alive_tokens):
-            owner_key = token.rsplit(":", 1)[0]  # tokens are "<owner key>:<nanoid(9)>"
-            below = not exact and owner_key.startswith(prefix_key + "/")
-            if owner_key == prefix_key or below:
-                del self._facet_keep_alive_tokens[token]
-                released += 1
-        self._keep_alive_refs = max(0, self._keep_alive_refs - released)
-        return released

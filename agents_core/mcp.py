@@ -5,15 +5,18 @@ Clients learn the list from `cf_agent_mcp_servers` frames in the SDK's shape (`{
 {servers, tools, prompts, resources}}`): one on every connect, and a broadcast at every startup
 (after the restore) and whenever a server is added or removed. The MCP protocol itself
 (discovery, tool calls, OAuth) is not part of this port, so tools, prompts and resources are
-always empty and a server's capabilities, instructions and error are null."""
+always empty and a server's capabilities, instructions and error are null. The SDK's counterpart
+is the `mcp` capability (`MCPClientManager`, the Agent's `this.mcp`)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from agents_core.self_types import AgentSelf
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
 
-__all__ = ["MCP_SERVERS_DDL", "MCP_SERVERS_FRAME_TYPE", "McpMixin"]
+__all__ = ["MCP_SERVERS_DDL", "MCP_SERVERS_FRAME_TYPE", "Mcp"]
 
 MCP_SERVERS_DDL = (
     """CREATE TABLE IF NOT EXISTS cf_agents_mcp_servers (
@@ -31,43 +34,36 @@ MCP_SERVERS_DDL = (
 MCP_SERVERS_FRAME_TYPE = "cf_agent_mcp_servers"
 
 
-class McpSelf(AgentSelf, Protocol):
-    """What McpMixin uses of the agent it is mixed into."""
+class Mcp:
+    """One agent's MCP servers: the `cf_agents_mcp_servers` table and the connections."""
 
-    mcp_connections: dict[str, dict[str, Any]]
+    __slots__ = ("_ctx", "_broadcast", "connections")
 
-    def _broadcast_protocol(self, frame: Any) -> None: ...
+    def __init__(self, ctx: AgentContext, broadcast: Callable[[Any], None]) -> None:
+        self._ctx = ctx
+        self._broadcast = broadcast
+        """Sends a protocol frame to every connection that takes protocol frames."""
+        self.connections: dict[str, dict[str, Any]] = {}
 
-    # its own methods, called through self
-    def _connect_mcp(self, server_id: str, name: str, url: str, *, restored: bool) -> None: ...
-    def _broadcast_mcp_servers(self) -> None: ...
-    def get_mcp_servers(self) -> dict[str, Any]: ...
-    def _mcp_servers_frame(self) -> dict[str, Any]: ...
-
-
-class McpMixin:
-    def _init_mcp_state(self: McpSelf) -> None:
-        self.mcp_connections: dict[str, dict[str, Any]] = {}
-
-    def add_mcp_server(self: McpSelf, name: str, url: str) -> str:
+    def add_server(self, name: str, url: str) -> str:
         """Register a server (durably) and connect it; returns its id."""
-        server_id = self.host.entropy.nanoid(8)
-        self.sql(
+        server_id = self._ctx.host.entropy.nanoid(8)
+        self._ctx.sql(
             "INSERT INTO cf_agents_mcp_servers (id, name, server_url) VALUES (?, ?, ?)",
             server_id,
             name,
             url,
         )
-        self._connect_mcp(server_id, name, url, restored=False)
-        self._broadcast_mcp_servers()
+        self._connect(server_id, name, url, restored=False)
+        self._broadcast_servers()
         return server_id
 
-    def remove_mcp_server(self: McpSelf, server_id: str) -> None:
-        self.sql("DELETE FROM cf_agents_mcp_servers WHERE id = ?", server_id)
-        self.mcp_connections.pop(server_id, None)
-        self._broadcast_mcp_servers()
+    def remove_server(self, server_id: str) -> None:
+        self._ctx.sql("DELETE FROM cf_agents_mcp_servers WHERE id = ?", server_id)
+        self.connections.pop(server_id, None)
+        self._broadcast_servers()
 
-    def get_mcp_servers(self: McpSelf) -> dict[str, Any]:
+    def servers(self) -> dict[str, Any]:
         """The SDK's `MCPServersState`: every registered server by id, and the (here always
         empty) tools, prompts and resources they offer."""
         servers = {
@@ -80,27 +76,29 @@ class McpMixin:
                 "server_url": server["url"],
                 "state": server["state"],
             }
-            for server_id, server in self.mcp_connections.items()
+            for server_id, server in self.connections.items()
         }
         return {"prompts": [], "resources": [], "servers": servers, "tools": []}
 
-    def _mcp_servers_frame(self: McpSelf) -> dict[str, Any]:
-        return {"type": MCP_SERVERS_FRAME_TYPE, "mcp": self.get_mcp_servers()}
+    def servers_frame(self) -> dict[str, Any]:
+        return {"type": MCP_SERVERS_FRAME_TYPE, "mcp": self.servers()}
 
-    def _broadcast_mcp_servers(self: McpSelf) -> None:
-        self._broadcast_protocol(self._mcp_servers_frame())
+    def _broadcast_servers(self) -> None:
+        self._broadcast(self.servers_frame())
 
-    def _restore_mcp_connections(self: McpSelf) -> None:
-        for row in self.sql(
+    def on_start(self) -> None:
+        """Startup: reconnect every registered server, then tell the clients the list."""
+        for row in self._ctx.sql(
             "SELECT id, name, server_url FROM cf_agents_mcp_servers ORDER BY rowid"
         ):
-            self._connect_mcp(row["id"], row["name"], row["server_url"], restored=True)
+            self._connect(row["id"], row["name"], row["server_url"], restored=True)
+        self._broadcast_servers()
 
-    def _connect_mcp(self: McpSelf, server_id: str, name: str, url: str, *, restored: bool) -> None:
-        self.mcp_connections[server_id] = {
+    def _connect(self, server_id: str, name: str, url: str, *, restored: bool) -> None:
+        self.connections[server_id] = {
             "id": server_id,
             "name": name,
             "url": url,
             "state": "ready",
         }
-        self.host.trace.emit("mcp:connected", id=server_id, name=name, restored=restored)
+        self._ctx.host.trace.emit("mcp:connected", id=server_id, name=name, restored=restored)

@@ -21,7 +21,15 @@ from agents_core.probes import probe
 from agents_core.run_rows import LEDGER, RUN_ROW_DELETE
 from agents_core.self_types import AgentSelf
 
-__all__ = ["FiberRecoveryContext", "RecoveryMixin"]
+__all__ = [
+    "FIBER_RECOVERY_BACKOFF_MAX_EXP",
+    "FIBER_RECOVERY_MAX_BACKOFF_MS",
+    "FiberRecoveryContext",
+    "RecoveryMixin",
+]
+
+FIBER_RECOVERY_MAX_BACKOFF_MS = 300_000
+FIBER_RECOVERY_BACKOFF_MAX_EXP = 20
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class RecoverySelf(AgentSelf, Protocol):
     async def _handle_internal_fiber_recovery(self, ctx: FiberRecoveryContext) -> bool: ...
     async def _recover_run_rows(self, scan_start: int) -> bool: ...
     def _has_pending_fiber_recovery(self) -> bool: ...
+    def _recovery_alarm_candidates(self, now: int) -> list[int]: ...
     async def _run_fiber_recovery_hook(
         self, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
     ) -> bool: ...
@@ -100,6 +109,21 @@ class RecoveryMixin:
             "AND fiber_id NOT IN (SELECT id FROM cf_agents_runs) LIMIT 1"
         )
         return bool(ledger_only)
+
+    def _recovery_alarm_candidates(self: RecoverySelf, now: int) -> list[int]:
+        """The Lifecycle's alarm source: a follow-up scan while recovery is pending, backing off
+        (doubling from one keepAlive interval, capped) after scans that made no progress."""
+        if not self._has_pending_fiber_recovery():
+            return []
+        exponent = min(self._recovery_no_progress_scans, FIBER_RECOVERY_BACKOFF_MAX_EXP)
+        delay = self._options.keep_alive_interval_ms * 2**exponent
+        if delay >= FIBER_RECOVERY_MAX_BACKOFF_MS and self._recovery_no_progress_scans > 0:
+            probe(self.host, "fiber.recovery_backoff_at_cap")
+        at = now + min(FIBER_RECOVERY_MAX_BACKOFF_MS, delay)
+        # Trace-only (not an SDK event): the recovery candidate itself, which the slot may not
+        # show when an earlier candidate wins (checker `recovery_backoff`).
+        self.host.trace.emit("fiber:recovery:backoff", at=at, delayMs=at - now)
+        return [at]
 
     async def _check_run_fibers(self: RecoverySelf) -> None:
         """One recovery pass; returns at once if a pass is already running in this incarnation."""

@@ -137,6 +137,30 @@ class ScheduleDispatchSelf(AgentSelf, Protocol):
 class ScheduleDispatchMixin:
     _executing_schedule_id: str | None = None
 
+    def _schedule_alarm_candidates(self: ScheduleDispatchSelf, now: int) -> list[int]:
+        """The Lifecycle's alarm source: the earliest due schedule (a running interval not yet
+        hung is not due), and the moment the earliest running interval turns hung."""
+        if self._memo.empty(SCHEDULES):
+            return []
+        now_s = now // 1000
+        hung_cutoff = now_s - self._options.hung_schedule_timeout_seconds
+        out = []
+        ready = self.sql(
+            "SELECT MIN(time) AS t FROM cf_agents_schedules WHERE type != 'interval' "
+            "OR running = 0 OR COALESCE(execution_started_at, 0) <= ?",
+            hung_cutoff,
+        )
+        if ready and ready[0]["t"] is not None:
+            out.append(max(ready[0]["t"] * 1000, now + 1))
+        running = self.sql(
+            "SELECT MIN(execution_started_at) AS s FROM cf_agents_schedules "
+            "WHERE type = 'interval' AND running = 1 AND COALESCE(execution_started_at, 0) > ?",
+            hung_cutoff,
+        )
+        if running and running[0]["s"] is not None:
+            out.append((running[0]["s"] + self._options.hung_schedule_timeout_seconds) * 1000)
+        return out
+
     async def _process_due_schedules(self: ScheduleDispatchSelf) -> None:
         """Run every due row in storage order, then advance it (§4.4)."""
         self._executing_schedule_id = None

@@ -1,6 +1,6 @@
 """The self types of the runtime's mixins: what each may use of the agent it is mixed into.
 
-`Agent` is assembled from mixins (keepAlive, the alarm, schedules, fibers, facets, ...), each
+`Agent` is assembled from mixins (schedules, fibers, recovery, facets, ...), each
 of which calls methods the others define. A mixin's methods annotate `self` with a Protocol
 naming exactly what they use, so the type checker checks both sides: the mixin's code against
 the Protocol, and every class that mixes it in (Agent and its subclasses) against the same
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
     from agents_core.agent import Agent
     from agents_core.agent_tools.self_type import AgentToolsSelf
-    from agents_core.alarm import AlarmSelf
     from agents_core.chat.ai_chat import ChatAgent
     from agents_core.chat.base import ChatHost
     from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
     from agents_core.fiber_ledger import FiberLedgerSelf
     from agents_core.fibers import FibersSelf
     from agents_core.host import Host
-    from agents_core.keep_alive import KeepAliveSelf
-    from agents_core.mcp import McpSelf
     from agents_core.options import AgentOptions
     from agents_core.recovery import RecoverySelf
     from agents_core.run_rows import DurableMemo
@@ -67,7 +64,9 @@ class SchedulesSelf(AgentSelf, Protocol):
     """What SchedulesMixin uses of the agent it is mixed into (FacetsMixin extends it)."""
 
     _on_start_schedule_warned: set[str]
-    _in_on_start: bool
+
+    @property
+    def _in_on_start(self) -> bool: ...
 
     async def _schedule_next_alarm(self) -> None: ...
 
@@ -121,9 +120,6 @@ class SchedulesSelf(AgentSelf, Protocol):
 
 if TYPE_CHECKING:
     _MixinSelves = tuple[
-        KeepAliveSelf,
-        AlarmSelf,
-        McpSelf,
         FiberLedgerSelf,
         ScheduleDispatchSelf,
         RecoverySelf,
@@ -137,10 +133,10 @@ if TYPE_CHECKING:
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent,) * 10
+        return (agent,) * 7
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent,) * 10
+        return (agent,) * 7
 
     def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
         return agent

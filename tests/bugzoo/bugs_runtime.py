@@ -1,4 +1,4 @@
-"""Zoo bugs in the durable runtime's core (`agents_core`): keepAlive and the alarm multiplexer,
+"""Zoo bugs in the durable runtime's core (`agents_core`): keepAlive and the alarm owner,
 schedules, fibers and managed fibers, recovery, and sub-agent leases.
 """
 
@@ -16,8 +16,8 @@ KEEP_ALIVE_BUGS = (
         "agents_core/keep_alive.py",
         (
             fix(
-                "self._keep_alive_refs += 1\n            if self._keep_alive_refs == 1:",
-                "self._keep_alive_refs += 1\n            if self._keep_alive_refs == 0:",
+                "self.refs += 1\n            if self.refs == 1:",
+                "self.refs += 1\n            if self.refs == 0:",
             ),
         ),
         "tests the count for zero (as if before the increment) when deciding to arm the heartbeat",
@@ -29,12 +29,12 @@ KEEP_ALIVE_BUGS = (
         "agents_core/keep_alive.py",
         (
             fix(
-                "        dispose = await self.keep_alive()\n"
+                "        dispose = await take()\n"
                 "        try:\n"
                 "            return await fn()\n"
                 "        finally:\n"
                 "            dispose()\n",
-                "        dispose = await self.keep_alive()\n"
+                "        dispose = await take()\n"
                 "        result = await fn()\n"
                 "        dispose()\n"
                 "        return result\n",
@@ -46,7 +46,7 @@ KEEP_ALIVE_BUGS = (
     ),
     Bug(
         "multiplexer-latest-candidate",
-        "agents_core/alarm.py",
+        "agents_core/lifecycle.py",
         (
             fix(
                 "host.alarm.set_alarm(min(candidates))",
@@ -59,7 +59,7 @@ KEEP_ALIVE_BUGS = (
     ),
     Bug(
         "hung-interval-seconds-as-ms",
-        "agents_core/alarm.py",
+        "agents_core/schedule_dispatch.py",
         (
             fix(
                 'out.append((running[0]["s"] + self._options.hung_schedule_timeout_seconds) * 1000)',
@@ -279,7 +279,7 @@ RECOVERY_BUGS = (
 FACET_BUGS = (
     Bug(
         "facet-lease-token-split",
-        "agents_core/facets.py",
+        "agents_core/keep_alive.py",
         (
             fix(
                 'owner_key = token.rsplit(":", 1)[0]',
@@ -292,12 +292,11 @@ FACET_BUGS = (
     ),
     Bug(
         "facet-release-no-decrement",
-        "agents_core/facets.py",
+        "agents_core/keep_alive.py",
         (
             fix(
-                "        del self._facet_keep_alive_tokens[token]\n"
-                "        self._keep_alive_refs = max(0, self._keep_alive_refs - 1)\n",
-                "        del self._facet_keep_alive_tokens[token]\n",
+                "        del self.facet_tokens[token]\n        self.refs = max(0, self.refs - 1)\n",
+                "        del self.facet_tokens[token]\n",
             ),
         ),
         "releasing a sub-agent's lease on the root drops the token but not the root's ref",

@@ -13,9 +13,10 @@ import pytest
 
 from agents_core.agent_tools.backbone import BackboneMixin
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX, NotifyMixin
-from agents_core.alarm import AlarmMixin
 from agents_core.fiber_ledger import FiberLedgerMixin
 from agents_core.fibers import FibersMixin
+from agents_core.keep_alive import KeepAlive
+from agents_core.recovery import RecoveryMixin
 from scenarios import load_scenario, run_scenario
 from tests.scenarios.helpers import LIBRARY, library_files
 
@@ -57,7 +58,7 @@ def _stash_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _no_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(AlarmMixin, "_keep_alive_candidates", lambda self, now: [])
+    monkeypatch.setattr(KeepAlive, "alarm_candidates", lambda self, now: [])
 
 
 def _recovery_without_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,7 +66,7 @@ def _recovery_without_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
         pending = self._has_pending_fiber_recovery()
         return [now + self._options.keep_alive_interval_ms] if pending else []
 
-    monkeypatch.setattr(AlarmMixin, "_recovery_alarm_candidates", candidates)
+    monkeypatch.setattr(RecoveryMixin, "_recovery_alarm_candidates", candidates)
 
 
 def _idempotency_key_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
