@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache
 from typing import Any, ClassVar, TypeVar
 
@@ -28,7 +29,13 @@ from agents_core.agent_tools.registry import AGENT_TOOL_RUNS_DDL
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.context import AgentContext
 from agents_core.facets import FacetsMixin
-from agents_core.fibers import FibersMixin
+from agents_core.fiber_ledger import (
+    FiberInspection,
+    FiberLedger,
+    FiberRecoveryResult,
+    StartFiberResult,
+)
+from agents_core.fibers import FiberContext, FiberRunner, stash_current_fiber
 from agents_core.host import Connection, Host
 from agents_core.keep_alive import KeepAlive
 from agents_core.lifecycle import Lifecycle
@@ -100,7 +107,6 @@ class Agent(
     # FacetsMixin first: in a sub-agent it sends schedule calls to the root.
     FacetsMixin,
     SchedulesMixin,
-    FibersMixin,
     RecoveryMixin,
     AgentToolsMixin,
 ):
@@ -118,11 +124,7 @@ class Agent(
         self._state: Any = _UNSET
         self._options: AgentOptions = _options_of(type(self))
         # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
-        self._run_fiber_active_fibers: dict[str, None] = {}
         self._memo = DurableMemo(host)
-        self._managed_fiber_abort_controllers: dict[str, Any] = {}
-        self._managed_fiber_executions: dict[str, Any] = {}
-        self._managed_fiber_terminal_waiters: dict[str, list[Any]] = {}
         self._run_fiber_recovery_in_progress = False
         self._recovery_no_progress_scans = 0
         self._on_start_schedule_warned: set[str] = set()
@@ -143,6 +145,8 @@ class Agent(
         self._mcp = Mcp(context, self._broadcast_protocol)
         self._lifecycle = lifecycle = Lifecycle(context, self, self._mcp)
         self._keep_alive = KeepAlive(context, lifecycle, self._self_path_key())
+        self._fiber_ledger = FiberLedger(context)
+        self._fibers = FiberRunner(context, self._fiber_ledger, self._keep_alive, lifecycle, self)
         # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
         lifecycle.install(self._schedule_alarm_candidates)
         lifecycle.install(self._keep_alive.alarm_candidates)
@@ -251,6 +255,72 @@ class Agent(
         """Hold a lease (from `keep_alive`) while `fn()` runs; release it however `fn` ends."""
         return await self._keep_alive.while_held(fn, self.keep_alive)
 
+    # -- fibers -------------------------------------------------------------------------------
+    async def run_fiber(self, name: str, fn: Callable[[FiberContext], Awaitable[Any]]) -> Any:
+        """Run `fn(ctx)` as a durable fiber; its value, or its error (no retries)."""
+        return await self._fibers.run_fiber(name, fn)
+
+    def stash(self, data: Any) -> None:
+        """Checkpoint the current fiber (found through the context); full replacement."""
+        stash_current_fiber(data)
+
+    async def start_fiber(
+        self,
+        name: str,
+        fn: Callable[[FiberContext], Awaitable[Any]],
+        *,
+        fiber_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        wait_for_completion: bool = False,
+    ) -> StartFiberResult:
+        """Accept managed work once per id or key; returns status, never the callback's value."""
+        return await self._fibers.start_fiber(
+            name,
+            fn,
+            fiber_id=fiber_id,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+            wait_for_completion=wait_for_completion,
+        )
+
+    def cancel_fiber(self, fiber_id: str, reason: str | None = None) -> bool:
+        """Abort a pending or running managed fiber (cooperatively); False if missing/terminal."""
+        return self._fibers.cancel_fiber(fiber_id, reason)
+
+    def cancel_fiber_by_key(self, idempotency_key: str, reason: str | None = None) -> bool:
+        return self._fibers.cancel_fiber_by_key(idempotency_key, reason)
+
+    def inspect_fiber(self, fiber_id: str) -> FiberInspection | None:
+        return self._fiber_ledger.inspect(fiber_id)
+
+    def inspect_fiber_by_key(self, idempotency_key: str) -> FiberInspection | None:
+        return self._fiber_ledger.inspect_by_key(idempotency_key)
+
+    def list_fibers(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> list[FiberInspection]:
+        """Newest first (created_at, then fiber_id, descending); limit 50 by default, 1–100."""
+        return self._fiber_ledger.list(status=status, name=name, limit=limit)
+
+    def delete_fibers(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        settled_before: datetime | int | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """Delete terminal rows, oldest settled first; `interrupted` only when asked for."""
+        return self._fiber_ledger.delete(status=status, settled_before=settled_before, limit=limit)
+
+    def resolve_fiber(self, fiber_id: str, result: FiberRecoveryResult | Mapping[str, Any]) -> bool:
+        """Settle an `interrupted` fiber by hand; False for any other status or a missing row."""
+        return self._fiber_ledger.resolve(fiber_id, result)
+
     # -- MCP ----------------------------------------------------------------------------------
     def add_mcp_server(self, name: str, url: str) -> str:
         """Register a server (durably) and connect it; returns its id."""
@@ -279,6 +349,33 @@ class Agent(
     @property
     def options_resolved(self) -> AgentOptions:
         return self._options
+
+    async def _run_fiber_with_stash_wrapper(
+        self,
+        name: str,
+        fn: Callable[[FiberContext], Awaitable[Any]],
+        *,
+        initial_snapshot: Any,
+        wrap: Callable[[Any], Any],
+    ) -> Any:
+        """Framework use (chat turns): write an initial snapshot and wrap every user stash."""
+        return await self._fibers._run_fiber_with_stash_wrapper(
+            name, fn, initial_snapshot=initial_snapshot, wrap=wrap
+        )
+
+    @property
+    def _run_fiber_active_fibers(self) -> dict[str, None]:
+        """The FiberRunner's fibers executing in this incarnation (read by recovery)."""
+        return self._fibers.active
+
+    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None:
+        return self._fiber_ledger.row(fiber_id)
+
+    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None:
+        self._fiber_ledger.notify_terminal(fiber_id)
+
+    def _apply_fiber_recovery_result(self, fiber_id: str, result: FiberRecoveryResult) -> None:
+        self._fiber_ledger.apply_recovery_result(fiber_id, result)
 
     async def _keep_alive_lease(self, holder: str) -> Callable[[], None]:
         return await self._keep_alive.lease(holder)

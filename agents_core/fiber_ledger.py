@@ -3,7 +3,10 @@
 Rows are kept after completion; statuses are `pending`, `running` and the terminal `completed`,
 `aborted`, `interrupted` (terminal too, though recovery or `resolve_fiber` may still settle
 it) and `error`. Every status change is a guarded UPDATE, so a late writer never moves a row out
-of a state it has already left (spec fibers §5.7, §5.8).
+of a state it has already left (spec fibers §5.7, §5.8). `FiberLedger` is the component that owns
+the table and the waiters for a row to turn terminal; the FiberRunner (`fibers.py`) writes a row's
+execution states through it. The SDK's counterpart is the managed-fiber half of the Agent's
+fiber API (`startFiber`'s ledger, `inspectFiber`, `listFibers`, `deleteFibers`, `resolveFiber`).
 """
 
 from __future__ import annotations
@@ -11,17 +14,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from agents_core.errors import InvalidArgument
 from agents_core.jsontext import parse_json_text, to_json_text
-from agents_core.self_types import AgentSelf
+
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
+    from agents_core.host import Deferred
 
 __all__ = [
     "FIBER_STATUSES",
     "TERMINAL_STATUSES",
     "FiberInspection",
-    "FiberLedgerMixin",
+    "FiberLedger",
     "FiberRecoveryResult",
     "StartFiberResult",
 ]
@@ -154,36 +160,34 @@ def _clamp(value: int | None, default: int, low: int, high: int) -> int:
     return max(low, min(high, int(value)))
 
 
-class FiberLedgerSelf(AgentSelf, Protocol):
-    """What FiberLedgerMixin uses of the agent it is mixed into."""
+class FiberLedger:
+    """One agent's managed-fiber ledger: `cf_agents_fibers` and the waiters on its rows."""
 
-    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None: ...
+    __slots__ = ("_ctx", "_terminal_waiters")
 
-    # its own methods, called through self
-    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None: ...
-    def _ledger_row_by_key(self, key: str) -> dict[str, Any] | None: ...
-    def _apply_fiber_recovery_result(self, fiber_id: str, result: FiberRecoveryResult) -> None: ...
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
+        self._terminal_waiters: dict[str, list[Deferred[Any]]] = {}
+        """Fiber id -> the waits for its row to turn terminal (or go), in the order they came."""
 
-
-class FiberLedgerMixin:
-    def _ledger_row(self: FiberLedgerSelf, fiber_id: str) -> dict[str, Any] | None:
-        rows = self.sql("SELECT * FROM cf_agents_fibers WHERE fiber_id = ?", fiber_id)
+    def row(self, fiber_id: str) -> dict[str, Any] | None:
+        rows = self._ctx.sql("SELECT * FROM cf_agents_fibers WHERE fiber_id = ?", fiber_id)
         return rows[0] if rows else None
 
-    def _ledger_row_by_key(self: FiberLedgerSelf, key: str) -> dict[str, Any] | None:
-        rows = self.sql("SELECT * FROM cf_agents_fibers WHERE idempotency_key = ?", key)
+    def row_by_key(self, key: str) -> dict[str, Any] | None:
+        rows = self._ctx.sql("SELECT * FROM cf_agents_fibers WHERE idempotency_key = ?", key)
         return rows[0] if rows else None
 
-    def inspect_fiber(self: FiberLedgerSelf, fiber_id: str) -> FiberInspection | None:
-        row = self._ledger_row(fiber_id)
+    def inspect(self, fiber_id: str) -> FiberInspection | None:
+        row = self.row(fiber_id)
         return FiberInspection.from_row(row) if row else None
 
-    def inspect_fiber_by_key(self: FiberLedgerSelf, idempotency_key: str) -> FiberInspection | None:
-        row = self._ledger_row_by_key(idempotency_key)
+    def inspect_by_key(self, idempotency_key: str) -> FiberInspection | None:
+        row = self.row_by_key(idempotency_key)
         return FiberInspection.from_row(row) if row else None
 
-    def list_fibers(
-        self: FiberLedgerSelf,
+    def list(
+        self,
         *,
         status: str | Iterable[str] | None = None,
         name: str | None = None,
@@ -198,20 +202,20 @@ class FiberLedgerMixin:
         order = " ORDER BY created_at DESC, fiber_id DESC LIMIT ?"
         if status is None:
             clause = f" WHERE {' AND '.join(where)}" if where else ""
-            rows = self.sql(f"SELECT * FROM cf_agents_fibers{clause}{order}", *params, limit)
+            rows = self._ctx.sql(f"SELECT * FROM cf_agents_fibers{clause}{order}", *params, limit)
         else:
             rows = []
             for one in _statuses(status, ()):
                 clause = " WHERE " + " AND ".join([*where, "status = ?"])
-                rows += self.sql(
+                rows += self._ctx.sql(
                     f"SELECT * FROM cf_agents_fibers{clause}{order}", *params, one, limit
                 )
             rows.sort(key=lambda r: (r["created_at"], r["fiber_id"]), reverse=True)
             rows = rows[:limit]
         return [FiberInspection.from_row(row) for row in rows]
 
-    def delete_fibers(
-        self: FiberLedgerSelf,
+    def delete(
+        self,
         *,
         status: str | Iterable[str] | None = None,
         settled_before: datetime | int | None = None,
@@ -230,14 +234,14 @@ class FiberLedgerMixin:
         rows: list[dict[str, Any]] = []
         for one in wanted:
             if before_ms is None:
-                rows += self.sql(
+                rows += self._ctx.sql(
                     "SELECT fiber_id, completed_at, created_at FROM cf_agents_fibers "
                     "WHERE status = ? ORDER BY completed_at ASC, created_at ASC LIMIT ?",
                     one,
                     limit,
                 )
             else:
-                rows += self.sql(
+                rows += self._ctx.sql(
                     "SELECT fiber_id, completed_at, created_at FROM cf_agents_fibers "
                     "WHERE status = ? AND completed_at IS NOT NULL AND completed_at < ? "
                     "ORDER BY completed_at ASC, created_at ASC LIMIT ?",
@@ -250,43 +254,54 @@ class FiberLedgerMixin:
         )
         rows = rows[:limit]
         for row in rows:
-            self.sql(
+            self._ctx.sql(
                 "DELETE FROM cf_agents_fibers WHERE fiber_id = ? AND status IN "
                 "('completed', 'aborted', 'interrupted', 'error')",
                 row["fiber_id"],
             )
         return len(rows)
 
-    def resolve_fiber(
-        self: FiberLedgerSelf, fiber_id: str, result: FiberRecoveryResult | Mapping[str, Any]
-    ) -> bool:
+    def resolve(self, fiber_id: str, result: FiberRecoveryResult | Mapping[str, Any]) -> bool:
         """Settle an `interrupted` fiber by hand; False for any other status or a missing row."""
         resolved = FiberRecoveryResult.coerce(result)
-        row = self._ledger_row(fiber_id)
+        row = self.row(fiber_id)
         if row is None or row["status"] != "interrupted":
             return False
-        self._apply_fiber_recovery_result(fiber_id, resolved)
+        self.apply_recovery_result(fiber_id, resolved)
         return True
 
-    def _apply_fiber_recovery_result(
-        self: FiberLedgerSelf, fiber_id: str, result: FiberRecoveryResult
-    ) -> None:
+    def apply_recovery_result(self, fiber_id: str, result: FiberRecoveryResult) -> None:
         sets = ["status = ?", "completed_at = ?", "error_message = ?"]
         message = {"completed": None, "error": result.error}.get(result.status, result.reason)
-        params: list[Any] = [result.status, self.host.clock.now_ms(), message]
+        params: list[Any] = [result.status, self._ctx.host.clock.now_ms(), message]
         if result.has_snapshot:
             sets.append("snapshot = ?")
             params.append(to_json_text(result.snapshot))
         if result.status == "completed" and result.metadata is not None:
             sets.append("metadata_json = ?")
             params.append(to_json_text(result.metadata, "metadata"))
-        self.sql(
+        self._ctx.sql(
             f"UPDATE cf_agents_fibers SET {', '.join(sets)} "
             "WHERE fiber_id = ? AND status = 'interrupted'",
             *params,
             fiber_id,
         )
-        self._notify_managed_fiber_terminal(fiber_id)
+        self.notify_terminal(fiber_id)
+
+    # -- waiting for a row to settle ------------------------------------------------------------
+    def wait_terminal(self, fiber_id: str) -> Deferred[Any]:
+        """A wait that `notify_terminal` resolves once the row is terminal or gone."""
+        waiter: Deferred[Any] = self._ctx.host.tasks.deferred()
+        self._terminal_waiters.setdefault(fiber_id, []).append(waiter)
+        return waiter
+
+    def notify_terminal(self, fiber_id: str) -> None:
+        """The row may have turned terminal: wake its waiters if it has (or has gone)."""
+        row = self.row(fiber_id)
+        if row is not None and row["status"] not in TERMINAL_STATUSES:
+            return
+        for waiter in self._terminal_waiters.pop(fiber_id, []):
+            waiter.resolve(None)
 
 
 def _to_ms(value: datetime | int) -> int:

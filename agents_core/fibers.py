@@ -6,6 +6,13 @@ orphan is what recovery finds. `start_fiber` (managed) adds a ledger row in `cf_
 with a status machine, idempotency by id or key, waiting, cancellation and management calls
 (spec fibers §5). The ledger's management API lives in `fiber_ledger.py`.
 
+`FiberRunner` is the component that runs them: it owns the fibers executing in this incarnation,
+the managed executions and their abort controllers, and the run rows (`cf_agents_runs`) it
+writes; it takes its keepAlive leases from KeepAlive, its ledger rows through the FiberLedger,
+and reaches the sub-agent leases and the recovery scan through `FiberParts`, its port of the
+agent. The SDK's counterpart is the Agent's fiber API (`runFiber`, `stash`, `startFiber`,
+`cancelFiber`, `_runFiberInternal`).
+
 The current fiber is found through a context variable, so `self.stash()` is right with
 concurrent fibers and inside nested helpers, and fails outside any fiber.
 """
@@ -15,22 +22,23 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.errors import InvalidArgument, NotInFiber
-from agents_core.fiber_ledger import (
-    TERMINAL_STATUSES,
-    FiberInspection,
-    FiberLedgerMixin,
-    StartFiberResult,
-)
+from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberInspection, StartFiberResult
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
 from agents_core.run_rows import RUN_ROW_DELETE, RUN_ROW_INSERT, RUN_ROW_SNAPSHOT
-from agents_core.self_types import AgentSelf
 from agents_core.signals import AbortController, AbortSignal
 
-__all__ = ["FiberContext", "FibersMixin"]
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
+    from agents_core.fiber_ledger import FiberLedger
+    from agents_core.host import Task
+    from agents_core.keep_alive import KeepAlive
+    from agents_core.lifecycle import Lifecycle
+
+__all__ = ["FiberContext", "FiberParts", "FiberRunner", "stash_current_fiber"]
 
 
 @dataclass
@@ -54,67 +62,73 @@ _current_fiber: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar(
 )
 
 
-class FibersSelf(AgentSelf, Protocol):
-    """What FibersMixin uses of the agent it is mixed into."""
+def stash_current_fiber(data: Any) -> None:
+    """Checkpoint the current fiber (found through the context); full replacement."""
+    frame = _current_fiber.get()
+    if frame is None:
+        raise NotInFiber("stash() called outside a fiber")
+    frame.stash(data)
 
-    _run_fiber_active_fibers: dict[str, None]
-    _managed_fiber_executions: dict[str, Any]
-    _managed_fiber_terminal_waiters: dict[str, list[Any]]
-    _managed_fiber_abort_controllers: dict[str, Any]
 
-    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None: ...
-    def _ledger_row_by_key(self, key: str) -> dict[str, Any] | None: ...
-    async def _keep_alive_lease(self, holder: str) -> Callable[[], None]: ...
-    async def _check_run_fibers(self) -> None: ...
+class FiberParts(Protocol):
+    """What the FiberRunner uses of the agent's parts that are not components yet: a
+    sub-agent's fiber lease on its root, and the recovery scan (a wait for an orphaned managed
+    fiber runs it)."""
+
     async def _facet_register_run(self, fiber_id: str) -> None: ...
     async def _facet_unregister_run_logged(self, fiber_id: str) -> None: ...
-    async def _schedule_next_alarm_logged(self) -> None: ...
+    async def _check_run_fibers(self) -> None: ...
 
-    # its own methods, called through self
-    def _begin_managed_execution(
-        self, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
-    ) -> None: ...
-    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None: ...
-    async def _run_fiber_internal(
+
+class FiberRunner:
+    """One agent's fibers: those executing in this incarnation, and the managed executions."""
+
+    __slots__ = (
+        "_ctx",
+        "_ledger",
+        "_keep_alive",
+        "_lifecycle",
+        "_parts",
+        "host",
+        "sql",
+        "_memo",
+        "_emit",
+        "_log",
+        "active",
+        "_managed_fiber_executions",
+        "_managed_fiber_abort_controllers",
+    )
+
+    def __init__(
         self,
-        fiber_id: str,
-        name: str,
-        fn: Callable[[FiberContext], Awaitable[Any]],
-        *,
-        managed: bool = False,
-        signal: AbortSignal | None = None,
-        initial_snapshot: Any = None,
-        has_initial_snapshot: bool = False,
-        wrap_stash: Callable[[Any], Any] | None = None,
-    ) -> Any: ...
-    def _write_stash(self, fiber_id: str, data: Any, managed: bool) -> None: ...
-    async def _execute_managed_fiber(
-        self, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
-    ) -> None: ...
-    def cancel_fiber(self, fiber_id: str, reason: str | None = None) -> bool: ...
-    def _settle_managed_fiber(
-        self, fiber_id: str, *, ok: bool, error: BaseException | None, signal: Any
-    ) -> None: ...
-    async def _wait_for_managed_fiber(self, fiber_id: str) -> FiberInspection | None: ...
+        ctx: AgentContext,
+        ledger: FiberLedger,
+        keep_alive: KeepAlive,
+        lifecycle: Lifecycle,
+        parts: FiberParts,
+    ) -> None:
+        self._ctx = ctx
+        self._ledger = ledger
+        self._keep_alive = keep_alive
+        self._lifecycle = lifecycle
+        self._parts = parts
+        self.host = ctx.host
+        self.sql = ctx.sql
+        self._memo = ctx.memo
+        self._emit = ctx.emit
+        self._log = ctx.log
+        self.active: dict[str, None] = {}
+        """The fibers executing in this incarnation (a run row of another is an orphan)."""
+        self._managed_fiber_executions: dict[str, Task[None]] = {}
+        self._managed_fiber_abort_controllers: dict[str, AbortController] = {}
 
-
-class FibersMixin(FiberLedgerMixin):
     # -- unmanaged ----------------------------------------------------------------------------
-    async def run_fiber(
-        self: FibersSelf, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
-    ) -> Any:
+    async def run_fiber(self, name: str, fn: Callable[[FiberContext], Awaitable[Any]]) -> Any:
         """Run `fn(ctx)` as a durable fiber; its value, or its error (no retries)."""
         return await self._run_fiber_internal(self.host.entropy.nanoid(), name, fn)
 
-    def stash(self: FibersSelf, data: Any) -> None:
-        """Checkpoint the current fiber (found through the context); full replacement."""
-        frame = _current_fiber.get()
-        if frame is None:
-            raise NotInFiber("stash() called outside a fiber")
-        frame.stash(data)
-
     async def _run_fiber_internal(
-        self: FibersSelf,
+        self,
         fiber_id: str,
         name: str,
         fn: Callable[[FiberContext], Awaitable[Any]],
@@ -132,7 +146,7 @@ class FibersMixin(FiberLedgerMixin):
         self.sql(RUN_ROW_INSERT, fiber_id, name, now)
         self._memo.run_row_inserted(fiber_id)
         self._emit("fiber:run:started", fiberId=fiber_id, fiberName=name, managed=managed)
-        self._run_fiber_active_fibers[fiber_id] = None
+        self.active[fiber_id] = None
         dispose: Callable[[], None] | None = None
         registered = False
 
@@ -143,10 +157,10 @@ class FibersMixin(FiberLedgerMixin):
             try:
                 if has_initial_snapshot:
                     self._write_stash(fiber_id, initial_snapshot, managed)
-                if self._is_facet:
-                    await self._facet_register_run(fiber_id)
+                if self._ctx.is_facet:
+                    await self._parts._facet_register_run(fiber_id)
                     registered = True
-                dispose = await self._keep_alive_lease(f"fiber:{fiber_id}")
+                dispose = await self._keep_alive.lease(f"fiber:{fiber_id}")
             except Exception as exc:
                 # The SDK emits nothing when a fiber's set-up throws before its function runs
                 # (its run:failed is for the function's own error); the harness's record says the
@@ -192,7 +206,7 @@ class FibersMixin(FiberLedgerMixin):
             )
             return value
         finally:
-            self._run_fiber_active_fibers.pop(fiber_id, None)
+            self.active.pop(fiber_id, None)
             try:
                 self.sql(RUN_ROW_DELETE, fiber_id)
                 self._memo.run_row_deleted(fiber_id)
@@ -205,10 +219,10 @@ class FibersMixin(FiberLedgerMixin):
                 if dispose is not None:
                     dispose()
             if registered:
-                await self._facet_unregister_run_logged(fiber_id)
+                await self._parts._facet_unregister_run_logged(fiber_id)
 
     async def _run_fiber_with_stash_wrapper(
-        self: FibersSelf,
+        self,
         name: str,
         fn: Callable[[FiberContext], Awaitable[Any]],
         *,
@@ -225,7 +239,7 @@ class FibersMixin(FiberLedgerMixin):
             wrap_stash=wrap,
         )
 
-    def _write_stash(self: FibersSelf, fiber_id: str, data: Any, managed: bool) -> None:
+    def _write_stash(self, fiber_id: str, data: Any, managed: bool) -> None:
         text = to_json_text(data)
         self.sql(RUN_ROW_SNAPSHOT, text, fiber_id)
         if managed:
@@ -234,7 +248,7 @@ class FibersMixin(FiberLedgerMixin):
 
     # -- managed --------------------------------------------------------------------------------
     async def start_fiber(
-        self: FibersSelf,
+        self,
         name: str,
         fn: Callable[[FiberContext], Awaitable[Any]],
         *,
@@ -252,8 +266,8 @@ class FibersMixin(FiberLedgerMixin):
             raise InvalidArgument(f"idempotencyKey must not be blank (got {idempotency_key!r})")
         explicit_id = fiber_id is not None
         fiber_id = fiber_id if fiber_id is not None else self.host.entropy.nanoid()
-        by_id = self._ledger_row(fiber_id)
-        by_key = self._ledger_row_by_key(idempotency_key) if idempotency_key is not None else None
+        by_id = self._ledger.row(fiber_id)
+        by_key = self._ledger.row_by_key(idempotency_key) if idempotency_key is not None else None
         if by_key is not None and (
             (by_id is not None and by_id["fiber_id"] != by_key["fiber_id"])
             or (explicit_id and by_key["fiber_id"] != fiber_id)
@@ -288,7 +302,7 @@ class FibersMixin(FiberLedgerMixin):
         )
         try:
             # The row this turn just wrote (a read that fails raises, a storage fault).
-            accepted = FiberInspection.from_row(cast("dict[str, Any]", self._ledger_row(fiber_id)))
+            accepted = FiberInspection.from_row(cast("dict[str, Any]", self._ledger.row(fiber_id)))
         except Exception:
             # The row is written, so the work is accepted: run it even though its answer
             # cannot be read (a storage fault). The SDK throws before starting the execution,
@@ -305,19 +319,19 @@ class FibersMixin(FiberLedgerMixin):
         return StartFiberResult.of(accepted, accepted=True)
 
     def _begin_managed_execution(
-        self: FibersSelf, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+        self, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
     ) -> None:
         execution = self.host.tasks.wait_until(self._execute_managed_fiber(fiber_id, name, fn))
         if not execution.done():
             self._managed_fiber_executions[fiber_id] = execution
 
     async def _execute_managed_fiber(
-        self: FibersSelf, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
+        self, fiber_id: str, name: str, fn: Callable[[FiberContext], Awaitable[Any]]
     ) -> None:
         try:
             controller = AbortController()
             try:
-                row = self._ledger_row(fiber_id)
+                row = self._ledger.row(fiber_id)
                 if row is None or row["status"] != "pending":
                     return
                 self._managed_fiber_abort_controllers[fiber_id] = controller
@@ -332,7 +346,7 @@ class FibersMixin(FiberLedgerMixin):
                 # on_fiber_recovered; without it nothing ever would (divergence F7).
                 probe(self.host, "fiber.managed_start_failed")
                 self._log("error", f'managed fiber "{name}" ({fiber_id}) could not start: {exc}')
-                await self._schedule_next_alarm_logged()
+                await self._lifecycle.rearm_logged()
                 return
             if not changed:
                 return
@@ -350,7 +364,7 @@ class FibersMixin(FiberLedgerMixin):
             self._managed_fiber_executions.pop(fiber_id, None)
 
     def _settle_managed_fiber(
-        self: FibersSelf, fiber_id: str, *, ok: bool, error: BaseException | None, signal: Any
+        self, fiber_id: str, *, ok: bool, error: BaseException | None, signal: Any
     ) -> None:
         now = self.host.clock.now_ms()
         if ok:
@@ -370,33 +384,24 @@ class FibersMixin(FiberLedgerMixin):
                 now,
                 fiber_id,
             )
-        self._notify_managed_fiber_terminal(fiber_id)
+        self._ledger.notify_terminal(fiber_id)
 
-    async def _wait_for_managed_fiber(self: FibersSelf, fiber_id: str) -> FiberInspection | None:
-        row = self._ledger_row(fiber_id)
+    async def _wait_for_managed_fiber(self, fiber_id: str) -> FiberInspection | None:
+        row = self._ledger.row(fiber_id)
         if row is None or row["status"] in TERMINAL_STATUSES:
             return FiberInspection.from_row(row) if row else None
         if fiber_id not in self._managed_fiber_executions:
-            await self._check_run_fibers()  # the third recovery trigger (spec fibers §6.1)
-        row = self._ledger_row(fiber_id)
+            await self._parts._check_run_fibers()  # the third recovery trigger (spec fibers §6.1)
+        row = self._ledger.row(fiber_id)
         if row is None or row["status"] in TERMINAL_STATUSES:
             return FiberInspection.from_row(row) if row else None
-        waiter = self.host.tasks.deferred()
-        self._managed_fiber_terminal_waiters.setdefault(fiber_id, []).append(waiter)
-        await waiter
-        row = self._ledger_row(fiber_id)
+        await self._ledger.wait_terminal(fiber_id)
+        row = self._ledger.row(fiber_id)
         return FiberInspection.from_row(row) if row else None
 
-    def _notify_managed_fiber_terminal(self: FibersSelf, fiber_id: str) -> None:
-        row = self._ledger_row(fiber_id)
-        if row is not None and row["status"] not in TERMINAL_STATUSES:
-            return
-        for waiter in self._managed_fiber_terminal_waiters.pop(fiber_id, []):
-            waiter.resolve(None)
-
-    def cancel_fiber(self: FibersSelf, fiber_id: str, reason: str | None = None) -> bool:
+    def cancel_fiber(self, fiber_id: str, reason: str | None = None) -> bool:
         """Abort a pending or running managed fiber (cooperatively); False if missing/terminal."""
-        row = self._ledger_row(fiber_id)
+        row = self._ledger.row(fiber_id)
         if row is None or row["status"] in TERMINAL_STATUSES:
             return False
         self.sql(
@@ -409,13 +414,11 @@ class FibersMixin(FiberLedgerMixin):
         controller = self._managed_fiber_abort_controllers.get(fiber_id)
         if controller is not None:
             controller.abort(reason)
-        self._notify_managed_fiber_terminal(fiber_id)
+        self._ledger.notify_terminal(fiber_id)
         return True
 
-    def cancel_fiber_by_key(
-        self: FibersSelf, idempotency_key: str, reason: str | None = None
-    ) -> bool:
-        row = self._ledger_row_by_key(idempotency_key)
+    def cancel_fiber_by_key(self, idempotency_key: str, reason: str | None = None) -> bool:
+        row = self._ledger.row_by_key(idempotency_key)
         return False if row is None else self.cancel_fiber(row["fiber_id"], reason)
 
 

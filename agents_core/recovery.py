@@ -53,8 +53,11 @@ class FiberRecoveryContext:
 class RecoverySelf(AgentSelf, Protocol):
     """What RecoveryMixin uses of the agent it is mixed into."""
 
-    _run_fiber_active_fibers: dict[str, None]
     _run_fiber_recovery_in_progress: bool
+
+    @property
+    def _run_fiber_active_fibers(self) -> dict[str, None]: ...
+
     _recovery_no_progress_scans: int
 
     def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None: ...

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from agents_core.chat.self_type import ChatSelf
     from agents_core.chat.think import ThinkAgent
     from agents_core.facets import FacetsSelf
-    from agents_core.fiber_ledger import FiberLedgerSelf
-    from agents_core.fibers import FibersSelf
     from agents_core.host import Host
     from agents_core.options import AgentOptions
     from agents_core.recovery import RecoverySelf
@@ -120,10 +118,8 @@ class SchedulesSelf(AgentSelf, Protocol):
 
 if TYPE_CHECKING:
     _MixinSelves = tuple[
-        FiberLedgerSelf,
         ScheduleDispatchSelf,
         RecoverySelf,
-        FibersSelf,
         SchedulesSelf,
         AgentToolsSelf,
         FacetsSelf,
@@ -133,10 +129,10 @@ if TYPE_CHECKING:
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent,) * 7
+        return (agent,) * 5
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent,) * 7
+        return (agent,) * 5
 
     def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
         return agent

@@ -32,11 +32,13 @@ __all__ = ["ChatSelf"]
 class ChatSelf(AgentToolsSelf, Protocol):
     """What the chat mixins use of the chat host they are mixed into, each member once."""
 
+    @property
+    def _run_fiber_active_fibers(self) -> dict[str, None]: ...
+
     # state the chat mixins keep on the host
     _chat_recovery_live: set[str]
     chat_recovery_no_progress_timeout_ms: ClassVar[int]
     max_chat_recovery_attempts: ClassVar[int]
-    _run_fiber_active_fibers: dict[str, None]
     _agent_tool_controllers: dict[str, AbortController]
     _agent_tool_request_runs: dict[str, str | None]
     _agent_tool_last_errors: dict[str, str]

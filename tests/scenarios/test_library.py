@@ -13,8 +13,8 @@ import pytest
 
 from agents_core.agent_tools.backbone import BackboneMixin
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX, NotifyMixin
-from agents_core.fiber_ledger import FiberLedgerMixin
-from agents_core.fibers import FibersMixin
+from agents_core.fiber_ledger import FiberLedger
+from agents_core.fibers import FiberRunner
 from agents_core.keep_alive import KeepAlive
 from agents_core.recovery import RecoveryMixin
 from scenarios import load_scenario, run_scenario
@@ -54,7 +54,7 @@ def test_each_story_passes_with_seeds_one_to_five(path: Path, seed: int) -> None
 
 # -- each story catches its regression -------------------------------------------------------
 def _stash_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FibersMixin, "_write_stash", lambda self, fiber_id, data, managed: None)
+    monkeypatch.setattr(FiberRunner, "_write_stash", lambda self, fiber_id, data, managed: None)
 
 
 def _no_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,7 +70,7 @@ def _recovery_without_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _idempotency_key_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FiberLedgerMixin, "_ledger_row_by_key", lambda self, key: None)
+    monkeypatch.setattr(FiberLedger, "row_by_key", lambda self, key: None)
 
 
 def _own_teardown_delivered(monkeypatch: pytest.MonkeyPatch) -> None:
