@@ -42,7 +42,7 @@ from agents_core.lifecycle import Lifecycle
 from agents_core.mcp import MCP_SERVERS_DDL, Mcp
 from agents_core.options import AgentOptions, resolve_options
 from agents_core.probes import probe
-from agents_core.recovery import RecoveryMixin
+from agents_core.recovery import FiberRecoveryContext, Recovery
 from agents_core.run_rows import DurableMemo, statement_effects
 from agents_core.schedules import SchedulesMixin
 from agents_core.schema import ensure_schema
@@ -107,7 +107,6 @@ class Agent(
     # FacetsMixin first: in a sub-agent it sends schedule calls to the root.
     FacetsMixin,
     SchedulesMixin,
-    RecoveryMixin,
     AgentToolsMixin,
 ):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
@@ -125,8 +124,6 @@ class Agent(
         self._options: AgentOptions = _options_of(type(self))
         # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
         self._memo = DurableMemo(host)
-        self._run_fiber_recovery_in_progress = False
-        self._recovery_no_progress_scans = 0
         self._on_start_schedule_warned: set[str] = set()
         self._destroyed = False
         self._executing_schedule_id: str | None = None
@@ -147,10 +144,11 @@ class Agent(
         self._keep_alive = KeepAlive(context, lifecycle, self._self_path_key())
         self._fiber_ledger = FiberLedger(context)
         self._fibers = FiberRunner(context, self._fiber_ledger, self._keep_alive, lifecycle, self)
+        self._recovery = Recovery(context, self._fibers, self._fiber_ledger, self)
         # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
         lifecycle.install(self._schedule_alarm_candidates)
         lifecycle.install(self._keep_alive.alarm_candidates)
-        lifecycle.install(self._recovery_alarm_candidates)
+        lifecycle.install(self._recovery._recovery_alarm_candidates)
         lifecycle.install(self._facet_lease_candidates)
         if self._is_facet and host.kv.get("cf_agents_is_facet"):
             # A facet that lived before died on its own: its root still holds the leases that
@@ -321,6 +319,21 @@ class Agent(
         """Settle an `interrupted` fiber by hand; False for any other status or a missing row."""
         return self._fiber_ledger.resolve(fiber_id, result)
 
+    # -- recovery -----------------------------------------------------------------------------
+    async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any:
+        """Called for each orphaned fiber. Return nothing (unmanaged: the row is dropped; managed:
+        the ledger stays `interrupted`), a `FiberRecoveryResult` (managed), or raise (retried)."""
+        self._log(
+            "warn",
+            f'Fiber "{ctx.name}" ({ctx.id}) was interrupted. Override on_fiber_recovered to '
+            "resume or record it.",
+        )
+        return None
+
+    async def _handle_internal_fiber_recovery(self, ctx: FiberRecoveryContext) -> bool:
+        """Framework hosts (chat) claim their own fibers here; plain agents claim none."""
+        return False
+
     # -- MCP ----------------------------------------------------------------------------------
     def add_mcp_server(self, name: str, url: str) -> str:
         """Register a server (durably) and connect it; returns its id."""
@@ -367,6 +380,18 @@ class Agent(
     def _run_fiber_active_fibers(self) -> dict[str, None]:
         """The FiberRunner's fibers executing in this incarnation (read by recovery)."""
         return self._fibers.active
+
+    async def _check_run_fibers(self) -> None:
+        """One recovery pass (Recovery's); at once if one is already running."""
+        await self._recovery._check_run_fibers()
+
+    def _has_pending_fiber_recovery(self) -> bool:
+        return self._recovery._has_pending_fiber_recovery()
+
+    @property
+    def _recovery_no_progress_scans(self) -> int:
+        """Recovery's count of passes in a row without progress (read by tests)."""
+        return self._recovery._recovery_no_progress_scans
 
     def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None:
         return self._fiber_ledger.row(fiber_id)

@@ -8,24 +8,35 @@ offered again on the follow-up alarm with its backoff (spec fibers §6).
 
 Seed decision S1: when the hook throws for a managed fiber, the ledger stays `interrupted` and
 records the hook's error (the SDK writes `error`); `resolve_fiber` can still settle it.
+
+`Recovery` is the component: it owns the one-pass-at-a-time guard and the no-progress count the
+follow-up alarm backs off by, reads the FiberRunner's live fibers and the FiberLedger's rows, and
+calls the hooks (`on_fiber_recovered`, and the framework hosts' `_handle_internal_fiber_recovery`)
+through `RecoveryHooks`, its port of the agent. The SDK's counterpart is the Agent's
+`_checkRunFibers` and `onFiberRecovered`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberRecoveryResult
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
 from agents_core.run_rows import LEDGER, RUN_ROW_DELETE
-from agents_core.self_types import AgentSelf
+
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
+    from agents_core.fiber_ledger import FiberLedger
+    from agents_core.fibers import FiberRunner
 
 __all__ = [
     "FIBER_RECOVERY_BACKOFF_MAX_EXP",
     "FIBER_RECOVERY_MAX_BACKOFF_MS",
     "FiberRecoveryContext",
-    "RecoveryMixin",
+    "Recovery",
+    "RecoveryHooks",
 ]
 
 FIBER_RECOVERY_MAX_BACKOFF_MS = 300_000
@@ -50,57 +61,51 @@ class FiberRecoveryContext:
         return self.status is not None
 
 
-class RecoverySelf(AgentSelf, Protocol):
-    """What RecoveryMixin uses of the agent it is mixed into."""
+class RecoveryHooks(Protocol):
+    """What Recovery calls of the agent: the user's hook, and the one framework hosts (chat)
+    override to claim their own fibers first; both may be overridden and call `super()`."""
 
-    _run_fiber_recovery_in_progress: bool
-
-    @property
-    def _run_fiber_active_fibers(self) -> dict[str, None]: ...
-
-    _recovery_no_progress_scans: int
-
-    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None: ...
-    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None: ...
-    def _apply_fiber_recovery_result(self, fiber_id: str, result: FiberRecoveryResult) -> None: ...
-
-    # its own methods, called through self
-    def _past_deadline(self, scan_start: int, row_id: str, name: str, managed: bool) -> bool: ...
-    def _emit_detected(self, fiber_id: str, name: str, managed: bool, created_at: int) -> None: ...
-    def _probe_recovered_row(self, ok: bool, managed: bool, too_old: bool) -> None: ...
-    def _managed_context(
-        self, ctx: FiberRecoveryContext, ledger: dict[str, Any]
-    ) -> FiberRecoveryContext: ...
-    async def _handle_internal_fiber_recovery(self, ctx: FiberRecoveryContext) -> bool: ...
-    async def _recover_run_rows(self, scan_start: int) -> bool: ...
-    def _has_pending_fiber_recovery(self) -> bool: ...
-    def _recovery_alarm_candidates(self, now: int) -> list[int]: ...
-    async def _run_fiber_recovery_hook(
-        self, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
-    ) -> bool: ...
-    async def _internal_recovery_with_timeout(self, ctx: FiberRecoveryContext) -> bool: ...
-    async def _recover_ledger_only_rows(self, scan_start: int) -> bool: ...
     async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any: ...
+    async def _handle_internal_fiber_recovery(self, ctx: FiberRecoveryContext) -> bool: ...
 
 
-class RecoveryMixin:
-    async def on_fiber_recovered(self: RecoverySelf, ctx: FiberRecoveryContext) -> Any:
-        """Called for each orphaned fiber. Return nothing (unmanaged: the row is dropped; managed:
-        the ledger stays `interrupted`), a `FiberRecoveryResult` (managed), or raise (retried)."""
-        self._log(
-            "warn",
-            f'Fiber "{ctx.name}" ({ctx.id}) was interrupted. Override on_fiber_recovered to '
-            "resume or record it.",
-        )
-        return None
+class Recovery:
+    """One agent's fiber recovery: the scan, its guard, and its no-progress count."""
 
-    async def _handle_internal_fiber_recovery(
-        self: RecoverySelf, ctx: FiberRecoveryContext
-    ) -> bool:
-        """Framework hosts (chat) claim their own fibers here; plain agents claim none."""
-        return False
+    __slots__ = (
+        "_ctx",
+        "_ledger",
+        "_hooks",
+        "host",
+        "sql",
+        "_memo",
+        "_options",
+        "_emit",
+        "_log",
+        "_run_fiber_active_fibers",
+        "_run_fiber_recovery_in_progress",
+        "_recovery_no_progress_scans",
+    )
 
-    def _has_pending_fiber_recovery(self: RecoverySelf) -> bool:
+    def __init__(
+        self, ctx: AgentContext, fibers: FiberRunner, ledger: FiberLedger, hooks: RecoveryHooks
+    ) -> None:
+        self._ctx = ctx
+        self._ledger = ledger
+        self._hooks = hooks
+        self.host = ctx.host
+        self.sql = ctx.sql
+        self._memo = ctx.memo
+        self._options = ctx.options
+        self._emit = ctx.emit
+        self._log = ctx.log
+        self._run_fiber_active_fibers = fibers.active
+        """The FiberRunner's live fibers (the same dict: a row of one of them is no orphan)."""
+        self._run_fiber_recovery_in_progress = False
+        self._recovery_no_progress_scans = 0
+        """Passes in a row that left recovery pending without progress (the backoff's exponent)."""
+
+    def _has_pending_fiber_recovery(self) -> bool:
         active = self._run_fiber_active_fibers
         for fiber_id in self._memo.run_row_ids():
             if fiber_id not in active:
@@ -113,7 +118,7 @@ class RecoveryMixin:
         )
         return bool(ledger_only)
 
-    def _recovery_alarm_candidates(self: RecoverySelf, now: int) -> list[int]:
+    def _recovery_alarm_candidates(self, now: int) -> list[int]:
         """The Lifecycle's alarm source: a follow-up scan while recovery is pending, backing off
         (doubling from one keepAlive interval, capped) after scans that made no progress."""
         if not self._has_pending_fiber_recovery():
@@ -128,7 +133,7 @@ class RecoveryMixin:
         self.host.trace.emit("fiber:recovery:backoff", at=at, delayMs=at - now)
         return [at]
 
-    async def _check_run_fibers(self: RecoverySelf) -> None:
+    async def _check_run_fibers(self) -> None:
         """One recovery pass; returns at once if a pass is already running in this incarnation."""
         if self._run_fiber_recovery_in_progress:
             probe(self.host, "fiber.recovery_scan_already_running")
@@ -156,9 +161,7 @@ class RecoveryMixin:
                 # the follow-up alarm's backoff is computed from (checker `recovery_backoff`).
                 self.host.trace.emit("fiber:recovery:pass", progress=progress, scans=scans)
 
-    def _past_deadline(
-        self: RecoverySelf, scan_start: int, row_id: str, name: str, managed: bool
-    ) -> bool:
+    def _past_deadline(self, scan_start: int, row_id: str, name: str, managed: bool) -> bool:
         deadline = self._options.fiber_recovery_scan_deadline_ms
         elapsed = self.host.clock.now_ms() - scan_start
         if deadline > 0 and elapsed > deadline:
@@ -175,7 +178,7 @@ class RecoveryMixin:
             return True
         return False
 
-    async def _recover_run_rows(self: RecoverySelf, scan_start: int) -> bool:
+    async def _recover_run_rows(self, scan_start: int) -> bool:
         progress = False
         known = self._memo.known_run_row_ids()
         active = self._run_fiber_active_fibers
@@ -203,14 +206,14 @@ class RecoveryMixin:
             parsed, snapshot = parse_json_text(row["snapshot"])
             if not parsed:
                 self._log("warn", f"corrupted snapshot of fiber {fiber_id}; recovering with null")
-            ledger = self._ledger_row(fiber_id)
+            ledger = self._ledger.row(fiber_id)
             self._emit_detected(fiber_id, name, ledger is not None, created_at)
             if ledger is not None and ledger["status"] in TERMINAL_STATUSES:
                 probe(self.host, "fiber.stale_terminal_run_row_dropped")
                 self.sql(RUN_ROW_DELETE, fiber_id)
                 self._memo.run_row_deleted(fiber_id)
                 progress = True
-                self._notify_managed_fiber_terminal(fiber_id)
+                self._ledger.notify_terminal(fiber_id)
                 continue
             ctx = FiberRecoveryContext(fiber_id, name, snapshot, created_at)
             if ledger is not None:
@@ -240,10 +243,10 @@ class RecoveryMixin:
                 self._memo.run_row_deleted(fiber_id)
                 progress = True
             if ledger is not None:
-                self._notify_managed_fiber_terminal(fiber_id)
+                self._ledger.notify_terminal(fiber_id)
         return progress
 
-    def _probe_recovered_row(self: RecoverySelf, ok: bool, managed: bool, too_old: bool) -> None:
+    def _probe_recovered_row(self, ok: bool, managed: bool, too_old: bool) -> None:
         if managed:
             probe(self.host, "fiber.managed_orphan_recovered")
         elif ok:
@@ -253,7 +256,7 @@ class RecoveryMixin:
         else:
             probe(self.host, "fiber.recovery_failed_row_kept")
 
-    async def _recover_ledger_only_rows(self: RecoverySelf, scan_start: int) -> bool:
+    async def _recover_ledger_only_rows(self, scan_start: int) -> bool:
         progress = False
         if self._memo.known_empty(LEDGER):
             return False  # no managed fiber at all: none can be left without its run row
@@ -281,11 +284,11 @@ class RecoveryMixin:
             self._emit_detected(fiber_id, name, True, ledger["created_at"])
             await self._run_fiber_recovery_hook(ctx, ledger)
             progress = True
-            self._notify_managed_fiber_terminal(fiber_id)
+            self._ledger.notify_terminal(fiber_id)
         return progress
 
     def _managed_context(
-        self: RecoverySelf, ctx: FiberRecoveryContext, ledger: dict[str, Any]
+        self, ctx: FiberRecoveryContext, ledger: dict[str, Any]
     ) -> FiberRecoveryContext:
         ok, metadata = parse_json_text(ledger["metadata_json"])
         return FiberRecoveryContext(
@@ -299,9 +302,7 @@ class RecoveryMixin:
             metadata=metadata if ok and isinstance(metadata, dict) else None,
         )
 
-    def _emit_detected(
-        self: RecoverySelf, fiber_id: str, name: str, managed: bool, created_at: int
-    ) -> None:
+    def _emit_detected(self, fiber_id: str, name: str, managed: bool, created_at: int) -> None:
         age = self.host.clock.now_ms() - created_at
         for event in ("fiber:recovery:detected", "fiber:run:interrupted"):
             self._emit(
@@ -314,7 +315,7 @@ class RecoveryMixin:
             )
 
     async def _run_fiber_recovery_hook(
-        self: RecoverySelf, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
+        self, ctx: FiberRecoveryContext, ledger: dict[str, Any] | None
     ) -> bool:
         managed = ledger is not None
         common = {
@@ -329,9 +330,9 @@ class RecoveryMixin:
         try:
             handled = await self._internal_recovery_with_timeout(ctx)
             if not handled:
-                result = await self.on_fiber_recovered(ctx)
+                result = await self._hooks.on_fiber_recovered(ctx)
                 if managed and result:
-                    self._apply_fiber_recovery_result(ctx.id, FiberRecoveryResult.coerce(result))
+                    self._ledger.apply_recovery_result(ctx.id, FiberRecoveryResult.coerce(result))
             status = "internal" if handled else ("managed" if managed else "user")
             self._emit(
                 "fiber:recovery:handled",
@@ -351,7 +352,7 @@ class RecoveryMixin:
                     message,
                     ctx.id,
                 )
-                self._notify_managed_fiber_terminal(ctx.id)
+                self._ledger.notify_terminal(ctx.id)
             self._emit(
                 "fiber:recovery:failed",
                 **common,
@@ -362,13 +363,11 @@ class RecoveryMixin:
             self._log("error", f'recovery of fiber "{ctx.name}" ({ctx.id}) failed: {message}')
             return False
 
-    async def _internal_recovery_with_timeout(
-        self: RecoverySelf, ctx: FiberRecoveryContext
-    ) -> bool:
+    async def _internal_recovery_with_timeout(self, ctx: FiberRecoveryContext) -> bool:
         timeout_ms = self._options.fiber_recovery_hook_timeout_ms
         if timeout_ms <= 0:
-            return bool(await self._handle_internal_fiber_recovery(ctx))
-        handler = self.host.tasks.wait_until(self._handle_internal_fiber_recovery(ctx))
+            return bool(await self._hooks._handle_internal_fiber_recovery(ctx))
+        handler = self.host.tasks.wait_until(self._hooks._handle_internal_fiber_recovery(ctx))
         if handler.done():
             return bool(await handler)
         timeout = self.host.tasks.deferred()

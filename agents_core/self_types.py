@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from agents_core.facets import FacetsSelf
     from agents_core.host import Host
     from agents_core.options import AgentOptions
-    from agents_core.recovery import RecoverySelf
     from agents_core.run_rows import DurableMemo
     from agents_core.schedule_dispatch import ScheduleDispatchSelf
     from agents_core.schedules import Schedule, ScheduleTiming
@@ -119,7 +118,6 @@ class SchedulesSelf(AgentSelf, Protocol):
 if TYPE_CHECKING:
     _MixinSelves = tuple[
         ScheduleDispatchSelf,
-        RecoverySelf,
         SchedulesSelf,
         AgentToolsSelf,
         FacetsSelf,
@@ -129,10 +127,10 @@ if TYPE_CHECKING:
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent,) * 5
+        return (agent,) * 4
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent,) * 5
+        return (agent,) * 4
 
     def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
         return agent

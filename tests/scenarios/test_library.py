@@ -16,7 +16,7 @@ from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX, NotifyMixin
 from agents_core.fiber_ledger import FiberLedger
 from agents_core.fibers import FiberRunner
 from agents_core.keep_alive import KeepAlive
-from agents_core.recovery import RecoveryMixin
+from agents_core.recovery import Recovery
 from scenarios import load_scenario, run_scenario
 from tests.scenarios.helpers import LIBRARY, library_files
 
@@ -66,7 +66,7 @@ def _recovery_without_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
         pending = self._has_pending_fiber_recovery()
         return [now + self._options.keep_alive_interval_ms] if pending else []
 
-    monkeypatch.setattr(RecoveryMixin, "_recovery_alarm_candidates", candidates)
+    monkeypatch.setattr(Recovery, "_recovery_alarm_candidates", candidates)
 
 
 def _idempotency_key_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
