@@ -20,7 +20,6 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import Any, ClassVar, TypeVar
 
 from agents_core import observability
@@ -40,11 +39,12 @@ from agents_core.host import Connection, Host
 from agents_core.keep_alive import KeepAlive
 from agents_core.lifecycle import Lifecycle
 from agents_core.mcp import MCP_SERVERS_DDL, Mcp
-from agents_core.options import AgentOptions, resolve_options
+from agents_core.options import AgentOptions, RetryOptions, resolve_options
 from agents_core.probes import probe
 from agents_core.recovery import FiberRecoveryContext, Recovery
 from agents_core.run_rows import DurableMemo, statement_effects
-from agents_core.schedules import SchedulesMixin
+from agents_core.schedule_dispatch import ScheduleDispatchMixin
+from agents_core.schedules import Schedule, Scheduler, ScheduleTiming
 from agents_core.schema import ensure_schema
 
 __all__ = ["Agent", "Request", "Response"]
@@ -94,19 +94,24 @@ class _Unset:
 _UNSET: Any = _Unset()
 
 
-@cache
+_OPTIONS_BY_CLASS: dict[type, AgentOptions] = {}
+
+
 def _options_of(cls: type) -> AgentOptions:
     """Resolved once per class (the SDK caches per instance; the class value cannot change)."""
-    try:
-        return resolve_options(getattr(cls, "options", None))
-    except ValueError as exc:
-        raise ValueError(f"{cls.__qualname__}.options: {exc}") from None
+    found = _OPTIONS_BY_CLASS.get(cls)
+    if found is None:
+        try:
+            found = _OPTIONS_BY_CLASS[cls] = resolve_options(getattr(cls, "options", None))
+        except ValueError as exc:
+            raise ValueError(f"{cls.__qualname__}.options: {exc}") from None
+    return found
 
 
 class Agent(
     # FacetsMixin first: in a sub-agent it sends schedule calls to the root.
     FacetsMixin,
-    SchedulesMixin,
+    ScheduleDispatchMixin,
     AgentToolsMixin,
 ):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
@@ -124,7 +129,6 @@ class Agent(
         self._options: AgentOptions = _options_of(type(self))
         # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
         self._memo = DurableMemo(host)
-        self._on_start_schedule_warned: set[str] = set()
         self._destroyed = False
         self._executing_schedule_id: str | None = None
         self._no_protocol_connections: set[str] = set()
@@ -145,6 +149,9 @@ class Agent(
         self._fiber_ledger = FiberLedger(context)
         self._fibers = FiberRunner(context, self._fiber_ledger, self._keep_alive, lifecycle, self)
         self._recovery = Recovery(context, self._fibers, self._fiber_ledger, self)
+        self._scheduler = Scheduler(
+            context, lifecycle, self, self._self_path, self._self_path_key()
+        )
         # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
         lifecycle.install(self._schedule_alarm_candidates)
         lifecycle.install(self._keep_alive.alarm_candidates)
@@ -318,6 +325,65 @@ class Agent(
     def resolve_fiber(self, fiber_id: str, result: FiberRecoveryResult | Mapping[str, Any]) -> bool:
         """Settle an `interrupted` fiber by hand; False for any other status or a missing row."""
         return self._fiber_ledger.resolve(fiber_id, result)
+
+    # -- schedules ----------------------------------------------------------------------------
+    async def schedule(
+        self,
+        when: datetime | int | float | str,
+        callback: str,
+        payload: Any = None,
+        *,
+        retry: Mapping[str, Any] | RetryOptions | None = None,
+        idempotent: bool | None = None,
+    ) -> Schedule:
+        """Run `self.<callback>(payload, row)` at a datetime, after a number of seconds, or on
+        every occurrence of a cron expression. Cron rows dedupe by default; the others only with
+        `idempotent=True` (spec fibers §4.1)."""
+        return await self._scheduler.schedule(
+            when, callback, payload, retry=retry, idempotent=idempotent
+        )
+
+    async def schedule_every(
+        self,
+        interval_seconds: int | float,
+        callback: str,
+        payload: Any = None,
+        *,
+        retry: Mapping[str, Any] | RetryOptions | None = None,
+        _idempotent: bool | None = None,
+    ) -> Schedule:
+        """Run `self.<callback>` every `interval_seconds`, first one interval from now, the next
+        one interval after each run *completes*. Idempotent on (callback, interval, payload)."""
+        return await self._scheduler.schedule_every(
+            interval_seconds, callback, payload, retry=retry, _idempotent=_idempotent
+        )
+
+    async def cancel_schedule(self, id: str) -> bool:
+        """Delete this agent's schedule `id`; False when it has none by that id."""
+        return await self._scheduler.cancel_schedule(id)
+
+    async def get_schedule_by_id(self, id: str) -> Schedule | None:
+        """This agent's schedule `id`, or None."""
+        return await self._scheduler.get_schedule_by_id(id)
+
+    def get_schedule(self, id: str) -> Schedule | None:
+        """Deprecated synchronous `get_schedule_by_id` (raises inside a sub-agent)."""
+        return self._scheduler.get_schedule(id)
+
+    def get_schedules(
+        self,
+        *,
+        id: str | None = None,
+        type: str | None = None,
+        time_range: Mapping[str, datetime | None] | None = None,
+    ) -> list[Schedule]:
+        """Deprecated synchronous `list_schedules` (raises inside a sub-agent)."""
+        return self._scheduler.get_schedules(id=id, type=type, time_range=time_range)
+
+    async def list_schedules(self, **filters: Any) -> list[Schedule]:
+        """This agent's schedules, filtered by `id`, `type` and a `time_range` of `{"start",
+        "end"}` datetimes (inclusive, in whole seconds; a missing bound is open)."""
+        return await self._scheduler.list_schedules(**filters)
 
     # -- recovery -----------------------------------------------------------------------------
     async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any:
@@ -508,6 +574,27 @@ class Agent(
         await self._lifecycle.alarm()
 
     # -- RPC entries a sub-agent calls on its root ------------------------------------------
+    async def _cf_schedule_for_facet(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload: Any,
+        owner_path: list[dict[str, str]],
+        owner_key: str,
+        options: dict[str, Any],
+    ) -> tuple[Schedule, bool]:
+        return await self._scheduler.schedule_for_facet(
+            timing, callback, payload, owner_path, owner_key, options
+        )
+
+    async def _cf_cancel_schedule_for_facet(self, schedule_id: str, owner_key: str) -> str | None:
+        return await self._scheduler.cancel_for_facet(schedule_id, owner_key)
+
+    async def _cf_list_schedules_for_facet(
+        self, owner_key: str, filters: dict[str, Any]
+    ) -> list[Schedule]:
+        return self._scheduler.list_for_facet(owner_key, filters)
+
     async def _cf_acquire_facet_keep_alive(self, owner_key: str) -> str:
         return await self._keep_alive.acquire_for_facet(owner_key)
 

@@ -20,7 +20,7 @@ from urllib.parse import quote
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
 from agents_core.run_rows import FACET_RUNS
-from agents_core.self_types import SchedulesSelf
+from agents_core.self_types import AgentSelf
 
 __all__ = ["FacetsMixin", "encode_owner_path"]
 
@@ -56,21 +56,15 @@ def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
 if TYPE_CHECKING:
     from agents_core.host import AgentStub
     from agents_core.keep_alive import KeepAlive
-    from agents_core.schedules import SchedulesMixin
-
-    # Comes before SchedulesMixin in Agent's bases: its `super()` calls reach that class, on an
-    # agent that has what SchedulesMixin's methods use.
-    class _FacetsBase(SchedulesMixin, SchedulesSelf): ...
-else:
-    _FacetsBase = object
 
 
-class FacetsSelf(SchedulesSelf, Protocol):
-    """What FacetsMixin uses of the agent it is mixed into, beyond what SchedulesMixin uses."""
+class FacetsSelf(AgentSelf, Protocol):
+    """What FacetsMixin uses of the agent it is mixed into."""
 
     _self_path: list[dict[str, str]]
     _keep_alive: KeepAlive
 
+    async def _schedule_next_alarm(self) -> None: ...
     async def _check_run_fibers(self) -> None: ...
     async def _execute_schedule_callback(self, row: dict[str, Any]) -> None: ...
 
@@ -78,7 +72,6 @@ class FacetsSelf(SchedulesSelf, Protocol):
     async def _on_root(self, method: str, *args: Any) -> Any: ...
     async def _resolve_registered_child(self, step: Mapping[str, str]) -> Any | None: ...
     def has_sub_agent(self, cls_or_name: type | str, name: str) -> bool: ...
-    async def list_schedules(self, **filters: Any) -> list[Any]: ...
     async def _cf_dispatch_scheduled_callback(
         self, row: dict[str, Any], steps: list[dict[str, str]]
     ) -> bool: ...
@@ -86,7 +79,7 @@ class FacetsSelf(SchedulesSelf, Protocol):
     async def _cf_check_run_fibers_for_facet(self, steps: list[dict[str, str]]) -> int: ...
 
 
-class FacetsMixin(_FacetsBase):
+class FacetsMixin:
     def _init_facet_state(self: FacetsSelf) -> None:
         steps = self.host.facets.path
         self._self_path = [{"className": c, "name": n} for c, n in steps]
@@ -259,98 +252,7 @@ class FacetsMixin(_FacetsBase):
             return None
         return await self.host.facets.resolve_named(step["className"], step["name"])
 
-    # -- schedules of a facet live on the root ------------------------------------------------
-    # The four methods that call super() leave `self` unannotated, so that super() resolves
-    # through this class (whose type-checking base is SchedulesMixin; a Protocol self type
-    # would put the Protocol's own, empty, bases there), and read the agent as `me`, the
-    # FacetsSelf it is mixed into.
-    async def _store_schedule(
-        self, timing: Any, callback: str, payload: Any, **options: Any
-    ) -> Any:
-        me = cast("FacetsSelf", self)
-        if not me._is_facet:
-            return await super()._store_schedule(timing, callback, payload, **options)
-        return await me.host.facets.root().call(
-            "_cf_schedule_for_facet",
-            timing,
-            callback,
-            payload,
-            list(me._self_path),
-            me._self_path_key(),
-            options,
-        )
-
-    async def _cf_schedule_for_facet(
-        self: FacetsSelf,
-        timing: Any,
-        callback: str,
-        payload: Any,
-        owner_path: list[dict[str, str]],
-        owner_key: str,
-        options: dict[str, Any],
-    ) -> Any:
-        return await self._insert_schedule(
-            timing,
-            callback,
-            payload,
-            retry=options.get("retry"),
-            idempotent=options.get("idempotent"),
-            owner_path=owner_path,
-            owner_path_key=owner_key,
-        )
-
-    async def cancel_schedule(self, id: str) -> bool:
-        me = cast("FacetsSelf", self)
-        if not me._is_facet:
-            return await super().cancel_schedule(id)
-        callback = await me.host.facets.root().call(
-            "_cf_cancel_schedule_for_facet", id, me._self_path_key()
-        )
-        if callback is None:
-            return False
-        me._emit("schedule:cancel", callback=callback, id=id)  # on the facet, not the root
-        return True
-
-    async def _cf_cancel_schedule_for_facet(
-        self: FacetsSelf, schedule_id: str, owner_key: str
-    ) -> str | None:
-        rows = self.sql(
-            "SELECT callback FROM cf_agents_schedules WHERE id = ? AND owner_path_key = ?",
-            schedule_id,
-            owner_key,
-        )
-        if not rows:
-            return None
-        self.sql(
-            "DELETE FROM cf_agents_schedules WHERE id = ? AND owner_path_key = ?",
-            schedule_id,
-            owner_key,
-        )
-        await self._schedule_next_alarm()
-        callback: str = rows[0]["callback"]
-        return callback
-
-    async def list_schedules(self, **filters: Any) -> list[Any]:
-        me = cast("FacetsSelf", self)
-        if not me._is_facet:
-            return await super().list_schedules(**filters)
-        schedules: list[Any] = await me.host.facets.root().call(
-            "_cf_list_schedules_for_facet", me._self_path_key(), filters
-        )
-        return schedules
-
-    async def _cf_list_schedules_for_facet(
-        self: FacetsSelf, owner_key: str, filters: dict[str, Any]
-    ) -> Any:
-        return self._list_schedules_for_owner(owner_key, **filters)
-
-    async def get_schedule_by_id(self, id: str) -> Any:
-        me = cast("FacetsSelf", self)
-        if not me._is_facet:
-            return await super().get_schedule_by_id(id)
-        found = await me.list_schedules(id=id)
-        return found[0] if found else None
-
+    # -- schedules of a facet live on the root (the Scheduler routes them) ------------------
     async def _dispatch_facet_schedule(self: FacetsSelf, row: dict[str, Any]) -> bool:
         """On the root: walk the row's owner path hop by hop and run the callback in the owner;
         False (nothing executed) when a hop's registry entry is gone (that sub-tree is pruned)."""

@@ -8,7 +8,14 @@ slot through the multiplexer, also on a dedupe hit, which is how a lost alarm is
 Running the due rows is in `agents_core.schedule_dispatch` (spec fibers §4).
 
 Rows are scoped by owner: `owner_path_key IS NULL` for the agent's own rows, a facet's path key for
-rows the root keeps on a sub-agent's behalf (`_insert_schedule` takes the owner explicitly).
+rows the root keeps on a sub-agent's behalf (`_insert_schedule` takes the owner explicitly). A
+sub-agent has no alarm: its Scheduler sends each call to its root's (`_cf_*_for_facet`).
+
+`Scheduler` is the component: it owns the table's rows (written here; run by the due-schedule
+dispatch) and the callbacks warned about in `on_start`; it re-arms through the Lifecycle and
+finds callbacks by name on the agent it is given. The SDK's counterpart is the Agent's
+`schedule`, `scheduleEvery`, `cancelSchedule`, `getScheduleById`, `listSchedules` (0.21.0) and
+the `scheduler` capability (0.32.0, spec sdk-0.32 §3).
 """
 
 from __future__ import annotations
@@ -18,17 +25,20 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import RetryOptions, resolve_retry
 from agents_core.probes import probe
-from agents_core.schedule_dispatch import ScheduleDispatchMixin, retry_from_json, retry_to_json
-from agents_core.self_types import SchedulesSelf
+from agents_core.schedule_dispatch import retry_from_json, retry_to_json
 from agents_core.stored_names import callback_method
 
-__all__ = ["Schedule", "SchedulesMixin"]
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
+    from agents_core.lifecycle import Lifecycle
+
+__all__ = ["Schedule", "Scheduler"]
 
 SCHEDULE_EVERY_MAX_SECONDS = 2_592_000  # 30 days
 TIME_RANGE_END_MAX_S = 999_999_999_999  # the SDK's `new Date(999999999999999)`, in seconds
@@ -125,10 +135,48 @@ def _epoch_seconds(value: datetime, what: str) -> int:
     return ((value - _EPOCH) // _ONE_MS) // 1000
 
 
-class SchedulesMixin(ScheduleDispatchMixin):
+class Scheduler:
+    """One agent's schedules: creating, cancelling, reading (a sub-agent's, on its root)."""
+
+    __slots__ = (
+        "_ctx",
+        "_lifecycle",
+        "_agent",
+        "_self_path",
+        "_owner_key",
+        "host",
+        "sql",
+        "_options",
+        "_emit",
+        "_log",
+        "_on_start_schedule_warned",
+    )
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        lifecycle: Lifecycle,
+        agent: object,
+        self_path: list[dict[str, str]],
+        owner_key: str,
+    ) -> None:
+        self._ctx = ctx
+        self._lifecycle = lifecycle
+        self._agent = agent
+        """Where a callback is looked up by name (the agent, with the user's methods)."""
+        self._self_path = self_path
+        self._owner_key = owner_key
+        """This agent's owner path and its key (a sub-agent's rows are kept on its root)."""
+        self.host = ctx.host
+        self.sql = ctx.sql
+        self._options = ctx.options
+        self._emit = ctx.emit
+        self._log = ctx.log
+        self._on_start_schedule_warned: set[str] = set()
+
     # -- creating ---------------------------------------------------------------------------
     async def schedule(
-        self: SchedulesSelf,
+        self,
         when: datetime | int | float | str,
         callback: str,
         payload: Any = None,
@@ -156,7 +204,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return schedule
 
     async def schedule_every(
-        self: SchedulesSelf,
+        self,
         interval_seconds: int | float,
         callback: str,
         payload: Any = None,
@@ -178,18 +226,18 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return schedule
 
     # -- validation and timing --------------------------------------------------------------
-    def _check_schedule_callback(self: SchedulesSelf, callback: Any) -> None:
+    def _check_schedule_callback(self, callback: Any) -> None:
         if not isinstance(callback, str):
             raise InvalidArgument(
                 f"Callback must be a string (the name of a method), got {callback!r}"
             )
-        if callback_method(self, callback) is None:
+        if callback_method(self._agent, callback) is None:
             raise InvalidArgument(
                 f"self.{callback} is not a function: define the method "
-                f"{type(self).__name__}.{callback}(payload, row)"
+                f"{type(self._agent).__name__}.{callback}(payload, row)"
             )
 
-    def _check_schedule_retry(self: SchedulesSelf, retry: Any) -> dict[str, Any] | None:
+    def _check_schedule_retry(self, retry: Any) -> dict[str, Any] | None:
         """Validated against the class's retry defaults; returns the fields as given."""
         if retry is None:
             return None
@@ -203,7 +251,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
             return {f.name: getattr(retry, f.name) for f in fields(RetryOptions)}
         return {k: v for k, v in retry.items() if v is not None}
 
-    def _check_interval_seconds(self: SchedulesSelf, interval_seconds: Any) -> None:
+    def _check_interval_seconds(self, interval_seconds: Any) -> None:
         if not (
             _is_number(interval_seconds) and 0 < interval_seconds <= SCHEDULE_EVERY_MAX_SECONDS
         ):
@@ -212,7 +260,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
                 f"(30 days), got {interval_seconds!r}"
             )
 
-    def _schedule_timing(self: SchedulesSelf, when: datetime | int | float | str) -> ScheduleTiming:
+    def _schedule_timing(self, when: datetime | int | float | str) -> ScheduleTiming:
         now_ms = self.host.clock.now_ms()
         if isinstance(when, datetime):
             return ScheduleTiming("scheduled", _epoch_seconds(when, "schedule(when)"))
@@ -226,16 +274,14 @@ class SchedulesMixin(ScheduleDispatchMixin):
             "delayed", math.floor((now_ms + when * 1000) / 1000), delay_in_seconds=when
         )
 
-    def _interval_timing(self: SchedulesSelf, interval_seconds: int | float) -> ScheduleTiming:
+    def _interval_timing(self, interval_seconds: int | float) -> ScheduleTiming:
         now_ms = self.host.clock.now_ms()
         due = math.floor((now_ms + interval_seconds * 1000) / 1000)
         return ScheduleTiming("interval", due, interval_seconds=interval_seconds)
 
-    def _warn_schedule_in_on_start(
-        self: SchedulesSelf, when: Any, callback: str, idempotent: Any
-    ) -> None:
+    def _warn_schedule_in_on_start(self, when: Any, callback: str, idempotent: Any) -> None:
         """A non-idempotent one-shot made in on_start adds a row on every wake (§4.1)."""
-        if not self._in_on_start or idempotent is not None or isinstance(when, str):
+        if not self._lifecycle.in_on_start or idempotent is not None or isinstance(when, str):
             return
         if callback in self._on_start_schedule_warned:
             return
@@ -249,12 +295,12 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
 
     # -- storage ----------------------------------------------------------------------------
-    def _schedule_owner_key(self: SchedulesSelf) -> str | None:
+    def _schedule_owner_key(self) -> str | None:
         """The owner key of rows this agent reads and writes itself (None: its own rows)."""
         return None
 
     async def _store_schedule(
-        self: SchedulesSelf,
+        self,
         timing: ScheduleTiming,
         callback: str,
         payload: Any,
@@ -262,8 +308,20 @@ class SchedulesMixin(ScheduleDispatchMixin):
         retry: Mapping[str, Any] | None,
         idempotent: bool | None,
     ) -> tuple[Schedule, bool]:
-        """Where this agent's new schedules go: its own table. (A facet has no alarm; its
-        override hands the row to the root, which calls `_insert_schedule` with the owner.)"""
+        """Where this agent's new schedules go: its own table; a facet's, its root's (which
+        calls `_insert_schedule` with the facet as the owner)."""
+        if self._ctx.is_facet:
+            options = {"retry": retry, "idempotent": idempotent}
+            stored: tuple[Schedule, bool] = await self.host.facets.root().call(
+                "_cf_schedule_for_facet",
+                timing,
+                callback,
+                payload,
+                list(self._self_path),
+                self._owner_key,
+                options,
+            )
+            return stored
         return await self._insert_schedule(
             timing,
             callback,
@@ -275,7 +333,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
 
     async def _insert_schedule(
-        self: SchedulesSelf,
+        self,
         timing: ScheduleTiming,
         callback: str,
         payload: Any,
@@ -293,7 +351,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
             existing = self._find_matching_schedule(timing, callback, payload_json, owner_path_key)
             if existing is not None:
                 probe(self.host, "schedule.idempotent_dedupe")
-                await self._schedule_next_alarm()
+                await self._lifecycle.rearm()
                 return row_to_schedule(existing), False
         if owner_path is not None and not isinstance(owner_path, str):
             owner_path = json.dumps(list(owner_path), separators=(",", ":"))
@@ -315,7 +373,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
             owner_path,
             owner_path_key,
         )
-        await self._schedule_next_alarm()
+        await self._lifecycle.rearm()
         schedule = Schedule(
             callback=callback,
             id=schedule_id,
@@ -330,7 +388,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return schedule, True
 
     def _find_matching_schedule(
-        self: SchedulesSelf,
+        self,
         timing: ScheduleTiming,
         callback: str,
         payload_json: str | None,
@@ -353,13 +411,21 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return rows[0] if rows else None
 
     # -- cancel, get, list ------------------------------------------------------------------
-    async def cancel_schedule(self: SchedulesSelf, id: str) -> bool:
+    async def cancel_schedule(self, id: str) -> bool:
         """Delete this agent's schedule `id`; False when it has none by that id."""
+        if self._ctx.is_facet:
+            routed = await self.host.facets.root().call(
+                "_cf_cancel_schedule_for_facet", id, self._owner_key
+            )
+            if routed is None:
+                return False
+            self._emit("schedule:cancel", callback=routed, id=id)  # on the facet, not the root
+            return True
         callback = await self._cancel_schedule_for_owner(id, self._schedule_owner_key())
         return callback is not None
 
     async def _cancel_schedule_for_owner(
-        self: SchedulesSelf, schedule_id: str, owner_path_key: str | None
+        self, schedule_id: str, owner_path_key: str | None
     ) -> str | None:
         """Delete one owner's row; its callback name, or None when there was no such row. The
         cancel event is emitted before the delete, as the SDK does."""
@@ -377,11 +443,14 @@ class SchedulesMixin(ScheduleDispatchMixin):
             schedule_id,
             owner_path_key,
         )
-        await self._schedule_next_alarm()
+        await self._lifecycle.rearm()
         return callback
 
-    async def get_schedule_by_id(self: SchedulesSelf, id: str) -> Schedule | None:
+    async def get_schedule_by_id(self, id: str) -> Schedule | None:
         """This agent's schedule `id`, or None."""
+        if self._ctx.is_facet:
+            found = await self.list_schedules(id=id)
+            return found[0] if found else None
         rows = self.sql(
             "SELECT * FROM cf_agents_schedules WHERE id = ? AND owner_path_key IS ?",
             id,
@@ -389,11 +458,11 @@ class SchedulesMixin(ScheduleDispatchMixin):
         )
         return row_to_schedule(rows[0]) if rows else None
 
-    def get_schedule(self: SchedulesSelf, id: str) -> Schedule | None:
+    def get_schedule(self, id: str) -> Schedule | None:
         """Deprecated synchronous `get_schedule_by_id`: this agent's schedule `id`, or None.
         A sub-agent's schedules live on its root, out of a synchronous read's reach, so inside
         one it raises (as the SDK's `getSchedule` throws)."""
-        if getattr(self, "_is_facet", False):
+        if self._ctx.is_facet:
             raise AgentsError(
                 "get_schedule() is synchronous and cannot read parent-owned sub-agent "
                 f"schedules (asked for {id!r}). Use await self.get_schedule_by_id(id) instead."
@@ -404,7 +473,7 @@ class SchedulesMixin(ScheduleDispatchMixin):
         return row_to_schedule(rows[0]) if rows else None
 
     def get_schedules(
-        self: SchedulesSelf,
+        self,
         *,
         id: str | None = None,
         type: str | None = None,
@@ -412,28 +481,37 @@ class SchedulesMixin(ScheduleDispatchMixin):
     ) -> list[Schedule]:
         """Deprecated synchronous `list_schedules` (same filters); raises inside a sub-agent,
         whose schedules live on its root (as the SDK's `getSchedules` throws)."""
-        if getattr(self, "_is_facet", False):
+        if self._ctx.is_facet:
             raise AgentsError(
                 "get_schedules() is synchronous and cannot read parent-owned sub-agent "
                 "schedules. Use await self.list_schedules(...) instead."
             )
         return self._list_schedules_for_owner(None, id=id, type=type, time_range=time_range)
 
-    async def list_schedules(
-        self: SchedulesSelf,
+    async def list_schedules(self, **filters: Any) -> list[Schedule]:
+        """This agent's schedules, filtered by id, type and a `{"start", "end"}` datetime range
+        (inclusive, compared in whole seconds; a missing bound is open); a facet's, read on its
+        root with the filters as given."""
+        if self._ctx.is_facet:
+            schedules: list[Schedule] = await self.host.facets.root().call(
+                "_cf_list_schedules_for_facet", self._owner_key, filters
+            )
+            return schedules
+        return self._list_own_schedules(**filters)
+
+    def _list_own_schedules(
+        self,
         *,
         id: str | None = None,
         type: str | None = None,
         time_range: Mapping[str, datetime | None] | None = None,
     ) -> list[Schedule]:
-        """This agent's schedules, filtered by id, type and a `{"start", "end"}` datetime range
-        (inclusive, compared in whole seconds; a missing bound is open)."""
         return self._list_schedules_for_owner(
             self._schedule_owner_key(), id=id, type=type, time_range=time_range
         )
 
     def _list_schedules_for_owner(
-        self: SchedulesSelf,
+        self,
         owner_path_key: str | None,
         *,
         id: str | None = None,
@@ -461,3 +539,43 @@ class SchedulesMixin(ScheduleDispatchMixin):
                 TIME_RANGE_END_MAX_S if end is None else _epoch_seconds(end, "time_range['end']")
             )
         return [row_to_schedule(row) for row in self.sql(query, *params)]
+
+    # -- on a root, for its sub-agents ------------------------------------------------------------
+    async def schedule_for_facet(
+        self,
+        timing: ScheduleTiming,
+        callback: str,
+        payload: Any,
+        owner_path: list[dict[str, str]],
+        owner_key: str,
+        options: dict[str, Any],
+    ) -> tuple[Schedule, bool]:
+        return await self._insert_schedule(
+            timing,
+            callback,
+            payload,
+            retry=options.get("retry"),
+            idempotent=options.get("idempotent"),
+            owner_path=owner_path,
+            owner_path_key=owner_key,
+        )
+
+    async def cancel_for_facet(self, schedule_id: str, owner_key: str) -> str | None:
+        rows = self.sql(
+            "SELECT callback FROM cf_agents_schedules WHERE id = ? AND owner_path_key = ?",
+            schedule_id,
+            owner_key,
+        )
+        if not rows:
+            return None
+        self.sql(
+            "DELETE FROM cf_agents_schedules WHERE id = ? AND owner_path_key = ?",
+            schedule_id,
+            owner_key,
+        )
+        await self._lifecycle.rearm()
+        callback: str = rows[0]["callback"]
+        return callback
+
+    def list_for_facet(self, owner_key: str, filters: dict[str, Any]) -> list[Schedule]:
+        return self._list_schedules_for_owner(owner_key, **filters)
