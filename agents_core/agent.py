@@ -43,7 +43,7 @@ from agents_core.options import AgentOptions, RetryOptions, resolve_options
 from agents_core.probes import probe
 from agents_core.recovery import FiberRecoveryContext, Recovery
 from agents_core.run_rows import DurableMemo, statement_effects
-from agents_core.schedule_dispatch import ScheduleDispatchMixin
+from agents_core.schedule_dispatch import ScheduleDispatch
 from agents_core.schedules import Schedule, Scheduler, ScheduleTiming
 from agents_core.schema import ensure_schema
 
@@ -111,7 +111,6 @@ def _options_of(cls: type) -> AgentOptions:
 class Agent(
     # FacetsMixin first: in a sub-agent it sends schedule calls to the root.
     FacetsMixin,
-    ScheduleDispatchMixin,
     AgentToolsMixin,
 ):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
@@ -130,7 +129,6 @@ class Agent(
         # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
         self._memo = DurableMemo(host)
         self._destroyed = False
-        self._executing_schedule_id: str | None = None
         self._no_protocol_connections: set[str] = set()
         self._init_facet_state()
         context = AgentContext(
@@ -152,8 +150,9 @@ class Agent(
         self._scheduler = Scheduler(
             context, lifecycle, self, self._self_path, self._self_path_key()
         )
+        self._schedule_dispatch = ScheduleDispatch(context, lifecycle, self)
         # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
-        lifecycle.install(self._schedule_alarm_candidates)
+        lifecycle.install(self._schedule_dispatch._schedule_alarm_candidates)
         lifecycle.install(self._keep_alive.alarm_candidates)
         lifecycle.install(self._recovery._recovery_alarm_candidates)
         lifecycle.install(self._facet_lease_candidates)
@@ -446,6 +445,18 @@ class Agent(
     def _run_fiber_active_fibers(self) -> dict[str, None]:
         """The FiberRunner's fibers executing in this incarnation (read by recovery)."""
         return self._fibers.active
+
+    async def _process_due_schedules(self) -> None:
+        await self._schedule_dispatch._process_due_schedules()
+
+    async def _execute_schedule_callback(self, row: dict[str, Any]) -> None:
+        await self._schedule_dispatch._execute_schedule_callback(row)
+
+    async def _handle_alarm_memory_limit(self, error: BaseException) -> bool:
+        return await self._schedule_dispatch._handle_alarm_memory_limit(error)
+
+    def _clear_alarm_memory_limit_strikes(self) -> None:
+        self._schedule_dispatch._clear_alarm_memory_limit_strikes()
 
     async def _check_run_fibers(self) -> None:
         """One recovery pass (Recovery's); at once if one is already running."""

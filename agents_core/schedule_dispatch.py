@@ -6,6 +6,13 @@ Callbacks run one after another, each awaited. A callback's final ordinary failu
 failures of a one-shot row are re-raised instead, so that `alarm()` rejects, the row survives and
 the platform runs the alarm again: a superseded isolate (at once, no more in-process attempts), a
 transient that outlives its retries, and a memory-limit reset, which the breaker then bounds.
+
+`ScheduleDispatch` is the component: it owns the id of the row executing now (what the breaker
+backs off) and the breaker's strike key, runs callbacks found by name on the agent, and reaches
+`on_error`, the sub-agents' dispatch and whether a callback destroyed the agent through
+`DispatchHooks`, its port of the agent. Its rows are the Scheduler's (`schedules.py`). The SDK's
+counterpart is the Agent's `alarm()` schedule loop and `_executeScheduleCallback` (0.21.0), and
+`Scheduler.onJob` with the Lifecycle's breaker (0.32.0, spec sdk-0.32 §2.5, §3.3).
 """
 
 from __future__ import annotations
@@ -15,19 +22,23 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.options import resolve_retry
 from agents_core.probes import probe
 from agents_core.run_rows import SCHEDULES
-from agents_core.self_types import AgentSelf
 from agents_core.stored_names import callback_method
+
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
+    from agents_core.lifecycle import Lifecycle
 
 __all__ = [
     "DUPLICATE_SCHEDULE_THRESHOLD",
     "OOM_ALARM_STRIKES_KEY",
-    "ScheduleDispatchMixin",
+    "DispatchHooks",
+    "ScheduleDispatch",
     "is_code_update_reset",
     "is_memory_limit_reset",
     "is_platform_transient",
@@ -113,31 +124,45 @@ def is_platform_transient(error: BaseException) -> bool:
     return False
 
 
-class ScheduleDispatchSelf(AgentSelf, Protocol):
-    """What ScheduleDispatchMixin uses of the agent it is mixed into."""
+class DispatchHooks(Protocol):
+    """What the dispatch uses of the agent: `on_error` (a hook users override), a sub-agent's
+    row handed to its owner (the facets' routing), and whether a callback destroyed the agent.
+    The agent is also where a callback is looked up by name."""
 
-    _executing_schedule_id: str | None
+    _destroyed: bool
 
     def on_error(self, error: BaseException) -> Any: ...
-    async def _schedule_next_alarm(self) -> None: ...
     async def _dispatch_facet_schedule(self, row: dict[str, Any]) -> bool: ...
 
-    # its own methods, called through self
-    def _warn_stale_one_shots(self, due: list[dict[str, Any]]) -> None: ...
-    async def _execute_schedule_callback(self, row: dict[str, Any]) -> None: ...
-    async def _call_on_error(self, error: BaseException) -> None: ...
-    async def _run_due_row(self, row: dict[str, Any], now_s: int) -> bool: ...
-    def _advance_schedule_row(self, row: dict[str, Any]) -> None: ...
-    async def _dispatch_owned_row(self, row: dict[str, Any]) -> bool: ...
-    async def _schedule_attempts_exhausted(
-        self, row: dict[str, Any], error: Exception, max_attempts: int
-    ) -> None: ...
 
+class ScheduleDispatch:
+    """One agent's running of its due schedules, and the alarm memory-limit breaker."""
 
-class ScheduleDispatchMixin:
-    _executing_schedule_id: str | None = None
+    __slots__ = (
+        "_lifecycle",
+        "_hooks",
+        "host",
+        "sql",
+        "_memo",
+        "_options",
+        "_emit",
+        "_log",
+        "_executing_schedule_id",
+    )
 
-    def _schedule_alarm_candidates(self: ScheduleDispatchSelf, now: int) -> list[int]:
+    def __init__(self, ctx: AgentContext, lifecycle: Lifecycle, hooks: DispatchHooks) -> None:
+        self._lifecycle = lifecycle
+        self._hooks = hooks
+        self.host = ctx.host
+        self.sql = ctx.sql
+        self._memo = ctx.memo
+        self._options = ctx.options
+        self._emit = ctx.emit
+        self._log = ctx.log
+        self._executing_schedule_id: str | None = None
+        """The row whose callback runs now (the one a memory-limit reset is charged to)."""
+
+    def _schedule_alarm_candidates(self, now: int) -> list[int]:
         """The Lifecycle's alarm source: the earliest due schedule (a running interval not yet
         hung is not due), and the moment the earliest running interval turns hung."""
         if self._memo.empty(SCHEDULES):
@@ -161,7 +186,7 @@ class ScheduleDispatchMixin:
             out.append((running[0]["s"] + self._options.hung_schedule_timeout_seconds) * 1000)
         return out
 
-    async def _process_due_schedules(self: ScheduleDispatchSelf) -> None:
+    async def _process_due_schedules(self) -> None:
         """Run every due row in storage order, then advance it (§4.4)."""
         self._executing_schedule_id = None
         now_s = self.host.clock.now_ms() // 1000
@@ -170,12 +195,12 @@ class ScheduleDispatchMixin:
         due = self.sql("SELECT * FROM cf_agents_schedules WHERE time <= ?", now_s)
         self._warn_stale_one_shots(due)
         for row in due:
-            if self._destroyed:
+            if self._hooks._destroyed:
                 return
             if await self._run_due_row(row, now_s):
                 self._advance_schedule_row(row)
 
-    def _warn_stale_one_shots(self: ScheduleDispatchSelf, due: list[dict[str, Any]]) -> None:
+    def _warn_stale_one_shots(self, due: list[dict[str, Any]]) -> None:
         counts = Counter(row["callback"] for row in due if row["type"] in _ONE_SHOT_TYPES)
         for callback, count in counts.items():
             if count < DUPLICATE_SCHEDULE_THRESHOLD:
@@ -191,7 +216,7 @@ class ScheduleDispatchMixin:
                 "schedule:duplicate_warning", callback=callback, count=count, type="one-shot"
             )
 
-    async def _run_due_row(self: ScheduleDispatchSelf, row: dict[str, Any], now_s: int) -> bool:
+    async def _run_due_row(self, row: dict[str, Any], now_s: int) -> bool:
         """Run one row; True when it ran (or failed in a swallowed way) and must advance."""
         if row["type"] == "interval":
             hung_after_s = self._options.hung_schedule_timeout_seconds
@@ -219,12 +244,12 @@ class ScheduleDispatchMixin:
         self._executing_schedule_id = row["id"]
         await self._execute_schedule_callback(row)
         self._executing_schedule_id = None
-        return not self._destroyed
+        return not self._hooks._destroyed
 
-    async def _dispatch_owned_row(self: ScheduleDispatchSelf, row: dict[str, Any]) -> bool:
+    async def _dispatch_owned_row(self, row: dict[str, Any]) -> bool:
         """A sub-agent's row: the owner runs it. A throwing dispatch leaves the row as it is."""
         try:
-            return bool(await self._dispatch_facet_schedule(row))
+            return bool(await self._hooks._dispatch_facet_schedule(row))
         except Exception as exc:
             probe(self.host, "schedule.facet_dispatch_failed")
             self._log("error", f'error dispatching scheduled callback "{row["callback"]}": {exc}')
@@ -236,7 +261,7 @@ class ScheduleDispatchMixin:
                 self.sql("UPDATE cf_agents_schedules SET running = 0 WHERE id = ?", row["id"])
             return False
 
-    def _advance_schedule_row(self: ScheduleDispatchSelf, row: dict[str, Any]) -> None:
+    def _advance_schedule_row(self, row: dict[str, Any]) -> None:
         now_ms = self.host.clock.now_ms()
         if row["type"] == "cron":
             next_s = next_cron_time_ms(row["cron"] or "", now_ms) // 1000
@@ -252,11 +277,11 @@ class ScheduleDispatchMixin:
         else:
             self.sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
 
-    async def _execute_schedule_callback(self: ScheduleDispatchSelf, row: dict[str, Any]) -> None:
+    async def _execute_schedule_callback(self, row: dict[str, Any]) -> None:
         """Call `self.<callback>(payload, row)` with retries (§4.3). Returns normally when the row
         counts as executed; raises only the deferred failures of one-shot rows."""
         callback, schedule_id = row["callback"], row["id"]
-        method = callback_method(self, callback)
+        method = callback_method(self._hooks, callback)
         if method is None:
             self._log("error", f"callback {callback} not found")
             return
@@ -309,7 +334,7 @@ class ScheduleDispatchMixin:
             attempt += 1
 
     async def _schedule_attempts_exhausted(
-        self: ScheduleDispatchSelf, row: dict[str, Any], error: Exception, max_attempts: int
+        self, row: dict[str, Any], error: Exception, max_attempts: int
     ) -> None:
         """The last attempt failed: defer a one-shot row on a platform failure (re-raise), else
         report and swallow, so that the row counts as executed."""
@@ -346,16 +371,16 @@ class ScheduleDispatchMixin:
         )
         await self._call_on_error(error)
 
-    async def _call_on_error(self: ScheduleDispatchSelf, error: BaseException) -> None:
+    async def _call_on_error(self, error: BaseException) -> None:
         try:
-            result = self.on_error(error)
+            result = self._hooks.on_error(error)
             if inspect.isawaitable(result):
                 await result
         except Exception:  # noqa: BLE001 - errors of on_error are swallowed, as in the SDK
             return
 
     # -- the alarm memory-limit circuit breaker (§4.6) ---------------------------------------
-    async def _handle_alarm_memory_limit(self: ScheduleDispatchSelf, error: BaseException) -> bool:
+    async def _handle_alarm_memory_limit(self, error: BaseException) -> bool:
         """Swallow an alarm that ended in a memory-limit reset (so the platform does not retry
         it at once): back the executing row off, or purge it at the strike budget. False for
         any other error, which `alarm()` then re-raises."""
@@ -399,12 +424,12 @@ class ScheduleDispatchMixin:
             error=str(error),
         )
         try:
-            await self._schedule_next_alarm()
+            await self._lifecycle.rearm()
         except Exception as exc:  # noqa: BLE001 - the next wake re-arms
             self._log("error", f"failed to re-arm the alarm after a memory-limit reset: {exc}")
         return True
 
-    def _clear_alarm_memory_limit_strikes(self: ScheduleDispatchSelf) -> None:
+    def _clear_alarm_memory_limit_strikes(self) -> None:
         """A clean alarm: the breaker counts consecutive resets only. Once the count is known to
         be clear in this incarnation, only a strike written since can bring it back."""
         memo = self._memo

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from agents_core.host import Host
     from agents_core.options import AgentOptions
     from agents_core.run_rows import DurableMemo
-    from agents_core.schedule_dispatch import ScheduleDispatchSelf
 
 __all__ = ["AgentSelf"]
 
@@ -55,7 +54,6 @@ class AgentSelf(Protocol):
 
 if TYPE_CHECKING:
     _MixinSelves = tuple[
-        ScheduleDispatchSelf,
         AgentToolsSelf,
         FacetsSelf,
     ]
@@ -64,10 +62,10 @@ if TYPE_CHECKING:
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent,) * 3
+        return (agent,) * 2
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent,) * 3
+        return (agent,) * 2
 
     def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
         return agent

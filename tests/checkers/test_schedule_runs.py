@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agents_core.schedule_dispatch import ScheduleDispatchMixin
+from agents_core.schedule_dispatch import ScheduleDispatch
 from sim.checkers import CheckContext, check
 from sim.trace import TraceRecord
 from tests.checkers.agents import (
@@ -73,7 +73,7 @@ def test_an_interval_whose_running_flag_stays_set_is_caught(monkeypatch) -> None
     until the 30 s hung timeout (then the export holds the slot, and the deploy at 40 s comes
     after the poll was due, so it excuses nothing); `schedules_fire` allows that much, this rule
     does not."""
-    original = ScheduleDispatchMixin._advance_schedule_row
+    original = ScheduleDispatch._advance_schedule_row
 
     def advance_keeping_the_flag(self: Any, row: dict[str, Any]) -> None:
         if row["type"] != "interval":
@@ -82,7 +82,7 @@ def test_an_interval_whose_running_flag_stays_set_is_caught(monkeypatch) -> None
         next_s = self.host.clock.now_ms() // 1000 + (row["intervalSeconds"] or 0)
         self.sql("UPDATE cf_agents_schedules SET time = ? WHERE id = ?", next_s, row["id"])
 
-    monkeypatch.setattr(ScheduleDispatchMixin, "_advance_schedule_row", advance_keeping_the_flag)
+    monkeypatch.setattr(ScheduleDispatch, "_advance_schedule_row", advance_keeping_the_flag)
     stuck = scenario_context(CADENCE)
     poll = schedule_id(stuck, "poll")
     assert [r.t_ms for r in executions(stuck, "poll")][:2] == [5_000, 42_000]
