@@ -27,7 +27,7 @@ from agents_core.agent_tools.mixin import AgentToolsMixin
 from agents_core.agent_tools.registry import AGENT_TOOL_RUNS_DDL
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.context import AgentContext
-from agents_core.facets import FacetsMixin
+from agents_core.facets import Facets, encode_owner_path, path_of
 from agents_core.fiber_ledger import (
     FiberInspection,
     FiberLedger,
@@ -108,11 +108,7 @@ def _options_of(cls: type) -> AgentOptions:
     return found
 
 
-class Agent(
-    # FacetsMixin first: in a sub-agent it sends schedule calls to the root.
-    FacetsMixin,
-    AgentToolsMixin,
-):
+class Agent(AgentToolsMixin):
     """A durable agent: one instance per incarnation, its storage kept by the host."""
 
     initial_state: ClassVar[Any] = None
@@ -128,9 +124,10 @@ class Agent(
         self._options: AgentOptions = _options_of(type(self))
         # In-memory runtime state: all of it is gone with the incarnation (spec fibers §1.3).
         self._memo = DurableMemo(host)
-        self._destroyed = False
         self._no_protocol_connections: set[str] = set()
-        self._init_facet_state()
+        self._self_path = self_path = path_of(host)
+        self._is_facet = len(self_path) > 1
+        owner_key = encode_owner_path(self_path)
         context = AgentContext(
             host,
             name,
@@ -143,19 +140,26 @@ class Agent(
         )
         self._mcp = Mcp(context, self._broadcast_protocol)
         self._lifecycle = lifecycle = Lifecycle(context, self, self._mcp)
-        self._keep_alive = KeepAlive(context, lifecycle, self._self_path_key())
+        self._keep_alive = KeepAlive(context, lifecycle, owner_key)
         self._fiber_ledger = FiberLedger(context)
         self._fibers = FiberRunner(context, self._fiber_ledger, self._keep_alive, lifecycle, self)
         self._recovery = Recovery(context, self._fibers, self._fiber_ledger, self)
-        self._scheduler = Scheduler(
-            context, lifecycle, self, self._self_path, self._self_path_key()
-        )
+        self._scheduler = Scheduler(context, lifecycle, self, self_path, owner_key)
         self._schedule_dispatch = ScheduleDispatch(context, lifecycle, self)
+        self._facets = Facets(
+            context,
+            self,
+            self_path,
+            lifecycle=lifecycle,
+            keep_alive=self._keep_alive,
+            recovery=self._recovery,
+            dispatch=self._schedule_dispatch,
+        )
         # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
         lifecycle.install(self._schedule_dispatch._schedule_alarm_candidates)
         lifecycle.install(self._keep_alive.alarm_candidates)
         lifecycle.install(self._recovery._recovery_alarm_candidates)
-        lifecycle.install(self._facet_lease_candidates)
+        lifecycle.install(self._facets._facet_lease_candidates)
         if self._is_facet and host.kv.get("cf_agents_is_facet"):
             # A facet that lived before died on its own: its root still holds the leases that
             # incarnation took. Released at construction, not at startup, because a plain RPC
@@ -325,6 +329,27 @@ class Agent(
         """Settle an `interrupted` fiber by hand; False for any other status or a missing row."""
         return self._fiber_ledger.resolve(fiber_id, result)
 
+    # -- sub-agents ---------------------------------------------------------------------------
+    async def sub_agent(self, cls: type, name: str) -> Any:
+        """The child `cls` named `name` (created on first use, its startup run on resolution)."""
+        return await self._facets.sub_agent(cls, name)
+
+    def has_sub_agent(self, cls_or_name: type | str, name: str) -> bool:
+        return self._facets.has_sub_agent(cls_or_name, name)
+
+    def list_sub_agents(self) -> list[dict[str, Any]]:
+        return self._facets.list_sub_agents()
+
+    async def delete_sub_agent(self, cls: type, name: str) -> None:
+        """Abort the child, wipe its storage, and prune its sub-tree's schedules and leases."""
+        await self._facets.delete_sub_agent(cls, name)
+
+    async def destroy(self, *, deferred: bool = False) -> None:
+        """Delete this agent. A sub-agent is removed by its parent; a top-level agent wipes its
+        storage and alarm and aborts. `deferred=True` (top-level) only sets the destroy marker
+        and lets the next alarm, armed for now, do it."""
+        await self._facets.destroy(deferred=deferred)
+
     # -- schedules ----------------------------------------------------------------------------
     async def schedule(
         self,
@@ -445,6 +470,25 @@ class Agent(
     def _run_fiber_active_fibers(self) -> dict[str, None]:
         """The FiberRunner's fibers executing in this incarnation (read by recovery)."""
         return self._fibers.active
+
+    @property
+    def _destroyed(self) -> bool:
+        return self._facets._destroyed
+
+    def _hydrate_facet_identity(self) -> bool:
+        return self._facets._hydrate_facet_identity()
+
+    async def _facet_register_run(self, fiber_id: str) -> None:
+        await self._facets._facet_register_run(fiber_id)
+
+    async def _facet_unregister_run_logged(self, fiber_id: str) -> None:
+        await self._facets._facet_unregister_run_logged(fiber_id)
+
+    async def _check_facet_run_fibers(self) -> None:
+        await self._facets._check_facet_run_fibers()
+
+    async def _dispatch_facet_schedule(self, row: dict[str, Any]) -> bool:
+        return await self._facets._dispatch_facet_schedule(row)
 
     async def _process_due_schedules(self) -> None:
         await self._schedule_dispatch._process_due_schedules()
@@ -585,6 +629,26 @@ class Agent(
         await self._lifecycle.alarm()
 
     # -- RPC entries a sub-agent calls on its root ------------------------------------------
+    async def _cf_reschedule(self) -> None:
+        await self._lifecycle.rearm()
+
+    async def _cf_register_facet_run(self, owner_path: str, owner_key: str, run_id: str) -> None:
+        await self._facets._cf_register_facet_run(owner_path, owner_key, run_id)
+
+    async def _cf_unregister_facet_run(self, owner_key: str, run_id: str) -> None:
+        await self._facets._cf_unregister_facet_run(owner_key, run_id)
+
+    async def _cf_check_run_fibers_for_facet(self, steps: list[dict[str, str]]) -> int:
+        return await self._facets._cf_check_run_fibers_for_facet(steps)
+
+    async def _cf_dispatch_scheduled_callback(
+        self, row: dict[str, Any], steps: list[dict[str, str]]
+    ) -> bool:
+        return await self._facets._cf_dispatch_scheduled_callback(row, steps)
+
+    async def _cf_cleanup_facet_prefix(self, prefix: list[dict[str, str]]) -> None:
+        await self._facets._cf_cleanup_facet_prefix(prefix)
+
     async def _cf_schedule_for_facet(
         self,
         timing: ScheduleTiming,

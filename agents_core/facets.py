@@ -8,21 +8,27 @@ interval; the root's alarm housekeeping walks each leased owner path hop by hop 
 parent's registry) and runs the facet's own recovery scan; schedules of a facet live on the root
 and are dispatched back into it the same way. A registry entry that has gone makes the root prune
 that whole sub-tree's bookkeeping.
+
+`Facets` is the component: it owns the registry of sub-agents (`cf_agents_sub_agents`), the
+root's fiber leases (`cf_agents_facet_runs`), the walks hop by hop down an owner path, and the
+destroyed flag (`destroy` removes a sub-agent through its parent). The RPC entries (`_cf_*`) a
+sub-agent or a root calls stay on `Agent`, which hands each to this component. The SDK's
+counterpart is the Agent's sub-agent API (`subAgent`, `hasSubAgent`, `listSubAgents`,
+`deleteSubAgent`, `destroy`) and its facet routing (0.32.0: the `dynamic-agents` capability).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
 from agents_core.run_rows import FACET_RUNS
-from agents_core.self_types import AgentSelf
 
-__all__ = ["FacetsMixin", "encode_owner_path"]
+__all__ = ["Facets", "encode_owner_path", "path_of"]
 
 Step = Mapping[str, str]
 """One hop of an owner path: {"className": ..., "name": ...}."""
@@ -34,6 +40,11 @@ def encode_owner_path(path: Sequence[Step]) -> str:
     return "/".join(
         f"{quote(s['className'], safe=safe)}:{quote(s['name'], safe=safe)}" for s in path
     )
+
+
+def path_of(host: Host) -> list[dict[str, str]]:
+    """The agent's owner path, from the root down to it (a top-level agent's has one hop)."""
+    return [{"className": c, "name": n} for c, n in host.facets.path]
 
 
 def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
@@ -54,38 +65,65 @@ def _parse_owner_path(text: str | None) -> list[dict[str, str]] | None:
 
 
 if TYPE_CHECKING:
-    from agents_core.host import AgentStub
+    from agents_core.context import AgentContext
+    from agents_core.host import AgentStub, Host
     from agents_core.keep_alive import KeepAlive
+    from agents_core.lifecycle import Lifecycle
+    from agents_core.recovery import Recovery
+    from agents_core.schedule_dispatch import ScheduleDispatch
 
 
-class FacetsSelf(AgentSelf, Protocol):
-    """What FacetsMixin uses of the agent it is mixed into."""
+class Facets:
+    """One agent's sub-agents, and (on a root) their leases and the walks down to them."""
 
-    _self_path: list[dict[str, str]]
-    _keep_alive: KeepAlive
+    __slots__ = (
+        "_agent",
+        "_lifecycle",
+        "_keep_alive",
+        "_recovery",
+        "_dispatch",
+        "_self_path",
+        "_is_facet",
+        "_destroyed",
+        "name",
+        "host",
+        "sql",
+        "_memo",
+        "_options",
+        "_emit",
+        "_log",
+    )
 
-    async def _schedule_next_alarm(self) -> None: ...
-    async def _check_run_fibers(self) -> None: ...
-    async def _execute_schedule_callback(self, row: dict[str, Any]) -> None: ...
+    def __init__(
+        self,
+        ctx: AgentContext,
+        agent: object,
+        self_path: list[dict[str, str]],
+        *,
+        lifecycle: Lifecycle,
+        keep_alive: KeepAlive,
+        recovery: Recovery,
+        dispatch: ScheduleDispatch,
+    ) -> None:
+        self._agent = agent
+        """The agent: its RPC entries are called by name on a root, its class names it."""
+        self._lifecycle = lifecycle
+        self._keep_alive = keep_alive
+        self._recovery = recovery
+        self._dispatch = dispatch
+        self._self_path = self_path
+        self._is_facet = ctx.is_facet
+        self._destroyed = False
+        """`destroy()` ran: the storage is gone and the incarnation is being aborted."""
+        self.name = ctx.name
+        self.host = ctx.host
+        self.sql = ctx.sql
+        self._memo = ctx.memo
+        self._options = ctx.options
+        self._emit = ctx.emit
+        self._log = ctx.log
 
-    # its own methods, called through self
-    async def _on_root(self, method: str, *args: Any) -> Any: ...
-    async def _resolve_registered_child(self, step: Mapping[str, str]) -> Any | None: ...
-    def has_sub_agent(self, cls_or_name: type | str, name: str) -> bool: ...
-    async def _cf_dispatch_scheduled_callback(
-        self, row: dict[str, Any], steps: list[dict[str, str]]
-    ) -> bool: ...
-    def _self_path_key(self) -> str: ...
-    async def _cf_check_run_fibers_for_facet(self, steps: list[dict[str, str]]) -> int: ...
-
-
-class FacetsMixin:
-    def _init_facet_state(self: FacetsSelf) -> None:
-        steps = self.host.facets.path
-        self._self_path = [{"className": c, "name": n} for c, n in steps]
-        self._is_facet = len(steps) > 1
-
-    def _hydrate_facet_identity(self: FacetsSelf) -> bool:
+    def _hydrate_facet_identity(self) -> bool:
         """Store a facet's identity on its first start; True when an earlier incarnation of
         this facet had already stored it."""
         if not self._is_facet:
@@ -97,11 +135,11 @@ class FacetsMixin:
         self.host.kv.put("cf_agents_parent_path", self._self_path[:-1])
         return False
 
-    def _self_path_key(self: FacetsSelf) -> str:
+    def _self_path_key(self) -> str:
         return encode_owner_path(self._self_path)
 
     # -- the public sub-agent API ---------------------------------------------------------------
-    async def sub_agent(self: FacetsSelf, cls: type, name: str) -> Any:
+    async def sub_agent(self, cls: type, name: str) -> Any:
         """The child `cls` named `name` (created on first use, its startup run on resolution)."""
         if not isinstance(name, str) or not name or "\0" in name:
             raise InvalidArgument(
@@ -115,19 +153,19 @@ class FacetsMixin:
         )
         return await self.host.facets.resolve(cls, name)
 
-    def has_sub_agent(self: FacetsSelf, cls_or_name: type | str, name: str) -> bool:
+    def has_sub_agent(self, cls_or_name: type | str, name: str) -> bool:
         class_name = cls_or_name if isinstance(cls_or_name, str) else cls_or_name.__name__
         rows = self.sql(
             "SELECT 1 AS x FROM cf_agents_sub_agents WHERE class = ? AND name = ?", class_name, name
         )
         return bool(rows)
 
-    def list_sub_agents(self: FacetsSelf) -> list[dict[str, Any]]:
+    def list_sub_agents(self) -> list[dict[str, Any]]:
         return self.sql(
             "SELECT class, name, created_at FROM cf_agents_sub_agents ORDER BY created_at"
         )
 
-    async def delete_sub_agent(self: FacetsSelf, cls: type, name: str) -> None:
+    async def delete_sub_agent(self, cls: type, name: str) -> None:
         """Abort the child, wipe its storage, and prune its sub-tree's schedules and leases."""
         self.sql(
             "DELETE FROM cf_agents_sub_agents WHERE class = ? AND name = ?", cls.__name__, name
@@ -136,42 +174,42 @@ class FacetsMixin:
         await self._on_root("_cf_cleanup_facet_prefix", prefix)
         self.host.facets.delete(cls, name)
 
-    async def destroy(self: FacetsSelf, *, deferred: bool = False) -> None:
+    async def destroy(self, *, deferred: bool = False) -> None:
         """Delete this agent. A facet is removed by its parent (sub-tree pruned on the root); a
         top-level agent wipes its storage and alarm and aborts. `deferred=True` (top-level) only
         sets the destroy marker and lets the next alarm, armed for now, do it."""
         if self._is_facet:
             await self._on_root("_cf_cleanup_facet_prefix", list(self._self_path))
             parent = cast("AgentStub", self.host.facets.parent())  # a facet always has one
-            await parent.call("delete_sub_agent", type(self), self.name)
+            await parent.call("delete_sub_agent", type(self._agent), self.name)
             return
         if deferred:
             self._memo.set_destroy_pending()
-            await self._schedule_next_alarm()
+            await self._lifecycle.rearm()
             return
         self._destroyed = True
         self.host.lifecycle.delete_all_storage()
         self._memo.storage_wiped()
         self.host.lifecycle.abort("destroyed")
 
-    async def _on_root(self: FacetsSelf, method: str, *args: Any) -> Any:
+    async def _on_root(self, method: str, *args: Any) -> Any:
         if not self._is_facet:
-            return await getattr(self, method)(*args)
+            return await getattr(self._agent, method)(*args)
         return await self.host.facets.root().call(method, *args)
 
     # -- the alarm, from a facet -----------------------------------------------------------------
-    def _facet_lease_candidates(self: FacetsSelf, now: int) -> list[int]:
+    def _facet_lease_candidates(self, now: int) -> list[int]:
         """The Lifecycle's alarm source on a root: the heartbeat while a sub-agent holds a fiber
         lease (its housekeeping runs the sub-agent's recovery scan)."""
         if self._memo.empty(FACET_RUNS):
             return []
         return [now + self._options.keep_alive_interval_ms]
 
-    async def _cf_reschedule(self: FacetsSelf) -> None:
-        await self._schedule_next_alarm()
+    async def _cf_reschedule(self) -> None:
+        await self._lifecycle.rearm()
 
     # -- fiber leases ---------------------------------------------------------------------------
-    async def _facet_register_run(self: FacetsSelf, fiber_id: str) -> None:
+    async def _facet_register_run(self, fiber_id: str) -> None:
         await self.host.facets.root().call(
             "_cf_register_facet_run",
             json.dumps(self._self_path, separators=(",", ":")),
@@ -179,7 +217,7 @@ class FacetsMixin:
             fiber_id,
         )
 
-    async def _facet_unregister_run_logged(self: FacetsSelf, fiber_id: str) -> None:
+    async def _facet_unregister_run_logged(self, fiber_id: str) -> None:
         try:
             await self.host.facets.root().call(
                 "_cf_unregister_facet_run", self._self_path_key(), fiber_id
@@ -187,9 +225,7 @@ class FacetsMixin:
         except Exception as exc:  # noqa: BLE001 - root housekeeping prunes the lease later
             self._log("error", f"failed to unregister facet fiber {fiber_id}: {exc}")
 
-    async def _cf_register_facet_run(
-        self: FacetsSelf, owner_path: str, owner_key: str, run_id: str
-    ) -> None:
+    async def _cf_register_facet_run(self, owner_path: str, owner_key: str, run_id: str) -> None:
         self.sql(
             "INSERT OR REPLACE INTO cf_agents_facet_runs (owner_path, owner_path_key, run_id, "
             "created_at) VALUES (?, ?, ?, ?)",
@@ -198,18 +234,18 @@ class FacetsMixin:
             run_id,
             self.host.clock.now_ms(),
         )
-        await self._schedule_next_alarm()
+        await self._lifecycle.rearm()
 
-    async def _cf_unregister_facet_run(self: FacetsSelf, owner_key: str, run_id: str) -> None:
+    async def _cf_unregister_facet_run(self, owner_key: str, run_id: str) -> None:
         self.sql(
             "DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ? AND run_id = ?",
             owner_key,
             run_id,
         )
-        await self._schedule_next_alarm()
+        await self._lifecycle.rearm()
 
     # -- root housekeeping: recovery inside facets ----------------------------------------------
-    async def _check_facet_run_fibers(self: FacetsSelf) -> None:
+    async def _check_facet_run_fibers(self) -> None:
         if self._is_facet:
             return
         if self._memo.known_empty(FACET_RUNS):
@@ -235,11 +271,11 @@ class FacetsMixin:
                 probe(self.host, "facet.stale_fiber_lease_pruned")
                 self.sql("DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ?", owner_key)
 
-    async def _cf_check_run_fibers_for_facet(self: FacetsSelf, steps: list[dict[str, str]]) -> int:
+    async def _cf_check_run_fibers_for_facet(self, steps: list[dict[str, str]]) -> int:
         """Walk down `steps`; at the owner run its scan and return its total run-row count."""
         if not steps:
             probe(self.host, "facet.recovery_driven_by_root")
-            await self._check_run_fibers()
+            await self._recovery._check_run_fibers()
             return len(self.sql("SELECT id FROM cf_agents_runs"))
         child = await self._resolve_registered_child(steps[0])
         if child is None:
@@ -247,13 +283,13 @@ class FacetsMixin:
         total: int = await child.call("_cf_check_run_fibers_for_facet", steps[1:])
         return total
 
-    async def _resolve_registered_child(self: FacetsSelf, step: Mapping[str, str]) -> Any | None:
+    async def _resolve_registered_child(self, step: Mapping[str, str]) -> Any | None:
         if not self.has_sub_agent(step["className"], step["name"]):
             return None
         return await self.host.facets.resolve_named(step["className"], step["name"])
 
     # -- schedules of a facet live on the root (the Scheduler routes them) ------------------
-    async def _dispatch_facet_schedule(self: FacetsSelf, row: dict[str, Any]) -> bool:
+    async def _dispatch_facet_schedule(self, row: dict[str, Any]) -> bool:
         """On the root: walk the row's owner path hop by hop and run the callback in the owner;
         False (nothing executed) when a hop's registry entry is gone (that sub-tree is pruned)."""
         path = _parse_owner_path(row["owner_path"])
@@ -264,10 +300,10 @@ class FacetsMixin:
         return await self._cf_dispatch_scheduled_callback(row, path[1:])
 
     async def _cf_dispatch_scheduled_callback(
-        self: FacetsSelf, row: dict[str, Any], steps: list[dict[str, str]]
+        self, row: dict[str, Any], steps: list[dict[str, str]]
     ) -> bool:
         if not steps:
-            await self._execute_schedule_callback(row)
+            await self._dispatch._execute_schedule_callback(row)
             return True
         child = await self._resolve_registered_child(steps[0])
         if child is None:
@@ -278,7 +314,7 @@ class FacetsMixin:
         return dispatched
 
     # -- pruning ---------------------------------------------------------------------------------
-    async def _cf_cleanup_facet_prefix(self: FacetsSelf, prefix: list[dict[str, str]]) -> None:
+    async def _cf_cleanup_facet_prefix(self, prefix: list[dict[str, str]]) -> None:
         """On the root: drop every schedule and fiber lease owned at or below `prefix`."""
 
         def under(text: str | None) -> bool:
@@ -299,4 +335,4 @@ class FacetsMixin:
                     row["run_id"],
                 )
         self._keep_alive.release_facet_leases_under(encode_owner_path(prefix))
-        await self._schedule_next_alarm()
+        await self._lifecycle.rearm()

@@ -35,7 +35,9 @@ class LifecycleParts(Protocol):
     """What the Lifecycle runs of the agent: the user's hooks (`on_start`, `on_alarm`), which
     a subclass may override, and the steps of the parts not yet recomposed into components."""
 
-    _destroyed: bool
+    @property
+    def _destroyed(self) -> bool: ...
+
     _agent_tool_recovery_snapshot: Any
 
     async def on_start(self) -> None: ...

@@ -129,7 +129,8 @@ class DispatchHooks(Protocol):
     row handed to its owner (the facets' routing), and whether a callback destroyed the agent.
     The agent is also where a callback is looked up by name."""
 
-    _destroyed: bool
+    @property
+    def _destroyed(self) -> bool: ...
 
     def on_error(self, error: BaseException) -> Any: ...
     async def _dispatch_facet_schedule(self, row: dict[str, Any]) -> bool: ...

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
     from agents_core.chat.self_type import ChatSelf
     from agents_core.chat.think import ThinkAgent
-    from agents_core.facets import FacetsSelf
     from agents_core.host import Host
     from agents_core.options import AgentOptions
     from agents_core.run_rows import DurableMemo
@@ -39,7 +38,10 @@ class AgentSelf(Protocol):
     name: str
     _options: AgentOptions
     _is_facet: bool
-    _destroyed: bool
+
+    @property
+    def _destroyed(self) -> bool: ...
+
     _memo: DurableMemo
 
     @property
@@ -53,19 +55,16 @@ class AgentSelf(Protocol):
 
 
 if TYPE_CHECKING:
-    _MixinSelves = tuple[
-        AgentToolsSelf,
-        FacetsSelf,
-    ]
+    _MixinSelves = tuple[AgentToolsSelf,]
 
     # Type-checked, never run: Agent, and the chat hosts that override some of its methods,
     # give every mixin what its self type names (a method called on an instance checks the
     # same, but only where one is called).
     def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent,) * 2
+        return (agent,)
 
     def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent,) * 2
+        return (agent,)
 
     def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
         return agent
