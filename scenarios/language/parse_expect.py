@@ -17,6 +17,7 @@ import difflib
 from typing import TYPE_CHECKING, Any, cast
 
 from agents_core.probes import PROBE_NAME
+from scenarios.language import agents as agent_classes
 from scenarios.language.errors import InvalidScenario, Skipped
 from scenarios.language.fields import Fields, LineDict, did_you_mean, gather, line_of, plain, show
 from scenarios.language.parse_agents import NAME_HINT, NAME_PATTERN
@@ -26,6 +27,7 @@ from scenarios.language.query_check import check_query
 from scenarios.language.schema import (
     HOOK_EVENTS,
     AgentSpec,
+    CallSelector,
     ClientFramesExpectation,
     ClientRunExpectation,
     ClientSpec,
@@ -92,14 +94,26 @@ COUNT_EXCLUSIVE = (
     ("never", "at_least"),
     ("never", "at_most"),
 )
+PER_ACCEPTED_CALL = Shape(
+    {
+        "method": Text(doc="The method called."),
+        "agent": Text(doc="The alias it is called on (default: any agent)."),
+    },
+    required=("method",),
+    doc="The count is per call of this method that returned: a call a fault refused (it "
+    "failed, or never finished) may count once or not at all, as its caller cannot know "
+    "whether it took effect. Calls a hunt inserts count too.",
+)
 COUNT = Named(
     "count",
     Shape(
-        COUNT_FIELDS,
-        exclusive=COUNT_EXCLUSIVE,
-        doc="How many matching records are allowed (default: at least 1).",
+        {**COUNT_FIELDS, "per_accepted_call": PER_ACCEPTED_CALL},
+        exclusive=(*COUNT_EXCLUSIVE, ("never", "per_accepted_call")),
+        doc="How many matching records are allowed (default: at least 1); with "
+        "per_accepted_call, how many per accepted call.",
     ),
 )
+COUNT_WITH_CALLS = (*COUNT_KEYS, "per_accepted_call")
 AGENT = Text(doc="An agent alias (default: any agent, and the platform).")
 RECORD_FIELDS = Map(doc="Fields the record must have, compared as JSON.")
 RECORD_CONTAINS = Map(
@@ -383,7 +397,7 @@ def _event(context: StepContext, index: int, item: Any, line: int) -> EventExpec
         incarnation=fields.get("incarnation"),
         fields=matched,
         contains=_record_fields(fields, "contains"),
-        count=_count(fields),
+        count=_count(fields, context=context),
         between_ms=between,
     )
 
@@ -445,8 +459,9 @@ def _order(
 
 
 # -- counts -------------------------------------------------------------------------------------
-def _count(fields: Fields, inline: bool = False) -> Count:
-    """The `count:` mapping, or (`inline`) count keys written beside the others."""
+def _count(fields: Fields, inline: bool = False, context: StepContext | None = None) -> Count:
+    """The `count:` mapping, or (`inline`) count keys written beside the others; with
+    `context`, the mapping may say `per_accepted_call`."""
     given_inline = [key for key in COUNT_KEYS if key in fields] if inline else []
     if given_inline and "count" in fields:
         fields.fail(given_inline[0], f"both count: and {given_inline[0]}:", "give one of them")
@@ -465,10 +480,44 @@ def _count(fields: Fields, inline: bool = False) -> Count:
         fields.where,
         fields.raw("count"),
         line_of(fields.raw("count"), fields.line_of("count")),
-        keys=COUNT_KEYS,
+        keys=COUNT_WITH_CALLS if context is not None else COUNT_KEYS,
         name="count",
     )
-    return _count_of(fields, count, "count", show(fields.raw("count")))
+    if context is not None and "per_accepted_call" in count:
+        # Alone, it says one record per accepted call: what "4 charges" means call by call.
+        given = any(key in count for key in COUNT_KEYS)
+        out = _count_of(fields, count, "count", show(fields.raw("count"))) if given else Count(1, 1)
+    else:
+        return _count_of(fields, count, "count", show(fields.raw("count")))
+    if "never" in count:
+        count.fail(
+            "per_accepted_call",
+            "per_accepted_call with never: true",
+            "a count per accepted call gives exactly:, at_least: or at_most: (for no record at "
+            "all, drop per_accepted_call)",
+        )
+    return dataclasses.replace(out, per_call=_call_selector(context, count))
+
+
+def _call_selector(context: StepContext, count: Fields) -> CallSelector:
+    calls = count.sub("per_accepted_call", shape=PER_ACCEPTED_CALL)
+    method = calls.get("method")
+    if "agent" in calls:
+        spec = known_agent(context, calls)
+        candidates = [spec]
+    else:
+        candidates = list(context.agents.values())
+    if not any(callable(getattr(spec.cls, method, None)) for spec in candidates):
+        methods = sorted(
+            {name for spec in candidates for name in agent_classes.public_methods(spec.cls)}
+        )
+        whose = candidates[0].cls.__qualname__ if "agent" in calls else "any agent's class"
+        calls.fail(
+            "method",
+            f"method: {show(method)} is not a public method of {whose}",
+            f"{did_you_mean(method, methods)}methods: {methods}",
+        )
+    return CallSelector(method, candidates[0].alias if "agent" in calls else None)
 
 
 def _count_of(fields: Fields, count: Fields, key: str, shown: str) -> Count:
@@ -523,7 +572,7 @@ def _hook(context: StepContext, index: int, item: Any, line: int) -> HookExpecta
         run=_known_run(context, fields, agent) if "run" in fields else None,
         slot=fields.get("slot"),
         status=fields.get("status"),
-        count=_count(fields, inline=True),
+        count=_count(fields, inline=True, context=context),
     )
 
 
@@ -630,5 +679,5 @@ def _client(context: StepContext, index: int, item: Any, line: int) -> Expectati
         event_kind=frames.get("kind"),
         run=_known_run(context, frames, agent) if "run" in frames else None,
         fields=plain(frames.get("fields") or {}),
-        count=_count(frames),
+        count=_count(frames, context=context),
     )

@@ -30,6 +30,7 @@ __all__ = [
     "AdvanceToNextAlarmStep",
     "AgentSpec",
     "ArmStorageFaultStep",
+    "CallSelector",
     "CallStep",
     "ClientFramesExpectation",
     "ClientRunExpectation",
@@ -346,14 +347,49 @@ ACTIONS: dict[str, type[Step]] = {
 
 # -- expectations -----------------------------------------------------------------------------
 @dataclass(frozen=True)
+class CallSelector:
+    """Which call steps a `per_accepted_call` count is relative to: every call of `method`
+    (on the agent `agent`, or on any agent when None), those a hunt inserted included."""
+
+    method: str
+    agent: str | None = None
+
+    def selects(self, step: CallStep) -> bool:
+        return step.method == self.method and self.agent in (None, step.agent)
+
+    def describe(self) -> str:
+        return f"{self.agent}.{self.method}" if self.agent is not None else self.method
+
+
+@dataclass(frozen=True)
 class Count:
-    """How many matching records are allowed: `low` to `high` inclusive (None: no upper bound)."""
+    """How many matching records are allowed: `low` to `high` inclusive (None: no upper bound).
+    With `per_call`, the bounds are per call the run accepted: `for_calls` gives the count a
+    run's calls allow."""
 
     low: int = 1
     high: int | None = None
+    per_call: CallSelector | None = None
 
     def allows(self, n: int) -> bool:
         return n >= self.low and (self.high is None or n <= self.high)
+
+    def for_calls(self, accepted: int, refused: int) -> Count:
+        """The absolute count `accepted` returned calls and `refused` failed (or unfinished)
+        ones allow. A refused call may have taken effect before its caller was told it failed
+        (a crash just after the commit) or not at all, so it adds from none to `high`."""
+        high = None if self.high is None else self.high * (accepted + refused)
+        return Count(self.low * accepted, high)
+
+    def per_call_note(self, accepted: int, refused: int) -> str:
+        """` (1 per accepted call of charge: 3 returned, 1 refused)`, or nothing."""
+        if self.per_call is None:
+            return ""
+        each = Count(self.low, self.high).describe().replace("exactly ", "")
+        return (
+            f" ({each} per accepted call of {self.per_call.describe()}: {accepted} returned, "
+            f"{refused} refused)"
+        )
 
     def describe(self) -> str:
         if self.high == 0:

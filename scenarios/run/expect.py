@@ -14,6 +14,7 @@ among those its parent created, as an `evict` step does. `contains:` matches fie
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 from agents_core.agent import STATE_ROW_ID
 from scenarios.language.fields import show
 from scenarios.language.schema import (
+    CallStep,
+    Count,
     EventExpectation,
     Expectation,
     InvariantsExpectation,
@@ -40,11 +43,16 @@ from sim.probes import ALL_PROBES
 __all__ = ["check_expectations", "json_equal", "name_matches", "read_state", "records_text"]
 
 
-def check_expectations(sim: Simulation, scenario: Scenario) -> list[str]:
+def check_expectations(
+    sim: Simulation, scenario: Scenario, calls: Sequence[tuple[CallStep, bool]] = ()
+) -> list[str]:
     """One sentence per expectation that does not hold (per violation, for invariants), in file
-    order. Call it after the liveness phase: invariants read the run as it is then."""
+    order. Call it after the liveness phase: invariants read the run as it is then. `calls`:
+    each call step the run made and whether it returned (what a `per_accepted_call` count is
+    relative to)."""
     failures = []
     for expectation in scenario.expect:
+        expectation, note = _for_calls(expectation, calls)
         try:
             timeline = TIMELINE_CHECKS.get(type(expectation))
             if isinstance(expectation, InvariantsExpectation):
@@ -58,8 +66,24 @@ def check_expectations(sim: Simulation, scenario: Scenario) -> list[str]:
         except Exception as exc:  # a broken expectation is reported with the others
             problems = [f"could not be checked: {type(exc).__name__}: {exc}"]
         where = f"{scenario.path}:{expectation.line}: {expectation.label}"
-        failures += [f"{where}: {problem}" for problem in problems if problem]
+        failures += [f"{where}: {problem}{note}" for problem in problems if problem]
     return failures
+
+
+def _for_calls(
+    expectation: Expectation, calls: Sequence[tuple[CallStep, bool]]
+) -> tuple[Expectation, str]:
+    """`expectation` with a `per_accepted_call` count made absolute by the run's calls, and
+    the note saying how (nothing for any other expectation)."""
+    count: Count | None = getattr(expectation, "count", None)
+    if count is None or count.per_call is None:
+        return expectation, ""
+    chosen = [returned for step, returned in calls if count.per_call.selects(step)]
+    accepted = sum(chosen)
+    refused = len(chosen) - accepted
+    absolute = count.for_calls(accepted, refused)
+    counted = dataclasses.replace(expectation, count=absolute)  # type: ignore[call-arg]
+    return counted, count.per_call_note(accepted, refused)
 
 
 def _check_invariants(

@@ -291,7 +291,7 @@ def _run(
             timings += [StepTiming(sim.now_ms, sim.now_ms)] * (len(scenario.steps) - len(timings))
             failures = [*steps.failures, f"{scenario.path}: {exc.sentence()}"]
         else:
-            failures = [*steps.finish(), *liveness, *check_expectations(sim, scenario)]
+            failures = [*steps.finish(), *liveness, *check_expectations(sim, scenario, steps.calls)]
             if invariants:
                 context = context_from(sim, scenario.path)
                 failures += [f"{scenario.path}: invariant {v}" for v in check(context, invariants)]

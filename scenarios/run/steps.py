@@ -111,6 +111,9 @@ class StepRunner:
         self._clients: dict[str, Client] = {}
         self._client_agents = {spec.name: spec.agent for spec in scenario.clients}
         self._unawaited: list[tuple[CallStep, SimDeferred]] = []
+        self.calls: list[tuple[CallStep, bool]] = []
+        """Each call step run so far and whether it returned (False: it failed, or never
+        finished): what a `per_accepted_call` count is relative to."""
         self.models: dict[str, ScenarioModel] = register_models(sim, scenario.models)
         """The run's model services by name (what `stall_model` / `fail_model` re-script)."""
         self._handlers: dict[type[Step], Callable[[Any], object]] = {
@@ -176,6 +179,7 @@ class StepRunner:
         """Judge the calls started with `wait: false`, after the liveness phase."""
         for step, pending in self._unawaited:
             if not pending.done():
+                self.calls.append((step, False))
                 self.fail(
                     step,
                     f"{describe_call(step)} never finished (still running at "
@@ -195,6 +199,8 @@ class StepRunner:
         error: BaseException | None,
         value: Any,
     ) -> bool:
+        if isinstance(step, CallStep):
+            self.calls.append((step, error is None))
         expect_error = getattr(step, "expect_error", False)
         if error is None and expect_error is not False:
             expected = "" if expect_error is True else f" with {expect_error}"
