@@ -21,7 +21,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -40,10 +40,13 @@ from scenarios.cli.inputs import (
     positive,
     scenario_files_in,
     seed_range,
+    skipped_note,
+    writable,
     write_text,
     write_trace,
     write_whole,
 )
+from scenarios.cli.interrupted import interrupted_line, with_not_run
 from scenarios.cli.progress import RunProgress, is_terminal
 from scenarios.cli.sweeps import SweepFailed, SweepInputError, SweepSettings, add_sweep_flags, sweep
 from scenarios.hunt.explore import ExploreInputError, explore_command
@@ -374,8 +377,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if scenarios is None:
         return EXIT_BAD_INPUT
     _no_duplicate_names(scenarios)
-    if args.junit:
-        output_file(args.junit, "JUnit report", "junit.xml")
+    _writable_outputs(args)
     seeds: list[int | None] = list(args.seeds) if args.seeds else [args.seed]
     trace_dir = output_directory(args.trace, "trace") if args.trace else None
     html_dir = output_directory(args.html, "HTML") if args.html else None
@@ -384,30 +386,60 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     reports: list[RunReport] = []
     reaching: dict[str, int] = {}
     _warn_unchecked(scenarios, args, err)
-    with RunProgress(out, len(runs), terminal=is_terminal(out)) as progress:
-        for (scenario, _seed), result in zip(runs, _results(runs, args), strict=True):
-            for name in result.probes:
-                reaching[name] = reaching.get(name, 0) + 1
-            notes = _keep(result, args, trace_dir, html_dir, reports)
-            if not many or not result.passed:
-                progress.print(printable(_verdict_text(result, scenario, args, notes)))
-            progress.advance(f"{scenario.name} seed={result.seed}")
+    results = _results(runs, args)
+    interrupted = False
+    try:
+        with RunProgress(out, len(runs), terminal=is_terminal(out)) as progress:
+            for (scenario, _seed), result in zip(runs, results, strict=True):
+                for name in result.probes:
+                    reaching[name] = reaching.get(name, 0) + 1
+                notes = _keep(result, args, trace_dir, html_dir, reports)
+                if not many or not result.passed:
+                    progress.print(printable(_verdict_text(result, scenario, args, notes)))
+                progress.advance(f"{scenario.name} seed={result.seed}")
+    except KeyboardInterrupt:
+        # Ctrl-C: the pending runs are cancelled (closing the sweep stops its workers), and
+        # what finished is summed up and written as if the sweep had been that long.
+        interrupted = True
+        results.close()
     if many:
         for scenario in scenarios:  # passes are counted, not printed: say what each checked
             checked = f"{scenario.name}: each run checked {_checked(scenario, args)}"
             print(printable(checked), file=out)
         print(printable(render_summary(reports)), file=out)
         print(coverage_line(reaching, len(runs)), file=out)
+    not_run = [(s.name, s.path, seed) for s, seed in runs[len(reports) :]] if interrupted else []
     if args.junit:
-        write_text(args.junit, render_junit(reports), "JUnit XML")
+        write_text(args.junit, with_not_run(render_junit(reports), not_run), "JUnit XML")
     failed = sum(1 for report in reports if not report.passed)
+    if interrupted:
+        print(interrupted_line(len(reports), len(runs)), file=out)
+        print(f"{len(reports) - failed} passed, {failed} failed, {len(not_run)} not run", file=out)
+        out.flush()
+        print(f"agentsim {args.command}: interrupted", file=err, flush=True)
+        return EXIT_INTERRUPTED
     print(f"{len(reports) - failed} passed, {failed} failed", file=out, flush=True)
     return EXIT_OK if failed == 0 else EXIT_FAILED
 
 
+def _writable_outputs(args: argparse.Namespace) -> None:
+    """Every path an output flag names is checked before the first run: a long sweep's JUnit
+    is not lost at its end to a path that cannot be written. The default failure folder is not
+    (a failure file that cannot be written is a note under its failure, and a run that passes
+    writes none)."""
+    if args.junit:
+        output_file(args.junit, "JUnit report", "junit.xml")
+        writable(args.junit, "--junit", directory=False)
+    for flag, value in (("--trace", args.trace), ("--html", args.html)):
+        if value:
+            writable(value, flag, directory=True)
+    if getattr(args, "failures", FAILURES_DIR) != FAILURES_DIR:
+        writable(args.failures, "--failures", directory=True)
+
+
 def _results(
     runs: Sequence[tuple[Scenario, int | None]], args: argparse.Namespace
-) -> Iterator[ScenarioResult]:
+) -> Generator[ScenarioResult, None, None]:
     """The runs' results in their order: here, or on `--workers N` processes or `--dask`
     (`scenarios.cli.sweeps`), which give the same results."""
     workers, dask = getattr(args, "workers", 1), getattr(args, "dask", None)
@@ -544,7 +576,10 @@ def _keep(
 
 # -- validate, replay ---------------------------------------------------------------------------
 def _validate(paths: Sequence[str], out: TextIO, err: TextIO) -> int:
-    scenarios, errors = _load_all(expand_paths(paths))
+    skipped: list[Path] = []
+    scenarios, errors = _load_all(expand_paths(paths, skipped))
+    if skipped:
+        print(printable(f"agentsim validate: {skipped_note(skipped)}"), file=err)
     for scenario in scenarios:
         print(
             printable(
@@ -715,7 +750,10 @@ def _load_all(files: Sequence[str]) -> tuple[list[Scenario], list[str]]:
 
 
 def _load_or_report(paths: Sequence[str], err: TextIO) -> list[Scenario] | None:
-    scenarios, errors = _load_all(expand_paths(paths))
+    skipped: list[Path] = []
+    scenarios, errors = _load_all(expand_paths(paths, skipped))
+    if skipped:
+        print(printable(f"agentsim run: {skipped_note(skipped)}"), file=err)
     for error in errors:
         print(printable(error), file=err)
     return None if errors else scenarios

@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import stat
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from sim.units import parse_duration_ms
 
 __all__ = [
     "MAX_SEEDS",
+    "OUTPUT_FOLDERS",
     "PathProblem",
     "add_budget_flags",
     "budget_flags",
@@ -43,8 +45,10 @@ __all__ = [
     "positive",
     "scenario_files_in",
     "seed_range",
+    "skipped_note",
     "write_text",
     "write_trace",
+    "writable",
     "write_whole",
 ]
 
@@ -214,6 +218,50 @@ def output_file(path: str, what: str, example: str) -> None:
         )
 
 
+def writable(given: str, flag: str, *, directory: bool) -> None:
+    """Refuse, before any run spends its time, a path `flag` names that cannot be written: a
+    file (or, `directory`, a folder) that exists and is not writable or not of its kind, or one
+    whose nearest existing parent is a file or a folder that takes no new entry (tried with a
+    probe file, removed at once: permission bits do not say what a read-only mount or root's
+    rights allow). Creates nothing that stays."""
+    target = Path(given)
+    why = ""
+    if target.exists():
+        if directory and not target.is_dir():
+            why = "it is a file, not a directory"
+        elif not directory and target.is_dir():
+            why = "it is a directory, and this writes one file"
+        elif not directory:
+            try:
+                with target.open("a", encoding="utf-8"):
+                    pass
+            except OSError as exc:
+                why = f"it cannot be opened for writing ({exc.strerror or exc})"
+        else:
+            why = _probe(target)
+    else:
+        parent = target.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            why = f"{str(parent)!r} is a file, not a directory"
+        else:
+            why = _probe(parent)
+    if why:
+        raise PathProblem(f"{flag} {given!r} cannot be written: {why}")
+
+
+def _probe(directory: Path) -> str:
+    """Why no file can be created in `directory` (nothing when one can)."""
+    try:
+        handle, name = tempfile.mkstemp(prefix=".agentsim-probe-", dir=directory)
+    except OSError as exc:
+        return f"{str(directory)!r} takes no new file ({exc.strerror or exc})"
+    os.close(handle)
+    os.unlink(name)
+    return ""
+
+
 def library_dir() -> Path:
     """The bundled scenarios: `scenarios/library` inside the installed package (a wheel ships
     its `*.yaml` and `*.golden` files as package data)."""
@@ -224,23 +272,35 @@ SCENARIO_SUFFIXES = (".yaml", ".yml")
 """What a file found in a directory must end with to count as a scenario."""
 
 
-def scenario_files_in(directory: Path) -> list[Path]:
+OUTPUT_FOLDERS = ("agentsim-explore", "agentsim-failures", "agentsim-fuzz", "agentsim-repro")
+"""The folders agentsim writes into by default: reproducers (which fail on purpose) and failure
+files. A directory walk leaves them out; a file in one, or the folder itself, named on the
+command line is run."""
+
+
+def scenario_files_in(directory: Path, skipped: list[Path] | None = None) -> list[Path]:
     """The `*.yaml` and `*.yml` files under `directory`, at any depth, sorted by their path
     below it (a folder's files in name order, a subfolder's where its name sorts). Hidden
-    files and folders (`.git`, `.venv`) are left out."""
+    files and folders (`.git`, `.venv`) are left out, and so are agentsim's own output folders
+    below it (`OUTPUT_FOLDERS`): the files found in those are added to `skipped`."""
     found = []
     for path in directory.rglob("*"):
         relative = path.relative_to(directory)
         if any(part.startswith(".") for part in relative.parts):
             continue
         if path.suffix in SCENARIO_SUFFIXES and path.is_file():
+            if any(part in OUTPUT_FOLDERS for part in relative.parts[:-1]):
+                if skipped is not None:
+                    skipped.append(path)
+                continue
             found.append(path)
     return sorted(found, key=lambda p: p.relative_to(directory).parts)
 
 
-def expand_paths(paths: Sequence[str]) -> list[str]:
+def expand_paths(paths: Sequence[str], skipped: list[Path] | None = None) -> list[str]:
     """Files in the order given; a directory stands for its `*.yaml` and `*.yml` files at any
-    depth (`scenario_files_in`)."""
+    depth (`scenario_files_in`, which adds the files of agentsim's output folders below it to
+    `skipped`)."""
     files: list[str] = []
     for given in paths:
         path = Path(given)
@@ -248,16 +308,39 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
         if problem is not None:
             raise PathProblem(f"{given!r}: {problem}")
         if path.is_dir():
-            found = scenario_files_in(path)
+            left_out: list[Path] = []
+            found = scenario_files_in(path, left_out)
+            if skipped is not None:
+                skipped += left_out
             if not found:
                 raise PathProblem(
                     f"no *.yaml or *.yml scenario files in directory {given!r} (searched "
-                    f"with its subdirectories)"
+                    f"with its subdirectories"
+                    + (f"; {skipped_note(left_out)}" if left_out else "")
+                    + ")"
                 )
             files += [str(p) for p in found]
         else:
             files.append(given)
     return list(dict.fromkeys(files))
+
+
+def skipped_note(skipped: Sequence[Path]) -> str:
+    """`skipped 3 files in agentsim's own output folders (...)`: what a walk left out."""
+    folders = sorted(
+        {
+            str(Path(*path.parts[: path.parts.index(part) + 1]))
+            for path in skipped
+            for part in path.parts[:-1]
+            if part in OUTPUT_FOLDERS
+        }
+    )
+    files = f"{len(skipped)} file{'' if len(skipped) == 1 else 's'}"
+    return (
+        f"skipped {files} in agentsim's own output folders ({', '.join(f + '/' for f in folders)}"
+        f": reproducers and failure files, which fail on purpose); name a file or the folder "
+        f"itself to run it"
+    )
 
 
 def output_directory(given: str, what: str) -> Path:

@@ -291,8 +291,17 @@ class _PoolBackend(_Backend):
 
     def close(self, interrupted: bool = False) -> None:
         # After an error or Ctrl-C, do not wait for the runs still going: their results are
-        # not wanted any more.
+        # not wanted any more. The workers ignore SIGINT (the command owns it), so each would
+        # finish its task before the interpreter's exit joins it: they are stopped instead.
+        workers = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=not interrupted, cancel_futures=True)
+        if interrupted:
+            for process in workers:
+                with contextlib.suppress(Exception):
+                    process.terminate()
+            for process in workers:
+                with contextlib.suppress(Exception):
+                    process.join(5)
 
     def completed(self, tasks: Iterable[_Task]) -> Iterator[tuple[_Task, list[_Shipped]]]:
         source = iter(tasks)
