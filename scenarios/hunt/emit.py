@@ -217,11 +217,14 @@ def add_expectation(text: str, scenario: Scenario, item: str) -> str:
 _ACTION = re.compile(r"^(?P<lead>\s*(-\s+)?)(call|request):(?P<rest>.*)$")
 
 
-def expect_errors(text: str, scenario: Scenario, errors: Mapping[int, str]) -> str:
-    """`text` with `expect_error: CLASS` added to the call or request step on each line of
-    `errors` (a step's line: CLASS), unless that step already says what it expects. A value in
-    flow style (`{agent: a, method: m}`) gets it before its closing brace, a block mapping as
-    one more key line at the indentation of its keys."""
+def expect_errors(
+    text: str, scenario: Scenario, errors: Mapping[int, str], key_name: str = "expect_error"
+) -> str:
+    """`text` with `expect_error: CLASS` (or `key_name`: `may_fail_with`) added to the call or
+    request step on each line of `errors` (a step's line: CLASS), unless that step already says
+    what it expects (or, for `expect_error`, checks what it returns). A value in flow style
+    (`{agent: a, method: m}`) gets it before its closing brace, a block mapping as one more key
+    line at the indentation of its keys."""
     lines = text.split("\n")
     by_line = {step.line: step for step in scenario.steps}
     # From the bottom up, so earlier line numbers stay valid.
@@ -230,15 +233,17 @@ def expect_errors(text: str, scenario: Scenario, errors: Mapping[int, str]) -> s
         if step is None or step.kind not in ("call", "request"):
             continue
         if getattr(step, "expect_error", False) is not False or getattr(
-            step, "checks_return", False
+            step, "may_fail_with", None
         ):
+            continue
+        if key_name == "expect_error" and getattr(step, "checks_return", False):
             continue
         end = _after_item(lines, line, _item_indent(lines, line, step.label))
         found = [(i, m) for i in range(line - 1, end) if (m := _ACTION.match(lines[i]))]
         if not found:
             continue
         index, match = found[0]
-        key = f"expect_error: {errors[line]}"
+        key = f"{key_name}: {errors[line]}"
         rest = match.group("rest")
         value = rest.split(" #")[0].rstrip()  # a comment after the value stays after it
         if value.strip().startswith("{") and value.endswith("}"):

@@ -268,11 +268,28 @@ class Exploration:
             ]
 
         def findings(run: ScenarioResult) -> list[str]:
-            own = [f for f in run.failures if classify(f, out_path, self.with_expect) is not None]
-            return own or list(run.failures)
+            return [f for f in run.failures if classify(f, out_path, self.with_expect) is not None]
 
-        _, check = write_reproducer(text, out_path, header, findings, finding.result.digest)
+        # The crash point's step is the one explore inserted (an interleaving inserts none).
+        inserted = [] if finding.how.startswith("interleav") else _inserted(text, self.path)
+        _, check = write_reproducer(
+            text,
+            out_path,
+            header,
+            findings,
+            finding.result.digest,
+            found=[f for f in finding.result.failures if classify(f, self.path, self.with_expect)],
+            path=self.path,
+            inserted=inserted,
+        )
         return check
+
+
+def _inserted(text: str, path: str) -> list[int]:
+    """The number of the step a crash point inserted (the one under its note)."""
+    lines = text.split("\n")
+    noted = {n + 2 for n, line in enumerate(lines) if line.strip().startswith(f"# {NOTE}")}
+    return [s.index for s in parse_scenario(text, path).steps if s.line in noted]
 
 
 def _flat(statement: str) -> str:

@@ -129,6 +129,9 @@ class Candidate:
     scenario: Scenario | None
     inserted: tuple[InsertedStep, ...]
     inserted_lines: frozenset[int] = frozenset()
+    inserted_numbers: frozenset[int] = frozenset()
+    """The inserted steps' numbers (`step.index`): a header above the file moves their lines,
+    not these."""
     tunings: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The options drawn for each agent (alias -> {option: value}), written into its `options:`."""
 
@@ -299,7 +302,7 @@ class _Fuzzer:
             return Candidate(text, None, inserted, tunings=tunings)
         numbers = set(_inserted_indices(base, inserted))
         lines = frozenset(s.line for s in scenario.steps if s.index in numbers)
-        return Candidate(text, scenario, inserted, lines, tunings)
+        return Candidate(text, scenario, inserted, lines, frozenset(numbers), tunings)
 
     def evaluate(self, schedule: Schedule) -> tuple[Candidate, ScenarioResult | None]:
         """The candidate and its run; the run is None when the schedule was set aside."""
@@ -329,9 +332,8 @@ class _Fuzzer:
         # the agent; expectations and invariants do.
         if _TIMING_SLIP in failure or FAULT_FAILED.search(failure):
             return True
-        return any(
-            failure.startswith(f"{self.out_path}:{line}: ") for line in candidate.inserted_lines
-        )
+        step = re.match(rf"{re.escape(self.out_path)}:\d+: step (\d+) \(", failure)
+        return step is not None and int(step.group(1)) in candidate.inserted_numbers
 
     def fails(self, schedule: Schedule) -> bool:
         candidate, result = self.evaluate(schedule)
@@ -563,6 +565,8 @@ def _write_reproducer(
         header,
         lambda run: fuzzer.findings(run, candidate),
         result.digest,
+        found=fuzzer.findings(result, candidate),
+        inserted=candidate.inserted_numbers,
     )
     return FuzzOutcome(
         base=fuzzer.path,

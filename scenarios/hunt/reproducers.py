@@ -20,18 +20,28 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scenarios.hunt.emit import add_expectation, expect_errors, remove_top_level, with_header
 from scenarios.language import agents as agent_classes
 from scenarios.language.loader import parse_scenario
+from scenarios.language.schema import (
+    ArmStorageFaultStep,
+    CallStep,
+    DeployStep,
+    EvictStep,
+    RequestStep,
+    Scenario,
+)
 from scenarios.run.runner import ScenarioResult, run_scenario
 
 __all__ = [
     "FAULT_FAILED",
     "PLATFORM_ERRORS",
     "FlakyFinding",
+    "failure_kinds",
+    "refusable_calls",
     "with_broken_invariants",
     "with_fault_errors_expected",
     "with_python_path",
@@ -77,22 +87,83 @@ def with_python_path(text: str, out_path: str) -> str:
 
 
 def with_fault_errors_expected(
-    text: str, path: str, failures: Sequence[str], offset: int = 0
+    text: str,
+    path: str,
+    failures: Sequence[str],
+    offset: int = 0,
+    refusable: Mapping[int, str] | None = None,
 ) -> str:
     """`text` with `expect_error: CLASS` on each call or request that `failures` (of a run of
     `text` behind `offset` header lines) say failed with one of `PLATFORM_ERRORS`, unless it
-    expects something already; unchanged when none did."""
+    expects something already; `may_fail_with: CLASS` on such a call that checks what it
+    returns, and on each other step of `refusable` (its line: the class the inserted fault
+    would refuse it with), so that the file fails only with its finding whichever of those
+    calls the fault refuses when it runs on other code. Unchanged when there is none."""
     errors: dict[int, str] = {}
     for failure in failures:
         line = re.match(rf"{re.escape(path)}:(\d+): ", failure)
         error = FAULT_FAILED.search(failure)
         if line and error and "but was expected" not in failure:
             errors[int(line.group(1)) - offset] = error.group(1)
-    if not errors:
+    if not errors and not refusable:
         return text
-    out = expect_errors(text, parse_scenario(text, path), errors)
+    scenario = parse_scenario(text, path)
+    returns = {s.line for s in scenario.steps if getattr(s, "checks_return", False)}
+    maybe = {line: cls for line, cls in (refusable or {}).items() if line not in errors}
+    maybe.update({line: cls for line, cls in errors.items() if line in returns})
+    out = expect_errors(text, scenario, {k: v for k, v in errors.items() if k not in returns})
+    if maybe:
+        out = expect_errors(out, parse_scenario(out, path), maybe, "may_fail_with")
     parse_scenario(out, path)  # an InvalidScenario here is a bug of the emitter: loud
     return out
+
+
+def refusable_calls(scenario: Scenario, inserted: Iterable[int]) -> dict[int, str]:
+    """The call and request steps of `scenario` that the fault steps numbered `inserted` (as
+    `step.index`) can refuse, by line, with the class the caller would get: a call started
+    without waiting before the fault, on an agent it strikes (an eviction's, a storage fault's,
+    every agent for a deploy), and every later call or request on a storage fault's agent
+    (which statement it strikes depends on the code that runs)."""
+    out: dict[int, str] = {}
+    steps = scenario.steps
+    for fault in (s for s in steps if s.index in set(inserted)):
+        if isinstance(fault, ArmStorageFaultStep):
+            agents: set[str] | None = {fault.agent}
+            error = "StorageError" if fault.fault == "error" else "AgentEvicted"
+        elif isinstance(fault, EvictStep):
+            agents, error = {fault.agent}, "AgentEvicted"
+        elif isinstance(fault, DeployStep):
+            agents, error = None, "AgentEvicted"
+        else:
+            continue
+        for step in steps:
+            if not isinstance(step, CallStep | RequestStep):
+                continue
+            if agents is not None and step.agent not in agents:
+                continue
+            unawaited = isinstance(step, CallStep) and not step.wait and step.index < fault.index
+            later = isinstance(fault, ArmStorageFaultStep) and step.index > fault.index
+            if unawaited or later:
+                out.setdefault(step.line, error)
+    return out
+
+
+def failure_kinds(failures: Iterable[str], path: str) -> set[str]:
+    """What each failure sentence of a run of `path` is about, with its line left out (a header
+    moves lines): `invariant NAME` (whether the run or an expectation checked it), `liveness`,
+    or the label of the step or expectation (`step 3 (call)`, `expect 1 (event)`)."""
+    kinds = set()
+    for failure in failures:
+        rest = re.sub(r"^\d+: ", "", failure.removeprefix(f"{path}:")).lstrip()
+        invariant = re.match(r"(?:expect \d+ \(invariants\): |invariant )(\w+): ", rest)
+        label = re.match(r"(step|expect) \d+ \([^)]*\)", rest)
+        if invariant:
+            kinds.add(f"invariant {invariant.group(1)}")
+        elif rest.startswith(("liveness:", "the liveness phase")):
+            kinds.add("liveness")
+        else:
+            kinds.add(label.group(0) if label else rest[:60])
+    return kinds
 
 
 def write_reproducer(
@@ -101,12 +172,18 @@ def write_reproducer(
     header: Callable[[str, str], list[str]],
     findings: Callable[[ScenarioResult], list[str]],
     digest: str,
+    found: Sequence[str] = (),
+    path: str = "",
+    inserted: Iterable[int] = (),
 ) -> tuple[str, ScenarioResult]:
     """Run `text` (headed by `header(first_failure, run_command)`) once more as `out_path`; if
-    it fails the same way (the same trace `digest`, and `findings` of it), write it there.
-    Returns the written text and that run."""
+    it fails the same way (the same trace `digest`, and `findings` of it about what the
+    finding's failures `found`, of a run of `path`, were about: `failure_kinds`), write it
+    there. The calls the fault steps numbered `inserted` can refuse say so
+    (`with_fault_errors_expected`). Returns the written text and that run."""
     run = f"agentsim run {shlex.quote(out_path)}"
     text = with_python_path(text, out_path)
+    refusable = refusable_calls(parse_scenario(text, out_path), inserted)
 
     def headed(first_failure: str) -> str:
         lines = header(" ".join(first_failure.split())[:300], run)
@@ -114,17 +191,25 @@ def write_reproducer(
 
     check = run_scenario(parse_scenario(headed("..."), out_path))
     offset = headed("...").count("\n") - text.count("\n")
-    expecting = with_fault_errors_expected(text, out_path, check.failures, offset)
+    expecting = with_fault_errors_expected(text, out_path, check.failures, offset, refusable)
     if expecting != text:  # run once more: the calls' new keys may move lines
         text = expecting
         check = run_scenario(parse_scenario(headed("..."), out_path))
-    found = findings(check)
-    if not found or check.digest != digest:
+    again = findings(check)
+    if not again or check.digest != digest:
         raise FlakyFinding(
             f"the reproducer {out_path} did not fail the same way when run again (digest "
             f"{check.digest[:12]}, was {digest[:12]})"
         )
-    written = headed(found[0])
+    # The file must fail for the finding's reason alone: nothing else may make it fail.
+    wanted = failure_kinds(found, path or out_path) if found else failure_kinds(again, out_path)
+    got = failure_kinds(again, out_path)
+    if got != wanted:
+        raise FlakyFinding(
+            f"the reproducer {out_path} fails for another reason than its finding: it breaks "
+            f"{sorted(got)}, the finding broke {sorted(wanted)}"
+        )
+    written = headed(again[0])
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     Path(out_path).write_text(written, encoding="utf-8")
     return written, check

@@ -248,6 +248,7 @@ def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
         "kwargs": kwargs,
         "wait": fields.get("wait"),
         "expect_error": _expect_error(fields),
+        "may_fail_with": fields.get("may_fail_with"),
         "checks_return": "returns" in fields,
         "returns": plain(fields.raw("returns", None)),
     }
@@ -276,6 +277,7 @@ def _request(context: StepContext, where: str, value: Any, line: int) -> dict[st
         "headers": plain(headers),
         "status": fields.get("status"),
         "expect_error": _expect_error(fields),
+        "may_fail_with": fields.get("may_fail_with"),
     }
 
 

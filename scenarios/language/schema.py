@@ -165,6 +165,8 @@ class CallStep(Step):
     wait: bool = True
     expect_error: bool | str = False
     """False: the call must succeed. True: it must fail. A name: it must fail with that class."""
+    may_fail_with: str | None = None
+    """A class name: the call may also fail with it (a fault a hunt inserted can refuse it)."""
     checks_return: bool = False
     """Whether the file gave `returns:` (which may itself be null)."""
     returns: Any = None
@@ -184,6 +186,8 @@ class RequestStep(Step):
     status: int | None = None
     """The status the response must have; None accepts any."""
     expect_error: bool | str = False
+    may_fail_with: str | None = None
+    """A class name: the request may also fail with it (as a call's)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,11 @@ EXPECT_ERROR = OneOf(
     (Flag(), Text(pattern=ERROR_NAME.pattern)),
     doc="false: must succeed; true: must fail; a class name: must fail with it.",
 )
+MAY_FAIL_WITH = Text(
+    pattern=ERROR_NAME.pattern,
+    doc="An exception class name: the call may fail with it (a fault can refuse it), or "
+    "return (then returns: and status: are checked).",
+)
 TIMES = Whole(minimum=1, doc="Only the next N model calls (default: every later one).")
 NOTHING = Shape({})
 STEP_SHAPES: dict[str, Value] = {
@@ -51,10 +56,11 @@ STEP_SHAPES: dict[str, Value] = {
             "kwargs": Map(),
             "wait": Flag(default=True, doc="Wait for it (false: judged after the run)."),
             "expect_error": EXPECT_ERROR,
+            "may_fail_with": MAY_FAIL_WITH,
             "returns": Anything(doc="What it must return, compared as JSON (null: None)."),
         },
         required=("agent", "method"),
-        exclusive=(("returns", "expect_error"),),
+        exclusive=(("returns", "expect_error"), ("may_fail_with", "expect_error")),
         doc="An RPC on the agent's stub.",
     ),
     "request": Shape(
@@ -68,8 +74,10 @@ STEP_SHAPES: dict[str, Value] = {
             "headers": Map(Text(empty=True)),
             "status": Whole(minimum=100, maximum=599, doc="The status it must answer."),
             "expect_error": EXPECT_ERROR,
+            "may_fail_with": MAY_FAIL_WITH,
         },
         required=("agent",),
+        exclusive=(("may_fail_with", "expect_error"),),
         doc="An HTTP request to the agent.",
     ),
     "connect": Shape(

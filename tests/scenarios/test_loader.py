@@ -222,8 +222,8 @@ CASES = [
         "at-inside-the-action",
         ("method: increment}", "method: increment, at: 5s}"),
         "lib/x.yaml:9: step 1 (call): unknown key 'at' (at: and after: go beside the action, "
-        "not inside it); allowed keys: ['agent', 'args', 'expect_error', 'kwargs', 'method', "
-        "'returns', 'wait']",
+        "not inside it); allowed keys: ['agent', 'args', 'expect_error', 'kwargs', "
+        "'may_fail_with', 'method', 'returns', 'wait']",
     ),
     (
         "at-and-after",
