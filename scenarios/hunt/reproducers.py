@@ -10,8 +10,11 @@ not fail the same way (another digest, or no finding) is `FlakyFinding`, never w
 whose modules sit beside the base scenario are found from the reproducer's folder through a
 `python_path:` line (`with_python_path`). A call or request of the story that the injected
 fault itself makes fail (`PLATFORM_ERRORS`: the platform telling the caller the truth) gets
-`expect_error` with that class (`with_fault_errors_expected`), so the file fails only with its
-finding, and passes once the bug is fixed.
+`expect_error` with that class (`with_fault_errors_expected`); one that checks what it returns,
+and each other call the inserted fault can refuse (`refusable_calls`), gets `may_fail_with`, so
+the file fails only with its finding, on this code and on code that runs a call more or less,
+and passes once the bug is fixed. The run before writing must break what the finding broke
+(`failure_kinds`: lines aside), not merely give the same digest.
 """
 
 from __future__ import annotations
