@@ -20,11 +20,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from agents_core.agent import Agent
     from agents_core.agent_tools.self_type import AgentToolsSelf
-    from agents_core.chat.ai_chat import ChatAgent
-    from agents_core.chat.base import ChatHost
-    from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
-    from agents_core.chat.self_type import ChatSelf
-    from agents_core.chat.think import ThinkAgent
     from agents_core.host import Host
     from agents_core.options import AgentOptions
     from agents_core.run_rows import DurableMemo
@@ -55,22 +50,8 @@ class AgentSelf(Protocol):
 
 
 if TYPE_CHECKING:
-    _MixinSelves = tuple[AgentToolsSelf,]
-
-    # Type-checked, never run: Agent, and the chat hosts that override some of its methods,
-    # give every mixin what its self type names (a method called on an instance checks the
-    # same, but only where one is called).
-    def _agent_fits_its_mixins(agent: Agent) -> _MixinSelves:
-        return (agent,)
-
-    def _chat_hosts_fit_them_too(agent: ChatHost) -> _MixinSelves:
-        return (agent,)
-
-    def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
-        return agent
-
-    def _think_agent_fits_its_notify_mixin(agent: ThinkAgent) -> ThinkNotifySelf:
-        return agent
-
-    def _chat_agent_fits_its_notify_mixin(agent: ChatAgent) -> AiChatNotifySelf:
+    # Type-checked, never run: Agent gives the agent-tool mixins what their self type names (a
+    # method called on an instance checks the same, but only where one is called). The chat
+    # hosts are checked in `chat/self_type.py`, so that the runtime's core never imports chat.
+    def _agent_fits_its_mixins(agent: Agent) -> AgentToolsSelf:
         return agent

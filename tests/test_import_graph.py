@@ -188,3 +188,17 @@ def _arrow_cases() -> Iterator[object]:
 def test_layering_table_holds(importer: str, imported: str) -> None:
     """A package imports no package its row of the layering table leaves out."""
     assert sorted(top_level_imports(importer).get(imported, ())) == []
+
+
+def test_the_runtime_core_imports_nothing_of_chat() -> None:
+    """No module of agents_core outside agents_core/chat imports a chat module: chat hosts are
+    built on the core, never the other way round."""
+    graph = package_graph("agents_core")
+    arrows_into_chat = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not module.startswith("agents_core.chat")
+        for target in targets
+        if target.startswith("agents_core.chat")
+    )
+    assert arrows_into_chat == []

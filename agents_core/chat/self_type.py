@@ -7,7 +7,7 @@ once, grouped by the module that defines it; the Protocol extends the agent-tool
 type, which a chat host satisfies as every agent does, so what both packages use (`schedule`,
 `broadcast`, ...) is declared there. Every chat mixin method annotates `self` with `ChatSelf`
 (the notify mixins with a Protocol that adds their own few methods);
-`agents_core/self_types.py` checks statically that the chat hosts satisfy it. Nothing here runs.
+the end of this module checks statically that the chat hosts satisfy it. Nothing here runs.
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 
     from agents_core.agent_tools.registry import AgentToolRunInfo
+    from agents_core.chat.ai_chat import ChatAgent
+    from agents_core.chat.base import ChatHost
     from agents_core.chat.chat_recovery import ChatRecoveryContext
+    from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
     from agents_core.chat.progress import _Pending
+    from agents_core.chat.think import ThinkAgent
     from agents_core.chat.turns import TurnPlan, TurnResult, _TurnState
     from agents_core.fibers import FiberContext
     from agents_core.signals import AbortController, AbortSignal
@@ -232,3 +236,19 @@ class ChatSelf(AgentToolsSelf, Protocol):
     ) -> list[dict[str, Any]]: ...
     def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]: ...
     def _on_turn_settled(self, request_id: str) -> None: ...
+
+
+if TYPE_CHECKING:
+    # Type-checked, never run: the chat hosts, which override some of Agent's methods, still
+    # give the agent-tool mixins and the chat mixins what their self types name.
+    def _chat_hosts_fit_the_agent_tool_mixins(agent: ChatHost) -> AgentToolsSelf:
+        return agent
+
+    def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
+        return agent
+
+    def _think_agent_fits_its_notify_mixin(agent: ThinkAgent) -> ThinkNotifySelf:
+        return agent
+
+    def _chat_agent_fits_its_notify_mixin(agent: ChatAgent) -> AiChatNotifySelf:
+        return agent
