@@ -18,7 +18,7 @@ from typing import Any
 
 from sim.alarms import Alarms
 from sim.clients import Client, ServerConnection
-from sim.errors import AgentEvicted
+from sim.errors import AgentEvicted, note_construction
 from sim.faults import FaultProfile
 from sim.host import SimHost
 from sim.incarnation import AgentRecord, Incarnation
@@ -210,7 +210,11 @@ class Platform:
         if incarnation.agent is None:
             record = incarnation.record
             incarnation.host = SimHost(self, record, incarnation)
-            incarnation.agent = record.cls(incarnation.host, record.name)
+            try:
+                incarnation.agent = record.cls(incarnation.host, record.name)
+            except Exception as error:
+                note_construction(error, record.cls, record.name)
+                raise
         return incarnation.agent
 
     # -- deliveries -------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from scenarios.language.schema import (
 from scenarios.run.models import ScenarioModel, register_models
 from scenarios.run.records import json_equal
 from sim import AgentRef, Client, Simulation, SimulationStuck, format_sim_time
+from sim.errors import construction_of
 from sim.kernel import SimDeferred
 
 __all__ = ["StepRunner", "describe_call", "find_sub_agent"]
@@ -67,6 +68,19 @@ def describe_call(step: CallStep) -> str:
 
 def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _failed(what: str, error: BaseException) -> str:
+    """`a.ping() failed with RuntimeError: x`, or, when the agent's constructor raised it (the
+    caller sees the constructor's own error, as on the platform), a sentence that says so."""
+    construction = construction_of(error)
+    if construction is None:
+        return f"{what} failed with {_error_text(error)}"
+    where = "" if construction.place is None else f", at {construction.place}"
+    return (
+        f"{what} failed: constructing agent {construction.name!r} ({construction.cls}) "
+        f"raised {_error_text(error)}{where}"
+    )
 
 
 def _is_expected(expect_error: bool | str, error: BaseException) -> bool:
@@ -210,14 +224,10 @@ class StepRunner:
         if error is not None and excused is not None and _is_expected(excused, error):
             return False  # refused by a fault the hunt inserted: the platform's truth
         if error is not None and expect_error is False:
-            self.fail(step, f"{what} failed with {_error_text(error)}")
+            self.fail(step, _failed(what, error))
             return False
         if error is not None and not _is_expected(expect_error, error):
-            self.fail(
-                step,
-                f"{what} failed with {_error_text(error)}, but was expected to fail "
-                f"with {expect_error}",
-            )
+            self.fail(step, f"{_failed(what, error)}, but was expected to fail with {expect_error}")
             return False
         if error is None and getattr(step, "checks_return", False):
             # Only call steps have checks_return, and they have returns beside it.
