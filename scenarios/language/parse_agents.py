@@ -57,9 +57,20 @@ __all__ = [
     "parse_clients",
 ]
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+NAME_PATTERN = re.compile(
+    # Any script's letters, marks and digits (a Durable Object name is any string), but no
+    # ASCII punctuation beyond '.', '_' and '-' and no space, control or invisible format
+    # character: names end up in agent paths (`parent/child`), file names and the commands a
+    # failure prints. A leading '.' or '-' is refused ('.', '..', a name read as an option).
+    # Written as a negated class so the JSON schema (ECMAScript) reads it the same.
+    r"(?![.-])[^\x00-\x2c\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\xa0\s\u00ad\u061c\u180e"
+    r"\u200b-\u200f\u2028-\u202f\u2060-\u206f\ufeff\ufff9-\uffff]{1,100}"
+)
 """Scenario, agent, client, fiber and run names: they end up in file names and agent paths."""
-NAME_HINT = "expected a name of letters, digits, '.', '_' and '-' (at most 100, no spaces)"
+NAME_HINT = (
+    "expected a name of letters (any script), digits, '.', '_' and '-', not starting with "
+    "'.' or '-' (at most 100, no spaces or '/')"
+)
 NAME = Text(pattern=NAME_PATTERN.pattern, hint=NAME_HINT)
 OPTIONS = Map(doc="Runtime options (keep_alive_interval_ms, ...) and public class attributes.")
 

@@ -168,8 +168,9 @@ CASES = [
     (
         "fiber-name",
         ("{name: ingest, steps: 5, step: 30s}", "{name: in gest, steps: 5}"),
-        "lib/v.yaml:8: agents.worker.fibers[1]: name: 'in gest'; expected a name of letters, "
-        "digits, '.', '_' and '-' (at most 100, no spaces)",
+        "lib/v.yaml:8: agents.worker.fibers[1]: name: 'in gest'; expected a name of letters "
+        "(any script), digits, '.', '_' and '-', not starting with '.' or '-' (at most 100, no "
+        "spaces or '/')",
     ),
     (
         "fibers-recovery",
@@ -396,8 +397,8 @@ CASES = [
         "evict-bad-path",
         ("evict: {agent: parent/r1}", "evict: {agent: parent//r1}"),
         "lib/v.yaml:22: step 2 (evict): agent: 'parent//r1'; expected an alias, or alias/name "
-        "for a sub-agent, each part a name of letters, digits, '.', '_' and '-' (at most 100, "
-        "no spaces)",
+        "for a sub-agent, each part a name of letters (any script), digits, '.', '_' and '-', "
+        "not starting with '.' or '-' (at most 100, no spaces or '/')",
     ),
     (
         "evict-unknown-parent",
