@@ -47,7 +47,9 @@ from typing import Any
 import yaml
 
 from reports import RunReport
-from scenarios.language.loader import load_scenario
+from scenarios.language.errors import InvalidScenario
+from scenarios.language.loader import MAX_FILE_BYTES, load_scenario, read_document
+from scenarios.language.schema import Scenario
 from scenarios.run.determinism import run_checked
 from scenarios.run.runner import ScenarioResult, run_scenario
 
@@ -307,7 +309,7 @@ def replay_file(path: str | Path) -> tuple[int, list[str]]:
             f"{path}: its scenario {record.path!r} is gone (nor is {record.abs_path!r} there); "
             f"run agentsim replay from the directory the failure was recorded in"
         )
-    scenario = load_scenario(scenario_file)
+    scenario = _load_recorded(path, record, scenario_file)
     lines = []
     if record.scenario_sha256 and file_sha256(scenario_file) != record.scenario_sha256:
         lines.append(f"note: {scenario_file} changed since the failure was recorded")
@@ -333,6 +335,37 @@ def replay_file(path: str | Path) -> tuple[int, list[str]]:
         return (0 if same else 1), lines
     lines += replay_verdict(record, result)[1]
     return 1, lines
+
+
+def _load_recorded(path: str | Path, record: RunRecord, scenario_file: str) -> Scenario:
+    """The scenario a failure file names. A failure file is input like any other: when its
+    `path` names a file that is not a scenario (`/etc/passwd`), the error says so and quotes
+    nothing of that file; the loader's own error, which may quote a line, is only shown for a
+    file that is the recorded scenario or reads as one."""
+    try:
+        return load_scenario(scenario_file)
+    except InvalidScenario:
+        if _reads_as_scenario(record, scenario_file):
+            raise
+    raise ValueError(
+        f"{path}: its scenario {scenario_file!r} is not a scenario file (not a YAML mapping "
+        f"with name: and steps:); a failure file names the scenario agentsim run ran. If it "
+        f"is yours, agentsim validate {scenario_file} says what is wrong with it"
+    ) from None
+
+
+def _reads_as_scenario(record: RunRecord, scenario_file: str) -> bool:
+    if record.scenario_sha256 and file_sha256(scenario_file) == record.scenario_sha256:
+        return True
+    try:
+        with open(scenario_file, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            return False
+        document = read_document(data.decode("utf-8"), scenario_file)
+    except (OSError, UnicodeDecodeError, InvalidScenario):
+        return False
+    return isinstance(document, dict) and "name" in document and "steps" in document
 
 
 def report_of_trace(path: str, records: list[dict[str, Any]]) -> RunReport:
