@@ -17,9 +17,11 @@ from reports.html import render as render_html
 from reports.junit import render as render_junit
 from reports.records import (
     RunReport,
+    TraceCut,
     TraceFormatError,
     parse_trace_lines,
     read_trace,
+    read_trace_cut,
     trace_digest,
 )
 from reports.shortlog import render as render_short_log
@@ -27,9 +29,11 @@ from reports.summary import render as render_summary
 
 __all__ = [
     "RunReport",
+    "TraceCut",
     "TraceFormatError",
     "parse_trace_lines",
     "read_trace",
+    "read_trace_cut",
     "render_html",
     "render_junit",
     "render_short_log",

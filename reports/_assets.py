@@ -31,6 +31,7 @@ h2{font-size:16px;margin:22px 0 8px}
 .verdict.fail{background:#fdecea;border-color:#c62828}
 .verdict.unknown{background:#f1f3f6;border-color:#78909c}.unknown .badge{background:#607d8b}
 .description{margin:8px 0 0;max-width:70em}
+.note{margin:8px 0 0;max-width:70em;font-weight:600}
 .badge{display:inline-block;font-weight:700;letter-spacing:.06em;padding:2px 10px;
 border-radius:4px;color:#fff;margin-right:10px;vertical-align:middle}
 .pass .badge{background:#2e7d32}.fail .badge{background:#c62828}

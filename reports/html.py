@@ -94,6 +94,8 @@ def _header(run: RunReport, verdict: str) -> str:
     ]
     if run.description.strip():
         out.append(f'<p class="description" id="description">{_esc(run.description)}</p>')
+    for note in run.notes:
+        out.append(f'<p class="note">{_esc_block(note)}</p>')
     if run.failures:
         items = "".join(f"<li>{_esc_block(sentence)}</li>" for sentence in run.failures)
         out.append(f'<ol class="failures">{items}</ol>')

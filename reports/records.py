@@ -4,7 +4,9 @@
 model: `read_trace` turns a JSONL file (one canonical JSON object per line, as `run --trace`
 writes it) into dicts with the five reserved keys `seq`, `t` (sim ms), `agent`, `inc` and
 `event`, and `RunReport` carries what a runner knows about one run of one scenario with one
-seed. A bad line is refused with one sentence naming the file, the line and what is wrong.
+seed. A bad line is refused with one sentence naming the file, the line and what is wrong,
+except the last line of a file cut in the middle of a record (a run killed while writing):
+`read_trace_cut` keeps the whole records before it and says where the file is cut (`TraceCut`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ __all__ = [
     "RESERVED_KEYS",
     "Record",
     "RunReport",
+    "TraceCut",
     "TraceFormatError",
     "elapsed_sim_ms",
     "parse_trace_lines",
     "read_trace",
+    "read_trace_cut",
     "trace_digest",
 ]
 
@@ -46,6 +50,56 @@ def read_trace(path: str | Path) -> list[Record]:
     except UnicodeDecodeError as exc:
         raise TraceFormatError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     return parse_trace_lines(text.splitlines(), source=str(path))
+
+
+@dataclass(frozen=True)
+class TraceCut:
+    """Where a trace file ends inside a record: its last line has no newline and is not a
+    whole JSON object (or not whole UTF-8)."""
+
+    line: int
+    """The number of the cut line (1 for the first)."""
+    byte: int
+    """The offset of the cut line's first byte: the file's whole records end there."""
+    size: int
+    """The file's size in bytes (where the cut record stops)."""
+
+    def sentence(self, source: str, kept: int) -> str:
+        return (
+            f"{source}: the file is cut at line {self.line} (byte {self.byte} of {self.size}): "
+            f"that line is the start of a record, not a whole one (was the run killed while "
+            f"writing?); shown: the {kept} record(s) before it"
+        )
+
+
+def split_cut(data: bytes) -> tuple[bytes, TraceCut | None]:
+    """The bytes of a trace file's whole lines, and where it is cut (None when it is not: a
+    last line without its newline that is a whole JSON object is a whole record)."""
+    if not data or data.endswith(b"\n"):
+        return data, None
+    start = data.rfind(b"\n") + 1
+    last = data[start:]
+    if not last.strip():
+        return data, None
+    try:
+        whole = isinstance(json.loads(last.decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError):
+        whole = False
+    if whole:
+        return data, None
+    return data[:start], TraceCut(line=data.count(b"\n", 0, start) + 1, byte=start, size=len(data))
+
+
+def read_trace_cut(path: str | Path) -> tuple[list[Record], TraceCut | None]:
+    """`read_trace` for a file that may be cut in the middle of its last record: the whole
+    records before the cut, and where it is (None for a whole file). A bad line before the
+    cut is still a `TraceFormatError`."""
+    whole, cut = split_cut(Path(path).read_bytes())
+    try:
+        text = whole.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return parse_trace_lines(text.splitlines(), source=str(path)), cut
 
 
 def parse_trace_lines(lines: Iterable[str], source: str = "<trace>") -> list[Record]:
@@ -122,6 +176,8 @@ class RunReport:
     and reports say the verdict is unknown instead of guessing it."""
     wall_s: float = 0.0
     """Wall-clock seconds the run took (JUnit's `time`; 0 when not measured)."""
+    notes: list[str] = field(default_factory=list)
+    """What a page must say about its input beside the verdict (a trace file cut short)."""
 
     @classmethod
     def from_records(
@@ -138,6 +194,7 @@ class RunReport:
         description: str = "",
         verdict_known: bool = True,
         wall_s: float = 0.0,
+        notes: Sequence[str] = (),
     ) -> RunReport:
         """A report whose digest (unless given) and elapsed time are computed from `records`."""
         plain = [dict(record) for record in records]
@@ -154,4 +211,5 @@ class RunReport:
             description=description,
             verdict_known=verdict_known,
             wall_s=wall_s,
+            notes=list(notes),
         )

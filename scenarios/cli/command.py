@@ -23,9 +23,9 @@ import os
 import sys
 from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
-from reports import RunReport, read_trace, render_html, render_junit, render_summary
+from reports import RunReport, read_trace_cut, render_html, render_junit, render_summary
 from scenarios.cli.inputs import (
     PathProblem,
     add_budget_flags,
@@ -351,7 +351,7 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "replay":
         return _replay(args, out, err)
     if args.command == "report":
-        return _report(args.trace, args.html, out)
+        return _report(args.trace, args.html, out, err)
     if args.command == "library":
         return _library(out)
     if args.command == "schema":
@@ -638,29 +638,41 @@ def _library(out: TextIO) -> int:
     return EXIT_OK
 
 
-def _report(path: str, html: str | None, out: TextIO) -> int:
+def _report(path: str, html: str | None, out: TextIO, err: TextIO) -> int:
     input_file(path, "trace file (JSONL)")
     if html is not None:
         output_file(html, "HTML report", "report.html")
-    if html is None:
-        trace = _read_trace(path)
-        if not trace:
-            raise _BadInput(f"{path!r} holds no trace record (an empty file is not a trace)")
-        print(printable(render_all(trace)), file=out)
-        return EXIT_OK
+    # A trace cut in the middle of its last record (a run killed while writing) is reported
+    # up to the cut, which stderr (and the page) names; a bad line before it is bad input.
     try:
-        records = read_trace(path)
+        records, cut = read_trace_cut(path)
     except (OSError, ValueError) as exc:
+        if html is None:
+            _read_trace(path)  # the printed report's own wording for a bad line
         raise _BadInput(str(exc)) from None
     if not records:
         raise _BadInput(f"{path!r} holds no trace record (an empty file is not a trace)")
-    try:
-        run = report_of_trace(path, records)
-    except ValueError as exc:
-        raise _BadInput(str(exc)) from None
-    write_text(html, render_html(run), "HTML report")
-    print(f"wrote {html}", file=out)
+    notes = [] if cut is None else [cut.sentence(path, len(records))]
+    if html is None:
+        trace = _read_trace(path) if cut is None else _trace_records(path, records)
+        print(printable(render_all(trace)), file=out)
+    else:
+        try:
+            run = report_of_trace(path, records, notes)
+        except ValueError as exc:
+            raise _BadInput(str(exc)) from None
+        write_text(html, render_html(run), "HTML report")
+        print(f"wrote {html}", file=out)
+    for note in notes:
+        print(printable(f"agentsim report: warning: {note}"), file=err)
     return EXIT_OK
+
+
+def _trace_records(path: str, records: list[dict[str, Any]]) -> list[TraceRecord]:
+    try:
+        return [TraceRecord.from_dict(record) for record in records]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _BadInput(f"{path}: not a trace record ({type(exc).__name__}: {exc})") from None
 
 
 def _read_trace(path: str) -> list[TraceRecord]:

@@ -368,10 +368,12 @@ def _reads_as_scenario(record: RunRecord, scenario_file: str) -> bool:
     return isinstance(document, dict) and "name" in document and "steps" in document
 
 
-def report_of_trace(path: str, records: list[dict[str, Any]]) -> RunReport:
+def report_of_trace(
+    path: str, records: list[dict[str, Any]], notes: Sequence[str] = ()
+) -> RunReport:
     """What `reports` needs for a trace file: the verdict from the run record beside it
     (`NAME-SEED.run.json`, which `run --trace` writes); without one, the page says the verdict
-    is unknown rather than guessing."""
+    is unknown rather than guessing. `notes`: what the page says about the file itself."""
     stem = path[: -len(".jsonl")] if path.endswith(".jsonl") else path
     sidecar = Path(f"{stem}.run.json")
     if sidecar.is_file():
@@ -385,6 +387,7 @@ def report_of_trace(path: str, records: list[dict[str, Any]]) -> RunReport:
             replay_command=record.replay,
             records=records,
             description=_description(record.path),
+            notes=notes,
         )
     start = next((r for r in records if r.get("event") == "simulation:start"), {})
     raw_seed = start.get("seed")
@@ -401,6 +404,7 @@ def report_of_trace(path: str, records: list[dict[str, Any]]) -> RunReport:
         replay_command=f"agentsim report {path}",
         records=records,
         verdict_known=False,
+        notes=notes,
     )
 
 

@@ -50,9 +50,11 @@ def test_the_public_surface_is_pinned() -> None:
     """The package exports exactly these names, each defined."""
     assert reports.__all__ == [
         "RunReport",
+        "TraceCut",
         "TraceFormatError",
         "parse_trace_lines",
         "read_trace",
+        "read_trace_cut",
         "render_html",
         "render_junit",
         "render_short_log",
