@@ -179,8 +179,12 @@ class _Builder:
             self.incarnation(s, record, lane)
         elif event.startswith("alarm:"):
             self.alarm(s, record, lane)
-        elif event.startswith("fiber:"):
+        elif event.startswith("fiber:") and ("fiberId" in record or "fiberName" in record):
             self.fiber(s, record, agent)
+        elif event.startswith("fiber:"):
+            # A record of the recovery scan itself (`fiber:recovery:pass`, `:backoff`) names
+            # no fiber: it is a mark of the agent, not a fiber of its own.
+            self.mark(lane, "event", s, record, "tick", "other")
         elif event.startswith("fault:"):
             shape = "fault-armed" if event == "fault:armed" else "fault"
             self.mark(lane, "event", s, record, shape, "fault")
@@ -262,7 +266,7 @@ class _Builder:
 
     def fiber(self, s: int, record: Mapping[str, Any], agent: str) -> None:
         event = str(record["event"])
-        fiber_id = str(record.get("fiberId", record.get("fiberName", "?")))
+        fiber_id = str(record.get("fiberId", record.get("fiberName")))
         key = (agent, fiber_id)
         if event == "fiber:run:started" and key in self.fibers:
             self.fibers_done.append((agent, self.fibers.pop(key)))

@@ -291,3 +291,30 @@ def test_a_long_run_s_table_travels_as_json_rows() -> None:
     assert data["rows"][1] == [1, 10, 1, 1, 0, detail(records[1], None)]
     short = render_html(report_of(records[:STATIC_ROWS_MAX]))
     assert 'id="events-data"' not in short and '<tr id="e4999"' in short
+
+
+def test_recovery_scan_records_are_no_fiber_of_their_own() -> None:
+    """`fiber:recovery:pass` and `:backoff` name no fiber: the page counts the fibers that ran
+    (here two), draws no fiber named '?', and keeps the scan's records as marks."""
+    records = [
+        rec(0, 0, P, 1, "incarnation:start", trigger="get"),
+        rec(1, 0, P, 1, "fiber:run:started", fiberId="f1", fiberName="a", managed=False),
+        rec(2, 0, P, 1, "fiber:run:started", fiberId="f2", fiberName="b", managed=False),
+        rec(3, 10, P, 1, "incarnation:end", reason="deploy"),
+        rec(4, 20, P, 2, "incarnation:start", trigger="alarm"),
+        rec(5, 20, P, 2, "fiber:recovery:attempt", fiberId="f1", fiberName="a", attempt=1),
+        rec(6, 20, P, 2, "fiber:recovery:pass", progress=True, scans=1),
+        rec(7, 20, P, 2, "fiber:recovery:backoff", at=2020, delayMs=2000),
+        rec(8, 2020, P, 2, "fiber:recovery:backoff", at=6020, delayMs=4000),
+        rec(9, 6020, P, 2, "fiber:run:completed", fiberId="f1", fiberName="a"),
+        rec(10, 6020, P, 2, "fiber:run:completed", fiberId="f2", fiberName="b"),
+    ]
+    html = render_html(report_of(records))
+    page = Elements(html)
+    names = sorted(a.get("aria-label", "") for a in spans(page, "fiber"))
+    assert len(names) == 2, names
+    assert 'fiber "?"' not in html
+    stats = html[html.index('id="stats"') : html.index("</table>", html.index('id="stats"'))]
+    assert "<th>fibers</th><td>2 " in stats
+    assert 'href="#e6"' in html and 'href="#e8"' in html  # marks at one instant merge
+    assert "fiber:recovery:backoff  at=2020 delayMs=2000" in html
