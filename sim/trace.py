@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TraceRecord", "TraceRecords", "Trace", "format_sim_time", "jsonable"]
+__all__ = [
+    "TraceRecord",
+    "TraceRecords",
+    "Trace",
+    "format_sim_time",
+    "holds_sim_time",
+    "jsonable",
+]
 
 RESERVED_KEYS = ("seq", "t", "agent", "inc", "event")
 _RESERVED = frozenset(RESERVED_KEYS)
@@ -193,6 +200,18 @@ def format_sim_time(ms: int) -> str:
     seconds, millis = divmod(rest, 1000)
     clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}"
     return f"{sign}{days}d{clock}" if days else f"{sign}{clock}"
+
+
+def holds_sim_time(event: str, key: str, value: Any) -> bool:
+    """Whether field `key` of an `event` record is an absolute sim time in ms (an alarm's `at`
+    and `was`): failure text shows it as `format_sim_time` does, the form of the time column
+    and of the short log (`reports.shortlog`), so that one failure uses one form for times."""
+    return (
+        event.startswith("alarm:")
+        and key in ("at", "was")
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    )
 
 
 class Trace:

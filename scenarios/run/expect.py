@@ -34,7 +34,13 @@ from scenarios.language.schema import (
     StorageExpectation,
 )
 from scenarios.run.expect_timeline import TIMELINE_CHECKS
-from scenarios.run.records import fields_match, json_equal, name_matches, records_text
+from scenarios.run.records import (
+    expected_text,
+    fields_match,
+    json_equal,
+    name_matches,
+    records_text,
+)
 from scenarios.run.steps import find_sub_agent
 from sim import AgentRef, Simulation, TraceRecord, format_sim_time
 from sim.checkers import check, context_from
@@ -180,7 +186,10 @@ def _describe(expectation: EventExpectation, path: str | None) -> str:
     if expectation.incarnation is not None:
         text += f" in incarnation {expectation.incarnation}"
     if expectation.fields:
-        pairs = ", ".join(f"{key}={show(value)}" for key, value in expectation.fields.items())
+        pairs = ", ".join(
+            f"{key}={expected_text(expectation.event, key, value)}"
+            for key, value in expectation.fields.items()
+        )
         text += f" with {pairs}"
     if expectation.contains:
         pairs = ", ".join(f"{key}={show(value)}" for key, value in expectation.contains.items())

@@ -9,10 +9,12 @@ from typing import Any
 
 from scenarios.language.fields import show
 from sim import TraceRecord, format_sim_time
+from sim.trace import holds_sim_time
 
 __all__ = [
     "MISSING",
     "contains",
+    "expected_text",
     "fields_match",
     "json_equal",
     "name_matches",
@@ -70,11 +72,25 @@ def fields_match(
     return all(key in fields and contains(fields[key], v) for key, v in (contained or {}).items())
 
 
+def _value(event: str, key: str, value: Any) -> str:
+    return format_sim_time(value) if holds_sim_time(event, key, value) else show(value)
+
+
+def expected_text(event: str, key: str, value: Any) -> str:
+    """A field value an expectation asks for; an alarm time in ms also shows the form records
+    are shown in (`at=00:03:10.000 (190000 ms)`), so that the two compare at a glance."""
+    if holds_sim_time(event, key, value):
+        return f"{format_sim_time(value)} ({value} ms)"
+    return show(value)
+
+
 def records_text(records: Sequence[TraceRecord], limit: int = 4) -> str:
     """The first `limit` records, each `event agent#inc at time (fields)`, and how many more."""
     shown = []
     for record in records[:limit]:
-        fields = ", ".join(f"{key}={show(value)}" for key, value in record.fields.items())
+        fields = ", ".join(
+            f"{key}={_value(record.event, key, value)}" for key, value in record.fields.items()
+        )
         where = f"{record.agent}#{record.inc}" if record.agent else "platform"
         shown.append(f"{record.event} {where} at {format_sim_time(record.t_ms)} ({fields})")
     more = f" and {len(records) - limit} more" if len(records) > limit else ""

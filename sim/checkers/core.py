@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.options import AgentOptions, resolve_options
 from sim.sqlite import Write
-from sim.trace import TraceRecord, format_sim_time
+from sim.trace import TraceRecord, format_sim_time, holds_sim_time
 
 if TYPE_CHECKING:
     from sim.simulation import Simulation
@@ -292,7 +292,10 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
 def render_record(record: TraceRecord, width: int = 200) -> str:
     """One line: `#seq  time  agent#inc  event  key=value ...` (long lines cut at `width`)."""
     where = f"{record.agent}#{record.inc}" if record.agent else "-"
-    fields = " ".join(f"{k}={_short_value(v)}" for k, v in sorted(record.fields.items()))
+    fields = " ".join(
+        f"{k}={format_sim_time(v) if holds_sim_time(record.event, k, v) else _short_value(v)}"
+        for k, v in sorted(record.fields.items())
+    )
     line = f"#{record.seq:<5} {format_sim_time(record.t_ms)}  {where}  {record.event}  {fields}"
     line = line.rstrip()
     return line if len(line) <= width else line[: width - 3] + "..."
