@@ -210,19 +210,32 @@ def pytest_runtest_makereport(
     report: pytest.TestReport = yield
     used = _ours(item)
     if used is not None and report.failed and call.when == "call":
-        report.sections.append(("agentsim", _failure_section(item, used)))
+        error = call.excinfo.value if call.excinfo is not None else None
+        report.sections.append(("agentsim", _failure_section(item, used, error)))
     return report
 
 
-def _failure_section(item: pytest.Item, used: _Used) -> str:
-    from reports.shortlog import tail
+def _failure_section(item: pytest.Item, used: _Used, error: BaseException | None = None) -> str:
+    from reports.shortlog import failure_view
 
     records = [record.to_dict() for record in used.simulation.trace]
     where = "--agentsim-seed" if used.given else "the test's node id"
     lines = [f"seed: {used.seed} (from {where})"]
-    shown = min(SHORT_LOG_LINES, len(records))
-    lines.append(f"short log, last {shown} of {len(records)} records:")
-    lines += [f"  {line}" for line in tail(records, SHORT_LOG_LINES).splitlines()]
+    # The lines that matter: heartbeats folded, and the records an invariant violation names,
+    # deploys, evictions and faults kept even when they fall before the window.
+    named = {seq for violation in getattr(error, "violations", ()) for seq in violation.seqs}
+    view = failure_view(records, SHORT_LOG_LINES, keep=named)
+    if view.earlier:
+        lines.append("earlier records that matter (deploys, evictions, faults, those named):")
+        lines += [f"  {line}" for line in view.earlier]
+    folded = (
+        f"; {view.heartbeats_folded} keepAlive heartbeats folded" if view.heartbeats_folded else ""
+    )
+    lines.append(
+        f"short log, last {len(view.lines)} lines ({view.records_shown} of {len(records)} "
+        f"records{folded}):"
+    )
+    lines += [f"  {line}" for line in view.lines]
     target = _failures_dir(item.config) / "pytest" / f"{_file_stem(item.nodeid)}-{used.seed}.jsonl"
     try:
         used.simulation.trace.write_jsonl(target)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from reports import render_short_log
@@ -175,3 +177,50 @@ def test_a_real_run_reads_as_expected() -> None:
 def test_the_same_records_give_the_same_log() -> None:
     """Rendering is a pure function of the records."""
     assert render_short_log(story()) == render_short_log(story())
+
+
+def _heartbeats(start_seq: int, agent: str, times: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for n, t in enumerate(times):
+        seq = start_seq + 4 * n
+        out += [
+            rec(seq, t, agent, 1, "alarm:fired", attempt=0),
+            rec(seq + 1, t, agent, 1, "delivery:begin", trigger="alarm"),
+            rec(seq + 2, t, agent, 1, "alarm:set", at=t + 2000),
+            rec(seq + 3, t, agent, 1, "alarm:done", attempt=0),
+        ]
+    return out
+
+
+def test_the_failure_view_folds_repeated_heartbeats_into_one_line() -> None:
+    """Three heartbeats in a row are one line; the render of goldens is unchanged."""
+    from reports.shortlog import failure_view
+
+    records = [rec(0, 0, "W/w", 1, "rpc", method="go")]
+    records += _heartbeats(1, "W/w", [2000, 4000, 6000])
+    records += [rec(13, 6000, "W/w", 1, "story:step", step=1)]
+    view = failure_view(records, 20)
+    assert len(view.lines) == 3 and view.heartbeats_folded == 3 and view.records_shown == 14
+    assert (
+        "3 keepAlive heartbeats of W/w folded (00:00:02.000 to 00:00:06.000, 12 records"
+        in (view.lines[1])
+    )
+    assert len(render_short_log(records).splitlines()) == 14
+
+
+def test_the_failure_view_keeps_a_named_record_and_a_lone_heartbeat() -> None:
+    """A heartbeat holding a record the failure names is shown whole, as is a single one; a
+    named record and a deploy before the window are listed apart."""
+    from reports.shortlog import failure_view
+
+    records = [rec(0, 0, "W/w", 1, "user:bad"), rec(1, 0, "", 0, "platform:deploy")]
+    records += _heartbeats(2, "W/w", [2000, 4000, 6000])
+    records += [rec(14, 7000, "W/w", 1, "story:step")] + _heartbeats(15, "W/w", [8000])
+    named_inside = failure_view(records, 20, keep={7})  # seq 7: the second heartbeat's set
+    assert named_inside.heartbeats_folded == 0
+    assert sum("alarm:fired" in line for line in named_inside.lines) == 4
+    view = failure_view(records, 5, keep={0})
+    assert view.heartbeats_folded == 0  # the three folded fall before; the lone fourth is whole
+    assert sum("alarm:fired" in line for line in view.lines) == 1
+    assert len(view.earlier) == 2
+    assert "user:bad" in view.earlier[0] and "platform:deploy" in view.earlier[1]
