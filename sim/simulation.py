@@ -10,6 +10,7 @@ step is counted against the run's `RunBudget` (`sim.budget`), which stops a runa
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -179,6 +180,35 @@ class Simulation:
             record, "rpc", invoke, label="rpc", announce={"method": method}, caller=caller
         )
         return caller
+
+    def start_run_in(self, agent: AgentRef, fn: Callable[[Any], Any]) -> SimDeferred:
+        """`run_in`, started: the deferred settles with `fn`'s result (or its error)."""
+        record = self._record(agent)
+        caller = SimDeferred(self.platform.kernel)
+
+        async def run(instance: Any) -> Any:
+            result = fn(instance)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+        name = getattr(fn, "__qualname__", type(fn).__qualname__)
+        # Delivered as a plain RPC is (the test pool's runInDurableObject goes to the stub, not
+        # through the agent's fetch): on the live incarnation after any startup under way, or
+        # on a new one without startup.
+        self.platform.deliver(
+            record, "rpc", run, label="run_in", announce={"function": name}, caller=caller
+        )
+        return caller
+
+    def run_in(self, agent: AgentRef, fn: Callable[[Any], Any]) -> Any:
+        """Run `fn(instance)` against the agent's live instance, as the real test pool's
+        `runInDurableObject(stub, fn)` does, and return its result (awaited if it is a
+        coroutine). It is a delivery: it waits at the input gate, wakes an evicted agent (a
+        new incarnation without startup, as any call on a stub), and the storage writes it
+        makes between two awaits commit together as a turn; an error it raises is raised
+        here. Time runs until it settles."""
+        return self.wait(self.start_run_in(agent, fn))
 
     def call(self, agent: AgentRef, method: str, *args: Any, **kwargs: Any) -> Any:
         """`start_call`, then run until it settles; its value, or its error raised here."""

@@ -22,10 +22,10 @@ import importlib.util
 import inspect
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agents_core import Agent
 from agents_core.options import AgentOptions, resolve_options
@@ -38,6 +38,7 @@ __all__ = [
     "origins",
     "public_methods",
     "resolve",
+    "resolve_function",
     "search_dirs",
     "with_options",
 ]
@@ -94,13 +95,14 @@ def origins(classes: Iterable[type]) -> list[str]:
     return list(dict.fromkeys(directory for directory in found if directory is not None))
 
 
-def resolve(import_path: str, search: Sequence[str] = ()) -> type:
-    """The Agent subclass at `package.module:Class`; the module may also live in one of the
-    `search` directories (`search_dirs` of the scenario file)."""
+def _import_module(import_path: str, search: Sequence[str], name: str) -> tuple[Any, str]:
+    """The module of `package.module:Name` (imported, found in `search` if need be) and the
+    `Name` part; a ValueError saying what is wrong otherwise (`name`: 'Class' or 'function')."""
     if not isinstance(import_path, str) or not _IMPORT_PATH.fullmatch(import_path):
+        example = "scenarios.workloads:Counter" if name == "Class" else "checks:read_total"
         raise ValueError(
-            f"{import_path!r} is not an import path; write 'package.module:Class', "
-            f"e.g. 'scenarios.workloads:Counter'"
+            f"{import_path!r} is not an import path; write 'package.module:{name}', "
+            f"e.g. {example!r}"
         )
     module_name, _, qualname = import_path.partition(":")
     try:
@@ -108,7 +110,7 @@ def resolve(import_path: str, search: Sequence[str] = ()) -> type:
         # Only a module that nothing else would find is noted as coming from a search folder.
         found_anyway = top in sys.modules or importlib.util.find_spec(top) is not None
         with _importable_from(search):
-            target: Any = importlib.import_module(module_name)
+            module: Any = importlib.import_module(module_name)
         if not found_anyway:
             _note_origin(top, search)
     except Exception as exc:  # any import failure is the file's fault, reported not raised
@@ -117,6 +119,14 @@ def resolve(import_path: str, search: Sequence[str] = ()) -> type:
             f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); "
             f"the module must be importable from the installed packages or sit in {where}"
         ) from None
+    return module, qualname
+
+
+def resolve(import_path: str, search: Sequence[str] = ()) -> type:
+    """The Agent subclass at `package.module:Class`; the module may also live in one of the
+    `search` directories (`search_dirs` of the scenario file)."""
+    target, qualname = _import_module(import_path, search, "Class")
+    module_name = target.__name__
     for part in qualname.split("."):
         if not hasattr(target, part):
             names = sorted(
@@ -129,6 +139,25 @@ def resolve(import_path: str, search: Sequence[str] = ()) -> type:
     if not (isinstance(target, type) and issubclass(target, Agent)) or target is Agent:
         raise ValueError(f"{import_path!r} is not a subclass of agents_core.Agent")
     return target
+
+
+def resolve_function(import_path: str, search: Sequence[str] = ()) -> Callable[..., Any]:
+    """The function at `package.module:name` (a `run_in` step's), found as `resolve` finds
+    classes; it must be callable and not a class."""
+    target, qualname = _import_module(import_path, search, "function")
+    module_name = target.__name__
+    for part in qualname.split("."):
+        if not hasattr(target, part):
+            names = sorted(
+                name
+                for name, value in vars(target).items()
+                if inspect.isfunction(value) and not name.startswith("_")
+            )
+            raise ValueError(f"{module_name} has no {qualname!r}; functions there: {names}")
+        target = getattr(target, part)
+    if not callable(target) or isinstance(target, type):
+        raise ValueError(f"{import_path!r} is not a function")
+    return cast(Callable[..., Any], target)
 
 
 def option_names(cls: type) -> list[str]:

@@ -254,6 +254,24 @@ def _call(context: StepContext, where: str, value: Any, line: int) -> dict[str, 
     }
 
 
+def _run_in(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
+    fields = _fields(context, where, value, line)
+    spec = known_agent(context, fields)
+    function = fields.get("function")
+    try:
+        fn = agent_classes.resolve_function(function, agent_classes.search_dirs(context.path))
+    except ValueError as exc:
+        fields.fail("function", f"function: {exc}")
+    return {
+        "agent": spec.alias,
+        "function": function,
+        "fn": fn,
+        "expect_error": _expect_error(fields),
+        "checks_return": "returns" in fields,
+        "returns": plain(fields.raw("returns", None)),
+    }
+
+
 @functools.lru_cache(maxsize=1024)
 def _signature_error(cls: type, method: str, positional: int, keywords: tuple[str, ...]) -> str:
     """Whether a call binds depends on how many arguments it has and the keywords' names, not
@@ -481,6 +499,7 @@ def _quiesce(context: StepContext, where: str, value: Any, line: int) -> dict[st
 
 _PARSERS = {
     "call": _call,
+    "run_in": _run_in,
     "request": _request,
     "connect": _connect,
     "disconnect": _disconnect,

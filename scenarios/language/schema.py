@@ -174,6 +174,22 @@ class CallStep(Step):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunInStep(Step):
+    """A function of the user's run against the agent's live instance (`Simulation.run_in`):
+    a delivery on its stub, whose writes commit as a turn."""
+
+    kind: ClassVar[str] = "run_in"
+    agent: str
+    function: str
+    """`package.module:name`, as the file gives it."""
+    fn: Any = field(default=None, compare=False, repr=False)
+    """The function itself, imported when the file was read."""
+    expect_error: bool | str = False
+    checks_return: bool = False
+    returns: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class RequestStep(Step):
     """An HTTP request to the agent (a startup trigger), run until it is answered."""
 
@@ -328,6 +344,7 @@ ACTIONS: dict[str, type[Step]] = {
     cls.kind: cls
     for cls in (
         CallStep,
+        RunInStep,
         RequestStep,
         ConnectStep,
         DisconnectStep,

@@ -63,6 +63,21 @@ STEP_SHAPES: dict[str, Value] = {
         exclusive=(("returns", "expect_error"), ("may_fail_with", "expect_error")),
         doc="An RPC on the agent's stub.",
     ),
+    "run_in": Shape(
+        {
+            "agent": AGENT,
+            "function": Text(
+                pattern=r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*",
+                hint="expected 'package.module:function'",
+                doc="A function of one argument, the live agent instance (sync or async).",
+            ),
+            "expect_error": EXPECT_ERROR,
+            "returns": Anything(doc="What it must return, compared as JSON (null: None)."),
+        },
+        required=("agent", "function"),
+        exclusive=(("returns", "expect_error"),),
+        doc="Run a function against the agent's live instance (Simulation.run_in).",
+    ),
     "request": Shape(
         {
             "agent": AGENT,

@@ -7,11 +7,11 @@ with a literal event name (`self._emit("fiber:run:started", fiberId=...)`,
 `platform_event(record, "alarm:set", at=...)`, `trace.emit(...)`, `record(path, inc, "x",
 {...})`), with its keyword fields and the function it sits in. What the code cannot say,
 *when* the record is written, is the one sentence per name in `WHEN`; the few names built at run
-time (`fault:<kind>`, `console:<level>`, a delivery's `rpc` / `request` and their `:error`)
-are declared in `FAMILIES` with their fields. `tests/unit/test_events_doc.py` keeps the three
-in step: a name emitted without a sentence, a sentence for a name nothing emits, a record in
-a golden trace that no entry covers, or a `docs/events.md` that differs from `render()` each
-fail it. Regenerate with `python -m scenarios.run.events_doc`.
+time (`fault:<kind>`, `console:<level>`, a delivery's `rpc` / `run_in` / `request` and their
+`:error`) are declared in `FAMILIES` with their fields. `tests/unit/test_events_doc.py`
+keeps the three in step: a name emitted without a sentence, a sentence for a name nothing
+emits, a record in a golden trace that no entry covers, or a `docs/events.md` that differs
+from `render()` each fail it. Regenerate with `python -m scenarios.run.events_doc`.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ FAMILIES = (
     ),
     Family(
         "<delivery>:error",
-        r"(rpc|request|connection:message):error",
-        ("method / path / connection, message", "error"),
+        r"(rpc|run_in|request|connection:message):error",
+        ("method / function / path / connection, message", "error"),
         "That delivery's handler raised (or its incarnation died under it while it was "
         "alive): the fields of the delivery's own record, and the error.",
         "sim.platform",
@@ -124,6 +124,14 @@ FAMILIES = (
         "A library agent (`scenarios.library_agents`) marks a beat of its story (a step, an "
         "attempt, a reply) so that scenarios can count and time it.",
         "scenarios.library_agents.story",
+    ),
+    Family(
+        "run_in",
+        r"run_in",
+        ("function",),
+        "`Simulation.run_in` (or a `run_in` step) runs a function against the live agent "
+        "instance, delivered as a plain RPC is (no startup on a new incarnation).",
+        "sim.simulation",
     ),
 )
 """The names built at run time."""

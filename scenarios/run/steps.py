@@ -43,6 +43,7 @@ from scenarios.language.schema import (
     ReconnectStep,
     RequestStep,
     RunForStep,
+    RunInStep,
     RunToNextAlarmStep,
     RunUntilStep,
     Scenario,
@@ -132,6 +133,7 @@ class StepRunner:
         """The run's model services by name (what `stall_model` / `fail_model` re-script)."""
         self._handlers: dict[type[Step], Callable[[Any], object]] = {
             CallStep: self._call,
+            RunInStep: self._run_in,
             RequestStep: self._request,
             ConnectStep: self._connect,
             DisconnectStep: self._disconnect,
@@ -208,7 +210,7 @@ class StepRunner:
 
     def _judge(
         self,
-        step: CallStep | RequestStep | ConnectStep,
+        step: CallStep | RunInStep | RequestStep | ConnectStep,
         what: str,
         error: BaseException | None,
         value: Any,
@@ -252,6 +254,17 @@ class StepRunner:
             self._judge(step, describe_call(step), exc, None)
         else:
             self._judge(step, describe_call(step), None, value)
+
+    def _run_in(self, step: RunInStep) -> None:
+        what = f"run_in {step.function} on {step.agent}"
+        try:
+            value = self.sim.run_in(self._ref(step.agent), step.fn)
+        except SimulationStuck:
+            raise
+        except Exception as exc:
+            self._judge(step, what, exc, None)
+        else:
+            self._judge(step, what, None, value)
 
     def _request(self, step: RequestStep) -> None:
         request = Request(step.method, step.path, step.body, step.headers)

@@ -7,7 +7,15 @@ from typing import Any
 
 from agents_core import Agent
 
-__all__ = ["BrokenConstructor", "Tally"]
+__all__ = [
+    "BrokenConstructor",
+    "SlowStart",
+    "Tally",
+    "count_of",
+    "is_ready",
+    "read_tally",
+    "reset_tally",
+]
 
 
 class BrokenConstructor(Agent):
@@ -32,3 +40,35 @@ class Tally(Agent):
         self.sql("UPDATE tally SET n = n + ? WHERE id = 1", amount)
         rows = self.sql("SELECT n FROM tally WHERE id = 1")
         return int(rows[0]["n"])
+
+
+def read_tally(agent: Tally) -> int:
+    """For `run_in`: the count in the agent's table, read from its live instance."""
+    return int(agent.sql("SELECT n FROM tally WHERE id = 1")[0]["n"])
+
+
+async def reset_tally(agent: Tally) -> str:
+    """For `run_in`: set the count to 40 (a write that commits as a turn), then wait a while."""
+    agent.sql("UPDATE tally SET n = 40 WHERE id = 1")
+    await agent.host.clock.sleep(1_000)
+    return agent.name
+
+
+class SlowStart(Tally):
+    """Its startup takes five seconds and ends by marking it ready."""
+
+    ready = False
+
+    async def on_start(self) -> None:
+        await self.host.clock.sleep(5_000)
+        self.ready = True
+
+
+def is_ready(agent: SlowStart) -> bool:
+    """For `run_in`: whether startup had finished when the function ran."""
+    return agent.ready
+
+
+def count_of(agent: Any) -> int:
+    """For `run_in` on a `scenarios.workloads:Counter`: its count, read from its instance."""
+    return int(agent.state["count"])
