@@ -58,6 +58,7 @@ __all__ = [
     "RequestStep",
     "RescriptModelStep",
     "RunForStep",
+    "RunInStep",
     "RunToNextAlarmStep",
     "RunUntilStep",
     "Scenario",
