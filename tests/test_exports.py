@@ -51,6 +51,7 @@ PUBLIC = {
         "current_chat_turn",
         "tool",
     ],
+    "scenarios.tools": ["ToolChild", "ToolResult", "ToolRun", "ToolRunCancelled"],
     "sim.model": [
         "ModelError",
         "Reply",
