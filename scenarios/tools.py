@@ -11,13 +11,15 @@ write `work(run)`: report through `run.progress`, `run.milestone` and `run.text`
 `run.sleep`, and return the summary (a string) or a `ToolResult`; an exception ends the run
 `error`. A cancel seals the run `aborted` and makes the next `run.sleep` raise
 `ToolRunCancelled`. When the child's isolate dies mid-run (a deploy), the next incarnation runs
-`work` again from the start with `run.resumed` true (`resume = False`: it leaves the run silent,
-for the parent's budgets to catch), so make the work's effects idempotent, as any code that a
-crash can cut short.
+`work` again from the start with `run.resumed` true and `run.saved` holding what the work last
+gave `run.save(...)` (`resume = False`: it leaves the run silent, for the parent's budgets to
+catch), so make the work's effects idempotent, or skip what `run.saved` says is done, as any
+code that a crash can cut short.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,12 +48,26 @@ class ToolRunCancelled(Exception):
 class ToolRun:
     """One agent-tool run as `work` sees it: its id and input, and how it reports."""
 
-    def __init__(self, child: ToolChild, run_id: str, input: Any, resumed: bool) -> None:
+    def __init__(
+        self, child: ToolChild, run_id: str, input: Any, resumed: bool, saved: Any
+    ) -> None:
         self._child = child
         self.id = run_id
         self.input = input
         self.resumed = resumed
         """True when a new incarnation runs `work` again after the isolate died mid-run."""
+        self.saved = saved
+        """What `save` last stored for this run (None before the first save)."""
+
+    def save(self, data: Any) -> None:
+        """Store `data` (JSON) for this run, as a fiber's `stash()`: it commits with the turn,
+        and a resumed `work` finds it in `run.saved`. Each save replaces the last."""
+        self.saved = data
+        self._child.sql(
+            "INSERT OR REPLACE INTO tool_child_saved (run_id, data_json) VALUES (?, ?)",
+            self.id,
+            json.dumps(data, separators=(",", ":")),
+        )
 
     @property
     def cancelled(self) -> bool:
@@ -99,6 +115,9 @@ class ToolChild(ScriptedToolChild):
 
     def __init__(self, host: Any, name: str) -> None:
         super().__init__(host, name)
+        self.sql(
+            "CREATE TABLE IF NOT EXISTS tool_child_saved (run_id TEXT PRIMARY KEY, data_json TEXT)"
+        )
         self._resumed_runs: dict[str, None] = {}
 
     async def work(self, run: ToolRun) -> str | ToolResult:
@@ -116,7 +135,9 @@ class ToolChild(ScriptedToolChild):
     async def _step(self, run_id: str, index: int, step: list[Any]) -> bool:
         if step[0] != _WORK:
             return await super()._step(run_id, index, step)
-        run = ToolRun(self, run_id, step[1], run_id in self._resumed_runs)
+        rows = self.sql("SELECT data_json FROM tool_child_saved WHERE run_id = ?", run_id)
+        saved = json.loads(rows[0]["data_json"]) if rows else None
+        run = ToolRun(self, run_id, step[1], run_id in self._resumed_runs, saved)
         try:
             result = await self.work(run)
         except ToolRunCancelled:

@@ -31,6 +31,18 @@ class Counting(ToolChild):
         return ToolResult(summary=f"counted {run.input['n']}", output={"n": run.input["n"]})
 
 
+class Saving(ToolChild):
+    """Saves its place after each step and goes on from it when resumed."""
+
+    async def work(self, run: ToolRun) -> str:
+        start = run.saved["done"] if run.saved else 0
+        self.host.trace.emit("test:work", runId=run.id, resumed=run.resumed, start=start)
+        for step in range(start, 4):
+            await run.sleep(30_000)
+            run.save({"done": step + 1})
+        return "saved"
+
+
 class Failing(ToolChild):
     async def work(self, run: ToolRun) -> str:
         await run.sleep(1_000)
@@ -73,7 +85,13 @@ class Parent(Agent):
         self.sql("INSERT INTO finished VALUES (?, ?)", run.run_id, lifecycle["status"])
 
 
-CHILDREN = {"counting": Counting, "failing": Failing, "plain": Plain, "unwritten": Unwritten}
+CHILDREN = {
+    "saving": Saving,
+    "counting": Counting,
+    "failing": Failing,
+    "plain": Plain,
+    "unwritten": Unwritten,
+}
 
 
 @pytest.fixture
@@ -143,6 +161,22 @@ def test_a_deploy_mid_run_reruns_the_work_and_finishes_once(sim: Simulation) -> 
     assert works == [(1, False), (2, True)]
     assert sim.query(parent, "SELECT * FROM finished") == [{"run_id": "job", "status": "completed"}]
     assert len(sim.trace.select("hook:on_finish", runId="job")) == 1
+    assert_invariants(sim)
+
+
+def test_a_resumed_run_goes_on_from_what_it_saved(sim: Simulation) -> None:
+    """`run.save` is durable: after a deploy at 70 s (two steps saved) the work starts at
+    step 2 with `run.saved`, and the awaited run, re-attached by the parent, completes."""
+    parent = sim.agent(Parent, "p")
+    call = sim.start_call(parent, "awaited", "saving")
+    sim.run_for(70_000)
+    sim.deploy()
+    sim.quiesce(3_600_000)
+    del call  # the call died with its incarnation; the parent's recovery finishes the run
+    works = [(r.get("resumed"), r.get("start")) for r in sim.trace.select("test:work")]
+    assert works == [(False, 0), (True, 2)]
+    child = sim.facet(parent, Saving, "saving")
+    assert sim.call(child, "inspect_agent_tool_run", "saving")["summary"] == "saved"
     assert_invariants(sim)
 
 
