@@ -18,8 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.alarms import ALARM_HANDLER_LIMIT_MS, ALARM_RETRY_BASE_MS, ALARM_RETRY_LIMIT
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.spec_constants import (
+    ALARM_HANDLER_LIMIT_MS,
+    ALARM_RETRY_BASE_MS,
+    ALARM_RETRY_LIMIT,
+)
 from sim.checkers.registry import invariant
 from sim.trace import TraceRecord, format_sim_time
 

@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.spec_constants import CHAT_TURN_FIBER_PREFIX
 from sim.checkers.registry import invariant
 from sim.trace import TraceRecord, format_sim_time
 

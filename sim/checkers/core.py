@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from agents_core.options import AgentOptions, resolve_options
+from sim.checkers.models.spec_constants import option_value
 from sim.sqlite import Write
 from sim.trace import TraceRecord, format_sim_time, holds_sim_time
 
@@ -84,8 +84,9 @@ class CheckContext:
     seed: int | None = None
     scenario: str | None = None
     end_ms: int | None = None
-    options: Mapping[str, AgentOptions] = field(default_factory=dict)
-    """Agent path -> its class's resolved static options (defaults for a path not listed)."""
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Agent path -> its class's static `options` mapping as written; `option()` falls back to
+    the spec's defaults (`sim.checkers.models.spec_constants.OPTION_DEFAULTS`) field by field."""
     journals: Mapping[str, Sequence[Sequence[Write]]] = field(default_factory=dict)
     """Agent path -> the writes `(statement, params)` of every committed turn of its current
     storage, in commit order (`FaultyStorage.journal`); empty in a hand-built context."""
@@ -237,7 +238,8 @@ class CheckContext:
         return [p for p in self.paths() if p == root or p.startswith(root + "/")]
 
     def option(self, agent: str, name: str) -> Any:
-        return getattr(self.options.get(agent) or AgentOptions(), name)
+        """The agent class's option `name`, or the spec's default when it sets none."""
+        return option_value(self.options.get(agent), name)
 
     def child_run(
         self, parent: str, row: Mapping[str, Any]
@@ -273,10 +275,8 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
         journals[path] = tuple(record.storage.journal)
         if record.parent is None:
             alarms[path] = record.alarm_at_ms
-        try:
-            options[path] = resolve_options(getattr(record.cls, "options", None))
-        except ValueError:
-            options[path] = AgentOptions()
+        given = getattr(record.cls, "options", None)
+        options[path] = dict(given) if isinstance(given, Mapping) else {}
     return CheckContext(
         records=tuple(sim.trace.records),
         storage=storage,

@@ -19,9 +19,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from agents_core.agent_tools.ledger import DETACHED_DELIVERY_LEASE_MS, SLOTS
-from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from sim.checkers.core import HARD_TERMINAL, CheckContext, Violation
+from sim.checkers.models.spec_constants import (
+    DETACHED_DELIVERY_LEASE_MS,
+    MILESTONE_DEDUPE_PREFIX,
+)
+from sim.checkers.models.spec_constants import FINISH_SLOTS as SLOTS
 from sim.checkers.registry import invariant
 from sim.checkers.storage import RowChange, row_changes
 from sim.sqlite import KV_TABLE
@@ -32,7 +35,7 @@ __all__ = ["claims_wait_for_lease", "delivered_marks_earned", "managed_status_fi
 RUNS = "cf_agent_tool_runs"
 FIBERS = "cf_agents_fibers"
 FIBER_TERMINAL = frozenset({"completed", "error", "aborted", "interrupted"})
-"""Managed-fiber ledger statuses that settle a fiber (`agents_core.fiber_ledger`)."""
+"""Managed-fiber ledger statuses that settle a fiber (fibers §5.7)."""
 
 
 def _at(t_ms: Any) -> str:

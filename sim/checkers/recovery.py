@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from agents_core.alarm import FIBER_RECOVERY_BACKOFF_MAX_EXP, FIBER_RECOVERY_MAX_BACKOFF_MS
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.spec_constants import recovery_backoff_ms
 from sim.checkers.registry import invariant
 from sim.trace import TraceRecord, format_sim_time
 
@@ -287,8 +287,7 @@ def _kept_past_max_age(context: CheckContext, agent: str, max_age: int) -> list[
 
 
 def _backoff_ms(interval: int, scans: int) -> int:
-    exponent = min(scans, FIBER_RECOVERY_BACKOFF_MAX_EXP)
-    return min(FIBER_RECOVERY_MAX_BACKOFF_MS, interval * 2**exponent)
+    return recovery_backoff_ms(interval, scans)
 
 
 @invariant("recovery_backoff")

@@ -21,9 +21,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from agents_core.cron import InvalidCronExpression, next_cron_time_ms
 from sim.checkers.alarm_slot import AlarmRun, alarm_runs
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.cron import InvalidCron, next_cron_due_ms
 from sim.checkers.registry import invariant
 from sim.checkers.storage import inserted_rows
 from sim.trace import TraceRecord, format_sim_time
@@ -107,8 +107,8 @@ def _next_due_ms(row: Mapping[str, Any], context: CheckContext, first: TraceReco
     """The earliest instant a recurring row may run again after a completed run at `first`."""
     if row.get("type") == "cron":
         try:
-            return next_cron_time_ms(str(row.get("cron") or ""), first.t_ms) // 1000 * 1000
-        except InvalidCronExpression:
+            return next_cron_due_ms(str(row.get("cron") or ""), first.t_ms)
+        except InvalidCron:
             return None
     interval_s = int(row.get("intervalSeconds") or 0)
     hung_s = int(context.option(str(row.get("holder")), "hung_schedule_timeout_seconds"))

@@ -3,11 +3,12 @@ reduced timeline never drops a genuine frame and never doubles one).
 
 A client's frames are the `connection:frame` records of the connections it opened
 (`connection:open {client}`) to one agent, across reconnects, in order — what it received. The
-checker feeds them, once each, to the runtime's own client reducer
-(`agents_core.agent_tools.AgentToolEvents`, the `useAgentToolEvents` analogue) and compares the
-runs it ends with against a reference built from the same frames by identity: a stored chunk is
-the child's chunk number `chunkSequence` of its run, whatever its wire `sequence` or `replay`
-flag, so each (run, chunkSequence) is one genuine frame. It also compares each received stored
+checker has them reduced, once each, by the runtime's own client reducer (`sim.client_views`: the
+subject under check) and compares the runs it ends with against a reference built from the same
+frames by identity with the independent model `sim.checkers.models.ui_parts` (written from the
+spec, sharing no code with the reducer): a stored chunk is the child's chunk number
+`chunkSequence` of its run, whatever its wire `sequence` or `replay` flag, so each
+(run, chunkSequence) is one genuine frame. It also compares each received stored
 chunk with the chunk the child itself stored under that number (the scripted child's
 `child_chunks`, a chat host's `cf_ai_chat_stream_chunks`), when the child's storage shows it.
 """
@@ -16,21 +17,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_core.agent_tools import AgentToolEvents
-from agents_core.agent_tools.ui_chunks import Part, apply_chunk
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.ui_parts import ClientRunModel, project
 from sim.checkers.registry import invariant
+from sim.client_views import reduce_client_frames
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["child_chunks", "client_frames", "client_timeline_exact", "decode_frame"]
 
 FRAME_TYPE = "agent-tool-event"
 PROGRESS = "data-agent-progress"
-MILESTONE = "data-agent-milestone"
 
 
 def client_frames(context: CheckContext) -> dict[tuple[str, str], list[TraceRecord]]:
@@ -63,11 +63,6 @@ def decode_frame(frame: Any) -> dict[str, Any] | None:
     return frame
 
 
-def _reader(cell: list[int]) -> Callable[[], int]:
-    """A clock that reads the instant kept in `cell[0]` (the checker moves it record by record)."""
-    return lambda: cell[0]
-
-
 def _parse(body: Any) -> Any:
     try:
         return json.loads(body) if isinstance(body, str) else None
@@ -84,11 +79,10 @@ def _chunk_sequence(event: Mapping[str, Any]) -> int | None:
 
 @dataclass
 class _Reference:
-    """What a client shows of one run when each genuine frame is applied exactly once."""
+    """What a client must show of one run when each genuine frame is applied exactly once."""
 
     started: bool = False
-    parts: list[Part] = field(default_factory=list)
-    milestones: list[tuple[Any, Any]] = field(default_factory=list)
+    model: ClientRunModel = field(default_factory=ClientRunModel)
     held: list[Any] = field(default_factory=list)
     unknown: bool = False
     """A content chunk without `chunkSequence` arrived: its identity cannot be told."""
@@ -97,23 +91,7 @@ class _Reference:
         if not self.started:
             self.held.append(chunk)
             return
-        kind = chunk.get("type") if isinstance(chunk, dict) else None
-        if kind == PROGRESS:
-            return
-        data = chunk.get("data") if isinstance(chunk, dict) else None
-        milestone = None
-        if kind == MILESTONE and isinstance(data, dict) and isinstance(data.get("name"), str):
-            number = data.get("sequence")
-            numeric = isinstance(number, int | float) and not isinstance(number, bool)
-            milestone = (data["name"], number if numeric else 0)
-            if any(seq == milestone[1] for _, seq in self.milestones):
-                return
-        try:
-            self.parts = apply_chunk(self.parts, chunk)
-        except ValueError:
-            return
-        if milestone is not None:
-            self.milestones = sorted([*self.milestones, milestone], key=lambda m: m[1])
+        self.model.apply(chunk)
 
     def start(self) -> None:
         self.started = True
@@ -165,23 +143,21 @@ def client_timeline_exact(context: CheckContext) -> list[Violation]:
        may have rolled back) carries the chunk the child stored as number k of R, when the child's
        storage shows it;
     2. the runtime's reducer, fed every frame once, ends with, for each run whose `started` frame
-       arrived, the parts and milestones (name, sequence) of the reference: each (R, k) applied
-       once, in order of first arrival, chunks of a run held until its `started`, progress
-       chunks adding no part and a milestone already shown adding nothing. Runs that received a
+       arrived, the parts (the fields the spec names, `project`) and milestones (name, sequence)
+       the independent model builds: each (R, k) applied once, in order of first arrival, chunks
+       of a run held until its `started`, progress chunks adding no part and a milestone already
+       shown adding nothing. Runs that received a
        content chunk without `chunkSequence` are skipped (no identity to check by).
     """
     out: list[Violation] = []
     for (agent, client), records in sorted(client_frames(context).items()):
-        now = [0]
-        reducer = AgentToolEvents(_reader(now))
+        shown_runs = reduce_client_frames(records)
         references: dict[str, _Reference] = defaultdict(_Reference)
         seen: set[tuple[str, int]] = set()
         agent_types: dict[str, Any] = {}
         stored: dict[str, dict[int, Any] | None] = {}
         wrong: list[str] = []
         for record in records:
-            now[0] = record.t_ms
-            reducer.receive(record.get("frame"))
             frame = decode_frame(record.get("frame"))
             if frame is None:
                 continue
@@ -225,16 +201,16 @@ def client_timeline_exact(context: CheckContext) -> list[Violation]:
         for run_id, reference in sorted(references.items()):
             if not reference.started or reference.unknown:
                 continue
-            run = reducer.runs_by_id.get(run_id)
-            shown = (
-                [] if run is None else [(m.get("name"), m.get("sequence")) for m in run.milestones]
-            )
-            if run is not None and run.parts == reference.parts and shown == reference.milestones:
+            run = shown_runs.get(run_id)
+            shown = [] if run is None else run["milestones"]
+            parts = None if run is None else project(run["parts"])
+            model = reference.model
+            if run is not None and parts == model.parts and shown == model.milestones:
                 continue
             wrong.append(
-                f"shows run {run_id} with parts {_short(run.parts if run else None)} and "
+                f"shows run {run_id} with parts {_short(parts)} and "
                 f"milestones {shown}, where its frames, each applied once, give parts "
-                f"{_short(reference.parts)} and milestones {reference.milestones}"
+                f"{_short(model.parts)} and milestones {model.milestones}"
             )
         for problem in wrong[:1]:
             out.append(

@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from agents_core.agent_tools.notify import MILESTONE_CLAIM_LEASE_MS, MILESTONE_DEDUPE_PREFIX
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.spec_constants import MILESTONE_CLAIM_LEASE_MS, MILESTONE_DEDUPE_PREFIX
 from sim.checkers.registry import invariant
 from sim.checkers.storage import KvWrite, kv_writes
 from sim.trace import TraceRecord, format_sim_time

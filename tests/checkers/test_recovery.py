@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from agents_core.options import resolve_options
 from sim import Simulation, format_sim_time
 from sim.checkers import CheckContext, check, context_from
 from sim.trace import TraceRecord
@@ -301,7 +300,7 @@ def test_the_backoff_is_capped_at_five_minutes() -> None:
         record(n, n, agent, 1, "fiber:recovery:pass", progress=False, scans=n) for n in range(1, 10)
     ]
     capped = record(10, 10, agent, 1, "fiber:recovery:backoff", at=300_010, delayMs=300_000)
-    options = {agent: resolve_options({"keep_alive_interval_ms": 2_000})}
+    options = {agent: {"keep_alive_interval_ms": 2_000}}
     context = CheckContext(records=[*records, capped], options=options)
     assert check(context, ["recovery_backoff"]) == []
     late = dataclasses.replace(capped, fields={"at": 512_010, "delayMs": 512_000})

@@ -128,9 +128,9 @@ def test_a_reducer_deduping_by_wire_sequence_drops_a_genuine_frame(
     (message,) = messages(hand_built())
     assert message.startswith(
         f"client panel of {P} shows run r with parts "
-        '[{"id": "t", "state": "streaming", "text": "ab", "type": "text"}] and milestones [], '
+        '[{"state": "streaming", "text": "ab", "type": "text"}] and milestones [], '
         "where its frames, each applied once, give parts "
-        '[{"id": "t", "state": "streaming", "text": "abc", "type": "text"}]'
+        '[{"state": "streaming", "text": "abc", "type": "text"}]'
     )
 
 
