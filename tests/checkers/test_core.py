@@ -66,6 +66,7 @@ INVARIANTS = [
     "milestones_stored",
     "chat_recovery_attempts_count",
     "chunk_numbers_stable",
+    "fiber_keys_unique",
 ]
 
 

@@ -135,3 +135,28 @@ def test_a_schedule_written_without_re_arming_the_slot_is_caught(ticking) -> Non
         f"delayed schedule {once} (callback tick) of Ticker/t was created at 00:00:00.000, due "
         "at 00:00:30.000, but the slot was not re-armed when it was written"
     )
+
+
+def test_a_runtime_cron_that_answers_too_soon_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker computes due times with its own model: a runtime whose cron says the next
+    minute for every expression runs `*/2 * * * *` every minute, and `schedules_fire_once` sees
+    it (a checker calling the runtime's cron would have agreed with the bug)."""
+    import agents_core.schedule_dispatch
+    import agents_core.schedules
+
+    def next_minute(expression: str, after_ms: int) -> int:
+        return (after_ms // 60_000 + 1) * 60_000
+
+    for module in (agents_core.schedules, agents_core.schedule_dispatch):
+        monkeypatch.setattr(module, "next_cron_time_ms", next_minute)
+    with Simulation(34) as sim:
+        ref = sim.agent(Ticker, "t")
+        cron = sim.call(ref, "on_cron", "*/2 * * * *")
+        sim.run_for(400_000)
+        context = context_from(sim)
+    assert [r.t_ms for r in runs(context, cron)][:3] == [60_000, 120_000, 180_000]
+    assert messages(context, "schedules_fire_once") == [
+        f"cron schedule {cron} (callback tick) of {T} fired at 00:02:00.000 and again at "
+        "00:03:00.000 with no crash or failure between (its next occurrence was not due before "
+        "00:04:00.000)"
+    ]

@@ -166,3 +166,22 @@ def test_a_frame_that_is_not_the_stored_chunk_of_its_number_is_caught(
         '{"type":"text-delta","id":"t","delta":"Halfway! "}, but the child stored '
         '{"delta": "Halfway. ", "id": "t", "type": "text-delta"} as chunk 1'
     ]
+
+
+def test_a_chunk_builder_that_doubles_deltas_is_caught(
+    reconnected: CheckContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference is the checker's own model: a runtime chunk builder that applies every
+    text delta twice is caught (a reference built with the runtime's builder would agree)."""
+    import agents_core.agent_tools.reducer as reducer
+
+    builder = reducer.apply_chunk
+
+    def doubled(parts: Any, chunk: Any) -> Any:
+        parts = builder(parts, chunk)
+        return builder(parts, chunk) if chunk.get("type") == "text-delta" else parts
+
+    monkeypatch.setattr(reducer, "apply_chunk", doubled)
+    (message,) = messages(reconnected)
+    assert message.startswith(f"client panel of {P} shows run sync with parts ")
+    assert '[{"state": "streaming", "text": "Ingesting. Ingesting. Halfway. Halfway.' in message
