@@ -7,10 +7,12 @@ upstream services, and the trace. `Simulation` is the facade tests and scenarios
 
 # `import sim` then `sim.human.render_all(records)`, as the README shows.
 from sim import human as human
+from sim import sandbox as sandbox  # `sim.sandbox.allowed()`, as its errors say
 from sim.clients import Client
 from sim.errors import AgentEvicted
 from sim.faults import PROFILES, FaultProfile, profile_named
 from sim.kernel import IncarnationKilled
+from sim.sandbox import NondeterministicCall
 from sim.simulation import AgentRef, Simulation, SimulationStuck
 from sim.sqlite import StorageError
 from sim.trace import Trace, TraceRecord, format_sim_time
@@ -23,6 +25,7 @@ __all__ = [
     "Client",
     "FaultProfile",
     "IncarnationKilled",
+    "NondeterministicCall",
     "Simulation",
     "SimulationStuck",
     "StorageError",

@@ -7,9 +7,12 @@ statement. Virtual time makes such a run cheap per event but endless, so every r
 so much wall-clock time and so much memory growth. The first two are deterministic (the same
 file and seed stop at the same event, with the same message, on any machine) and are the ones
 that normally trip; wall clock and memory depend on the machine and are only a last-resort
-guard with generous defaults. `BudgetMeter` counts events as the simulation steps them and
-checks the rest every `CHECK_EVERY` events, so the cost per event is one addition and one
-comparison. A budget that trips raises `BudgetExceeded` (a BaseException, like
+guard with generous defaults. One more limit guards the code between two events: `turn_s`, the
+real time one synchronous stretch of agent code (a step: the code between two awaits) may take;
+`sim.watchdog` enforces it, and the wall-clock and memory budgets, while a step runs, so that
+`while True: pass` in an agent is stopped too. `BudgetMeter` counts events as the simulation
+steps them and checks the rest every `CHECK_EVERY` events, so the cost per event is one
+addition and one comparison. A budget that trips raises `BudgetExceeded` (a BaseException, like
 `KeyboardInterrupt`: no `except Exception` on the way out swallows it), whose text names the
 budget, when it tripped, the busiest agent and the records that filled it.
 """
@@ -20,7 +23,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from sim.trace import TraceRecord, format_sim_time
@@ -29,6 +32,7 @@ __all__ = [
     "BUDGET_NAMES",
     "CHECK_EVERY",
     "DEFAULT_BUDGET",
+    "DEFAULT_TURN_S",
     "BudgetExceeded",
     "BudgetMeter",
     "RunBudget",
@@ -37,6 +41,10 @@ __all__ = [
 
 CHECK_EVERY = 1024
 """Records, wall clock and memory are looked at once per this many events."""
+DEFAULT_TURN_S = 5.0
+"""Real seconds one synchronous stretch of agent code may take, by default: also in a plain
+`Simulation()`, which has no other limit (Temporal's test environment likewise reports a workflow
+task that does not yield within 2 s as a potential deadlock)."""
 SPIN_WINDOW = 8 * CHECK_EVERY
 """How many of the latest events the spin rate (`events_per_second`) is measured over."""
 
@@ -58,6 +66,16 @@ class RunBudget:
     """Simulated events per second of *simulated* time, over the last `SPIN_WINDOW` events: a
     run that spins (an alarm re-armed a millisecond ahead, over and over; a loop at one
     instant) is stopped long before its events budget, and named as spinning."""
+    turn_s: float | None = DEFAULT_TURN_S
+    """Real seconds one synchronous stretch of agent code (a step: the code between two awaits)
+    may take (machine-dependent: it stops code that never yields, as `while True: pass`)."""
+
+    @classmethod
+    def unlimited(cls, **limits: int | float | None) -> RunBudget:
+        """No limit at all (every field None, read off the dataclass so that no limit added
+        later keeps a default here), then the given ones."""
+        given: dict[str, Any] = {**{f.name: None for f in fields(cls)}, **limits}
+        return cls(**given)
 
     def merged(self, **overrides: int | float | None) -> RunBudget:
         """This budget with the given limits replaced (None values are left as they were)."""
@@ -80,20 +98,43 @@ BUDGET_NAMES = {
         "events_per_second",
         "--max-events-per-second",
     ),
+    "turn_s": (
+        "wall-clock seconds for one stretch of agent code between two awaits",
+        "turn_s",
+        "--max-turn",
+    ),
 }
 """Each budget: how a sentence counts it, its key under `limits:`, its command-line flag."""
 
 
 class BudgetExceeded(BaseException):  # noqa: N818 - a stop, like KeyboardInterrupt
-    """A run used up one of its budgets. `budget` is the field of `RunBudget` that tripped."""
+    """A run used up one of its budgets. `budget` is the field of `RunBudget` that tripped;
+    `phase` the part of the run it tripped in: `steps` (the scenario's steps, or whatever a test
+    drives) or `liveness` (`Simulation.quiesce`)."""
 
-    def __init__(self, budget: str, limit: float, used: float, t_ms: int, detail: str) -> None:
+    def __init__(
+        self,
+        budget: str,
+        limit: float,
+        used: float,
+        t_ms: int,
+        detail: str,
+        phase: str = "steps",
+    ) -> None:
         self.budget = budget
         self.limit = limit
         self.used = used
         self.t_ms = t_ms
         self.detail = detail
+        self.phase = phase
         super().__init__(self.sentence())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled whole (a worker process hands it back): its fields, not its sentence.
+        return (
+            BudgetExceeded,
+            (self.budget, self.limit, self.used, self.t_ms, self.detail, self.phase),
+        )
 
     @property
     def deterministic(self) -> bool:
@@ -102,12 +143,17 @@ class BudgetExceeded(BaseException):  # noqa: N818 - a stop, like KeyboardInterr
     def sentence(self) -> str:
         noun, key, flag = BUDGET_NAMES[self.budget]
         limit = f"{self.limit:,}" if isinstance(self.limit, int) else f"{self.limit:g}"
-        # Worded as the liveness rule's failure: a runaway is a run that would never settle,
-        # and the hunts (fuzz, explore) count it as one.
+        # Worded as the liveness rule's failure (a runaway is a run that would never settle,
+        # and the hunts, fuzz and explore, count it as one), then for the phase it was in.
+        where = (
+            "in its liveness phase"
+            if self.phase == "liveness"
+            else "during its steps (before any liveness phase)"
+        )
         text = (
-            f"liveness: the run did not settle within its budget of {limit} {noun} (its "
-            f"{key} budget): it was stopped at {format_sim_time(self.t_ms)} (sim time); "
-            f"{self.detail}. If the run is meant to be this long, raise it with "
+            f"liveness: the run did not settle {where}: it used up its budget of {limit} "
+            f"{noun} (its {key} budget) and was stopped at {format_sim_time(self.t_ms)} (sim "
+            f"time); {self.detail}. If the run is meant to be this long, raise it with "
             f"`limits: {{{key}: N}}` or {flag} N"
         )
         if not self.deterministic:
@@ -155,6 +201,7 @@ class BudgetMeter:
         "_records",
         "_now",
         "_checkpoints",
+        "phase",
     )
 
     def __init__(
@@ -166,9 +213,21 @@ class BudgetMeter:
         self._now = now_ms
         self._started = time.monotonic()
         self._rss0 = rss_bytes() if budget.memory_mb is not None else None
+        self.phase = "steps"
+        """`steps`, or `liveness` while `Simulation.quiesce` runs (what a stop's sentence says)."""
         self._checkpoints: list[int] = []
         """Sim time at each of the latest checkpoints (one per `CHECK_EVERY` events)."""
         self.next_check = self._next(0)
+
+    @property
+    def started_s(self) -> float:
+        """`time.monotonic()` when the run began (what the wall-clock budget counts from)."""
+        return self._started
+
+    @property
+    def rss0(self) -> int | None:
+        """The resident memory when the run began (None when it is not measured)."""
+        return self._rss0
 
     def _next(self, events: int) -> int:
         step = events + CHECK_EVERY
@@ -210,4 +269,4 @@ class BudgetMeter:
 
     def _stop(self, budget: str, limit: float, used: float) -> None:
         t_ms = self._now()
-        raise BudgetExceeded(budget, limit, used, t_ms, busiest(self._records))
+        raise BudgetExceeded(budget, limit, used, t_ms, busiest(self._records), self.phase)

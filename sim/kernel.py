@@ -22,6 +22,7 @@ import contextvars
 import functools
 import inspect
 import sysconfig
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from heapq import heappush
 from typing import Any, Protocol, cast
@@ -201,11 +202,21 @@ class Kernel:
         self._committing = False
         self.turns = 0
         """How many turns (outermost steps) have begun: a turn's number names it in logs."""
+        self.ticks = 0
+        """Odd while agent code runs (a `send` or `throw` of the outermost step): what the
+        watchdog (`sim.watchdog`) reads to stop code that never yields."""
+        self.thread = 0
+        """The thread the latest turn ran in (the one the watchdog stops)."""
+        self.guard: Any = None
+        """The watchdog's `Guard` of this kernel's steps, or None."""
+        self.sandbox: Any = None
+        """The run's sandbox setting (`sim.sandbox.Policy`), or None for the default."""
 
     def close(self) -> None:
         """End the simulation's coroutines now, quietly: the buried ones, and the live ones after
         their owners are marked dead (so their `finally` blocks meet a dead host, exactly as the
         buried ones do). Called when the kernel goes, or by `Simulation.close()`."""
+        self.guard = None  # no watch of a kernel that will not run again
         for task in list(self._live):
             if task.owner is not None:
                 task.owner.alive = False
@@ -367,12 +378,15 @@ class Kernel:
             return
         if not self._stack:
             self.turns += 1
+            self.thread = _get_ident()
         self._stack.append(task)
         try:
             self._advance(task, value, error)
         finally:
             self._stack.pop()
             if not self._stack:
+                if self.ticks & 1:  # a stop landed between a send and its count: disarm
+                    self.ticks += 1
                 turn, self._turn = self._turn, {}
                 self._committing = True
                 try:
@@ -395,9 +409,20 @@ class Kernel:
 
     def _advance(self, task: SimTask, value: Any, error: BaseException | None) -> None:
         coro = task.coro
+        # Only the outermost step counts ticks: a task started inside it runs in its stretch.
+        outer = len(self._stack) == 1
         while True:
             try:
-                if error is None:
+                if outer:
+                    self.ticks += 1
+                    try:
+                        if error is None:
+                            yielded = task.context.run(coro.send, value)
+                        else:
+                            yielded = task.context.run(coro.throw, error)
+                    finally:
+                        self.ticks += 1
+                elif error is None:
                     yielded = task.context.run(coro.send, value)
                 else:
                     yielded = task.context.run(coro.throw, error)
@@ -577,6 +602,8 @@ def _bad_await(coro: Coroutine[Any, Any, Any], yielded: Any) -> TypeError:
         f"coroutines built on them can be awaited; asyncio and other event loops do not run here."
     )
 
+
+_get_ident = threading.get_ident
 
 _PROJECT_PACKAGES = ("agents_core", "sim", "scenarios", "reports")
 _LIBRARY_ROOTS = tuple(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from agents_core.agent import Agent, Request, Response
+from sim import budget as budget_module
 from sim import collector
 from sim.budget import BudgetMeter, RunBudget
 from sim.clients import Client
@@ -26,10 +27,13 @@ from sim.kernel import Kernel, SimDeferred
 from sim.model import ScriptedModel, register_model
 from sim.pending import event_is_live
 from sim.platform import Platform
+from sim.sandbox import Policy
+from sim.sandbox import install as install_sandbox
 from sim.sqlite import StorageFault
 from sim.stubs import invoke_method
 from sim.trace import Trace
 from sim.upstream import Service
+from sim.watchdog import Guard, watch
 
 __all__ = ["AgentRef", "Simulation", "SimulationStuck"]
 
@@ -64,19 +68,43 @@ class Simulation:
         faults: FaultProfile | None = None,
         interleave: Interleave | None = None,
         budget: RunBudget | None = None,
+        *,
+        sandbox: bool = True,
+        sandbox_allow: tuple[str, ...] = (),
     ) -> None:
         """`interleave`: let a seed order the timers due at one instant at the groups it names
         (`sim.interleave`); None keeps FIFO order at every instant. `budget`: stop the run with
-        `sim.budget.BudgetExceeded` when it uses one up (None: no limit; events are counted
-        either way, in `events`)."""
+        `sim.budget.BudgetExceeded` when it uses one up (None: no limit but the turn limit,
+        `sim.budget.DEFAULT_TURN_S` of real time for one stretch of agent code between two
+        awaits; `RunBudget.unlimited()` has none at all; events are counted either way, in
+        `events`). `sandbox`: fail nondeterministic calls in agent code (`sim.sandbox`);
+        `sandbox_allow`: modules whose calls are let through."""
         self.seed = seed
         self.platform = Platform(seed, faults or FaultProfile(name="none"), Kernel(interleave))
         kernel = self.platform.kernel
-        self._meter = BudgetMeter(
-            budget or RunBudget(None, None, None, None),
+        self._meter = meter = BudgetMeter(
+            budget or RunBudget.unlimited(turn_s=budget_module.DEFAULT_TURN_S),
             self.platform.trace.records,
             lambda: kernel.now_ms,
         )
+        limits = meter.budget
+        if limits.turn_s is not None or limits.wall_s is not None or limits.memory_mb is not None:
+            watch(
+                kernel,
+                Guard(
+                    turn_s=limits.turn_s,
+                    wall_deadline_s=None
+                    if limits.wall_s is None
+                    else meter.started_s + limits.wall_s,
+                    wall_s=limits.wall_s,
+                    memory_mb=limits.memory_mb,
+                    rss0=meter.rss0,
+                    phase=lambda: meter.phase,
+                    started_s=meter.started_s,
+                ),
+            )
+        kernel.sandbox = Policy(sandbox, sandbox_allow)
+        install_sandbox()
         self.platform.platform_event(None, "simulation:start", seed=seed)
         self.platform.lifecycle.start_deploys()
         self._clients = 0
@@ -308,6 +336,13 @@ class Simulation:
         """The liveness phase: profile faults stop, time runs until nothing is left to happen or
         `limit_ms` passes. True if the platform went quiet."""
         self.platform.faults_active = False
+        self._meter.phase = "liveness"
+        try:
+            return self._quiesce(limit_ms)
+        finally:
+            self._meter.phase = "steps"
+
+    def _quiesce(self, limit_ms: int) -> bool:
         self.platform.platform_event(None, "quiesce:begin", limit_ms=limit_ms)
         kernel = self.platform.kernel
         env = kernel.env

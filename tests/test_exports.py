@@ -85,6 +85,7 @@ PUBLIC = {
         "Client",
         "FaultProfile",
         "IncarnationKilled",
+        "NondeterministicCall",
         "Simulation",
         "SimulationStuck",
         "StorageError",

@@ -104,10 +104,23 @@ def _wall_clock(text: str) -> float:
     return ms / 1000
 
 
+def _turn(text: str) -> float:
+    try:
+        ms = parse_duration_ms(text)
+    except ValueError:
+        ms = -1
+    if ms < 10:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration of at least 10ms, such as 500ms or 5s, got {text!r}"
+        )
+    return ms / 1000
+
+
 # -- budgets ------------------------------------------------------------------------------------
 def add_budget_flags(parser: argparse.ArgumentParser) -> None:
-    """`--max-events`, `--max-records`, `--max-wall-clock`, `--max-memory-mb`: each run's
-    budgets, over the defaults and the file's `limits:`."""
+    """`--max-events`, `--max-records`, `--max-wall-clock`, `--max-memory-mb`,
+    `--max-events-per-second`, `--max-turn`: each run's budgets, over the defaults and the
+    file's `limits:`."""
     group = parser.add_argument_group(
         "run budgets",
         "a run that uses one up is stopped and fails; events and records are deterministic, "
@@ -137,6 +150,12 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="simulated events per simulated second before a run counts as spinning (2000)",
     )
+    group.add_argument(
+        "--max-turn",
+        type=_turn,
+        metavar="DURATION",
+        help="real time one stretch of agent code between two awaits may take (5s)",
+    )
 
 
 def budget_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -147,6 +166,7 @@ def budget_flags(args: argparse.Namespace) -> dict[str, Any]:
         "wall_s": "max_wall_clock",
         "memory_mb": "max_memory_mb",
         "events_per_second": "max_events_per_second",
+        "turn_s": "max_turn",
     }
     assert set(flags) == set(BUDGET_NAMES)
     return {key: getattr(args, attribute, None) for key, attribute in flags.items()}

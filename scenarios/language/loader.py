@@ -108,6 +108,13 @@ LIMITS = Shape(
             doc="Simulated events per simulated second before the run counts as spinning "
             "(default 2000; deterministic).",
         ),
+        "turn_s": Number(
+            minimum=0.01,
+            maximum=86_400,
+            hint="expected a number of seconds from 0.01 to 86400 (real time)",
+            doc="Real seconds one stretch of agent code between two awaits may take (default "
+            "5; depends on the machine: it stops code that never yields).",
+        ),
     },
     doc="Run budgets: a run that uses one up is stopped and fails (agentsim run --max-*).",
 )
@@ -272,7 +279,7 @@ def _limits(top: Fields) -> dict[str, int | float]:
         return {}
     section = top.sub("limits", shape=LIMITS, where="limits")
     limits: dict[str, int | float] = {}
-    for key in ("events", "records", "memory_mb", "events_per_second"):
+    for key in ("events", "records", "memory_mb", "events_per_second", "turn_s"):
         if key in section:
             limits[key] = section.get(key)
     if "wall_clock" in section:

@@ -200,7 +200,8 @@ def replay_command(scenario: Scenario, seed: int, invariants: Sequence[str] = ()
         command += f" --invariants {names}"
     for key, value in _OVERRIDES.get():
         flag = BUDGET_NAMES[key][2]
-        command += f" {flag} {f'{value:g}s' if key == 'wall_s' else value}"
+        shown = {"wall_s": f"{value:g}s", "turn_s": f"{round(value * 1000)}ms"}.get(key, value)
+        command += f" {flag} {shown}"
     return command
 
 

@@ -1,0 +1,142 @@
+"""Nondeterminism named at its line (issue 19, part 2): while agent code runs in a step, the real
+clock, real sleeps, global randomness, uuid1/uuid4, os.urandom, secrets and asyncio's loop fail
+with a `NondeterministicCall` (a TypeError) naming the call, the file and line, and what to use
+instead; outside agent code they work, and the escape hatches let a call through."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import sim
+from agents_core import Agent
+from sim import NondeterministicCall, Simulation
+from tests.unit import sandbox_helper
+
+
+async def _asyncio_sleep() -> None:
+    await asyncio.sleep(1)
+
+
+async def _asyncio_event() -> None:
+    await asyncio.Event().wait()
+
+
+CALLS: dict[str, tuple[Callable[[], Any], str]] = {
+    "time.time": (lambda: time.time(), "self.host.clock.now_ms()"),
+    "time.time_ns": (lambda: time.time_ns(), "self.host.clock.now_ms()"),
+    "time.monotonic": (lambda: time.monotonic(), "self.host.clock.now_ms()"),
+    "time.perf_counter": (lambda: time.perf_counter(), "self.host.clock.now_ms()"),
+    "time.sleep": (lambda: time.sleep(0.001), "await self.host.clock.sleep(ms)"),
+    "random.random": (lambda: random.random(), "self.host.entropy"),
+    "random.randint": (lambda: random.randint(1, 6), "self.host.entropy"),
+    "random.choice": (lambda: random.choice("ab"), "self.host.entropy"),
+    "random.shuffle": (lambda: random.shuffle([1, 2]), "self.host.entropy"),
+    "uuid.uuid4": (lambda: uuid.uuid4(), "self.host.entropy"),
+    "uuid.uuid1": (lambda: uuid.uuid1(), "self.host.entropy"),
+    "os.urandom": (lambda: os.urandom(4), "self.host.entropy"),
+    "secrets.token_hex": (lambda: secrets.token_hex(4), "self.host.entropy"),
+    "asyncio.get_running_loop": (lambda: asyncio.get_running_loop(), "self.host.clock.sleep"),
+    "asyncio.get_event_loop": (lambda: asyncio.get_event_loop(), "self.host.clock.sleep"),
+    "asyncio.sleep": (_asyncio_sleep, "self.host.clock.sleep"),
+    "asyncio.Event": (_asyncio_event, "self.host.clock.sleep"),
+}
+
+
+class Caller(Agent):
+    async def make(self, name: str) -> str:
+        result = CALLS[name][0]()
+        if asyncio.iscoroutine(result):
+            await result
+        return "no error"
+
+    async def allowed_here(self) -> float:
+        with sim.sandbox.allowed():
+            return time.time()
+
+    async def through_helper(self) -> float:
+        return sandbox_helper.stamp()
+
+
+def _line_of(name: str) -> int:
+    """The line of the call in this file (the lambda's, or the await in the coroutine)."""
+    call = CALLS[name][0]
+    first = call.__code__.co_firstlineno
+    return first if call.__name__ == "<lambda>" else first + 1
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_each_call_fails_in_agent_code_naming_it_its_line_and_what_to_use(
+    sim: Simulation, name: str
+) -> None:
+    with pytest.raises(NondeterministicCall) as caught:
+        sim.call(sim.agent(Caller, "c"), "make", name)
+    text = str(caught.value)
+    assert text.startswith(f"{__file__}:{_line_of(name)}: "), text
+    assert CALLS[name][1] in text
+    module, _, attribute = name.partition(".")
+    assert attribute in text or name == "asyncio.Event"
+    assert isinstance(caught.value, TypeError)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_the_same_calls_work_outside_agent_code(sim: Simulation, name: str) -> None:
+    """The test (and pytest, and the harness between steps) use the real ones."""
+    sim.call(sim.agent(Caller, "c"), "allowed_here")  # the sandbox is installed by now
+    call = CALLS[name][0]
+    if name.startswith("asyncio"):
+        return  # asyncio's own outside a loop: its errors are its own (checked below)
+    call()
+
+
+def test_asyncio_outside_agent_code_runs_as_asyncio_does(sim: Simulation) -> None:
+    sim.call(sim.agent(Caller, "c"), "allowed_here")
+
+    async def main() -> str:
+        await asyncio.sleep(0.001)
+        return "ran"
+
+    assert asyncio.run(main()) == "ran"
+
+
+def test_allowed_lets_a_call_site_through(sim: Simulation) -> None:
+    assert isinstance(sim.call(sim.agent(Caller, "c"), "allowed_here"), float)
+
+
+def test_a_library_called_in_a_turn_is_caught_and_allow_module_lets_it_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    caught = pytest.raises(NondeterministicCall, match=r"sandbox_helper\.py:\d+: time\.time")
+    with Simulation() as run, caught:
+        run.call(run.agent(Caller, "c"), "through_helper")
+    with Simulation(sandbox_allow=("tests.unit.sandbox_helper",)) as run:
+        assert isinstance(run.call(run.agent(Caller, "c"), "through_helper"), float)
+    monkeypatch.setattr(sim.sandbox, "_modules", {"tests.unit"})
+    with Simulation() as run:
+        assert isinstance(run.call(run.agent(Caller, "c"), "through_helper"), float)
+
+
+def test_the_sandbox_can_be_switched_off_for_a_run() -> None:
+    with Simulation(sandbox=False) as run:
+        assert run.call(run.agent(Caller, "c"), "make", "time.time") == "no error"
+
+
+def test_the_harness_s_own_calls_in_a_step_are_not_caught() -> None:
+    """A library story runs as before: the runtime, its logging and simpy read what they read."""
+    from scenarios import load_scenario
+    from scenarios.run.runner import run_scenario
+    from tests.scenarios.helpers import library_files
+
+    for path in library_files()[:5]:
+        result = run_scenario(load_scenario(path))
+        assert not any(
+            "NondeterministicCall" in f or "was called in agent code" in f for f in result.failures
+        ), result.failures
