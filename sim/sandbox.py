@@ -5,15 +5,16 @@ code runs in a simulation (inside a step of the driver, `sim.kernel`), the calls
 (the real clock, real sleeps, the global random generator, uuid1/uuid4, `os.urandom`, `secrets`,
 asyncio's event loop) raise `NondeterministicCall`, a TypeError naming the call, the user's file
 and line, and what to use instead. `install()` replaces those module attributes once with
-wrappers that are inert outside agent code: each checks one flag, then who called it. The
-caller that counts is the nearest frame that is not an installed library's (stdlib,
-site-packages): the harness's own (agents_core, sim, scenarios, reports) is let through, so that
-the runtime, its logging and simpy are never affected, and so are calls made outside any step
-(a test, pytest, Dask). A library the agent calls during its turn is caught too, as in Temporal's
-workflow sandbox; the escape hatches are `allowed()` around a call site, `allow_module(name)`
-(or `Simulation(sandbox_allow=(name,))`) for a module, and `Simulation(sandbox=False)` for a
-run. Names bound before `install()` (`from time import time` in a module imported earlier) and
-the methods of C types (`datetime.datetime.now`) are not caught: `docs/sandbox.md` lists them.
+wrappers that are inert outside agent code: each looks at who called it (a harness caller costs
+one look-up). The caller that counts is the nearest frame that is not an installed library's
+(stdlib, site-packages): the harness's own (agents_core, sim, scenarios, reports) is let
+through, so that the runtime, its logging and simpy are never affected, and so are calls made
+outside any step (a test, pytest, Dask). A library the agent calls during its turn is caught
+too, as in Temporal's workflow sandbox (logging's timestamps are let through: `LOGGING`); the
+escape hatches are `allowed()` around a call site, `allow_module(name)` (or
+`Simulation(sandbox_allow=(name,))`) for a module, and `Simulation(sandbox=False)` for a run.
+Names bound before `install()` (`from time import time` in a module imported earlier) and the
+methods of C types (`datetime.datetime.now`) are not caught: `docs/sandbox.md` lists them.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 
 __all__ = [
     "CAUGHT",
+    "LOGGING",
     "NondeterministicCall",
     "Policy",
     "allow_module",
@@ -95,7 +97,11 @@ CAUGHT: tuple[tuple[ModuleType, str, str], ...] = (
         for name in ("get_running_loop", "get_event_loop", "new_event_loop", "run")
         if hasattr(module, name)
     ),
-    (asyncio.events, "_get_running_loop", LOOP),
+    *(
+        (asyncio.events, name, LOOP)
+        for name in ("_get_running_loop", "_get_event_loop")
+        if (hasattr(asyncio.events, name))
+    ),
 )
 """(module, attribute, what to use instead): every call the sandbox catches."""
 
@@ -116,7 +122,9 @@ class Policy:
 _installed = threading.Lock()
 _done = False
 _allowed: contextvars.ContextVar[bool] = contextvars.ContextVar("sandbox_allowed", default=False)
-_modules: set[str] = set()
+LOGGING = ("logging", "structlog")
+"""Let through from the start: a log record's timestamp is output, not a decision of the run."""
+_modules: set[str] = set(LOGGING)
 _HARNESS_DIRS = tuple(
     str(Path(__file__).resolve().parents[1] / package) + "/"
     for package in ("agents_core", "sim", "scenarios", "reports")

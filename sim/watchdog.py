@@ -11,7 +11,8 @@ with `PyThreadState_SetAsyncExc`, which works in any thread (Dask's, pytest's), 
 only reaches the main thread. The count is read again around the injection: if the step ended
 meanwhile the exception is taken back, so that it never lands in harness code between steps.
 Injection needs the exception's type, so its details wait in a slot the type's constructor reads
-in the stopped thread. A step whose code swallows it (`except BaseException`) gets it again.
+in the stopped thread. A step whose code swallows it (`except BaseException`) gets it again; a
+step paused at a debugger's breakpoint (pdb) is left alone.
 """
 
 from __future__ import annotations
@@ -163,7 +164,10 @@ def _stop(
     kernel: Watched, guard: Guard, ticks: int, budget: str, limit: float, used: float, ran_s: float
 ) -> None:
     thread = kernel.thread
-    frame = innermost_user_frame(sys._current_frames().get(thread))
+    stack = sys._current_frames().get(thread)
+    if _in_debugger(stack):
+        return  # stopped at a breakpoint: the person debugging is the one taking the time
+    frame = innermost_user_frame(stack)
     detail = _describe(kernel, frame, ran_s)
     _pending[thread] = (budget, limit, used, kernel.now_ms, detail, guard.phase())
     if kernel.ticks != ticks:
@@ -173,6 +177,14 @@ def _stop(
         _set_async_exc(thread, None)  # ended just now: take it back before it lands elsewhere
         return
     guard.fired_at = _monotonic()
+
+
+def _in_debugger(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(("bdb.py", "pdb.py")):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _describe(kernel: Watched, frame: FrameType | None, ran_s: float) -> str:

@@ -6,12 +6,15 @@ instead; outside agent code they work, and the escape hatches let a call through
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
+import re
 import secrets
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +31,10 @@ async def _asyncio_sleep() -> None:
 
 async def _asyncio_event() -> None:
     await asyncio.Event().wait()
+
+
+async def _asyncio_gather() -> None:
+    await asyncio.gather()
 
 
 CALLS: dict[str, tuple[Callable[[], Any], str]] = {
@@ -48,6 +55,7 @@ CALLS: dict[str, tuple[Callable[[], Any], str]] = {
     "asyncio.get_event_loop": (lambda: asyncio.get_event_loop(), "self.host.clock.sleep"),
     "asyncio.sleep": (_asyncio_sleep, "self.host.clock.sleep"),
     "asyncio.Event": (_asyncio_event, "self.host.clock.sleep"),
+    "asyncio.gather": (_asyncio_gather, "self.host.tasks.gather"),
 }
 
 
@@ -64,6 +72,10 @@ class Caller(Agent):
 
     async def through_helper(self) -> float:
         return sandbox_helper.stamp()
+
+    async def logs(self) -> str:
+        logging.getLogger("agents.caller").warning("a log record reads the real clock")
+        return "logged"
 
 
 def _line_of(name: str) -> int:
@@ -83,7 +95,7 @@ def test_each_call_fails_in_agent_code_naming_it_its_line_and_what_to_use(
     assert text.startswith(f"{__file__}:{_line_of(name)}: "), text
     assert CALLS[name][1] in text
     module, _, attribute = name.partition(".")
-    assert attribute in text or name == "asyncio.Event"
+    assert attribute in text or name == "asyncio.Event", text
     assert isinstance(caught.value, TypeError)
 
 
@@ -119,9 +131,15 @@ def test_a_library_called_in_a_turn_is_caught_and_allow_module_lets_it_through(
         run.call(run.agent(Caller, "c"), "through_helper")
     with Simulation(sandbox_allow=("tests.unit.sandbox_helper",)) as run:
         assert isinstance(run.call(run.agent(Caller, "c"), "through_helper"), float)
-    monkeypatch.setattr(sim.sandbox, "_modules", {"tests.unit"})
+    monkeypatch.setattr(sim.sandbox, "_modules", {*sim.sandbox.LOGGING})
+    sim.sandbox.allow_module("tests.unit")
     with Simulation() as run:
         assert isinstance(run.call(run.agent(Caller, "c"), "through_helper"), float)
+
+
+def test_logging_in_agent_code_is_let_through(sim: Simulation) -> None:
+    """A log record's timestamp is output, not a decision: logging reads the clock freely."""
+    assert sim.call(sim.agent(Caller, "c"), "logs") == "logged"
 
 
 def test_the_sandbox_can_be_switched_off_for_a_run() -> None:
@@ -140,3 +158,11 @@ def test_the_harness_s_own_calls_in_a_step_are_not_caught() -> None:
         assert not any(
             "NondeterministicCall" in f or "was called in agent code" in f for f in result.failures
         ), result.failures
+
+
+def test_the_python_examples_of_the_sandbox_page_run() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, str(page), "exec"), {"__name__": "sandbox_page"})  # noqa: S102
