@@ -113,9 +113,13 @@ _kernels: weakref.WeakSet[Any] = weakref.WeakSet()
 _pending: dict[int, tuple[str, float, float, int, str, str]] = {}
 _started = threading.Lock()
 _thread: threading.Thread | None = None
-_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-_set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
-_set_async_exc.restype = ctypes.c_int
+# The same C function twice: raising takes the exception's type, taking it back takes NULL.
+_set_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
+    ("PyThreadState_SetAsyncExc", ctypes.pythonapi)
+)
+_clear_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(
+    ("PyThreadState_SetAsyncExc", ctypes.pythonapi)
+)
 
 
 def _start() -> None:
@@ -174,7 +178,7 @@ def _stop(
         return  # the step ended while it was being described
     _set_async_exc(thread, AgentCodeStopped)
     if kernel.ticks != ticks:
-        _set_async_exc(thread, None)  # ended just now: take it back before it lands elsewhere
+        _clear_async_exc(thread, None)  # ended just now: take it back before it lands elsewhere
         return
     guard.fired_at = _monotonic()
 
