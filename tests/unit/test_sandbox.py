@@ -9,12 +9,10 @@ import asyncio
 import logging
 import os
 import random
-import re
 import secrets
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,11 +156,3 @@ def test_the_harness_s_own_calls_in_a_step_are_not_caught() -> None:
         assert not any(
             "NondeterministicCall" in f or "was called in agent code" in f for f in result.failures
         ), result.failures
-
-
-def test_the_python_examples_of_the_sandbox_page_run() -> None:
-    page = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
-    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 2
-    for block in blocks:
-        exec(compile(block, str(page), "exec"), {"__name__": "sandbox_page"})  # noqa: S102
