@@ -74,10 +74,16 @@ class Fault:
 
 @dataclass(frozen=True)
 class Schedule:
-    """What Hypothesis draws: the seed of the run and the extra steps."""
+    """What Hypothesis draws: the seed of the run and the extra steps. Its repr, and a failing
+    example Hypothesis prints, is Python that builds it again (`faults` may be given as a list),
+    so that it can be pasted into `@example(...)` with `from sim.strategies import Fault,
+    Schedule`."""
 
     seed: int
     faults: tuple[Fault, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "faults", tuple(self.faults))
 
 
 class Executed(Protocol):
@@ -222,13 +228,16 @@ def fault_options(
         # root lives is a path of its own (a child reset, its leases left in the root).
         subs = sorted({site.target for group in groups for site in group} - set(agents))
         options["evict"] = st.builds(
-            lambda t, a, r: Fault(t, "evict", (("agent", a), ("reason", r))),
+            Fault,
             at,
-            st.sampled_from([*agents, *subs]),
-            st.sampled_from(reasons),
+            st.just("evict"),
+            st.tuples(
+                st.tuples(st.just("agent"), st.sampled_from([*agents, *subs])),
+                st.tuples(st.just("reason"), st.sampled_from(reasons)),
+            ),
         )
     if "deploy" in kinds:
-        options["deploy"] = st.builds(lambda t: Fault(t, "deploy"), at)
+        options["deploy"] = st.builds(Fault, at, st.just("deploy"))
     if "storage" in kinds and groups:
         for how in STORAGE_FAULTS:
             usable = [
@@ -244,9 +253,10 @@ def fault_options(
         )
     if "reconnect" in kinds and clients:
         options["reconnect"] = st.builds(
-            lambda t, c: Fault(t, "reconnect", (("client", c),)),
+            Fault,
             at,
-            st.sampled_from(list(clients)),
+            st.just("reconnect"),
+            st.tuples(st.tuples(st.just("client"), st.sampled_from(list(clients)))),
         )
     return options
 
@@ -279,4 +289,4 @@ def schedules(st: Any, options: dict[str, Any], *, max_steps: int, base_seed: in
 
     swarm = st.frozensets(st.sampled_from(features), min_size=1)
     seeds = st.one_of(st.just(base_seed), st.integers(0, SEED_LIMIT))
-    return st.builds(lambda s, f: Schedule(s, tuple(f)), seeds, swarm.flatmap(faults_of))
+    return st.builds(Schedule, seeds, swarm.flatmap(faults_of))

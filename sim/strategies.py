@@ -28,16 +28,24 @@ never imports `scenarios`. This module imports Hypothesis (the test extra).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from sim.checkers import CHECKERS, InvariantViolation, check, context_from
 from sim.clients import Client
+from sim.explanations import hide_agentsim
 from sim.fault_draws import (
     FAULT_KINDS,
     MIN_HORIZON_MS,
@@ -55,15 +63,21 @@ from sim.simulation import AgentRef, Simulation
 
 __all__ = [
     "DRIVER_FAULT_KINDS",
+    "PAUSES_MS",
     "AgentMachine",
+    "ExpectationFailed",
     "Fault",
     "FaultDriver",
     "Schedule",
     "Script",
+    "UnstatedFailure",
     "fault_schedules",
     "run_machine",
+    "without_explain",
     "write_reproducer",
 ]
+
+hide_agentsim()  # Hypothesis's explanations name the user's lines, not agentsim's
 
 DRIVER_FAULT_KINDS = tuple(kind for kind in FAULT_KINDS if kind != "repeat")
 """The fault kinds a Python test can draw (`repeat` re-sends a scenario file's own steps; in
@@ -114,11 +128,28 @@ class Script:
     steps: list[dict[str, Any]] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
     """The invariants a check found broken (what a reproducer's `expect` names)."""
+    expect: list[dict[str, Any]] = field(default_factory=list)
+    """Expectations the test stated through the driver (`FaultDriver.expect_query`), as a
+    scenario's `expect` items."""
+    failed_expect: list[int] = field(default_factory=list)
+    """The indexes in `expect` of those that did not hold."""
+    raised: list[tuple[int, BaseException]] = field(default_factory=list, repr=False)
+    """(step index, error) of each call that raised: a test that fails with one of them fails
+    because of that call, so its reproducer must not expect that error."""
 
     def step(self, action: str, value: Any) -> dict[str, Any]:
         item = {action: value}
         self.steps.append(item)
         return item
+
+
+class UnstatedFailure(ValueError):
+    """A failure a scenario file cannot check (a test's own `assert`): no reproducer is written,
+    since a file that passes would claim the bug is gone."""
+
+
+class ExpectationFailed(AssertionError):
+    """An expectation stated through `FaultDriver.expect_query` did not hold."""
 
 
 def class_path(cls: type) -> str:
@@ -186,7 +217,36 @@ class FaultDriver:
             return self.sim.call(self.stub(alias), method, *args, **kwargs)
         except Exception as exc:
             value["expect_error"] = type(exc).__name__
+            self.script.raised.append((len(self.script.steps) - 1, exc))
             raise
+
+    def expect_query(
+        self, alias: str, sql: str, rows: Sequence[Mapping[str, Any]], *params: Any
+    ) -> None:
+        """Assert that `sql` (a read) on the agent's committed storage returns `rows`, and write
+        that down as a `query` expectation, so that a reproducer checks it too (after its
+        liveness phase, as a scenario's expectations are). Raises `ExpectationFailed`."""
+        query: dict[str, Any] = {"agent": alias, "sql": sql, "rows": [dict(row) for row in rows]}
+        if params:
+            query["params"] = list(params)
+        self.script.expect.append({"query": query})
+        got = self.sim.read(self.ref(alias), sql, *params)
+        if _as_json(got) != _as_json(query["rows"]):
+            self.script.failed_expect.append(len(self.script.expect) - 1)
+            raise ExpectationFailed(
+                f"the query {sql!r} on {alias} returned {got}, expected {query['rows']}"
+            )
+
+    def assert_invariants(self, names: str | Sequence[str] = "all") -> None:
+        """Check the named invariants now (`sim.checkers.assert_invariants`), writing down the
+        broken ones so that a reproducer expects them."""
+        context = context_from(self.sim, "FaultDriver")
+        violations = check(context, _names(names))
+        if violations:
+            self.script.broken = list(dict.fromkeys(v.invariant for v in violations))
+            raise InvariantViolation.from_context(
+                context, violations, replay="(see the reproducer, if one was written)"
+            )
 
     def connect(self, client: str, alias: str) -> Client:
         self._due()
@@ -268,25 +328,52 @@ class FaultDriver:
         aliases = {f"{cls.__name__}/{alias}": alias for alias, cls in self.agents.items()}
         return sites_of(self._statements, aliases.get)
 
-    def fault_now(self, kinds: Sequence[str] = DRIVER_FAULT_KINDS) -> st.SearchStrategy[Fault]:
-        """One fault to apply now, over the agents, the connected clients and the statement
-        shapes run so far (a storage fault hits the next statement of its shape)."""
+    def live(self) -> list[str]:
+        """The aliases whose agent has a live incarnation now (what an eviction can kill)."""
+        records = self.sim.platform.records
+        alive = []
+        for alias in self.agents:
+            record = records.get(self.ref(alias).path)
+            incarnation = record.incarnation if record is not None else None
+            if incarnation is not None and incarnation.alive:
+                alive.append(alias)
+        return alive
+
+    def fault_now(
+        self, kinds: Sequence[str] = DRIVER_FAULT_KINDS, *, agents: Sequence[str] | None = None
+    ) -> st.SearchStrategy[Fault]:
+        """One fault to apply now, over `agents` (default: all the driver knows; an empty list
+        leaves evictions and deploys out), the connected clients and the statement shapes run
+        so far (a storage fault hits the next statement of its shape)."""
+        options = self.fault_choices(kinds, agents=agents)
+        if not options:
+            raise ValueError(f"nothing to draw for the fault kinds {list(kinds)}")
+        return st.one_of([options[name] for name in sorted(options)])
+
+    def fault_choices(
+        self, kinds: Sequence[str] = DRIVER_FAULT_KINDS, *, agents: Sequence[str] | None = None
+    ) -> dict[str, st.SearchStrategy[Fault]]:
+        """What `fault_now` draws from, one strategy per feature (empty: nothing to draw)."""
+        targets = list(self.agents) if agents is None else list(agents)
+        if not targets:  # nothing alive: an eviction or a deploy would do nothing
+            kinds = [kind for kind in kinds if kind not in ("evict", "deploy")]
         seen: dict[tuple[str, str], StatementSite] = {}
         for site in self.sites():
             seen.setdefault((site.target, site.pattern), site)
         fresh = [_first_from_now(site) for site in seen.values()]
-        options = fault_options(
+        return fault_options(
             st,
             kinds=kinds,
             at=st.just(self.sim.now_ms),
-            agents=list(self.agents),
+            agents=targets,
             clients=self.client_names,
             groups=site_groups(fresh),
             reasons=SCRIPTED_EVICTION_REASONS,
         )
-        if not options:
-            raise ValueError(f"nothing to draw for the fault kinds {list(kinds)}")
-        return st.one_of([options[name] for name in sorted(options)])
+
+
+def _as_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
 
 
 @dataclass(frozen=True)
@@ -305,12 +392,29 @@ def _first_from_now(site: StatementSite) -> StatementSite:
 # -- the state machine --------------------------------------------------------------------------
 _LAST: dict[type, AgentMachine] = {}
 
+PAUSES_MS = (1_000, 10_000, 60_000, 600_000)
+"""The lengths of time one `let_time_pass` step may let pass: few, so that a step is one
+choice, and in rising order, so that Hypothesis shrinks a pause towards the shortest."""
+
+
+def _pauses(machine: AgentMachine) -> st.SearchStrategy[int]:
+    return st.sampled_from(tuple(machine.pauses_ms))
+
+
+def _faults(machine: AgentMachine) -> st.SearchStrategy[Fault]:
+    return machine.driver.fault_now(machine.fault_kinds, agents=machine.driver.live())
+
 
 class AgentMachine(RuleBasedStateMachine):
     """A state machine over your agents on one `Simulation`: subclass it, set `agents`, and
-    write `@rule`s that call them with `self.rpc(alias, method, ...)`. Faults drawn as
-    `agentsim fuzz` draws them are injected between your rules, time passes, and the named
-    invariants are checked after every step."""
+    write `@rule`s that call them with `self.rpc(alias, method, ...)`. Two rules of its own
+    interleave the world with yours: `inject_fault` (a fault drawn as `agentsim fuzz` draws
+    them, only when it can do something: an eviction or a deploy needs a live incarnation) and
+    `let_time_pass` (one of `pauses_ms`). The named invariants are checked after every step.
+
+    The rules are few and coarse on purpose: each step is one or two choices that shrink
+    towards "nothing" (the shortest pause, the first fault kind), and no rule of the machine's
+    can be repeated without changing the run, so a shrunk example is a few steps long."""
 
     agents: ClassVar[Mapping[str, type]] = {}
     """alias -> agent class; the alias is the agent's name on the platform."""
@@ -318,14 +422,19 @@ class AgentMachine(RuleBasedStateMachine):
     checked_invariants: ClassVar[str | Sequence[str]] = "all"
     """The invariants (`sim.checkers`) checked after every step: names, `all` or `none`."""
     fault_kinds: ClassVar[Sequence[str]] = DRIVER_FAULT_KINDS
-    max_pause_ms: ClassVar[int] = 120_000
-    """The longest time one `let_time_pass` step lets pass."""
+    pauses_ms: ClassVar[Sequence[int]] = PAUSES_MS
+    """What one `let_time_pass` step may let pass (shrinks towards the first)."""
 
     def __init__(self) -> None:
         super().__init__()
         if not self.agents:
             raise TypeError(
                 f"{type(self).__qualname__} names no agents; set agents = {{'alias': AgentClass}}"
+            )
+        if not self.pauses_ms or any(ms <= 0 for ms in self.pauses_ms):
+            raise ValueError(
+                f"{type(self).__qualname__}.pauses_ms must be durations > 0 in ms, got "
+                f"{list(self.pauses_ms)}"
             )
         self.sim = Simulation(seed=self.seed)
         self.driver = FaultDriver(self.sim, self.agents)
@@ -335,13 +444,18 @@ class AgentMachine(RuleBasedStateMachine):
         """Call the agent (see `FaultDriver.call`)."""
         return self.driver.call(alias, method, *args, **kwargs)
 
-    @rule(data=st.data())
-    def inject_fault(self, data: st.DataObject) -> None:
-        self.driver.apply(data.draw(self.driver.fault_now(self.fault_kinds), label="fault"))
+    def _can_fault(self) -> bool:
+        """A fault would change the run: an eviction or a deploy needs a live incarnation, a
+        storage fault a statement shape run so far, a reconnect a connected client."""
+        return bool(self.driver.fault_choices(self.fault_kinds, agents=self.driver.live()))
 
-    @rule(data=st.data())
-    def let_time_pass(self, data: st.DataObject) -> None:
-        ms = data.draw(st.integers(1, self.max_pause_ms), label="ms")
+    @precondition(lambda self: self._can_fault())
+    @rule(fault=st.runner().flatmap(_faults))
+    def inject_fault(self, fault: Fault) -> None:
+        self.driver.apply(fault)
+
+    @rule(ms=st.runner().flatmap(_pauses))
+    def let_time_pass(self, ms: int) -> None:
         self.driver.run_for(ms)
 
     @invariant()
@@ -383,9 +497,12 @@ def run_machine(
     settings: Any = None,
 ) -> None:
     """Run `machine` as a test (`run_state_machine_as_test`); when it fails and `reproducer`
-    is given, write the shrunk example there as a scenario file and say so in the error."""
+    is given, write the shrunk example there as a scenario file and say so in the error.
+
+    `settings` defaults to the active Hypothesis profile; the explain phase is left out unless
+    those settings name it themselves (see `without_explain`)."""
     try:
-        run_state_machine_as_test(machine, settings=settings)
+        run_state_machine_as_test(machine, settings=without_explain(settings))
     except Exception as exc:
         last = _LAST.get(machine)
         if reproducer is not None and last is not None:
@@ -393,7 +510,7 @@ def run_machine(
                 path = write_reproducer(
                     last.driver.script,
                     reproducer,
-                    failure=str(exc),
+                    failure=exc,
                     found_by=f"run_machine({machine.__qualname__})",
                 )
             except Exception as problem:  # the test's own failure stays the error raised
@@ -403,16 +520,30 @@ def run_machine(
         raise
 
 
+def without_explain(settings: Any = None) -> Any:
+    """`settings` (default: the active profile) without Hypothesis's explain phase."""
+    from hypothesis import Phase
+    from hypothesis import settings as Settings
+
+    base = Settings() if settings is None else settings
+    return Settings(base, phases=[phase for phase in base.phases if phase != Phase.explain])
+
+
 def write_reproducer(
     script: Script,
     path: str | Path,
     *,
-    failure: str = "",
+    failure: str | BaseException = "",
     found_by: str = "a Hypothesis property over sim.strategies",
 ) -> Path:
-    """Write `script` as a runnable scenario file at `path`, with a header saying how it was
-    found (`found_by`) and what failed (`failure`); with `script.broken` invariants, the file
-    expects them and is run first to check that it breaks them (`FlakyFinding` if not)."""
+    """Write `script` as a scenario file at `path` that fails as the test did, and return it.
+
+    What failed goes into the file: the invariants broken (`script.broken`, and those of an
+    `InvariantViolation` in `failure`, for example from `sim.checkers.assert_invariants`), the
+    expectations stated through `FaultDriver.expect_query` that did not hold, and a call whose
+    error `failure` is (that call is then not expected to fail). The file is run before it is
+    written: a run that does not fail the same way raises `FlakyFinding`, and a failure the file
+    cannot state (a test's own `assert`) raises `UnstatedFailure`; neither writes a file."""
     from scenarios.hunt.script_reproducer import write_script  # the language lives above sim
 
     return write_script(script, path, failure=failure, found_by=found_by)

@@ -26,6 +26,7 @@ from sim.fault_draws import STORAGE_FAULTS, Schedule
 from sim.kernel import IncarnationKilled
 from sim.strategies import (
     AgentMachine,
+    ExpectationFailed,
     FaultDriver,
     fault_schedules,
     run_machine,
@@ -113,17 +114,19 @@ def test_counts_are_whole_under_drawn_faults(schedule: Schedule) -> None:
 
 
 def test_the_driver_script_replays_as_a_scenario(tmp_path: Path) -> None:
-    """What a driver did, written as a scenario file, runs the same steps to the same state."""
+    """What a driver did, written as a scenario file, runs the same steps to the same state:
+    the expectation the test stated through the driver fails there as it did in Python."""
     with Simulation(seed=3) as sim:
         driver = FaultDriver(sim, {"counter": Counter})
         driver.call("counter", "increment")
         driver.arm(Schedule(3, (fault_at(2_000, "evict", agent="counter", reason="explicit"),)))
         driver.run_for(4_000)
         driver.call("counter", "increment")
-        rows = sim.query(driver.ref("counter"), "SELECT count(*) AS n FROM counts")
-    path = write_reproducer(driver.script, tmp_path / "replayed.yaml", failure="count was 2")
+        with pytest.raises(ExpectationFailed) as caught:
+            driver.expect_query("counter", "SELECT count(*) AS n FROM counts", [{"n": 1}])
+    path = write_reproducer(driver.script, tmp_path / "replayed.yaml", failure=caught.value)
     text = path.read_text()
-    assert "The check that failed is the test's own" in text and "count was 2" in text
+    assert "The test failed with: ExpectationFailed: the query" in text, text
     scenario = load_scenario(path)
     assert [step.kind for step in scenario.steps] == [
         "call",
@@ -132,8 +135,11 @@ def test_the_driver_script_replays_as_a_scenario(tmp_path: Path) -> None:
         "run_until",
         "call",
     ]
-    assert rows == [{"n": 2}]
-    assert run_scenario(scenario).passed
+    result = run_scenario(scenario)
+    assert [f.split(": ", 1)[1] for f in result.failures] == [
+        "expect 1 (query): the query 'SELECT count(*) AS n FROM counts' on counter returned "
+        "[{'n': 2}], expected [{'n': 1}]"
+    ]
 
 
 def fault_at(at_ms: int, action: str, **args: object):
