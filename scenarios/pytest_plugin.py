@@ -27,6 +27,7 @@ section, no invariants): what it adds is tied to its own fixture.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import zlib
@@ -53,12 +54,14 @@ _SNIFF_LIMIT = 10 * 1024 * 1024
 
 
 class _Used:
-    """What the fixture gave a test: the simulation and its seed, and where the seed came from."""
+    """What the fixture gave a test: the simulation and its seed, and where the seed came from
+    (in a Hypothesis test, the simulation of the example that ran last)."""
 
     def __init__(self, simulation: Simulation, seed: int, given: bool) -> None:
         self.simulation = simulation
         self.seed = seed
         self.given = given
+        self.hypothesis = False
 
 
 _USED = pytest.StashKey[_Used]()
@@ -157,11 +160,12 @@ def _sim_fixture(request: pytest.FixtureRequest) -> Iterator[Simulation]:
     given = request.config.getoption("agentsim_seed")
     seed = given if given is not None else seed_of(request.node.nodeid)
     simulation = Simulation(seed=seed)
-    request.node.stash[_USED] = _Used(simulation, seed, given is not None)
+    used = request.node.stash[_USED] = _Used(simulation, seed, given is not None)
     try:
         yield simulation
     finally:
         simulation.close()
+        used.simulation.close()  # a Hypothesis test's last example's (closing twice is fine)
 
 
 def _ours(item: pytest.Item) -> _Used | None:
@@ -172,6 +176,9 @@ def _ours(item: pytest.Item) -> _Used | None:
 def _replay_line(item: pytest.Item, seed: int) -> str:
     invariants = item.config.stash.get(_INVARIANTS, ())
     line = f"pytest {_quoted(item.nodeid)} --agentsim-seed {seed}"
+    hypothesis_seed = _hypothesis_seed(item)
+    if hypothesis_seed is not None:
+        line += f" --hypothesis-seed {hypothesis_seed}"
     if invariants:
         from sim.checkers import CHECKERS
 
@@ -180,16 +187,27 @@ def _replay_line(item: pytest.Item, seed: int) -> str:
     return line
 
 
+def _hypothesis_seed(item: pytest.Item) -> str | None:
+    """`--hypothesis-seed` as given to this run (None without it, or without Hypothesis)."""
+    try:
+        given = item.config.getoption("hypothesis_seed")
+    except ValueError:
+        return None
+    return None if given is None else str(given)
+
+
 def _quoted(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    outcome = yield
     used = _ours(item)
+    if used is not None:
+        _fresh_sim_per_example(item, used)
+    outcome = yield
     invariants = item.config.stash.get(_INVARIANTS, ())
     if used is not None and invariants:
         from sim.checkers import assert_invariants
@@ -201,6 +219,47 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             replay=_replay_line(item, used.seed),
         )
     return outcome
+
+
+def _fresh_sim_per_example(item: pytest.Item, used: _Used) -> None:
+    """In a Hypothesis test, give each example a `Simulation` of its own, with the fixture's
+    seed: examples then do not share state, and the failing one replays from the seed and
+    Hypothesis's choices alone. It wraps `inner_test`, the hook Hypothesis offers for running
+    each example differently, and tells Hypothesis the fixture is reset per example (its
+    function-scoped-fixture health check would say otherwise)."""
+    test = getattr(item, "obj", None)
+    handle = getattr(test, "hypothesis", None)
+    if handle is None or not hasattr(handle, "inner_test"):
+        return
+    from hypothesis import HealthCheck
+    from hypothesis import settings as Settings
+
+    from sim import Simulation
+    from sim.explanations import hide_agentsim
+
+    hide_agentsim()  # its explanations name the user's lines, as under sim.strategies
+    used.hypothesis = True
+    inner = handle.inner_test
+    fixture_sim = used.simulation
+
+    @functools.wraps(inner)
+    def each_example(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # the failure's traceback starts in the user's test
+        if kwargs.get("sim") is fixture_sim:
+            if used.simulation is not fixture_sim:
+                used.simulation.close()
+            used.simulation = kwargs["sim"] = Simulation(seed=used.seed)
+        return inner(*args, **kwargs)
+
+    handle.inner_test = each_example
+    function: Any = getattr(test, "__func__", test)
+    chosen = getattr(function, "_hypothesis_internal_use_settings", None)
+    if chosen is not None:
+        function._hypothesis_internal_use_settings = Settings(
+            chosen,
+            suppress_health_check={HealthCheck.function_scoped_fixture}
+            | set(chosen.suppress_health_check),
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -244,6 +303,12 @@ def _failure_section(item: pytest.Item, used: _Used, error: BaseException | None
     except OSError as exc:
         lines.append(f"full trace: not written ({exc.strerror or exc})")
     lines.append(f"replay: {_replay_line(item, used.seed)}")
+    if used.hypothesis:
+        lines.append(
+            "(each Hypothesis example ran on a fresh Simulation with this seed, and this is the "
+            "log of the last one, the shrunk failing example; Hypothesis's database replays it "
+            "first, and --hypothesis-seed N draws the same examples again on any machine)"
+        )
     return "\n".join(lines)
 
 

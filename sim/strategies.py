@@ -499,10 +499,14 @@ def run_machine(
     """Run `machine` as a test (`run_state_machine_as_test`); when it fails and `reproducer`
     is given, write the shrunk example there as a scenario file and say so in the error.
 
-    `settings` defaults to the active Hypothesis profile; the explain phase is left out unless
-    those settings name it themselves (see `without_explain`)."""
+    `settings` defaults to the active Hypothesis profile without its explain phase (which
+    costs a run of every failing example under a tracer, and over a state machine rarely names
+    more than the rule that failed); settings given are used as they are.
+    """
     try:
-        run_state_machine_as_test(machine, settings=without_explain(settings))
+        run_state_machine_as_test(
+            machine, settings=without_explain() if settings is None else settings
+        )
     except Exception as exc:
         last = _LAST.get(machine)
         if reproducer is not None and last is not None:
