@@ -180,6 +180,7 @@ class FaultDriver:
         self._clients: dict[str, Client] = {}
         self._timed: list[Fault] = []
         self._statements: list[_Executed] = []
+        self._choices: tuple[tuple[Any, ...], dict[str, st.SearchStrategy[Fault]]] | None = None
         if record_statements:
             kernel = sim.platform.kernel
             statements = self._statements
@@ -357,18 +358,32 @@ class FaultDriver:
         targets = list(self.agents) if agents is None else list(agents)
         if not targets:  # nothing alive: an eviction or a deploy would do nothing
             kinds = [kind for kind in kinds if kind not in ("evict", "deploy")]
-        seen: dict[tuple[str, str], StatementSite] = {}
-        for site in self.sites():
-            seen.setdefault((site.target, site.pattern), site)
-        fresh = [_first_from_now(site) for site in seen.values()]
-        return fault_options(
-            st,
-            kinds=kinds,
-            at=st.just(self.sim.now_ms),
-            agents=targets,
-            clients=self.client_names,
-            groups=site_groups(fresh),
-            reasons=SCRIPTED_EVICTION_REASONS,
+        # A state machine asks at every step: the shapes change only with new statements.
+        key = (len(self._statements), self.sim.now_ms, *kinds, "|", *targets, "|", *self._clients)
+        if self._choices is None or self._choices[0] != key:
+            seen: dict[tuple[str, str], StatementSite] = {}
+            for site in self.sites():
+                seen.setdefault((site.target, site.pattern), site)
+            fresh = [_first_from_now(site) for site in seen.values()]
+            options = fault_options(
+                st,
+                kinds=kinds,
+                at=st.just(self.sim.now_ms),
+                agents=targets,
+                clients=self.client_names,
+                groups=site_groups(fresh),
+                reasons=SCRIPTED_EVICTION_REASONS,
+            )
+            self._choices = (key, options)
+        return dict(self._choices[1])
+
+    def can_fault(self, kinds: Sequence[str] = DRIVER_FAULT_KINDS) -> bool:
+        """Whether a fault of `kinds` would change the run now: an eviction or a deploy needs a
+        live incarnation, a storage fault a statement run so far, a reconnect a client."""
+        return bool(
+            (("evict" in kinds or "deploy" in kinds) and self.live())
+            or ("storage" in kinds and self._statements)
+            or ("reconnect" in kinds and self._clients)
         )
 
 
@@ -447,7 +462,7 @@ class AgentMachine(RuleBasedStateMachine):
     def _can_fault(self) -> bool:
         """A fault would change the run: an eviction or a deploy needs a live incarnation, a
         storage fault a statement shape run so far, a reconnect a connected client."""
-        return bool(self.driver.fault_choices(self.fault_kinds, agents=self.driver.live()))
+        return self.driver.can_fault(self.fault_kinds)
 
     @precondition(lambda self: self._can_fault())
     @rule(fault=st.runner().flatmap(_faults))
