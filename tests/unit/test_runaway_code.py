@@ -13,14 +13,19 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import ClassVar
 
+import hypothesis
 import pytest
+from hypothesis.stateful import rule
 
+import sim.budget
 from scenarios import InvalidScenario, parse_scenario
 from scenarios.cli import main
 from scenarios.run.runner import run_scenario
 from sim import Simulation
 from sim.budget import BudgetExceeded, RunBudget
+from sim.strategies import AgentMachine, run_machine
 from tests.unit import runaway_agents
 from tests.unit.runaway_agents import SPIN_LINES, Spinner
 
@@ -191,3 +196,41 @@ def test_the_pytest_plugin_s_sim_fixture_stops_a_spinning_test(tmp_path: Path) -
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed" in done.stdout
     assert "(its turn_s budget)" in done.stdout and _names_the_loop(done.stdout), done.stdout
+
+
+def test_a_local_dask_cluster_reports_the_stop_as_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Dask runs a task in a worker's thread pool, never its main thread: the stop lands there
+    and is reported as a serial run reports it."""
+    pytest.importorskip("distributed")
+    monkeypatch.chdir(tmp_path)
+    Path("spinner.yaml").write_text(SPINNER + "limits: {turn_s: 0.2}\n", encoding="utf-8")
+    code = main(["run", "spinner.yaml", "--seeds", "0..1", "--dask", "local", "--workers", "2"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert re.search(r"^0 passed, 2 failed$", out, re.M), out
+    assert "(its turn_s budget)" in out and _names_the_loop(out), out
+
+
+class _SpinningMachine(AgentMachine):
+    agents: ClassVar[dict[str, type]] = {"s": Spinner}
+
+    @rule()
+    def spin(self) -> None:
+        self.rpc("s", "spin")
+
+
+def test_run_machine_stops_a_rule_whose_agent_code_never_yields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stateful test over an agent that spins ends with the stop, naming the loop's line,
+    instead of hanging Hypothesis's search."""
+    monkeypatch.setattr(sim.budget, "DEFAULT_TURN_S", 0.2)
+    with pytest.raises(BudgetExceeded) as caught:
+        run_machine(
+            _SpinningMachine,
+            settings=hypothesis.settings(max_examples=5, database=None, deadline=None),
+        )
+    assert caught.value.budget == "turn_s"
+    assert _names_the_loop(str(caught.value)), str(caught.value)
