@@ -26,6 +26,7 @@ from sim.kernel import Kernel, SimDeferred
 from sim.lifecycle import Lifecycle
 from sim.prng import Seeds
 from sim.probes import Probes
+from sim.sandbox import guard_agent_modules
 from sim.sqlite import FaultyStorage, StorageFault
 from sim.trace import Trace
 from sim.upstream import Upstream
@@ -210,6 +211,7 @@ class Platform:
         if incarnation.agent is None:
             record = incarnation.record
             incarnation.host = SimHost(self, record, incarnation)
+            guard_agent_modules(record.cls)
             try:
                 incarnation.agent = record.cls(incarnation.host, record.name)
             except Exception as error:

@@ -13,8 +13,10 @@ outside any step (a test, pytest, Dask). A library the agent calls during its tu
 too, as in Temporal's workflow sandbox (logging's timestamps are let through: `LOGGING`); the
 escape hatches are `allowed()` around a call site, `allow_module(name)` (or
 `Simulation(sandbox_allow=(name,))`) for a module, and `Simulation(sandbox=False)` for a run.
-Names bound before `install()` (`from time import time` in a module imported earlier) and the
-methods of C types (`datetime.datetime.now`) are not caught: `docs/sandbox.md` lists them.
+Names an agent's module bound before `install()` (`from time import time` above `from agents_core
+import Agent`) are rebound to the wrappers when the agent is first constructed
+(`guard_agent_modules`); the methods of C types (`datetime.datetime.now`) are not caught:
+`docs/sandbox.md` lists them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "Policy",
     "allow_module",
     "allowed",
+    "guard_agent_modules",
     "install",
 ]
 
@@ -130,6 +133,10 @@ _HARNESS_DIRS = tuple(
     for package in ("agents_core", "sim", "scenarios", "reports")
 )
 _ORIGINALS: dict[tuple[str, str], Callable[..., Any]] = {}
+_WRAPPER_OF: dict[int, Callable[..., Any]] = {}
+"""id(original) -> its wrapper, for the names agent modules bound before `install()`."""
+_GUARDED: set[str] = set()
+"""The modules `guard_agent_modules` has looked at (each once per process)."""
 
 
 @contextlib.contextmanager
@@ -160,8 +167,38 @@ def install() -> None:
         for module, name, instead in CAUGHT:
             original = getattr(module, name)
             _ORIGINALS.setdefault((module.__name__, name), original)
-            setattr(module, name, _wrap(original, f"{module.__name__}.{name}", instead))
+            wrapper = _wrap(original, f"{module.__name__}.{name}", instead)
+            _WRAPPER_OF[id(original)] = wrapper
+            setattr(module, name, wrapper)
         _done = True
+
+
+def guard_agent_modules(cls: type) -> None:
+    """Rebind, in the modules that define `cls` and its base classes, the names that hold a
+    caught function imported before `install()` (`from time import time`, `from uuid import
+    uuid4` above `from agents_core import Agent`, as import sorting puts them): each then
+    names the wrapper, so agent code that calls it is caught as `time.time()` is. Harness and
+    installed libraries' modules are left as they are; each module is looked at once."""
+    if not _WRAPPER_OF:
+        return
+    from sim.kernel import _is_library_file
+
+    for klass in cls.__mro__:
+        name = klass.__module__
+        if name in _GUARDED:
+            continue
+        _GUARDED.add(name)
+        module = sys.modules.get(name)
+        filename = getattr(module, "__file__", None)
+        if module is None or not isinstance(filename, str):
+            continue
+        if filename.startswith(_HARNESS_DIRS) or _is_library_file(filename):
+            continue
+        namespace = vars(module)
+        for key, value in list(namespace.items()):
+            wrapper = _WRAPPER_OF.get(id(value))
+            if wrapper is not None and getattr(wrapper, "__agentsim_original__", None) is value:
+                namespace[key] = wrapper
 
 
 def _wrap(original: Callable[..., Any], call: str, instead: str) -> Callable[..., Any]:

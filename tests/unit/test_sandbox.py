@@ -156,3 +156,58 @@ def test_the_harness_s_own_calls_in_a_step_are_not_caught() -> None:
         assert not any(
             "NondeterministicCall" in f or "was called in agent code" in f for f in result.failures
         ), result.failures
+
+
+PREBOUND_AGENTS = """\
+from random import random
+from time import time
+from uuid import uuid4
+
+from agents_core import Agent
+
+
+class Prebound(Agent):
+    async def stamp(self, which):
+        return {"time": time, "uuid4": uuid4, "random": random}[which]()
+"""
+
+PREBOUND_RUN = """\
+import sys
+
+import prebound_agents  # imported before sim, as import sorting puts an agent module's imports
+
+import sim
+
+for which in ("time", "uuid4", "random"):
+    with sim.Simulation() as run:
+        try:
+            run.call(run.agent(prebound_agents.Prebound, "p"), "stamp", which)
+        except sim.NondeterministicCall as error:
+            print("caught", which, str(error).split(":")[1])
+        else:
+            print("passed", which)
+"""
+
+
+def test_names_an_agent_module_imported_before_the_simulation_are_caught(tmp_path: Any) -> None:
+    """`from time import time` in an agent's module, imported before agentsim installed its
+    wrappers, is caught at its line as `time.time()` is (the module's names are rebound when
+    the agent is first constructed)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "prebound_agents.py").write_text(PREBOUND_AGENTS, encoding="utf-8")
+    (tmp_path / "run_prebound.py").write_text(PREBOUND_RUN, encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "run_prebound.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["caught time 10", "caught uuid4 10", "caught random 10"]
