@@ -15,8 +15,8 @@ escape hatches are `allowed()` around a call site, `allow_module(name)` (or
 `Simulation(sandbox_allow=(name,))`) for a module, and `Simulation(sandbox=False)` for a run.
 Names an agent's module bound before `install()` (`from time import time` above `from agents_core
 import Agent`) are rebound to the wrappers when the agent is first constructed
-(`guard_agent_modules`); the methods of C types (`datetime.datetime.now`) are not caught:
-`docs/sandbox.md` lists them.
+(`guard_agent_modules`), and so are its `datetime` names, to stand-ins whose clock readers are
+caught (`sim.sandbox_dates`); `docs/sandbox.md` lists what is not caught.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
+
+from sim.sandbox_dates import stand_ins
 
 __all__ = [
     "CAUGHT",
@@ -136,6 +138,8 @@ _ORIGINALS: dict[tuple[str, str], Callable[..., Any]] = {}
 _WRAPPER_OF: dict[int, Callable[..., Any]] = {}
 """id(original) -> its wrapper, for the names agent modules bound before `install()`."""
 _GUARDED: set[str] = set()
+_DATE_STAND_INS: dict[int, Any] = {}
+"""id(the datetime module, its date or datetime class) -> its stand-in (`sim.sandbox_dates`)."""
 """The modules `guard_agent_modules` has looked at (each once per process)."""
 
 
@@ -170,6 +174,7 @@ def install() -> None:
             wrapper = _wrap(original, f"{module.__name__}.{name}", instead)
             _WRAPPER_OF[id(original)] = wrapper
             setattr(module, name, wrapper)
+        _DATE_STAND_INS.update(stand_ins(_check, _HARNESS_DIRS))
         _done = True
 
 
@@ -177,8 +182,10 @@ def guard_agent_modules(cls: type) -> None:
     """Rebind, in the modules that define `cls` and its base classes, the names that hold a
     caught function imported before `install()` (`from time import time`, `from uuid import
     uuid4` above `from agents_core import Agent`, as import sorting puts them): each then
-    names the wrapper, so agent code that calls it is caught as `time.time()` is. Harness and
-    installed libraries' modules are left as they are; each module is looked at once."""
+    names the wrapper, so agent code that calls it is caught as `time.time()` is. A name
+    holding the `datetime` module or its `date` or `datetime` class names its stand-in, whose
+    clock readers (`now`, `utcnow`, `today`) are caught likewise (`sim.sandbox_dates`). Harness
+    and installed libraries' modules are left as they are; each module is looked at once."""
     if not _WRAPPER_OF:
         return
     from sim.kernel import _is_library_file
@@ -199,6 +206,8 @@ def guard_agent_modules(cls: type) -> None:
             wrapper = _WRAPPER_OF.get(id(value))
             if wrapper is not None and getattr(wrapper, "__agentsim_original__", None) is value:
                 namespace[key] = wrapper
+            elif id(value) in _DATE_STAND_INS:
+                namespace[key] = _DATE_STAND_INS[id(value)]
 
 
 def _wrap(original: Callable[..., Any], call: str, instead: str) -> Callable[..., Any]:

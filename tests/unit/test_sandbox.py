@@ -211,3 +211,101 @@ def test_names_an_agent_module_imported_before_the_simulation_are_caught(tmp_pat
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["caught time 10", "caught uuid4 10", "caught random 10"]
+
+
+DATED_AGENTS = """\
+import datetime as dt
+import pickle
+from datetime import date, datetime
+
+from agents_core import Agent
+
+
+class Dated(Agent):
+    async def read(self, which):
+        return {
+            "datetime.now": lambda: datetime.now(),
+            "datetime.utcnow": lambda: datetime.utcnow(),
+            "datetime.today": lambda: datetime.today(),
+            "date.today": lambda: date.today(),
+            "dt.datetime.now": lambda: dt.datetime.now(),
+            "dt.date.today": lambda: dt.date.today(),
+        }[which]()
+
+    async def make(self):
+        made = datetime(2026, 12, 2, 12, 0)
+        parsed = datetime.fromisoformat("2026-12-02T12:00:00")
+        stamp = dt.datetime.fromtimestamp(self.host.clock.now_ms() / 1000, dt.timezone.utc)
+        return [
+            type(made) is dt.datetime.__agentsim_original__,
+            made == parsed,
+            isinstance(made, datetime),
+            isinstance(stamp, dt.datetime),
+            isinstance(date(2026, 1, 1), date),
+            pickle.loads(pickle.dumps(made)) == made,
+            repr(made),
+        ]
+"""
+
+DATED_RUN = """\
+import datetime
+
+import dated_agents
+
+import sim
+
+with sim.Simulation() as run:
+    agent = run.agent(dated_agents.Dated, "d")
+    for which in (
+        "datetime.now", "datetime.utcnow", "datetime.today", "date.today",
+        "dt.datetime.now", "dt.date.today",
+    ):
+        try:
+            run.call(agent, "read", which)
+        except sim.NondeterministicCall as error:
+            print("caught", which, str(error).split(":")[1], str(error).split(": ")[1].split()[0])
+        else:
+            print("passed", which)
+    print(run.call(agent, "make"))
+    print(dated_agents.datetime.now().year >= 2026, dated_agents.date.today().year >= 2026)
+    print(datetime.datetime.now is not dated_agents.datetime.now)
+"""
+
+
+def test_datetime_clock_readers_in_an_agent_module_are_caught_and_dates_stay_dates(
+    tmp_path: Any,
+) -> None:
+    """`datetime.now()`, `utcnow()`, `today()` and `date.today()` in an agent's module (bound
+    as classes or through the module) fail at their line in a step; dates the agent makes are
+    the real class's (construction, isinstance, pickling, repr), the same readers work outside
+    a step, and the `datetime` module itself is left as it was."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "dated_agents.py").write_text(DATED_AGENTS, encoding="utf-8")
+    (tmp_path / "run_dated.py").write_text(DATED_RUN, encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "run_dated.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:6] == [
+        "caught datetime.now 11 datetime.datetime.now()",
+        "caught datetime.utcnow 12 datetime.datetime.utcnow()",
+        "caught datetime.today 13 datetime.datetime.today()",
+        "caught date.today 14 datetime.date.today()",
+        "caught dt.datetime.now 15 datetime.datetime.now()",
+        "caught dt.date.today 16 datetime.date.today()",
+    ], lines
+    assert lines[6] == str(
+        [True, True, True, True, True, True, "datetime.datetime(2026, 12, 2, 12, 0)"]
+    )
+    assert lines[7:] == ["True True", "True"]
