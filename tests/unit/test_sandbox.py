@@ -158,6 +158,30 @@ def test_the_harness_s_own_calls_in_a_step_are_not_caught() -> None:
         ), result.failures
 
 
+def _fresh_process(folder: Any, modules: dict[str, str], script: str) -> str:
+    """Run `script` beside `modules` in a new interpreter (where agentsim has installed
+    nothing yet, so names the modules bind first are the originals); its output."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    for name, text in modules.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    (folder / "script.py").write_text(script, encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "script.py"],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{root}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 PREBOUND_AGENTS = """\
 from random import random
 from time import time
@@ -193,24 +217,8 @@ def test_names_an_agent_module_imported_before_the_simulation_are_caught(tmp_pat
     """`from time import time` in an agent's module, imported before agentsim installed its
     wrappers, is caught at its line as `time.time()` is (the module's names are rebound when
     the agent is first constructed)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    (tmp_path / "prebound_agents.py").write_text(PREBOUND_AGENTS, encoding="utf-8")
-    (tmp_path / "run_prebound.py").write_text(PREBOUND_RUN, encoding="utf-8")
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "run_prebound.py"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["caught time 10", "caught uuid4 10", "caught random 10"]
+    out = _fresh_process(tmp_path, {"prebound_agents.py": PREBOUND_AGENTS}, PREBOUND_RUN)
+    assert out.splitlines() == ["caught time 10", "caught uuid4 10", "caught random 10"]
 
 
 DATED_AGENTS = """\
@@ -279,24 +287,7 @@ def test_datetime_clock_readers_in_an_agent_module_are_caught_and_dates_stay_dat
     as classes or through the module) fail at their line in a step; dates the agent makes are
     the real class's (construction, isinstance, pickling, repr), the same readers work outside
     a step, and the `datetime` module itself is left as it was."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    (tmp_path / "dated_agents.py").write_text(DATED_AGENTS, encoding="utf-8")
-    (tmp_path / "run_dated.py").write_text(DATED_RUN, encoding="utf-8")
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "run_dated.py"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = _fresh_process(tmp_path, {"dated_agents.py": DATED_AGENTS}, DATED_RUN).splitlines()
     assert lines[:6] == [
         "caught datetime.now 11 datetime.datetime.now()",
         "caught datetime.utcnow 12 datetime.datetime.utcnow()",
