@@ -8,7 +8,11 @@ genuine), and builds what the spec's "standard UI-chunk builder" makes of them (
   opened opens its part: the spec says only that deltas append, and children stream deltas
   without a start); `*-end` marks the part done;
 - tool chunks create and then update the part of their `toolCallId` (`tool-<toolName>`, states
-  `input-streaming` -> `input-available` -> `output-available` / `output-error`);
+  `input-streaming` -> `input-available` -> `output-available` / `output-error`). Input chunks
+  write first and only once, as the SDK's builder (`applyChunkToParts`, which its client
+  reducer calls) does: a second `tool-input-start` changes nothing, a delta or an
+  `input-available` moves a part only while its input streams, and an input error does not
+  overwrite an output (the spec's "tool parts update" is read from that code);
 - a non-transient `data-*` chunk appends a part, or replaces the data of an existing part of the
   same type and id; a transient one adds nothing, nor does a `data-agent-progress` chunk (sent
   transient, §5.2, and a live-only projection, §5.6, with or without the flag);
@@ -114,6 +118,15 @@ class ClientRunModel:
                 "tool-input-available": "input-available",
                 "tool-input-error": "output-error",
             }[kind]
+            if at is not None:
+                # First write wins: an input chunk moves a part only while its input streams
+                # (an error, until an output is in); a later one is a provider's replay.
+                now = self.parts[at].get("state")
+                if kind == "tool-input-start" or (
+                    now != "input-streaming"
+                    and (kind == "tool-input-available" or str(now).startswith("output-"))
+                ):
+                    return
             part: dict[str, Any] = {} if at is None else dict(self.parts[at])
             part.update(type=f"tool-{chunk.get('toolName')}", toolCallId=call, state=state)
             if "input" in chunk:
@@ -131,6 +144,8 @@ class ClientRunModel:
             return
         part = dict(self.parts[at])
         if kind == "tool-input-delta":
+            if part.get("state") != "input-streaming":
+                return
             self._tool_text[call] = self._tool_text.get(call, "") + str(
                 chunk.get("inputTextDelta") or ""
             )
