@@ -20,7 +20,7 @@ import re
 import shlex
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,28 +92,25 @@ def seed_range(text: str) -> list[int]:
     return list(range(low, high + 1))
 
 
-def _wall_clock(text: str) -> float:
-    try:
-        ms = parse_duration_ms(text)
-    except ValueError:
-        ms = -1
-    if ms < 1_000:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration of at least 1s, such as 30s or 5m, got {text!r}"
-        )
-    return ms / 1000
+def _seconds_at_least(least_ms: int, least: str, examples: str) -> Callable[[str], float]:
+    """An argparse type: a duration of at least `least_ms`, in seconds."""
+
+    def seconds(text: str) -> float:
+        try:
+            ms = parse_duration_ms(text)
+        except ValueError:
+            ms = -1
+        if ms < least_ms:
+            raise argparse.ArgumentTypeError(
+                f"expected a duration of at least {least}, such as {examples}, got {text!r}"
+            )
+        return ms / 1000
+
+    return seconds
 
 
-def _turn(text: str) -> float:
-    try:
-        ms = parse_duration_ms(text)
-    except ValueError:
-        ms = -1
-    if ms < 10:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration of at least 10ms, such as 500ms or 5s, got {text!r}"
-        )
-    return ms / 1000
+_wall_clock = _seconds_at_least(1_000, "1s", "30s or 5m")
+_turn = _seconds_at_least(10, "10ms", "500ms or 5s")
 
 
 # -- budgets ------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.plugin.test_plugin import _pytest
+from tests.plugin.test_plugin import CONFTEST, _pytest
 
 AGENT = """\
 from agents_core import Agent
@@ -21,20 +21,6 @@ class Busy(Agent):
 
     async def note(self, n: int) -> None:
         self.host.trace.emit("user:note", n=n)
-"""
-
-CONFTEST = """\
-from sim.checkers import Violation, register
-
-
-def _no_bad(context):
-    return [
-        Violation("no_bad_records", r.agent, "", "a user:bad record", (r.seq,))
-        for r in context.events("user:bad")
-    ]
-
-
-register("no_bad_records", _no_bad)
 """
 
 TESTS = """\
