@@ -154,6 +154,7 @@ class Agent(AgentToolsMixin):
             keep_alive=self._keep_alive,
             recovery=self._recovery,
             dispatch=self._schedule_dispatch,
+            scheduler=self._scheduler,
         )
         # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
         lifecycle.install(self._schedule_dispatch._schedule_alarm_candidates)

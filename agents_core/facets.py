@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from agents_core.lifecycle import Lifecycle
     from agents_core.recovery import Recovery
     from agents_core.schedule_dispatch import ScheduleDispatch
+    from agents_core.schedules import Scheduler
 
 
 class Facets:
@@ -82,6 +83,7 @@ class Facets:
         "_keep_alive",
         "_recovery",
         "_dispatch",
+        "_scheduler",
         "_self_path",
         "_is_facet",
         "_destroyed",
@@ -104,6 +106,7 @@ class Facets:
         keep_alive: KeepAlive,
         recovery: Recovery,
         dispatch: ScheduleDispatch,
+        scheduler: Scheduler,
     ) -> None:
         self._agent = agent
         """The agent: its RPC entries are called by name on a root, its class names it."""
@@ -111,6 +114,7 @@ class Facets:
         self._keep_alive = keep_alive
         self._recovery = recovery
         self._dispatch = dispatch
+        self._scheduler = scheduler
         self._self_path = self_path
         self._is_facet = ctx.is_facet
         self._destroyed = False
@@ -321,12 +325,7 @@ class Facets:
             path = _parse_owner_path(text)
             return path is not None and path[: len(prefix)] == prefix
 
-        for row in self.sql(
-            "SELECT id, callback, owner_path FROM cf_agents_schedules WHERE owner_path IS NOT NULL"
-        ):
-            if under(row["owner_path"]):
-                self._emit("schedule:cancel", callback=row["callback"], id=row["id"])
-                self.sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
+        self._scheduler.drop_owned_under(under)
         for row in self.sql("SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"):
             if under(row["owner_path"]):
                 self.sql(

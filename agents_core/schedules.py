@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -579,3 +579,14 @@ class Scheduler:
 
     def list_for_facet(self, owner_key: str, filters: dict[str, Any]) -> list[Schedule]:
         return self._list_schedules_for_owner(owner_key, **filters)
+
+    def drop_owned_under(self, under: Callable[[str | None], bool]) -> None:
+        """On a root: delete every sub-agent's schedule whose stored owner path `under` accepts
+        (the prune of a deleted sub-tree), each with its `schedule:cancel` event. The caller
+        re-arms the alarm once its own prune is done."""
+        for row in self.sql(
+            "SELECT id, callback, owner_path FROM cf_agents_schedules WHERE owner_path IS NOT NULL"
+        ):
+            if under(row["owner_path"]):
+                self._emit("schedule:cancel", callback=row["callback"], id=row["id"])
+                self.sql("DELETE FROM cf_agents_schedules WHERE id = ?", row["id"])
