@@ -138,6 +138,8 @@ class Agent(AgentToolsMixin):
             emit=self._emit,
             log=self._log,
         )
+        self._context = context
+        """The components' view of this agent (a subclass's components are given it too)."""
         self._mcp = Mcp(context, self._broadcast_protocol)
         self._lifecycle = lifecycle = Lifecycle(context, self, self._mcp)
         self._keep_alive = KeepAlive(context, lifecycle, owner_key)

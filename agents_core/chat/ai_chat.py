@@ -111,7 +111,7 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
         self, run_id: str, input: Any, controller: AbortController
     ) -> dict[str, Any]:
         message = await maybe_await(self.format_agent_tool_input(input, run_id=run_id))
-        (message,) = self._check_messages([message])
+        (message,) = self._messages.check([message])
 
         def admit(request_id: str) -> None:
             self._bind_agent_tool_request(run_id, request_id)
@@ -153,12 +153,12 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
         return {"status": "error", "error": str(error) or type(error).__name__}
 
     async def _messages_after_run_start(self, row: dict[str, Any]) -> list[dict[str, Any]]:
-        rows = self._message_rows()
+        rows = self._messages.rows()
         input_id = f"agent-tool-{row['run_id']}-input"
         for index, message_row in enumerate(rows):
             if message_row["id"] == input_id:
                 return [r["message"] for r in rows[index + 1 :]]
-        return self._messages_created_since(row["started_at"])
+        return self._messages.created_since(row["started_at"])
 
     async def _stale_completion(self, row: dict[str, Any]) -> dict[str, Any]:
         input = json.loads(row["input_json"]) if row["input_json"] is not None else None
@@ -191,13 +191,13 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
 
     # -- reading -------------------------------------------------------------------------------
     def _agent_tool_stream_id(self, row: dict[str, Any]) -> str | None:
-        return self._stream_for_request(row["request_id"])
+        return self._stream.for_request(row["request_id"])
 
     async def _inspection_from_row(self, row: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"runId": row["run_id"], "status": row["status"]}
         if row["request_id"] is not None:
             out["requestId"] = row["request_id"]
-            stream_id = self._stream_for_request(row["request_id"])
+            stream_id = self._stream.for_request(row["request_id"])
             if stream_id is not None:
                 out["streamId"] = stream_id
         if row["output_json"] is not None:

@@ -1,6 +1,7 @@
 """`ChatHost`: what Think-like and AIChatAgent-like agents share, assembled from the mixins.
 
-A chat host is an `Agent` with a transcript (`messages`), a resumable stream, a FIFO turn queue
+A chat host is an `Agent` with a transcript (`messages`, the `ChatMessages` component), a
+resumable stream (the `ResumableStream` component), a FIFO turn queue
 whose turns are fibers streaming from the model service, chat recovery, `report_progress`, and
 the agent-tool child adapter with its tail and broadcast snoop, and the parent side's serialized
 deliveries and recovery credit (`parent.py`). `ThinkAgent` and `ChatAgent`
@@ -14,10 +15,10 @@ from typing import Any
 from agents_core.agent import Agent
 from agents_core.chat.chat_recovery import ChatRecoveryMixin
 from agents_core.chat.child_runs import AgentToolChildMixin
-from agents_core.chat.messages import MessagesMixin
+from agents_core.chat.messages import ChatMessages
 from agents_core.chat.parent import ChatParentMixin
 from agents_core.chat.progress import ProgressMixin
-from agents_core.chat.stream_store import StreamStoreMixin
+from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import AgentToolTailsMixin
 from agents_core.chat.turns import ChatTurnsMixin
 from agents_core.host import Host
@@ -31,8 +32,6 @@ class ChatHost(
     ProgressMixin,
     ChatRecoveryMixin,
     ChatTurnsMixin,
-    StreamStoreMixin,
-    MessagesMixin,
     ChatParentMixin,
     Agent,
 ):
@@ -40,13 +39,20 @@ class ChatHost(
 
     def __init__(self, host: Host, name: str) -> None:
         super().__init__(host, name)
-        self._init_messages()
-        self._init_stream_store()
+        self._messages = ChatMessages(self._context)
+        self._stream = ResumableStream(self._context)
         self._init_turns()
         self._init_chat_recovery()
         self._init_progress()
         self._init_agent_tool_child()
         self._init_chat_parent()
 
-    def _messages_created_since(self, started_at: int) -> list[dict[str, Any]]:
-        return [r["message"] for r in self._message_rows() if r["created_at"] >= started_at]
+    # -- the SDK's surface ----------------------------------------------------------------------
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The persisted transcript, oldest first."""
+        return self._messages.all()
+
+    def stream_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]:
+        """Stored chunks of a stream with index > `after`, as {"sequence", "body"}."""
+        return self._stream.chunks(stream_id, after)

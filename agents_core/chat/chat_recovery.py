@@ -228,7 +228,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             if decision == "continue":
                 probe(self.host, "chat.recovery_continued")
                 assert partial is not None
-                self._persist_message(partial)
+                self._messages.persist(partial)
                 plan.continue_message_id = partial["id"]
             else:
                 probe(self.host, "chat.recovery_retried")
@@ -256,7 +256,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         message_id = snapshot.get("messageId")
         if not isinstance(message_id, str):
             return None, False
-        base = self._message_by_id(message_id) or {
+        base = self._messages.by_id(message_id) or {
             "id": message_id,
             "role": "assistant",
             "parts": [],
@@ -264,7 +264,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         builder = MessageBuilder(base)
         finished = False
         stream_id, begins = self._interrupted_stream(request_id, snapshot)
-        for chunk in self.stream_chunks(stream_id, begins - 1):
+        for chunk in self._stream.chunks(stream_id, begins - 1):
             try:
                 parsed = json.loads(chunk["body"])
             except ValueError:
@@ -287,7 +287,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         begins = snapshot.get("streamFrom")
         if isinstance(stream_id, str) and isinstance(begins, int):
             return stream_id, begins
-        return self._stream_for_request(request_id), 0
+        return self._stream.for_request(request_id), 0
 
     def _stream_for_recovered_turn(self: ChatSelf, request_id: str, payload: dict[str, Any]) -> Any:
         """The stream a recovered turn continues, or None to open its own (only agent-tool
@@ -313,10 +313,10 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             mode="complete",
             attempt=attempt,
         )
-        self._persist_message(answer)
+        self._messages.persist(answer)
         stream_id, _ = self._interrupted_stream(request_id, snapshot)
         if stream_id is not None:
-            self._finish_stream(stream_id, "completed")
+            self._stream.finish(stream_id, "completed")
         self._broadcast_chat_frame(
             {"type": CHAT_RESPONSE_TYPE, "id": request_id, "body": "", "done": True}
         )

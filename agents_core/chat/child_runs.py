@@ -111,7 +111,7 @@ class AgentToolChildMixin:
         row = self._agent_tool_row(run_id)
         if row is None:
             return []
-        return self.stream_chunks(self._agent_tool_stream_id(row), after_sequence)
+        return self._stream.chunks(self._agent_tool_stream_id(row), after_sequence)
 
     # -- rows --------------------------------------------------------------------------------------
     def _agent_tool_row(self: ChatSelf, run_id: str) -> dict[str, Any] | None:

@@ -7,6 +7,10 @@ builder does: text deltas append to their text part, tool chunks create and sett
 non-transient `data-*` chunks append a part (or update the one with the same type and id).
 The turn engine builds its live assistant message with it, and chat recovery rebuilds an
 interrupted one from the stored chunks.
+
+`ChatMessages` is the component that owns the transcript table and sees the agent through its
+`AgentContext` only; the SDK's counterpart is the hosts' `this.messages` with `persistMessages`
+(AIChatAgent) and Think's session history.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agents_core.chat.self_type import ChatSelf
 from agents_core.jsontext import to_json_text
 
-__all__ = ["MESSAGES_DDL", "MessageBuilder", "MessagesMixin", "message_text", "user_message"]
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
+
+__all__ = ["MESSAGES_DDL", "ChatMessages", "MessageBuilder", "message_text", "user_message"]
 
 MESSAGES_DDL = (
     "CREATE TABLE IF NOT EXISTS cf_ai_chat_agent_messages ("
@@ -118,20 +124,22 @@ class MessageBuilder:
         ]
 
 
-class MessagesMixin:
+class ChatMessages:
     """The transcript: load, save (insert or update in place) and clear."""
 
-    def _init_messages(self: ChatSelf) -> None:
-        self.host.sql.execute(MESSAGES_DDL)
+    __slots__ = ("_ctx",)
 
-    @property
-    def messages(self: ChatSelf) -> list[dict[str, Any]]:
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
+        ctx.host.sql.execute(MESSAGES_DDL)
+
+    def all(self) -> list[dict[str, Any]]:
         """The persisted transcript, oldest first."""
-        return [row["message"] for row in self._message_rows()]
+        return [row["message"] for row in self.rows()]
 
-    def _message_rows(self: ChatSelf) -> list[dict[str, Any]]:
+    def rows(self) -> list[dict[str, Any]]:
         """Rows as {"id", "message" (parsed), "created_at"}, in transcript order."""
-        rows = self.sql(
+        rows = self._ctx.sql(
             "SELECT id, message, created_at FROM cf_ai_chat_agent_messages ORDER BY rowid"
         )
         return [
@@ -139,24 +147,36 @@ class MessagesMixin:
             for r in rows
         ]
 
-    def _message_by_id(self: ChatSelf, message_id: str) -> dict[str, Any] | None:
-        rows = self.sql("SELECT message FROM cf_ai_chat_agent_messages WHERE id = ?", message_id)
+    def created_since(self, started_at: int) -> list[dict[str, Any]]:
+        """The messages first saved at or after `started_at`, oldest first."""
+        return [r["message"] for r in self.rows() if r["created_at"] >= started_at]
+
+    def by_id(self, message_id: str) -> dict[str, Any] | None:
+        rows = self._ctx.sql(
+            "SELECT message FROM cf_ai_chat_agent_messages WHERE id = ?", message_id
+        )
         return json.loads(rows[0]["message"]) if rows else None
 
-    def _persist_message(self: ChatSelf, message: Mapping[str, Any]) -> None:
+    def persist(self, message: Mapping[str, Any]) -> None:
+        """Save one message: update it in place, or append it."""
+        ctx = self._ctx
         text = to_json_text(message, "a chat message")
-        changed = self.host.sql.execute(
+        changed = ctx.host.sql.execute(
             "UPDATE cf_ai_chat_agent_messages SET message = ? WHERE id = ?", (text, message["id"])
         )
         if not changed:
-            self.sql(
+            ctx.sql(
                 "INSERT INTO cf_ai_chat_agent_messages (id, message, created_at) VALUES (?, ?, ?)",
                 message["id"],
                 text,
-                self.host.clock.now_ms(),
+                ctx.host.clock.now_ms(),
             )
 
-    def _check_messages(self: ChatSelf, messages: Sequence[Any]) -> list[dict[str, Any]]:
+    def clear(self) -> None:
+        """Forget every message."""
+        self._ctx.sql("DELETE FROM cf_ai_chat_agent_messages")
+
+    def check(self, messages: Sequence[Any]) -> list[dict[str, Any]]:
         """Copies of `messages`, each given an id if it has none; misuse is named."""
         if isinstance(messages, Mapping | str) or not isinstance(messages, Sequence):
             raise TypeError(
@@ -178,6 +198,6 @@ class MessagesMixin:
             copied = copy.deepcopy(dict(message))
             copied.setdefault("parts", [])
             if not copied.get("id"):
-                copied["id"] = self.host.entropy.nanoid()
+                copied["id"] = self._ctx.host.entropy.nanoid()
             out.append(copied)
         return out

@@ -122,8 +122,8 @@ class ThinkNotifyMixin(_NotifyBase):
         key = detached_milestone_key(run.run_id, milestone["name"])
         metadata = detached_notify_metadata(run, milestone=milestone["name"])
         if mode == "narrate":
-            if self._message_by_id(key) is None:  # adding an existing id is a no-op
-                self._persist_message(detached_notice(key, "assistant", text, metadata))
+            if self._messages.by_id(key) is None:  # adding an existing id is a no-op
+                self._messages.persist(detached_notice(key, "assistant", text, metadata))
                 self._broadcast_messages()
             return
         await self._submit_think_messages([user_message(text, self._nanoid())], key, metadata)
@@ -201,7 +201,7 @@ class ThinkNotifyMixin(_NotifyBase):
                 now,
                 submission_id,
             )
-            self._persist_messages(self._check_messages(messages))
+            self._persist_messages(self._messages.check(messages))
 
         plan = TurnPlan(self._nanoid(), trigger="submission", prepare=admit)
         self._think_submissions_live.add(submission_id)
@@ -280,16 +280,16 @@ class AiChatNotifyMixin:
         self: AiChatNotifySelf, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
     ) -> None:
         # E29: idempotency is the transcript's (plus this isolate's in-flight injections).
-        if message_id in self._detached_injecting or self._message_by_id(message_id) is not None:
+        if message_id in self._detached_injecting or self._messages.by_id(message_id) is not None:
             return
         message = detached_notice(message_id, role, text, metadata)
         if not reply:
-            self._persist_message(message)
+            self._messages.persist(message)
             self._broadcast_messages()
             return
 
         def admit(_request_id: str) -> None:
-            self._persist_message(message)
+            self._messages.persist(message)
             self._broadcast_messages()
 
         plan = TurnPlan(self.host.entropy.nanoid(), trigger=NOTIFY_TRIGGER)

@@ -187,7 +187,7 @@ class ProgressMixin(_ProgressBase):
                 run_id,
             )
             # S2: stored, part of the answer, replayed.
-            index = self._append_stream_chunk(state.stream_id, body) if state is not None else None
+            index = self._stream.append(state.stream_id, body) if state is not None else None
         except Exception:
             # The row and its stored chunk go together (S2), and a storage error rolls nothing
             # back: a report that raises takes its row back out, so inspection never lists a

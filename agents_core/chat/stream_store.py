@@ -6,17 +6,23 @@ synchronous step as their broadcast, so a chunk a client saw is a chunk storage 
 gate commits them together). A stream left `streaming` by a dead incarnation is what chat
 recovery reads to rebuild the interrupted answer. The one exception to "one stream per turn":
 a recovered turn that serves an agent-tool run continues the stream of the turn it recovers
-(`_adopt_stream`), so the run's chunk indices, its chunks' identity on the wire, never start
+(`ResumableStream.adopt`), so the run's chunk indices, its chunks' identity on the wire, never start
 over (seed decision S5; `docs/divergences.md` T9).
+
+`ResumableStream` is the component: it owns both tables and sees the agent through its
+`AgentContext` only. The SDK's counterpart is `ResumableStream` of AIChatAgent and Think (its
+`start`, `storeChunk`, `complete`/`markError`, `getStreamChunks`); the chunk frames a client
+receives are the turn engine's (`turns.py`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agents_core.chat.self_type import ChatSelf
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
 
-__all__ = ["StreamStoreMixin"]
+__all__ = ["STREAM_DDL", "ResumableStream"]
 
 STREAM_DDL = (
     "CREATE TABLE IF NOT EXISTS cf_ai_chat_stream_metadata ("
@@ -32,88 +38,96 @@ STREAM_DDL = (
 )
 
 
-class StreamStoreMixin:
-    def _init_stream_store(self: ChatSelf) -> None:
-        for statement in STREAM_DDL:
-            self.host.sql.execute(statement)
+class ResumableStream:
+    """One chat host's stored streams: one per turn, its chunks indexed from 0."""
 
-    def _start_stream(self: ChatSelf, request_id: str) -> str:
-        stream_id = self.host.entropy.nanoid()
-        self.sql(
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
+        for statement in STREAM_DDL:
+            ctx.host.sql.execute(statement)
+
+    def start(self, request_id: str) -> str:
+        """Open the stream of a turn; its id."""
+        ctx = self._ctx
+        stream_id = ctx.host.entropy.nanoid()
+        ctx.sql(
             "INSERT INTO cf_ai_chat_stream_metadata (id, request_id, status, created_at) "
             "VALUES (?, ?, 'streaming', ?)",
             stream_id,
             request_id,
-            self.host.clock.now_ms(),
+            ctx.host.clock.now_ms(),
         )
         return stream_id
 
-    def _adopt_stream(self: ChatSelf, stream_id: str, request_id: str) -> bool:
+    def adopt(self, stream_id: str, request_id: str) -> bool:
         """Continue an existing stream under a new turn: it becomes that turn's stream (its
         request id is the new one's, its status `streaming` again), and its chunks go on from
         the next index. False when the stream is gone."""
         return bool(
-            self.host.sql.execute(
+            self._ctx.host.sql.execute(
                 "UPDATE cf_ai_chat_stream_metadata SET request_id = ?, status = 'streaming', "
                 "completed_at = NULL WHERE id = ?",
                 (request_id, stream_id),
             )
         )
 
-    def _stream_length(self: ChatSelf, stream_id: str) -> int:
+    def length(self, stream_id: str) -> int:
         """How many chunks the stream holds (its next chunk index)."""
-        rows = self.sql(
+        rows = self._ctx.sql(
             "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
             "WHERE stream_id = ?",
             stream_id,
         )
         return int(rows[0]["next"])
 
-    def _append_stream_chunk(self: ChatSelf, stream_id: str, body: str) -> int:
+    def append(self, stream_id: str, body: str) -> int:
         """Store one chunk (JSON text); its index in the stream."""
-        rows = self.sql(
+        ctx = self._ctx
+        rows = ctx.sql(
             "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
             "WHERE stream_id = ?",
             stream_id,
         )
         index = int(rows[0]["next"])
-        self.sql(
+        ctx.sql(
             "INSERT INTO cf_ai_chat_stream_chunks (id, stream_id, body, chunk_index, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
             f"{stream_id}:{index}",
             stream_id,
             body,
             index,
-            self.host.clock.now_ms(),
+            ctx.host.clock.now_ms(),
         )
         return index
 
-    def _finish_stream(self: ChatSelf, stream_id: str, status: str) -> None:
-        self.sql(
+    def finish(self, stream_id: str, status: str) -> None:
+        """End the stream with the turn's status (`completed`, `error`, `aborted`)."""
+        ctx = self._ctx
+        ctx.sql(
             "UPDATE cf_ai_chat_stream_metadata SET status = ?, completed_at = ? WHERE id = ?",
             status,
-            self.host.clock.now_ms(),
+            ctx.host.clock.now_ms(),
             stream_id,
         )
 
-    def _stream_for_request(self: ChatSelf, request_id: str | None) -> str | None:
+    def for_request(self, request_id: str | None) -> str | None:
         """The (latest) stream of a turn."""
         if request_id is None:
             return None
-        rows = self.sql(
+        rows = self._ctx.sql(
             "SELECT id FROM cf_ai_chat_stream_metadata WHERE request_id = ? "
             "ORDER BY created_at DESC, rowid DESC LIMIT 1",
             request_id,
         )
         return rows[0]["id"] if rows else None
 
-    def stream_chunks(
-        self: ChatSelf, stream_id: str | None, after: int = -1
-    ) -> list[dict[str, Any]]:
+    def chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]:
         """Stored chunks of a stream with index > `after`, as {"sequence", "body"}."""
         if stream_id is None:
             return []
-        rows = self.sql(
+        rows = self._ctx.sql(
             "SELECT chunk_index, body FROM cf_ai_chat_stream_chunks "
             "WHERE stream_id = ? AND chunk_index > ? ORDER BY chunk_index",
             stream_id,

@@ -135,7 +135,7 @@ class AgentToolTailsMixin(_TailsBase):
         row = self._agent_tool_row(run_id)
         if row is None:
             return 0
-        chunks = self.stream_chunks(self._agent_tool_stream_id(row))
+        chunks = self._stream.chunks(self._agent_tool_stream_id(row))
         return chunks[-1]["sequence"] + 1 if chunks else 0
 
     def _close_agent_tool_tails(self: ChatSelf, run_id: str) -> None:

@@ -110,13 +110,13 @@ class ThinkAgent(ThinkNotifyMixin, ChatHost):
         request_id = self.host.entropy.nanoid()
         self._bind_agent_tool_request(run_id, request_id)
         message = await maybe_await(self.format_agent_tool_input(input))
-        (message,) = self._check_messages([message])
+        (message,) = self._messages.check([message])
 
         def admit(_request_id: str) -> None:
             # At admission, not submission: a run queued behind another turn must not count
             # that turn's answer as its own.
-            self._agent_tool_pre_turn_ids[run_id] = {r["id"] for r in self._message_rows()}
-            self._persist_message(message)
+            self._agent_tool_pre_turn_ids[run_id] = {r["id"] for r in self._messages.rows()}
+            self._messages.persist(message)
             self._broadcast_messages()
 
         plan = TurnPlan(request_id, trigger="agent-tool", signal=controller.signal, prepare=admit)
@@ -148,9 +148,9 @@ class ThinkAgent(ThinkNotifyMixin, ChatHost):
         created since it started (after a restart, when the snapshot is gone)."""
         before = self._agent_tool_pre_turn_ids.get(run_id)
         if before is not None:
-            return [r["message"] for r in self._message_rows() if r["id"] not in before]
+            return [r["message"] for r in self._messages.rows() if r["id"] not in before]
         row = self._agent_tool_row(run_id)
-        return [] if row is None else self._messages_created_since(row["started_at"])
+        return [] if row is None else self._messages.created_since(row["started_at"])
 
     async def _messages_after_run_start(self, row: dict[str, Any]) -> list[dict[str, Any]]:
         return self._run_messages(row["run_id"])

@@ -159,7 +159,7 @@ class ChatTurnsMixin:
         it (as the SDK's saveMessages does: three messages saved in a row are answered one by
         one, each turn seeing the answers before it); `{"requestId", "status", "error"?}`. A
         turn skipped by a clear persists nothing."""
-        checked = self._check_messages(messages)
+        checked = self._messages.check(messages)
 
         def persist(_request_id: str) -> None:
             self._persist_messages(checked)
@@ -169,7 +169,7 @@ class ChatTurnsMixin:
 
     def _persist_messages(self: ChatSelf, messages: Sequence[Mapping[str, Any]]) -> None:
         for message in messages:
-            self._persist_message(message)
+            self._messages.persist(message)
         self._broadcast_messages()
 
     async def clear_messages(self: ChatSelf) -> None:
@@ -177,7 +177,7 @@ class ChatTurnsMixin:
         self._turn_generation += 1
         for controller in list(self._turn_controllers.values()):
             controller.abort("chat cleared")
-        self.sql("DELETE FROM cf_ai_chat_agent_messages")
+        self._messages.clear()
         self._broadcast_messages()
 
     async def on_message(self: ChatSelf, connection: Any, message: Any) -> None:
@@ -185,7 +185,7 @@ class ChatTurnsMixin:
         Unlike `save_messages`, the request's messages are persisted as it arrives, and its turn
         queues behind the running one (the SDK's WebSocket path)."""
         if isinstance(message, Mapping) and message.get("type") == CHAT_REQUEST_TYPE:
-            self._persist_messages(self._check_messages(message.get("messages") or []))
+            self._persist_messages(self._messages.check(message.get("messages") or []))
             plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat")
             await self._submit_turn(plan)
 
@@ -223,7 +223,7 @@ class ChatTurnsMixin:
             # rebuilds the answer from those alone (the earlier ones are in the persisted
             # message it continues).
             snapshot["streamId"] = plan.stream_id
-            snapshot["streamFrom"] = self._stream_length(plan.stream_id)
+            snapshot["streamFrom"] = self._stream.length(plan.stream_id)
 
         async def body(_ctx: Any) -> TurnResult:
             return await self._run_turn(plan, message_id, generation)
@@ -253,13 +253,13 @@ class ChatTurnsMixin:
             plan.signal.add_listener(controller.abort)
         aborted = self.host.tasks.deferred()
         controller.signal.add_listener(lambda _reason: aborted.resolve(_ABORTED))
-        base = self._message_by_id(message_id) if plan.continue_message_id else None
+        base = self._messages.by_id(message_id) if plan.continue_message_id else None
         builder = MessageBuilder(base or {"id": message_id, "role": "assistant", "parts": []})
         stream_id = plan.stream_id
-        if stream_id is not None and self._adopt_stream(stream_id, rid):
+        if stream_id is not None and self._stream.adopt(stream_id, rid):
             probe(self.host, "chat.recovered_turn_continued_stream")
         else:
-            stream_id = self._start_stream(rid)
+            stream_id = self._stream.start(rid)
         state = _TurnState(plan, stream_id, builder, controller, aborted)
         self._turn_controllers[rid] = controller
         self._turn_states[rid] = state
@@ -275,8 +275,8 @@ class ChatTurnsMixin:
             cleared = generation != self._turn_generation
             keep = bool(builder.parts) and not cleared
             if keep:
-                self._persist_message(builder.message)
-            self._finish_stream(state.stream_id, status)
+                self._messages.persist(builder.message)
+            self._stream.finish(state.stream_id, status)
             done = {"type": CHAT_RESPONSE_TYPE, "id": rid, "body": "", "done": True}
             self._broadcast_chat_frame(done)
             if keep:
@@ -426,7 +426,7 @@ class ChatTurnsMixin:
     def _emit_turn_chunk(self: ChatSelf, state: _TurnState, chunk: Mapping[str, Any]) -> int:
         """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it."""
         body = to_json_text(dict(chunk), "a UI chunk")
-        index = self._append_stream_chunk(state.stream_id, body)
+        index = self._stream.append(state.stream_id, body)
         self._publish_turn_chunk(state, chunk, body, index)
         return index
 
