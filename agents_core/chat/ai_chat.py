@@ -102,7 +102,7 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
         )
 
     def _active_agent_tool_run(self) -> tuple[str | None, str | None]:
-        request_id = self._active_request_id
+        request_id = self._turns.active_request_id
         run_id = self._agent_tool_request_runs.get(request_id) if request_id else None
         return (run_id, request_id) if run_id is not None else (None, None)
 
@@ -115,7 +115,7 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
 
         def admit(request_id: str) -> None:
             self._bind_agent_tool_request(run_id, request_id)
-            self._persist_messages([message])
+            self._turns.persist_messages([message])
 
         plan = TurnPlan(
             self.host.entropy.nanoid(),
@@ -124,7 +124,7 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
             body={"agentToolInput": input},
             prepare=admit,
         )
-        result = await self._submit_turn(plan)
+        result = await self._turns.submit(plan)
         base = {"requestId": plan.request_id}
         if result.status == "aborted":
             return {**base, "status": "aborted", "error": self._agent_tool_abort_reason(controller)}

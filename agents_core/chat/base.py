@@ -10,7 +10,8 @@ subclass it and differ only where the SDK's two hosts differ (spec agent-tools Â
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from agents_core.agent import Agent
 from agents_core.chat.chat_recovery import ChatRecoveryMixin
@@ -20,8 +21,9 @@ from agents_core.chat.parent import ChatParentMixin
 from agents_core.chat.progress import ProgressMixin
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import AgentToolTailsMixin
-from agents_core.chat.turns import ChatTurnsMixin
+from agents_core.chat.turns import ChatTurns, _TurnState
 from agents_core.host import Host
+from agents_core.signals import AbortSignal
 
 __all__ = ["ChatHost"]
 
@@ -31,17 +33,22 @@ class ChatHost(
     AgentToolChildMixin,
     ProgressMixin,
     ChatRecoveryMixin,
-    ChatTurnsMixin,
     ChatParentMixin,
     Agent,
 ):
     """The shared base of the chat hosts; subclass `ThinkAgent` or `ChatAgent`, not this."""
 
+    model_service: ClassVar[str] = "model"
+    """The upstream service turns stream from."""
+    system_prompt: ClassVar[str | None] = None
+    max_steps: ClassVar[int] = 10
+    """Model calls per turn (each tool round is one more)."""
+
     def __init__(self, host: Host, name: str) -> None:
         super().__init__(host, name)
         self._messages = ChatMessages(self._context)
         self._stream = ResumableStream(self._context)
-        self._init_turns()
+        self._turns = ChatTurns(self._context, self._messages, self._stream, self)
         self._init_chat_recovery()
         self._init_progress()
         self._init_agent_tool_child()
@@ -56,3 +63,37 @@ class ChatHost(
     def stream_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]:
         """Stored chunks of a stream with index > `after`, as {"sequence", "body"}."""
         return self._stream.chunks(stream_id, after)
+
+    async def save_messages(
+        self, messages: Sequence[Mapping[str, Any]], *, signal: AbortSignal | None = None
+    ) -> dict[str, Any]:
+        """Run one turn that persists `messages` when it starts, after the turns queued before
+        it; `{"requestId", "status", "error"?}` (`ChatTurns.save_messages`)."""
+        return await self._turns.save_messages(messages, signal=signal)
+
+    async def clear_messages(self) -> None:
+        """Forget the transcript: queued turns are skipped, the running one is aborted."""
+        await self._turns.clear()
+
+    async def on_message(self, connection: Any, message: Any) -> None:
+        """A chat client's request (`cf_agent_use_chat_request`) runs a turn."""
+        await self._turns.on_message(connection, message)
+
+    # -- the hooks users override -------------------------------------------------------------
+    def get_tools(self) -> Mapping[str, Any]:
+        """Server tools by name; each has `description`, `input_schema` and
+        `async execute(input, tool_call_id=..., signal=...)`."""
+        return {}
+
+    def get_system_prompt(self) -> str | None:
+        return self.system_prompt
+
+    # -- read by tests and fixtures -----------------------------------------------------------
+    @property
+    def _turn_states(self) -> dict[str, _TurnState]:
+        """The running turns by request id."""
+        return self._turns.states
+
+    @property
+    def _active_request_id(self) -> str | None:
+        return self._turns.active_request_id

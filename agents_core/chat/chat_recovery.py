@@ -232,7 +232,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
                 plan.continue_message_id = partial["id"]
             else:
                 probe(self.host, "chat.recovery_retried")
-            result = await self._submit_turn(plan)
+            result = await self._turns.submit(plan)
             status = "recovered" if result.status == "completed" else "failed"
             self._set_incident(key, self.host.kv.get(key) or {}, status)
             self.host.trace.emit(
@@ -320,7 +320,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         self._broadcast_chat_frame(
             {"type": CHAT_RESPONSE_TYPE, "id": request_id, "body": "", "done": True}
         )
-        self._broadcast_messages()
+        self._turns.broadcast_messages()
         self.host.trace.emit("chat:recovery:settled", requestId=request_id, status="completed")
 
     def _set_incident(self: ChatSelf, key: str, incident: dict[str, Any], status: str) -> None:

@@ -76,7 +76,7 @@ class AgentToolChildMixin:
         controller = self._agent_tool_controllers.get(run_id)
         if controller is not None:
             controller.abort(reason)
-        for request_id, turn in list(self._turn_states.items()):
+        for request_id, turn in list(self._turns.states.items()):
             if (
                 turn.plan.trigger == "recovery"
                 or self._agent_tool_request_runs.get(request_id) == run_id
@@ -241,7 +241,7 @@ class AgentToolChildMixin:
             ):
                 continue
             recovery = self.classify_chat_recovery(row["run_id"])
-            if recovery == "in-progress" or self._turn_states:
+            if recovery == "in-progress" or self._turns.states:
                 continue
             answers = [
                 m

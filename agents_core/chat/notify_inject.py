@@ -124,7 +124,7 @@ class ThinkNotifyMixin(_NotifyBase):
         if mode == "narrate":
             if self._messages.by_id(key) is None:  # adding an existing id is a no-op
                 self._messages.persist(detached_notice(key, "assistant", text, metadata))
-                self._broadcast_messages()
+                self._turns.broadcast_messages()
             return
         await self._submit_think_messages([user_message(text, self._nanoid())], key, metadata)
 
@@ -201,12 +201,12 @@ class ThinkNotifyMixin(_NotifyBase):
                 now,
                 submission_id,
             )
-            self._persist_messages(self._messages.check(messages))
+            self._turns.persist_messages(self._messages.check(messages))
 
         plan = TurnPlan(self._nanoid(), trigger="submission", prepare=admit)
         self._think_submissions_live.add(submission_id)
         try:
-            result = await self._submit_turn(plan)
+            result = await self._turns.submit(plan)
             status, error, stream_id = result.status, result.error, result.stream_id
         except Exception as exc:  # noqa: BLE001 - one failed submission never stops the drain
             status, error, stream_id = "error", str(exc) or type(exc).__name__, None
@@ -285,12 +285,12 @@ class AiChatNotifyMixin:
         message = detached_notice(message_id, role, text, metadata)
         if not reply:
             self._messages.persist(message)
-            self._broadcast_messages()
+            self._turns.broadcast_messages()
             return
 
         def admit(_request_id: str) -> None:
             self._messages.persist(message)
-            self._broadcast_messages()
+            self._turns.broadcast_messages()
 
         plan = TurnPlan(self.host.entropy.nanoid(), trigger=NOTIFY_TRIGGER)
         self._detached_injecting.add(message_id)
@@ -298,8 +298,8 @@ class AiChatNotifyMixin:
             # The slot holds the turn queue: the reply runs here, before the ledger's mark.
             try:
                 admit(plan.request_id)
-                generation = self._turn_generation
-                await self._outside_delivery_slot(lambda: self._run_turn_fiber(plan, generation))
+                generation = self._turns.generation
+                await self._outside_delivery_slot(lambda: self._turns.run_fiber(plan, generation))
             finally:
                 self._detached_injecting.discard(message_id)
             return
@@ -308,12 +308,12 @@ class AiChatNotifyMixin:
             self._spawn_outside_delivery_slot(self._reply_later(plan, message_id))
             return
         try:
-            await self._submit_turn(plan)
+            await self._turns.submit(plan)
         finally:
             self._detached_injecting.discard(message_id)
 
     async def _reply_later(self: AiChatNotifySelf, plan: TurnPlan, message_id: str) -> None:
         try:
-            await self.keep_alive_while(lambda: self._submit_turn(plan))
+            await self.keep_alive_while(lambda: self._turns.submit(plan))
         finally:
             self._detached_injecting.discard(message_id)

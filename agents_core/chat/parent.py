@@ -66,6 +66,23 @@ _slot: contextvars.ContextVar[_DeliverySlot | None] = contextvars.ContextVar(
 )
 
 
+async def _in_delivery_slot(agent: Any, invoke: Callable[[], Awaitable[None]]) -> None:
+    """Await `invoke()` as a serialized delivery of `agent` (the caller holds the turn queue)."""
+    slot = _DeliverySlot(agent)
+    token = _slot.set(slot)
+    closed = False
+    try:
+        await invoke()
+    except GeneratorExit:
+        # Closed after its incarnation died: restoring the variable there would leak it.
+        closed = True
+        raise
+    finally:
+        slot.open = False
+        if not closed:
+            _slot.reset(token)
+
+
 def in_delivery_slot(agent: Any) -> bool:
     """True when the calling code runs inside a serialized delivery of `agent`."""
     slot = _slot.get()
@@ -92,35 +109,11 @@ class ChatParentMixin:
             dispose()
 
     async def _between_turns(self: ChatSelf, invoke: Callable[[], Awaitable[None]]) -> None:
-        # The same FIFO chain `_submit_turn` uses, without its clear-generation check: a clear
-        # skips queued turns, never a delivery the ledger owes.
-        previous = self._turn_tail
-        done = self.host.tasks.deferred()
-        self._turn_tail = done
-        try:
-            if previous is not None and not previous.done():
-                await previous
-            slot = _DeliverySlot(self)
-            token = _slot.set(slot)
-            closed = False
-            try:
-                await invoke()
-            except GeneratorExit:
-                # Closed after its incarnation died: restoring the variable there would leak it.
-                closed = True
-                raise
-            finally:
-                slot.open = False
-                if not closed:
-                    _slot.reset(token)
-        finally:
-            if self._turn_tail is done:
-                self._turn_tail = None
-            done.resolve(None)
+        await self._turns.between_turns(lambda: _in_delivery_slot(self, invoke))
 
     def _turn_queue_busy(self: ChatSelf) -> bool:
         """A turn or a serialized delivery holds the turn queue."""
-        return self._turn_tail is not None and not self._turn_tail.done()
+        return self._turns.queue_busy()
 
     async def _outside_delivery_slot(self: ChatSelf, step: Callable[[], Awaitable[Any]]) -> Any:
         """Await `step()` with the slot marker cleared (a turn run inline in the slot)."""

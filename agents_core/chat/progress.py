@@ -170,7 +170,7 @@ class ProgressMixin(_ProgressBase):
             payload["data"] = data
         chunk = {"type": MILESTONE_PART, "id": f"{run_id}:{sequence}", "data": payload}
         body = to_json_text(chunk, "milestone")
-        state = self._turn_states.get(request_id)
+        state = self._turns.states.get(request_id)
         self.sql(
             f"INSERT OR IGNORE INTO {table} (run_id, sequence, name, data_json, at) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -195,7 +195,7 @@ class ProgressMixin(_ProgressBase):
             self._drop_milestone_row(run_id, sequence)
             raise
         if state is not None and index is not None:  # index is set exactly when state is
-            self._publish_turn_chunk(state, chunk, body, index)
+            self._turns.publish_chunk(state, chunk, body, index)
             return
         frame = {"type": CHAT_RESPONSE_TYPE, "id": request_id, "done": False}
         self._broadcast_chat_frame({**frame, "body": body})

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agents_core.chat.progress import _Pending
     from agents_core.chat.stream_store import ResumableStream
     from agents_core.chat.think import ThinkAgent
-    from agents_core.chat.turns import TurnPlan, TurnResult, _TurnState
+    from agents_core.chat.turns import ChatTurns
     from agents_core.fibers import FiberContext
     from agents_core.signals import AbortController, AbortSignal
 
@@ -52,21 +52,16 @@ class ChatSelf(AgentToolsSelf, Protocol):
     _agent_tool_live_seq: dict[str, int]
     _agent_tool_tails: dict[str, Any]
     _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
-    _turn_states: dict[str, _TurnState]
     _agent_tool_runs_table: ClassVar[str]
     _think_drain_live: bool
     _think_submissions_live: set[str]
     _detached_injecting: set[str]
-    _turn_generation: int
     _stream_progress_credited_at: int | None
     _stream_content_credited_at: int | None
-    _turn_tail: Any
     _progress_last_emit: dict[str, int]
     _progress_pending: dict[str, _Pending]
     _progress_flushers: set[str]
     _agent_tool_milestones_table: ClassVar[str]
-    _turn_controllers: dict[str, AbortController]
-    _active_request_id: str | None
     system_prompt: ClassVar[str | None]
     max_steps: ClassVar[int]
     model_service: ClassVar[str]
@@ -88,6 +83,7 @@ class ChatSelf(AgentToolsSelf, Protocol):
 
     # the components (base.py)
     _messages: ChatMessages
+    _turns: ChatTurns
     _stream: ResumableStream
 
     @property
@@ -103,29 +99,12 @@ class ChatSelf(AgentToolsSelf, Protocol):
     async def _between_turns(self, invoke: Callable[[], Awaitable[None]]) -> None: ...
     def _credit_stored_chunk(self, chunk_type: Any) -> None: ...
 
-    # defined by turns.py
-    def _persist_messages(self, messages: Sequence[Mapping[str, Any]]) -> None: ...
-    def _broadcast_messages(self) -> None: ...
-    async def _submit_turn(self, plan: TurnPlan) -> TurnResult: ...
-    async def _run_turn_fiber(self, plan: TurnPlan, generation: int) -> TurnResult: ...
-    def _publish_turn_chunk(
-        self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
-    ) -> None: ...
+    # defined by base.py (the hooks users override)
     def get_tools(self) -> Mapping[str, Any]: ...
-    def _fail_turn(self, state: _TurnState, message: str) -> str: ...
     def get_system_prompt(self) -> str | None: ...
-    def _emit_turn_chunk(self, state: _TurnState, chunk: Mapping[str, Any]) -> int: ...
     async def save_messages(
         self, messages: Sequence[Mapping[str, Any]], *, signal: AbortSignal | None = None
     ) -> dict[str, Any]: ...
-    async def _run_turn(self, plan: TurnPlan, message_id: str, generation: int) -> TurnResult: ...
-    async def _drive_turn(self, state: _TurnState) -> tuple[str, str | None]: ...
-    def _model_request(self, state: _TurnState, step: int) -> dict[str, Any]: ...
-    async def _execute_tool(
-        self, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
-    ) -> tuple[bool, Any]: ...
-    async def _run_tools(self, state: _TurnState, calls: list[dict[str, Any]]) -> Any: ...
-    async def _next_model_chunk(self, stream: Any, state: _TurnState) -> Any: ...
 
     # defined by chat_recovery.py
     def _chat_recovery_exhausted_reason(self, incident: dict[str, Any]) -> str | None: ...

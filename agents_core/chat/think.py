@@ -117,10 +117,10 @@ class ThinkAgent(ThinkNotifyMixin, ChatHost):
             # that turn's answer as its own.
             self._agent_tool_pre_turn_ids[run_id] = {r["id"] for r in self._messages.rows()}
             self._messages.persist(message)
-            self._broadcast_messages()
+            self._turns.broadcast_messages()
 
         plan = TurnPlan(request_id, trigger="agent-tool", signal=controller.signal, prepare=admit)
-        result = await self._submit_turn(plan)
+        result = await self._turns.submit(plan)
         base = {"requestId": request_id, "streamId": result.stream_id}
         last_error = self._agent_tool_last_errors.get(run_id)
         failed = result.status in ("error", "skipped") or (

@@ -13,29 +13,40 @@ until it answers without tools (at most `max_steps` model calls). The answer's `
 commits in a step of its own; the assistant message is persisted after it, at the end. A model
 failure, in-band or raised, becomes one error frame (`error: true`, body = the message) and the
 turn's status `error`.
+
+`ChatTurns` is the component: it owns the queue, the clear generation and the running turns,
+writes the transcript through `ChatMessages` and the chunks through `ResumableStream`, and
+reaches the host through `TurnHooks` (the user's tools and prompt, the fiber a turn runs in, the
+broadcast snoop and the recovery credit). The SDK's counterpart is the hosts' turn machinery
+(AIChatAgent's `onChatMessage` loop and `saveMessages`, Think's `TurnQueue`).
 """
 
 from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.chat.messages import MessageBuilder
-from agents_core.chat.self_type import ChatSelf
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
 from agents_core.signals import AbortController, AbortSignal
+
+if TYPE_CHECKING:
+    from agents_core.chat.messages import ChatMessages
+    from agents_core.chat.stream_store import ResumableStream
+    from agents_core.context import AgentContext
 
 __all__ = [
     "CHAT_MESSAGES_TYPE",
     "CHAT_RESPONSE_TYPE",
     "CHAT_TURN_FIBER_PREFIX",
     "ChatTurnContext",
-    "ChatTurnsMixin",
+    "ChatTurns",
+    "TurnHooks",
     "TurnPlan",
     "TurnResult",
     "current_chat_turn",
@@ -126,31 +137,71 @@ def current_chat_turn() -> ChatTurnContext | None:
     return _current_turn.get()
 
 
-class ChatTurnsMixin:
-    model_service: ClassVar[str] = "model"
-    """The upstream service turns stream from."""
-    system_prompt: ClassVar[str | None] = None
-    max_steps: ClassVar[int] = 10
-    """Model calls per turn (each tool round is one more)."""
+class TurnHooks(Protocol):
+    """What the turn engine runs of its chat host: the user's overrides (the tools, the
+    system prompt, the model service and step budget), the fiber a turn runs in, and the steps
+    of the host's other parts (the agent-tool run a turn serves, the broadcast snoop, the
+    recovery credit). The host passes itself; a subclass's override is what runs."""
 
-    def _init_turns(self: ChatSelf) -> None:
-        self._turn_tail: Any = None
-        self._turn_generation = 0
-        self._turn_controllers: dict[str, AbortController] = {}
-        self._turn_states: dict[str, _TurnState] = {}
-        self._active_request_id: str | None = None
+    @property
+    def model_service(self) -> str: ...
+    @property
+    def max_steps(self) -> int: ...
+    def get_tools(self) -> Mapping[str, Any]: ...
+    def get_system_prompt(self) -> str | None: ...
+    async def _run_fiber_with_stash_wrapper(
+        self,
+        name: str,
+        fn: Callable[[Any], Awaitable[Any]],
+        *,
+        initial_snapshot: Any,
+        wrap: Callable[[Any], Any],
+    ) -> Any: ...
+    def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]: ...
+    def _on_turn_settled(self, request_id: str) -> None: ...
+    def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
+    def _credit_stored_chunk(self, chunk_type: Any) -> None: ...
+    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
 
-    # -- user surface -------------------------------------------------------------------------
-    def get_tools(self: ChatSelf) -> Mapping[str, Any]:
-        """Server tools by name; each has `description`, `input_schema` and
-        `async execute(input, tool_call_id=..., signal=...)`."""
-        return {}
 
-    def get_system_prompt(self: ChatSelf) -> str | None:
-        return self.system_prompt
+class ChatTurns:
+    """One chat host's turns: the FIFO queue, the clear generation, the running turns."""
 
+    __slots__ = (
+        "_ctx",
+        "_messages",
+        "_stream",
+        "_hooks",
+        "tail",
+        "generation",
+        "controllers",
+        "states",
+        "active_request_id",
+    )
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        messages: ChatMessages,
+        stream: ResumableStream,
+        hooks: TurnHooks,
+    ) -> None:
+        self._ctx = ctx
+        self._messages = messages
+        self._stream = stream
+        self._hooks = hooks
+        self.tail: Any = None
+        """The last turn (or serialized delivery) queued: the next one waits for it."""
+        self.generation = 0
+        """Bumped by a clear: turns queued before it are skipped."""
+        self.controllers: dict[str, AbortController] = {}
+        self.states: dict[str, _TurnState] = {}
+        """The running turns by request id."""
+        self.active_request_id: str | None = None
+
+    # -- the SDK's surface --------------------------------------------------------------------
     async def save_messages(
-        self: ChatSelf,
+        self,
         messages: Sequence[Mapping[str, Any]],
         *,
         signal: AbortSignal | None = None,
@@ -162,61 +213,86 @@ class ChatTurnsMixin:
         checked = self._messages.check(messages)
 
         def persist(_request_id: str) -> None:
-            self._persist_messages(checked)
+            self.persist_messages(checked)
 
-        plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat", signal=signal, prepare=persist)
-        return (await self._submit_turn(plan)).to_dict()
+        plan = TurnPlan(
+            self._ctx.host.entropy.nanoid(), trigger="chat", signal=signal, prepare=persist
+        )
+        return (await self.submit(plan)).to_dict()
 
-    def _persist_messages(self: ChatSelf, messages: Sequence[Mapping[str, Any]]) -> None:
+    def persist_messages(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Save `messages` and tell clients the transcript."""
         for message in messages:
             self._messages.persist(message)
-        self._broadcast_messages()
+        self.broadcast_messages()
 
-    async def clear_messages(self: ChatSelf) -> None:
+    async def clear(self) -> None:
         """Forget the transcript: queued turns are skipped, the running one is aborted."""
-        self._turn_generation += 1
-        for controller in list(self._turn_controllers.values()):
+        self.generation += 1
+        for controller in list(self.controllers.values()):
             controller.abort("chat cleared")
         self._messages.clear()
-        self._broadcast_messages()
+        self.broadcast_messages()
 
-    async def on_message(self: ChatSelf, connection: Any, message: Any) -> None:
+    async def on_message(self, connection: Any, message: Any) -> None:
         """A chat client's request (`cf_agent_use_chat_request` with `messages`) runs a turn.
         Unlike `save_messages`, the request's messages are persisted as it arrives, and its turn
         queues behind the running one (the SDK's WebSocket path)."""
         if isinstance(message, Mapping) and message.get("type") == CHAT_REQUEST_TYPE:
-            self._persist_messages(self._messages.check(message.get("messages") or []))
-            plan = TurnPlan(self.host.entropy.nanoid(), trigger="chat")
-            await self._submit_turn(plan)
+            self.persist_messages(self._messages.check(message.get("messages") or []))
+            plan = TurnPlan(self._ctx.host.entropy.nanoid(), trigger="chat")
+            await self.submit(plan)
 
     # -- the queue ----------------------------------------------------------------------------
-    async def _submit_turn(self: ChatSelf, plan: TurnPlan) -> TurnResult:
-        generation = self._turn_generation
-        previous = self._turn_tail
-        done = self.host.tasks.deferred()
-        self._turn_tail = done
+    async def submit(self, plan: TurnPlan) -> TurnResult:
+        """Queue the turn behind the ones before it, then run it (skipped after a clear)."""
+        generation = self.generation
+        previous = self.tail
+        done = self._ctx.host.tasks.deferred()
+        self.tail = done
         try:
             if previous is not None and not previous.done():
                 await previous
-            if generation != self._turn_generation:
+            if generation != self.generation:
                 return TurnResult(plan.request_id, "skipped", cleared=True)
             if plan.prepare is not None:
                 plan.prepare(plan.request_id)
-            return await self._run_turn_fiber(plan, generation)
+            return await self.run_fiber(plan, generation)
         finally:
-            if self._turn_tail is done:
-                self._turn_tail = None
+            if self.tail is done:
+                self.tail = None
             done.resolve(None)
 
-    async def _run_turn_fiber(self: ChatSelf, plan: TurnPlan, generation: int) -> TurnResult:
-        message_id = plan.continue_message_id or self.host.entropy.nanoid()
+    async def between_turns(self, invoke: Callable[[], Awaitable[None]]) -> None:
+        """Await `invoke()` holding the queue, strictly between turns: the FIFO chain `submit`
+        uses, without its clear-generation check (a clear skips queued turns, never a delivery
+        the ledger owes)."""
+        previous = self.tail
+        done = self._ctx.host.tasks.deferred()
+        self.tail = done
+        try:
+            if previous is not None and not previous.done():
+                await previous
+            await invoke()
+        finally:
+            if self.tail is done:
+                self.tail = None
+            done.resolve(None)
+
+    def queue_busy(self) -> bool:
+        """A turn or a serialized delivery holds the turn queue."""
+        return self.tail is not None and not self.tail.done()
+
+    async def run_fiber(self, plan: TurnPlan, generation: int) -> TurnResult:
+        """Run the turn now, as a fiber named for it (chat recovery finds it after a death)."""
+        message_id = plan.continue_message_id or self._ctx.host.entropy.nanoid()
         snapshot = {
             "requestId": plan.request_id,
             "messageId": message_id,
             "trigger": plan.trigger,
             "originRequestId": plan.origin_request_id or plan.request_id,
             "attempt": plan.attempt,
-            **self._turn_snapshot_extra(plan.request_id),
+            **self._hooks._turn_snapshot_extra(plan.request_id),
         }
         if plan.stream_id is not None:
             # Where this turn's own chunks begin in the stream it continues: recovering it
@@ -228,7 +304,7 @@ class ChatTurnsMixin:
         async def body(_ctx: Any) -> TurnResult:
             return await self._run_turn(plan, message_id, generation)
 
-        result: TurnResult = await self._run_fiber_with_stash_wrapper(
+        result: TurnResult = await self._hooks._run_fiber_with_stash_wrapper(
             CHAT_TURN_FIBER_PREFIX + plan.request_id,
             body,
             initial_snapshot=snapshot,
@@ -236,51 +312,42 @@ class ChatTurnsMixin:
         )
         return result
 
-    def _turn_snapshot_extra(self: ChatSelf, request_id: str) -> dict[str, Any]:
-        """More keys for the turn's fiber snapshot (the agent-tool run it serves)."""
-        return {}
-
-    def _on_turn_settled(self: ChatSelf, request_id: str) -> None:
-        """Called when any turn ends (bookkeeping keyed by request id)."""
-
     # -- one turn -----------------------------------------------------------------------------
-    async def _run_turn(
-        self: ChatSelf, plan: TurnPlan, message_id: str, generation: int
-    ) -> TurnResult:
+    async def _run_turn(self, plan: TurnPlan, message_id: str, generation: int) -> TurnResult:
         rid = plan.request_id
         controller = AbortController()
         if plan.signal is not None:
             plan.signal.add_listener(controller.abort)
-        aborted = self.host.tasks.deferred()
+        aborted = self._ctx.host.tasks.deferred()
         controller.signal.add_listener(lambda _reason: aborted.resolve(_ABORTED))
         base = self._messages.by_id(message_id) if plan.continue_message_id else None
         builder = MessageBuilder(base or {"id": message_id, "role": "assistant", "parts": []})
         stream_id = plan.stream_id
         if stream_id is not None and self._stream.adopt(stream_id, rid):
-            probe(self.host, "chat.recovered_turn_continued_stream")
+            probe(self._ctx.host, "chat.recovered_turn_continued_stream")
         else:
             stream_id = self._stream.start(rid)
         state = _TurnState(plan, stream_id, builder, controller, aborted)
-        self._turn_controllers[rid] = controller
-        self._turn_states[rid] = state
-        self._active_request_id = rid
+        self.controllers[rid] = controller
+        self.states[rid] = state
+        self.active_request_id = rid
         outer = _current_turn.get()
-        _current_turn.set(ChatTurnContext(self, rid, plan.trigger))
-        outer_agent = set_current_agent(self)  # the ambient agent tools (agent_tool) run for
+        _current_turn.set(ChatTurnContext(self._hooks, rid, plan.trigger))
+        outer_agent = set_current_agent(self._hooks)  # the ambient agent tools (agent_tool) run for
         closed = False
         try:
             status, error = await self._drive_turn(state)
             if controller.signal.aborted and status != "error":
                 status, error = "aborted", None
-            cleared = generation != self._turn_generation
+            cleared = generation != self.generation
             keep = bool(builder.parts) and not cleared
             if keep:
                 self._messages.persist(builder.message)
             self._stream.finish(state.stream_id, status)
             done = {"type": CHAT_RESPONSE_TYPE, "id": rid, "body": "", "done": True}
-            self._broadcast_chat_frame(done)
+            self._hooks._broadcast_chat_frame(done)
             if keep:
-                self._broadcast_messages()
+                self.broadcast_messages()
         except GeneratorExit:
             # Closed after its incarnation died (by the kernel or the garbage collector), in
             # whatever context that runs: restoring context variables there would leak them.
@@ -291,19 +358,19 @@ class ChatTurnsMixin:
             if not closed:
                 _current_turn.set(outer)
                 set_current_agent(outer_agent)
-            self._turn_controllers.pop(rid, None)
-            self._turn_states.pop(rid, None)
-            if self._active_request_id == rid:
-                self._active_request_id = None
-            self._on_turn_settled(rid)
+            self.controllers.pop(rid, None)
+            self.states.pop(rid, None)
+            if self.active_request_id == rid:
+                self.active_request_id = None
+            self._hooks._on_turn_settled(rid)
         return TurnResult(
             rid, status, error, stream_id=state.stream_id, message_id=message_id, cleared=cleared
         )
 
-    async def _drive_turn(self: ChatSelf, state: _TurnState) -> tuple[str, str | None]:
+    async def _drive_turn(self, state: _TurnState) -> tuple[str, str | None]:
         signal = state.controller.signal
         pending = state.builder.pending_tool_calls() if state.plan.continue_message_id else []
-        for step in range(self.max_steps):
+        for step in range(self._hooks.max_steps):
             if pending:
                 if await self._run_tools(state, pending) is _ABORTED:
                     return "aborted", None
@@ -311,14 +378,14 @@ class ChatTurnsMixin:
             if signal.aborted:
                 return "aborted", None
             calls, finish = [], None
-            stream = self.host.outbound.open_stream(
-                self.model_service, self._model_request(state, step)
+            stream = self._ctx.host.outbound.open_stream(
+                self._hooks.model_service, self._model_request(state, step)
             )
             while True:
                 try:
                     chunk = await self._next_model_chunk(stream, state)
                 except Exception as exc:  # noqa: BLE001 - a provider failure ends the turn
-                    return "error", self._fail_turn(state, _message(exc))
+                    return "error", self._fail(state, _message(exc))
                 if chunk is _ABORTED:
                     return "aborted", None
                 if chunk is _END:
@@ -336,34 +403,35 @@ class ChatTurnsMixin:
                     continue
                 elif kind == "error":
                     text = chunk.get("errorText")
-                    return "error", self._fail_turn(state, str(text or "model stream failed"))
+                    return "error", self._fail(state, str(text or "model stream failed"))
                 elif kind == "tool-input-available":
                     calls.append(dict(chunk))
-                self._emit_turn_chunk(state, chunk)
+                self.emit_chunk(state, chunk)
             if not calls:
                 if state.started:
-                    self._emit_turn_chunk(state, finish or {"type": "finish"})
+                    self.emit_chunk(state, finish or {"type": "finish"})
                     # End the step here, so the finish chunk commits on its own: whatever the
                     # turn's last step does next (persist the answer, end the stream, drop the
                     # fiber row, a delivery mark queued behind the turn), a crash in it leaves
                     # the proof that the answer was complete, and chat recovery completes the
                     # answer instead of asking the model for it again.
-                    await self.host.clock.sleep(0)
+                    await self._ctx.host.clock.sleep(0)
                 return "completed", None
             pending = calls
-        return "error", self._fail_turn(
-            state, f"the model was still calling tools after max_steps={self.max_steps} calls"
+        return "error", self._fail(
+            state,
+            f"the model was still calling tools after max_steps={self._hooks.max_steps} calls",
         )
 
-    def _model_request(self: ChatSelf, state: _TurnState, step: int) -> dict[str, Any]:
-        messages = self.messages
+    def _model_request(self, state: _TurnState, step: int) -> dict[str, Any]:
+        messages = self._messages.all()
         current = state.builder.message
         if current["parts"]:
             messages = [m for m in messages if m.get("id") != current["id"]] + [current]
         request: dict[str, Any] = {
             "messages": messages,
-            "tools": list(self.get_tools()),
-            "system": self.get_system_prompt(),
+            "tools": list(self._hooks.get_tools()),
+            "system": self._hooks.get_system_prompt(),
             "requestId": state.plan.request_id,
             "trigger": state.plan.trigger,
             "step": step,
@@ -374,7 +442,7 @@ class ChatTurnsMixin:
             request["body"] = state.plan.body
         return request
 
-    async def _next_model_chunk(self: ChatSelf, stream: Any, state: _TurnState) -> Any:
+    async def _next_model_chunk(self, stream: Any, state: _TurnState) -> Any:
         if state.controller.signal.aborted:
             return _ABORTED
 
@@ -384,10 +452,10 @@ class ChatTurnsMixin:
             except StopAsyncIteration:
                 return _END
 
-        return await self.host.tasks.race(pull(), state.aborted)
+        return await self._ctx.host.tasks.race(pull(), state.aborted)
 
-    async def _run_tools(self: ChatSelf, state: _TurnState, calls: list[dict[str, Any]]) -> Any:
-        tools = self.get_tools()
+    async def _run_tools(self, state: _TurnState, calls: list[dict[str, Any]]) -> Any:
+        tools = self._hooks.get_tools()
         signal = state.controller.signal
 
         async def run_one(chunk: dict[str, Any]) -> None:
@@ -399,13 +467,13 @@ class ChatTurnsMixin:
                 out = {"type": "tool-output-available", "toolCallId": call_id, "output": value}
             else:
                 out = {"type": "tool-output-error", "toolCallId": call_id, "errorText": value}
-            self._emit_turn_chunk(state, out)
+            self.emit_chunk(state, out)
 
-        everything = self.host.tasks.gather(*(run_one(c) for c in calls))
-        return await self.host.tasks.race(everything, state.aborted)
+        everything = self._ctx.host.tasks.gather(*(run_one(c) for c in calls))
+        return await self._ctx.host.tasks.race(everything, state.aborted)
 
     async def _execute_tool(
-        self: ChatSelf, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
+        self, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
     ) -> tuple[bool, Any]:
         name = chunk.get("toolName")
         tool = tools.get(name) if isinstance(name, str) else None
@@ -423,33 +491,30 @@ class ChatTurnsMixin:
             return False, _message(exc)
 
     # -- frames -------------------------------------------------------------------------------
-    def _emit_turn_chunk(self: ChatSelf, state: _TurnState, chunk: Mapping[str, Any]) -> int:
+    def emit_chunk(self, state: _TurnState, chunk: Mapping[str, Any]) -> int:
         """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it."""
         body = to_json_text(dict(chunk), "a UI chunk")
         index = self._stream.append(state.stream_id, body)
-        self._publish_turn_chunk(state, chunk, body, index)
+        self.publish_chunk(state, chunk, body, index)
         return index
 
-    def _publish_turn_chunk(
-        self: ChatSelf, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
+    def publish_chunk(
+        self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
     ) -> None:
         """A chunk stored at `index` of the turn's stream: credit it, apply it, broadcast it."""
-        self._credit_stored_chunk(chunk.get("type"))
+        self._hooks._credit_stored_chunk(chunk.get("type"))
         state.builder.apply(chunk)
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
-        self._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)
+        self._hooks._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)
 
-    def _fail_turn(self: ChatSelf, state: _TurnState, message: str) -> str:
+    def _fail(self, state: _TurnState, message: str) -> str:
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": message}
-        self._broadcast_chat_frame({**frame, "done": False, "error": True})
+        self._hooks._broadcast_chat_frame({**frame, "done": False, "error": True})
         return message
 
-    def _broadcast_chat_frame(self: ChatSelf, frame: Any, chunk_index: int | None = None) -> None:
-        """Broadcast a chat-response frame (`chunk_index`: its place in the stored stream)."""
-        self.broadcast(frame)
-
-    def _broadcast_messages(self: ChatSelf) -> None:
-        self.broadcast({"type": CHAT_MESSAGES_TYPE, "messages": self.messages})
+    def broadcast_messages(self) -> None:
+        """Tell clients the transcript."""
+        self._hooks.broadcast({"type": CHAT_MESSAGES_TYPE, "messages": self._messages.all()})
 
 
 def _message(error: BaseException) -> str:

@@ -175,16 +175,18 @@ CHAT_BUGS = (
         "agents_core/chat/turns.py",
         (
             fix(
-                "        done = self.host.tasks.deferred()\n"
-                "        self._turn_tail = done\n"
-                "        try:\n"
-                "            if previous is not None and not previous.done():\n"
-                "                await previous\n",
-                "        done = self.host.tasks.deferred()\n"
+                "        done = self._ctx.host.tasks.deferred()\n"
+                "        self.tail = done\n"
                 "        try:\n"
                 "            if previous is not None and not previous.done():\n"
                 "                await previous\n"
-                "            self._turn_tail = done\n",
+                "            if generation != self.generation:\n",
+                "        done = self._ctx.host.tasks.deferred()\n"
+                "        try:\n"
+                "            if previous is not None and not previous.done():\n"
+                "                await previous\n"
+                "            self.tail = done\n"
+                "            if generation != self.generation:\n",
             ),
         ),
         "takes the turn queue's tail after waiting for the previous turn (moved across an await)",
@@ -224,8 +226,8 @@ CHAT_BUGS = (
         "agents_core/chat/progress.py",
         (
             fix(
-                "state = self._turn_states.get(request_id)",
-                "state = self._turn_states.get(run_id)",
+                "state = self._turns.states.get(request_id)",
+                "state = self._turns.states.get(run_id)",
             ),
         ),
         "looks the turn up by the run id instead of the request id, so milestones are only "

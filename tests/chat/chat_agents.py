@@ -98,7 +98,7 @@ class _Scripted:
             request_id = self._agent_tool_row(run_id)["request_id"]
             if kind == "chunk":
                 state = self._turn_states[request_id]
-                self._emit_turn_chunk(state, {"type": "data-window", "data": {"landed": "drain"}})
+                self._turns.emit_chunk(state, {"type": "data-window", "data": {"landed": "drain"}})
             else:
                 self._report_agent_tool_progress(run_id, request_id, fraction=0.5, phase="p")
                 self._report_agent_tool_progress(run_id, request_id, milestone="m", data={"k": 1})
