@@ -14,15 +14,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from agents_core.agent import Agent
-from agents_core.chat.chat_recovery import ChatRecoveryMixin
+from agents_core.chat.chat_recovery import (
+    DEFAULT_NO_PROGRESS_TIMEOUT_MS,
+    ChatRecovery,
+    ChatRecoveryContext,
+    is_chat_turn_fiber,
+)
 from agents_core.chat.child_runs import AgentToolChildMixin
 from agents_core.chat.messages import ChatMessages
-from agents_core.chat.parent import ChatParentMixin
+from agents_core.chat.parent import ChatParentMixin, RecoveryCredit
 from agents_core.chat.progress import ProgressMixin
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import AgentToolTailsMixin
 from agents_core.chat.turns import ChatTurns, _TurnState
 from agents_core.host import Host
+from agents_core.recovery import FiberRecoveryContext
 from agents_core.signals import AbortSignal
 
 __all__ = ["ChatHost"]
@@ -32,7 +38,6 @@ class ChatHost(
     AgentToolTailsMixin,
     AgentToolChildMixin,
     ProgressMixin,
-    ChatRecoveryMixin,
     ChatParentMixin,
     Agent,
 ):
@@ -43,13 +48,20 @@ class ChatHost(
     system_prompt: ClassVar[str | None] = None
     max_steps: ClassVar[int] = 10
     """Model calls per turn (each tool round is one more)."""
+    max_chat_recovery_attempts: ClassVar[int] = 10
+    chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
+    """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
+    this long (measured from the last recovery that found progress, or the first detection)."""
 
     def __init__(self, host: Host, name: str) -> None:
         super().__init__(host, name)
         self._messages = ChatMessages(self._context)
         self._stream = ResumableStream(self._context)
-        self._turns = ChatTurns(self._context, self._messages, self._stream, self)
-        self._init_chat_recovery()
+        self._recovery_credit = credit = RecoveryCredit(self._context)
+        self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
+        self._chat_recovery = ChatRecovery(
+            self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
+        )
         self._init_progress()
         self._init_agent_tool_child()
         self._init_chat_parent()
@@ -79,7 +91,17 @@ class ChatHost(
         """A chat client's request (`cf_agent_use_chat_request`) runs a turn."""
         await self._turns.on_message(connection, message)
 
+    def classify_chat_recovery(self, run_id: str | None = None) -> str:
+        """`in-progress`, `failed` or `none` (`ChatRecovery.classify`)."""
+        return self._chat_recovery.classify(run_id)
+
     # -- the hooks users override -------------------------------------------------------------
+    async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None:
+        """Return `continue`, `retry`, `skip` or `complete` to override the framework's choice
+        (None). `complete` is only taken for an answer streamed in full; otherwise the
+        framework's choice stands."""
+        return None
+
     def get_tools(self) -> Mapping[str, Any]:
         """Server tools by name; each has `description`, `input_schema` and
         `async execute(input, tool_call_id=..., signal=...)`."""
@@ -87,6 +109,16 @@ class ChatHost(
 
     def get_system_prompt(self) -> str | None:
         return self.system_prompt
+
+    # -- the runtime's entries -----------------------------------------------------------------
+    async def _handle_internal_fiber_recovery(self, ctx: FiberRecoveryContext) -> bool:
+        if not is_chat_turn_fiber(ctx.name):
+            return bool(await super()._handle_internal_fiber_recovery(ctx))
+        return await self._chat_recovery.claim(ctx)
+
+    async def _chat_recovery_continue(self, payload: Any, _row: Any = None) -> None:
+        """The schedule callback that runs a recovered turn (the SDK's `_chatRecoveryContinue`)."""
+        await self._chat_recovery.continue_turn(payload)
 
     # -- read by tests and fixtures -----------------------------------------------------------
     @property

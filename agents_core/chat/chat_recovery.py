@@ -28,21 +28,43 @@ forwarding its agent-tool child's chunks (§7.8). The incident keeps the highest
 when it last rose (`lastProgressAt`); each recovery compares. `on_chat_recovery(ctx)` can
 override the decision. Incident statuses: `scheduled`, `attempting`, `recovered`, `failed`,
 `exhausted`.
+
+`ChatRecovery` is the component: it owns the incidents and the recoveries this isolate drives;
+it reads the transcript, the stream and the FiberRunner's live fibers, runs the recovered turn
+through `ChatTurns`, and reaches the host through `ChatRecoveryHooks` (`on_chat_recovery`, the
+budget, keepAlive, `schedule`, and the agent-tool child side's steps). The host claims a chat
+turn's fiber for it in `_handle_internal_fiber_recovery`. The SDK's counterpart is the hosts'
+chat recovery (`chatRecovery`, `onChatRecovery`, `_chatRecoveryContinue`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.chat.messages import MessageBuilder
-from agents_core.chat.self_type import ChatSelf
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE, CHAT_TURN_FIBER_PREFIX, TurnPlan
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
 
-__all__ = ["ChatRecoveryContext", "ChatRecoveryMixin", "INCIDENT_PREFIX"]
+if TYPE_CHECKING:
+    from agents_core.chat.messages import ChatMessages
+    from agents_core.chat.parent import RecoveryCredit
+    from agents_core.chat.stream_store import ResumableStream
+    from agents_core.chat.turns import ChatTurns
+    from agents_core.context import AgentContext
+    from agents_core.fibers import FiberRunner
+
+__all__ = [
+    "ChatRecovery",
+    "ChatRecoveryContext",
+    "ChatRecoveryHooks",
+    "DEFAULT_NO_PROGRESS_TIMEOUT_MS",
+    "INCIDENT_PREFIX",
+    "is_chat_turn_fiber",
+]
 
 INCIDENT_PREFIX = "cf:chat-recovery:incident:"
 """The SDK's KV prefix of recovery incidents (the key's tail is ours: the origin request id)."""
@@ -67,48 +89,72 @@ class ChatRecoveryContext:
     partial_message: dict[str, Any] | None
 
 
-if TYPE_CHECKING:
-    from agents_core.agent import Agent
+class ChatRecoveryHooks(Protocol):
+    """What chat recovery runs of its host: the user's `on_chat_recovery` and budget, the
+    keepAlive and the schedule it takes, and the agent-tool child side's steps around a
+    recovered turn. The host passes itself; a subclass's override is what runs."""
 
-    # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
-    _ChatRecoveryBase = Agent
-else:
-    _ChatRecoveryBase = object
+    @property
+    def max_chat_recovery_attempts(self) -> int: ...
+    @property
+    def chat_recovery_no_progress_timeout_ms(self) -> int: ...
+    async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None: ...
+    async def keep_alive(self) -> Callable[[], None]: ...
+    async def schedule(
+        self, when: Any, callback: str, payload: Any = None, *, idempotent: bool | None = None
+    ) -> Any: ...
+    def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
+    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None: ...
+    def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any: ...
+    async def _after_chat_recovery(self, request_id: str | None) -> None: ...
 
 
-class ChatRecoveryMixin(_ChatRecoveryBase):
-    max_chat_recovery_attempts: ClassVar[int] = 10
-    chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
-    """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
-    this long (measured from the last recovery that found progress, or the first detection)."""
+def is_chat_turn_fiber(name: str) -> bool:
+    """A fiber a chat turn runs in (chat recovery claims it)."""
+    return name.startswith(CHAT_TURN_FIBER_PREFIX)
 
-    def _init_chat_recovery(self: ChatSelf) -> None:
-        self._chat_recovery_live: set[str] = set()
 
-    async def on_chat_recovery(self: ChatSelf, ctx: ChatRecoveryContext) -> str | None:
-        """Return `continue`, `retry`, `skip` or `complete` to override the framework's choice
-        (None). `complete` is only taken for an answer streamed in full; otherwise the
-        framework's choice stands."""
-        return None
+class ChatRecovery:
+    """One chat host's recovery of interrupted turns: its incidents (KV) and the recoveries
+    this isolate drives."""
+
+    __slots__ = ("_ctx", "_messages", "_stream", "_turns", "_fibers", "_credit", "_hooks", "live")
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        messages: ChatMessages,
+        stream: ResumableStream,
+        turns: ChatTurns,
+        fibers: FiberRunner,
+        credit: RecoveryCredit,
+        hooks: ChatRecoveryHooks,
+    ) -> None:
+        self._ctx = ctx
+        self._messages = messages
+        self._stream = stream
+        self._turns = turns
+        self._fibers = fibers
+        self._credit = credit
+        self._hooks = hooks
+        self.live: set[str] = set()
+        """The origin request ids of the recoveries this isolate runs."""
 
     # -- claiming the fiber ----------------------------------------------------------------------
-    # self is left unannotated here, so that super() resolves through the class (its
-    # type-checking base is Agent; a Protocol self type would put the Protocol's own bases
-    # there); the agent is read as `me`, the ChatSelf it is mixed into.
-    async def _handle_internal_fiber_recovery(self, ctx: Any) -> bool:
-        me = cast("ChatSelf", self)
-        if not ctx.name.startswith(CHAT_TURN_FIBER_PREFIX):
-            return bool(await super()._handle_internal_fiber_recovery(ctx))
+    async def claim(self, ctx: Any) -> bool:
+        """Take an interrupted chat turn's fiber (`is_chat_turn_fiber`): record the incident and
+        schedule the recovered turn for now."""
         snapshot = ctx.snapshot if isinstance(ctx.snapshot, dict) else {}
         request_id = snapshot.get("requestId") or ctx.name[len(CHAT_TURN_FIBER_PREFIX) :]
         origin = snapshot.get("originRequestId") or request_id
-        now = me.host.clock.now_ms()
+        host = self._ctx.host
+        now = host.clock.now_ms()
         key = INCIDENT_PREFIX + origin
-        incident = me.host.kv.get(key) or {
+        incident = host.kv.get(key) or {
             "originRequestId": origin,
             "attempts": 0,
             "detectedAt": now,
-            "progress": me._chat_recovery_progress(),
+            "progress": self._credit.count(),
             "lastProgressAt": now,
         }
         incident.update(
@@ -117,69 +163,68 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             runId=snapshot.get("runId", incident.get("runId")),
             updatedAt=now,
         )
-        me.host.kv.put(key, incident)
-        me.host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
+        host.kv.put(key, incident)
+        host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
         payload = {"requestId": request_id, "originRequestId": origin, "snapshot": snapshot}
-        await me.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=True)
+        await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=True)
         return True
 
     # -- running the recovered turn --------------------------------------------------------------
-    async def _chat_recovery_continue(self: ChatSelf, payload: Any, _row: Any = None) -> None:
+    async def continue_turn(self, payload: Any) -> None:
         origin = payload["originRequestId"]
         key = INCIDENT_PREFIX + origin
-        incident = self.host.kv.get(key)
+        incident = self._ctx.host.kv.get(key)
         if incident is None or incident.get("status") != "scheduled":
             return
-        reason = self._chat_recovery_exhausted_reason(incident)
+        reason = self._exhausted_reason(incident)
         if reason is not None:
-            self._exhaust_chat_recovery(key, incident, reason, payload["requestId"])
-            await self._after_chat_recovery(None)
+            self._exhaust(key, incident, reason, payload["requestId"])
+            await self._hooks._after_chat_recovery(None)
             return
         incident["attempts"] += 1
-        self._set_incident(key, incident, "attempting")
-        self._chat_recovery_live.add(origin)
-        self.host.tasks.wait_until(self._run_chat_recovery(payload, incident["attempts"]))
+        self.set_incident(key, incident, "attempting")
+        self.live.add(origin)
+        self._ctx.host.tasks.wait_until(self._run(payload, incident["attempts"]))
 
-    def _chat_recovery_exhausted_reason(self: ChatSelf, incident: dict[str, Any]) -> str | None:
+    def _exhausted_reason(self, incident: dict[str, Any]) -> str | None:
         """The SDK's budget, in its order: `no_progress_timeout` when the progress counter has
         not risen for longer than the window, else `max_attempts_exceeded`; None to go on. A
         rise since the last look moves `lastProgressAt` to now (kept in `incident`)."""
-        now = self.host.clock.now_ms()
-        progress = self._chat_recovery_progress()
+        now = self._ctx.host.clock.now_ms()
+        progress = self._credit.count()
         if progress > (incident.get("progress") or 0):
             incident.update(progress=progress, lastProgressAt=now)
         last = incident.get("lastProgressAt", incident.get("detectedAt", now))
-        if now - last > self.chat_recovery_no_progress_timeout_ms:
+        if now - last > self._hooks.chat_recovery_no_progress_timeout_ms:
             return "no_progress_timeout"
-        if incident["attempts"] >= self.max_chat_recovery_attempts:
+        if incident["attempts"] >= self._hooks.max_chat_recovery_attempts:
             return "max_attempts_exceeded"
         return None
 
-    def _exhaust_chat_recovery(
-        self: ChatSelf, key: str, incident: dict[str, Any], reason: str, request_id: str
-    ) -> None:
+    def _exhaust(self, key: str, incident: dict[str, Any], reason: str, request_id: str) -> None:
         origin = incident.get("originRequestId")
         if reason == "no_progress_timeout":
-            probe(self.host, "chat.recovery_no_progress_timeout")
-            why = f"made no progress for more than {self.chat_recovery_no_progress_timeout_ms} ms"
+            probe(self._ctx.host, "chat.recovery_no_progress_timeout")
+            window = self._hooks.chat_recovery_no_progress_timeout_ms
+            why = f"made no progress for more than {window} ms"
         else:
-            probe(self.host, "chat.recovery_exhausted")
+            probe(self._ctx.host, "chat.recovery_exhausted")
             why = f"gave up after {incident['attempts']} attempts"
         incident["reason"] = reason
-        self._set_incident(key, incident, "exhausted")
-        self.host.trace.emit(
+        self.set_incident(key, incident, "exhausted")
+        self._ctx.host.trace.emit(
             "chat:recovery:exhausted",
             requestId=request_id,
             originRequestId=origin,
             attempt=incident["attempts"],
             reason=reason,
         )
-        self._log("warn", f"chat recovery of turn {origin} {why}")
+        self._ctx.log("warn", f"chat recovery of turn {origin} {why}")
 
-    async def _run_chat_recovery(self: ChatSelf, payload: dict[str, Any], attempt: int) -> None:
+    async def _run(self, payload: dict[str, Any], attempt: int) -> None:
         origin = payload["originRequestId"]
         key = INCIDENT_PREFIX + origin
-        dispose = await self.keep_alive()
+        dispose = await self._hooks.keep_alive()
         try:
             snapshot = payload.get("snapshot") or {}
             partial, finished = self._rebuild_interrupted_answer(payload["requestId"], snapshot)
@@ -188,7 +233,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             else:
                 mode = "continue" if partial is not None and partial["parts"] else "retry"
             ctx = ChatRecoveryContext(payload["requestId"], origin, attempt, mode, partial)
-            decision = await self.on_chat_recovery(ctx) or mode
+            decision = await self._hooks.on_chat_recovery(ctx) or mode
             if decision not in RECOVERY_DECISIONS:
                 raise ValueError(
                     f"on_chat_recovery must return 'continue', 'retry', 'skip', 'complete' or "
@@ -199,55 +244,55 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             if decision == "continue" and (partial is None or not partial["parts"]):
                 decision = "retry"
             if decision == "skip":
-                self._set_incident(key, self.host.kv.get(key) or {}, "failed")
-                await self._after_chat_recovery(None)
+                self.set_incident(key, self._ctx.host.kv.get(key) or {}, "failed")
+                await self._hooks._after_chat_recovery(None)
                 return
             if decision == "complete":
                 assert partial is not None
                 self._complete_interrupted_answer(
                     payload["requestId"], origin, attempt, partial, snapshot
                 )
-                self._set_incident(key, self.host.kv.get(key) or {}, "recovered")
+                self.set_incident(key, self._ctx.host.kv.get(key) or {}, "recovered")
                 return
-            request_id = self.host.entropy.nanoid()
-            self.host.trace.emit(
+            request_id = self._ctx.host.entropy.nanoid()
+            self._ctx.host.trace.emit(
                 "chat:recovery:attempt",
                 requestId=request_id,
                 originRequestId=origin,
                 mode=decision,
                 attempt=attempt,
             )
-            self._rebind_agent_tool_run_for_recovery(request_id, origin)
+            self._hooks._rebind_agent_tool_run_for_recovery(request_id, origin)
             plan = TurnPlan(
                 request_id,
                 trigger="recovery",
                 origin_request_id=origin,
                 attempt=attempt,
-                stream_id=self._stream_for_recovered_turn(request_id, payload),
+                stream_id=self._hooks._stream_for_recovered_turn(request_id, payload),
             )
             if decision == "continue":
-                probe(self.host, "chat.recovery_continued")
+                probe(self._ctx.host, "chat.recovery_continued")
                 assert partial is not None
                 self._messages.persist(partial)
                 plan.continue_message_id = partial["id"]
             else:
-                probe(self.host, "chat.recovery_retried")
+                probe(self._ctx.host, "chat.recovery_retried")
             result = await self._turns.submit(plan)
             status = "recovered" if result.status == "completed" else "failed"
-            self._set_incident(key, self.host.kv.get(key) or {}, status)
-            self.host.trace.emit(
+            self.set_incident(key, self._ctx.host.kv.get(key) or {}, status)
+            self._ctx.host.trace.emit(
                 "chat:recovery:settled", requestId=request_id, status=result.status
             )
         except Exception as exc:  # noqa: BLE001 - a recovery failure is recorded, never raised
-            self._set_incident(key, self.host.kv.get(key) or {}, "failed")
-            self._log("error", f"chat recovery of turn {origin} failed: {exc}")
+            self.set_incident(key, self._ctx.host.kv.get(key) or {}, "failed")
+            self._ctx.log("error", f"chat recovery of turn {origin} failed: {exc}")
         finally:
-            self._chat_recovery_live.discard(origin)
+            self.live.discard(origin)
             dispose()
-        await self._after_chat_recovery(None)
+        await self._hooks._after_chat_recovery(None)
 
     def _rebuild_interrupted_answer(
-        self: ChatSelf, request_id: str, snapshot: dict[str, Any]
+        self, request_id: str, snapshot: dict[str, Any]
     ) -> tuple[dict[str, Any] | None, bool]:
         """The interrupted assistant message (the persisted one, a continuation's, plus every
         chunk its stream stored; None when there is nothing to build on), and whether the
@@ -263,7 +308,7 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         }
         builder = MessageBuilder(base)
         finished = False
-        stream_id, begins = self._interrupted_stream(request_id, snapshot)
+        stream_id, begins = self.interrupted_stream(request_id, snapshot)
         for chunk in self._stream.chunks(stream_id, begins - 1):
             try:
                 parsed = json.loads(chunk["body"])
@@ -277,8 +322,8 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
                 part["state"] = "done"  # cut short: the continuation adds its own parts
         return builder.message, finished
 
-    def _interrupted_stream(
-        self: ChatSelf, request_id: str, snapshot: dict[str, Any]
+    def interrupted_stream(
+        self, request_id: str, snapshot: dict[str, Any]
     ) -> tuple[str | None, int]:
         """The interrupted turn's stream and the index its own chunks begin at: the stream it
         continued (from its snapshot, 0 onwards for a turn that opened its own), else the
@@ -289,13 +334,8 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             return stream_id, begins
         return self._stream.for_request(request_id), 0
 
-    def _stream_for_recovered_turn(self: ChatSelf, request_id: str, payload: dict[str, Any]) -> Any:
-        """The stream a recovered turn continues, or None to open its own (only agent-tool
-        children continue one: `child_runs`)."""
-        return None
-
     def _complete_interrupted_answer(
-        self: ChatSelf,
+        self,
         request_id: str,
         origin: str,
         attempt: int,
@@ -305,8 +345,8 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
         """Settle a turn that had answered in full before its incarnation died: persist the
         answer rebuilt from its stream, end that stream and tell clients the turn is done; no
         new turn, no model call."""
-        probe(self.host, "chat.recovery_found_complete_answer")
-        self.host.trace.emit(
+        probe(self._ctx.host, "chat.recovery_found_complete_answer")
+        self._ctx.host.trace.emit(
             "chat:recovery:attempt",
             requestId=request_id,
             originRequestId=origin,
@@ -314,44 +354,36 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
             attempt=attempt,
         )
         self._messages.persist(answer)
-        stream_id, _ = self._interrupted_stream(request_id, snapshot)
+        stream_id, _ = self.interrupted_stream(request_id, snapshot)
         if stream_id is not None:
             self._stream.finish(stream_id, "completed")
-        self._broadcast_chat_frame(
+        self._hooks._broadcast_chat_frame(
             {"type": CHAT_RESPONSE_TYPE, "id": request_id, "body": "", "done": True}
         )
         self._turns.broadcast_messages()
-        self.host.trace.emit("chat:recovery:settled", requestId=request_id, status="completed")
+        self._ctx.host.trace.emit("chat:recovery:settled", requestId=request_id, status="completed")
 
-    def _set_incident(self: ChatSelf, key: str, incident: dict[str, Any], status: str) -> None:
+    def set_incident(self, key: str, incident: dict[str, Any], status: str) -> None:
         incident = dict(incident)
-        incident.update(status=status, updatedAt=self.host.clock.now_ms())
-        self.host.kv.put(key, incident)
-
-    # -- hooks for the agent-tool child side -----------------------------------------------------
-    def _rebind_agent_tool_run_for_recovery(self: ChatSelf, request_id: str, origin: str) -> None:
-        """Before a recovered turn runs (agent-tool children bind their newest active run)."""
-
-    async def _after_chat_recovery(self: ChatSelf, request_id: str | None) -> None:
-        """After a recovered turn settled (agent-tool children reconcile stale runs)."""
+        incident.update(status=status, updatedAt=self._ctx.host.clock.now_ms())
+        self._ctx.host.kv.put(key, incident)
 
     # -- classification ----------------------------------------------------------------------------
-    def classify_chat_recovery(self: ChatSelf, run_id: str | None = None) -> str:
+    def classify(self, run_id: str | None = None) -> str:
         """`in-progress` (an interrupted turn is still being recovered), `failed` (recovery gave
         up or its turn failed) or `none`; with `run_id`, only incidents of that run count."""
         incidents = [
             value
-            for value in self.host.kv.list(INCIDENT_PREFIX).values()
+            for value in self._ctx.host.kv.list(INCIDENT_PREFIX).values()
             if isinstance(value, dict) and (run_id is None or value.get("runId") == run_id)
         ]
         for incident in incidents:
             status = incident.get("status")
             if status == "scheduled" or (
-                status == "attempting"
-                and incident.get("originRequestId") in self._chat_recovery_live
+                status == "attempting" and incident.get("originRequestId") in self.live
             ):
                 return "in-progress"
-        if self._has_orphaned_chat_turn():
+        if self._has_orphaned_turn():
             return "in-progress"
         for incident in incidents:
             status = incident.get("status")
@@ -360,11 +392,11 @@ class ChatRecoveryMixin(_ChatRecoveryBase):
                 return "failed"
         return "none"
 
-    def _has_orphaned_chat_turn(self: ChatSelf) -> bool:
+    def _has_orphaned_turn(self) -> bool:
         """A chat-turn fiber row no turn of this incarnation runs: recovery has yet to see it."""
-        rows = self.sql(
+        rows = self._ctx.sql(
             "SELECT id FROM cf_agents_runs WHERE substr(name, 1, ?) = ?",
             len(CHAT_TURN_FIBER_PREFIX),
             CHAT_TURN_FIBER_PREFIX,
         )
-        return any(row["id"] not in self._run_fiber_active_fibers for row in rows)
+        return any(row["id"] not in self._fibers.active for row in rows)

@@ -84,7 +84,7 @@ class AgentToolChildMixin:
                 turn.controller.abort(reason)
         for key, incident in self.host.kv.list(INCIDENT_PREFIX).items():
             if incident.get("runId") == run_id and incident.get("status") == "scheduled":
-                self._set_incident(key, incident, "failed")
+                self._chat_recovery.set_incident(key, incident, "failed")
         self._seal_agent_tool_aborted(run_id, reason)
         self._close_agent_tool_tails(run_id)
         if controller is None:
@@ -220,7 +220,7 @@ class AgentToolChildMixin:
             return None
         raw = payload.get("snapshot")
         snapshot = raw if isinstance(raw, dict) else {}
-        stream_id, _ = self._interrupted_stream(payload["requestId"], snapshot)
+        stream_id, _ = self._chat_recovery.interrupted_stream(payload["requestId"], snapshot)
         return stream_id
 
     async def _after_chat_recovery(self: ChatSelf, request_id: str | None) -> None:

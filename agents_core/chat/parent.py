@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.chat.self_type import ChatSelf
+
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
 
 __all__ = [
     "AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS",
     "CHAT_RECOVERY_PROGRESS_KEY",
     "ChatParentMixin",
+    "RecoveryCredit",
     "in_delivery_slot",
 ]
 
@@ -89,10 +93,52 @@ def in_delivery_slot(agent: Any) -> bool:
     return slot is not None and slot.open and slot.agent is agent
 
 
+class RecoveryCredit:
+    """The durable progress count chat recovery's no-progress window reads, and the credit of
+    stored chunks and of a child's forwarded stream that raises it (throttled per isolate)."""
+
+    __slots__ = ("_ctx", "_child_credited_at", "_content_credited_at")
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
+        self._child_credited_at: int | None = None
+        self._content_credited_at: int | None = None
+
+    def child_streamed(self) -> None:
+        """A forward of an agent-tool child's chunks: credit at most once per 5 s."""
+        now = self._ctx.host.clock.now_ms()
+        last = self._child_credited_at
+        if last is not None and now - last < AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS:
+            return
+        self._child_credited_at = now
+        self.bump()
+
+    def stored_chunk(self, chunk_type: Any) -> None:
+        """A turn stored a chunk of this type: credit progress if it is new content."""
+        if chunk_type in PROGRESS_CHUNK_TYPES:
+            self.bump()
+        elif chunk_type in STREAMING_CONTENT_CHUNK_TYPES:
+            now = self._ctx.host.clock.now_ms()
+            last = self._content_credited_at
+            if last is not None and now - last < CHAT_STREAM_PROGRESS_CREDIT_THROTTLE_MS:
+                return
+            self._content_credited_at = now
+            self.bump()
+
+    def bump(self) -> None:
+        host = self._ctx.host
+        now = host.clock.now_ms()
+        host.kv.put(CHAT_RECOVERY_PROGRESS_KEY, {"count": self.count() + 1, "at": now})
+
+    def count(self) -> int:
+        """The durable progress count (0 before the first credit)."""
+        record = self._ctx.host.kv.get(CHAT_RECOVERY_PROGRESS_KEY)
+        count = record.get("count", 0) if isinstance(record, dict) else 0
+        return count if isinstance(count, int) else 0
+
+
 class ChatParentMixin:
     def _init_chat_parent(self: ChatSelf) -> None:
-        self._stream_progress_credited_at: int | None = None
-        self._stream_content_credited_at: int | None = None
         self._detached_injecting: set[str] = set()
         self._think_drain_live = False
         self._think_submissions_live: set[str] = set()
@@ -138,33 +184,4 @@ class ChatParentMixin:
 
     # -- parent credit (§7.8) --------------------------------------------------------------------
     def _on_agent_tool_stream_progress(self: ChatSelf) -> None:
-        now = self.host.clock.now_ms()
-        last = self._stream_progress_credited_at
-        if last is not None and now - last < AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS:
-            return
-        self._stream_progress_credited_at = now
-        self._bump_chat_recovery_progress()
-
-    def _credit_stored_chunk(self: ChatSelf, chunk_type: Any) -> None:
-        """A turn stored a chunk of this type: credit progress if it is new content."""
-        if chunk_type in PROGRESS_CHUNK_TYPES:
-            self._bump_chat_recovery_progress()
-        elif chunk_type in STREAMING_CONTENT_CHUNK_TYPES:
-            now = self.host.clock.now_ms()
-            last = self._stream_content_credited_at
-            if last is not None and now - last < CHAT_STREAM_PROGRESS_CREDIT_THROTTLE_MS:
-                return
-            self._stream_content_credited_at = now
-            self._bump_chat_recovery_progress()
-
-    def _bump_chat_recovery_progress(self: ChatSelf) -> None:
-        now = self.host.clock.now_ms()
-        self.host.kv.put(
-            CHAT_RECOVERY_PROGRESS_KEY, {"count": self._chat_recovery_progress() + 1, "at": now}
-        )
-
-    def _chat_recovery_progress(self: ChatSelf) -> int:
-        """The durable progress count (0 before the first credit)."""
-        record = self.host.kv.get(CHAT_RECOVERY_PROGRESS_KEY)
-        count = record.get("count", 0) if isinstance(record, dict) else 0
-        return count if isinstance(count, int) else 0
+        self._recovery_credit.child_streamed()

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from agents_core.agent_tools.registry import AgentToolRunInfo
     from agents_core.chat.ai_chat import ChatAgent
     from agents_core.chat.base import ChatHost
-    from agents_core.chat.chat_recovery import ChatRecoveryContext
+    from agents_core.chat.chat_recovery import ChatRecovery, ChatRecoveryContext
     from agents_core.chat.messages import ChatMessages
     from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
+    from agents_core.chat.parent import RecoveryCredit
     from agents_core.chat.progress import _Pending
     from agents_core.chat.stream_store import ResumableStream
     from agents_core.chat.think import ThinkAgent
@@ -42,9 +43,6 @@ class ChatSelf(AgentToolsSelf, Protocol):
     def _run_fiber_active_fibers(self) -> dict[str, None]: ...
 
     # state the chat mixins keep on the host
-    _chat_recovery_live: set[str]
-    chat_recovery_no_progress_timeout_ms: ClassVar[int]
-    max_chat_recovery_attempts: ClassVar[int]
     _agent_tool_controllers: dict[str, AbortController]
     _agent_tool_request_runs: dict[str, str | None]
     _agent_tool_last_errors: dict[str, str]
@@ -56,8 +54,6 @@ class ChatSelf(AgentToolsSelf, Protocol):
     _think_drain_live: bool
     _think_submissions_live: set[str]
     _detached_injecting: set[str]
-    _stream_progress_credited_at: int | None
-    _stream_content_credited_at: int | None
     _progress_last_emit: dict[str, int]
     _progress_pending: dict[str, _Pending]
     _progress_flushers: set[str]
@@ -84,6 +80,8 @@ class ChatSelf(AgentToolsSelf, Protocol):
     # the components (base.py)
     _messages: ChatMessages
     _turns: ChatTurns
+    _recovery_credit: RecoveryCredit
+    _chat_recovery: ChatRecovery
     _stream: ResumableStream
 
     @property
@@ -91,13 +89,10 @@ class ChatSelf(AgentToolsSelf, Protocol):
     def stream_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]: ...
 
     # defined by parent.py
-    def _chat_recovery_progress(self) -> int: ...
     def _spawn_outside_delivery_slot(self, coro: Coroutine[Any, Any, Any]) -> None: ...
     def _turn_queue_busy(self) -> bool: ...
     async def _outside_delivery_slot(self, step: Callable[[], Awaitable[Any]]) -> Any: ...
-    def _bump_chat_recovery_progress(self) -> None: ...
     async def _between_turns(self, invoke: Callable[[], Awaitable[None]]) -> None: ...
-    def _credit_stored_chunk(self, chunk_type: Any) -> None: ...
 
     # defined by base.py (the hooks users override)
     def get_tools(self) -> Mapping[str, Any]: ...
@@ -106,32 +101,7 @@ class ChatSelf(AgentToolsSelf, Protocol):
         self, messages: Sequence[Mapping[str, Any]], *, signal: AbortSignal | None = None
     ) -> dict[str, Any]: ...
 
-    # defined by chat_recovery.py
-    def _chat_recovery_exhausted_reason(self, incident: dict[str, Any]) -> str | None: ...
-    def _set_incident(self, key: str, incident: dict[str, Any], status: str) -> None: ...
-    def _interrupted_stream(
-        self, request_id: str, snapshot: dict[str, Any]
-    ) -> tuple[str | None, int]: ...
-    def _has_orphaned_chat_turn(self) -> bool: ...
-    def _exhaust_chat_recovery(
-        self, key: str, incident: dict[str, Any], reason: str, request_id: str
-    ) -> None: ...
-    async def _run_chat_recovery(self, payload: dict[str, Any], attempt: int) -> None: ...
-    def _rebuild_interrupted_answer(
-        self, request_id: str, snapshot: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, bool]: ...
-    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None: ...
-    async def _after_chat_recovery(self, request_id: str | None) -> None: ...
-    def _complete_interrupted_answer(
-        self,
-        request_id: str,
-        origin: str,
-        attempt: int,
-        answer: dict[str, Any],
-        snapshot: dict[str, Any],
-    ) -> None: ...
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None: ...
-    def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any: ...
     def classify_chat_recovery(self, run_id: str | None = None) -> str: ...
 
     # defined by progress.py

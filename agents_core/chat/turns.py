@@ -37,6 +37,7 @@ from agents_core.signals import AbortController, AbortSignal
 
 if TYPE_CHECKING:
     from agents_core.chat.messages import ChatMessages
+    from agents_core.chat.parent import RecoveryCredit
     from agents_core.chat.stream_store import ResumableStream
     from agents_core.context import AgentContext
 
@@ -141,7 +142,7 @@ class TurnHooks(Protocol):
     """What the turn engine runs of its chat host: the user's overrides (the tools, the
     system prompt, the model service and step budget), the fiber a turn runs in, and the steps
     of the host's other parts (the agent-tool run a turn serves, the broadcast snoop, the
-    recovery credit). The host passes itself; a subclass's override is what runs."""
+    The host passes itself; a subclass's override is what runs."""
 
     @property
     def model_service(self) -> str: ...
@@ -160,7 +161,6 @@ class TurnHooks(Protocol):
     def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]: ...
     def _on_turn_settled(self, request_id: str) -> None: ...
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
-    def _credit_stored_chunk(self, chunk_type: Any) -> None: ...
     def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None: ...
 
 
@@ -171,6 +171,7 @@ class ChatTurns:
         "_ctx",
         "_messages",
         "_stream",
+        "_credit",
         "_hooks",
         "tail",
         "generation",
@@ -184,11 +185,13 @@ class ChatTurns:
         ctx: AgentContext,
         messages: ChatMessages,
         stream: ResumableStream,
+        credit: RecoveryCredit,
         hooks: TurnHooks,
     ) -> None:
         self._ctx = ctx
         self._messages = messages
         self._stream = stream
+        self._credit = credit
         self._hooks = hooks
         self.tail: Any = None
         """The last turn (or serialized delivery) queued: the next one waits for it."""
@@ -502,7 +505,7 @@ class ChatTurns:
         self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
     ) -> None:
         """A chunk stored at `index` of the turn's stream: credit it, apply it, broadcast it."""
-        self._hooks._credit_stored_chunk(chunk.get("type"))
+        self._credit.stored_chunk(chunk.get("type"))
         state.builder.apply(chunk)
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
         self._hooks._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)

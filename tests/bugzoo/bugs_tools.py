@@ -199,8 +199,8 @@ CHAT_BUGS = (
         (
             fix(
                 '        incident["attempts"] += 1\n'
-                '        self._set_incident(key, incident, "attempting")\n',
-                '        self._set_incident(key, incident, "attempting")\n'
+                '        self.set_incident(key, incident, "attempting")\n',
+                '        self.set_incident(key, incident, "attempting")\n'
                 '        incident["attempts"] += 1\n',
             ),
         ),
