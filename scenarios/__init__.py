@@ -2,7 +2,8 @@
 
 `load_scenario(path)` validates a file into a `Scenario` (or raises `InvalidScenario` naming the
 file, line, step and field); `run_scenario(scenario, seed)` runs it on a fresh `Simulation` and
-returns a `ScenarioResult` with the failures as sentences and the command that replays the run.
+returns a `ScenarioResult` with the failures (`scenarios.run.failure.Failure`, each its sentence
+as a `str`) and the command that replays the run.
 The `agentsim` console script (`scenarios.cli:main`) is the front door over both.
 """
 

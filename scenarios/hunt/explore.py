@@ -9,10 +9,10 @@ right after a turn's commit, each one `arm_storage_fault` step, chosen in strata
 budget) and interleavings (`scenarios.hunt.interleavings`: a few groups run out of FIFO order, each
 one top-level `interleave:` setting). Every run is the base file's text with that one edit,
 loaded and run: what is run is exactly what a reproducer says. Which failures count is
-`scenarios.hunt.explore_outcome.classify`'s call. Failing runs are grouped by what they break; the
-first of each group is written to `out_dir` with a header saying how it was found and what it
-broke added to its `expect` list, run once more (a failure that does not come back is
-`FlakyFinding`, never passed over), and printed with its `run it:` command.
+`scenarios.hunt.findings.is_finding`'s call, as for fuzz. Failing runs are grouped by what they
+break; the first of each group is written to `out_dir` with a header saying how it was found
+and what it broke added to its `expect` list, run once more (a failure that does not come back
+is `FlakyFinding`, never passed over), and printed with its `run it:` command.
 """
 
 from __future__ import annotations
@@ -41,11 +41,13 @@ from scenarios.hunt.emit import (
     remove_top_level,
     retitle,
 )
-from scenarios.hunt.explore_outcome import ExploreOutcome, Finding, classify
+from scenarios.hunt.explore_outcome import ExploreOutcome, Finding, breaks
+from scenarios.hunt.findings import findings
 from scenarios.hunt.interleavings import Planner, with_interleave
 from scenarios.hunt.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import parse_scenario
+from scenarios.run.failure import Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 from sim.checkers import CHECKERS
 from sim.interleave import Interleave, Reordering
@@ -59,7 +61,7 @@ __all__ = [
     "ExploreInputError",
     "ExploreOutcome",
     "Finding",
-    "classify",
+    "breaks",
     "explore_command",
 ]
 
@@ -160,9 +162,8 @@ class Exploration:
         self._by_breaks: dict[tuple[str, tuple[str, ...]], Finding] = {}
         for point in self.points:
             number = self.numbers[point]
-            text = self._titled(
-                insert_steps(self.text, self.base, [point.step(number)]), "crash", number
-            )
+            step = point.step(number)
+            text = self._titled(insert_steps(self.text, self.base, [step]), "crash", number)
             try:
                 result = self._run(text)
             except InvalidScenario:
@@ -176,7 +177,9 @@ class Exploration:
                 outcome.points_set_aside += 1
             else:
                 outcome.points_run += 1
-                self._judge("crash", number, point.describe(), text, result)
+                # The one step put in before base step `before` is numbered `before + 1`.
+                inserted = (step.before + 1,)
+                self._judge("crash", number, point.describe(), text, result, inserted)
             advance(f"{self.base.name} crash point {number}")
         self._digests = {self.base_result.digest}
         singles = self.planner.singles()
@@ -218,24 +221,26 @@ class Exploration:
             self.outcome.probes[name] = self.outcome.probes.get(name, 0) + hits
         return result
 
-    def _judge(self, kind: str, number: int, what: str, text: str, result: ScenarioResult) -> None:
-        breaks = tuple(
-            dict.fromkeys(
-                found
-                for failure in result.failures
-                if (found := classify(failure, self.path, self.with_expect)) is not None
-            )
-        )
-        if not breaks:
+    def _judge(
+        self,
+        kind: str,
+        number: int,
+        what: str,
+        text: str,
+        result: ScenarioResult,
+        inserted: tuple[int, ...] = (),
+    ) -> None:
+        broken = breaks(result.failures, self.with_expect, inserted)
+        if not broken:
             return
         self.outcome.failures += 1
-        key = (kind, tuple(sorted(breaks)))
+        key = (kind, tuple(sorted(broken)))
         known = self._by_breaks.get(key)
         if known is not None:
             known.runs += 1
             return
         how = f"crash point {number}" if kind == "crash" else f"interleaving {number}"
-        finding = Finding(how, what, breaks, result)
+        finding = Finding(how, what, broken, result, inserted=inserted)
         finding.path = self._out_path(kind, number)
         finding.result = self._write(finding, text)
         self._by_breaks[key] = finding
@@ -267,29 +272,19 @@ class Exploration:
                 f"It fails with: {first_failure}",
             ]
 
-        def findings(run: ScenarioResult) -> list[str]:
-            return [f for f in run.failures if classify(f, out_path, self.with_expect) is not None]
+        def found(run: ScenarioResult) -> list[Failure]:
+            return findings(run.failures, story=self.with_expect, inserted=finding.inserted)
 
-        # The crash point's step is the one explore inserted (an interleaving inserts none).
-        inserted = [] if finding.how.startswith("interleav") else _inserted(text, self.path)
         _, check = write_reproducer(
             text,
             out_path,
             header,
-            findings,
+            found,
             finding.result.digest,
-            found=[f for f in finding.result.failures if classify(f, self.path, self.with_expect)],
-            path=self.path,
-            inserted=inserted,
+            found=found(finding.result),
+            inserted=finding.inserted,
         )
         return check
-
-
-def _inserted(text: str, path: str) -> list[int]:
-    """The number of the step a crash point inserted (the one under its note)."""
-    lines = text.split("\n")
-    noted = {n + 2 for n, line in enumerate(lines) if line.strip().startswith(f"# {NOTE}")}
-    return [s.index for s in parse_scenario(text, path).steps if s.line in noted]
 
 
 def _flat(statement: str) -> str:

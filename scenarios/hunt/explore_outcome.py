@@ -1,56 +1,41 @@
-"""What `agentsim explore` found and covered: which failures count, one `Finding` per kind of
-failure, and the `ExploreOutcome` report that ends with `N crash points, M interleavings, K
-failures`.
+"""What `agentsim explore` found and covered: one `Finding` per kind of failure, and the
+`ExploreOutcome` report that ends with `N crash points, M interleavings, K failures`.
 
-A failure sentence of an explored run counts (`classify`) when an invariant breaks, the liveness
-phase does not settle, or a step raises an exception the fault does not explain. A call that
-failed because its incarnation died, a client that is no longer connected, a later `at:` pushed
-into the past: that is the platform telling the truth about the fault, not a finding. Without
-`--with-expect` a step's own check of the story does not count either (a status code, a reply,
-a call that waits for something the crash prevented and never finishes): a crash changes the
-story, and the invariants are what judge the runtime.
+Which failures of an explored run count is `scenarios.hunt.findings.is_finding`, the rule fuzz
+follows too: an invariant breaks, the liveness phase does not settle, or a step raises an error
+the fault does not explain. A call that failed because its incarnation died, a client that is
+no longer connected, a later `at:` pushed into the past: that is the platform telling the truth
+about the fault, not a finding. Without `--with-expect` a step's own check of the story does not
+count either (a status code, a reply, a call that waits for something the crash prevented and
+never finishes): a crash changes the story, and the invariants are what judge the runtime.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 import textwrap
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from scenarios.hunt.reproducers import PLATFORM_ERRORS
+from scenarios.hunt.findings import findings
+from scenarios.run.failure import Failure
 from scenarios.run.runner import ScenarioResult
 from sim.probes import ALL_PROBES, never_hit
 
-__all__ = ["ExploreOutcome", "Finding", "classify"]
+__all__ = ["ExploreOutcome", "Finding", "breaks"]
 
 SHOWN = 5
 """Failure sentences printed per finding (the reproducer's run shows them all)."""
-_PLATFORM_TRUTH = re.compile(
-    rf"(failed with|raised) ({'|'.join(PLATFORM_ERRORS)})\b|had already passed|"
-    r"was never connected|is not connected"
-)
-_STEP_ERROR = re.compile(r"\braised \w")
 
 
-def classify(failure: str, path: str, with_expect: bool) -> str | None:
-    """What a failure sentence of an explored run counts as (`invariant NAME`, `liveness`,
-    `step N (kind)`, `expect N (kind)`), or None when it is not a finding: a step that failed
-    because the fault killed what it called, or (without `with_expect`) a step whose own check
-    of the story (a status, a reply) no longer holds."""
-    rest = failure.removeprefix(f"{path}:")
-    rest = re.sub(r"^\d+: ", "", rest).lstrip()
-    if rest.startswith("invariant "):
-        return "invariant " + rest.split()[1].rstrip(":")
-    if rest.startswith(("liveness:", "the liveness phase")):
-        return "liveness"
-    label = re.match(r"(step|expect) \d+ \([^)]*\)", rest)
-    what = label.group(0) if label else rest[:60]
-    if _PLATFORM_TRUTH.search(rest):
-        return None
-    if rest.startswith("expect ") or with_expect:
-        return what
-    return what if _STEP_ERROR.search(rest) else None
+def breaks(
+    failures: Sequence[Failure], with_expect: bool, inserted: Collection[int] = ()
+) -> tuple[str, ...]:
+    """What the findings among `failures` are about (their `subject`: `invariant NAME`,
+    `liveness`, `step N (kind)`, `expect N (kind)`), each once, in order; `inserted`: the step
+    explore inserted, whose own failures never count."""
+    found = findings(failures, story=with_expect, inserted=inserted)
+    return tuple(dict.fromkeys(failure.subject for failure in found))
 
 
 @dataclass
@@ -66,11 +51,13 @@ class Finding:
     result: ScenarioResult
     path: str = ""
     runs: int = 1
+    inserted: tuple[int, ...] = ()
+    """The number of the step explore inserted (a crash point's; none for an interleaving)."""
 
     def report(self, with_expect: bool = False) -> str:
         """What the run did and broke (the first few sentences), the reproducer and, last, the
         command that runs it."""
-        own = [f for f in self.result.failures if classify(f, self.path, with_expect) is not None]
+        own = findings(self.result.failures, story=with_expect, inserted=self.inserted)
         lines = [f"FOUND ({self.how}): {self.what}"]
         lines += [f"  - {failure}" for failure in own[:SHOWN]]
         if len(own) > SHOWN:

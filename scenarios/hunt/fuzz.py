@@ -14,11 +14,12 @@ it falls inside) and written into the base file's text (`scenarios.hunt.emit`), 
 and run: what is run is exactly what a reproducer says. A run fails when the scenario's
 expectations or the named invariants (`sim.checkers`, all of them by default) do not hold, or
 its liveness phase does not settle. A schedule whose own steps cannot be written as drawn is
-set aside. A step's call that fails with the drawn fault itself (`AgentEvicted`,
-`StorageError`: the platform telling the caller the truth), or an `at:` a fault pushed into the
-past, is not a finding by itself; the run still counts for what else it shows. With
-`invariants_only` only invariants and liveness count: the steps' own checks are part of the
-story a fault is allowed to change.
+set aside. Which failures are findings is `scenarios.hunt.findings.is_finding`, as for
+explore: a step's call that fails with the drawn fault itself (`AgentEvicted`, `StorageError`:
+the platform telling the caller the truth), an `at:` a fault pushed into the past, a client
+the fault disconnected or a drawn step's own failure is not a finding by itself; the run still
+counts for what else it shows. With `invariants_only` a step's own checks do not count
+either: they are part of the story a fault is allowed to change.
 
 Deterministic: generation uses `random.Random(seed)`, no example database, no deadline. The
 reproducer is the shrunk schedule's text with a header saying how it was found, the invariants
@@ -31,7 +32,6 @@ run` does not need it.
 from __future__ import annotations
 
 import random
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,12 +46,8 @@ from scenarios.hunt.emit import (
     retitle,
 )
 from scenarios.hunt.fault_sites import site_groups, statement_sites
-from scenarios.hunt.reproducers import (
-    FAULT_FAILED,
-    FlakyFinding,
-    with_broken_invariants,
-    write_reproducer,
-)
+from scenarios.hunt.findings import findings
+from scenarios.hunt.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
 from scenarios.hunt.tunings import TUNE_NOTE, tunable, tune_text
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import NAME_PATTERN, parse_scenario
@@ -63,6 +59,7 @@ from scenarios.language.schema import (
     Scenario,
     Step,
 )
+from scenarios.run.failure import INVARIANT, Failure
 from scenarios.run.runner import ScenarioResult, invariant_names, run_scenario
 from sim.checkers import CHECKERS
 from sim.fault_draws import (
@@ -100,10 +97,6 @@ FUZZ_KINDS = (*FAULT_KINDS, TUNE)
 values a developer might choose (`scenarios.hunt.tunings`). Tuning is asked for, not drawn by
 default: a tuned run's statements differ from the base run's, so the storage faults aimed at
 those miss more often, and the bug zoo's fuzz caught one bug fewer with it on."""
-_TIMING_SLIP = "had already passed"
-_INVARIANT = re.compile(r": invariant (\w+): ")
-_EXPECTED = re.compile(r"\.ya?ml:\d+: expect \d+ \(")
-_LIVENESS = re.compile(r": liveness: the run did not settle|: the liveness phase raised ")
 
 
 def _hypothesis() -> ModuleType:
@@ -314,26 +307,15 @@ class _Fuzzer:
         result = run_scenario(candidate.scenario, invariants=self.invariants)
         return candidate, result
 
-    def findings(self, result: ScenarioResult, candidate: Candidate) -> list[str]:
-        """The failures of a run that count as findings (see the module docstring)."""
-        if self.invariants_only:
-            # What is left of `expect` is the file's `always` expectations (and, in a
-            # reproducer, the invariants it breaks): all of it counts.
-            return [
-                f
-                for f in result.failures
-                if _INVARIANT.search(f) or _EXPECTED.search(f) or _LIVENESS.search(f)
-            ]
-        return [f for f in result.failures if not self._caused_by_the_fault(f, candidate)]
-
-    def _caused_by_the_fault(self, failure: str, candidate: Candidate) -> bool:
-        # A drawn fault that made a step's call fail with the fault itself (the platform telling
-        # the caller the truth), or that pushed a later `at:` into the past, says nothing about
-        # the agent; expectations and invariants do.
-        if _TIMING_SLIP in failure or FAULT_FAILED.search(failure):
-            return True
-        step = re.match(rf"{re.escape(self.out_path)}:\d+: step (\d+) \(", failure)
-        return step is not None and int(step.group(1)) in candidate.inserted_numbers
+    def findings(self, result: ScenarioResult, candidate: Candidate) -> list[Failure]:
+        """The failures of a run that count as findings (`scenarios.hunt.findings`): with
+        `invariants_only` a step's own checks of the story do not (what is left of `expect` is
+        the file's `always` expectations and, in a reproducer, the invariants it breaks)."""
+        return findings(
+            result.failures,
+            story=not self.invariants_only,
+            inserted=candidate.inserted_numbers,
+        )
 
     def fails(self, schedule: Schedule) -> bool:
         candidate, result = self.evaluate(schedule)
@@ -439,7 +421,8 @@ def reproducer_path(base: Scenario, out_dir: str | Path, seed: int) -> str:
 
 
 def _violated(result: ScenarioResult) -> list[str]:
-    names = [m.group(1) for f in result.failures if (m := _INVARIANT.search(f))]
+    """The invariants the run broke (those it checked, not the file's expectations)."""
+    names = [f.invariant for f in result.failures if f.kind == INVARIANT]
     return list(dict.fromkeys(names))
 
 

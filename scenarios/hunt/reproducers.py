@@ -9,12 +9,13 @@ with a placeholder sentence: its line numbers are then the written file's, and a
 not fail the same way (another digest, or no finding) is `FlakyFinding`, never written. Agents
 whose modules sit beside the base scenario are found from the reproducer's folder through a
 `python_path:` line (`with_python_path`). A call or request of the story that the injected
-fault itself makes fail (`PLATFORM_ERRORS`: the platform telling the caller the truth) gets
+fault itself makes fail (`scenarios.hunt.findings.PLATFORM_ERRORS`: the platform telling the
+caller the truth, as the failure's `error` says) gets
 `expect_error` with that class (`with_fault_errors_expected`); one that checks what it returns,
 and each other call the inserted fault can refuse (`refusable_calls`), gets `may_fail_with`, so
 the file fails only with its finding, on this code and on code that runs a call more or less,
 and passes once the bug is fixed. The run before writing must break what the finding broke
-(`failure_kinds`: lines aside), not merely give the same digest.
+(`failure_kinds`: each failure's `subject`, lines aside), not merely give the same digest.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scenarios.hunt.emit import add_expectation, expect_errors, remove_top_level, with_header
+from scenarios.hunt.findings import PLATFORM_ERRORS, refused_by_platform
 from scenarios.language import agents as agent_classes
 from scenarios.language.loader import parse_scenario
 from scenarios.language.schema import (
@@ -37,10 +39,10 @@ from scenarios.language.schema import (
     RequestStep,
     Scenario,
 )
+from scenarios.run.failure import STEP, Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 
 __all__ = [
-    "FAULT_FAILED",
     "PLATFORM_ERRORS",
     "FlakyFinding",
     "failure_kinds",
@@ -50,11 +52,6 @@ __all__ = [
     "with_python_path",
     "write_reproducer",
 ]
-
-PLATFORM_ERRORS = ("AgentEvicted", "StorageError", "IncarnationKilled")
-"""What a call gets when a fault kills or fails what it called: the platform's truth, not a bug."""
-FAULT_FAILED = re.compile(rf"failed with ({'|'.join(PLATFORM_ERRORS)})\b")
-"""A step's sentence for a call that failed with one of `PLATFORM_ERRORS` (group 1: which)."""
 
 
 class FlakyFinding(AssertionError):
@@ -92,7 +89,7 @@ def with_python_path(text: str, out_path: str) -> str:
 def with_fault_errors_expected(
     text: str,
     path: str,
-    failures: Sequence[str],
+    failures: Sequence[Failure],
     offset: int = 0,
     refusable: Mapping[int, str] | None = None,
 ) -> str:
@@ -104,10 +101,10 @@ def with_fault_errors_expected(
     calls the fault refuses when it runs on other code. Unchanged when there is none."""
     errors: dict[int, str] = {}
     for failure in failures:
-        line = re.match(rf"{re.escape(path)}:(\d+): ", failure)
-        error = FAULT_FAILED.search(failure)
-        if line and error and "but was expected" not in failure:
-            errors[int(line.group(1)) - offset] = error.group(1)
+        # A call the fault refused, not one that failed with another class than it expected.
+        refused = refused_by_platform(failure) and not failure.expected_error
+        if failure.kind == STEP and failure.line is not None and failure.error and refused:
+            errors[failure.line - offset] = failure.error.type
     if not errors and not refusable:
         return text
     scenario = parse_scenario(text, path)
@@ -151,37 +148,25 @@ def refusable_calls(scenario: Scenario, inserted: Iterable[int]) -> dict[int, st
     return out
 
 
-def failure_kinds(failures: Iterable[str], path: str) -> set[str]:
-    """What each failure sentence of a run of `path` is about, with its line left out (a header
-    moves lines): `invariant NAME` (whether the run or an expectation checked it), `liveness`,
-    or the label of the step or expectation (`step 3 (call)`, `expect 1 (event)`)."""
-    kinds = set()
-    for failure in failures:
-        rest = re.sub(r"^\d+: ", "", failure.removeprefix(f"{path}:")).lstrip()
-        invariant = re.match(r"(?:expect \d+ \(invariants\): |invariant )(\w+): ", rest)
-        label = re.match(r"(step|expect) \d+ \([^)]*\)", rest)
-        if invariant:
-            kinds.add(f"invariant {invariant.group(1)}")
-        elif rest.startswith(("liveness:", "the liveness phase")):
-            kinds.add("liveness")
-        else:
-            kinds.add(label.group(0) if label else rest[:60])
-    return kinds
+def failure_kinds(failures: Iterable[Failure]) -> set[str]:
+    """What the failures are about, their lines left out (a header moves lines): each one's
+    `subject`, `invariant NAME` (whether the run or an expectation checked it), `liveness`, or
+    the label of the step or expectation (`step 3 (call)`, `expect 1 (event)`)."""
+    return {failure.subject for failure in failures}
 
 
 def write_reproducer(
     text: str,
     out_path: str,
     header: Callable[[str, str], list[str]],
-    findings: Callable[[ScenarioResult], list[str]],
+    findings: Callable[[ScenarioResult], list[Failure]],
     digest: str,
-    found: Sequence[str] = (),
-    path: str = "",
+    found: Sequence[Failure] = (),
     inserted: Iterable[int] = (),
 ) -> tuple[str, ScenarioResult]:
     """Run `text` (headed by `header(first_failure, run_command)`) once more as `out_path`; if
     it fails the same way (the same trace `digest`, and `findings` of it about what the
-    finding's failures `found`, of a run of `path`, were about: `failure_kinds`), write it
+    finding's failures `found` were about: `failure_kinds`), write it
     there. The calls the fault steps numbered `inserted` can refuse say so
     (`with_fault_errors_expected`). Returns the written text and that run."""
     run = f"agentsim run {shlex.quote(out_path)}"
@@ -205,8 +190,8 @@ def write_reproducer(
             f"{check.digest[:12]}, was {digest[:12]})"
         )
     # The file must fail for the finding's reason alone: nothing else may make it fail.
-    wanted = failure_kinds(found, path or out_path) if found else failure_kinds(again, out_path)
-    got = failure_kinds(again, out_path)
+    wanted = failure_kinds(found or again)
+    got = failure_kinds(again)
     if got != wanted:
         raise FlakyFinding(
             f"the reproducer {out_path} fails for another reason than its finding: it breaks "

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from scenarios.hunt.reproducers import FlakyFinding, write_reproducer
 from scenarios.language.loader import parse_scenario
 from scenarios.language.parse_agents import NAME_PATTERN
+from scenarios.run.failure import EXPECTATION, STEP, Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 from sim.checkers import InvariantViolation
 from sim.strategies import UnstatedFailure
@@ -125,7 +125,7 @@ def write_script(
             f"It fails with: {first_sentence}",
         ]
 
-    def findings(result: ScenarioResult) -> list[str]:
+    def findings(result: ScenarioResult) -> list[Failure]:
         return [] if _missing(result, wanted) else list(result.failures)
 
     write_reproducer(text, out_path, header, findings, first.digest)
@@ -174,22 +174,32 @@ def _failing_call(script: Script, failure: str | BaseException) -> tuple[int, st
 
 def _missing(result: ScenarioResult, wanted: _Wanted) -> list[str]:
     """What of `wanted` the run's failures do not show."""
-    failures = result.failures
+    expected = [f for f in result.failures if f.kind == EXPECTATION]
     missing = [
         f"invariant {name}"
         for name in wanted.invariants
-        if not any(re.search(rf": expect \d+ \(invariants\): {name}:", f) for f in failures)
+        if not any(f.invariant == name for f in expected)
     ]
     missing += [
         f"expectation {number}"
         for number in wanted.expectations
-        if not any(f": expect {number} (" in f for f in failures)
+        if not any(f.number == number for f in expected)
     ]
     if wanted.call is not None:
         index, error, who = wanted.call
-        if not any(
-            f"{who}(" in f and f"failed with {error}" in f and "but was expected" not in f
-            for f in failures
-        ):
+        if not any(_failed_with(f, index + 1, error) for f in result.failures):
             missing.append(f"the call {who}() of step {index + 1} (failed with {error})")
     return missing
+
+
+def _failed_with(failure: Failure, number: int, error: str) -> bool:
+    """Whether `failure` says the call of step `number` failed with `error` (not merely with
+    another class than it expected)."""
+    raised = failure.error
+    return (
+        failure.kind == STEP
+        and failure.number == number
+        and raised is not None
+        and raised.type == error
+        and not failure.expected_error
+    )

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from scenarios.language.loader import load_scenario
 from scenarios.language.schema import Scenario
+from scenarios.run.failure import NONDETERMINISM, Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 from sim.checkers import render_record
 from sim.trace import Trace, TraceRecord
@@ -110,8 +111,9 @@ def run_checked(
     first, finding = _twice(scenario, seed, invariants, in_subprocess)
     if finding is None:
         return first
+    failure = Failure(NONDETERMINISM, first.path, finding.sentence)
     return dataclasses.replace(
-        first, passed=False, failures=(*first.failures, finding.sentence), replay=finding.replay
+        first, passed=False, failures=(*first.failures, failure), replay=finding.replay
     )
 
 

@@ -34,6 +34,7 @@ from scenarios.language.schema import (
     StorageExpectation,
 )
 from scenarios.run.expect_timeline import TIMELINE_CHECKS
+from scenarios.run.failure import EXPECTATION, Failure, RaisedError
 from scenarios.run.records import (
     expected_text,
     fields_match,
@@ -43,7 +44,7 @@ from scenarios.run.records import (
 )
 from scenarios.run.steps import find_sub_agent
 from sim import AgentRef, Simulation, TraceRecord, format_sim_time
-from sim.checkers import check, context_from
+from sim.checkers import Violation, check, context_from
 from sim.probes import ALL_PROBES
 
 __all__ = ["check_expectations", "json_equal", "name_matches", "read_state", "records_text"]
@@ -51,18 +52,32 @@ __all__ = ["check_expectations", "json_equal", "name_matches", "read_state", "re
 
 def check_expectations(
     sim: Simulation, scenario: Scenario, calls: Sequence[tuple[CallStep, bool]] = ()
-) -> list[str]:
-    """One sentence per expectation that does not hold (per violation, for invariants), in file
+) -> list[Failure]:
+    """One failure per expectation that does not hold (per violation, for invariants), in file
     order. Call it after the liveness phase: invariants read the run as it is then. `calls`:
     each call step the run made and whether it returned (what a `per_accepted_call` count is
     relative to)."""
     failures = []
     for expectation in scenario.expect:
         expectation, note = _for_calls(expectation, calls)
+        error: RaisedError | None = None
         try:
             timeline = TIMELINE_CHECKS.get(type(expectation))
             if isinstance(expectation, InvariantsExpectation):
-                problems = _check_invariants(sim, scenario, expectation)
+                violations = _check_invariants(sim, scenario, expectation)
+                failures += [
+                    Failure(
+                        EXPECTATION,
+                        scenario.path,
+                        f"{violation}{note}",
+                        expectation.line,
+                        expectation.label,
+                        expectation.index,
+                        invariant=violation.invariant,
+                    )
+                    for violation in violations
+                ]
+                continue
             elif isinstance(expectation, ProbesExpectation):
                 problems = _check_probes(sim, expectation)
             elif timeline is not None:
@@ -71,8 +86,20 @@ def check_expectations(
                 problems = [_check(sim, scenario, expectation)]
         except Exception as exc:  # a broken expectation is reported with the others
             problems = [f"could not be checked: {type(exc).__name__}: {exc}"]
-        where = f"{scenario.path}:{expectation.line}: {expectation.label}"
-        failures += [f"{where}: {problem}{note}" for problem in problems if problem]
+            error = RaisedError.of(exc)
+        failures += [
+            Failure(
+                EXPECTATION,
+                scenario.path,
+                f"{problem}{note}",
+                expectation.line,
+                expectation.label,
+                expectation.index,
+                error=error,
+            )
+            for problem in problems
+            if problem
+        ]
     return failures
 
 
@@ -94,9 +121,8 @@ def _for_calls(
 
 def _check_invariants(
     sim: Simulation, scenario: Scenario, expectation: InvariantsExpectation
-) -> list[str]:
-    violations = check(context_from(sim, scenario=scenario.path), expectation.names)
-    return [str(violation) for violation in violations]
+) -> list[Violation]:
+    return check(context_from(sim, scenario=scenario.path), expectation.names)
 
 
 def _check_probes(sim: Simulation, expectation: ProbesExpectation) -> list[str]:

@@ -51,6 +51,7 @@ from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import MAX_FILE_BYTES, load_scenario, read_document
 from scenarios.language.schema import Scenario
 from scenarios.run.determinism import run_checked
+from scenarios.run.failure import NONDETERMINISM
 from scenarios.run.runner import ScenarioResult, run_scenario
 
 __all__ = [
@@ -122,7 +123,7 @@ class RunRecord:
         check_determinism: bool = False,
         in_subprocess: bool = False,
     ) -> RunRecord:
-        nondeterministic = any(f.startswith("NondeterminismDetected") for f in result.failures)
+        nondeterministic = any(f.kind == NONDETERMINISM for f in result.failures)
         kind = "passed" if result.passed else "nondeterministic" if nondeterministic else "failed"
         return cls(
             scenario=result.name,
@@ -130,7 +131,7 @@ class RunRecord:
             seed=result.seed,
             passed=result.passed,
             kind=kind,
-            failures=tuple(result.failures),
+            failures=tuple(f.text for f in result.failures),
             digest=result.digest,
             events=result.events,
             replay=result.replay,
@@ -256,7 +257,7 @@ def replay_verdict(record: RunRecord, result: ScenarioResult) -> tuple[bool, lis
     """Whether `result` reproduces the recorded failure, and the lines that say so. A recorded
     nondeterminism reproduces when the runs diverge again, wherever they do."""
     if record.kind == "nondeterministic":
-        found = [f for f in result.failures if f.startswith("NondeterminismDetected")]
+        found = [f for f in result.failures if f.kind == NONDETERMINISM]
         if found:
             return True, [
                 f"REPRODUCED {record.scenario} seed={record.seed}: the runs diverge again: "

@@ -2,7 +2,8 @@
 
 The run is a pure function of the scenario, the seed and the invariants asked for: the same
 triple gives the same trace, digest and verdict in any process. The result carries the failures
-as sentences and the one command that replays the run; nothing in it depends on the wall clock
+(`scenarios.run.failure.Failure`: values that read as sentences) and the one command that
+replays the run; nothing in it depends on the wall clock
 but `wall_s`, how long it took (for JUnit).
 Named invariants (`sim.checkers`) given here are checked after the scenario's own expectations,
 over the trace and the final storage, as the fuzzer and `agentsim run --invariants` ask.
@@ -27,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import sim
-from scenarios.language.errors import printable
 from scenarios.language.schema import Scenario
 from scenarios.run.expect import check_expectations
+from scenarios.run.failure import BUDGET, INVARIANT, LIVENESS, Failure, RaisedError
 from scenarios.run.steps import StepRunner
 from sim import Simulation, Trace
 from sim.budget import BUDGET_NAMES, DEFAULT_BUDGET, BudgetExceeded, RunBudget
@@ -100,7 +101,8 @@ class ScenarioResult:
     path: str
     seed: int
     passed: bool
-    failures: tuple[str, ...]
+    failures: tuple[Failure, ...]
+    """What went wrong, in order: each a `Failure`, which is its sentence as a `str`."""
     digest: str
     """sha256 of the trace: the identity of the run."""
     events: int
@@ -266,7 +268,7 @@ def _run(
     quiet = False
     try:
         steps = StepRunner(sim, scenario)
-        liveness: list[str] = []
+        liveness: list[Failure] = []
         try:
             for index, step in enumerate(scenario.steps):
                 current[0] = index
@@ -279,7 +281,12 @@ def _run(
                 quiet = sim.quiesce(scenario.liveness_limit_ms)
             except Exception as exc:  # reported with the replay command, not as a traceback
                 steps.failures.append(
-                    f"{scenario.path}: the liveness phase raised {type(exc).__name__}: {exc}"
+                    Failure(
+                        LIVENESS,
+                        scenario.path,
+                        f"the liveness phase raised {type(exc).__name__}: {exc}",
+                        error=RaisedError.of(exc),
+                    )
                 )
             else:
                 if not quiet and scenario.liveness_settles:
@@ -290,12 +297,15 @@ def _run(
             # The run was cut short: what its expectations and invariants would say of it now
             # is noise. The steps it never reached keep the time it stopped at.
             timings += [StepTiming(sim.now_ms, sim.now_ms)] * (len(scenario.steps) - len(timings))
-            failures = [*steps.failures, f"{scenario.path}: {exc.sentence()}"]
+            failures = [*steps.failures, Failure(BUDGET, scenario.path, exc.sentence())]
         else:
             failures = [*steps.finish(), *liveness, *check_expectations(sim, scenario, steps.calls)]
             if invariants:
                 context = context_from(sim, scenario.path)
-                failures += [f"{scenario.path}: invariant {v}" for v in check(context, invariants)]
+                failures += [
+                    Failure(INVARIANT, scenario.path, str(v), invariant=v.invariant)
+                    for v in check(context, invariants)
+                ]
         digest, events = sim.digest(), len(sim.trace)
         probes = sim.probes
         group_sizes, reorderings = sim.group_sizes, tuple(sim.reorderings)
@@ -307,9 +317,7 @@ def _run(
         path=scenario.path,
         seed=seed,
         passed=not failures,
-        # Sentences quote agents' exception texts: no control character of theirs reaches a
-        # terminal, a failure file or a report raw.
-        failures=tuple(_bounded(printable(failure)) for failure in failures),
+        failures=tuple(failures),
         digest=digest,
         events=events,
         quiet=quiet,
@@ -327,17 +335,6 @@ def _run(
     )
 
 
-MAX_SENTENCE = 4_000
-"""A failure sentence is cut after this many characters (an agent's exception can quote a
-value of millions of items)."""
-
-
-def _bounded(sentence: str) -> str:
-    if len(sentence) <= MAX_SENTENCE:
-        return sentence
-    return f"{sentence[:MAX_SENTENCE]}... ({len(sentence) - MAX_SENTENCE:,} more characters)"
-
-
 def _extend_to_deadline(sim: Simulation, quiesce_ms: int) -> bool:
     """A liveness phase still busy with a durable promise the runtime keeps watching (a
     detached run within its budget, a failing fiber within its maximum age) runs on until that
@@ -350,15 +347,17 @@ def _extend_to_deadline(sim: Simulation, quiesce_ms: int) -> bool:
     return sim.quiesce(deadline - sim.now_ms + LIVENESS_GRACE_MS)
 
 
-def _unsettled(sim: Simulation, scenario: Scenario, quiesce_ms: int) -> str:
+def _unsettled(sim: Simulation, scenario: Scenario, quiesce_ms: int) -> Failure:
     """The failure of a liveness phase that did not go quiet: what kept the run busy."""
     env = sim.platform.kernel.env
     pending = env.peek()
     next_due = None if pending == float("inf") else int(pending)
     limit = format_gap(scenario.liveness_limit_ms)
     report = busy_report(sim.trace.records, quiesce_ms, sim.now_ms, next_due)
-    return (
-        f"{scenario.path}: liveness: the run did not settle within its limit ({limit} after "
+    return Failure(
+        LIVENESS,
+        scenario.path,
+        f"liveness: the run did not settle within its limit ({limit} after "
         f"{format_sim_time(quiesce_ms)}): {report}. If a busy end is intended (a cron job, a "
-        f"heartbeat that never stops), say so with `liveness: {{settles: false}}`"
+        f"heartbeat that never stops), say so with `liveness: {{settles: false}}`",
     )

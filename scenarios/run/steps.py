@@ -11,8 +11,10 @@ starts a new incarnation *without* startup, exactly as a stale stub does on the 
 Requests and connections are startup triggers of their own and need no stub.
 
 An error of agent code (or an eviction under a call) is a failure of the scenario unless the
-step says `expect_error`, and a call with `returns:` must return that value (compared as JSON);
-a call started with `wait: false` is judged after the liveness phase.
+step says `expect_error`, and a call with `returns:` must return that value (compared as
+JSON); a call started with `wait: false` is judged after the liveness phase. Each failure is a
+`scenarios.run.failure.Failure` of its step, of the kind that says what went wrong (a step
+that raised, ran late, or named a client no longer connected is a kind of its own).
 A `quiesce` step is the simulation's: it switches the fault profile off for the rest of the run.
 
 The scenario's model services are built and registered when the runner is made, before the
@@ -51,6 +53,7 @@ from scenarios.language.schema import (
     StallModelStep,
     Step,
 )
+from scenarios.run.failure import LATE_STEP, NO_CONNECTION, STEP, STEP_ERROR, Failure
 from scenarios.run.models import ScenarioModel, register_models
 from scenarios.run.records import json_equal
 from sim import AgentRef, Client, Simulation, SimulationStuck, format_sim_time
@@ -71,17 +74,18 @@ def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-def _failed(what: str, error: BaseException) -> str:
+def _failed(what: str, error: BaseException) -> tuple[str, str]:
     """`a.ping() failed with RuntimeError: x`, or, when the agent's constructor raised it (the
-    caller sees the constructor's own error, as on the platform), a sentence that says so."""
+    caller sees the constructor's own error, as on the platform), a sentence that says so; with
+    the failure's kind (`STEP_ERROR` for the constructor's)."""
     construction = construction_of(error)
     if construction is None:
-        return f"{what} failed with {_error_text(error)}"
+        return f"{what} failed with {_error_text(error)}", STEP
     where = "" if construction.place is None else f", at {construction.place}"
     return (
         f"{what} failed: constructing agent {construction.name!r} ({construction.cls}) "
         f"raised {_error_text(error)}{where}"
-    )
+    ), STEP_ERROR
 
 
 def _is_expected(expect_error: bool | str, error: BaseException) -> bool:
@@ -116,12 +120,12 @@ def find_sub_agent(
 
 
 class StepRunner:
-    """Runs the steps of one scenario on one simulation and collects failure sentences."""
+    """Runs the steps of one scenario on one simulation and collects its failures."""
 
     def __init__(self, sim: Simulation, scenario: Scenario) -> None:
         self.sim = sim
         self.scenario = scenario
-        self.failures: list[str] = []
+        self.failures: list[Failure] = []
         self._stubs: dict[str, AgentRef] = {}
         self._clients: dict[str, Client] = {}
         self._client_agents = {spec.name: spec.agent for spec in scenario.clients}
@@ -153,8 +157,17 @@ class StepRunner:
         }
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def fail(self, step: Step, sentence: str) -> None:
-        self.failures.append(f"{self.scenario.path}:{step.line}: {step.label}: {sentence}")
+    def fail(
+        self,
+        step: Step,
+        sentence: str,
+        kind: str = STEP,
+        error: BaseException | None = None,
+        expected_error: str = "",
+    ) -> None:
+        self.failures.append(
+            Failure.of_step(self.scenario.path, step, sentence, kind, error, expected_error)
+        )
 
     def _ref(self, alias: str) -> AgentRef:
         """The agent without waking it (evict, faults, requests and connections)."""
@@ -175,7 +188,7 @@ class StepRunner:
         except SimulationStuck as exc:
             self.fail(step, f"could not finish: {exc}")
         except Exception as exc:  # a finding to report with its replay command, not a crash
-            self.fail(step, f"raised {_error_text(exc)}")
+            self.fail(step, f"raised {_error_text(exc)}", STEP_ERROR, exc)
 
     def _wait_for(self, step: Step) -> None:
         if step.after_ms is not None:
@@ -187,11 +200,12 @@ class StepRunner:
                 step,
                 f"at: {format_sim_time(step.at_ms)} had already passed; an earlier step ran "
                 f"until {format_sim_time(self.sim.now_ms)}, so this step ran then",
+                LATE_STEP,
             )
             return
         self.sim.run_until(step.at_ms)
 
-    def finish(self) -> list[str]:
+    def finish(self) -> list[Failure]:
         """Judge the calls started with `wait: false`, after the liveness phase."""
         for step, pending in self._unawaited:
             if not pending.done():
@@ -226,10 +240,17 @@ class StepRunner:
         if error is not None and excused is not None and _is_expected(excused, error):
             return False  # refused by a fault the hunt inserted: the platform's truth
         if error is not None and expect_error is False:
-            self.fail(step, _failed(what, error))
+            self.fail(step, *_failed(what, error), error)
             return False
         if error is not None and not _is_expected(expect_error, error):
-            self.fail(step, f"{_failed(what, error)}, but was expected to fail with {expect_error}")
+            sentence, kind = _failed(what, error)
+            self.fail(
+                step,
+                f"{sentence}, but was expected to fail with {expect_error}",
+                kind,
+                error,
+                str(expect_error),
+            )
             return False
         if error is None and getattr(step, "checks_return", False):
             # Only call steps have checks_return, and they have returns beside it.
@@ -301,7 +322,7 @@ class StepRunner:
     def _reconnect(self, step: ReconnectStep) -> None:
         agent = self._client_agents.get(step.client)
         if agent is None:
-            self.fail(step, f"client {step.client!r} was never connected")
+            self.fail(step, f"client {step.client!r} was never connected", NO_CONNECTION)
             return
         self._connect(
             ConnectStep(index=step.index, line=step.line, client=step.client, agent=agent)
@@ -310,7 +331,7 @@ class StepRunner:
     def _disconnect(self, step: DisconnectStep) -> None:
         client = self._clients.get(step.client)
         if client is None:
-            self.fail(step, f"client {step.client!r} was never connected")
+            self.fail(step, f"client {step.client!r} was never connected", NO_CONNECTION)
             return
         # A client whose connection the platform already closed (an eviction) has nothing
         # to close; that is a normal race, not a failure.
@@ -323,6 +344,7 @@ class StepRunner:
             self.fail(
                 step,
                 f"client {step.client!r} {state}; the message {show(step.message)} was not sent",
+                NO_CONNECTION,
             )
             return
         client.send(step.message)
@@ -333,6 +355,7 @@ class StepRunner:
                 step,
                 f"run_until: {format_sim_time(step.until_ms)} had already passed "
                 f"(now {format_sim_time(self.sim.now_ms)})",
+                LATE_STEP,
             )
             return
         self.sim.run_until(step.until_ms)

@@ -18,6 +18,7 @@ from scenarios.hunt.reproducers import (
     write_reproducer,
 )
 from scenarios.language.loader import parse_scenario
+from scenarios.run.failure import EXPECTATION, INVARIANT, LIVENESS, STEP, Failure
 from scenarios.run.runner import run_scenario
 from tests.scenarios.test_accepted_calls import SHOP
 
@@ -50,7 +51,7 @@ def test_an_explore_reproducer_passes_on_the_fixed_code_and_fails_only_with_its_
     assert "args: [a], returns: a, may_fail_with: AgentEvicted}" in written
     assert "args: [d], may_fail_with: AgentEvicted}" in written
     failures = run_scenario(parse_scenario(written, finding.path)).failures
-    assert failure_kinds(failures, finding.path) == {"expect 1 (event)"}
+    assert failure_kinds(failures) == {"expect 1 (event)"}
     assert _on_the_clean_shop(written, finding.path) == []
 
 
@@ -63,7 +64,7 @@ def test_a_fuzz_reproducer_passes_on_the_fixed_code_and_fails_only_with_its_find
         base, examples=150, seed=0, kinds=("storage",), invariants_only=True, out_dir=tmp_path
     )
     assert outcome.finding is not None
-    assert failure_kinds(outcome.finding.failures, outcome.path) == {"expect 1 (event)"}
+    assert failure_kinds(outcome.finding.failures) == {"expect 1 (event)"}
     assert "may_fail_with: AgentEvicted" in outcome.reproducer
     assert _on_the_clean_shop(outcome.reproducer, outcome.path) == []
 
@@ -107,15 +108,27 @@ def test_the_calls_a_fault_can_refuse_are_the_ones_in_flight_or_after_a_storage_
 def test_what_a_failure_is_about_leaves_its_line_out() -> None:
     """An invariant checked by the run or by an expectation is one kind; labels stay labels."""
     path = "r.yaml"
-    assert failure_kinds(
-        [
-            "r.yaml: invariant no_lost_stash: step 2 lost",
-            "r.yaml:30: expect 3 (invariants): no_lost_stash: step 2 lost",
-            "r.yaml:12: step 4 (call): w.work() failed with ValueError: no",
-            "r.yaml: liveness: the run did not settle",
-        ],
-        path,
-    ) == {"invariant no_lost_stash", "step 4 (call)", "liveness"}
+    failures = [
+        Failure(INVARIANT, path, "no_lost_stash: step 2 lost", invariant="no_lost_stash"),
+        Failure(
+            EXPECTATION,
+            path,
+            "no_lost_stash: step 2 lost",
+            30,
+            "expect 3 (invariants)",
+            3,
+            invariant="no_lost_stash",
+        ),
+        Failure(STEP, path, "w.work() failed with ValueError: no", 12, "step 4 (call)", 4),
+        Failure(LIVENESS, path, "liveness: the run did not settle"),
+    ]
+    assert [str(f) for f in failures] == [
+        "r.yaml: invariant no_lost_stash: step 2 lost",
+        "r.yaml:30: expect 3 (invariants): no_lost_stash: step 2 lost",
+        "r.yaml:12: step 4 (call): w.work() failed with ValueError: no",
+        "r.yaml: liveness: the run did not settle",
+    ]
+    assert failure_kinds(failures) == {"invariant no_lost_stash", "step 4 (call)", "liveness"}
 
 
 def test_a_reproducer_failing_for_another_reason_than_its_finding_is_not_written(
@@ -125,7 +138,7 @@ def test_a_reproducer_failing_for_another_reason_than_its_finding_is_not_written
     text = SHOP.replace("count: {per_accepted_call", "count: {at_most: 0, per_accepted_call")
     path = str(tmp_path / "out" / "r.yaml")
     result = run_scenario(parse_scenario(text, path))
-    assert failure_kinds(result.failures, path) == {"expect 1 (event)"}
+    assert failure_kinds(result.failures) == {"expect 1 (event)"}
     with pytest.raises(FlakyFinding, match=r"fails for another reason than its finding"):
         write_reproducer(
             text,
@@ -133,7 +146,11 @@ def test_a_reproducer_failing_for_another_reason_than_its_finding_is_not_written
             lambda first, run: ["a header"],
             lambda run: list(run.failures),
             result.digest,
-            found=[f"{path}:3: invariant no_lost_stash: a stash was lost"],
+            found=[
+                Failure(
+                    INVARIANT, path, "no_lost_stash: a stash was lost", invariant="no_lost_stash"
+                )
+            ],
         )
     assert not Path(path).exists()
 

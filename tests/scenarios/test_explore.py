@@ -16,9 +16,19 @@ from scenarios.cli import main
 from scenarios.hunt.crash_points import CRASH_EVENTS, all_points, choose, landed, spread, strata
 from scenarios.hunt.emit import add_expectation, insert_steps
 from scenarios.hunt.explore import Exploration
-from scenarios.hunt.explore_outcome import classify
+from scenarios.hunt.explore_outcome import breaks
 from scenarios.hunt.interleavings import Planner
 from scenarios.language.loader import load_scenario, parse_scenario
+from scenarios.run.failure import (
+    EXPECTATION,
+    INVARIANT,
+    LIVENESS,
+    NO_CONNECTION,
+    STEP,
+    STEP_ERROR,
+    Failure,
+    RaisedError,
+)
 from scenarios.run.runner import ExecutedStatement, run_scenario
 from sim.sqlite import fault_group, is_write
 from tests.scenarios.helpers import LIBRARY, ROOT
@@ -225,33 +235,43 @@ def test_schedules_try_each_group_alone_then_draw_pairs_and_never_repeat() -> No
 
 
 # -- what counts ----------------------------------------------------------------------------------
+def _step(number: int, kind: str, detail: str, error: tuple[str, str] | None = None) -> Failure:
+    raised = None if error is None else RaisedError(*error)
+    label = f"step {number} ({'request' if 'GET' in detail else 'call'})"
+    return Failure(kind, "p.yaml", detail, 9, label, number, error=raised)
+
+
 @pytest.mark.parametrize(
     ("failure", "with_expect", "counted"),
     [
-        ("p.yaml: invariant no_lost_stash: fiber F lost ...", False, "invariant no_lost_stash"),
-        ("p.yaml: liveness: the run did not settle ...", False, "liveness"),
-        ("p.yaml:9: step 2 (call): w.go() failed with AgentEvicted: W/w was evicted", True, None),
-        ("p.yaml:9: step 2 (call): w.go() raised KeyError: 'x'", False, "step 2 (call)"),
-        ("p.yaml:9: step 2 (call): w.go() never finished (still running at ...)", False, None),
         (
-            "p.yaml:9: step 2 (call): w.go() never finished (still running at ...)",
-            True,
-            "step 2 (call)",
+            Failure(INVARIANT, "p.yaml", "no_lost_stash: lost", invariant="no_lost_stash"),
+            False,
+            "invariant no_lost_stash",
         ),
-        ("p.yaml:9: step 4 (request): GET / answered 202 ..., expected status 200", False, None),
+        (Failure(LIVENESS, "p.yaml", "liveness: the run did not settle ..."), False, "liveness"),
         (
-            "p.yaml:9: step 4 (request): GET / answered 202 ..., expected status 200",
+            _step(2, STEP, "w.go() failed with AgentEvicted: gone", ("AgentEvicted", "gone")),
             True,
-            "step 4 (request)",
+            None,
         ),
-        ("p.yaml:9: step 5 (send): client 'c' is not connected; the message ...", True, None),
-        ("p.yaml:12: expect 1 (state): state of w is ...", True, "expect 1 (state)"),
+        (_step(2, STEP_ERROR, "raised KeyError: 'x'", ("KeyError", "'x'")), False, "step 2 (call)"),
+        (_step(2, STEP, "w.go() never finished (still running at ...)"), False, None),
+        (_step(2, STEP, "w.go() never finished (still running at ...)"), True, "step 2 (call)"),
+        (_step(4, STEP, "GET / answered 202 ..., expected status 200"), False, None),
+        (_step(4, STEP, "GET / answered 202 ..., expected status 200"), True, "step 4 (request)"),
+        (_step(5, NO_CONNECTION, "client 'c' is not connected; the message ..."), True, None),
+        (
+            Failure(EXPECTATION, "p.yaml", "state of w is ...", 12, "expect 1 (state)", 1),
+            True,
+            "expect 1 (state)",
+        ),
     ],
 )
 def test_only_what_the_fault_does_not_explain_is_a_finding(
-    failure: str, with_expect: bool, counted: str | None
+    failure: Failure, with_expect: bool, counted: str | None
 ) -> None:
-    assert classify(failure, "p.yaml", with_expect) == counted
+    assert breaks([failure], with_expect) == (() if counted is None else (counted,))
 
 
 # -- planted bugs, reproducers --------------------------------------------------------------------
