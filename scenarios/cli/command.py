@@ -47,7 +47,7 @@ from scenarios.cli.inputs import (
     write_whole,
 )
 from scenarios.cli.interrupted import interrupted_line, with_not_run
-from scenarios.cli.progress import RunProgress, is_terminal
+from scenarios.cli.progress import HuntProgress, RunProgress, is_terminal
 from scenarios.cli.sweeps import SweepFailed, SweepInputError, SweepSettings, add_sweep_flags, sweep
 from scenarios.hunt.explore import ExploreInputError, explore_command
 from scenarios.hunt.fuzz import FAULT_KINDS, FUZZ_KINDS, FlakyFinding, fuzz_scenario
@@ -357,9 +357,9 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "schema":
         return _schema(out)
     if args.command == "fuzz":
-        return _fuzz(args, out)
+        return _fuzz(args, out, err)
     if args.command == "explore":
-        return _explore(args, out)
+        return _explore(args, out, err)
     if args.command == "diff":
         from scenarios.diff import diff_command  # the differential stage, loaded only for it
 
@@ -689,7 +689,7 @@ def _schema(out: TextIO) -> int:
 
 
 # -- fuzz, golden -------------------------------------------------------------------------------
-def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
+def _fuzz(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     input_file(args.path, "scenario file")
     # The header says how to find it again: every option that changes what is drawn.
     command = f"agentsim fuzz {args.path} --seed {args.seed} --examples {args.examples}"
@@ -701,18 +701,30 @@ def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
         command += f" --faults {','.join(args.faults)}"
     if args.max_steps != 4:
         command += f" --max-steps {args.max_steps}"
+    failing = [0]
+    what = f"fuzz {Path(args.path).stem}"
+    shown = HuntProgress(
+        out, err, what, args.examples, lambda: min(failing[0], 1), terminal=is_terminal(out)
+    )
+
+    def ran(label: str, failed: bool) -> None:
+        failing[0] += failed
+        shown.advance(label)
+
     try:
-        outcome = fuzz_scenario(
-            args.path,
-            examples=args.examples,
-            seed=args.seed,
-            invariants=args.invariants,
-            kinds=args.faults,
-            max_steps=args.max_steps,
-            out_dir=args.out,
-            command=command,
-            invariants_only=args.invariants_only,
-        )
+        with shown:
+            outcome = fuzz_scenario(
+                args.path,
+                examples=args.examples,
+                seed=args.seed,
+                invariants=args.invariants,
+                kinds=args.faults,
+                max_steps=args.max_steps,
+                out_dir=args.out,
+                command=command,
+                invariants_only=args.invariants_only,
+                on_run=ran,
+            )
     except InvalidScenario as exc:
         raise _BadInput(str(exc)) from None
     except FlakyFinding as exc:
@@ -724,10 +736,10 @@ def _fuzz(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_FAILED if outcome.found else EXIT_OK
 
 
-def _explore(args: argparse.Namespace, out: TextIO) -> int:
+def _explore(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     input_file(args.path, "scenario file")
     try:
-        return explore_command(args, out)
+        return explore_command(args, out, err)
     except (InvalidScenario, ExploreInputError) as exc:
         raise _BadInput(str(exc)) from None
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from scenarios.cli.progress import RunProgress, is_terminal
+from scenarios.cli.progress import HuntProgress, ProgressPeriod, is_terminal
 from scenarios.hunt.crash_points import (
     NOTE,
     CrashPoint,
@@ -311,9 +312,16 @@ class ExploreInputError(ValueError):
     """What `agentsim explore` was given cannot be explored (printed as one line, exit 2)."""
 
 
-def explore_command(args: argparse.Namespace, out: TextIO) -> int:
+def explore_command(
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO | None = None,
+    period: ProgressPeriod | None = None,
+) -> int:
     """`agentsim explore FILE`: 0 nothing found, 1 found (or a flaky reproducer); bad input
-    raises `InvalidScenario` or `ExploreInputError`."""
+    raises `InvalidScenario` or `ExploreInputError`. Progress (`HuntProgress`): a bar on a
+    terminal `out`, else a line on `err` (stderr by default) as `period` says (by default
+    `scenarios.cli.progress.DEFAULT_PERIOD`)."""
     if not Path(args.path).is_file():
         raise ExploreInputError(f"no such file: {args.path!r}")
     command = f"agentsim explore {shlex.quote(args.path)}"
@@ -340,9 +348,18 @@ def explore_command(args: argparse.Namespace, out: TextIO) -> int:
         if isinstance(exc, InvalidScenario):
             raise
         raise ExploreInputError(str(exc)) from None
+    shown = HuntProgress(
+        out,
+        sys.stderr if err is None else err,
+        f"explore {exploration.base.name}",
+        exploration.total,
+        lambda: len(exploration.outcome.findings),
+        terminal=is_terminal(out),
+        period=period,
+    )
     try:
-        with RunProgress(out, exploration.total, terminal=is_terminal(out)) as progress:
-            outcome = exploration.run(progress.advance, progress.print)
+        with shown:
+            outcome = exploration.run(shown.advance, shown.print)
     except FlakyFinding as exc:
         print(f"FLAKY: {exc}", file=out)
         return 1

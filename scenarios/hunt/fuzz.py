@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -247,8 +247,12 @@ class _Fuzzer:
         invariants: tuple[str, ...],
         out_path: str,
         invariants_only: bool = False,
+        on_run: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.path = path
+        self.on_run = on_run
+        self.failing = 0
+        """Runs that failed so far (after the first, Hypothesis is shrinking it)."""
         self.invariants_only = invariants_only
         self.text = text
         self.base = base
@@ -327,7 +331,12 @@ class _Fuzzer:
         for name in result.probes:
             self.probes[name] = self.probes.get(name, 0) + 1
         _hypothesis().target(novelty, label="rarely reached probes")
-        return bool(self.findings(result, candidate))
+        failed = bool(self.findings(result, candidate))
+        self.failing += failed
+        if self.on_run is not None:
+            shrinking = f"shrinking, {self.failing} failing runs"
+            self.on_run(shrinking if self.failing else f"example {self.runs}", failed)
+        return failed
 
     def strategy(self, kinds: Sequence[str], max_steps: int) -> st.SearchStrategy[Schedule]:
         # The drawing itself is `sim.fault_draws`, shared with `sim.strategies`.
@@ -437,13 +446,15 @@ def fuzz_scenario(
     out_dir: str | Path = "agentsim-fuzz",
     command: str = "",
     invariants_only: bool = False,
+    on_run: Callable[[str, bool], None] | None = None,
 ) -> FuzzOutcome:
     """Fuzz the scenario file at `path`; on a failure write the reproducer into `out_dir`.
 
     `invariants`: names checked beyond the file's own expectations (None: every registered
     invariant). `invariants_only`: drop the file's `expect` list (a story scenario pins exact
     times and counts that any drawn fault changes) and check the invariants alone. `command`:
-    how the fuzz run was started, for the reproducer's header.
+    how the fuzz run was started, for the reproducer's header. `on_run(label, failed)`: after
+    each drawn schedule's run (`example 12`, then `shrinking, 3 failing runs`), for progress.
     """
     path = str(path)
     unknown = [kind for kind in kinds if kind not in FUZZ_KINDS]
@@ -475,7 +486,7 @@ def fuzz_scenario(
     if not base_result.passed:
         return outcome
     out_path = reproducer_path(base, out_dir, seed)
-    fuzzer = _Fuzzer(path, text, base, base_result, names, out_path, invariants_only)
+    fuzzer = _Fuzzer(path, text, base, base_result, names, out_path, invariants_only, on_run)
     hypothesis = _hypothesis()
     HealthCheck, Phase = hypothesis.HealthCheck, hypothesis.Phase  # noqa: N806
     config = hypothesis.settings(
