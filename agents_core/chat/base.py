@@ -23,7 +23,7 @@ from agents_core.chat.chat_recovery import (
 from agents_core.chat.child_runs import AgentToolChildMixin
 from agents_core.chat.messages import ChatMessages
 from agents_core.chat.parent import ChatParentMixin, RecoveryCredit
-from agents_core.chat.progress import ProgressMixin
+from agents_core.chat.progress import AgentToolProgress
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import AgentToolTailsMixin
 from agents_core.chat.turns import ChatTurns, _TurnState
@@ -37,7 +37,6 @@ __all__ = ["ChatHost"]
 class ChatHost(
     AgentToolTailsMixin,
     AgentToolChildMixin,
-    ProgressMixin,
     ChatParentMixin,
     Agent,
 ):
@@ -62,7 +61,7 @@ class ChatHost(
         self._chat_recovery = ChatRecovery(
             self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
         )
-        self._init_progress()
+        self._progress = AgentToolProgress(self._context, self._stream, self._turns, self)
         self._init_agent_tool_child()
         self._init_chat_parent()
 
@@ -94,6 +93,21 @@ class ChatHost(
     def classify_chat_recovery(self, run_id: str | None = None) -> str:
         """`in-progress`, `failed` or `none` (`ChatRecovery.classify`)."""
         return self._chat_recovery.classify(run_id)
+
+    # A chat host's report_progress is async and answers with the outcome; a plain Agent's is
+    # a synchronous no-op that warns (as in the SDK), so this override cannot match it.
+    async def report_progress(  # type: ignore[override]
+        self,
+        fraction: float | None = None,
+        message: str | None = None,
+        phase: str | None = None,
+        milestone: str | None = None,
+        data: Any = None,
+        persist: bool = False,
+    ) -> str:
+        """Report progress of the agent-tool run this turn serves: `emitted`, `coalesced`, or
+        `inactive` (`AgentToolProgress.report_progress`)."""
+        return self._progress.report_progress(fraction, message, phase, milestone, data, persist)
 
     # -- the hooks users override -------------------------------------------------------------
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None:

@@ -101,7 +101,7 @@ class AgentToolChildMixin:
             # Reconciling seals a stale row; it never deletes one.
             row = cast("dict[str, Any]", self._agent_tool_row(run_id))
         inspection = await self._inspection_from_row(row)
-        inspection.update(self._progress_projection(row))
+        inspection.update(self._progress.projection(row))
         return inspection
 
     async def get_agent_tool_chunks(
@@ -173,7 +173,7 @@ class AgentToolChildMixin:
             settle(self._agent_tool_exception_terminal(exc, controller))
 
     def _finalize_agent_tool_run(self: ChatSelf, run_id: str, terminal: dict[str, Any]) -> None:
-        self._forget_progress(run_id)
+        self._progress.forget(run_id)
         self._write_agent_tool_terminal(run_id, terminal)
         self._release_agent_tool_run(run_id)
 
@@ -253,7 +253,7 @@ class AgentToolChildMixin:
             else:
                 terminal = {"status": "error", "error": INTERRUPTED_BEFORE_FINISH}
             probe(self.host, "chat.stale_child_run_reconciled")
-            self._forget_progress(row["run_id"])
+            self._progress.forget(row["run_id"])
             self._write_agent_tool_terminal(row["run_id"], terminal)
             self._release_agent_tool_run(row["run_id"])
             self.host.trace.emit(

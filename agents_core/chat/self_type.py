@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agents_core.chat.messages import ChatMessages
     from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
     from agents_core.chat.parent import RecoveryCredit
-    from agents_core.chat.progress import _Pending
+    from agents_core.chat.progress import AgentToolProgress
     from agents_core.chat.stream_store import ResumableStream
     from agents_core.chat.think import ThinkAgent
     from agents_core.chat.turns import ChatTurns
@@ -54,9 +54,6 @@ class ChatSelf(AgentToolsSelf, Protocol):
     _think_drain_live: bool
     _think_submissions_live: set[str]
     _detached_injecting: set[str]
-    _progress_last_emit: dict[str, int]
-    _progress_pending: dict[str, _Pending]
-    _progress_flushers: set[str]
     _agent_tool_milestones_table: ClassVar[str]
     system_prompt: ClassVar[str | None]
     max_steps: ClassVar[int]
@@ -82,6 +79,7 @@ class ChatSelf(AgentToolsSelf, Protocol):
     _turns: ChatTurns
     _recovery_credit: RecoveryCredit
     _chat_recovery: ChatRecovery
+    _progress: AgentToolProgress
     _stream: ResumableStream
 
     @property
@@ -103,36 +101,6 @@ class ChatSelf(AgentToolsSelf, Protocol):
 
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None: ...
     def classify_chat_recovery(self, run_id: str | None = None) -> str: ...
-
-    # defined by progress.py
-    def _forget_progress(self, run_id: str) -> None: ...
-    def _progress_projection(self, row: dict[str, Any]) -> dict[str, Any]: ...
-    def _report_agent_tool_progress(
-        self,
-        run_id: str,
-        request_id: str,
-        fraction: Any = None,
-        message: Any = None,
-        phase: Any = None,
-        milestone: Any = None,
-        data: Any = None,
-        persist: bool = False,
-    ) -> str: ...
-    def _emit_progress(
-        self,
-        run_id: str,
-        request_id: str,
-        fields: dict[str, Any],
-        data: Any,
-        persist: bool,
-        now: int,
-    ) -> None: ...
-    def _flush_pending_progress(self, run_id: str) -> None: ...
-    def _emit_milestone(
-        self, run_id: str, request_id: str, name: str, fields: dict[str, Any], data: Any, now: int
-    ) -> None: ...
-    def _drop_milestone_row(self, run_id: str, sequence: int) -> None: ...
-    async def _flush_progress_later(self, run_id: str) -> None: ...
 
     # defined by tails.py
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...

@@ -100,8 +100,8 @@ class _Scripted:
                 state = self._turn_states[request_id]
                 self._turns.emit_chunk(state, {"type": "data-window", "data": {"landed": "drain"}})
             else:
-                self._report_agent_tool_progress(run_id, request_id, fraction=0.5, phase="p")
-                self._report_agent_tool_progress(run_id, request_id, milestone="m", data={"k": 1})
+                self._progress.report(run_id, request_id, fraction=0.5, phase="p")
+                self._progress.report(run_id, request_id, milestone="m", data={"k": 1})
         return backlog
 
 
