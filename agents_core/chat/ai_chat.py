@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.chat.base import ChatHost
 from agents_core.chat.child_runs import maybe_await
 from agents_core.chat.messages import message_text, user_message
-from agents_core.chat.notify_inject import AiChatNotifyMixin
+from agents_core.chat.notify_inject import DetachedInjections
 from agents_core.chat.turns import TurnPlan
 from agents_core.host import Host
 from agents_core.jsontext import to_json_text
@@ -43,7 +44,7 @@ SKIPPED_CHAT_CLEARED = "Agent tool run was skipped because the chat was cleared.
 FAILED_DURING_STREAMING = "Agent tool run failed during streaming."
 
 
-class ChatAgent(AiChatNotifyMixin, ChatHost):
+class ChatAgent(ChatHost):
     """An AIChatAgent-like chat agent: override `get_tools`, `system_prompt`, and the agent-tool
     hooks `format_agent_tool_input(input, run_id=)`, `get_agent_tool_output(run,
     messages_after_start)`, `get_agent_tool_summary(run, output, messages_after_start)` where
@@ -56,6 +57,16 @@ class ChatAgent(AiChatNotifyMixin, ChatHost):
     def __init__(self, host: Host, name: str) -> None:
         super().__init__(host, name)
         self._ensure_agent_tool_tables()
+        self._injections = DetachedInjections(self._context, self._messages, self._turns, self)
+
+    # -- the detached runs' notify hooks (spec agent-tools §4.9, §4.10, §11 E29) ----------------
+    async def _cf_detached_notify_finish(self, run: AgentToolRunInfo, lifecycle: Any) -> None:
+        await self._injections.notify_finish(run, lifecycle)
+
+    async def _cf_detached_notify_milestone(
+        self, run: AgentToolRunInfo, milestone: Any, mode: str
+    ) -> None:
+        await self._injections.notify_milestone(run, milestone, mode)
 
     # -- hooks ---------------------------------------------------------------------------------
     def format_agent_tool_input(self, input: Any, *, run_id: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ subclass it and differ only where the SDK's two hosts differ (spec agent-tools �
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from agents_core.agent import Agent
@@ -22,7 +22,7 @@ from agents_core.chat.chat_recovery import (
 )
 from agents_core.chat.child_runs import AgentToolChildMixin
 from agents_core.chat.messages import ChatMessages
-from agents_core.chat.parent import ChatParentMixin, RecoveryCredit
+from agents_core.chat.parent import RecoveryCredit, run_serialized_delivery
 from agents_core.chat.progress import AgentToolProgress
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import AgentToolTailsMixin
@@ -37,7 +37,6 @@ __all__ = ["ChatHost"]
 class ChatHost(
     AgentToolTailsMixin,
     AgentToolChildMixin,
-    ChatParentMixin,
     Agent,
 ):
     """The shared base of the chat hosts; subclass `ThinkAgent` or `ChatAgent`, not this."""
@@ -63,7 +62,6 @@ class ChatHost(
         )
         self._progress = AgentToolProgress(self._context, self._stream, self._turns, self)
         self._init_agent_tool_child()
-        self._init_chat_parent()
 
     # -- the SDK's surface ----------------------------------------------------------------------
     @property
@@ -133,6 +131,14 @@ class ChatHost(
     async def _chat_recovery_continue(self, payload: Any, _row: Any = None) -> None:
         """The schedule callback that runs a recovered turn (the SDK's `_chatRecoveryContinue`)."""
         await self._chat_recovery.continue_turn(payload)
+
+    # -- the agent-tool parent's steps this host overrides (§4.11, §7.8) -----------------------
+    async def _run_serialized_delivery(self, invoke: Callable[[], Awaitable[None]]) -> None:
+        """Run a delivery on the chat turn queue, strictly between turns, under a keep-alive."""
+        await run_serialized_delivery(self, self.keep_alive, self._turns, invoke)
+
+    def _on_agent_tool_stream_progress(self) -> None:
+        self._recovery_credit.child_streamed()
 
     # -- read by tests and fixtures -----------------------------------------------------------
     @property

@@ -22,7 +22,8 @@ milestone}`. They differ as the SDK's hosts do:
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.agent_tools.notify import (
     detached_finish_key,
@@ -32,16 +33,25 @@ from agents_core.agent_tools.notify import (
 from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.chat.child_runs import maybe_await
 from agents_core.chat.messages import user_message
-from agents_core.chat.parent import in_delivery_slot
-from agents_core.chat.self_type import ChatSelf
+from agents_core.chat.parent import (
+    in_delivery_slot,
+    outside_delivery_slot,
+    spawn_outside_delivery_slot,
+)
 from agents_core.chat.turns import TurnPlan
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
 
+if TYPE_CHECKING:
+    from agents_core.chat.messages import ChatMessages
+    from agents_core.chat.turns import ChatTurns
+    from agents_core.context import AgentContext
+
 __all__ = [
-    "AiChatNotifyMixin",
+    "DetachedInjections",
+    "NotifyHooks",
     "THINK_SUBMISSIONS_DDL",
-    "ThinkNotifyMixin",
+    "ThinkSubmissions",
     "detached_notice",
 ]
 
@@ -72,51 +82,52 @@ def detached_notice(
     }
 
 
-async def _finish_notice(agent: Any, run: AgentToolRunInfo, lifecycle: Any) -> tuple[str, str, str]:
+class NotifyHooks(Protocol):
+    """What the notify components run of their chat host: the user's formatters of a detached
+    run's news and the keepAlive a drain or a reply takes. The host passes itself; a
+    subclass's override is what runs."""
+
+    def format_detached_completion(self, run: AgentToolRunInfo, result: Any) -> Any: ...
+    def format_detached_milestone(self, run: AgentToolRunInfo, milestone: Any) -> Any: ...
+    async def keep_alive(self) -> Callable[[], None]: ...
+    async def keep_alive_while(self, fn: Callable[[], Awaitable[Any]]) -> Any: ...
+
+
+async def _finish_notice(
+    hooks: NotifyHooks, run: AgentToolRunInfo, lifecycle: Any
+) -> tuple[str, str, str]:
     """(key, text, status) of a finish notification; an empty text means none."""
     status = lifecycle.get("status") if isinstance(lifecycle, dict) else lifecycle.status
-    text = await maybe_await(agent.format_detached_completion(run, lifecycle))
+    text = await maybe_await(hooks.format_detached_completion(run, lifecycle))
     return detached_finish_key(run.run_id, str(status)), text or "", str(status)
 
 
-if TYPE_CHECKING:
-    from agents_core.agent import Agent
+class ThinkSubmissions:
+    """Think's notify hooks: durable submissions (`cf_think_submissions`), each one turn, run
+    FIFO by a drain task of this isolate; a narrated milestone is added to history."""
 
-    # Mixed in before Agent (ChatHost's bases): its `super()` calls reach Agent's methods.
-    _NotifyBase = Agent
-else:
-    _NotifyBase = object
+    __slots__ = ("_ctx", "_messages", "_turns", "_hooks", "_drain_live", "_live")
 
-
-class ThinkNotifySelf(ChatSelf, Protocol):
-    """What ThinkNotifyMixin uses beyond `ChatSelf`: its own methods, called through self."""
-
-    def _ensure_think_submissions(self) -> None: ...
-    def _kick_think_submissions(self) -> None: ...
-    def _resume_think_submissions(self) -> None: ...
-    async def _submit_think_messages(
-        self, messages: list[dict[str, Any]], idempotency_key: str, metadata: Any
-    ) -> bool: ...
-    async def _drain_think_submissions(self) -> None: ...
-    def _nanoid(self) -> str: ...
-    def _think_submissions_exist(self) -> bool: ...
-    async def _run_think_submission(self, row: dict[str, Any]) -> None: ...
-
-
-class ThinkNotifyMixin(_NotifyBase):
-    # -- the hooks ---------------------------------------------------------------------------------
-    async def _cf_detached_notify_finish(
-        self: ThinkNotifySelf, run: AgentToolRunInfo, lifecycle: Any
+    def __init__(
+        self, ctx: AgentContext, messages: ChatMessages, turns: ChatTurns, hooks: NotifyHooks
     ) -> None:
-        key, text, status = await _finish_notice(self, run, lifecycle)
+        self._ctx = ctx
+        self._messages = messages
+        self._turns = turns
+        self._hooks = hooks
+        self._drain_live = False
+        self._live: set[str] = set()
+        """The submissions whose turn this isolate runs."""
+
+    # -- the hooks ---------------------------------------------------------------------------------
+    async def notify_finish(self, run: AgentToolRunInfo, lifecycle: Any) -> None:
+        key, text, status = await _finish_notice(self._hooks, run, lifecycle)
         if text:
             metadata = detached_notify_metadata(run, status=status)
-            await self._submit_think_messages([user_message(text, self._nanoid())], key, metadata)
+            await self.submit([user_message(text, self._nanoid())], key, metadata)
 
-    async def _cf_detached_notify_milestone(
-        self: ThinkNotifySelf, run: AgentToolRunInfo, milestone: Any, mode: str
-    ) -> None:
-        text = await maybe_await(self.format_detached_milestone(run, milestone))
+    async def notify_milestone(self, run: AgentToolRunInfo, milestone: Any, mode: str) -> None:
+        text = await maybe_await(self._hooks.format_detached_milestone(run, milestone))
         if not text:
             return
         key = detached_milestone_key(run.run_id, milestone["name"])
@@ -126,19 +137,20 @@ class ThinkNotifyMixin(_NotifyBase):
                 self._messages.persist(detached_notice(key, "assistant", text, metadata))
                 self._turns.broadcast_messages()
             return
-        await self._submit_think_messages([user_message(text, self._nanoid())], key, metadata)
+        await self.submit([user_message(text, self._nanoid())], key, metadata)
 
-    def _nanoid(self: ThinkNotifySelf) -> str:
-        return self.host.entropy.nanoid()
+    def _nanoid(self) -> str:
+        return self._ctx.host.entropy.nanoid()
 
     # -- durable submissions -----------------------------------------------------------------------
-    async def _submit_think_messages(
-        self: ThinkNotifySelf, messages: list[dict[str, Any]], idempotency_key: str, metadata: Any
+    async def submit(
+        self, messages: list[dict[str, Any]], idempotency_key: str, metadata: Any
     ) -> bool:
         """Accept `messages` for one turn, durably; False (nothing new) when a submission with
         `idempotency_key` exists already."""
-        self._ensure_think_submissions()
-        accepted = self.host.sql.execute(
+        self._ensure_table()
+        host = self._ctx.host
+        accepted = host.sql.execute(
             "INSERT OR IGNORE INTO cf_think_submissions (submission_id, idempotency_key, status, "
             "messages_json, metadata_json, created_at) VALUES (?, ?, 'pending', ?, ?, ?)",
             (
@@ -146,54 +158,55 @@ class ThinkNotifyMixin(_NotifyBase):
                 idempotency_key,
                 to_json_text(messages, "submitted messages"),
                 None if metadata is None else to_json_text(metadata, "submission metadata"),
-                self.host.clock.now_ms(),
+                host.clock.now_ms(),
             ),
         )
         # Also for a duplicate: it may be one a dead isolate accepted and never ran.
-        self._kick_think_submissions()
+        self._kick()
         return bool(accepted)
 
-    def _ensure_think_submissions(self: ThinkNotifySelf) -> None:
+    def _ensure_table(self) -> None:
         for statement in THINK_SUBMISSIONS_DDL:
-            self.host.sql.execute(statement)
+            self._ctx.host.sql.execute(statement)
 
-    def _think_submissions_exist(self: ThinkNotifySelf) -> bool:
-        rows = self.sql(
+    def _table_exists(self) -> bool:
+        rows = self._ctx.sql(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'cf_think_submissions'"
         )
         return bool(rows)
 
-    def _kick_think_submissions(self: ThinkNotifySelf) -> None:
-        if self._think_drain_live:
+    def _kick(self) -> None:
+        if self._drain_live:
             return
-        self._think_drain_live = True
-        self._spawn_outside_delivery_slot(self._drain_think_submissions())
+        self._drain_live = True
+        spawn_outside_delivery_slot(self._ctx.host.tasks, self._drain())
 
-    async def _drain_think_submissions(self: ThinkNotifySelf) -> None:
+    async def _drain(self) -> None:
         """Run pending submissions oldest first, one turn each, until none is left."""
         try:
-            dispose = await self.keep_alive()
+            dispose = await self._hooks.keep_alive()
             try:
                 while True:
-                    rows = self.sql(
+                    rows = self._ctx.sql(
                         "SELECT * FROM cf_think_submissions WHERE status = 'pending' "
                         "ORDER BY created_at, rowid LIMIT 1"
                     )
                     if not rows:
                         return
-                    await self._run_think_submission(rows[0])
+                    await self._run(rows[0])
             finally:
                 dispose()
         finally:
-            self._think_drain_live = False
+            self._drain_live = False
 
-    async def _run_think_submission(self: ThinkNotifySelf, row: dict[str, Any]) -> None:
+    async def _run(self, row: dict[str, Any]) -> None:
+        ctx = self._ctx
         submission_id = row["submission_id"]
         messages = json.loads(row["messages_json"])
 
         def admit(request_id: str) -> None:
-            now = self.host.clock.now_ms()
-            self.sql(
+            now = ctx.host.clock.now_ms()
+            ctx.sql(
                 "UPDATE cf_think_submissions SET status = 'running', request_id = ?, "
                 "started_at = ?, messages_applied_at = ? WHERE submission_id = ?",
                 request_id,
@@ -204,83 +217,86 @@ class ThinkNotifyMixin(_NotifyBase):
             self._turns.persist_messages(self._messages.check(messages))
 
         plan = TurnPlan(self._nanoid(), trigger="submission", prepare=admit)
-        self._think_submissions_live.add(submission_id)
+        self._live.add(submission_id)
         try:
             result = await self._turns.submit(plan)
             status, error, stream_id = result.status, result.error, result.stream_id
         except Exception as exc:  # noqa: BLE001 - one failed submission never stops the drain
             status, error, stream_id = "error", str(exc) or type(exc).__name__, None
         finally:
-            self._think_submissions_live.discard(submission_id)
-        self.sql(
+            self._live.discard(submission_id)
+        ctx.sql(
             "UPDATE cf_think_submissions SET status = ?, error_message = ?, "
             "stream_id = COALESCE(?, stream_id), completed_at = ? "
             "WHERE submission_id = ? AND status IN ('pending', 'running')",
             status,
             error,
             stream_id,
-            self.host.clock.now_ms(),
+            ctx.host.clock.now_ms(),
             submission_id,
         )
 
-    # self is left unannotated here, so that super() resolves through the class (its
-    # type-checking base is Agent; a Protocol self type would put the Protocol's own bases
-    # there); the agent is read through the Protocol it is mixed into.
-    async def _cf_start(self) -> None:
-        await super()._cf_start()
-        cast("ThinkNotifySelf", self)._resume_think_submissions()
-
-    def _resume_think_submissions(self: ThinkNotifySelf) -> None:
-        """After a restart: a submission whose turn was admitted is chat recovery's now; pending
-        ones (accepted, never admitted) are drained."""
-        if not self._think_submissions_exist():
+    def resume(self) -> None:
+        """After a restart (the host's startup): a submission whose turn was admitted is chat
+        recovery's now; pending ones (accepted, never admitted) are drained."""
+        if not self._table_exists():
             return
-        interrupted = self.host.sql.execute(
+        host = self._ctx.host
+        interrupted = host.sql.execute(
             "UPDATE cf_think_submissions SET status = 'error', error_message = ?, "
             "completed_at = ? WHERE status = 'running'",
-            (INTERRUPTED_SUBMISSION, self.host.clock.now_ms()),
+            (INTERRUPTED_SUBMISSION, host.clock.now_ms()),
         )
         if interrupted:
-            probe(self.host, "chat.submission_interrupted")
-        if self.sql("SELECT 1 AS x FROM cf_think_submissions WHERE status = 'pending' LIMIT 1"):
-            self._kick_think_submissions()
+            probe(host, "chat.submission_interrupted")
+        if self._ctx.sql(
+            "SELECT 1 AS x FROM cf_think_submissions WHERE status = 'pending' LIMIT 1"
+        ):
+            self._kick()
 
 
-class AiChatNotifySelf(ChatSelf, Protocol):
-    """What AiChatNotifyMixin uses beyond `ChatSelf`: its own methods, called through self."""
+class DetachedInjections:
+    """AIChatAgent's notify hooks: a message whose id is the idempotency key, injected into the
+    transcript, and for a finish or a react milestone a reply turn."""
 
-    async def _inject_detached_notice(
-        self, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
-    ) -> None: ...
-    async def _reply_later(self, plan: TurnPlan, message_id: str) -> None: ...
+    __slots__ = ("_ctx", "_messages", "_turns", "_hooks", "_injecting")
 
-
-class AiChatNotifyMixin:
-    async def _cf_detached_notify_finish(
-        self: AiChatNotifySelf, run: AgentToolRunInfo, lifecycle: Any
+    def __init__(
+        self,
+        ctx: AgentContext,
+        messages: ChatMessages,
+        turns: ChatTurns,
+        hooks: NotifyHooks,
     ) -> None:
-        key, text, status = await _finish_notice(self, run, lifecycle)
+        self._ctx = ctx
+        self._messages = messages
+        self._turns = turns
+        self._hooks = hooks
+        """The host (whose serialized deliveries hold the slot)."""
+        self._injecting: set[str] = set()
+        """The ids this isolate is injecting (with their reply turn)."""
+
+    async def notify_finish(self, run: AgentToolRunInfo, lifecycle: Any) -> None:
+        key, text, status = await _finish_notice(self._hooks, run, lifecycle)
         if text:
             metadata = detached_notify_metadata(run, status=status)
-            await self._inject_detached_notice(key, "user", text, metadata, reply=True)
+            await self._inject(key, "user", text, metadata, reply=True)
 
-    async def _cf_detached_notify_milestone(
-        self: AiChatNotifySelf, run: AgentToolRunInfo, milestone: Any, mode: str
-    ) -> None:
-        text = await maybe_await(self.format_detached_milestone(run, milestone))
+    async def notify_milestone(self, run: AgentToolRunInfo, milestone: Any, mode: str) -> None:
+        text = await maybe_await(self._hooks.format_detached_milestone(run, milestone))
         if not text:
             return
         key = detached_milestone_key(run.run_id, milestone["name"])
         metadata = detached_notify_metadata(run, milestone=milestone["name"])
         narrate = mode == "narrate"
         role = "assistant" if narrate else "user"
-        await self._inject_detached_notice(key, role, text, metadata, reply=not narrate)
+        await self._inject(key, role, text, metadata, reply=not narrate)
 
-    async def _inject_detached_notice(
-        self: AiChatNotifySelf, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
+    async def _inject(
+        self, message_id: str, role: str, text: str, metadata: Any, *, reply: bool
     ) -> None:
         # E29: idempotency is the transcript's (plus this isolate's in-flight injections).
-        if message_id in self._detached_injecting or self._messages.by_id(message_id) is not None:
+        if message_id in self._injecting or self._messages.by_id(message_id) is not None:
             return
         message = detached_notice(message_id, role, text, metadata)
         if not reply:
@@ -292,28 +308,28 @@ class AiChatNotifyMixin:
             self._messages.persist(message)
             self._turns.broadcast_messages()
 
-        plan = TurnPlan(self.host.entropy.nanoid(), trigger=NOTIFY_TRIGGER)
-        self._detached_injecting.add(message_id)
-        if in_delivery_slot(self):
+        plan = TurnPlan(self._ctx.host.entropy.nanoid(), trigger=NOTIFY_TRIGGER)
+        self._injecting.add(message_id)
+        if in_delivery_slot(self._hooks):
             # The slot holds the turn queue: the reply runs here, before the ledger's mark.
             try:
                 admit(plan.request_id)
                 generation = self._turns.generation
-                await self._outside_delivery_slot(lambda: self._turns.run_fiber(plan, generation))
+                await outside_delivery_slot(lambda: self._turns.run_fiber(plan, generation))
             finally:
-                self._detached_injecting.discard(message_id)
+                self._injecting.discard(message_id)
             return
         plan.prepare = admit
-        if self._turn_queue_busy():
-            self._spawn_outside_delivery_slot(self._reply_later(plan, message_id))
+        if self._turns.queue_busy():
+            spawn_outside_delivery_slot(self._ctx.host.tasks, self._reply_later(plan, message_id))
             return
         try:
             await self._turns.submit(plan)
         finally:
-            self._detached_injecting.discard(message_id)
+            self._injecting.discard(message_id)
 
-    async def _reply_later(self: AiChatNotifySelf, plan: TurnPlan, message_id: str) -> None:
+    async def _reply_later(self, plan: TurnPlan, message_id: str) -> None:
         try:
-            await self.keep_alive_while(lambda: self._turns.submit(plan))
+            await self._hooks.keep_alive_while(lambda: self._turns.submit(plan))
         finally:
-            self._detached_injecting.discard(message_id)
+            self._injecting.discard(message_id)

@@ -14,6 +14,9 @@ after a restart always crediting, so an orchestrating parent whose child streams
 The host's own turns bump it too, as they store chunks (the SDK's `shouldCreditStreamProgress`):
 a chunk that starts a text or reasoning segment or settles a tool always, a streaming delta at
 most once per 5 s per isolate. Chat recovery's no-progress window reads the count.
+
+`RecoveryCredit` is the component that owns the count and its throttles; the slot is the
+functions below, which `ChatHost` calls from its `_run_serialized_delivery` override.
 """
 
 from __future__ import annotations
@@ -22,17 +25,18 @@ import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from agents_core.chat.self_type import ChatSelf
-
 if TYPE_CHECKING:
+    from agents_core.chat.turns import ChatTurns
     from agents_core.context import AgentContext
 
 __all__ = [
     "AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS",
     "CHAT_RECOVERY_PROGRESS_KEY",
-    "ChatParentMixin",
     "RecoveryCredit",
     "in_delivery_slot",
+    "outside_delivery_slot",
+    "run_serialized_delivery",
+    "spawn_outside_delivery_slot",
 ]
 
 AGENT_TOOL_STREAM_PROGRESS_BUMP_THROTTLE_MS = 5_000
@@ -137,51 +141,40 @@ class RecoveryCredit:
         return count if isinstance(count, int) else 0
 
 
-class ChatParentMixin:
-    def _init_chat_parent(self: ChatSelf) -> None:
-        self._detached_injecting: set[str] = set()
-        self._think_drain_live = False
-        self._think_submissions_live: set[str] = set()
+async def run_serialized_delivery(
+    agent: Any,
+    keep_alive: Callable[[], Awaitable[Callable[[], None]]],
+    turns: ChatTurns,
+    invoke: Callable[[], Awaitable[None]],
+) -> None:
+    """A chat host's `_run_serialized_delivery`: run `invoke` on the chat turn queue, strictly
+    between turns, under a keep-alive (taken with `keep_alive`, the host's, which a subclass
+    may override), as a serialized delivery of `agent`."""
+    dispose = await keep_alive()
+    try:
+        await turns.between_turns(lambda: _in_delivery_slot(agent, invoke))
+    finally:
+        dispose()
 
-    # -- the serialized delivery slot (§4.11) ----------------------------------------------------
-    async def _run_serialized_delivery(
-        self: ChatSelf, invoke: Callable[[], Awaitable[None]]
-    ) -> None:
-        """Run `invoke` on the chat turn queue, strictly between turns, under a keep-alive."""
-        dispose = await self.keep_alive()
-        try:
-            await self._between_turns(invoke)
-        finally:
-            dispose()
 
-    async def _between_turns(self: ChatSelf, invoke: Callable[[], Awaitable[None]]) -> None:
-        await self._turns.between_turns(lambda: _in_delivery_slot(self, invoke))
-
-    def _turn_queue_busy(self: ChatSelf) -> bool:
-        """A turn or a serialized delivery holds the turn queue."""
-        return self._turns.queue_busy()
-
-    async def _outside_delivery_slot(self: ChatSelf, step: Callable[[], Awaitable[Any]]) -> Any:
-        """Await `step()` with the slot marker cleared (a turn run inline in the slot)."""
-        token = _slot.set(None)
-        closed = False
-        try:
-            return await step()
-        except GeneratorExit:
-            closed = True
-            raise
-        finally:
-            if not closed:
-                _slot.reset(token)
-
-    def _spawn_outside_delivery_slot(self: ChatSelf, coro: Coroutine[Any, Any, Any]) -> None:
-        """`wait_until(coro)` in a context that does not inherit the slot marker."""
-        token = _slot.set(None)
-        try:
-            self.host.tasks.wait_until(coro)
-        finally:
+async def outside_delivery_slot(step: Callable[[], Awaitable[Any]]) -> Any:
+    """Await `step()` with the slot marker cleared (a turn run inline in the slot)."""
+    token = _slot.set(None)
+    closed = False
+    try:
+        return await step()
+    except GeneratorExit:
+        closed = True
+        raise
+    finally:
+        if not closed:
             _slot.reset(token)
 
-    # -- parent credit (§7.8) --------------------------------------------------------------------
-    def _on_agent_tool_stream_progress(self: ChatSelf) -> None:
-        self._recovery_credit.child_streamed()
+
+def spawn_outside_delivery_slot(tasks: Any, coro: Coroutine[Any, Any, Any]) -> None:
+    """`tasks.wait_until(coro)` in a context that does not inherit the slot marker."""
+    token = _slot.set(None)
+    try:
+        tasks.wait_until(coro)
+    finally:
+        _slot.reset(token)

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from agents_core.agent_tools.self_type import AgentToolsSelf
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from agents_core.agent_tools.registry import AgentToolRunInfo
     from agents_core.chat.ai_chat import ChatAgent
     from agents_core.chat.base import ChatHost
     from agents_core.chat.chat_recovery import ChatRecovery, ChatRecoveryContext
     from agents_core.chat.messages import ChatMessages
-    from agents_core.chat.notify_inject import AiChatNotifySelf, ThinkNotifySelf
     from agents_core.chat.parent import RecoveryCredit
     from agents_core.chat.progress import AgentToolProgress
     from agents_core.chat.stream_store import ResumableStream
@@ -51,9 +50,6 @@ class ChatSelf(AgentToolsSelf, Protocol):
     _agent_tool_tails: dict[str, Any]
     _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
     _agent_tool_runs_table: ClassVar[str]
-    _think_drain_live: bool
-    _think_submissions_live: set[str]
-    _detached_injecting: set[str]
     _agent_tool_milestones_table: ClassVar[str]
     system_prompt: ClassVar[str | None]
     max_steps: ClassVar[int]
@@ -85,12 +81,6 @@ class ChatSelf(AgentToolsSelf, Protocol):
     @property
     def messages(self) -> list[dict[str, Any]]: ...
     def stream_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]: ...
-
-    # defined by parent.py
-    def _spawn_outside_delivery_slot(self, coro: Coroutine[Any, Any, Any]) -> None: ...
-    def _turn_queue_busy(self) -> bool: ...
-    async def _outside_delivery_slot(self, step: Callable[[], Awaitable[Any]]) -> Any: ...
-    async def _between_turns(self, invoke: Callable[[], Awaitable[None]]) -> None: ...
 
     # defined by base.py (the hooks users override)
     def get_tools(self) -> Mapping[str, Any]: ...
@@ -157,8 +147,8 @@ if TYPE_CHECKING:
     def _chat_hosts_fit_the_chat_mixins(agent: ChatHost) -> ChatSelf:
         return agent
 
-    def _think_agent_fits_its_notify_mixin(agent: ThinkAgent) -> ThinkNotifySelf:
+    def _think_agent_fits_the_chat_mixins(agent: ThinkAgent) -> ChatSelf:
         return agent
 
-    def _chat_agent_fits_its_notify_mixin(agent: ChatAgent) -> AiChatNotifySelf:
+    def _chat_agent_fits_the_chat_mixins(agent: ChatAgent) -> ChatSelf:
         return agent

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.chat.base import ChatHost
 from agents_core.chat.child_runs import maybe_await
 from agents_core.chat.messages import message_text, user_message
-from agents_core.chat.notify_inject import ThinkNotifyMixin
+from agents_core.chat.notify_inject import ThinkSubmissions
 from agents_core.chat.turns import TurnPlan, current_chat_turn
+from agents_core.host import Host
 from agents_core.jsontext import to_json_text
 from agents_core.signals import AbortController
 
@@ -38,7 +40,7 @@ THINK_TABLES_DDL = (
 SKIPPED_BEFORE_FINISH = "Agent tool run was skipped before the child could finish."
 
 
-class ThinkAgent(ThinkNotifyMixin, ChatHost):
+class ThinkAgent(ChatHost):
     """A Think-like chat agent: override `get_tools`, `system_prompt`, and the agent-tool hooks
     `format_agent_tool_input(input)`, `get_agent_tool_output(run_id)`,
     `get_agent_tool_summary(run_id, output)`."""
@@ -47,6 +49,23 @@ class ThinkAgent(ThinkNotifyMixin, ChatHost):
     _agent_tool_milestones_table: ClassVar[str] = "cf_agent_tool_milestones"
     _agent_tool_active_statuses: ClassVar[tuple[str, ...]] = ("starting", "running")
     _think_tables_seen = False
+
+    def __init__(self, host: Host, name: str) -> None:
+        super().__init__(host, name)
+        self._submissions = ThinkSubmissions(self._context, self._messages, self._turns, self)
+
+    # -- startup and the detached runs' notify hooks (spec agent-tools §4.9, §4.10) -------------
+    async def _cf_start(self) -> None:
+        await super()._cf_start()
+        self._submissions.resume()
+
+    async def _cf_detached_notify_finish(self, run: AgentToolRunInfo, lifecycle: Any) -> None:
+        await self._submissions.notify_finish(run, lifecycle)
+
+    async def _cf_detached_notify_milestone(
+        self, run: AgentToolRunInfo, milestone: Any, mode: str
+    ) -> None:
+        await self._submissions.notify_milestone(run, milestone, mode)
 
     # -- hooks ---------------------------------------------------------------------------------
     def format_agent_tool_input(self, input: Any) -> dict[str, Any]:
