@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.chat.base import ChatHost
-from agents_core.chat.child_runs import maybe_await
+from agents_core.chat.child_runs import abort_reason, maybe_await
 from agents_core.chat.messages import message_text, user_message
 from agents_core.chat.notify_inject import DetachedInjections
 from agents_core.chat.turns import TurnPlan
@@ -114,7 +114,7 @@ class ChatAgent(ChatHost):
 
     def _active_agent_tool_run(self) -> tuple[str | None, str | None]:
         request_id = self._turns.active_request_id
-        run_id = self._agent_tool_request_runs.get(request_id) if request_id else None
+        run_id = self._child_adapter.request_runs.get(request_id) if request_id else None
         return (run_id, request_id) if run_id is not None else (None, None)
 
     # -- the headless turn ---------------------------------------------------------------------
@@ -125,7 +125,7 @@ class ChatAgent(ChatHost):
         (message,) = self._messages.check([message])
 
         def admit(request_id: str) -> None:
-            self._bind_agent_tool_request(run_id, request_id)
+            self._child_adapter.bind_request(run_id, request_id)
             self._turns.persist_messages([message])
 
         plan = TurnPlan(
@@ -138,14 +138,14 @@ class ChatAgent(ChatHost):
         result = await self._turns.submit(plan)
         base = {"requestId": plan.request_id}
         if result.status == "aborted":
-            return {**base, "status": "aborted", "error": self._agent_tool_abort_reason(controller)}
+            return {**base, "status": "aborted", "error": abort_reason(controller)}
         if result.status == "skipped":
             return {**base, "status": "error", "error": SKIPPED_CHAT_CLEARED}
-        last_error = self._agent_tool_last_errors.get(run_id)
+        last_error = self._child_adapter.last_errors.get(run_id)
         if result.status == "error" or last_error is not None:
             error = result.error or last_error or FAILED_DURING_STREAMING
             return {**base, "status": "error", "error": error}
-        row = self._agent_tool_row(run_id)
+        row = self._child_adapter.row(run_id)
         assert row is not None
         return {**base, **await self._ai_chat_completion(row, input)}
 
@@ -160,7 +160,7 @@ class ChatAgent(ChatHost):
         self, error: Exception, controller: AbortController
     ) -> dict[str, Any]:
         if controller.signal.aborted:
-            return {"status": "aborted", "error": self._agent_tool_abort_reason(controller)}
+            return {"status": "aborted", "error": abort_reason(controller)}
         return {"status": "error", "error": str(error) or type(error).__name__}
 
     async def _messages_after_run_start(self, row: dict[str, Any]) -> list[dict[str, Any]]:

@@ -20,25 +20,21 @@ from agents_core.chat.chat_recovery import (
     ChatRecoveryContext,
     is_chat_turn_fiber,
 )
-from agents_core.chat.child_runs import AgentToolChildMixin
+from agents_core.chat.child_runs import AgentToolChild
 from agents_core.chat.messages import ChatMessages
 from agents_core.chat.parent import RecoveryCredit, run_serialized_delivery
 from agents_core.chat.progress import AgentToolProgress
 from agents_core.chat.stream_store import ResumableStream
-from agents_core.chat.tails import AgentToolTailsMixin
+from agents_core.chat.tails import _Tail
 from agents_core.chat.turns import ChatTurns, _TurnState
 from agents_core.host import Host
 from agents_core.recovery import FiberRecoveryContext
-from agents_core.signals import AbortSignal
+from agents_core.signals import AbortController, AbortSignal
 
 __all__ = ["ChatHost"]
 
 
-class ChatHost(
-    AgentToolTailsMixin,
-    AgentToolChildMixin,
-    Agent,
-):
+class ChatHost(Agent):
     """The shared base of the chat hosts; subclass `ThinkAgent` or `ChatAgent`, not this."""
 
     model_service: ClassVar[str] = "model"
@@ -50,6 +46,9 @@ class ChatHost(
     chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
     """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
     this long (measured from the last recovery that found progress, or the first detection)."""
+    _agent_tool_runs_table: ClassVar[str]
+    _agent_tool_milestones_table: ClassVar[str]
+    _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
 
     def __init__(self, host: Host, name: str) -> None:
         super().__init__(host, name)
@@ -61,7 +60,9 @@ class ChatHost(
             self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
         )
         self._progress = AgentToolProgress(self._context, self._stream, self._turns, self)
-        self._init_agent_tool_child()
+        self._child_adapter = AgentToolChild(
+            self._context, self._stream, self._turns, self._chat_recovery, self._progress, self
+        )
 
     # -- the SDK's surface ----------------------------------------------------------------------
     @property
@@ -107,6 +108,47 @@ class ChatHost(
         `inactive` (`AgentToolProgress.report_progress`)."""
         return self._progress.report_progress(fraction, message, phase, milestone, data, persist)
 
+    # -- the agent-tool child adapter (RPC; spec agent-tools §1.2, §3.3, §6) -------------------
+    async def start_agent_tool_run(self, input: Any, run_id: str) -> dict[str, Any]:
+        """Create the run and start its headless turn in the background; answers at once."""
+        return await self._child_adapter.start(input, run_id)
+
+    async def cancel_agent_tool_run(self, run_id: str, reason: str | None = None) -> None:
+        """Abort the run (and a recovery turn driving it), seal it `aborted`, close its tails."""
+        await self._child_adapter.cancel(run_id, reason)
+
+    async def inspect_agent_tool_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run's snapshot (SDK keys), None iff this child has no row for it."""
+        return await self._child_adapter.inspect(run_id)
+
+    async def get_agent_tool_chunks(
+        self, run_id: str, after_sequence: int = -1
+    ) -> list[dict[str, Any]]:
+        """Stored chunks of the run with index > `after_sequence`, as {"sequence", "body"}."""
+        return await self._child_adapter.chunks(run_id, after_sequence)
+
+    async def open_agent_tool_tail(self, run_id: str, after_sequence: int = -1) -> str:
+        """Attach a reader to the run: stored chunks after `after_sequence`, then live ones."""
+        return await self._child_adapter.tails.open(run_id, after_sequence)
+
+    async def read_agent_tool_tail(self, tail_id: str) -> list[dict[str, Any]] | None:
+        """The next records (waits for at least one), or None once the tail closed."""
+        return await self._child_adapter.tails.read(tail_id)
+
+    async def close_agent_tool_tail(self, tail_id: str) -> None:
+        """Detach the reader (a pending read returns None); the run goes on."""
+        await self._child_adapter.tails.close(tail_id)
+
+    # -- the broadcast snoop (every frame passes the tails' snoop, then goes out unchanged) ----
+    def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None:
+        self._child_adapter.tails.snoop(frame, None)
+        super().broadcast(frame, exclude)
+
+    def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None:
+        """Broadcast a chat-response frame (`chunk_index`: its place in the stored stream)."""
+        self._child_adapter.tails.snoop(frame, chunk_index)
+        super().broadcast(frame)
+
     # -- the hooks users override -------------------------------------------------------------
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None:
         """Return `continue`, `retry`, `skip` or `complete` to override the framework's choice
@@ -140,6 +182,70 @@ class ChatHost(
     def _on_agent_tool_stream_progress(self) -> None:
         self._recovery_credit.child_streamed()
 
+    # -- the steps of the turns and of chat recovery that serve an agent-tool run -------------
+    def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]:
+        """More keys for a turn's fiber snapshot (the agent-tool run it serves)."""
+        return self._child_adapter.turn_snapshot_extra(request_id)
+
+    def _on_turn_settled(self, request_id: str) -> None:
+        self._child_adapter.on_turn_settled(request_id)
+
+    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None:
+        self._child_adapter.rebind_for_recovery(request_id, origin)
+
+    def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any:
+        return self._child_adapter.stream_for_recovered_turn(request_id, payload)
+
+    async def _after_chat_recovery(self, request_id: str | None) -> None:
+        await self._child_adapter.after_recovery()
+
+    async def _read_agent_tool_backlog(
+        self, run_id: str, after_sequence: int
+    ) -> list[dict[str, Any]]:
+        """The stored backlog a new tail drains (a seam: tests land chunks inside the drain)."""
+        return await self.get_agent_tool_chunks(run_id, after_sequence)
+
+    # -- what each host provides (ThinkAgent, ChatAgent; spec agent-tools §11 E25) -------------
+    def _ensure_agent_tool_tables(self) -> None:
+        raise NotImplementedError
+
+    def _agent_tool_tables_exist(self) -> bool:
+        raise NotImplementedError
+
+    def _insert_agent_tool_row(self, run_id: str, input: Any, now: int) -> None:
+        raise NotImplementedError
+
+    def _active_agent_tool_run(self) -> tuple[str | None, str | None]:
+        raise NotImplementedError
+
+    async def _drive_agent_tool_run(
+        self, run_id: str, input: Any, controller: AbortController
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _agent_tool_exception_terminal(
+        self, error: Exception, controller: AbortController
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _write_agent_tool_terminal(self, run_id: str, terminal: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _seal_agent_tool_aborted(self, run_id: str, reason: str | None) -> None:
+        raise NotImplementedError
+
+    async def _inspection_from_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _agent_tool_stream_id(self, row: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
+    async def _messages_after_run_start(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    async def _stale_completion(self, row: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
     # -- read by tests and fixtures -----------------------------------------------------------
     @property
     def _turn_states(self) -> dict[str, _TurnState]:
@@ -149,3 +255,28 @@ class ChatHost(
     @property
     def _active_request_id(self) -> str | None:
         return self._turns.active_request_id
+
+    @property
+    def _agent_tool_request_runs(self) -> dict[str, str | None]:
+        """requestId -> runId, as the child adapter knows them (progress reads it too)."""
+        return self._child_adapter.request_runs
+
+    @property
+    def _agent_tool_controllers(self) -> dict[str, AbortController]:
+        return self._child_adapter.controllers
+
+    @property
+    def _agent_tool_last_errors(self) -> dict[str, str]:
+        return self._child_adapter.last_errors
+
+    @property
+    def _agent_tool_pre_turn_ids(self) -> dict[str, set[str]]:
+        return self._child_adapter.pre_turn_ids
+
+    @property
+    def _agent_tool_live_seq(self) -> dict[str, int]:
+        return self._child_adapter.tails.live_seq
+
+    @property
+    def _agent_tool_tails(self) -> dict[str, _Tail]:
+        return self._child_adapter.tails.tails

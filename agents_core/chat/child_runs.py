@@ -20,17 +20,37 @@ in progress or a turn is streaming.
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
-from agents_core.chat.self_type import ChatSelf
+from agents_core.chat.tails import AgentToolTails, TailHooks
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
 from agents_core.signals import AbortController
 
-__all__ = ["AgentToolChildMixin", "INTERRUPTED_BEFORE_FINISH"]
+if TYPE_CHECKING:
+    from agents_core.chat.chat_recovery import ChatRecovery
+    from agents_core.chat.progress import AgentToolProgress
+    from agents_core.chat.stream_store import ResumableStream
+    from agents_core.chat.turns import ChatTurns
+    from agents_core.context import AgentContext
+
+__all__ = [
+    "AgentToolChild",
+    "ChildRunHooks",
+    "INTERRUPTED_BEFORE_FINISH",
+    "abort_reason",
+    "maybe_await",
+]
 
 INTERRUPTED_BEFORE_FINISH = "Agent tool run was interrupted before the child could finish."
+
+
+def abort_reason(controller: AbortController) -> str | None:
+    """The reason a run was aborted with, when it is a string."""
+    reason = controller.signal.reason
+    return reason if isinstance(reason, str) else None
 
 
 async def maybe_await(value: Any) -> Any:
@@ -38,267 +58,263 @@ async def maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-class AgentToolChildMixin:
-    _agent_tool_runs_table: ClassVar[str]
-    _agent_tool_milestones_table: ClassVar[str]
-    _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
+class ChildRunHooks(TailHooks, Protocol):
+    """What the child adapter runs of its host: what each of the two hosts does its own way
+    (tables, rows, the headless turn, terminal writes, inspection; spec agent-tools §11 E25),
+    the seam a tail drains its backlog through, and the host's keepAlive. The host passes
+    itself; a subclass's override is what runs."""
 
-    def _init_agent_tool_child(self: ChatSelf) -> None:
-        self._agent_tool_controllers: dict[str, AbortController] = {}
-        self._agent_tool_request_runs: dict[str, str | None] = {}
-        self._agent_tool_last_errors: dict[str, str] = {}
-        self._agent_tool_pre_turn_ids: dict[str, set[str]] = {}
-        self._agent_tool_live_seq: dict[str, int] = {}
-        self._agent_tool_tails: dict[str, Any] = {}
+    async def keep_alive_while(self, fn: Callable[[], Awaitable[Any]]) -> Any: ...
+    def _ensure_agent_tool_tables(self) -> None: ...
+    def _insert_agent_tool_row(self, run_id: str, input: Any, now: int) -> None: ...
+    async def _drive_agent_tool_run(
+        self, run_id: str, input: Any, controller: AbortController
+    ) -> dict[str, Any]: ...
+    def _agent_tool_exception_terminal(
+        self, error: Exception, controller: AbortController
+    ) -> dict[str, Any]: ...
+    def _write_agent_tool_terminal(self, run_id: str, terminal: dict[str, Any]) -> None: ...
+    def _seal_agent_tool_aborted(self, run_id: str, reason: str | None) -> None: ...
+    async def _inspection_from_row(self, row: dict[str, Any]) -> dict[str, Any]: ...
+    async def _messages_after_run_start(self, row: dict[str, Any]) -> list[dict[str, Any]]: ...
+    async def _stale_completion(self, row: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class AgentToolChild:
+    """One chat host's side of the agent-tool child contract: its runs' memory in this isolate
+    (controllers, request attribution, captured errors, pre-turn ids) and its tails."""
+
+    __slots__ = (
+        "_ctx",
+        "_stream",
+        "_turns",
+        "_recovery",
+        "_progress",
+        "_hooks",
+        "controllers",
+        "request_runs",
+        "last_errors",
+        "pre_turn_ids",
+        "tails",
+    )
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        stream: ResumableStream,
+        turns: ChatTurns,
+        recovery: ChatRecovery,
+        progress: AgentToolProgress,
+        hooks: ChildRunHooks,
+    ) -> None:
+        self._ctx = ctx
+        self._stream = stream
+        self._turns = turns
+        self._recovery = recovery
+        self._progress = progress
+        self._hooks = hooks
+        self.controllers: dict[str, AbortController] = {}
+        """The runs live in this isolate, by run id."""
+        self.request_runs: dict[str, str | None] = {}
+        """requestId -> runId (None: the request serves no run), as the snoop learns them."""
+        self.last_errors: dict[str, str] = {}
+        self.pre_turn_ids: dict[str, set[str]] = {}
+        self.tails = AgentToolTails(ctx, stream, self, hooks)
 
     # -- the adapter (RPC) -------------------------------------------------------------------------
-    async def start_agent_tool_run(self: ChatSelf, input: Any, run_id: str) -> dict[str, Any]:
+    async def start(self, input: Any, run_id: str) -> dict[str, Any]:
         """Create the run and start its headless turn in the background; answers at once."""
         if not isinstance(run_id, str) or not run_id:
             raise InvalidArgument(f"start_agent_tool_run needs a non-empty run_id, got {run_id!r}")
-        self._ensure_agent_tool_tables()
-        if self._agent_tool_row(run_id) is not None:
+        self._hooks._ensure_agent_tool_tables()
+        if self.row(run_id) is not None:
             # The row exists, so inspecting it answers (None only for a run with no row).
-            return cast("dict[str, Any]", await self.inspect_agent_tool_run(run_id))
-        now = self.host.clock.now_ms()
-        self._insert_agent_tool_row(run_id, input, now)
+            return cast("dict[str, Any]", await self.inspect(run_id))
+        now = self._ctx.host.clock.now_ms()
+        self._hooks._insert_agent_tool_row(run_id, input, now)
         controller = AbortController()
-        self._agent_tool_controllers[run_id] = controller
-        self.host.tasks.wait_until(self._run_agent_tool_in_background(run_id, input, controller))
+        self.controllers[run_id] = controller
+        self._ctx.host.tasks.wait_until(self._run_in_background(run_id, input, controller))
         return {"runId": run_id, "status": "running", "startedAt": now}
 
-    async def cancel_agent_tool_run(self: ChatSelf, run_id: str, reason: str | None = None) -> None:
+    async def cancel(self, run_id: str, reason: str | None = None) -> None:
         """Abort the run (and a recovery turn driving it), seal it `aborted`, close its tails.
         Nothing for an unknown or settled run."""
-        row = self._agent_tool_row(run_id)
-        if row is None or row["status"] not in self._agent_tool_active_statuses:
+        row = self.row(run_id)
+        if row is None or row["status"] not in self._hooks._agent_tool_active_statuses:
             return
-        controller = self._agent_tool_controllers.get(run_id)
+        controller = self.controllers.get(run_id)
         if controller is not None:
             controller.abort(reason)
         for request_id, turn in list(self._turns.states.items()):
-            if (
-                turn.plan.trigger == "recovery"
-                or self._agent_tool_request_runs.get(request_id) == run_id
-            ):
+            if turn.plan.trigger == "recovery" or self.request_runs.get(request_id) == run_id:
                 turn.controller.abort(reason)
-        for key, incident in self.host.kv.list(INCIDENT_PREFIX).items():
+        for key, incident in self._ctx.host.kv.list(INCIDENT_PREFIX).items():
             if incident.get("runId") == run_id and incident.get("status") == "scheduled":
-                self._chat_recovery.set_incident(key, incident, "failed")
-        self._seal_agent_tool_aborted(run_id, reason)
-        self._close_agent_tool_tails(run_id)
+                self._recovery.set_incident(key, incident, "failed")
+        self._hooks._seal_agent_tool_aborted(run_id, reason)
+        self.tails.close_run(run_id)
         if controller is None:
-            self._release_agent_tool_run(run_id)
+            self.release(run_id)
 
-    async def inspect_agent_tool_run(self: ChatSelf, run_id: str) -> dict[str, Any] | None:
+    async def inspect(self, run_id: str) -> dict[str, Any] | None:
         """The run's snapshot (SDK keys), None iff this child has no row for it. A stale row
         is reconciled first (§7.7)."""
-        row = self._agent_tool_row(run_id)
+        row = self.row(run_id)
         if row is None:
             return None
-        if self._is_stale_agent_tool_row(row):
-            await self._reconcile_stale_agent_tool_runs(only=run_id)
+        if self._is_stale(row):
+            await self.reconcile_stale(only=run_id)
             # Reconciling seals a stale row; it never deletes one.
-            row = cast("dict[str, Any]", self._agent_tool_row(run_id))
-        inspection = await self._inspection_from_row(row)
+            row = cast("dict[str, Any]", self.row(run_id))
+        inspection = await self._hooks._inspection_from_row(row)
         inspection.update(self._progress.projection(row))
         return inspection
 
-    async def get_agent_tool_chunks(
-        self: ChatSelf, run_id: str, after_sequence: int = -1
-    ) -> list[dict[str, Any]]:
+    async def chunks(self, run_id: str, after_sequence: int = -1) -> list[dict[str, Any]]:
         """Stored chunks of the run with index > `after_sequence`, as {"sequence", "body"}."""
-        row = self._agent_tool_row(run_id)
+        row = self.row(run_id)
         if row is None:
             return []
-        return self._stream.chunks(self._agent_tool_stream_id(row), after_sequence)
+        return self._stream.chunks(self._hooks._agent_tool_stream_id(row), after_sequence)
 
     # -- rows --------------------------------------------------------------------------------------
-    def _agent_tool_row(self: ChatSelf, run_id: str) -> dict[str, Any] | None:
-        if not self._agent_tool_tables_exist():
+    def row(self, run_id: str) -> dict[str, Any] | None:
+        if not self._hooks._agent_tool_tables_exist():
             return None
-        rows = self.sql(f"SELECT * FROM {self._agent_tool_runs_table} WHERE run_id = ?", run_id)
+        rows = self._ctx.sql(
+            f"SELECT * FROM {self._hooks._agent_tool_runs_table} WHERE run_id = ?", run_id
+        )
         return rows[0] if rows else None
 
-    def _is_stale_agent_tool_row(self: ChatSelf, row: dict[str, Any]) -> bool:
+    def _is_stale(self, row: dict[str, Any]) -> bool:
         return (
-            row["status"] in self._agent_tool_active_statuses
-            and row["run_id"] not in self._agent_tool_controllers
+            row["status"] in self._hooks._agent_tool_active_statuses
+            and row["run_id"] not in self.controllers
         )
 
-    def _bind_agent_tool_request(self: ChatSelf, run_id: str, request_id: str) -> None:
-        self._agent_tool_request_runs[request_id] = run_id
-        self.sql(
-            f"UPDATE {self._agent_tool_runs_table} SET request_id = ? WHERE run_id = ?",
+    def bind_request(self, run_id: str, request_id: str) -> None:
+        self.request_runs[request_id] = run_id
+        self._ctx.sql(
+            f"UPDATE {self._hooks._agent_tool_runs_table} SET request_id = ? WHERE run_id = ?",
             request_id,
             run_id,
         )
 
-    def _turn_snapshot_extra(self: ChatSelf, request_id: str) -> dict[str, Any]:
-        run_id = self._agent_tool_request_runs.get(request_id)
+    def turn_snapshot_extra(self, request_id: str) -> dict[str, Any]:
+        run_id = self.request_runs.get(request_id)
         return {"runId": run_id} if run_id is not None else {}
 
-    def _on_turn_settled(self: ChatSelf, request_id: str) -> None:
-        if request_id in self._agent_tool_request_runs and (
-            self._agent_tool_request_runs[request_id] is None
-        ):
-            del self._agent_tool_request_runs[request_id]
+    def on_turn_settled(self, request_id: str) -> None:
+        if request_id in self.request_runs and (self.request_runs[request_id] is None):
+            del self.request_runs[request_id]
 
     # -- the headless turn -------------------------------------------------------------------------
-    async def _run_agent_tool_in_background(
-        self: ChatSelf, run_id: str, input: Any, controller: AbortController
+    async def _run_in_background(
+        self, run_id: str, input: Any, controller: AbortController
     ) -> None:
         def settle(terminal: dict[str, Any]) -> None:
             try:
-                self._finalize_agent_tool_run(run_id, terminal)
+                self._finalize(run_id, terminal)
             except Exception as exc:  # noqa: BLE001 - e.g. a storage error on the terminal write
-                self._log("error", f"agent-tool run {run_id} could not be settled: {exc}")
+                self._ctx.log("error", f"agent-tool run {run_id} could not be settled: {exc}")
                 # Without its controller the row is stale: the next inspect reconciles it.
-                self._release_agent_tool_run(run_id)
+                self.release(run_id)
 
         async def body() -> None:
             try:
-                terminal = await self._drive_agent_tool_run(run_id, input, controller)
+                terminal = await self._hooks._drive_agent_tool_run(run_id, input, controller)
             except Exception as exc:  # noqa: BLE001 - a failing run is settled, not raised
-                terminal = self._agent_tool_exception_terminal(exc, controller)
+                terminal = self._hooks._agent_tool_exception_terminal(exc, controller)
             settle(terminal)
 
         try:
-            await self.keep_alive_while(body)
+            await self._hooks.keep_alive_while(body)
         except Exception as exc:  # noqa: BLE001 - only taking the lease can throw here
             # The turn never started. Settled as failed, the run does not look live for the
             # rest of the incarnation with nothing driving it (its controller is held, so no
             # inspect reconciles it), while the parent waits on its tail (the SDK leaves it).
-            probe(self.host, "chat.run_lease_failed_settled")
-            settle(self._agent_tool_exception_terminal(exc, controller))
+            probe(self._ctx.host, "chat.run_lease_failed_settled")
+            settle(self._hooks._agent_tool_exception_terminal(exc, controller))
 
-    def _finalize_agent_tool_run(self: ChatSelf, run_id: str, terminal: dict[str, Any]) -> None:
+    def _finalize(self, run_id: str, terminal: dict[str, Any]) -> None:
         self._progress.forget(run_id)
-        self._write_agent_tool_terminal(run_id, terminal)
-        self._release_agent_tool_run(run_id)
+        self._hooks._write_agent_tool_terminal(run_id, terminal)
+        self.release(run_id)
 
-    def _release_agent_tool_run(self: ChatSelf, run_id: str) -> None:
+    def release(self, run_id: str) -> None:
         """Drop every in-memory trace of the run; close its tails."""
-        self._agent_tool_controllers.pop(run_id, None)
-        self._agent_tool_last_errors.pop(run_id, None)
-        self._agent_tool_pre_turn_ids.pop(run_id, None)
-        for request_id, mapped in list(self._agent_tool_request_runs.items()):
+        self.controllers.pop(run_id, None)
+        self.last_errors.pop(run_id, None)
+        self.pre_turn_ids.pop(run_id, None)
+        for request_id, mapped in list(self.request_runs.items()):
             if mapped == run_id or mapped is None:
-                del self._agent_tool_request_runs[request_id]
-        self._close_agent_tool_tails(run_id)
-
-    def _agent_tool_abort_reason(self: ChatSelf, controller: AbortController) -> str | None:
-        reason = controller.signal.reason
-        return reason if isinstance(reason, str) else None
+                del self.request_runs[request_id]
+        self.tails.close_run(run_id)
 
     # -- self-heal ---------------------------------------------------------------------------------
-    def _rebind_agent_tool_run_for_recovery(self: ChatSelf, request_id: str, origin: str) -> None:
+    def rebind_for_recovery(self, request_id: str, origin: str) -> None:
         """Bind the newest active run to the recovered turn, so its frames stay attributable."""
-        if not self._agent_tool_tables_exist():
+        if not self._hooks._agent_tool_tables_exist():
             return
-        statuses = self._agent_tool_active_statuses
-        rows = self.sql(
-            f"SELECT run_id FROM {self._agent_tool_runs_table} WHERE status IN "
+        statuses = self._hooks._agent_tool_active_statuses
+        rows = self._ctx.sql(
+            f"SELECT run_id FROM {self._hooks._agent_tool_runs_table} WHERE status IN "
             f"({', '.join('?' for _ in statuses)}) ORDER BY started_at DESC, rowid DESC LIMIT 1",
             *statuses,
         )
         if not rows:
             return
         run_id = rows[0]["run_id"]
-        self._bind_agent_tool_request(run_id, request_id)
+        self.bind_request(run_id, request_id)
         key = INCIDENT_PREFIX + origin
-        incident = self.host.kv.get(key)
+        incident = self._ctx.host.kv.get(key)
         if incident is not None:
-            self.host.kv.put(key, {**incident, "runId": run_id})
-        self.host.trace.emit("chat:recovery:rebind", runId=run_id, requestId=request_id)
+            self._ctx.host.kv.put(key, {**incident, "runId": run_id})
+        self._ctx.host.trace.emit("chat:recovery:rebind", runId=run_id, requestId=request_id)
 
-    def _stream_for_recovered_turn(self: ChatSelf, request_id: str, payload: dict[str, Any]) -> Any:
+    def stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any:
         """A recovered turn bound to a run continues the interrupted turn's stream, so the
         run's stored chunks keep their indices and the next ones follow them: a client that
         holds chunks 0..k of the run never gets other chunks under those numbers (S5)."""
-        if self._agent_tool_request_runs.get(request_id) is None:
+        if self.request_runs.get(request_id) is None:
             return None
         raw = payload.get("snapshot")
         snapshot = raw if isinstance(raw, dict) else {}
-        stream_id, _ = self._chat_recovery.interrupted_stream(payload["requestId"], snapshot)
+        stream_id, _ = self._recovery.interrupted_stream(payload["requestId"], snapshot)
         return stream_id
 
-    async def _after_chat_recovery(self: ChatSelf, request_id: str | None) -> None:
-        await self._reconcile_stale_agent_tool_runs()
+    async def after_recovery(self) -> None:
+        await self.reconcile_stale()
 
-    async def _reconcile_stale_agent_tool_runs(self: ChatSelf, only: str | None = None) -> None:
-        if not self._agent_tool_tables_exist():
+    async def reconcile_stale(self, only: str | None = None) -> None:
+        if not self._hooks._agent_tool_tables_exist():
             return
-        statuses = self._agent_tool_active_statuses
-        rows = self.sql(
-            f"SELECT * FROM {self._agent_tool_runs_table} WHERE status IN "
+        statuses = self._hooks._agent_tool_active_statuses
+        rows = self._ctx.sql(
+            f"SELECT * FROM {self._hooks._agent_tool_runs_table} WHERE status IN "
             f"({', '.join('?' for _ in statuses)}) ORDER BY started_at, rowid",
             *statuses,
         )
         for row in rows:
-            if (only is not None and row["run_id"] != only) or not self._is_stale_agent_tool_row(
-                row
-            ):
+            if (only is not None and row["run_id"] != only) or not self._is_stale(row):
                 continue
-            recovery = self.classify_chat_recovery(row["run_id"])
+            recovery = self._recovery.classify(row["run_id"])
             if recovery == "in-progress" or self._turns.states:
                 continue
             answers = [
                 m
-                for m in await self._messages_after_run_start(row)
+                for m in await self._hooks._messages_after_run_start(row)
                 if m.get("role") == "assistant" and m.get("parts")
             ]
             if recovery != "failed" and answers:
-                terminal = await self._stale_completion(row)
+                terminal = await self._hooks._stale_completion(row)
             else:
                 terminal = {"status": "error", "error": INTERRUPTED_BEFORE_FINISH}
-            probe(self.host, "chat.stale_child_run_reconciled")
+            probe(self._ctx.host, "chat.stale_child_run_reconciled")
             self._progress.forget(row["run_id"])
-            self._write_agent_tool_terminal(row["run_id"], terminal)
-            self._release_agent_tool_run(row["run_id"])
-            self.host.trace.emit(
+            self._hooks._write_agent_tool_terminal(row["run_id"], terminal)
+            self.release(row["run_id"])
+            self._ctx.host.trace.emit(
                 "chat:child_run:reconciled", runId=row["run_id"], status=terminal["status"]
             )
-
-    # -- what each host provides -------------------------------------------------------------------
-    def _ensure_agent_tool_tables(self: ChatSelf) -> None:
-        raise NotImplementedError
-
-    def _agent_tool_tables_exist(self: ChatSelf) -> bool:
-        raise NotImplementedError
-
-    def _insert_agent_tool_row(self: ChatSelf, run_id: str, input: Any, now: int) -> None:
-        raise NotImplementedError
-
-    async def _drive_agent_tool_run(
-        self: ChatSelf, run_id: str, input: Any, controller: AbortController
-    ) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _agent_tool_exception_terminal(
-        self: ChatSelf, error: Exception, controller: AbortController
-    ) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _write_agent_tool_terminal(self: ChatSelf, run_id: str, terminal: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _seal_agent_tool_aborted(self: ChatSelf, run_id: str, reason: str | None) -> None:
-        raise NotImplementedError
-
-    async def _inspection_from_row(self: ChatSelf, row: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _agent_tool_stream_id(self: ChatSelf, row: dict[str, Any]) -> str | None:
-        raise NotImplementedError
-
-    async def _messages_after_run_start(
-        self: ChatSelf, row: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        raise NotImplementedError
-
-    async def _stale_completion(self: ChatSelf, row: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _active_agent_tool_run(self: ChatSelf) -> tuple[str | None, str | None]:
-        raise NotImplementedError

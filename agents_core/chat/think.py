@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from agents_core.agent_tools.registry import AgentToolRunInfo
 from agents_core.chat.base import ChatHost
-from agents_core.chat.child_runs import maybe_await
+from agents_core.chat.child_runs import abort_reason, maybe_await
 from agents_core.chat.messages import message_text, user_message
 from agents_core.chat.notify_inject import ThinkSubmissions
 from agents_core.chat.turns import TurnPlan, current_chat_turn
@@ -114,7 +114,7 @@ class ThinkAgent(ChatHost):
         turn = current_chat_turn()
         if turn is None or turn.agent is not self:
             return None, None
-        run_id = self._agent_tool_request_runs.get(turn.request_id)
+        run_id = self._child_adapter.request_runs.get(turn.request_id)
         return (run_id, turn.request_id) if run_id is not None else (None, None)
 
     # -- the headless turn ---------------------------------------------------------------------
@@ -127,21 +127,21 @@ class ThinkAgent(ChatHost):
             run_id,
         )
         request_id = self.host.entropy.nanoid()
-        self._bind_agent_tool_request(run_id, request_id)
+        self._child_adapter.bind_request(run_id, request_id)
         message = await maybe_await(self.format_agent_tool_input(input))
         (message,) = self._messages.check([message])
 
         def admit(_request_id: str) -> None:
             # At admission, not submission: a run queued behind another turn must not count
             # that turn's answer as its own.
-            self._agent_tool_pre_turn_ids[run_id] = {r["id"] for r in self._messages.rows()}
+            self._child_adapter.pre_turn_ids[run_id] = {r["id"] for r in self._messages.rows()}
             self._messages.persist(message)
             self._turns.broadcast_messages()
 
         plan = TurnPlan(request_id, trigger="agent-tool", signal=controller.signal, prepare=admit)
         result = await self._turns.submit(plan)
         base = {"requestId": request_id, "streamId": result.stream_id}
-        last_error = self._agent_tool_last_errors.get(run_id)
+        last_error = self._child_adapter.last_errors.get(run_id)
         failed = result.status in ("error", "skipped") or (
             result.status == "aborted" and result.cleared
         )
@@ -149,7 +149,7 @@ class ThinkAgent(ChatHost):
             error = result.error or last_error or SKIPPED_BEFORE_FINISH
             return {**base, "status": "error", "error": error}
         if result.status == "aborted":
-            return {**base, "status": "aborted", "error": self._agent_tool_abort_reason(controller)}
+            return {**base, "status": "aborted", "error": abort_reason(controller)}
         return {**base, **await self._think_completion(run_id)}
 
     async def _think_completion(self, run_id: str) -> dict[str, Any]:
@@ -165,10 +165,10 @@ class ThinkAgent(ChatHost):
     def _run_messages(self, run_id: str) -> list[dict[str, Any]]:
         """Messages this run added: those not there before its turn (live), else those
         created since it started (after a restart, when the snapshot is gone)."""
-        before = self._agent_tool_pre_turn_ids.get(run_id)
+        before = self._child_adapter.pre_turn_ids.get(run_id)
         if before is not None:
             return [r["message"] for r in self._messages.rows() if r["id"] not in before]
-        row = self._agent_tool_row(run_id)
+        row = self._child_adapter.row(run_id)
         return [] if row is None else self._messages.created_since(row["started_at"])
 
     async def _messages_after_run_start(self, row: dict[str, Any]) -> list[dict[str, Any]]:

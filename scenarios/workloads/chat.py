@@ -14,15 +14,15 @@ from typing import Any, ClassVar
 
 from agents_core.chat import ChatAgent, ThinkAgent
 from agents_core.chat.messages import message_text, user_message
-from agents_core.chat.self_type import ChatSelf
 from scenarios.language.schema import MODEL_SERVICE
 from scenarios.workloads.plans import one_of
+from scenarios.workloads.self_types import ChatWorkloadSelf
 
 __all__ = ["CHAT_HOSTS", "AiChatWorkload", "ThinkWorkload", "chat_workload"]
 
 
 class _SayMixin:
-    async def say(self: ChatSelf, text: str) -> dict[str, Any]:
+    async def say(self: ChatWorkloadSelf, text: str) -> dict[str, Any]:
         """Send `text` as the user and run the turn; `{requestId, status, error?, text}`, the
         text being that of the assistant message the turn persisted ('' when none)."""
         before = len(self.messages)

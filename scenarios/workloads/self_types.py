@@ -9,20 +9,38 @@ check every workload class that mixes one in against it. Nothing here runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from agents_core.chat.self_type import ChatSelf
 from agents_core.self_types import AgentSelf
 
 if TYPE_CHECKING:
+    from agents_core.host import Host
+    from agents_core.signals import AbortSignal
     from scenarios.workloads.tools import RunPlan
 
-__all__ = ["ToolsWorkloadSelf", "WorkToolSelf"]
+__all__ = ["ChatWorkloadSelf", "ToolsWorkloadSelf", "WorkToolSelf"]
 
 
-class WorkToolSelf(ChatSelf, Protocol):
-    """A chat child with the `work` tool: the chat host, its `report_progress`, and the tool's
-    own two methods."""
+class ChatWorkloadSelf(Protocol):
+    """A chat workload that answers `say`: the chat host's transcript and `save_messages`."""
+
+    @property
+    def host(self) -> Host: ...
+    @property
+    def messages(self) -> list[dict[str, Any]]: ...
+    async def save_messages(
+        self, messages: Sequence[Mapping[str, Any]], *, signal: AbortSignal | None = None
+    ) -> dict[str, Any]: ...
+
+
+class WorkToolSelf(Protocol):
+    """A chat child with the `work` tool: the chat host, its `report_progress` and active run,
+    and the tool's own two methods."""
+
+    @property
+    def host(self) -> Host: ...
+    def _active_agent_tool_run(self) -> tuple[str | None, str | None]: ...
 
     async def report_progress(
         self,
@@ -56,7 +74,7 @@ if TYPE_CHECKING:
     from scenarios.workloads.tools import AiChatToolsWorkload, ThinkToolsWorkload, ToolsWorkload
 
     # Type-checked, never run: each class that mixes a mixin in gives what its self type names.
-    def _chat_workloads_say(agent: ThinkWorkload | AiChatWorkload) -> ChatSelf:
+    def _chat_workloads_say(agent: ThinkWorkload | AiChatWorkload) -> ChatWorkloadSelf:
         return agent
 
     def _chat_children_work(agent: ThinkToolChild | ChatToolChild) -> WorkToolSelf:

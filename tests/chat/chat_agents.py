@@ -95,7 +95,7 @@ class _Scripted:
         backlog = await super()._read_agent_tool_backlog(run_id, after_sequence)
         kind, self._drain_injection = self._drain_injection, None
         if kind is not None:
-            request_id = self._agent_tool_row(run_id)["request_id"]
+            request_id = self._child_adapter.row(run_id)["request_id"]
             if kind == "chunk":
                 state = self._turn_states[request_id]
                 self._turns.emit_chunk(state, {"type": "data-window", "data": {"landed": "drain"}})
