@@ -22,8 +22,9 @@ from agents_core.chat.chat_recovery import (
 )
 from agents_core.chat.child_runs import AgentToolChild
 from agents_core.chat.messages import ChatMessages
-from agents_core.chat.parent import RecoveryCredit, run_serialized_delivery
+from agents_core.chat.parent import run_serialized_delivery
 from agents_core.chat.progress import AgentToolProgress
+from agents_core.chat.recovery_credit import RecoveryCredit
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import _Tail
 from agents_core.chat.turns import ChatTurns, _TurnState

@@ -37,7 +37,7 @@ from agents_core.signals import AbortController, AbortSignal
 
 if TYPE_CHECKING:
     from agents_core.chat.messages import ChatMessages
-    from agents_core.chat.parent import RecoveryCredit
+    from agents_core.chat.recovery_credit import RecoveryCredit
     from agents_core.chat.stream_store import ResumableStream
     from agents_core.context import AgentContext
 
