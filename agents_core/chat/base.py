@@ -1,11 +1,14 @@
-"""`ChatHost`: what Think-like and AIChatAgent-like agents share, assembled from the mixins.
+"""`ChatHost`: what Think-like and AIChatAgent-like agents share, built from components.
 
-A chat host is an `Agent` with a transcript (`messages`, the `ChatMessages` component), a
-resumable stream (the `ResumableStream` component), a FIFO turn queue
-whose turns are fibers streaming from the model service, chat recovery, `report_progress`, and
-the agent-tool child adapter with its tail and broadcast snoop, and the parent side's serialized
-deliveries and recovery credit (`parent.py`). `ThinkAgent` and `ChatAgent`
-subclass it and differ only where the SDK's two hosts differ (spec agent-tools §11 E25).
+A chat host is an `Agent` with a transcript (`ChatMessages`), a resumable stream
+(`ResumableStream`), a FIFO turn queue whose turns are fibers streaming from the model service
+(`ChatTurns`), chat recovery (`ChatRecovery`, with its progress count `RecoveryCredit`),
+`report_progress` (`AgentToolProgress`), the agent-tool child adapter with its tails and
+broadcast snoop (`AgentToolChild`, `AgentToolTails`), and the parent side's serialized
+deliveries (`parent.py`). This class builds them, in the order docs/architecture.md gives, and
+holds the SDK's surface and hooks: each public method is a one-line delegation, each hook a
+method a subclass may override (and call `super()` from). `ThinkAgent` and `ChatAgent` subclass
+it and differ only where the SDK's two hosts differ (spec agent-tools §11 E25).
 """
 
 from __future__ import annotations
