@@ -7,10 +7,10 @@ frames, in its order: `cf_agent_identity`, `cf_agent_state` (when there is state
 `cf_agent_mcp_servers`; then the agent-tool replay, then `on_connect`. User code overrides the
 `on_*` hooks. The durable runtime is made of components, each owning its state and seeing the
 agent through one `AgentContext` (the Lifecycle, which owns the alarm and the order of startup
-and of an alarm; KeepAlive; MCP), and of the mixins not yet recomposed into components
-(schedules, fibers, recovery, sub-agents, agent tools; docs/architecture.md). This module holds
-what every agent has, builds the components, and gives each public method and hook of the SDK
-its one-line delegation.
+and of an alarm; KeepAlive; the FiberRunner and FiberLedger; Recovery; the Scheduler and its
+dispatch; Facets; MCP; the agent-tool components; docs/architecture.md). This module holds what
+every agent has, builds the components, and gives each public method and hook of the SDK its
+one-line delegation.
 """
 
 from __future__ import annotations
@@ -20,11 +20,18 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from agents_core import observability
-from agents_core.agent_tools.mixin import AgentToolsMixin
-from agents_core.agent_tools.registry import AGENT_TOOL_RUNS_DDL
+from agents_core.agent_tools.components import AgentTools
+from agents_core.agent_tools.notify import completion_text, milestone_text
+from agents_core.agent_tools.recovery_sweep import RECOVERY_TIMEOUT_MS, RECOVERY_TOTAL_TIMEOUT_MS
+from agents_core.agent_tools.registry import (
+    AGENT_TOOL_RUNS_DDL,
+    AgentToolRunInfo,
+    DetachedRunAgentToolResult,
+    RunAgentToolResult,
+)
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.context import AgentContext
 from agents_core.facets import Facets, encode_owner_path, path_of
@@ -108,7 +115,7 @@ def _options_of(cls: type) -> AgentOptions:
     return found
 
 
-class Agent(AgentToolsMixin):
+class Agent:
     """A durable agent: one instance per incarnation, its storage kept by the host."""
 
     initial_state: ClassVar[Any] = None
@@ -116,6 +123,11 @@ class Agent(AgentToolsMixin):
 
     options: ClassVar[Mapping[str, Any]] = {}
     """Static options (the SDK's `static options`), each falling back to its default."""
+
+    _agent_tool_recovery_timeout_ms: int = RECOVERY_TIMEOUT_MS
+    """Per-child inspection timeout of the agent-tool recovery sweep (a test may lower it)."""
+    _agent_tool_recovery_total_timeout_ms: int = RECOVERY_TOTAL_TIMEOUT_MS
+    """Pass-1 deadline of the agent-tool recovery sweep; <= 0 means none."""
 
     def __init__(self, host: Host, name: str) -> None:
         self._host = host
@@ -168,7 +180,8 @@ class Agent(AgentToolsMixin):
             # incarnation took. Released at construction, not at startup, because a plain RPC
             # starts an incarnation without startup (docs/divergences.md F3).
             host.tasks.wait_until(self._keep_alive.release_leases_of_earlier_incarnations())
-        self._init_agent_tool_ledger()
+        self._tools = AgentTools(context, self, lifecycle=lifecycle, keep_alive=self._keep_alive)
+        lifecycle.install_agent_tools(self._tools)
         ensure_schema(host.sql, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
 
     # -- storage ----------------------------------------------------------------------------
@@ -444,6 +457,150 @@ class Agent(AgentToolsMixin):
         """The connected servers by id (MCP's own map, read-only here)."""
         return self._mcp.connections
 
+    # -- agent tools --------------------------------------------------------------------------
+    # An awaited run (detached None or False) answers with its result, a detached one with its
+    # handle.
+    @overload
+    async def run_agent_tool(
+        self,
+        cls: type,
+        *,
+        input: Any,
+        run_id: str | None = None,
+        parent_tool_call_id: str | None = None,
+        display_order: int = 0,
+        signal: Any = None,
+        detached: Literal[False] | None = None,
+        input_preview: Any = None,
+        display: Any = None,
+    ) -> RunAgentToolResult: ...
+
+    @overload
+    async def run_agent_tool(
+        self,
+        cls: type,
+        *,
+        input: Any,
+        run_id: str | None = None,
+        parent_tool_call_id: str | None = None,
+        display_order: int = 0,
+        signal: Any = None,
+        detached: Literal[True] | Mapping[str, Any],
+        input_preview: Any = None,
+        display: Any = None,
+    ) -> DetachedRunAgentToolResult: ...
+
+    async def run_agent_tool(
+        self,
+        cls: type,
+        *,
+        input: Any,
+        run_id: str | None = None,
+        parent_tool_call_id: str | None = None,
+        display_order: int = 0,
+        signal: Any = None,
+        detached: Any = None,
+        input_preview: Any = None,
+        display: Any = None,
+    ) -> RunAgentToolResult | DetachedRunAgentToolResult:
+        """Run `cls` as a tool on `input` in a child sub-agent named by the run id."""
+        return await self._tools.runs.run(
+            cls,
+            input=input,
+            run_id=run_id,
+            parent_tool_call_id=parent_tool_call_id,
+            display_order=display_order,
+            signal=signal,
+            detached=detached,
+            input_preview=input_preview,
+            display=display,
+        )
+
+    async def cancel_agent_tool(self, run_id: str, reason: Any = None) -> None:
+        """Cancel a run's child. A detached run is delivered `aborted` (its `on_finish` fires);
+        an awaited one is finished by its awaiting call. Idempotent: an unknown or hard-terminal
+        run is left alone."""
+        await self._tools.detached.cancel(run_id, reason)
+
+    def has_agent_tool_run(self, cls_or_name: type | str, run_id: str) -> bool:
+        """True iff a run with this id and child class exists (cap-rejected ones too)."""
+        return self._tools.retention.has_run(cls_or_name, run_id)
+
+    async def clear_agent_tool_runs(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        older_than: datetime | int | None = None,
+    ) -> int:
+        """Delete runs (all, or those with these statuses / started before `older_than`),
+        cancelling children that still run and deleting their facets. Returns how many."""
+        return await self._tools.retention.clear(status=status, older_than=older_than)
+
+    @property
+    def max_concurrent_agent_tools(self) -> float | None:
+        """Per instance (each nesting level has its own); default: no limit."""
+        return self._tools.admission.max_concurrent
+
+    @max_concurrent_agent_tools.setter
+    def max_concurrent_agent_tools(self, value: float | None) -> None:
+        self._tools.admission.max_concurrent = value
+
+    def report_progress(self, **progress: Any) -> None:
+        """Progress is reported by chat agents running as agent-tool children; on a plain agent
+        this is a no-op with a warning."""
+        self._log(
+            "warn",
+            "report_progress is only supported on chat agents running as agent "
+            "tools; ignoring on base Agent.",
+        )
+
+    async def on_agent_tool_start(self, run: AgentToolRunInfo) -> None:
+        """Once per admitted new run, before its `started` frame."""
+
+    async def on_agent_tool_finish(self, run: AgentToolRunInfo, result: Any) -> None:
+        """When a run finishes (awaited: each time a live call, re-issue or recovery finishes it;
+        detached: once per ledger delivery, at least once across a crash)."""
+
+    async def on_progress(self, run: AgentToolRunInfo, snapshot: dict[str, Any]) -> None:
+        """A forwarded progress or milestone of one of this agent's runs (best effort: live only,
+        not re-fired after an eviction; use `inspect_agent_tool_run` for the durable state)."""
+
+    def format_detached_completion(self, run: AgentToolRunInfo, result: Any) -> str:
+        """The text a chat host injects when a detached run finishes (override it; "" injects
+        nothing). `result` is the lifecycle `{status, summary?, error?, reason?, ...}`."""
+        return completion_text(run, result)
+
+    def format_detached_milestone(self, run: AgentToolRunInfo, milestone: Any) -> str:
+        """The text of a milestone notification (override it; "" injects nothing)."""
+        return milestone_text(run, milestone)
+
+    async def on_before_sub_agent(self, request: Any, class_name: str, name: str) -> Any:
+        """Gate a drill-in request to a sub-agent: return a Response to answer it here (a
+        recommended gate is 404 unless `has_agent_tool_run(class_name, name)`); None allows."""
+        return None
+
+    async def _run_serialized_delivery(self, invoke: Callable[[], Awaitable[None]]) -> None:
+        """Chat hosts run serialized deliveries between turns; a plain agent runs them inline."""
+        await invoke()
+
+    def _on_agent_tool_stream_progress(self) -> None:
+        """Chat-host parents credit their own recovery progress here; plain agents do nothing."""
+
+    # The schedule callbacks of agent tools, found by NAME on the agent (stored_names.py).
+    async def _cf_detached_reconcile_tick(
+        self, payload: Any, row: Mapping[str, Any] | None = None
+    ) -> None:
+        """The detached backbone's tick (one reconcile pass, then the next tick)."""
+        await self._tools.backbone.tick(payload, row)
+
+    async def _cf_redeliver_agent_tool_hooks(self, payload: Any = None, row: Any = None) -> None:
+        """The redelivery of awaited runs' slots whose claims expired."""
+        await self._tools.ledger.redeliver_hooks(payload, row)
+
+    async def _cf_retry_agent_tool_recovery(self, payload: Any = None, row: Any = None) -> None:
+        """The retry of the runs a recovery sweep of this incarnation could not finalize."""
+        await self._tools.sweep.retry(payload, row)
+
     # -- runtime plumbing -------------------------------------------------------------------
     def _emit(self, event_type: str, **payload: Any) -> None:
         observability.emit(self, event_type, payload)
@@ -603,7 +760,7 @@ class Agent(AgentToolsMixin):
         else:
             self._no_protocol_connections.add(connection.id)
         self._emit("connect", connectionId=connection.id)
-        await self._replay_agent_tool_runs(connection)
+        await self._tools.retention.replay(connection)
         await self.on_connect(connection)
 
     async def _cf_message(self, connection: Connection, message: Any) -> None:

@@ -18,14 +18,14 @@ their own yet are reached through `LifecycleParts`, this module's narrow port of
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agents_core.probes import probe
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
 
-__all__ = ["AlarmSource", "Lifecycle", "LifecycleParts"]
+__all__ = ["AgentToolSteps", "AlarmSource", "Lifecycle", "LifecycleParts"]
 
 AlarmSource = Callable[[int], list[int]]
 """`source(now)`: the moments (ms) this part of the agent needs it woken; empty for none."""
@@ -38,8 +38,6 @@ class LifecycleParts(Protocol):
     @property
     def _destroyed(self) -> bool: ...
 
-    _agent_tool_recovery_snapshot: Any
-
     async def on_start(self) -> None: ...
     async def on_alarm(self) -> None: ...
     async def destroy(self, *, deferred: bool = False) -> None: ...
@@ -47,12 +45,16 @@ class LifecycleParts(Protocol):
     def _hydrate_facet_identity(self) -> bool: ...
     async def _check_run_fibers(self) -> None: ...
     async def _check_facet_run_fibers(self) -> None: ...
-    def _collect_agent_tool_runs_for_recovery(self) -> None: ...
-    def _schedule_agent_tool_recovery(self) -> None: ...
-    async def _arm_agent_tool_hook_redelivery(self, *, sweeping: bool) -> None: ...
     async def _process_due_schedules(self) -> None: ...
     async def _handle_alarm_memory_limit(self, error: BaseException) -> bool: ...
     def _clear_alarm_memory_limit_strikes(self) -> None: ...
+
+
+class AgentToolSteps(Protocol):
+    """The agent tools' two parts of startup, around the user's `on_start`."""
+
+    def note_runs_for_recovery(self) -> None: ...
+    def after_on_start(self) -> None: ...
 
 
 class StartupStep(Protocol):
@@ -64,19 +66,24 @@ class StartupStep(Protocol):
 class Lifecycle:
     """One agent's alarm owner, startup and alarm handler (one per incarnation)."""
 
-    __slots__ = ("_ctx", "_parts", "_sources", "_mcp", "in_on_start")
+    __slots__ = ("_ctx", "_parts", "_sources", "_mcp", "_agent_tools", "in_on_start")
 
     def __init__(self, ctx: AgentContext, parts: LifecycleParts, mcp: StartupStep) -> None:
         self._ctx = ctx
         self._parts = parts
         self._sources: list[AlarmSource] = []
         self._mcp = mcp
+        self._agent_tools: AgentToolSteps | None = None
         self.in_on_start = False
         """The user's `on_start` is running (a schedule made in it may warn: F-23)."""
 
     def install(self, source: AlarmSource) -> None:
         """Add a source of alarm candidates; `rearm` asks the sources in install order."""
         self._sources.append(source)
+
+    def install_agent_tools(self, steps: AgentToolSteps) -> None:
+        """The agent tools, whose steps startup runs around the user's `on_start`."""
+        self._agent_tools = steps
 
     # -- the alarm slot -------------------------------------------------------------------------
     async def rearm(self) -> None:
@@ -129,15 +136,16 @@ class Lifecycle:
         parts._hydrate_facet_identity()
         self._mcp.on_start()
         await parts._check_run_fibers()
-        parts._collect_agent_tool_runs_for_recovery()
+        tools = self._agent_tools
+        if tools is not None:
+            tools.note_runs_for_recovery()
         self.in_on_start = True
         try:
             await parts.on_start()
         finally:
             self.in_on_start = False
-        sweeping = bool(parts._agent_tool_recovery_snapshot)
-        parts._schedule_agent_tool_recovery()
-        self._ctx.host.tasks.wait_until(parts._arm_agent_tool_hook_redelivery(sweeping=sweeping))
+        if tools is not None:
+            tools.after_on_start()
 
     # -- the alarm ------------------------------------------------------------------------------
     async def alarm(self) -> None:

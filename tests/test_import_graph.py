@@ -36,7 +36,6 @@ KNOWN_ARROWS = {
     ("sim", "hypothesis"): "issue 20: sim/strategies.py holds the Hypothesis API (to move out)",
 }
 KNOWN_CIRCLES = {
-    "agents_core": "issue 20: the mixins' self-type Protocols tie agents_core into one circle",
     "sim": "issue 20: sim's two-file circles (clients/incarnation, host/stubs, model/simulation)",
 }
 

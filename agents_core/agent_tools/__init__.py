@@ -1,8 +1,9 @@
 """Agents as tools: a parent agent delegating a task to a child agent as one of its tools.
 
-The parent side (`run_agent_tool`, detached runs, re-attach, replay) is on every `Agent` through
-`AgentToolsMixin`; this package's public names are the tool factory, the result shapes and the
-client side (the reducer and the UI chunk builder).
+The parent side (`run_agent_tool`, detached runs, re-attach, replay) is on every `Agent`, whose
+methods delegate to the components `AgentTools` builds (`components.py`); this package's public
+names are the tool factory, the result shapes and the client side (the reducer and the UI chunk
+builder).
 """
 
 from agents_core.agent_tools.reducer import (

@@ -10,24 +10,50 @@ default.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agents_core.agent_tools.detached_option import detached_columns
 from agents_core.agent_tools.frames import frame, started_event
 from agents_core.agent_tools.registry import (
     DetachedRunAgentToolResult,
     RunAgentToolResult,
     preview_json,
 )
-from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
 
-__all__ = ["AdmissionMixin"]
+if TYPE_CHECKING:
+    from agents_core.agent_tools.hooks import AgentToolHooks
+    from agents_core.agent_tools.run_store import RunStore
+    from agents_core.context import AgentContext
+
+__all__ = ["Admission"]
 
 
-class AdmissionMixin:
-    def _insert_agent_tool_run(
-        self: AgentToolsSelf,
+class Admission:
+    """A new run's row and the concurrency cap it is admitted under."""
+
+    __slots__ = ("_ctx", "_agent", "_store", "_max_concurrent")
+
+    def __init__(self, ctx: AgentContext, agent: AgentToolHooks, store: RunStore) -> None:
+        self._ctx = ctx
+        self._agent = agent
+        self._store = store
+        self._max_concurrent: float | None = None
+        """Set per instance (`max_concurrent_agent_tools = n`); None falls back to the option."""
+
+    @property
+    def max_concurrent(self) -> float | None:
+        """Per instance (each nesting level has its own); default: the agent's option."""
+        value = self._max_concurrent
+        return value if value is not None else self._ctx.options.max_concurrent_agent_tools
+
+    @max_concurrent.setter
+    def max_concurrent(self, value: float | None) -> None:
+        self._max_concurrent = value
+
+    def insert(
+        self,
         run_id: str,
         agent_type: str,
         parent_tool_call_id: str | None,
@@ -39,7 +65,7 @@ class AdmissionMixin:
         status: str = "starting",
         error: str | None = None,
     ) -> None:
-        columns = self._detached_columns(config, now) if config is not None else {}
+        columns = detached_columns(config, now, self._ctx.options) if config is not None else {}
         values = {
             "run_id": run_id,
             "parent_tool_call_id": parent_tool_call_id,
@@ -56,12 +82,14 @@ class AdmissionMixin:
         }
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
-        self.sql(f"INSERT INTO cf_agent_tool_runs ({names}) VALUES ({marks})", *values.values())
+        self._ctx.sql(
+            f"INSERT INTO cf_agent_tool_runs ({names}) VALUES ({marks})", *values.values()
+        )
         # The id names a run with a row again: a cleared one's late finish is no longer its.
-        self._agent_tool_runs_cleared_in_flight.discard(run_id)
+        self._store.cleared_in_flight.discard(run_id)
 
-    def _agent_tool_cap_rejection(
-        self: AgentToolsSelf,
+    def cap_rejection(
+        self,
         run_id: str,
         agent_type: str,
         parent_tool_call_id: str | None,
@@ -70,18 +98,18 @@ class AdmissionMixin:
         display: Any,
         config: Any,
     ) -> Any:
-        cap = self.max_concurrent_agent_tools
+        cap = self.max_concurrent
         if cap is None or cap == float("inf"):
             return None
-        live = self.sql(
+        live = self._ctx.sql(
             "SELECT count(*) AS n FROM cf_agent_tool_runs WHERE status IN ('starting', 'running')"
         )[0]["n"]
         if live < cap:
             return None
-        probe(self.host, "agent_tool.cap_rejected")
+        probe(self._ctx.host, "agent_tool.cap_rejected")
         error = f"maxConcurrentAgentTools ({cap if cap != int(cap) else int(cap)}) exceeded"
-        now = self.host.clock.now_ms()
-        self._insert_agent_tool_run(
+        now = self._ctx.host.clock.now_ms()
+        self.insert(
             run_id,
             agent_type,
             parent_tool_call_id,
@@ -93,26 +121,16 @@ class AdmissionMixin:
             status="error",
             error=error,
         )
-        self.broadcast(
+        self._agent.broadcast(
             frame(
                 parent_tool_call_id,
                 0,
                 started_event(run_id, agent_type, preview, display_order, display),
             )
         )
-        self.broadcast(
+        self._agent.broadcast(
             frame(parent_tool_call_id, 1, {"kind": "error", "runId": run_id, "error": error})
         )
         if config is not None:
             return DetachedRunAgentToolResult(run_id, agent_type, "error", error)
         return RunAgentToolResult(run_id, agent_type, "error", error=error)
-
-    @property
-    def max_concurrent_agent_tools(self: AgentToolsSelf) -> float | None:
-        """Per instance (each nesting level has its own); default: no limit."""
-        value = getattr(self, "_max_concurrent_agent_tools", None)
-        return value if value is not None else self._options.max_concurrent_agent_tools
-
-    @max_concurrent_agent_tools.setter
-    def max_concurrent_agent_tools(self: AgentToolsSelf, value: float | None) -> None:
-        self._max_concurrent_agent_tools = value

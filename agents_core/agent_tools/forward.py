@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.frames import chunk_event, frame
 from agents_core.agent_tools.registry import AgentToolRunInfo
-from agents_core.agent_tools.self_type import AgentToolsSelf
 
-__all__ = ["ForwardOutcome", "ForwardingMixin"]
+if TYPE_CHECKING:
+    from agents_core.agent_tools.hooks import AgentToolHooks
+    from agents_core.agent_tools.notify import MilestoneNotifier
+    from agents_core.agent_tools.run_store import RunStore
+    from agents_core.context import AgentContext
+
+__all__ = ["ForwardOutcome", "StreamForwarder"]
 
 PROGRESS_TYPES = ("data-agent-progress", "data-agent-milestone")
 
@@ -37,9 +42,25 @@ async def _tagged(tag: str, awaitable: Any) -> tuple[str, Any]:
     return tag, await awaitable
 
 
-class ForwardingMixin:
-    async def _forward_agent_tool_stream(
-        self: AgentToolsSelf,
+class StreamForwarder:
+    """Forwards a child's tail to the parent's clients and observes its progress."""
+
+    __slots__ = ("_ctx", "_agent", "_store", "_notifier")
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        agent: AgentToolHooks,
+        store: RunStore,
+        notifier: MilestoneNotifier,
+    ) -> None:
+        self._ctx = ctx
+        self._agent = agent
+        self._store = store
+        self._notifier = notifier
+
+    async def forward(
+        self,
         child: Any,
         run_id: str,
         parent_tool_call_id: str | None,
@@ -49,7 +70,7 @@ class ForwardingMixin:
         signal: Any = None,
         idle_ms: float | None = None,
     ) -> ForwardOutcome:
-        host = self.host
+        host = self._ctx.host
         forwarded = 0
         aborted = host.tasks.deferred()
         if signal is not None:
@@ -93,7 +114,7 @@ class ForwardingMixin:
                     body = record.get("body") if isinstance(record, dict) else None
                     if not isinstance(body, str) or not body:
                         continue  # blank or body-less records are skipped, as malformed lines are
-                    self.broadcast(
+                    self._agent.broadcast(
                         frame(
                             parent_tool_call_id,
                             sequence,
@@ -105,11 +126,11 @@ class ForwardingMixin:
                     self._observe_forwarded_progress(run_id, body)
                 forwarded += sent
                 if sent:
-                    self._on_agent_tool_stream_progress()
+                    self._agent._on_agent_tool_stream_progress()
         finally:
             host.tasks.wait_until(self._close_tail_quietly(child, tail_id))
 
-    async def _close_tail_once_open(self: AgentToolsSelf, child: Any, opening: Any) -> None:
+    async def _close_tail_once_open(self, child: Any, opening: Any) -> None:
         """A tail whose open lost the race: close it if it ever opens."""
         try:
             _, tail_id = await opening
@@ -117,17 +138,13 @@ class ForwardingMixin:
             return
         await self._close_tail_quietly(child, tail_id)
 
-    async def _close_tail_quietly(self: AgentToolsSelf, child: Any, tail_id: str) -> None:
+    async def _close_tail_quietly(self, child: Any, tail_id: str) -> None:
         try:
             await child.call("close_agent_tool_tail", tail_id)
         except Exception:  # noqa: BLE001 - closing only detaches; a dead child has nothing to detach
             return
 
-    def _on_agent_tool_stream_progress(self: AgentToolsSelf) -> None:
-        """Chat-host parents credit their own recovery progress here; plain agents do nothing."""
-
-    # -- progress observation (§5.5) ---------------------------------------------------------
-    def _observe_forwarded_progress(self: AgentToolsSelf, run_id: str, body: str) -> None:
+    def _observe_forwarded_progress(self, run_id: str, body: str) -> None:
         try:
             chunk = json.loads(body)
         except ValueError:
@@ -144,32 +161,23 @@ class ForwardingMixin:
             snapshot["milestone"] = data["name"]
         if "data" in data:
             snapshot["data"] = data["data"]
-        now = self.host.clock.now_ms()
+        now = self._ctx.host.clock.now_ms()
         snapshot["at"] = now
-        row = self._read_agent_tool_run(run_id)
+        row = self._store.read(run_id)
         if row is None:
             return
         if row["detached"]:
-            self.sql(
+            self._ctx.sql(
                 "UPDATE cf_agent_tool_runs SET last_progress_at = ? WHERE run_id = ?", now, run_id
             )
         info = AgentToolRunInfo.from_row(row)
-        self.host.tasks.wait_until(self._call_on_progress(info, snapshot))
+        self._ctx.host.tasks.wait_until(self._call_on_progress(info, snapshot))
         if chunk["type"] == "data-agent-milestone":
-            # Defined in detached.py (S3); ForwardingMixin precedes DetachedMixin in the MRO,
-            # so no stub here may shadow it.
-            self._on_forwarded_milestone(row, data)
+            # S3: the live path notifies as soon as the milestone is reached.
+            self._notifier.on_forwarded(row, data)
 
-    async def _call_on_progress(
-        self: AgentToolsSelf, info: AgentToolRunInfo, snapshot: dict[str, Any]
-    ) -> None:
+    async def _call_on_progress(self, info: AgentToolRunInfo, snapshot: dict[str, Any]) -> None:
         try:
-            await self.on_progress(info, snapshot)
+            await self._agent.on_progress(info, snapshot)
         except Exception as exc:  # noqa: BLE001 - best effort: logged, never propagated
-            self._log("warn", f"on_progress failed for run {info.run_id}: {exc}")
-
-    async def on_progress(
-        self: AgentToolsSelf, run: AgentToolRunInfo, snapshot: dict[str, Any]
-    ) -> None:
-        """A forwarded progress or milestone of one of this agent's runs (best effort: live only,
-        not re-fired after an eviction; use `inspect_agent_tool_run` for the durable state)."""
+            self._ctx.log("warn", f"on_progress failed for run {info.run_id}: {exc}")

@@ -19,20 +19,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.registry import AgentToolRunInfo
-from agents_core.agent_tools.self_type import AgentToolsSelf
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
 from agents_core.stored_names import DETACHED_NOTIFY_CALLBACK
+
+if TYPE_CHECKING:
+    from agents_core.agent_tools.hooks import AgentToolHooks
+    from agents_core.context import AgentContext
 
 __all__ = [
     "DEFAULT_NOTIFY_SOURCE",
     "DETACHED_MILESTONE_CALLBACK",
     "DETACHED_NOTIFY_CALLBACK",
     "MILESTONE_DEDUPE_PREFIX",
-    "NotifyMixin",
+    "MilestoneNotifier",
     "detached_finish_key",
     "detached_milestone_key",
     "detached_notify_metadata",
@@ -89,40 +92,47 @@ def _lifecycle_of(result: Any) -> Mapping[str, Any]:
     return fields
 
 
-class NotifyMixin:
-    def format_detached_completion(self: AgentToolsSelf, run: AgentToolRunInfo, result: Any) -> str:
-        """The text a chat host injects when a detached run finishes (override it; "" injects
-        nothing). `result` is the lifecycle `{status, summary?, error?, reason?, ...}`."""
-        lifecycle = _lifecycle_of(result)
-        status, label = lifecycle.get("status"), _label(run)
-        error = lifecycle.get("error")
-        if status == "completed":
-            summary = lifecycle.get("summary")
-            return (
-                f"{label} finished:\n\n{summary}" if summary else f"{label} finished successfully."
-            )
-        if status == "error":
-            return f"{label} failed: {error}" if error else f"{label} failed."
-        if status == "aborted":
-            return f"{label} was cancelled."
-        if lifecycle.get("reason") == "budget-exceeded":
-            return f"{label} ran out of time before completing and was stopped."
-        if error:
-            return f"{label} was interrupted before completing: {error}"
-        return f"{label} was interrupted before completing."
+def completion_text(run: AgentToolRunInfo, result: Any) -> str:
+    """The default text a chat host injects when a detached run finishes (the agent's
+    `format_detached_completion`). `result` is the lifecycle `{status, summary?, error?,
+    reason?, ...}`."""
+    lifecycle = _lifecycle_of(result)
+    status, label = lifecycle.get("status"), _label(run)
+    error = lifecycle.get("error")
+    if status == "completed":
+        summary = lifecycle.get("summary")
+        return f"{label} finished:\n\n{summary}" if summary else f"{label} finished successfully."
+    if status == "error":
+        return f"{label} failed: {error}" if error else f"{label} failed."
+    if status == "aborted":
+        return f"{label} was cancelled."
+    if lifecycle.get("reason") == "budget-exceeded":
+        return f"{label} ran out of time before completing and was stopped."
+    if error:
+        return f"{label} was interrupted before completing: {error}"
+    return f"{label} was interrupted before completing."
 
-    def format_detached_milestone(
-        self: AgentToolsSelf, run: AgentToolRunInfo, milestone: Any
-    ) -> str:
-        """The text of a milestone notification (override it; "" injects nothing)."""
-        text = f'{_label(run)} reached milestone "{milestone["name"]}".'
-        if milestone.get("data") is not None:
-            text += "\n\n" + json.dumps(milestone["data"], indent=2, ensure_ascii=False)
-        return text
 
-    # -- milestone notifications (§4.10) ------------------------------------------------------
-    def _notify_detached_milestones(
-        self: AgentToolsSelf,
+def milestone_text(run: AgentToolRunInfo, milestone: Any) -> str:
+    """The default text of a milestone notification (the agent's `format_detached_milestone`)."""
+    text = f'{_label(run)} reached milestone "{milestone["name"]}".'
+    if milestone.get("data") is not None:
+        text += "\n\n" + json.dumps(milestone["data"], indent=2, ensure_ascii=False)
+    return text
+
+
+class MilestoneNotifier:
+    """The at-most-once milestone notifications of detached runs, through the chat host's
+    milestone hook (a plain agent has none, so nothing is notified there)."""
+
+    __slots__ = ("_ctx", "_agent")
+
+    def __init__(self, ctx: AgentContext, agent: AgentToolHooks) -> None:
+        self._ctx = ctx
+        self._agent = agent
+
+    def notify_all(
+        self,
         row: Mapping[str, Any],
         milestones: Sequence[Any] | None,
         *,
@@ -130,11 +140,9 @@ class NotifyMixin:
     ) -> None:
         for milestone in milestones or ():
             if isinstance(milestone, Mapping) and isinstance(milestone.get("name"), str):
-                self._notify_detached_milestone(row, milestone, reconciled=reconciled)
+                self.notify(row, milestone, reconciled=reconciled)
 
-    def _notify_detached_milestone(
-        self: AgentToolsSelf, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False
-    ) -> None:
+    def notify(self, row: Mapping[str, Any], milestone: Any, *, reconciled: bool = False) -> None:
         """Claim (run, name) and call the host's milestone hook in the background, unless the
         name is not configured, the host has no hook, or the pair was claimed already."""
         if not row["detached"]:
@@ -143,34 +151,34 @@ class NotifyMixin:
         name = milestone["name"]
         if config is None or name not in config["names"]:
             return
-        hook = getattr(self, DETACHED_MILESTONE_CALLBACK, None)
+        hook = getattr(self._agent, DETACHED_MILESTONE_CALLBACK, None)
         if not callable(hook):
             return
         # S3: at most once per (run, name) across the live path, reconciliation and evictions:
         # the claim is a durable KV entry, checked and written before any await.
         key = f"{MILESTONE_DEDUPE_PREFIX}{row['run_id']}:{name}"
-        now = self.host.clock.now_ms()
-        entry = self.host.kv.get(key)
+        now = self._ctx.host.clock.now_ms()
+        entry = self._ctx.host.kv.get(key)
         if entry is not None:
             stale_claim = (
                 entry.get("state") == "claimed"
                 and entry.get("at", now) < now - MILESTONE_CLAIM_LEASE_MS
             )
             if not stale_claim:
-                probe(self.host, "agent_tool.milestone_deduped")
+                probe(self._ctx.host, "agent_tool.milestone_deduped")
                 return
-            probe(self.host, "agent_tool.milestone_stale_claim_retaken")
+            probe(self._ctx.host, "agent_tool.milestone_stale_claim_retaken")
         if reconciled:
-            probe(self.host, "agent_tool.milestone_delivered_by_reconciliation")
-        self.host.kv.put(key, {"state": "claimed", "at": now})
+            probe(self._ctx.host, "agent_tool.milestone_delivered_by_reconciliation")
+        self._ctx.host.kv.put(key, {"state": "claimed", "at": now})
         mode = config["mode"] if config["mode"] in MILESTONE_MODES else "narrate"
         info = AgentToolRunInfo.from_row(row)
-        self.host.tasks.wait_until(
+        self._ctx.host.tasks.wait_until(
             self._deliver_detached_milestone(hook, info, dict(milestone), mode, key)
         )
 
     async def _deliver_detached_milestone(
-        self: AgentToolsSelf,
+        self,
         hook: Any,
         run: AgentToolRunInfo,
         milestone: dict[str, Any],
@@ -180,14 +188,30 @@ class NotifyMixin:
         try:
             await hook(run, milestone, mode)
         except Exception as exc:  # noqa: BLE001 - fire and forget: logged, never retried
-            self._log(
+            self._ctx.log(
                 "warn",
                 f"detached milestone delivery failed for run {run.run_id} "
                 f"({milestone['name']}): {exc}",
             )
-            self.host.kv.put(key, {"state": "failed", "at": self.host.clock.now_ms()})
+            self._ctx.host.kv.put(key, {"state": "failed", "at": self._ctx.host.clock.now_ms()})
             return
-        self.host.kv.put(key, {"state": "delivered", "at": self.host.clock.now_ms()})
+        self._ctx.host.kv.put(key, {"state": "delivered", "at": self._ctx.host.clock.now_ms()})
         # Trace-only (not an SDK event), as `hook:delivered` for finish slots: the hook returned
         # and its delivered mark was written (checker `delivered_marks_earned`).
-        self.host.trace.emit("hook:milestone_delivered", runId=run.run_id, name=milestone["name"])
+        self._ctx.host.trace.emit(
+            "hook:milestone_delivered", runId=run.run_id, name=milestone["name"]
+        )
+
+    def on_forwarded(self, row: dict[str, Any], data: dict[str, Any]) -> None:
+        """A milestone forwarded live (awaited, fast path or re-attach)."""
+        if not isinstance(data.get("name"), str):
+            return
+        milestone = {
+            "name": data["name"],
+            "sequence": data.get("sequence", 0),
+            "at": data.get("at", self._ctx.host.clock.now_ms()),
+        }
+        if data.get("data") is not None:
+            milestone["data"] = data["data"]
+        # S3: the live path notifies as soon as the milestone is reached, before the run ends.
+        self.notify(row, milestone)

@@ -10,32 +10,32 @@ mid-recovery). Only a `window-exceeded` give-up tears the child down; every othe
 it running, so that a later re-issue of the same run id can still collect it (soft sealing).
 
 Every call to the child is raced against a timer or the ceiling, so nothing here waits forever
-unless the user asked for it (an infinite no-progress budget and no ceiling). `ReattachMixin`
-also carries the startup sweep that calls this after a parent restart (`recovery_sweep.py`).
+unless the user asked for it (an infinite no-progress budget and no ceiling). The startup sweep
+after a parent restart (`recovery_sweep.py`) and a re-issue (`runs.py`) call it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agents_core.agent_tools.bounded_calls import RECOVERY_TIMEOUT_MS, call, sleep_then, within
 from agents_core.agent_tools.frames import chunk_event, frame
-from agents_core.agent_tools.recovery_sweep import (
-    ACTIVE_CHILD_STATUSES,
-    RECOVERY_TIMEOUT_MS,
-    RecoverySweepMixin,
-    _after,
-    _call,
-    interrupted_result,
-)
+from agents_core.agent_tools.give_up_reasons import ACTIVE_CHILD_STATUSES, interrupted_result
 from agents_core.agent_tools.registry import RunAgentToolResult
-from agents_core.agent_tools.runs import result_from_inspection
-from agents_core.agent_tools.self_type import AgentToolsSelf
+from agents_core.agent_tools.run_store import result_from_inspection
 from agents_core.probes import probe
 from agents_core.signals import AbortController, AbortSignal
 
-__all__ = ["ReattachMixin", "ReattachOutcome"]
+if TYPE_CHECKING:
+    from agents_core.agent_tools.forward import StreamForwarder
+    from agents_core.agent_tools.hooks import AgentToolHooks
+    from agents_core.agent_tools.ledger import DeliveryLedger
+    from agents_core.agent_tools.run_store import RunStore
+    from agents_core.context import AgentContext
+
+__all__ = ["Reattach", "ReattachOutcome"]
 
 WINDOW_EXCEEDED_CANCEL_REASON = "agent tool run given up by parent recovery: window-exceeded"
 
@@ -51,10 +51,29 @@ class ReattachOutcome:
     reason: str | None = None
 
 
-class ReattachMixin(RecoverySweepMixin):
-    def _agent_tool_reattach_budgets(self: AgentToolsSelf) -> tuple[float, float]:
+class Reattach:
+    """Re-attaching to a child still running: its tail under the no-progress budget and the
+    ceiling, collecting its terminal, and the teardown of a child given up."""
+
+    __slots__ = ("_ctx", "_agent", "_store", "_ledger", "_forwarder")
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        agent: AgentToolHooks,
+        store: RunStore,
+        ledger: DeliveryLedger,
+        forwarder: StreamForwarder,
+    ) -> None:
+        self._ctx = ctx
+        self._agent = agent
+        self._store = store
+        self._ledger = ledger
+        self._forwarder = forwarder
+
+    def budgets(self) -> tuple[float, float]:
         """(no-progress budget, ceiling) in ms, from the static options (§7.4)."""
-        options = self._options
+        options = self._ctx.options
         return (
             options.agent_tool_reattach_no_progress_timeout_ms,
             options.agent_tool_reattach_max_window_ms,
@@ -68,9 +87,8 @@ class ReattachMixin(RecoverySweepMixin):
             return RECOVERY_TIMEOUT_MS
         return no_progress_ms
 
-    # -- the algorithm (§7.3) -----------------------------------------------------------------
-    async def _reattach_agent_tool_run_to_terminal(
-        self: AgentToolsSelf,
+    async def to_terminal(
+        self,
         child: Any,
         row: dict[str, Any],
         sequence: int,
@@ -79,9 +97,9 @@ class ReattachMixin(RecoverySweepMixin):
     ) -> ReattachOutcome:
         """Follow the child's run until it is terminal, or give up with a reason."""
         run_id, agent_type = row["run_id"], row["agent_type"]
-        if not self._child_can_tail(child):
+        if not self._store.can_tail(child):
             return ReattachOutcome(sequence, reason="not-tailable")
-        self._emit(
+        self._ctx.emit(
             "agent_tool:recovery:reattach",
             runId=run_id,
             agentType=agent_type,
@@ -95,15 +113,20 @@ class ReattachMixin(RecoverySweepMixin):
                 return ReattachOutcome(sequence, reason="no-progress")
             return ReattachOutcome(sequence, terminal[0], terminal[1])
         ceiling = AbortController() if math.isfinite(max_window_ms) and max_window_ms > 0 else None
-        stop = self.host.tasks.deferred()
+        stop = self._ctx.host.tasks.deferred()
         if ceiling is not None:
-            self.host.tasks.wait_until(self._arm_reattach_ceiling(ceiling, max_window_ms, stop))
+            self._ctx.host.tasks.wait_until(
+                self._arm_reattach_ceiling(ceiling, max_window_ms, stop)
+            )
         signal = ceiling.signal if ceiling is not None else None
         try:
             while signal is None or not signal.aborted:
                 ended, forwarded = "aborted", 0
-                tag, after = await self._within(
-                    self._last_stored_chunk_sequence(child, run_id), call_timeout, signal
+                tag, after = await within(
+                    self._ctx.host,
+                    self._last_stored_chunk_sequence(child, run_id),
+                    call_timeout,
+                    signal,
                 )
                 if tag != "aborted":
                     sequence, ended, forwarded = await self._tail_once(
@@ -120,22 +143,22 @@ class ReattachMixin(RecoverySweepMixin):
                 if ended != "done" or forwarded == 0:
                     return ReattachOutcome(sequence, reason="no-progress")
                 # A clean close after progress (the child was re-evicted mid-flight): re-arm.
-                probe(self.host, "agent_tool.reattach_rearmed")
-            probe(self.host, "agent_tool.reattach_window_exceeded")
+                probe(self._ctx.host, "agent_tool.reattach_rearmed")
+            probe(self._ctx.host, "agent_tool.reattach_window_exceeded")
             return ReattachOutcome(sequence, reason="window-exceeded")
         finally:
             stop.resolve(("stop", None))
 
     async def _arm_reattach_ceiling(
-        self: AgentToolsSelf, ceiling: AbortController, max_window_ms: float, stop: Any
+        self, ceiling: AbortController, max_window_ms: float, stop: Any
     ) -> None:
-        tag, _ = await self.host.tasks.race(
-            _after(self.host.clock, int(max_window_ms), "fire"), stop
+        tag, _ = await self._ctx.host.tasks.race(
+            sleep_then(self._ctx.host.clock, int(max_window_ms), "fire"), stop
         )
         if tag == "fire":
             ceiling.abort("window-exceeded")
 
-    async def _last_stored_chunk_sequence(self: AgentToolsSelf, child: Any, run_id: str) -> int:
+    async def _last_stored_chunk_sequence(self, child: Any, run_id: str) -> int:
         """The child's last stored chunk index, or -1: the tail starts after it, so the
         client is not sent again what connect replay already gave it."""
         try:
@@ -149,7 +172,7 @@ class ReattachMixin(RecoverySweepMixin):
         return -1
 
     async def _tail_once(
-        self: AgentToolsSelf,
+        self,
         child: Any,
         row: dict[str, Any],
         sequence: int,
@@ -159,7 +182,7 @@ class ReattachMixin(RecoverySweepMixin):
     ) -> tuple[int, str, int]:
         """One tail attempt: (next sequence, how it ended, chunks forwarded). A tail that
         throws (the child died, the adapter cannot tail) is a non-clean end."""
-        forward = self._forward_agent_tool_stream(
+        forward = self._forwarder.forward(
             child,
             row["run_id"],
             row["parent_tool_call_id"],
@@ -169,18 +192,18 @@ class ReattachMixin(RecoverySweepMixin):
             idle_ms=no_progress_ms,
         )
         # The ceiling also bounds the tail's open call, which the forward loop does not race.
-        tag, outcome = await self._within(forward, None, signal)
+        tag, outcome = await within(self._ctx.host, forward, None, signal)
         if tag != "ok":
             return sequence, "aborted" if tag == "aborted" else "threw", 0
         return outcome.sequence, outcome.ended, outcome.forwarded
 
     async def _collect_agent_tool_terminal(
-        self: AgentToolsSelf, child: Any, row: dict[str, Any], timeout_ms: float | None
+        self, child: Any, row: dict[str, Any], timeout_ms: float | None
     ) -> tuple[RunAgentToolResult, int | None] | None:
         """The run's terminal result and the child's completion time, or None while the child
         is still running, has no record of the run, or cannot be inspected."""
-        tag, inspection = await self._within(
-            _call(child, "inspect_agent_tool_run", row["run_id"]), timeout_ms
+        tag, inspection = await within(
+            self._ctx.host, call(child, "inspect_agent_tool_run", row["run_id"]), timeout_ms
         )
         if tag != "ok" or not isinstance(inspection, dict):
             return None
@@ -189,61 +212,59 @@ class ReattachMixin(RecoverySweepMixin):
         result = result_from_inspection(row["run_id"], row["agent_type"], inspection)
         return result, inspection.get("completedAt")
 
-    async def _teardown_given_up_child(
-        self: AgentToolsSelf, child: Any, row: dict[str, Any], reason: str | None
+    async def teardown_given_up_child(
+        self, child: Any, row: dict[str, Any], reason: str | None
     ) -> bool:
         """Cancel the child after a `window-exceeded` give-up (the only one that tears down,
         §7.5); True if the cancel succeeded."""
         if reason != "window-exceeded":
             return False
-        tag, _ = await self._within(
-            _call(child, "cancel_agent_tool_run", row["run_id"], WINDOW_EXCEEDED_CANCEL_REASON),
+        tag, _ = await within(
+            self._ctx.host,
+            call(child, "cancel_agent_tool_run", row["run_id"], WINDOW_EXCEEDED_CANCEL_REASON),
             RECOVERY_TIMEOUT_MS,
         )
         return tag == "ok"
 
-    async def _rebroadcast_stored_chunks(
-        self: AgentToolsSelf, row: dict[str, Any], child: Any, timeout_ms: float | None
+    async def rebroadcast_stored_chunks(
+        self, row: dict[str, Any], child: Any, timeout_ms: float | None
     ) -> int:
         """Broadcast the child's stored chunks live (not replay), numbered from 1; the next
         sequence. A failed or slow fetch broadcasts nothing."""
         run_id = row["run_id"]
-        tag, chunks = await self._within(
-            _call(child, "get_agent_tool_chunks", run_id, -1), timeout_ms
+        tag, chunks = await within(
+            self._ctx.host, call(child, "get_agent_tool_chunks", run_id, -1), timeout_ms
         )
         sequence = 1
         for chunk in chunks if tag == "ok" and isinstance(chunks, list) else []:
             if not isinstance(chunk, dict) or not isinstance(chunk.get("body"), str):
                 continue
             event = chunk_event(run_id, chunk["body"], chunk.get("sequence"))
-            self.broadcast(frame(row["parent_tool_call_id"], sequence, event))
+            self._agent.broadcast(frame(row["parent_tool_call_id"], sequence, event))
             sequence += 1
         return sequence
 
-    # -- re-issue of a run id whose row is starting / running / interrupted (§2.4) -------------
-    async def _reattach_on_reissue(
-        self: AgentToolsSelf, cls: type, row: dict[str, Any]
-    ) -> RunAgentToolResult:
+    async def on_reissue(self, cls: type, row: dict[str, Any]) -> RunAgentToolResult:
         """Collect the run from its child: its terminal result if it reaches one, else a soft
         `interrupted` after the child's stored chunks are sent again. Never a second turn."""
-        probe(self.host, "agent_tool.reissue_reattached")
-        no_progress_ms, max_window_ms = self._agent_tool_reattach_budgets()
+        probe(self._ctx.host, "agent_tool.reissue_reattached")
+        no_progress_ms, max_window_ms = self.budgets()
         call_timeout = self._reattach_call_timeout_ms(no_progress_ms)
-        tag, child = await self._within(self._agent_tool_child(cls, row["run_id"]), call_timeout)
+        tag, child = await within(
+            self._ctx.host, self._store.child(cls, row["run_id"]), call_timeout
+        )
         if tag != "ok":
             result = interrupted_result(row, None, child_still_running=True)
-            await self._finish_agent_tool_run(row, result, 1)
+            await self._ledger.finish_run(row, result, 1)
             return result
-        outcome = await self._reattach_agent_tool_run_to_terminal(
-            child, row, 1, no_progress_ms, max_window_ms
-        )
+        outcome = await self.to_terminal(child, row, 1, no_progress_ms, max_window_ms)
         if outcome.result is not None:
-            await self._finish_agent_tool_run(
+            await self._ledger.finish_run(
                 row, outcome.result, outcome.sequence, outcome.completed_at
             )
             return outcome.result
-        torn_down = await self._teardown_given_up_child(child, row, outcome.reason)
-        sequence = await self._rebroadcast_stored_chunks(row, child, call_timeout)
+        torn_down = await self.teardown_given_up_child(child, row, outcome.reason)
+        sequence = await self.rebroadcast_stored_chunks(row, child, call_timeout)
         result = interrupted_result(row, outcome.reason, child_still_running=not torn_down)
-        await self._finish_agent_tool_run(row, result, sequence)
+        await self._ledger.finish_run(row, result, sequence)
         return result

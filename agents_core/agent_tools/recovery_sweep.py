@@ -29,55 +29,46 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agents_core.agent_tools.bounded_calls import (
+    RECOVERY_TIMEOUT_MS,
+    RECOVERY_TOTAL_TIMEOUT_MS,
+    settled,
+    within,
+)
+from agents_core.agent_tools.give_up_reasons import (
+    ACTIVE_CHILD_STATUSES,
+    ACTIVE_ROW_STATUSES,
+    interrupted_result,
+)
 from agents_core.agent_tools.registry import RunAgentToolResult
-from agents_core.agent_tools.runs import result_from_inspection
-from agents_core.agent_tools.self_type import AgentToolsSelf
+from agents_core.agent_tools.run_store import result_from_inspection
 from agents_core.probes import probe
 from agents_core.stored_names import RECOVERY_RETRY_CALLBACK
 
+if TYPE_CHECKING:
+    from agents_core.agent_tools.backbone import DetachedBackbone
+    from agents_core.agent_tools.hooks import AgentToolHooks
+    from agents_core.agent_tools.ledger import DeliveryLedger
+    from agents_core.agent_tools.reattach import Reattach
+    from agents_core.agent_tools.run_store import RunStore
+    from agents_core.context import AgentContext
+    from agents_core.host import Task
+    from agents_core.keep_alive import KeepAlive
+
 __all__ = [
-    "REASON_PROSE",
     "RECOVERY_RETRY_CALLBACK",
     "RECOVERY_TIMEOUT_MS",
     "RECOVERY_TOTAL_TIMEOUT_MS",
-    "RecoverySweepMixin",
-    "STILL_RUNNING_PROSE",
-    "interrupted_result",
+    "RecoverySweep",
 ]
-
-RECOVERY_TIMEOUT_MS = 2_000
-"""Per-child inspection timeout of pass 1; it also bounds the re-attach calls that no finite
-no-progress budget bounds (a collect under a 0 budget, a teardown cancel)."""
-
-RECOVERY_TOTAL_TIMEOUT_MS = 5_000
-"""Pass-1 deadline: a row reached after it is sealed `recovery-deadline` without an inspect."""
 
 RECOVERY_LEASE_HOLDER = "agent_tool:recovery"
 """The `holder` of the keepAlive lease a sweep holds (trace `keep_alive:acquire/release`)."""
 
 RECOVERY_RETRY_DELAYS_S = (2, 4, 8, 16, 32, 60)
 """How long a retry of runs a sweep could not finalize waits, by attempt (the last repeats)."""
-
-REASON_PROSE = {
-    "no-progress": "Agent tool run was still running but made no forward progress within the "
-    "re-attach no-progress budget; the parent gave up.",
-    "window-exceeded": "Agent tool run did not reach a terminal result within the maximum "
-    "re-attach window; the parent gave up.",
-    "not-tailable": "Agent tool run was still running, but live-tail reattachment is not "
-    "supported in this runtime.",
-    "inspect-timeout": "Agent tool run inspection timed out during parent recovery.",
-    "inspect-failed": "Agent tool run could not be inspected during parent recovery.",
-    "recovery-deadline": "Agent tool run recovery deadline exceeded.",
-}
-"""The error text of an `interrupted` result for each re-attach / recovery reason (§7.2)."""
-
-STILL_RUNNING_PROSE = "Agent tool run was still running and did not reach a terminal result."
-"""The error text when a re-issue could not even resolve the child (no typed reason)."""
-
-ACTIVE_ROW_STATUSES = ("starting", "running")
-ACTIVE_CHILD_STATUSES = ("running", "starting")
 
 DeferredHook = Callable[[], Awaitable[None]]
 
@@ -92,109 +83,86 @@ class KeptOutcome:
     completed_at: int | None
 
 
-def interrupted_result(
-    row: dict[str, Any], reason: str | None, child_still_running: bool | None = None
-) -> RunAgentToolResult:
-    """The soft `interrupted` result of a give-up, with the exact prose of its reason."""
-    return RunAgentToolResult(
-        row["run_id"],
-        row["agent_type"],
-        "interrupted",
-        error=REASON_PROSE.get(reason or "", STILL_RUNNING_PROSE),
-        reason=reason,
-        child_still_running=child_still_running,
-    )
-
-
 def _no_lease() -> None:
     """The release of a sweep that holds no keepAlive lease."""
 
 
-async def _settled(awaitable: Awaitable[Any]) -> tuple[str, Any]:
-    try:
-        return "ok", await awaitable
-    except Exception as exc:  # noqa: BLE001 - a failed child call is an outcome, not a crash
-        return "error", exc
+class RecoverySweep:
+    """The startup sweep of awaited runs, and the retry of what a sweep could not finalize."""
 
+    __slots__ = (
+        "_ctx",
+        "_agent",
+        "_store",
+        "_ledger",
+        "_backbone",
+        "_reattach",
+        "_keep_alive",
+        "snapshot",
+        "_task",
+        "_retry_attempt",
+        "_owed_runs",
+    )
 
-async def _after(clock: Any, ms: int, tag: str) -> tuple[str, Any]:
-    await clock.sleep(ms)
-    return tag, None
+    def __init__(
+        self,
+        ctx: AgentContext,
+        agent: AgentToolHooks,
+        store: RunStore,
+        ledger: DeliveryLedger,
+        backbone: DetachedBackbone,
+        reattach: Reattach,
+        keep_alive: KeepAlive,
+    ) -> None:
+        self._ctx = ctx
+        self._agent = agent
+        self._store = store
+        self._ledger = ledger
+        self._backbone = backbone
+        self._reattach = reattach
+        self._keep_alive = keep_alive
+        self.snapshot: list[str] = []
+        """The run ids live when this incarnation started (taken before the user's on_start)."""
+        self._task: Task[Any] | None = None
+        self._retry_attempt = 0
+        self._owed_runs: dict[str, KeptOutcome | None] = {}
 
-
-async def _call(child: Any, method: str, *args: Any) -> Any:
-    """A child RPC as a coroutine, so that a stub refusing the call synchronously fails it."""
-    return await child.call(method, *args)
-
-
-class RecoverySweepMixin:
-    _agent_tool_recovery_timeout_ms: int = RECOVERY_TIMEOUT_MS
-    """Per-child inspection timeout of the scheduled sweep (a test may lower it)."""
-    _agent_tool_recovery_total_timeout_ms: int = RECOVERY_TOTAL_TIMEOUT_MS
-    """Pass-1 deadline of the scheduled sweep; <= 0 means none."""
-
-    # -- bounded calls ----------------------------------------------------------------------
-    async def _within(
-        self: AgentToolsSelf,
-        awaitable: Awaitable[Any],
-        timeout_ms: float | None,
-        signal: Any = None,
-    ) -> tuple[str, Any]:
-        """Await `awaitable` for at most `timeout_ms` (None or infinite: no timer) or until
-        `signal` aborts: `("ok", value)`, `("error", exc)`, `("timeout", None)` or
-        `("aborted", None)`. The loser is abandoned, never cancelled, as the SDK abandons a
-        pending read."""
-        racers: list[Any] = [_settled(awaitable)]
-        if timeout_ms is not None and math.isfinite(timeout_ms):
-            racers.append(_after(self.host.clock, max(0, int(timeout_ms)), "timeout"))
-        if signal is not None:
-            aborted = self.host.tasks.deferred()
-            signal.add_listener(lambda _reason: aborted.resolve(("aborted", None)))
-            racers.append(aborted)
-        settled: tuple[str, Any]
-        if len(racers) == 1:
-            settled = await racers[0]
-        else:
-            settled = await self.host.tasks.race(*racers)
-        return settled
-
-    # -- startup ----------------------------------------------------------------------------
-    def _collect_agent_tool_runs_for_recovery(self: AgentToolsSelf) -> None:
+    def collect_runs(self) -> None:
         """Snapshot the runs that were live when this incarnation started (before `on_start`,
         so rows it creates are not recovered)."""
-        self._agent_tool_recovery_snapshot = [
+        self.snapshot = [
             row["run_id"]
-            for row in self.sql(
+            for row in self._ctx.sql(
                 "SELECT run_id FROM cf_agent_tool_runs WHERE status IN ('starting', 'running') "
                 "ORDER BY started_at, rowid"
             )
         ]
 
-    def _schedule_agent_tool_recovery(self: AgentToolsSelf) -> Any:
+    def schedule(self) -> Any:
         """Start the sweep of the snapshot in the background (only reached once `on_start`
         has returned). Single-flight: while one is pending, its task is returned again; an
         empty snapshot starts nothing and returns None."""
-        pending = getattr(self, "_agent_tool_recovery_task", None)
+        pending = self._task
         if pending is not None and not pending.done():
             return pending
-        snapshot = getattr(self, "_agent_tool_recovery_snapshot", None) or []
+        snapshot = self.snapshot
         if not snapshot:
             return None
-        self._agent_tool_recovery_snapshot = []
-        self._agent_tool_recovery_task = self.host.tasks.wait_until(
+        self.snapshot = []
+        self._task = self._ctx.host.tasks.wait_until(
             self._run_scheduled_agent_tool_recovery(snapshot)
         )
-        return self._agent_tool_recovery_task
+        return self._task
 
-    async def _run_scheduled_agent_tool_recovery(self: AgentToolsSelf, run_ids: list[str]) -> None:
-        await self.host.clock.sleep(0)  # startup returns first
+    async def _run_scheduled_agent_tool_recovery(self, run_ids: list[str]) -> None:
+        await self._ctx.host.clock.sleep(0)  # startup returns first
         await self._reconcile_agent_tool_runs(
             run_ids,
-            child_timeout_ms=self._agent_tool_recovery_timeout_ms,
-            total_timeout_ms=self._agent_tool_recovery_total_timeout_ms,
+            child_timeout_ms=self._agent._agent_tool_recovery_timeout_ms,
+            total_timeout_ms=self._agent._agent_tool_recovery_total_timeout_ms,
         )
 
-    async def _agent_tool_recovery_lease(self: AgentToolsSelf) -> Callable[[], None]:
+    async def _agent_tool_recovery_lease(self) -> Callable[[], None]:
         """A keepAlive lease held from before the sweep's first claim until its last hook has
         run (divergence A17). The sweep finalizes runs and calls their hooks later, with no
         caller left to re-issue them: if the parent dies in between, the heartbeat alarm this
@@ -202,31 +170,25 @@ class RecoverySweepMixin:
         runs still open. A lease that cannot be taken leaves the sweep to run without it (the
         failed arming still leaves a check-back alarm, K5)."""
         try:
-            return await self._keep_alive_lease(RECOVERY_LEASE_HOLDER)
+            return await self._keep_alive.lease(RECOVERY_LEASE_HOLDER)
         except Exception as exc:  # noqa: BLE001 - the recovery itself must still run
-            self._log("error", f"agent tool recovery runs without its keepAlive lease: {exc}")
+            self._ctx.log("error", f"agent tool recovery runs without its keepAlive lease: {exc}")
             return _no_lease
 
-    # -- the sweep --------------------------------------------------------------------------
-    def _agent_tool_recovery_owed(self: AgentToolsSelf) -> dict[str, KeptOutcome | None]:
+    def _agent_tool_recovery_owed(self) -> dict[str, KeptOutcome | None]:
         """Run id -> its kept outcome (None: to be swept again) of every run a sweep of this
         incarnation has taken on and not finalized yet."""
-        owed: dict[str, KeptOutcome | None] | None
-        owed = getattr(self, "_agent_tool_recovery_owed_runs", None)
-        if owed is None:
-            owed = {}
-            self._agent_tool_recovery_owed_runs = owed
-        return owed
+        return self._owed_runs
 
     async def _reconcile_agent_tool_runs(
-        self: AgentToolsSelf,
+        self,
         run_ids: list[str],
         *,
         child_timeout_ms: float,
         total_timeout_ms: float,
     ) -> None:
         """Finalize or re-attach every awaited run of `run_ids` that is still live."""
-        started = self.host.clock.now_ms()
+        started = self._ctx.host.clock.now_ms()
         deferred: list[DeferredHook] = []
         owed = self._agent_tool_recovery_owed()
         for run_id in run_ids:
@@ -235,14 +197,14 @@ class RecoverySweepMixin:
         try:
             rows = []
             for run_id in run_ids:
-                row = self._read_agent_tool_run(run_id)
+                row = self._store.read(run_id)
                 if row is None or row["detached"] or row["status"] not in ACTIVE_ROW_STATUSES:
                     owed.pop(run_id, None)
                 else:
                     rows.append(row)
             if rows:
                 release = await self._agent_tool_recovery_lease()
-            self._emit(
+            self._ctx.emit(
                 "agent_tool:recovery:begin", runCount=len(rows), totalTimeoutMs=total_timeout_ms
             )
             unsettled = await self._finalize_kept_outcomes(rows, deferred)
@@ -251,23 +213,23 @@ class RecoverySweepMixin:
             )
             # Every re-attach runs to its end before a failure of one is reported, so that
             # no hook is appended to `deferred` after the hooks have run.
-            outcomes = await self.host.tasks.gather(
+            outcomes = await self._ctx.host.tasks.gather(
                 *(
-                    _settled(self._recover_by_reattach(row, child, started, deferred))
+                    settled(self._recover_by_reattach(row, child, started, deferred))
                     for row, child in queued
                 )
             )
             failures = [value for tag, value in outcomes if tag == "error"]
             if failures:
                 raise failures[0]
-            self._emit(
+            self._ctx.emit(
                 "agent_tool:recovery:complete",
                 runCount=len(rows),
-                elapsedMs=self.host.clock.now_ms() - started,
+                elapsedMs=self._ctx.host.clock.now_ms() - started,
             )
         except Exception as exc:  # noqa: BLE001 - reported, never thrown out of a background task
-            self._emit("agent_tool:recovery:failed", error=str(exc))
-            await self._call_on_error_quietly(exc)
+            self._ctx.emit("agent_tool:recovery:failed", error=str(exc))
+            await self._ledger.call_on_error_quietly(exc)
         try:
             # Rows already finalized still get their hooks, even after a failure: their frames
             # went out and their ledger slots are claimed.
@@ -275,14 +237,14 @@ class RecoverySweepMixin:
                 try:
                     await complete()
                 except Exception as exc:  # noqa: BLE001 - one hook's failure never skips the rest
-                    await self._call_on_error_quietly(exc)
+                    await self._ledger.call_on_error_quietly(exc)
             await self._rearm_detached_backbone_after_recovery()
             await self._arm_agent_tool_recovery_retry()
         finally:
             release()
 
     async def _recovery_pass_one(
-        self: AgentToolsSelf,
+        self,
         rows: list[dict[str, Any]],
         started: int,
         child_timeout_ms: float,
@@ -294,10 +256,10 @@ class RecoverySweepMixin:
         deadline = started + total_timeout_ms if total_timeout_ms > 0 else math.inf
         queued: list[tuple[dict[str, Any], Any]] = []
         for row in rows:
-            now = self.host.clock.now_ms()
+            now = self._ctx.host.clock.now_ms()
             if now >= deadline:
-                probe(self.host, "agent_tool.recovery_deadline")
-                self._emit(
+                probe(self._ctx.host, "agent_tool.recovery_deadline")
+                self._ctx.emit(
                     "agent_tool:recovery:deadline",
                     runId=row["run_id"],
                     agentType=row["agent_type"],
@@ -308,9 +270,9 @@ class RecoverySweepMixin:
                 continue
             remaining = deadline - now
             timeout = remaining if child_timeout_ms <= 0 else min(child_timeout_ms, remaining)
-            tag, value = await self._within(self._inspect_recovered_child(row), timeout)
+            tag, value = await within(self._ctx.host, self._inspect_recovered_child(row), timeout)
             if tag != "ok":
-                probe(self.host, "agent_tool.recovery_inspect_failed")
+                probe(self._ctx.host, "agent_tool.recovery_inspect_failed")
                 reason = "inspect-timeout" if tag == "timeout" else "inspect-failed"
                 result = interrupted_result(row, reason)
                 await self._finalize_recovered_run(row, result, 1, started, deferred)
@@ -320,11 +282,11 @@ class RecoverySweepMixin:
                 not isinstance(inspection, dict)
                 or inspection.get("status") in ACTIVE_CHILD_STATUSES
             )
-            if still_running and self._child_can_tail(child):
-                probe(self.host, "agent_tool.recovery_reattached")
+            if still_running and self._store.can_tail(child):
+                probe(self._ctx.host, "agent_tool.recovery_reattached")
                 queued.append((row, child))
                 continue
-            sequence = await self._rebroadcast_stored_chunks(row, child, timeout)
+            sequence = await self._reattach.rebroadcast_stored_chunks(row, child, timeout)
             completed_at = None
             if still_running:  # only an in-process adapter without a tail gets here
                 result = interrupted_result(row, "not-tailable", child_still_running=True)
@@ -336,34 +298,30 @@ class RecoverySweepMixin:
             )
         return queued
 
-    async def _inspect_recovered_child(
-        self: AgentToolsSelf, row: dict[str, Any]
-    ) -> tuple[Any, Any]:
-        child = await self._agent_tool_child(row["agent_type"], row["run_id"])
+    async def _inspect_recovered_child(self, row: dict[str, Any]) -> tuple[Any, Any]:
+        child = await self._store.child(row["agent_type"], row["run_id"])
         return child, await child.call("inspect_agent_tool_run", row["run_id"])
 
     async def _recover_by_reattach(
-        self: AgentToolsSelf,
+        self,
         row: dict[str, Any],
         child: Any,
         started: int,
         deferred: list[DeferredHook],
     ) -> None:
-        no_progress_ms, max_window_ms = self._agent_tool_reattach_budgets()
-        outcome = await self._reattach_agent_tool_run_to_terminal(
-            child, row, 1, no_progress_ms, max_window_ms
-        )
+        no_progress_ms, max_window_ms = self._reattach.budgets()
+        outcome = await self._reattach.to_terminal(child, row, 1, no_progress_ms, max_window_ms)
         if outcome.result is not None:
             await self._finalize_recovered_run(
                 row, outcome.result, outcome.sequence, started, deferred, outcome.completed_at
             )
             return
-        torn_down = await self._teardown_given_up_child(child, row, outcome.reason)
+        torn_down = await self._reattach.teardown_given_up_child(child, row, outcome.reason)
         result = interrupted_result(row, outcome.reason, child_still_running=not torn_down)
         await self._finalize_recovered_run(row, result, outcome.sequence, started, deferred)
 
     async def _finalize_recovered_run(
-        self: AgentToolsSelf,
+        self,
         row: dict[str, Any],
         result: RunAgentToolResult,
         sequence: int,
@@ -371,37 +329,37 @@ class RecoverySweepMixin:
         deferred: list[DeferredHook],
         completed_at: int | None = None,
     ) -> None:
-        """Write the row and send its terminal frame now, through `_finish_agent_tool_run`;
+        """Write the row and send its terminal frame now, through the ledger's `finish_run`;
         the hooks wait in `deferred`."""
-        self._emit(
+        self._ctx.emit(
             "agent_tool:recovery:row",
             runId=row["run_id"],
             agentType=row["agent_type"],
             status=result.status,
             reason=result.error,
-            elapsedMs=self.host.clock.now_ms() - started,
+            elapsedMs=self._ctx.host.clock.now_ms() - started,
         )
         await self._finish_recovered_row(KeptOutcome(row, result, sequence, completed_at), deferred)
 
-    async def _finish_recovered_row(
-        self: AgentToolsSelf, kept: KeptOutcome, deferred: list[DeferredHook]
-    ) -> None:
-        """`_finish_agent_tool_run` with the hooks deferred; a failure keeps the outcome for
+    async def _finish_recovered_row(self, kept: KeptOutcome, deferred: list[DeferredHook]) -> None:
+        """The ledger's `finish_run` with the hooks deferred; a failure keeps the outcome for
         the retry instead of ending the sweep (the other runs are still recovered)."""
         owed = self._agent_tool_recovery_owed()
         try:
-            await self._finish_agent_tool_run(
+            await self._ledger.finish_run(
                 kept.row, kept.result, kept.sequence, kept.completed_at, defer_handlers_to=deferred
             )
         except Exception as exc:  # noqa: BLE001 - nothing durable changed: finish it later
-            probe(self.host, "agent_tool.recovery_finalize_failed")
+            probe(self._ctx.host, "agent_tool.recovery_finalize_failed")
             owed[kept.row["run_id"]] = kept
-            self._log("error", f"finalizing recovered agent tool run {kept.row['run_id']}: {exc}")
+            self._ctx.log(
+                "error", f"finalizing recovered agent tool run {kept.row['run_id']}: {exc}"
+            )
             return
         owed.pop(kept.row["run_id"], None)
 
     async def _finalize_kept_outcomes(
-        self: AgentToolsSelf, rows: list[dict[str, Any]], deferred: list[DeferredHook]
+        self, rows: list[dict[str, Any]], deferred: list[DeferredHook]
     ) -> list[dict[str, Any]]:
         """Finalize the rows a failed finalization left with a kept outcome; the others."""
         owed = self._agent_tool_recovery_owed()
@@ -411,43 +369,40 @@ class RecoverySweepMixin:
             if kept is None:
                 rest.append(row)
                 continue
-            probe(self.host, "agent_tool.recovery_finalize_retried")
+            probe(self._ctx.host, "agent_tool.recovery_finalize_retried")
             await self._finish_recovered_row(kept, deferred)
         return rest
 
-    # -- retrying what a sweep could not finalize (A13) ------------------------------------------
-    async def _arm_agent_tool_recovery_retry(self: AgentToolsSelf) -> None:
+    async def _arm_agent_tool_recovery_retry(self) -> None:
         """At a sweep's end: if a run it took on is still owed, schedule the retry (a backoff
         by attempt); else reset the attempts."""
         if not self._agent_tool_recovery_owed():
-            self._agent_tool_recovery_retry_attempt = 0
+            self._retry_attempt = 0
             return
-        attempt = getattr(self, "_agent_tool_recovery_retry_attempt", 0)
-        self._agent_tool_recovery_retry_attempt = attempt + 1
+        attempt = self._retry_attempt
+        self._retry_attempt = attempt + 1
         delay_s = RECOVERY_RETRY_DELAYS_S[min(attempt, len(RECOVERY_RETRY_DELAYS_S) - 1)]
         try:
-            await self.schedule(delay_s, RECOVERY_RETRY_CALLBACK, None)
+            await self._agent.schedule(delay_s, RECOVERY_RETRY_CALLBACK, None)
         except Exception as exc:  # noqa: BLE001 - the next startup sweep still covers them
-            await self._call_on_error_quietly(exc)
+            await self._ledger.call_on_error_quietly(exc)
 
-    async def _cf_retry_agent_tool_recovery(
-        self: AgentToolsSelf, payload: Any = None, row: Any = None
-    ) -> None:
+    async def retry(self, payload: Any = None, row: Any = None) -> None:
         """Schedule callback: sweep again the runs a sweep of this incarnation took on and could
         not finalize. Nothing in a later incarnation (its startup sweep covers every open run),
         nor while a sweep runs (it arms the retry again at its end)."""
-        pending = getattr(self, "_agent_tool_recovery_task", None)
+        pending = self._task
         owed = self._agent_tool_recovery_owed()
         if not owed or (pending is not None and not pending.done()):
             return
-        self._agent_tool_recovery_task = self.host.tasks.wait_until(
+        self._task = self._ctx.host.tasks.wait_until(
             self._run_scheduled_agent_tool_recovery(list(owed))
         )
 
-    async def _rearm_detached_backbone_after_recovery(self: AgentToolsSelf) -> None:
+    async def _rearm_detached_backbone_after_recovery(self) -> None:
         """Re-arm the backbone (keeping its cadence) if a detached row still owes its finish."""
         try:
-            if self._owes_detached_finish():
-                await self._arm_detached_backbone(reset_cadence=False)
+            if self._ledger.owes_detached_finish():
+                await self._backbone.arm(reset_cadence=False)
         except Exception as exc:  # noqa: BLE001 - the persisted schedule still drives it
-            await self._call_on_error_quietly(exc)
+            await self._ledger.call_on_error_quietly(exc)

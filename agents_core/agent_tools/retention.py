@@ -7,30 +7,44 @@ stored chunks and, when the run is terminal (soft or hard), its terminal frame â
 their facets (and so their storage) and the parent rows, silently: no frame, no hook. An awaited
 run whose call is still in flight in this incarnation is the exception (E22, as in the SDK): the
 call ends `aborted` (unless its child had completed), broadcasts its terminal frame and calls
-`on_agent_tool_finish` once, with no row (`runs._finish_cleared_awaited_run`).
+`on_agent_tool_finish` once, with no row (`DeliveryLedger.finish_run`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.backbone import TEARDOWN_MARKER_PREFIX
+from agents_core.agent_tools.bounded_calls import within
 from agents_core.agent_tools.frames import chunk_event, frame, started_event, terminal_event
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from agents_core.agent_tools.registry import TERMINAL
-from agents_core.agent_tools.runs import CLEAR_REASON
-from agents_core.agent_tools.self_type import AgentToolsSelf
+from agents_core.agent_tools.run_store import CLEAR_REASON
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
 
-__all__ = ["RetentionMixin"]
+if TYPE_CHECKING:
+    from agents_core.agent_tools.hooks import AgentToolHooks
+    from agents_core.agent_tools.run_store import RunStore
+    from agents_core.context import AgentContext
+
+__all__ = ["Retention"]
 
 
-class RetentionMixin:
-    async def _replay_agent_tool_runs(self: AgentToolsSelf, connection: Any) -> None:
-        for row in self.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
+class Retention:
+    """Replay on connect, `has_agent_tool_run` and `clear_agent_tool_runs`."""
+
+    __slots__ = ("_ctx", "_agent", "_store")
+
+    def __init__(self, ctx: AgentContext, agent: AgentToolHooks, store: RunStore) -> None:
+        self._ctx = ctx
+        self._agent = agent
+        self._store = store
+
+    async def replay(self, connection: Any) -> None:
+        for row in self._ctx.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
             run_id, parent = row["run_id"], row["parent_tool_call_id"]
             _, preview = parse_json_text(row["input_preview"])
             _, display = parse_json_text(row["display_metadata"])
@@ -47,7 +61,7 @@ class RetentionMixin:
             sequence = 1
             for chunk in await self._stored_agent_tool_chunks(row):
                 if sequence == 1:
-                    probe(self.host, "agent_tool.replayed_stored_chunks")
+                    probe(self._ctx.host, "agent_tool.replayed_stored_chunks")
                 connection.send(
                     frame(
                         parent,
@@ -58,37 +72,39 @@ class RetentionMixin:
                 )
                 sequence += 1
             if row["status"] in TERMINAL:
-                result = self._result_from_agent_tool_row(row)
+                result = self._store.result_from_row(row)
                 connection.send(frame(parent, sequence, terminal_event(result), replay=True))
 
     async def _stored_agent_tool_chunks(
-        self: AgentToolsSelf, row: dict[str, Any], after: int = -1
+        self, row: dict[str, Any], after: int = -1
     ) -> list[dict[str, Any]]:
         """The child's stored chunks, bounded by the recovery inspection timeout: a child whose
         facet hangs must not hang a client's connect (the SDK waits without a bound)."""
-        outcome, chunks = await self._within(
-            self._fetch_stored_chunks(row, after), self._agent_tool_recovery_timeout_ms
+        outcome, chunks = await within(
+            self._ctx.host,
+            self._fetch_stored_chunks(row, after),
+            self._agent._agent_tool_recovery_timeout_ms,
         )
         if outcome != "ok":
             return []  # a run whose child cannot be reached replays no chunks
         return [c for c in chunks or [] if isinstance(c, dict) and isinstance(c.get("body"), str)]
 
-    async def _fetch_stored_chunks(self: AgentToolsSelf, row: dict[str, Any], after: int) -> Any:
-        child = await self._agent_tool_child(row["agent_type"], row["run_id"])
+    async def _fetch_stored_chunks(self, row: dict[str, Any], after: int) -> Any:
+        child = await self._store.child(row["agent_type"], row["run_id"])
         return await child.call("get_agent_tool_chunks", row["run_id"], after)
 
-    def has_agent_tool_run(self: AgentToolsSelf, cls_or_name: type | str, run_id: str) -> bool:
+    def has_run(self, cls_or_name: type | str, run_id: str) -> bool:
         """True iff a run with this id and child class exists (cap-rejected ones too)."""
         name = cls_or_name if isinstance(cls_or_name, str) else cls_or_name.__name__
-        rows = self.sql(
+        rows = self._ctx.sql(
             "SELECT 1 AS x FROM cf_agent_tool_runs WHERE run_id = ? AND agent_type = ?",
             run_id,
             name,
         )
         return bool(rows)
 
-    async def clear_agent_tool_runs(
-        self: AgentToolsSelf,
+    async def clear(
+        self,
         *,
         status: str | Iterable[str] | None = None,
         older_than: datetime | int | None = None,
@@ -100,7 +116,7 @@ class RetentionMixin:
         )
         before = _to_ms(older_than) if older_than is not None else None
         cleared = 0
-        for row in self.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
+        for row in self._ctx.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
             if statuses is not None and row["status"] not in statuses:
                 continue
             if before is not None and not row["started_at"] < before:
@@ -109,43 +125,36 @@ class RetentionMixin:
             cleared += 1
         return cleared
 
-    async def _clear_one_agent_tool_run(self: AgentToolsSelf, row: dict[str, Any]) -> None:
+    async def _clear_one_agent_tool_run(self, row: dict[str, Any]) -> None:
         run_id = row["run_id"]
         try:
-            child = await self._agent_tool_child(row["agent_type"], run_id)
+            child = await self._store.child(row["agent_type"], run_id)
         except Exception as exc:  # noqa: BLE001 - every error is swallowed; the row goes anyway
-            self._log("warn", f"clearing agent tool run {run_id}: {exc}")
+            self._ctx.log("warn", f"clearing agent tool run {run_id}: {exc}")
             child = None
         if child is not None and row["status"] in ("starting", "running"):
-            probe(self.host, "agent_tool.clear_cancelled_live_run")
+            probe(self._ctx.host, "agent_tool.clear_cancelled_live_run")
             if not row["detached"]:
                 # Its awaited call may still be in flight here: it ends without a row (E22).
-                self._agent_tool_runs_cleared_in_flight.add(run_id)
+                self._store.cleared_in_flight.add(run_id)
             try:
                 await child.call("cancel_agent_tool_run", run_id, CLEAR_REASON)
             except Exception as exc:  # noqa: BLE001 - the facet is deleted all the same
                 # A18: the SDK skips the delete here and leaves an orphan facet, still running,
                 # that no later clear can reach (its row is gone); deleting it aborts the run.
-                self._log("warn", f"clearing agent tool run {run_id}: {exc}")
+                self._ctx.log("warn", f"clearing agent tool run {run_id}: {exc}")
         record = getattr(child, "record", None)
         if record is not None:
             try:
-                await self.delete_sub_agent(record.cls, run_id)
+                await self._agent.delete_sub_agent(record.cls, run_id)
             except Exception as exc:  # noqa: BLE001 - every error is swallowed
-                self._log("warn", f"clearing agent tool run {run_id}: {exc}")
-        self.sql("DELETE FROM cf_agent_tool_runs WHERE run_id = ?", run_id)
+                self._ctx.log("warn", f"clearing agent tool run {run_id}: {exc}")
+        self._ctx.sql("DELETE FROM cf_agent_tool_runs WHERE run_id = ?", run_id)
         # The run's durable notes go with it, so a reused run id starts clean.
-        kv = self.host.kv
+        kv = self._ctx.host.kv
         for key in kv.list(f"{MILESTONE_DEDUPE_PREFIX}{run_id}:"):
             kv.delete(key)
         kv.delete(f"{TEARDOWN_MARKER_PREFIX}{run_id}")
-
-    async def on_before_sub_agent(
-        self: AgentToolsSelf, request: Any, class_name: str, name: str
-    ) -> Any:
-        """Gate a drill-in request to a sub-agent: return a Response to answer it here (a
-        recommended gate is 404 unless `has_agent_tool_run(class_name, name)`); None allows."""
-        return None
 
 
 def _to_ms(value: datetime | int) -> int:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from agents_core.self_types import AgentSelf
-
 if TYPE_CHECKING:
     from agents_core.host import Host
     from agents_core.signals import AbortSignal
@@ -55,8 +53,16 @@ class WorkToolSelf(Protocol):
     def _reported(self, kind: str, outcome: str, **fields: Any) -> None: ...
 
 
-class ToolsWorkloadSelf(AgentSelf, Protocol):
+class ToolsWorkloadSelf(Protocol):
     """A `tools` workload parent: its plans, the agent-tool calls, and the mixin's dispatch."""
+
+    name: str
+
+    @property
+    def host(self) -> Host: ...
+    def sql(self, query: str, *params: Any) -> list[dict[str, Any]]: ...
+    def _log(self, level: str, message: str) -> None: ...
+    def _emit(self, event_type: str, **payload: Any) -> None: ...
 
     runs: ClassVar[tuple[RunPlan, ...]]
     start_on: ClassVar[str]

@@ -35,23 +35,23 @@ AGENT_TOOL_BUGS = (
             fix(
                 "        async def complete() -> None:\n"
                 "            if serialize:\n"
-                "                await self._run_serialized_delivery(invoke)\n"
+                "                await self._agent._run_serialized_delivery(invoke)\n"
                 "            else:\n"
                 "                await invoke()\n"
                 "            try:\n"
-                "                self._write_delivered_mark(run_id, slot, result.status)\n",
+                "                self.write_delivered_mark(run_id, slot, result.status)\n",
                 "        async def complete() -> None:\n"
-                "            self.sql(\n"
+                "            self._ctx.sql(\n"
                 '                f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",\n'
-                "                self.host.clock.now_ms(),\n"
+                "                self._ctx.host.clock.now_ms(),\n"
                 "                run_id,\n"
                 "            )\n"
                 "            if serialize:\n"
-                "                await self._run_serialized_delivery(invoke)\n"
+                "                await self._agent._run_serialized_delivery(invoke)\n"
                 "            else:\n"
                 "                await invoke()\n"
                 "            try:\n"
-                '                self.host.trace.emit("hook:delivered", runId=run_id, slot=slot, '
+                '                self._ctx.host.trace.emit("hook:delivered", runId=run_id, slot=slot, '
                 "status=result.status)\n",
             ),
         ),
@@ -64,8 +64,8 @@ AGENT_TOOL_BUGS = (
         "agents_core/agent_tools/backbone.py",
         (
             fix(
-                "        if not reached:\n            self.host.kv.delete(marker)\n",
-                "        if reached:\n            self.host.kv.delete(marker)\n",
+                "        if not reached:\n            self._ctx.host.kv.delete(marker)\n",
+                "        if reached:\n            self._ctx.host.kv.delete(marker)\n",
             ),
         ),
         "inverted the condition that drops the teardown note, so it is dropped when the cancel "
@@ -94,18 +94,18 @@ AGENT_TOOL_BUGS = (
         (
             fix(
                 "        try:\n"
-                "            for run in self.sql(\n"
+                "            for run in self._ctx.sql(\n"
                 '                "SELECT * FROM cf_agent_tool_runs WHERE detached = 1 "\n'
                 '                "AND finish_delivered_at IS NULL ORDER BY started_at, rowid"\n'
                 "            ):\n"
-                '                await self._reconcile_detached_run(run["run_id"])\n'
+                '                await self.reconcile_run(run["run_id"])\n'
                 "        finally:\n",
-                "        for run in self.sql(\n"
+                "        for run in self._ctx.sql(\n"
                 '            "SELECT * FROM cf_agent_tool_runs WHERE detached = 1 "\n'
                 '            "AND finish_delivered_at IS NULL ORDER BY started_at, rowid"\n'
                 "        ):\n"
-                '            await self._reconcile_detached_run(run["run_id"])\n'
-                "        if self._owes_detached_finish():\n",
+                '            await self.reconcile_run(run["run_id"])\n'
+                "        if self._ledger.owes_detached_finish():\n",
             ),
         ),
         "schedules the next reconcile tick only after a clean pass, as the SDK does",
@@ -117,7 +117,7 @@ AGENT_TOOL_BUGS = (
         "agents_core/agent_tools/notify.py",
         (
             fix(
-                '        self.host.kv.put(key, {"state": "claimed", "at": now})\n',
+                '        self._ctx.host.kv.put(key, {"state": "claimed", "at": now})\n',
                 "",
             ),
         ),

@@ -70,15 +70,15 @@ class _Parent:
     async def notify_finish_again(self: Any, run_id: str) -> None:
         """Deliver the run's finish hook once more, through the serialized slot as the ledger
         does (a redelivery)."""
-        row = self._read_agent_tool_run(run_id)
+        row = self._tools.store.read(run_id)
         info = AgentToolRunInfo.from_row(row)
-        lifecycle = self._result_from_agent_tool_row(row).lifecycle()
+        lifecycle = self._tools.store.result_from_row(row).lifecycle()
         await self._run_serialized_delivery(
             lambda: self._cf_detached_notify_finish(info, lifecycle)
         )
 
     async def notify_milestone_again(self: Any, run_id: str, name: str, mode: str) -> None:
-        row = self._read_agent_tool_run(run_id)
+        row = self._tools.store.read(run_id)
         info = AgentToolRunInfo.from_row(row)
         await self._cf_detached_notify_milestone(info, {"name": name, "sequence": 0}, mode)
 

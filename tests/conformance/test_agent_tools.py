@@ -660,7 +660,7 @@ def test_replay_does_not_hang_on_a_child_that_never_starts(sim: Simulation) -> N
     class P(Parent):
         async def seed_row(self) -> None:
             now = self.host.clock.now_ms()
-            self._insert_agent_tool_run(
+            self._tools.admission.insert(
                 "h", "HangingStart", None, 0, "x", None, now, None, status="error", error="boom"
             )
             # The child facet exists, but its startup never finishes.

@@ -136,7 +136,7 @@ class Parent(Agent):
 
     async def deliver(self, run_id: str, slot: str, status: str, reason: str | None = None) -> bool:
         """The delivery funnel, driven directly (as the SDK's own tests do)."""
-        row = self._read_agent_tool_run(run_id)
+        row = self._tools.store.read(run_id)
         if status == "interrupted":
             result = RunAgentToolResult(
                 run_id,
@@ -150,14 +150,14 @@ class Parent(Agent):
             result = RunAgentToolResult(run_id, row["agent_type"], status, summary="done")
         else:
             result = RunAgentToolResult(run_id, row["agent_type"], status, error=status)
-        return await self._deliver_detached_terminal(run_id, slot, result)
+        return await self._tools.backbone.deliver_terminal(run_id, slot, result)
 
     async def tick(self, cadence_index: int = 0) -> None:
         await self._cf_detached_reconcile_tick({"cadenceIndex": cadence_index})
 
     async def arm_many(self, count: int) -> None:
         await self.host.tasks.gather(
-            *(self._arm_detached_backbone(reset_cadence=True) for _ in range(count))
+            *(self._tools.backbone.arm(reset_cadence=True) for _ in range(count))
         )
 
     async def backbone(self) -> list[dict[str, Any]]:
@@ -173,7 +173,7 @@ class Parent(Agent):
 
     def insert_awaited_row(self, run_id: str) -> None:
         """An awaited `running` row with nobody awaiting it (as after an eviction)."""
-        self._insert_agent_tool_run(
+        self._tools.admission.insert(
             run_id,
             "ScriptedChild",
             None,

@@ -11,6 +11,7 @@ import pytest
 
 from agents_core import Agent
 from agents_core.agent_tools.backbone import DETACHED_RECONCILE_CALLBACK
+from agents_core.agent_tools.detached_option import parse_detached_option
 from scenarios.workloads import DetachedPlan, RunPlan, tools_workload
 from sim import AgentEvicted, Simulation
 from sim.checkers import assert_invariants
@@ -111,10 +112,10 @@ class TwoRunParent(Agent):
     async def leave_row_without_child(self, run_id: str) -> None:
         """What a dispatch leaves when its isolate dies after the run row's turn committed and
         before the child facet was created: the row and its tick, no facet."""
-        config = self._parse_detached_option({"max_budget_ms": 600_000})
+        config = parse_detached_option(self, {"max_budget_ms": 600_000})
         now = self.host.clock.now_ms()
-        self._insert_agent_tool_run(run_id, "ScriptedChild", None, 0, None, None, now, config)
-        await self._arm_detached_backbone(reset_cadence=True)
+        self._tools.admission.insert(run_id, "ScriptedChild", None, 0, None, None, now, config)
+        await self._tools.backbone.arm(reset_cadence=True)
 
     async def dispatch(self, run_id: str) -> str:
         handle = await self.run_agent_tool(

@@ -10,12 +10,12 @@ see them without a client and across incarnations.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from typing import Any
 
 from agents_core import Agent
+from agents_core.agent_tools.backbone import DetachedBackbone
 from agents_core.chat import ChatAgent
 from sim import Simulation
 from sim.model import ScriptedModel
@@ -141,10 +141,10 @@ class Parent(Agent):
 
     def schedule_recovery_again(self) -> str:
         """Ask for recovery twice more: 'same' while one is pending, 'none' once it is over."""
-        first = self._schedule_agent_tool_recovery()
+        first = self._tools.sweep.schedule()
         if first is None:
             return "none"
-        return "same" if first is self._schedule_agent_tool_recovery() else "different"
+        return "same" if first is self._tools.sweep.schedule() else "different"
 
     async def go(
         self, child: str, run_id: str, steps: list[Any], resume: list[Any] | None = None
@@ -429,7 +429,7 @@ def test_T110_static_options_set_the_reattach_budgets(sim: Simulation) -> None:
 
     plain = sim.agent(Parent, "defaults")
     sim.run_for(1)
-    no_progress_ms, max_window_ms = sim.instance_of(plain)._agent_tool_reattach_budgets()
+    no_progress_ms, max_window_ms = sim.instance_of(plain)._tools.reattach.budgets()
     assert no_progress_ms == 120_000 and not math.isfinite(max_window_ms)
 
 
@@ -526,7 +526,7 @@ class StartupWorkParent(Parent):
 
     async def on_start(self) -> None:
         self.note("on-start")
-        if self._read_agent_tool_run("stale") and not self._read_agent_tool_run("fresh"):
+        if self._tools.store.read("stale") and not self._tools.store.read("fresh"):
             self.insert_row("fresh", "ResumingChild")
         self.note("after-on-start")
 
@@ -617,11 +617,21 @@ def test_T119_rows_past_the_deadline_are_sealed_recovery_deadline(sim: Simulatio
     assert sim.probes["agent_tool.recovery_deadline"] >= 1
 
 
+class SpiedBackbone(DetachedBackbone):
+    """The backbone, noting on its parent each time it is armed."""
+
+    __slots__ = ()
+
+    async def arm(self, *, reset_cadence: bool) -> None:
+        parent: Any = self._agent
+        parent.note(f"arm-backbone:reset={reset_cadence}")
+        await super().arm(reset_cadence=reset_cadence)
+
+
 class BackboneSpyParent(Parent):
-    async def _arm_detached_backbone(self, *, reset_cadence: bool) -> None:
-        self.note(f"arm-backbone:reset={reset_cadence}")
-        with contextlib.suppress(NotImplementedError):  # the backbone is being built
-            await super()._arm_detached_backbone(reset_cadence=reset_cadence)
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        self._tools.backbone.__class__ = SpiedBackbone
 
 
 def test_T120_detached_rows_are_left_to_the_backbone(sim: Simulation) -> None:

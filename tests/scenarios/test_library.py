@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agents_core.agent_tools.backbone import BackboneMixin
-from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX, NotifyMixin
+from agents_core.agent_tools.backbone import DetachedBackbone
+from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX, MilestoneNotifier
 from agents_core.fiber_ledger import FiberLedger
 from agents_core.fibers import FiberRunner
 from agents_core.keep_alive import KeepAlive
@@ -74,17 +74,17 @@ def _idempotency_key_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _own_teardown_delivered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(BackboneMixin, "_aborted_by_own_teardown", lambda self, r, c: False)
+    monkeypatch.setattr(DetachedBackbone, "_aborted_by_own_teardown", lambda self, r, c: False)
 
 
 def _milestones_not_deduped(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = NotifyMixin._notify_detached_milestone
+    original = MilestoneNotifier.notify
 
     def forgetful(self: Any, row: Any, milestone: Any) -> None:
-        self.host.kv.delete(f"{MILESTONE_DEDUPE_PREFIX}{row['run_id']}:{milestone['name']}")
+        self._ctx.host.kv.delete(f"{MILESTONE_DEDUPE_PREFIX}{row['run_id']}:{milestone['name']}")
         original(self, row, milestone)
 
-    monkeypatch.setattr(NotifyMixin, "_notify_detached_milestone", forgetful)
+    monkeypatch.setattr(MilestoneNotifier, "notify", forgetful)
 
 
 Breakage = Callable[[pytest.MonkeyPatch], None]

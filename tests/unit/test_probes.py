@@ -14,7 +14,7 @@ from sim import Simulation
 from sim.probes import ALL_PROBES, PLATFORM_PROBES, Probes, never_hit
 
 ROOT = Path(__file__).resolve().parents[2]
-# `probe(self.host, ...)` in a mixin, `probe(ctx.host, ...)` / `probe(host, ...)` in a component.
+# `probe(ctx.host, ...)`, `probe(self._ctx.host, ...)` or `probe(host, ...)` in a component.
 _RUNTIME_CALL = re.compile(r"""\bprobe\(\s*(?:[a-z_][\w.]*\.)?host,\s*["']([^"']+)["']""")
 _PLATFORM_CALL = re.compile(r"""probes\.hit\(\s*["']([^"']+)["']""")
 
