@@ -674,27 +674,8 @@ class Agent:
         """Recovery's count of passes in a row without progress (read by tests)."""
         return self._recovery._recovery_no_progress_scans
 
-    def _ledger_row(self, fiber_id: str) -> dict[str, Any] | None:
-        return self._fiber_ledger.row(fiber_id)
-
-    def _notify_managed_fiber_terminal(self, fiber_id: str) -> None:
-        self._fiber_ledger.notify_terminal(fiber_id)
-
-    def _apply_fiber_recovery_result(self, fiber_id: str, result: FiberRecoveryResult) -> None:
-        self._fiber_ledger.apply_recovery_result(fiber_id, result)
-
-    async def _keep_alive_lease(self, holder: str) -> Callable[[], None]:
-        return await self._keep_alive.lease(holder)
-
     async def _schedule_next_alarm(self) -> None:
         await self._lifecycle.rearm()
-
-    async def _schedule_next_alarm_logged(self) -> None:
-        await self._lifecycle.rearm_logged()
-
-    @property
-    def _in_on_start(self) -> bool:
-        return self._lifecycle.in_on_start
 
     @property
     def _keep_alive_refs(self) -> int:
