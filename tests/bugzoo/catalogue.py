@@ -1,4 +1,5 @@
-"""The zoo's catalogue: every bug, and which library stories belong to which feature area.
+"""The zoo's catalogue: every bug (the measured set and the held-apart set), and which library
+stories belong to which feature area.
 
 A story's areas come from the classes of its agents (a class named by `class:`, or the one a
 `workload:` builds), looked up along each class's MRO: a developer who changed, say, fiber
@@ -15,14 +16,27 @@ from pathlib import Path
 
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import load_scenario
+from tests.bugzoo.bugs_held_apart import HELD_APART_BUGS
 from tests.bugzoo.bugs_platform import PLATFORM_BUGS
 from tests.bugzoo.bugs_runtime import RUNTIME_BUGS
 from tests.bugzoo.bugs_tools import TOOL_BUGS
 from tests.bugzoo.model import Bug
 
-__all__ = ["BUGS", "CLASS_AREAS", "stories_for", "story_areas", "unknown_classes"]
+__all__ = [
+    "ALL_BUGS",
+    "BUGS",
+    "CLASS_AREAS",
+    "HELD_APART",
+    "stories_for",
+    "story_areas",
+    "unknown_classes",
+]
 
 BUGS: tuple[Bug, ...] = (*PLATFORM_BUGS, *RUNTIME_BUGS, *TOOL_BUGS)
+"""The zoo's bugs that a plain run measures (many written beside the stories that show them)."""
+HELD_APART: tuple[Bug, ...] = HELD_APART_BUGS
+"""The held-apart set, written without reading the stories; measured with `--held-apart`."""
+ALL_BUGS: tuple[Bug, ...] = (*BUGS, *HELD_APART)
 
 _FIBER_AGENT = frozenset({"fibers", "keepalive", "alarm"})
 _TOOL_PARENT = frozenset({"agent_tools", "facets", "keepalive", "schedules", "alarm"})

@@ -3,7 +3,8 @@
 A `Bug` names one file of the tree (relative to the repository root), one or more `Hunk`s, the
 mistake in one line (`story`), the promise it breaks, and the feature areas whose library
 stories a developer who touched that code would hunt over (`areas`, decided from what the code
-does, never from what the hunt finds). A hunk's `find` text must occur exactly once in the file:
+does, never from what the hunt finds); a bug of the held-apart set (`held_apart`) also says what
+a user would see (`seen`). A hunk's `find` text must occur exactly once in the file:
 that is what makes a patch robust to unrelated edits elsewhere in the file, and what
 `test_patches_apply.py` checks against the current tree.
 """
@@ -52,6 +53,11 @@ class Bug:
     promise: str
     """The promise users rely on that it breaks."""
     areas: tuple[str, ...]
+    held_apart: bool = False
+    """One of the held-apart set (`bugs_held_apart.py`): written from the runtime's code and the
+    spec without reading any story, and reported apart from the others."""
+    seen: str = ""
+    """What a user of the runtime would notice (the held-apart set says it for every bug)."""
 
 
 def fix(find: str, replace: str) -> Hunk:
