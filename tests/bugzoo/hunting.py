@@ -33,6 +33,7 @@ __all__ = [
     "HuntResult",
     "StoryOutcome",
     "Tool",
+    "agentsim_has",
     "clean_tree_passes",
     "copy_tree",
     "detect_tools",
@@ -133,6 +134,9 @@ class HuntResult:
     beyond: StoryOutcome | None = None
     """With `beyond_base`: the first finding of the full hunts in a story whose base run
     passes (what the drawn faults and enumerated points found on their own)."""
+    base_findings: list[StoryOutcome] = field(default_factory=list)
+    """With `beyond_base`: the base pass's findings that are the bug's, one per story (`base`
+    says whether the story failed without any drawn fault)."""
 
     @property
     def caught(self) -> bool:
@@ -187,6 +191,15 @@ def _agentsim(tree: Path, args: list[str], timeout: float) -> subprocess.Complet
         timeout=timeout,
         check=False,
     )
+
+
+def agentsim_has(tree: Path, command: str) -> bool:
+    """Whether `agentsim <command> --help` runs in `tree`."""
+    try:
+        done = _agentsim(tree, [command, "--help"], 60)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
 
 
 def detect_tools(
@@ -397,6 +410,7 @@ def _hunt_pass(
                         result.found_in = outcome
                     if keep_going:
                         result.base_failed.append(outcome.story)
+                        result.base_findings.append(outcome)
                         continue
                     if full:
                         result.beyond = outcome

@@ -10,6 +10,11 @@ the clean tree (a finding the clean tree shares is a bug of the tree; the hunt g
 next story, and the line counts it as `shared`). Prints one line per bug as it goes, then the
 table, the probes no hunt reached, and last `bugzoo: fuzz caught X/Y, explore caught Z/Y,
 either W/Y`.
+
+`--held-apart` hunts the held-apart set instead (`bugs_held_apart.py`, written without reading
+the stories), always beyond the base runs, and reports it apart (`held_apart_report.py`): the
+library stories' base runs, fuzz + explore beyond them, the time of each hunt, and last
+`bugzoo held-apart: ...`. The measured set's line is printed for the measured set only.
 """
 
 from __future__ import annotations
@@ -26,10 +31,18 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tests.bugzoo` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bugzoo.catalogue import BUGS, stories_for, unknown_classes  # noqa: E402
+from tests.bugzoo.catalogue import (  # noqa: E402
+    ALL_BUGS,
+    BUGS,
+    HELD_APART,
+    stories_for,
+    unknown_classes,
+)
+from tests.bugzoo.held_apart_report import held_apart_lines  # noqa: E402
 from tests.bugzoo.hunting import (  # noqa: E402
     HuntResult,
     Tool,
+    agentsim_has,
     copy_tree,
     detect_tools,
     export_revision,
@@ -87,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a bug a story's base run shows does not end its hunt: hunt on in the stories "
         "whose base run passes, and count what the hunt finds there on its own",
     )
+    parser.add_argument(
+        "--held-apart",
+        action="store_true",
+        help="hunt the held-apart set (bugs_held_apart.py) instead of the measured set, beyond "
+        "the base runs, and report it apart (--only may name bugs of either set)",
+    )
     parser.add_argument("--keep", metavar="DIR", help="keep the scratch trees in DIR")
     parser.add_argument(
         "--rev",
@@ -101,11 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _select(only: str | None) -> list[Bug]:
+def _select(only: str | None, held_apart: bool = False) -> list[Bug]:
     if not only:
-        return list(BUGS)
+        return list(HELD_APART if held_apart else BUGS)
     wanted = [word.strip() for word in only.split(",") if word.strip()]
-    known = {bug.id: bug for bug in BUGS}
+    known = {bug.id: bug for bug in ALL_BUGS}
     unknown = [word for word in wanted if word not in known]
     if unknown:
         raise SystemExit(f"unknown bug id(s) {unknown}; known: {sorted(known)}")
@@ -182,7 +201,7 @@ def _line(result: BugResult, tools: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    bugs = _select(args.only)
+    bugs = _select(args.only, args.held_apart)
     if args.keep:
         # Kept for reading afterwards: a directory of its own in DIR, never removed.
         Path(args.keep).mkdir(parents=True, exist_ok=True)
@@ -228,7 +247,7 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
             scratch,
             tools,
             args.budget_s,
-            args.beyond_base,
+            args.beyond_base or bug.held_apart,
             keep=bool(args.keep),
         )
 
@@ -239,7 +258,18 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
     _say("")
     _say(f"bugzoo: done in {time.monotonic() - started:.0f} s")
     _report(results, tools, notes)
+    held = [result for result in results if result.bug.held_apart]
+    if held:
+        for line in held_apart_lines(held, names, _generate_note(clean)):
+            _say(line)
     return 0
+
+
+def _generate_note(clean: Path) -> str:
+    """Why the held-apart report has no `generate` column."""
+    if agentsim_has(clean, "generate"):
+        return "not measured (agentsim generate exists in this tree; the runner does not run it)"
+    return "not measured (this tree has no agentsim generate)"
 
 
 def _report(results: list[BugResult], tools: list[Tool], notes: list[str]) -> None:
@@ -260,7 +290,9 @@ def _report(results: list[BugResult], tools: list[Tool], notes: list[str]) -> No
             f"probes no hunt reached ({len(missed)} of {len(ALL_PROBES)}): "
             + (", ".join(missed) if missed else "none")
         )
-    planted = [r for r in results if not r.error]
+    planted = [r for r in results if not r.error and not r.bug.held_apart]
+    if not any(not r.bug.held_apart for r in results):
+        return  # the held-apart set has its own line
     total = len(planted)
     counts = {name: sum(r.caught_by(name) for r in planted) for name in ("fuzz", "explore")}
     either = sum(any(r.caught_by(name) for name in names) for r in planted)
