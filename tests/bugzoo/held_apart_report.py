@@ -5,8 +5,10 @@ A held-apart bug is always hunted beyond the base runs (`hunting.hunt(..., beyon
 every story's base pass runs, and the full hunts go on over the stories whose base pass did not
 show the bug. `library` is a base run that fails with no drawn fault at all (the story as
 written); `beyond` is a finding of a drawn fault or an enumerated point, in a story whose plain
-run passes: fuzz's one example of the base pass counts there, as do the full hunts. A finding
-counts only when its reproducer passes on the clean tree (as for every zoo bug).
+run passes: fuzz's one example of the base pass counts there, as do the full hunts. `generate`
+(`generate_hunt.py`, when the tree has `agentsim generate`) is its own column: what it found
+alone, without any story. A finding counts only when its reproducer passes on the clean tree (as
+for every zoo bug).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 
 from tests.bugzoo.hunting import HuntResult
 
-__all__ = ["HeldApartRow", "held_apart_lines", "row_of"]
+__all__ = ["GENERATE", "HeldApartRow", "held_apart_lines", "row_of"]
+
+GENERATE = "generate"
 
 
 @dataclass(frozen=True)
@@ -31,11 +35,13 @@ class HeldApartRow:
     """Tool name -> the story where it found the bug beyond the base runs."""
     seconds: dict[str, float]
     """Tool name -> the wall time its hunt took (to the finding beyond the base runs, or all)."""
+    generate: str | None = None
+    """The reproducer of generate's finding, or None (not found, or not run)."""
     error: str = ""
 
     @property
     def caught(self) -> bool:
-        return self.library is not None or bool(self.beyond)
+        return self.library is not None or bool(self.beyond) or self.generate is not None
 
 
 def _library_story(hunts: dict[str, HuntResult]) -> str | None:
@@ -57,44 +63,60 @@ def _beyond_story(found: HuntResult) -> str | None:
 
 def row_of(result: Any) -> HeldApartRow:
     """The row of one `run.BugResult` (its bug, its hunts by tool, its planting error)."""
-    hunts: dict[str, HuntResult] = result.hunts
+    all_hunts: dict[str, HuntResult] = result.hunts
+    hunts = {name: found for name, found in all_hunts.items() if name != GENERATE}
     beyond = {
         name: story for name, found in hunts.items() if (story := _beyond_story(found)) is not None
     }
+    generated = all_hunts.get(GENERATE)
     return HeldApartRow(
         result.bug.id,
         _library_story(hunts),
         beyond,
-        {name: found.seconds for name, found in hunts.items()},
+        {name: found.seconds for name, found in all_hunts.items()},
+        generated.found_in.story if generated and generated.found_in else None,
         result.error,
     )
 
 
-def _cell(row: HeldApartRow, tools: Sequence[str]) -> str:
+def _cell(row: HeldApartRow, tools: Sequence[str], generated: bool) -> str:
     library = f"library: {row.library or '-'}"
     beyond = ", ".join(f"{name} in {row.beyond[name]}" for name in tools if name in row.beyond)
-    times = ", ".join(f"{name} {row.seconds.get(name, 0.0):.0f} s" for name in tools)
-    return f"{library:<40} beyond: {beyond or '-':<52} ({times})"
+    shown = [*tools, GENERATE] if generated else list(tools)
+    times = ", ".join(f"{name} {row.seconds.get(name, 0.0):.0f} s" for name in shown)
+    cell = f"{library:<40} beyond: {beyond or '-':<52}"
+    if generated:
+        cell += f" generate: {row.generate or '-':<20}"
+    return f"{cell} ({times})"
 
 
-def held_apart_lines(results: Sequence[Any], tools: Sequence[str], generate_note: str) -> list[str]:
+def held_apart_lines(results: Sequence[Any], names: Sequence[str], generate_note: str) -> list[str]:
     """The held-apart section: a line per bug, then the totals line (`bugzoo held-apart: ...`).
-    `generate_note` says why `generate` has no column (it is not in the tree)."""
+    `names` are the hunters that ran (`generate` among them when it did); `generate_note` says
+    how generate ran, or why it has no column."""
     rows = [row_of(result) for result in results]
+    generated = GENERATE in names
+    tools = [name for name in names if name != GENERATE]
     lines = ["held-apart set (written without reading the stories; hunted beyond the base runs):"]
     for row in rows:
-        text = f"  error: {row.error}" if row.error else _cell(row, tools)
+        text = f"  error: {row.error}" if row.error else _cell(row, tools, generated)
         lines.append(f"  {row.bug_id:<46} {text}")
     planted = [row for row in rows if not row.error]
     total = len(planted)
     library = sum(row.library is not None for row in planted)
     beyond = sum(bool(row.beyond) for row in planted)
     either = sum(row.caught for row in planted)
-    per_tool = {name: sum(row.seconds.get(name, 0.0) for row in planted) for name in tools}
+    per_tool = {name: sum(row.seconds.get(name, 0.0) for row in planted) for name in names}
     times = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in per_tool.items())
+    if generated:
+        alone = sum(row.generate is not None for row in planted)
+        generate_note = f"generate alone {alone}/{total} ({generate_note})"
+    else:
+        generate_note = f"generate: {generate_note}"
     lines.append(
         f"bugzoo held-apart: library base runs caught {library}/{total}, "
-        f"{' + '.join(tools)} beyond the base runs {beyond}/{total}, any {either}/{total}; "
-        f"generate: {generate_note}; hunts took {sum(per_tool.values()):.0f} s ({times})"
+        f"{' + '.join(tools) or 'no hunter'} beyond the base runs {beyond}/{total}, "
+        f"{generate_note}, "
+        f"any {either}/{total}; hunts took {sum(per_tool.values()):.0f} s ({times})"
     )
     return lines

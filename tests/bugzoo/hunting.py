@@ -37,6 +37,7 @@ __all__ = [
     "clean_tree_passes",
     "copy_tree",
     "detect_tools",
+    "environment",
     "hunt",
     "run_segment",
 ]
@@ -175,7 +176,8 @@ def copy_tree(destination: Path, source: Path = ROOT) -> Path:
     return destination
 
 
-def _environment(tree: Path) -> dict[str, str]:
+def environment(tree: Path) -> dict[str, str]:
+    """The environment a tool runs in: the scratch `tree` first on the path, fixed hashing."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "COLUMNS"))}
     env.update(PYTHONPATH=str(tree), PYTHONHASHSEED="0", COLUMNS="200", NO_COLOR="1")
     return env
@@ -185,7 +187,7 @@ def _agentsim(tree: Path, args: list[str], timeout: float) -> subprocess.Complet
     return subprocess.run(
         [sys.executable, "-m", "scenarios.cli", *args],
         cwd=tree,
-        env=_environment(tree),
+        env=environment(tree),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -282,7 +284,7 @@ def run_segment(
         done = subprocess.run(
             [sys.executable, str(tree / HUNT_SCRIPT), str(spec_path)],
             cwd=tree,
-            env=_environment(tree),
+            env=environment(tree),
             capture_output=True,
             text=True,
             timeout=max(timeout, 0.1),

@@ -38,7 +38,8 @@ from tests.bugzoo.catalogue import (  # noqa: E402
     stories_for,
     unknown_classes,
 )
-from tests.bugzoo.held_apart_report import held_apart_lines  # noqa: E402
+from tests.bugzoo.generate_hunt import hunt_generate  # noqa: E402
+from tests.bugzoo.held_apart_report import GENERATE, held_apart_lines  # noqa: E402
 from tests.bugzoo.hunting import (  # noqa: E402
     HuntResult,
     Tool,
@@ -51,6 +52,21 @@ from tests.bugzoo.hunting import (  # noqa: E402
 from tests.bugzoo.model import Bug, PatchError, apply_bug  # noqa: E402
 
 LIBRARY = Path("scenarios") / "library"
+
+
+@dataclass(frozen=True)
+class GenerateRun:
+    """How generate hunts each held-apart bug."""
+
+    examples: int
+    seed: int
+    limit_s: float
+
+    def describe(self) -> str:
+        return (
+            f"generate ({self.examples} examples, seed {self.seed}, at most {self.limit_s:g} s "
+            "per held-apart bug)"
+        )
 
 
 @dataclass
@@ -106,6 +122,26 @@ def _parser() -> argparse.ArgumentParser:
         help="hunt the held-apart set (bugs_held_apart.py) instead of the measured set, beyond "
         "the base runs, and report it apart (--only may name bugs of either set)",
     )
+    parser.add_argument(
+        "--hunters",
+        metavar="NAMES",
+        default="fuzz,explore,generate",
+        help="the hunters to run, of fuzz, explore and generate, comma-separated (all that the "
+        "tree has; generate hunts held-apart bugs only)",
+    )
+    parser.add_argument(
+        "--generate-examples",
+        type=int,
+        default=2000,
+        help="scenarios generate draws per held-apart bug, if the time limit allows (2000)",
+    )
+    parser.add_argument("--generate-seed", type=int, default=0, help="generate's fixed seed (0)")
+    parser.add_argument(
+        "--generate-limit-s",
+        type=float,
+        default=300.0,
+        help="seconds of generate per held-apart bug at most (300)",
+    )
     parser.add_argument("--keep", metavar="DIR", help="keep the scratch trees in DIR")
     parser.add_argument(
         "--rev",
@@ -144,6 +180,7 @@ def _hunt_bug(
     budget_s: float,
     beyond_base: bool = False,
     keep: bool = False,
+    generate: GenerateRun | None = None,
 ) -> BugResult:
     result = BugResult(bug, len(stories))
     tree = scratch / bug.id
@@ -157,6 +194,15 @@ def _hunt_bug(
         paths = [tree / LIBRARY / story.name for story in stories]
         for tool in tools:
             result.hunts[tool.name] = hunt(tree, tool, paths, budget_s, clean, beyond_base)
+        if generate is not None and bug.held_apart:
+            result.hunts[GENERATE] = hunt_generate(
+                tree,
+                clean,
+                bug.areas,
+                examples=generate.examples,
+                seed=generate.seed,
+                limit_s=generate.limit_s,
+            )
     finally:
         if not keep:
             shutil.rmtree(tree, ignore_errors=True)
@@ -227,15 +273,24 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
                 f"({unknown_classes(story)}); it counts for platform bugs only"
             )
     plans = {bug.id: stories_for(bug.areas, library) for bug in bugs}
+    wanted = {word.strip() for word in args.hunters.split(",") if word.strip()}
+    unknown = wanted - {"fuzz", "explore", GENERATE}
+    if unknown:
+        raise SystemExit(f"unknown hunter(s) {sorted(unknown)}; known: fuzz, explore, generate")
     tools, notes = detect_tools(clean, args.examples, args.crash_points, args.interleavings)
+    tools = [tool for tool in tools if tool.name in wanted]
+    generate, generate_note = _generate_run(args, clean, wanted, bugs)
     for note in notes:
         _say(f"bugzoo: {note}")
-    names = [tool.name for tool in tools]
-    _say(
-        f"bugzoo: {len(bugs)} bugs; {'; '.join(tool.describe() for tool in tools)}, split "
-        f"over each bug's stories; at most {args.budget_s:g} s per tool and bug; "
-        f"{args.jobs} jobs"
-    )
+    names = [tool.name for tool in tools] + ([GENERATE] if generate is not None else [])
+    described = [tool.describe() for tool in tools]
+    if described:
+        described[-1] += (
+            f", split over each bug's stories; at most {args.budget_s:g} s per tool and bug"
+        )
+    if generate is not None:
+        described.append(generate.describe())
+    _say(f"bugzoo: {len(bugs)} bugs; {'; '.join(described)}; {args.jobs} jobs")
     started = time.monotonic()
     results: list[BugResult] = []
 
@@ -249,6 +304,7 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
             args.budget_s,
             args.beyond_base or bug.held_apart,
             keep=bool(args.keep),
+            generate=generate,
         )
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -260,16 +316,23 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
     _report(results, tools, notes)
     held = [result for result in results if result.bug.held_apart]
     if held:
-        for line in held_apart_lines(held, names, _generate_note(clean)):
+        for line in held_apart_lines(held, names, generate_note):
             _say(line)
     return 0
 
 
-def _generate_note(clean: Path) -> str:
-    """Why the held-apart report has no `generate` column."""
-    if agentsim_has(clean, "generate"):
-        return "not measured (agentsim generate exists in this tree; the runner does not run it)"
-    return "not measured (this tree has no agentsim generate)"
+def _generate_run(
+    args: argparse.Namespace, clean: Path, wanted: set[str], bugs: list[Bug]
+) -> tuple[GenerateRun | None, str]:
+    """How generate hunts the held-apart bugs (None: it does not), and the report's note."""
+    if GENERATE not in wanted:
+        return None, "not measured (not among --hunters)"
+    if not any(bug.held_apart for bug in bugs):
+        return None, "not measured (no held-apart bug selected)"
+    if not agentsim_has(clean, GENERATE):
+        return None, "not measured (this tree has no agentsim generate)"
+    run = GenerateRun(args.generate_examples, args.generate_seed, args.generate_limit_s)
+    return run, f"seed {run.seed}, {run.examples} examples, at most {run.limit_s:g} s per bug"
 
 
 def _report(results: list[BugResult], tools: list[Tool], notes: list[str]) -> None:

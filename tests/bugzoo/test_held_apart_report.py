@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tests.bugzoo.catalogue import HELD_APART
+from tests.bugzoo.generate_hunt import generate_areas
 from tests.bugzoo.held_apart_report import held_apart_lines, row_of
 from tests.bugzoo.hunting import HuntResult, StoryOutcome
 from tests.bugzoo.model import Bug
@@ -69,5 +70,30 @@ def test_the_totals_line_counts_each_column_and_the_time() -> None:
     assert "error: hunk 1 occurs 0 times" in lines[4]
     assert lines[-1] == (
         "bugzoo held-apart: library base runs caught 1/3, fuzz beyond the base runs 1/3, "
-        "any 2/3; generate: not measured (x); hunts took 75 s (fuzz 75 s)"
+        "generate: not measured (x), any 2/3; hunts took 75 s (fuzz 75 s)"
     )
+
+
+def test_generate_is_a_column_of_its_own() -> None:
+    generated = _hunt("generate", 100.0)
+    generated.found_in = StoryOutcome("generate-0-1", True, 100.0)
+    alone = _Result(BUG, {"fuzz": _hunt("fuzz", 10.0), "generate": generated})
+    missed = _Result(
+        HELD_APART[1], {"fuzz": _hunt("fuzz", 10.0), "generate": _hunt("generate", 300.0)}
+    )
+    row = row_of(alone)
+    assert row.generate == "generate-0-1" and row.beyond == {} and row.caught
+    lines = held_apart_lines([alone, missed], ["fuzz", "generate"], "seed 0, at most 300 s")
+    assert "generate: generate-0-1" in lines[1]
+    assert lines[-1] == (
+        "bugzoo held-apart: library base runs caught 0/2, fuzz beyond the base runs 0/2, "
+        "generate alone 1/2 (seed 0, at most 300 s), any 1/2; "
+        "hunts took 420 s (fuzz 20 s, generate 400 s)"
+    )
+
+
+def test_a_bugs_areas_map_onto_generates() -> None:
+    assert generate_areas(("fibers", "keepalive")) == ("fibers",)
+    assert generate_areas(("chat", "schedules", "agent_tools")) == ("schedules", "tools", "chat")
+    assert generate_areas(("schedules", "facets")) is None
+    assert generate_areas(("all",)) is None
