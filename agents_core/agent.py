@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from agents_core import observability
-from agents_core.agent_tools.components import AgentTools
 from agents_core.agent_tools.notify import completion_text, milestone_text
 from agents_core.agent_tools.recovery_sweep import RECOVERY_TIMEOUT_MS, RECOVERY_TOTAL_TIMEOUT_MS
 from agents_core.agent_tools.registry import (
@@ -34,24 +33,21 @@ from agents_core.agent_tools.registry import (
 )
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.context import AgentContext
-from agents_core.facets import Facets, encode_owner_path, path_of
+from agents_core.facets import encode_owner_path, path_of
 from agents_core.fiber_ledger import (
     FiberInspection,
-    FiberLedger,
     FiberRecoveryResult,
     StartFiberResult,
 )
-from agents_core.fibers import FiberContext, FiberRunner, stash_current_fiber
+from agents_core.fibers import FiberContext, stash_current_fiber
 from agents_core.host import Connection, Host
-from agents_core.keep_alive import KeepAlive
-from agents_core.lifecycle import Lifecycle
-from agents_core.mcp import MCP_SERVERS_DDL, Mcp
+from agents_core.mcp import MCP_SERVERS_DDL
 from agents_core.options import AgentOptions, RetryOptions, resolve_options
 from agents_core.probes import probe
-from agents_core.recovery import FiberRecoveryContext, Recovery
+from agents_core.recovery import FiberRecoveryContext
+from agents_core.releases.registry import release_named
 from agents_core.run_rows import DurableMemo, statement_effects
-from agents_core.schedule_dispatch import ScheduleDispatch
-from agents_core.schedules import Schedule, Scheduler, ScheduleTiming
+from agents_core.schedules import Schedule, ScheduleTiming
 from agents_core.schema import ensure_schema
 
 __all__ = ["Agent", "Request", "Response"]
@@ -152,36 +148,24 @@ class Agent:
         )
         self._context = context
         """The components' view of this agent (a subclass's components are given it too)."""
-        self._mcp = Mcp(context, self._broadcast_protocol)
-        self._lifecycle = lifecycle = Lifecycle(context, self, self._mcp)
-        self._keep_alive = KeepAlive(context, lifecycle, owner_key)
-        self._fiber_ledger = FiberLedger(context)
-        self._fibers = FiberRunner(context, self._fiber_ledger, self._keep_alive, lifecycle, self)
-        self._recovery = Recovery(context, self._fibers, self._fiber_ledger, self)
-        self._scheduler = Scheduler(context, lifecycle, self, self_path, owner_key)
-        self._schedule_dispatch = ScheduleDispatch(context, lifecycle, self)
-        self._facets = Facets(
-            context,
-            self,
-            self_path,
-            lifecycle=lifecycle,
-            keep_alive=self._keep_alive,
-            recovery=self._recovery,
-            dispatch=self._schedule_dispatch,
-            scheduler=self._scheduler,
-        )
-        # The alarm's sources, in the order the Lifecycle asks them (observable: lifecycle.py).
-        lifecycle.install(self._schedule_dispatch._schedule_alarm_candidates)
-        lifecycle.install(self._keep_alive.alarm_candidates)
-        lifecycle.install(self._recovery._recovery_alarm_candidates)
-        lifecycle.install(self._facets._facet_lease_candidates)
+        self._release = release_named(host.release)
+        """The SDK release this agent runs: the host's choice (what is deployed)."""
+        runtime = self._release.build(context, self, self_path, owner_key)
+        self._mcp = runtime.mcp
+        self._lifecycle = runtime.lifecycle
+        self._keep_alive = runtime.keep_alive
+        self._fiber_ledger = runtime.fiber_ledger
+        self._fibers = runtime.fibers
+        self._recovery = runtime.recovery
+        self._scheduler = runtime.scheduler
+        self._schedule_dispatch = runtime.schedule_dispatch
+        self._facets = runtime.facets
+        self._tools = runtime.tools
         if self._is_facet and host.kv.get("cf_agents_is_facet"):
             # A facet that lived before died on its own: its root still holds the leases that
             # incarnation took. Released at construction, not at startup, because a plain RPC
             # starts an incarnation without startup (docs/divergences.md F3).
             host.tasks.wait_until(self._keep_alive.release_leases_of_earlier_incarnations())
-        self._tools = AgentTools(context, self, lifecycle=lifecycle, keep_alive=self._keep_alive)
-        lifecycle.install_agent_tools(self._tools)
         ensure_schema(host.sql, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
 
     # -- storage ----------------------------------------------------------------------------

@@ -219,6 +219,12 @@ class Host(Protocol):
     def agent_path(self) -> str: ...
 
     @property
+    def release(self) -> str:
+        """The SDK release the deployed code runs (`0.21.0`, ...): the platform's to say, since a
+        deploy decides it; the agent builds that release's components."""
+        ...
+
+    @property
     def incarnation_number(self) -> int:
         """The ordinal of the incarnation this host is bound to (1 for the first); agent code
         may record it, the runtime never reads it."""

@@ -235,6 +235,10 @@ class SimHost:
         return self._record.path
 
     @property
+    def release(self) -> str:
+        return self._incarnation.release
+
+    @property
     def incarnation_number(self) -> int:
         return self._incarnation.number
 

@@ -32,6 +32,8 @@ class Incarnation:
     number: int
     record: AgentRecord
     trigger: str
+    release: str
+    """The SDK release of the code this isolate runs (a facet's is its root's)."""
     alive: bool = True
     agent: Any = None
     host: Host | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from agents_core.releases.registry import DEFAULT_RELEASE
 from sim.alarms import Alarms
 from sim.clients import Client, ServerConnection
 from sim.errors import AgentEvicted, note_construction
@@ -48,6 +49,8 @@ class Platform:
         self.trace = Trace()
         self.faults = faults
         self.faults_active = True
+        self.release = DEFAULT_RELEASE
+        """The SDK release deployed now: what every isolate started from here on runs."""
         self.records: dict[str, AgentRecord] = {}
         self.alarms = Alarms(self)
         self.lifecycle = Lifecycle(self)
@@ -194,7 +197,11 @@ class Platform:
             root = parent_incarnation.isolate
         record.incarnations += 1
         incarnation = Incarnation(
-            number=record.incarnations, record=record, trigger=trigger, root=root
+            number=record.incarnations,
+            record=record,
+            trigger=trigger,
+            release=self.release if root is None else root.release,
+            root=root,
         )
         record.incarnation = incarnation
         if record.parent is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from agents_core.agent import Agent, Request, Response
+from agents_core.releases.registry import DEFAULT_RELEASE, release_named
 from sim import budget as budget_module
 from sim import collector
 from sim.budget import BudgetMeter, RunBudget
@@ -71,6 +72,7 @@ class Simulation:
         *,
         sandbox: bool = True,
         sandbox_allow: tuple[str, ...] = (),
+        sdk: str | None = None,
     ) -> None:
         """`interleave`: let a seed order the timers due at one instant at the groups it names
         (`sim.interleave`); None keeps FIFO order at every instant. `budget`: stop the run with
@@ -78,9 +80,12 @@ class Simulation:
         `sim.budget.DEFAULT_TURN_S` of real time for one stretch of agent code between two
         awaits; `RunBudget.unlimited()` has none at all; events are counted either way, in
         `events`). `sandbox`: fail nondeterministic calls in agent code (`sim.sandbox`);
-        `sandbox_allow`: modules whose calls are let through."""
+        `sandbox_allow`: modules whose calls are let through. `sdk`: the SDK release the agents
+        run (`agents_core.releases`; None: the default), refused when it is not modelled."""
+        release = release_named(sdk if sdk is not None else DEFAULT_RELEASE)
         self.seed = seed
         self.platform = Platform(seed, faults or FaultProfile(name="none"), Kernel(interleave))
+        self.platform.release = release.name
         kernel = self.platform.kernel
         self._meter = meter = BudgetMeter(
             budget or RunBudget.unlimited(turn_s=budget_module.DEFAULT_TURN_S),
