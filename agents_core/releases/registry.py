@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents_core.errors import InvalidArgument
-from agents_core.releases import v0_21
+from agents_core.releases import v0_21, v0_32
 from agents_core.releases.runtime import Build
 
 __all__ = ["DEFAULT_RELEASE", "RELEASES", "Release", "UnknownRelease", "release_named"]
@@ -23,15 +23,24 @@ class Release:
     name: str
     published: str
     build: Build
+    not_built: tuple[str, ...] = ()
+    """What of the release is not modelled yet (empty: all of it is); a run on a release
+    with something left here is a preview, and the tools say so."""
+
+    @property
+    def preview(self) -> bool:
+        return bool(self.not_built)
 
 
 RELEASES: dict[str, Release] = {
     v0_21.NAME: Release(v0_21.NAME, "2026-08-18", v0_21.build),
+    v0_32.NAME: Release(v0_32.NAME, "2026-10-29", v0_32.build, v0_32.NOT_BUILT),
 }
 """Every release the runtime models, oldest first."""
 
 DEFAULT_RELEASE = v0_21.NAME
-"""The release of a run that names none."""
+"""The release of a run that names none: the newest one modelled in full (0.32.0 becomes the
+default once nothing of it is left unbuilt)."""
 
 
 class UnknownRelease(InvalidArgument):

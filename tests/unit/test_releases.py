@@ -3,6 +3,7 @@ components from that release, and a release the runtime does not model is refuse
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,3 +62,17 @@ def test_a_release_builds_the_components_the_agent_uses(monkeypatch: pytest.Monk
     with Simulation(seed=1, sdk="9.0.0") as sim:
         assert sim.call(sim.agent(Plain, "a"), "which") == "9.0.0/9.0.0"
     assert built == ["a"]
+
+
+def test_a_release_modelled_in_part_says_what_it_lacks_and_is_not_the_default() -> None:
+    newest = release_named("0.32.0")
+    assert newest.preview and newest.not_built
+    assert not release_named("0.21.0").preview
+    assert not release_named(DEFAULT_RELEASE).preview
+
+
+def test_what_0_32_lacks_is_listed_in_the_docs_as_in_the_code() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "not-built-yet.md").read_text()
+    section = text.split("## SDK 0.32.0", 1)[1].split("\n## ", 1)[0]
+    listed = [line[2:].rstrip(";.") for line in section.splitlines() if line.startswith("- ")]
+    assert listed == list(release_named("0.32.0").not_built)
