@@ -146,6 +146,21 @@ class Failure(str):
             return LIVENESS if self.kind == BUDGET else self.kind
         return self.label or self.detail[:60]
 
+    def fields(self) -> dict[str, Any]:
+        """The failure's fields as JSON values (what a failure file keeps beside the sentence)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["error"] = None if self.error is None else dataclasses.asdict(self.error)
+        return values
+
+    @classmethod
+    def from_fields(cls, values: dict[str, Any]) -> Failure:
+        """The failure `fields()` gave (a ValueError for an unknown kind or a missing field)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        error = values.get("error")
+        args = {key: value for key, value in values.items() if key in known}
+        args["error"] = None if error is None else RaisedError(error["type"], error["message"])
+        return cls(**args)
+
     @classmethod
     def of_step(
         cls,

@@ -19,6 +19,8 @@ passed or not) so that `agentsim report --html` knows the verdict. The format, v
       "passed": false,
       "kind": "failed",                       ("failed", or "nondeterministic")
       "failures": ["scenarios/library/idle-eviction.yaml:41: expect 4 (state): …"],
+      "failure_values": [{"kind": "expectation", "line": 41, "number": 4, …}],
+                                              (each failure's fields: scenarios.run.failure)
       "digest": "…",                                          (sha256 of the trace)
       "events": 11,
       "replay": "agentsim run scenarios/library/idle-eviction.yaml --seed 7"
@@ -51,7 +53,7 @@ from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import MAX_FILE_BYTES, load_scenario, read_document
 from scenarios.language.schema import Scenario
 from scenarios.run.determinism import run_checked
-from scenarios.run.failure import NONDETERMINISM
+from scenarios.run.failure import NONDETERMINISM, Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 
 __all__ = [
@@ -108,6 +110,9 @@ class RunRecord:
     events: int
     replay: str
     invariants: tuple[str, ...] = ()
+    failure_values: tuple[dict[str, Any], ...] = ()
+    """Each failure's fields (`Failure.fields`), in the order of `failures`; empty in a file an
+    older agentsim wrote."""
     check_determinism: bool = False
     determinism_in_subprocess: bool = False
     abs_path: str = ""
@@ -132,6 +137,7 @@ class RunRecord:
             passed=result.passed,
             kind=kind,
             failures=tuple(f.text for f in result.failures),
+            failure_values=tuple(f.fields() for f in result.failures),
             digest=result.digest,
             events=result.events,
             replay=result.replay,
@@ -152,6 +158,10 @@ class RunRecord:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_json(), encoding="utf-8")
         return path
+
+    def failure_objects(self) -> tuple[Failure, ...]:
+        """The recorded failures as values (empty for a file without `failure_values`)."""
+        return tuple(Failure.from_fields(values) for values in self.failure_values)
 
     def scenario_file(self) -> str:
         """The scenario as it can be opened from here: the path as given, else the absolute one
@@ -176,6 +186,7 @@ _KEY_ORDER = (
     "passed",
     "kind",
     "failures",
+    "failure_values",
     "digest",
     "events",
     "replay",
@@ -194,6 +205,7 @@ _TYPES: dict[str, Any] = {
     "passed": bool,
     "kind": str,
     "failures": list,
+    "failure_values": list,
     "digest": str,
     "events": int,
     "replay": str,
@@ -236,6 +248,9 @@ def read_run_record(path: str | Path) -> RunRecord:
         raise ValueError(f"{path}: kind {data['kind']!r}; allowed: {list(KINDS)}")
     values = {key: data[key] for key in _KEY_ORDER if key in data}
     values["failures"] = tuple(str(f) for f in values["failures"])
+    values["failure_values"] = tuple(
+        dict(v) for v in values.get("failure_values", ()) if isinstance(v, dict)
+    )
     values["invariants"] = tuple(str(name) for name in values.get("invariants", ()))
     values.setdefault("passed", False)
     values.setdefault("kind", "failed")

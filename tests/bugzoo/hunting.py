@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scenarios.hunt.findings import findings
+from scenarios.run.failures import read_run_record
+
 __all__ = [
     "Budget",
     "HuntResult",
@@ -50,7 +53,6 @@ _FINDING = re.compile(r"^(FOUND|FAIL|FLAKY)\b", re.M)
 _FAILURE_LINE = re.compile(r"^\s+- (.+)$", re.M)
 _REPRODUCER = re.compile(r"^\s*reproducer: (\S+)\s*$", re.M)
 _WHERE = re.compile(r"^\S+\.yaml(:\d+)?: ")
-_FINDING_WORDS = re.compile(r"\binvariants?\b|\bliveness:")
 
 
 @dataclass(frozen=True)
@@ -236,10 +238,10 @@ def detect_tools(
 
 
 def _first_failure(output: str) -> str:
-    """The first failure that is a finding (an invariant or liveness), else the first one."""
+    """The first failure the tool listed under its finding (the tool decided, by `is_finding`,
+    which failures those are), else its first line."""
     failures = _FAILURE_LINE.findall(output) or output.strip().splitlines()[:1] or [""]
-    findings = [f for f in failures if _FINDING_WORDS.search(f)]
-    return _WHERE.sub("", " ".join((findings or failures)[0].split()))
+    return _WHERE.sub("", " ".join(failures[0].split()))
 
 
 def _outcome(tree: Path, line: dict[str, Any]) -> StoryOutcome:
@@ -327,13 +329,24 @@ def clean_tree_passes(clean: Path, tree: Path, outcome: StoryOutcome) -> bool:
             continue
         copy = replay / f"{number}-{path.name}"
         copy.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-        args = ["run", str(copy), "--invariants", "all", "--failures", str(replay / "failures")]
+        written = replay / f"failures-{number}"
+        shutil.rmtree(written, ignore_errors=True)
+        args = ["run", str(copy), "--invariants", "all", "--failures", str(written)]
         try:
             done = _agentsim(clean, args, 300)
         except subprocess.TimeoutExpired:
             continue
-        failures = _FAILURE_LINE.findall(done.stdout)
-        if done.returncode == 0 or not any(_FINDING_WORDS.search(f) for f in failures):
+        if done.returncode == 0 or not _clean_run_has_a_finding(written):
+            return True
+    return False
+
+
+def _clean_run_has_a_finding(written: Path) -> bool:
+    """Whether the failure file the clean tree's run wrote holds a finding, by the hunt's own
+    rule (`is_finding`, with a step's own checks not counted, as `--invariants-only` has it)."""
+    for path in sorted(written.glob("*.json")):
+        record = read_run_record(path)
+        if findings(record.failure_objects(), story=False):
             return True
     return False
 

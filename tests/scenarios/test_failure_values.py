@@ -281,3 +281,27 @@ def test_fuzz_and_explore_agree_that_a_send_the_fault_disconnected_is_no_finding
     assert not fuzzed.found, fuzzed.report()
     explored = Exploration(base, crash_points=40, interleavings=0, out_dir=tmp_path / "x").run()
     assert explored.points_run > 0 and not explored.found, explored.report()
+
+
+def test_a_failure_file_keeps_each_failure_as_its_fields(tmp_path: Path) -> None:
+    """The record written for a failed run holds every failure's fields, read back as the same
+    values (a tool that reads failure files decides findings by `is_finding`, never by text)."""
+    from scenarios.run.failures import RunRecord, read_run_record
+
+    result = run_scenario(parse_scenario(BROKEN, "broken.yaml"), invariants=("all",))
+    assert not result.passed
+    path = RunRecord.of(result).write(tmp_path / "leaky.json")
+    back = read_run_record(path).failure_objects()
+    assert back == result.failures
+    assert [f.fields() for f in back] == [f.fields() for f in result.failures]
+    assert findings(back, story=False) == findings(result.failures, story=False)
+
+
+def test_a_failure_file_of_an_older_agentsim_reads_with_no_values(tmp_path: Path) -> None:
+    from scenarios.run.failures import RunRecord, read_run_record
+
+    result = run_scenario(parse_scenario(BROKEN, "broken.yaml"), invariants=("all",))
+    data = json.loads(RunRecord.of(result).to_json())
+    del data["failure_values"]
+    (tmp_path / "old.json").write_text(json.dumps(data), encoding="utf-8")
+    assert read_run_record(tmp_path / "old.json").failure_objects() == ()
