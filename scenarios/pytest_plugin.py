@@ -234,8 +234,8 @@ def _fresh_sim_per_example(item: pytest.Item, used: _Used) -> None:
     from hypothesis import HealthCheck
     from hypothesis import settings as Settings
 
+    from scenarios.hunt.explanations import hide_agentsim
     from sim import Simulation
-    from sim.explanations import hide_agentsim
 
     hide_agentsim()  # its explanations name the user's lines, as under sim.strategies
     used.hypothesis = True

@@ -14,8 +14,10 @@ writes are kept, in order, in `journal`: replaying it into an empty database mus
 committed state (the `turns_atomic` invariant checks exactly that).
 
 Matching is linear-time: a fault's `match` is an RE2 pattern (`compile_match`), so no pattern
-can make a statement's match backtrack for ever. Reads from outside a run's code (a scenario's
-`query` expectation) go through `read`, which an SQLite authorizer keeps read-only: no write,
+can make a statement's match backtrack for ever. The injector only matches: the statement
+shapes a hunt aims its faults at, and the groups it spreads them over, are the hunt's
+(`scenarios.hunt.statement_shapes`). Reads from outside a run's code (a scenario's `query`
+expectation) go through `read`, which an SQLite authorizer keeps read-only: no write,
 no ATTACH, no PRAGMA that changes anything.
 
 Idle agents go cold: when an agent's incarnation ends the platform parks its storage (`park`),
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,9 +48,6 @@ __all__ = [
     "StorageError",
     "StorageFault",
     "compile_match",
-    "fault_group",
-    "shape_pattern",
-    "statement_shape",
 ]
 
 KV_TABLE = "_cf_KV"
@@ -62,14 +60,6 @@ Write = tuple[str, tuple[Any, ...]]
 """One statement that changed (or may have changed) the database, with its parameters."""
 
 _READS = ("SELECT", "PRAGMA", "EXPLAIN")
-_SHAPE = re.compile(
-    r"^\s*(?P<kind>INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|"
-    r"DELETE\s+FROM|SELECT|CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)(?:\s+IF\s+NOT\s+EXISTS)?|"
-    r"DROP\s+(?:TABLE|INDEX)(?:\s+IF\s+EXISTS)?|ALTER\s+TABLE|WITH|PRAGMA)\s*"
-    r"(?P<table>\"?[A-Za-z_][A-Za-z0-9_]*\"?)?",
-    re.IGNORECASE,
-)
-_FROM = re.compile(r"\bFROM\s+\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 
 MATCH_MAX_LENGTH = 1000
 """The longest `match` pattern accepted (a statement shape is a few dozen characters)."""
@@ -116,56 +106,6 @@ def is_write(statement: str) -> bool:
 _WRITES: dict[str, bool] = {}
 """`is_write` by statement text: agent code runs the same few dozen statements over and over."""
 _WRITES_MAX = 4096
-
-
-def statement_shape(statement: str) -> tuple[str, str]:
-    """(kind, table) of a statement: `('UPDATE', 'cf_agents_runs')`, `('SELECT', 'counts')`;
-    what the hunt groups statements by. The kind is the leading keyword(s) in upper case; the
-    table is the first table named ('' when none is)."""
-    match = _SHAPE.match(statement)
-    if match is None:
-        word = statement.split(None, 1)[0].upper() if statement.strip() else ""
-        return word, ""
-    kind = " ".join(match.group("kind").upper().split())
-    kind = kind.replace(" INTO", "").replace(" FROM", "").replace(" IF NOT EXISTS", "")
-    kind = kind.replace(" IF EXISTS", "")
-    table = (match.group("table") or "").strip('"')
-    if kind in ("SELECT", "WITH"):
-        found = _FROM.search(statement)
-        table = found.group(1) if found else ""
-    return kind, table
-
-
-def fault_group(statement: str) -> tuple[str, str]:
-    """What the hunts spread their faults over: `statement_shape`, except that every schema
-    statement (CREATE, DROP, ALTER) is one group, `('schema', '')`. An incarnation's schema set-up
-    is one step of its startup whichever table a statement names; fifteen groups of it would
-    crowd out the writes and reads recovery rests on."""
-    kind, table = statement_shape(statement)
-    if kind.startswith(("CREATE", "DROP", "ALTER")):
-        return "schema", ""
-    return kind, table
-
-
-def shape_pattern(statement: str) -> str:
-    """An anchored regex for the statements of `statement`'s shape (its leading keywords and
-    first table, as written): `^UPDATE cf_agents_runs\\b` for any UPDATE of that table. What a
-    reproducer's `match:` says; faults match statements with their whitespace collapsed."""
-    kind, table = statement_shape(statement)
-    words = statement.split()
-    if not words:
-        return "^$"
-
-    def pattern(head: list[str]) -> str:
-        end = r"\b" if re.match(r"\w", head[-1][-1:]) else ""
-        return "^" + " ".join(re.escape(word) for word in head) + end
-
-    if table and kind not in ("SELECT", "WITH"):
-        for index, word in enumerate(words):
-            if word.strip('"(').lower() == table.lower():
-                return pattern(words[: index + 1])
-    head = pattern(words[: len(kind.split())])
-    return head + (r".* FROM " + re.escape(table) + r"\b" if table else "")
 
 
 class StorageError(Exception):

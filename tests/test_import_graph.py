@@ -29,12 +29,18 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "reports": frozenset(),
 }
 
+# The imports against the table that are meant: file -> the governed packages it may import
+# beyond its package's row, and why.
+EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
+    "sim/strategies.py": (
+        frozenset({"scenarios"}),
+        "re-exports the Hypothesis API (scenarios.hunt.strategies) where tests import it from",
+    ),
+}
+
 # Arrows against the table that main still has; each names the issue that removes it. strict: the
 # mark fails the test once the arrow is gone, so that it is taken off with the arrow.
-KNOWN_ARROWS = {
-    ("sim", "scenarios"): "issue 20: sim/strategies.py imports scenarios.hunt (to move there)",
-    ("sim", "hypothesis"): "issue 20: sim/strategies.py holds the Hypothesis API (to move out)",
-}
+KNOWN_ARROWS: dict[tuple[str, str], str] = {}
 KNOWN_CIRCLES = {
     "sim": "issue 20: sim's two-file circles (clients/incarnation, host/stubs, model/simulation)",
 }
@@ -135,10 +141,12 @@ def top_level_imports(package: str) -> dict[str, set[str]]:
     """For each governed package `package` imports: the files that import it."""
     out: dict[str, set[str]] = {}
     for name, path in modules_of(package).items():
+        where = path.relative_to(ROOT).as_posix()
+        allowed = EXCEPTIONS.get(where, (frozenset(), ""))[0]
         for imported in imported_names(name, path.read_text(encoding="utf-8"), False):
             top = imported.partition("\0")[0].split(".")[0]
-            if top in GOVERNED and top != package:
-                out.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+            if top in GOVERNED and top != package and top not in allowed:
+                out.setdefault(top, set()).add(where)
     return out
 
 

@@ -9,12 +9,12 @@ instant after its commit (`kind: crash-after-commit` on the turn's last write).
 A point is written as one step put just before the base step the statement ran in, with no `at:`
 so the timeline stays the base run's (after the last step for the liveness phase): the agent
 (`alias/name/...` for a sub-agent), the statement's shape as an anchored pattern
-(`sim.sqlite.shape_pattern`) and `skip`, how many statements of that agent matching it ran
-between that step's start and the target. Points that die the same way at the same instant
+(`statement_shapes.shape_pattern`) and `skip`, how many statements of that agent matching it
+ran between that step's start and the target. Points that die the same way at the same instant
 (agent, shape, kind, place in the turn) are one point. A budget is spent in strata: points are
 grouped by (agent role, kind, shape, the code that issued it; an incarnation's schema statements
-are one group, see `sim.sqlite.fault_group`) and taken round-robin, writes before reads and the
-rarest first, each group's in spread order (first, last, middle, ...), so every table and
+are one group, see `statement_shapes.fault_group`) and taken round-robin, writes before reads
+and the rarest first, each group's in spread order (first, last, middle, ...), so every table and
 statement kind is crashed on before any is crashed on twice. Whether a point lands where it
 should is checked on its run (`landed`): a point whose fault fired elsewhere, or never, is set
 aside rather than reported.
@@ -27,9 +27,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scenarios.hunt.emit import InsertedStep
+from scenarios.hunt.fault_draws import CodeSite, fault_place
+from scenarios.hunt.statement_shapes import shape_pattern, statement_shape
 from scenarios.run.runner import ExecutedStatement, ScenarioResult
-from sim.fault_draws import CodeSite, fault_place
-from sim.sqlite import StorageFault, is_write, shape_pattern, statement_shape
+from sim.sqlite import StorageFault, is_write
 from sim.trace import format_sim_time
 
 __all__ = ["NOTE", "CrashPoint", "all_points", "choose", "fault_records", "landed", "spread"]
@@ -184,7 +185,7 @@ Stratum = tuple[str, str, tuple[str, str], CodeSite]
 
 
 def strata(points: Iterable[CrashPoint]) -> dict[Stratum, list[CrashPoint]]:
-    """Points by (agent role, kind, fault group, code site: `sim.fault_draws.fault_place`, as
+    """Points by (agent role, kind, fault group, code site: `fault_draws.fault_place`, as
     fuzz groups its sites), in the order each stratum first occurs. The code site tells apart
     one shape issued by different code, such as the DELETE of a recovered run row and the
     DELETE of a finished fiber's."""

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scenarios.hunt.fault_draws import StatementSite, site_groups, sites_of
 from scenarios.language.parse_agents import NAME_PATTERN
 from scenarios.language.schema import Scenario
 from scenarios.run.runner import ExecutedStatement
-from sim.fault_draws import StatementSite, site_groups, sites_of
 
 __all__ = ["StatementSite", "site_groups", "statement_sites", "target_of"]
 
@@ -44,5 +44,5 @@ def statement_sites(
     scenario: Scenario, statements: Sequence[ExecutedStatement]
 ) -> list[StatementSite]:
     """Every statement of the base run that a step can name, in the order they ran (the
-    counting is `sim.fault_draws.sites_of`, shared with `sim.strategies`)."""
+    counting is `fault_draws.sites_of`, shared with the Hypothesis API)."""
     return sites_of(statements, lambda path: target_of(scenario, path))

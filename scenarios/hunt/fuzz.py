@@ -45,6 +45,16 @@ from scenarios.hunt.emit import (
     keep_always,
     retitle,
 )
+from scenarios.hunt.fault_draws import (
+    FAULT_KINDS,
+    MIN_HORIZON_MS,
+    SEED_LIMIT,
+    Fault,
+    Schedule,
+    fault_options,
+    schedules,
+    times,
+)
 from scenarios.hunt.fault_sites import site_groups, statement_sites
 from scenarios.hunt.findings import findings
 from scenarios.hunt.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
@@ -62,16 +72,6 @@ from scenarios.language.schema import (
 from scenarios.run.failure import INVARIANT, Failure
 from scenarios.run.runner import ScenarioResult, invariant_names, run_scenario
 from sim.checkers import CHECKERS
-from sim.fault_draws import (
-    FAULT_KINDS,
-    MIN_HORIZON_MS,
-    SEED_LIMIT,
-    Fault,
-    Schedule,
-    fault_options,
-    schedules,
-    times,
-)
 from sim.probes import coverage_line
 
 if TYPE_CHECKING:
@@ -339,7 +339,7 @@ class _Fuzzer:
         return failed
 
     def strategy(self, kinds: Sequence[str], max_steps: int) -> st.SearchStrategy[Schedule]:
-        # The drawing itself is `sim.fault_draws`, shared with `sim.strategies`.
+        # The drawing itself is `fault_draws`, shared with the Hypothesis API (`strategies`).
         st = _hypothesis().strategies
         horizon = max([MIN_HORIZON_MS, *(t.end_ms for t in self.base_result.timings)])
         clients = list(

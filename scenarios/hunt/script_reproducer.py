@@ -1,4 +1,4 @@
-"""A `sim.strategies` script written as a scenario file: the reproducer of a Python property.
+"""A `FaultDriver` script written as a scenario file: the reproducer of a Python property.
 
 A `FaultDriver` writes down what it did as scenario steps (calls, evictions, deploys, storage
 faults, reconnects, time passing); `write_script` turns that into a scenario file that fails as
@@ -26,12 +26,16 @@ from scenarios.language.parse_agents import NAME_PATTERN
 from scenarios.run.failure import EXPECTATION, STEP, Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 from sim.checkers import InvariantViolation
-from sim.strategies import UnstatedFailure
 
 if TYPE_CHECKING:
-    from sim.strategies import Script
+    from scenarios.hunt.fault_driver import Script
 
-__all__ = ["script_text", "write_script"]
+__all__ = ["UnstatedFailure", "script_text", "write_script"]
+
+
+class UnstatedFailure(ValueError):
+    """A failure a scenario file cannot check (a test's own `assert`): no reproducer is written,
+    since a file that passes would claim the bug is gone."""
 
 
 def script_text(

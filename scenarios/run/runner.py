@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import sim
+from scenarios.hunt.fault_draws import CodeSite
 from scenarios.language.schema import Scenario
 from scenarios.run.expect import check_expectations
 from scenarios.run.failure import BUDGET, INVARIANT, LIVENESS, Failure, RaisedError
@@ -35,7 +36,6 @@ from scenarios.run.steps import StepRunner
 from sim import Simulation, Trace
 from sim.budget import BUDGET_NAMES, DEFAULT_BUDGET, BudgetExceeded, RunBudget
 from sim.checkers import CHECKERS, LIVENESS_GRACE_MS, check, context_from
-from sim.fault_draws import CodeSite
 from sim.interleave import Interleave, Reordering, draw_points
 from sim.liveness import DEADLINE_EXTENSION_MAX_MS, busy_report, durable_deadline, format_gap
 from sim.trace import format_sim_time

@@ -11,7 +11,7 @@ import pytest
 from scenarios import parse_scenario, run_scenario
 from scenarios.hunt.fault_sites import site_groups, statement_sites, target_of
 from scenarios.hunt.fuzz import fuzz_scenario
-from sim.sqlite import fault_group
+from scenarios.hunt.statement_shapes import fault_group
 
 TALLY = """\
 name: tally

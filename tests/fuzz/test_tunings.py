@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from scenarios.cli import main
+from scenarios.hunt.fault_draws import FAULT_KINDS
 from scenarios.hunt.fuzz import FUZZ_KINDS, fuzz_scenario
 from scenarios.hunt.tunings import TUNE_NOTE, TUNINGS, tunable, tune_text
 from scenarios.language.loader import parse_scenario
-from sim.fault_draws import FAULT_KINDS
 from tests.fuzz.test_fuzz import STEADY, scenario
 
 BLOCK = """\

@@ -106,6 +106,6 @@ def test_the_failing_example_is_named_for_the_test_and_explained_by_user_lines(
     assert "Failing test case: test_explained(" in done.stdout, done.stdout[-3000:]
     explanation = done.stdout.split("Explanation:")[1].split("---")[0]
     assert re.search(r"test_hyp\.py:\d+", explanation), done.stdout[-3000:]
-    from sim.explanations import AGENTSIM_FOLDERS
+    from scenarios.hunt.explanations import AGENTSIM_FOLDERS
 
     assert not any(folder in explanation for folder in AGENTSIM_FOLDERS), explanation

@@ -18,6 +18,7 @@ from scenarios.hunt.emit import add_expectation, insert_steps
 from scenarios.hunt.explore import Exploration
 from scenarios.hunt.explore_outcome import breaks
 from scenarios.hunt.interleavings import Planner
+from scenarios.hunt.statement_shapes import fault_group
 from scenarios.language.loader import load_scenario, parse_scenario
 from scenarios.run.failure import (
     EXPECTATION,
@@ -30,7 +31,7 @@ from scenarios.run.failure import (
     RaisedError,
 )
 from scenarios.run.runner import ExecutedStatement, run_scenario
-from sim.sqlite import fault_group, is_write
+from sim.sqlite import is_write
 from tests.scenarios.helpers import LIBRARY, ROOT
 
 SUMMARY = re.compile(r"^\d+ crash points, \d+ interleavings, \d+ failures$")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, given, settings
 
+from scenarios.hunt.explanations import AGENTSIM_FOLDERS
 from sim import Simulation
 from sim.checkers import InvariantViolation, assert_invariants
-from sim.explanations import AGENTSIM_FOLDERS
 from sim.strategies import Fault, FaultDriver, Schedule, fault_schedules, without_explain
 from tests.strategies.agents import HastyResearcher
 

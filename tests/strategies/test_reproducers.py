@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant, rule
 
+from scenarios.hunt.fault_draws import Fault, Schedule
 from scenarios.hunt.reproducers import FlakyFinding
 from scenarios.language.loader import load_scenario
 from scenarios.workloads import Counter
 from sim import AgentEvicted, Simulation, StorageError
 from sim.checkers import InvariantViolation, assert_invariants
-from sim.fault_draws import Fault, Schedule
 from sim.kernel import IncarnationKilled
 from sim.strategies import (
     AgentMachine,

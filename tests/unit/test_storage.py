@@ -128,7 +128,7 @@ def test_the_journal_holds_exactly_the_committed_writes(sim: Simulation) -> None
 
 def test_statement_shapes_name_kind_and_table() -> None:
     """The hunt groups statements by kind and table."""
-    from sim.sqlite import statement_shape
+    from scenarios.hunt.statement_shapes import statement_shape
 
     assert statement_shape("UPDATE cf_agents_runs SET snapshot = ?") == ("UPDATE", "cf_agents_runs")
     assert statement_shape("  insert or replace into t (a) values (1)") == (
@@ -249,7 +249,8 @@ def test_background_work_started_by_a_dying_turn_leaves_no_unawaited_coroutine(
 
 def test_shape_patterns_match_every_statement_of_the_shape_and_read_plainly() -> None:
     """`match:` patterns the hunt writes: anchored, the statement's own words, whitespace-blind."""
-    from sim.sqlite import StorageFault, shape_pattern
+    from scenarios.hunt.statement_shapes import shape_pattern
+    from sim.sqlite import StorageFault
 
     update = shape_pattern("UPDATE cf_agents_runs SET snapshot = ? WHERE id = ?")
     assert update == r"^UPDATE cf_agents_runs\b"

@@ -1,14 +1,15 @@
 """What a hunt draws: faults, fault schedules and the statement sites storage faults aim at.
 
 This is the one place that says how faults are drawn with Hypothesis, shared by `agentsim fuzz`
-(`scenarios.hunt.fuzz`, over a scenario file) and by `sim.strategies` (over agents a Python test
-drives). It lives in `sim`, below both, and knows nothing of the scenario language: a target
-is whatever name the caller acts on (a scenario alias, or `alias/name` for a sub-agent), a
-`Fault` is an action name with arguments (`evict`, `deploy`, `arm_storage_fault`,
-`reconnect`, `call`, `request`: the scenario language's step kinds, which are also what
-`Simulation` offers), and a statement site is read off statements the caller recorded with
-`Platform.statement_observer`. The strategies are built from a Hypothesis `strategies` module
-passed in, so that importing `sim` never imports Hypothesis (a test extra).
+(`scenarios.hunt.fuzz`, over a scenario file) and by the Hypothesis API
+(`scenarios.hunt.strategies`, over agents a Python test drives). It knows nothing of the
+scenario language: a target is whatever name the caller acts on (a scenario alias, or
+`alias/name` for a sub-agent), a `Fault` is an action name with arguments (`evict`, `deploy`,
+`arm_storage_fault`, `reconnect`, `call`, `request`: the scenario language's step kinds, which
+are also what `Simulation` offers), and a statement site is read off statements the caller
+recorded with `Platform.statement_observer`. The strategies are built from a Hypothesis
+`strategies` module passed in, so that importing this module never imports Hypothesis (a test
+extra).
 
 How the draw goes: each example first draws which kinds of fault it may use at all (swarm
 testing), then one to `max_steps` faults among those kinds, and a seed (the base one or any).
@@ -25,7 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from sim.sqlite import fault_group, is_write, shape_pattern, statement_shape
+from scenarios.hunt.statement_shapes import fault_group, shape_pattern, statement_shape
+from sim.sqlite import is_write
 
 __all__ = [
     "CodeSite",
@@ -181,7 +183,7 @@ def sites_of(
 def site_groups(sites: Sequence[StatementSite]) -> list[list[StatementSite]]:
     """Sites grouped by (agent, fault group, code site), groups in order of first appearance.
     The fault group is the statement's shape, with every schema statement one group
-    (`sim.sqlite.fault_group`); the code site tells apart one shape issued by different code
+    (`statement_shapes.fault_group`); the code site tells apart one shape issued by different code
     (a recovery's DELETE of a run row and a finished fiber's), so each gets its share of the
     draws. Schema statements have no site: all of them are one step of startup."""
     groups: dict[tuple[object, ...], list[StatementSite]] = {}
@@ -192,7 +194,7 @@ def site_groups(sites: Sequence[StatementSite]) -> list[list[StatementSite]]:
 
 def fault_place(statement: str, site: CodeSite) -> tuple[tuple[str, str], CodeSite]:
     """Where a hunt's fault lands, as both hunts group it: the statement's fault group
-    (`sim.sqlite.fault_group`) and the code site that issued it, except for schema statements,
+    (`statement_shapes.fault_group`) and the code site that issued it, except for schema statements,
     which have none (each CREATE is a line of its own, and all of them are one step of
     startup)."""
     group = fault_group(statement)

@@ -8,8 +8,9 @@ their agent that only failing runs took. `hide_agentsim` adds agentsim's package
 (`agents_core`, `sim`, `scenarios`, `reports`, by absolute path) to the locations Hypothesis
 leaves out. Hypothesis offers no public setting for this, so it extends the list its explain
 phase reads (`hypothesis.internal.scrutineer.UNHELPFUL_LOCATIONS`); if a Hypothesis release
-moves that list, nothing is hidden, and the test of this module says so. Importing
-`sim.strategies` calls it.
+moves that list, nothing is hidden, and the test of this module says so. Importing the
+Hypothesis API (`scenarios.hunt.strategies`, or `sim.strategies`) calls it, and so does the
+pytest plugin's `sim` fixture in a Hypothesis test.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["AGENTSIM_FOLDERS", "hide_agentsim"]
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 AGENTSIM_FOLDERS = tuple(
     str(_ROOT / name) for name in ("agents_core", "sim", "scenarios", "reports")
 )
