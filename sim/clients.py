@@ -12,12 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from sim.incarnation import Incarnation
+from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = ["Client", "ClientEvent", "ServerConnection"]
+
+
+class Bound(Protocol):
+    """What a connection asks of the incarnation it is bound to (`sim.incarnation.Incarnation`,
+    which holds its connections, so this module names it only through this Protocol): whether
+    it still lives."""
+
+    @property
+    def alive(self) -> bool: ...
+
+
+IncarnationT = TypeVar("IncarnationT", bound=Bound)
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class Client:
     agent_path: str
     name: str
     timeline: list[ClientEvent] = field(default_factory=list)
-    connection: ServerConnection | None = None
+    connection: ServerConnection[Any] | None = None
     _platform: Any = field(default=None, repr=False)
 
     @property
@@ -86,16 +95,16 @@ class Client:
         self.timeline.append(ClientEvent(kind, t_ms, data))
 
 
-class ServerConnection:
+class ServerConnection(Generic[IncarnationT]):
     """The agent's side of one connection (satisfies `agents_core.host.Connection`)."""
 
     def __init__(
         self,
         connection_id: str,
         client: Client,
-        incarnation: Incarnation,
-        on_send: Callable[[ServerConnection, Any], None],
-        on_close: Callable[[ServerConnection, int, str], None],
+        incarnation: IncarnationT,
+        on_send: Callable[[ServerConnection[IncarnationT], Any], None],
+        on_close: Callable[[ServerConnection[IncarnationT], int, str], None],
     ) -> None:
         self._id = connection_id
         self.client = client

@@ -49,7 +49,7 @@ class Incarnation:
     """The token of the one idle timer that acts; None when none is pending."""
     idle_timer_at: int | None = None
     tasks: dict[SimTask, None] = field(default_factory=dict)
-    connections: dict[str, ServerConnection] = field(default_factory=dict)
+    connections: dict[str, ServerConnection[Incarnation]] = field(default_factory=dict)
     callers: dict[SimDeferred, None] = field(default_factory=dict)
     end_reason: str | None = None
     root: Incarnation | None = None

@@ -373,16 +373,18 @@ class Platform:
         if connection.incarnation.alive:
             self.deliver(record, "close", on_close, label="close")
 
-    def _send_frame(self, connection: ServerConnection, frame: Any) -> None:
+    def _send_frame(self, connection: ServerConnection[Incarnation], frame: Any) -> None:
         record = connection.incarnation.record
         self.platform_event(record, "connection:frame", connection=connection.id, frame=frame)
         connection.client._saw("frame", self.kernel.now_ms, frame)
 
-    def _server_close(self, connection: ServerConnection, code: int, reason: str) -> None:
+    def _server_close(
+        self, connection: ServerConnection[Incarnation], code: int, reason: str
+    ) -> None:
         self._close_connection(connection, code, reason, by="agent")
 
     def _close_connection(
-        self, connection: ServerConnection, code: int, reason: str, by: str
+        self, connection: ServerConnection[Incarnation], code: int, reason: str, by: str
     ) -> None:
         connection.open = False
         incarnation = connection.incarnation
