@@ -10,16 +10,25 @@ a call delivers nothing. Attribute access gives the same thing as a method:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sim.errors import AgentEvicted
 from sim.kernel import Gone, SimDeferred
 
 if TYPE_CHECKING:
-    from sim.host import SimHost
     from sim.incarnation import AgentRecord, PlatformCore
 
-__all__ = ["SimAgentStub", "invoke_method"]
+__all__ = ["Caller", "SimAgentStub", "invoke_method"]
+
+
+class Caller(Protocol):
+    """The incarnation's host a stub is fenced by (`sim.host.SimHost`, which hands out stubs, so
+    this module names it only through this Protocol)."""
+
+    def _dead(self) -> bool:
+        """Whether the caller's incarnation is dead (inside its dying step it raises
+        `IncarnationKilled` instead)."""
+        ...
 
 
 async def invoke_method(instance: Any, method: str, args: Any, kwargs: Any) -> Any:
@@ -37,7 +46,7 @@ async def invoke_method(instance: Any, method: str, args: Any, kwargs: Any) -> A
 class SimAgentStub:
     """`agents_core.host.AgentStub` for an agent reached from inside the same isolate."""
 
-    def __init__(self, platform: PlatformCore, record: AgentRecord, caller: SimHost | None) -> None:
+    def __init__(self, platform: PlatformCore, record: AgentRecord, caller: Caller | None) -> None:
         self._platform = platform
         self._record = record
         self._caller = caller
