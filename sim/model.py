@@ -10,7 +10,7 @@ matches answers (else the default). A reply is what the model streams for one ca
         ],
         default=text("ok"),
     )
-    register_model(sim, "model", model)
+    sim.register_model(model)  # the service "model", the one chat agents open
 
 Replies: `text(content, chunks=n)`, `tool_calls(call(...), ...)`, `stall(ms, then=reply)`,
 `fail(message, after_chunks=n)`; a list `[a, b]` answers the rule's first match with `a`, the
@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sim.prng import Stream
-    from sim.simulation import Simulation
 
 __all__ = [
     "ModelError",
@@ -49,7 +48,6 @@ __all__ = [
     "continuing",
     "fail",
     "offers",
-    "register_model",
     "stall",
     "text",
     "tool_calls",
@@ -354,11 +352,3 @@ class ScriptedModel:
             json.dumps(frozen.get("messages", []), sort_keys=True).encode()
         ).hexdigest()[:12]
         return self.reply_for(frozen).events(_Ctx(digest, latency))
-
-
-def register_model(sim: Simulation, name: str, model: ScriptedModel) -> ScriptedModel:
-    """Make `model` the upstream service `name` (what chat agents open streams to)."""
-    if not isinstance(model, ScriptedModel):
-        raise TypeError(f"register_model takes a ScriptedModel, got {model!r}")
-    sim.register_service(name, model)
-    return model

@@ -25,7 +25,7 @@ from sim.faults import FaultProfile
 from sim.incarnation import AgentRecord
 from sim.interleave import Interleave, Reordering
 from sim.kernel import Kernel, SimDeferred
-from sim.model import ScriptedModel, register_model
+from sim.model import ScriptedModel
 from sim.pending import event_is_live
 from sim.platform import Platform
 from sim.sandbox import Policy
@@ -425,9 +425,12 @@ class Simulation:
         return fault
 
     def register_model(self, model: ScriptedModel, name: str = "model") -> ScriptedModel:
-        """A scripted model provider chat agents stream from (`sim.model`); `model` by default,
-        the service chat agents open."""
-        return register_model(self, name, model)
+        """Make `model`, a scripted model provider (`sim.model`), the upstream service `name`
+        that chat agents stream from; `model` by default, the service chat agents open."""
+        if not isinstance(model, ScriptedModel):
+            raise TypeError(f"register_model takes a ScriptedModel, got {model!r}")
+        self.register_service(name, model)
+        return model
 
     def register_service(self, name: str, service: Service) -> None:
         """An upstream service agents can stream from (see `sim.upstream`)."""

@@ -64,7 +64,6 @@ PUBLIC = {
         "continuing",
         "fail",
         "offers",
-        "register_model",
         "stall",
         "text",
         "tool_calls",

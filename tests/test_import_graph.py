@@ -41,9 +41,7 @@ EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
 # Arrows against the table that main still has; each names the issue that removes it. strict: the
 # mark fails the test once the arrow is gone, so that it is taken off with the arrow.
 KNOWN_ARROWS: dict[tuple[str, str], str] = {}
-KNOWN_CIRCLES = {
-    "sim": "issue 20: sim's two-file circles (clients/incarnation, host/stubs, model/simulation)",
-}
+KNOWN_CIRCLES: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:

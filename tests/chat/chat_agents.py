@@ -21,7 +21,6 @@ from sim.model import (
     after_tool,
     call,
     offers,
-    register_model,
     text,
     tool_calls,
     when,
@@ -167,13 +166,11 @@ def progress_frames(frames: Sequence[Any], part: str = "data-agent-progress") ->
 
 def worker_model(sim: Simulation, steps: list[Any], answer: str = "done") -> ScriptedModel:
     """A model that calls `work` with `steps` once, then answers `answer`."""
-    return register_model(
-        sim,
-        "model",
+    return sim.register_model(
         ScriptedModel(
             rules=[
                 when(after_tool("work"), reply=text(answer, delay_ms=10)),
                 when(offers("work"), reply=tool_calls(call("work", {"steps": steps}), delay_ms=10)),
             ]
-        ),
+        )
     )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sim import Simulation
-from sim.model import ScriptedModel, asked, fail, register_model, stall, text, when
+from sim.model import ScriptedModel, asked, fail, stall, text, when
 from tests.chat.chat_agents import (
     HOSTS,
     AiChatChild,
@@ -34,7 +34,7 @@ def error_frames(frames: list[Any]) -> list[dict[str, Any]]:
 def test_T013_a_think_child_completes_with_its_answer_as_summary(sim: Simulation) -> None:
     """A Think child started over RPC answers `running` at once and settles `completed` with the
     assistant text as summary, having been asked the input as pretty JSON."""
-    model = register_model(sim, "model", ScriptedModel(default=text("The answer is 42.", 3)))
+    model = sim.register_model(ScriptedModel(default=text("The answer is 42.", 3)))
     ref = sim.agent(ThinkChild, "c")
     started_at = sim.now_ms
     assert sim.call(ref, "start_agent_tool_run", {"q": "x"}, "run-1") == {
@@ -54,7 +54,7 @@ def test_T014_an_ai_chat_child_gives_summary_and_output_and_five_chunks(sim: Sim
     """An AIChatAgent child's summary and output are both the final assistant text, and a tail
     attached at start carries its five chunks in order (what the parent forwards between its
     `started` and `finished`)."""
-    register_model(sim, "model", ScriptedModel(default=text("Summary text", delay_ms=100)))
+    sim.register_model(ScriptedModel(default=text("Summary text", delay_ms=100)))
     ref = sim.agent(AiChatChild, "c")
     sim.call(ref, "start_agent_tool_run", "summarise this", "run-1")
     tail = sim.call(ref, "open_agent_tool_tail", "run-1")
@@ -69,7 +69,7 @@ def test_T014_an_ai_chat_child_gives_summary_and_output_and_five_chunks(sim: Sim
 def test_T015_stored_chunks_are_contiguous_single_chunks(sim: Simulation) -> None:
     """A completed AIChatAgent run's chunks are numbered 0..n-1, each body one UI chunk object,
     and `after_sequence=0` returns exactly the rest."""
-    register_model(sim, "model", ScriptedModel(default=text("one two three", chunks=3)))
+    sim.register_model(ScriptedModel(default=text("one two three", chunks=3)))
     ref = sim.agent(AiChatChild, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     wait_settled(sim, ref, "run-1")
@@ -83,10 +83,8 @@ def test_T015_stored_chunks_are_contiguous_single_chunks(sim: Simulation) -> Non
 def test_T016_think_summary_is_the_answer_and_no_text_still_completes(sim: Simulation) -> None:
     """A Think run's summary is its assistant text with no error; a run whose model says
     nothing still completes, with summary ""."""
-    register_model(
-        sim,
-        "model",
-        ScriptedModel(rules=[when(asked("silent"), reply=text(""))], default=text("Spoken.")),
+    sim.register_model(
+        ScriptedModel(rules=[when(asked("silent"), reply=text(""))], default=text("Spoken."))
     )
     ref = sim.agent(ThinkChild, "c")
     sim.call(ref, "start_agent_tool_run", "speak", "run-1")
@@ -107,7 +105,7 @@ def test_T016_think_summary_is_the_answer_and_no_text_still_completes(sim: Simul
 def test_T020_a_completed_run_leaves_no_bookkeeping(sim: Simulation, host: type) -> None:
     """After a run completes — one whose tail made the snoop negatively cache an unrelated turn's
     request id — the last-error, pre-turn-id, request-id and live-sequence maps are empty."""
-    register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=200)))
+    sim.register_model(ScriptedModel(default=text("abc", chunks=3, delay_ms=200)))
     ref = sim.agent(host, "c")
     unrelated = sim.start_call(ref, "save_messages", [user("unrelated")])
     sim.run_for(100)
@@ -137,7 +135,7 @@ def test_T020_a_completed_run_leaves_no_bookkeeping(sim: Simulation, host: type)
 def test_T021_an_ai_chat_stream_error_fails_the_run_and_is_broadcast(sim: Simulation) -> None:
     """A model stream failing with "model stream failed" settles the AIChatAgent run `error`
     with that message, and the child broadcasts one error frame for it."""
-    register_model(sim, "model", ScriptedModel(default=fail("model stream failed", 3)))
+    sim.register_model(ScriptedModel(default=fail("model stream failed", 3)))
     ref = sim.agent(AiChatChild, "c")
     client = sim.connect(ref)
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
@@ -153,9 +151,7 @@ def test_T021_an_ai_chat_stream_error_fails_the_run_and_is_broadcast(sim: Simula
 def test_T022_an_unrelated_error_never_contaminates_a_run(sim: Simulation, host: type) -> None:
     """An unrelated turn's error frame, and a sibling run's stream error, leave a run that
     streamed cleanly `completed` with no error; only the failing run is `error`."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[
                 when(
@@ -164,7 +160,7 @@ def test_T022_an_unrelated_error_never_contaminates_a_run(sim: Simulation, host:
                 when(asked("bad"), reply=fail("bad run", 2, in_band=True, delay_ms=50)),
             ],
             default=text("fine", delay_ms=50),
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     unrelated = sim.start_call(ref, "save_messages", [user("unrelated")])
@@ -184,7 +180,7 @@ def test_T022_an_unrelated_error_never_contaminates_a_run(sim: Simulation, host:
 def test_T023_an_in_band_error_without_a_tailer_fails_the_run(sim: Simulation, host: type) -> None:
     """With nobody tailing, an in-band error chunk still settles the run `error` with the
     stream's message."""
-    register_model(sim, "model", ScriptedModel(default=fail("quota exceeded", 2, in_band=True)))
+    sim.register_model(ScriptedModel(default=fail("quota exceeded", 2, in_band=True)))
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     wait_settled(sim, ref, "run-1")
@@ -199,7 +195,7 @@ def test_T028_a_chunk_landing_during_the_backlog_drain_is_forwarded(
 ) -> None:
     """A chunk stored and broadcast while a new tail drains its backlog reaches the tail, once,
     between the backlog and the later live chunks."""
-    register_model(sim, "model", ScriptedModel(default=text("abcd", chunks=4, delay_ms=1_000)))
+    sim.register_model(ScriptedModel(default=text("abcd", chunks=4, delay_ms=1_000)))
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     sim.run_for(2_500)
@@ -221,7 +217,7 @@ def test_T029_progress_and_milestone_frames_in_the_attach_window_are_forwarded(
 ) -> None:
     """A progress frame (never stored) and a milestone (stored, S2) landing during the drain
     both reach the tail with their bodies verbatim."""
-    register_model(sim, "model", ScriptedModel(default=text("abcd", chunks=4, delay_ms=1_000)))
+    sim.register_model(ScriptedModel(default=text("abcd", chunks=4, delay_ms=1_000)))
     ref = sim.agent(host, "c")
     client = sim.connect(ref)
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
@@ -247,15 +243,13 @@ def test_T030_a_cold_counter_is_realigned_after_a_child_restart(sim: Simulation)
     """After a real eviction the run's stream holds chunks 0, 1, 2 (the interrupted turn's, which
     the recovered turn continues) and there is no live counter; a tail drains 0..2, the counter
     is realigned to 3, and the next live chunk, the recovered turn's first, is sequence 3."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             default=[
                 text("xxxxxxxx", chunks=8, delay_ms=1_000),
                 text("rest", chunks=4, delay_ms=1_000),
             ]
-        ),
+        )
     )
     ref = sim.agent(AiChatChild, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
@@ -288,7 +282,7 @@ def test_T030_a_cold_counter_is_realigned_after_a_child_restart(sim: Simulation)
 def test_T031_a_cancelled_tailer_does_not_starve_its_sibling(sim: Simulation, host: type) -> None:
     """Of two tails on one run, closing one leaves the other receiving every later chunk; the
     run itself goes on."""
-    register_model(sim, "model", ScriptedModel(default=text("abcd", chunks=4, delay_ms=500)))
+    sim.register_model(ScriptedModel(default=text("abcd", chunks=4, delay_ms=500)))
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     first = sim.call(ref, "open_agent_tool_tail", "run-1")
@@ -315,7 +309,7 @@ def test_T031_a_cancelled_tailer_does_not_starve_its_sibling(sim: Simulation, ho
 def test_T032_a_child_cancelled_while_running_is_aborted(sim: Simulation, host: type) -> None:
     """Cancelling a running run stops its turn, closes its tails and seals it `aborted` (Think's
     inspection carries the reason, AIChatAgent's does not)."""
-    model = register_model(sim, "model", ScriptedModel(default=stall(60_000, then=text("late"))))
+    model = sim.register_model(ScriptedModel(default=stall(60_000, then=text("late"))))
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     tail = sim.call(ref, "open_agent_tool_tail", "run-1")
@@ -338,7 +332,7 @@ def test_a_run_whose_keep_alive_lease_fails_is_settled_as_error(
     """When the headless turn cannot take its keepAlive lease (a storage error arming the
     heartbeat), the turn never starts: the run is settled `error` with that error and its tail
     closes, instead of looking live for good while a parent waits on it."""
-    model = register_model(sim, "model", ScriptedModel(default=text("never asked")))
+    model = sim.register_model(ScriptedModel(default=text("never asked")))
     ref = sim.agent(host, "c")
     sim.run_for(1)
     sim.arm_storage_fault(ref, "error", match=r"^SELECT value FROM _cf_KV\b")
@@ -358,7 +352,7 @@ def test_E16_think_shows_stored_chunks_only_once_settled(sim: Simulation) -> Non
     """Mid-run a Think child's chunks are hidden (its row has no stream id until the terminal
     update) while an AIChatAgent child's are visible; after an eviction reconciled the row,
     Think still shows none."""
-    register_model(sim, "model", ScriptedModel(default=text("abcd", chunks=4, delay_ms=1_000)))
+    sim.register_model(ScriptedModel(default=text("abcd", chunks=4, delay_ms=1_000)))
     think, ai_chat = sim.agent(ThinkChild, "t"), sim.agent(AiChatChild, "a")
     for ref in (think, ai_chat):
         sim.call(ref, "start_agent_tool_run", "go", "run-1")
@@ -371,10 +365,8 @@ def test_E16_think_shows_stored_chunks_only_once_settled(sim: Simulation) -> Non
     ]
     sim.run_for(10_000)
     assert len(sim.call(think, "get_agent_tool_chunks", "run-1")) == 8
-    register_model(
-        sim,
-        "model",
-        ScriptedModel(default=[stall(60_000, then=text("x")), text("recovered", delay_ms=100)]),
+    sim.register_model(
+        ScriptedModel(default=[stall(60_000, then=text("x")), text("recovered", delay_ms=100)])
     )
     sim.call(think, "start_agent_tool_run", "again", "run-2")
     sim.run_for(1_000)
@@ -388,7 +380,7 @@ def test_E16_think_shows_stored_chunks_only_once_settled(sim: Simulation) -> Non
 def test_E25_the_hosts_differ_in_input_message_and_request_body(sim: Simulation) -> None:
     """AIChatAgent asks with message id `agent-tool-<runId>-input` and body
     `{"agentToolInput": input}`; Think asks with a random id and no body."""
-    model = register_model(sim, "model", ScriptedModel(default=text("ok", delay_ms=100)))
+    model = sim.register_model(ScriptedModel(default=text("ok", delay_ms=100)))
     think, ai_chat = sim.agent(ThinkChild, "t"), sim.agent(AiChatChild, "a")
     for ref in (think, ai_chat):
         sim.call(ref, "start_agent_tool_run", {"k": 1}, "run-1")

@@ -15,7 +15,6 @@ from sim.model import (
     after_tool,
     call,
     offers,
-    register_model,
     text,
     tool_calls,
     when,
@@ -190,15 +189,13 @@ def test_T091_S2_a_milestone_survives_an_eviction_in_the_answer(
     """Seed S2: a milestone reached before an eviction is still in the child's answer after chat
     recovery continued the turn, and still in `inspect().milestones`."""
     steps = [["progress", {"milestone": "half-way"}]]
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[
                 when(after_tool("work"), reply=text("wxyz", chunks=4, delay_ms=1_000)),
                 when(offers("work"), reply=tool_calls(call("work", {"steps": steps}), delay_ms=10)),
             ]
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")

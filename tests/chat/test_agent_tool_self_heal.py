@@ -11,7 +11,7 @@ import pytest
 from agents_core.chat.child_runs import INTERRUPTED_BEFORE_FINISH
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from sim import Simulation
-from sim.model import ScriptedModel, continuing, fail, register_model, stall, text, when
+from sim.model import ScriptedModel, continuing, fail, stall, text, when
 from tests.chat.chat_agents import HOSTS, ThinkChild, chunk_types, row, user
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
@@ -33,13 +33,11 @@ def interrupt(
     """Start a run whose turn gets `first_reply`, evict the child `at_ms` later, wake it (its
     recovery runs) and return the ref. Continuation requests get `recovered_reply`, as does
     every later request."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[when(continuing(), reply=recovered_reply)],
             default=[first_reply, recovered_reply],
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", run_id)
@@ -128,7 +126,7 @@ def test_T100_the_newest_active_row_is_rebound_to_the_recovered_turn(
 def test_T101_a_facet_that_never_ran_as_a_child_is_left_alone(sim: Simulation, host: type) -> None:
     """A plain chat turn recovered on an agent that never ran a child: no child-run table is
     created (Think) and no row is touched."""
-    register_model(sim, "model", ScriptedModel(default=[SLOW, text("after", delay_ms=100)]))
+    sim.register_model(ScriptedModel(default=[SLOW, text("after", delay_ms=100)]))
     ref = sim.agent(host, "c")
     sim.start_call(ref, "save_messages", [user("hi")])
     sim.run_for(2_500)
@@ -148,13 +146,11 @@ def test_T101_a_settled_row_is_not_rebound_by_an_unrelated_recovery(
 ) -> None:
     """A completed run's row keeps its request id and status when a later plain chat turn is
     interrupted and recovered."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[when(continuing(), reply=text("after", delay_ms=100))],
             default=[text("done", delay_ms=100), SLOW],
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
@@ -173,10 +169,8 @@ def test_T101_a_settled_row_is_not_rebound_by_an_unrelated_recovery(
 def test_T101_only_the_newest_of_two_active_rows_is_rebound(sim: Simulation, host: type) -> None:
     """With two runs active at the eviction (one streaming, one queued), the rebind picks the
     newest row only; the older keeps its request id."""
-    register_model(
-        sim,
-        "model",
-        ScriptedModel(rules=[when(continuing(), reply=text("after", delay_ms=100))], default=SLOW),
+    sim.register_model(
+        ScriptedModel(rules=[when(continuing(), reply=text("after", delay_ms=100))], default=SLOW)
     )
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "first", "run-1")

@@ -10,7 +10,7 @@ import pytest
 
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from sim import Simulation
-from sim.model import ScriptedModel, register_model, stall, text
+from sim.model import ScriptedModel, stall, text
 from tests.chat.chat_agents import HOSTS, read_tail, row
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
 def stalled_run(sim: Simulation, host: type, tail: bool = True) -> tuple[Any, str, str | None]:
     """A run whose model says nothing for a minute; (ref, its request id, a tail id)."""
-    register_model(sim, "model", ScriptedModel(default=stall(60_000, then=text("late"))))
+    sim.register_model(ScriptedModel(default=stall(60_000, then=text("late"))))
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     tail_id = sim.call(ref, "open_agent_tool_tail", "run-1") if tail else None

@@ -15,7 +15,6 @@ from sim.model import (
     call,
     continuing,
     offers,
-    register_model,
     text,
     tool_calls,
     when,
@@ -48,9 +47,7 @@ def test_a_parent_model_fans_out_two_researchers_and_both_summaries_return(
 ) -> None:
     """The parent model calls the researcher twice in one step; both children run side by side
     and the model is called back with both summaries."""
-    model = register_model(
-        sim,
-        "model",
+    model = sim.register_model(
         ScriptedModel(
             rules=[
                 when(after_tool("researcher"), reply=text("Both summaries are in.")),
@@ -62,7 +59,7 @@ def test_a_parent_model_fans_out_two_researchers_and_both_summaries_return(
                 ),
             ],
             default=text("Findings.", chunks=3, delay_ms=1_000),
-        ),
+        )
     )
     parent = sim.agent(Assistant, "p")
     start = sim.now_ms
@@ -81,9 +78,7 @@ def test_an_isolate_evicted_mid_tool_is_healed_on_both_sides(sim: Simulation) ->
     """Parent and child die together while the child streams; after the restart the parent's
     turn is continued, re-issues the same tool call (same run id), the child's own recovery
     finishes its answer, and the parent's model answers with the summary."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[
                 when(after_tool("researcher"), reply=text("Summary is in.")),
@@ -91,7 +86,7 @@ def test_an_isolate_evicted_mid_tool_is_healed_on_both_sides(sim: Simulation) ->
                 when(continuing(), reply=text(" and more.", delay_ms=500)),
             ],
             default=text("Findings", chunks=4, delay_ms=1_000),
-        ),
+        )
     )
     parent = sim.agent(Assistant, "p")
     sim.start_call(parent, "save_messages", [user("research x")])
@@ -117,9 +112,7 @@ def test_the_same_seed_gives_the_same_trace() -> None:
 
     def digest(seed: int) -> str:
         sim = Simulation(seed=seed)
-        register_model(
-            sim,
-            "model",
+        sim.register_model(
             ScriptedModel(
                 rules=[
                     when(after_tool("researcher"), reply=text("Summary is in.")),
@@ -128,7 +121,7 @@ def test_the_same_seed_gives_the_same_trace() -> None:
                     ),
                 ],
                 default=text("Findings", chunks=4),
-            ),
+            )
         )
         parent = sim.agent(Assistant, "p")
         sim.start_call(parent, "save_messages", [user("research x")])

@@ -18,7 +18,6 @@ from sim.model import (
     after_tool,
     asked,
     call,
-    register_model,
     text,
     tool_calls,
     when,
@@ -172,9 +171,7 @@ def notice_keys(sim: Simulation, ref: AgentRef) -> list[str]:
 
 
 def reply_model(sim: Simulation, reply: Any = None) -> ScriptedModel:
-    return register_model(
-        sim, "model", ScriptedModel(default=reply or text("Noted.", delay_ms=100))
-    )
+    return sim.register_model(ScriptedModel(default=reply or text("Noted.", delay_ms=100)))
 
 
 # -- T-76, T-77: the finish notification ------------------------------------------------------
@@ -347,13 +344,11 @@ def test_T079_a_react_milestone_is_one_user_turn_and_one_reply(sim: Simulation, 
 def test_T073_a_delivery_arriving_mid_turn_runs_after_the_turn(sim: Simulation, host: type) -> None:
     """A detached finish delivered while a user turn streams waits on the turn queue: the hook
     runs after the turn ended, and the notification and its reply follow the turn's answer."""
-    model = register_model(
-        sim,
-        "model",
+    model = sim.register_model(
         ScriptedModel(
             rules=[when(asked("Background task"), reply=text("Noted.", delay_ms=100))],
             default=text("a slow answer", chunks=4, delay_ms=1_000),
-        ),
+        )
     )
     ref = sim.agent(host, "p")
     turn = sim.start_call(ref, "save_messages", [user("hi")])
@@ -381,16 +376,14 @@ def test_a_cancel_from_inside_a_turn_is_answered_after_that_turn(
 ) -> None:
     """A tool that cancels the detached run delivers `aborted` inline, inside the turn; the
     notification's reply turn waits for that turn to end instead of deadlocking on it."""
-    model = register_model(
-        sim,
-        "model",
+    model = sim.register_model(
         ScriptedModel(
             rules=[
                 when(after_tool("cancel_job"), reply=text("Cancelled it.")),
                 when(asked("Background task"), reply=text("Noted.")),
                 when(asked("stop"), reply=tool_calls(call("cancel_job", {"run_id": "r1"}))),
             ]
-        ),
+        )
     )
     cancelling = {ThinkParent: CancellingThinkParent, AiChatParent: CancellingAiChatParent}[host]
     ref = sim.agent(cancelling, "p")

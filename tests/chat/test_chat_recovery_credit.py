@@ -15,7 +15,7 @@ from agents_core.chat.parent import (
     CHAT_RECOVERY_PROGRESS_KEY,
 )
 from sim import AgentRef, Simulation
-from sim.model import ScriptedModel, register_model, stall, text
+from sim.model import ScriptedModel, stall, text
 from tests.chat.chat_agents import ThinkChild, user
 from tests.chat.test_chat_parent_notify import PARENTS
 
@@ -35,7 +35,7 @@ def test_T150_forwarded_child_chunks_credit_at_most_once_per_window(
 ) -> None:
     """A silent child earns nothing; a streaming child credits on its first chunk, not again
     within 5 s, again once the window passed; after a restart the first chunk credits at once."""
-    register_model(sim, "model", ScriptedModel(default=text("ok")))
+    sim.register_model(ScriptedModel(default=text("ok")))
     ref = sim.agent(host, "p")
     sim.call(ref, "dispatch", "quiet", [["sleep", 3_000], ["hang"]], True)
     sim.run_for(3_000)
@@ -120,7 +120,7 @@ def test_T099_classification_is_scoped_to_a_run(sim: Simulation) -> None:
 def test_T099_a_real_interrupted_turn_is_in_progress_until_recovered(sim: Simulation) -> None:
     """A turn an eviction interrupted is in-progress before recovery has seen it (its fiber row
     is orphaned) and while it runs, and none once the recovered turn answered."""
-    register_model(sim, "model", ScriptedModel(default=[stall(60_000), text("recovered")]))
+    sim.register_model(ScriptedModel(default=[stall(60_000), text("recovered")]))
     ref = sim.agent(Classified, "c")
     sim.start_call(ref, "save_messages", [user("hi")])
     sim.run_for(1_000)

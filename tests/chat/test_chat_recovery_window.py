@@ -11,7 +11,7 @@ import pytest
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
 from sim import AgentRef, Simulation
-from sim.model import ScriptedModel, continuing, register_model, stall, text, when
+from sim.model import ScriptedModel, continuing, stall, text, when
 from tests.chat.chat_agents import HOSTS, user
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
@@ -45,7 +45,7 @@ def test_a_turn_that_makes_no_progress_is_given_up_after_the_window(
     """The model never answers; every minute an eviction cuts the attempt short. The recoveries
     within 5 min of the first detection run; the first one after it gives the turn up
     (`no_progress_timeout`, well before `max_chat_recovery_attempts`) and nothing runs again."""
-    model = register_model(sim, "model", ScriptedModel(default=stall(3_600_000)))
+    model = sim.register_model(ScriptedModel(default=stall(3_600_000)))
     ref = sim.agent(host, "c")
     sim.start_call(ref, "save_messages", [user("go")])
     interrupt_repeatedly(sim, host, ref, 8)
@@ -71,7 +71,7 @@ def test_a_turn_that_streams_between_interruptions_keeps_being_recovered(
     """Each recovered attempt streams a little of its answer before the next eviction: the
     counter rises every time, so the window never closes, even 8 minutes on."""
     slow = text("x" * 40, chunks=40, delay_ms=20_000)
-    register_model(sim, "model", ScriptedModel(rules=[when(continuing(), slow)], default=slow))
+    sim.register_model(ScriptedModel(rules=[when(continuing(), slow)], default=slow))
     ref = sim.agent(host, "c")
     sim.start_call(ref, "save_messages", [user("go")])
     interrupt_repeatedly(sim, host, ref, 8)
@@ -95,7 +95,7 @@ def test_a_forwarded_child_chunk_counts_as_the_parents_progress(
             self._on_agent_tool_stream_progress()
 
     Orchestrating.__name__ = f"Orchestrating{host.__name__}"
-    register_model(sim, "model", ScriptedModel(default=stall(3_600_000)))
+    sim.register_model(ScriptedModel(default=stall(3_600_000)))
     ref = sim.agent(Orchestrating, "c")
     sim.start_call(ref, "save_messages", [user("go")])
 

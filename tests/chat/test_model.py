@@ -17,7 +17,6 @@ from sim.model import (
     continuing,
     fail,
     offers,
-    register_model,
     stall,
     text,
     tool_calls,
@@ -145,13 +144,11 @@ def test_after_tool_and_continuing_read_the_host_request() -> None:
 
 def test_stall_delays_the_reply_and_alone_times_out(sim: Simulation) -> None:
     """`stall(ms, then=...)` holds the first chunk back by `ms`; a bare stall raises after it."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[when(asked("late"), reply=stall(5_000, then=text("x", delay_ms=10)))],
             default=stall(3_000),
-        ),
+        )
     )
     ref = sim.agent(Reader, "r")
     start = sim.now_ms
@@ -182,7 +179,7 @@ def test_latency_is_seeded() -> None:
 
 def test_a_reader_sees_chunks_at_their_delays(sim: Simulation) -> None:
     """Through the platform, each chunk arrives after its delay on the agent's clock."""
-    register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
+    sim.register_model(ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
     ref = sim.agent(Reader, "r")
     start = sim.now_ms
     times = [t - start for t, _ in sim.call(ref, "read", request("x"))]
@@ -196,4 +193,4 @@ def test_misuse_is_named() -> None:
     with pytest.raises(TypeError, match=r"when\(reply=\) takes a reply"):
         when(lambda r: True, reply="hello")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="register_model takes a ScriptedModel"):
-        register_model(None, "model", object())  # type: ignore[arg-type]
+        Simulation(seed=1).register_model(object())  # type: ignore[arg-type]

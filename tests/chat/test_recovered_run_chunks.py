@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sim import Simulation
-from sim.model import ScriptedModel, continuing, register_model, text, when
+from sim.model import ScriptedModel, continuing, text, when
 from tests.chat.chat_agents import HOSTS, AiChatChild, chunk_types, read_tail, row
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
@@ -25,10 +25,8 @@ RECOVERED = text("wxyz", chunks=4, delay_ms=500)
 
 def evicted_mid_answer(sim: Simulation, host: type) -> tuple[Any, list[dict[str, Any]]]:
     """A run whose child is evicted 2.5 s into its answer, and what a tail had read by then."""
-    register_model(
-        sim,
-        "model",
-        ScriptedModel(rules=[when(continuing(), reply=RECOVERED)], default=[FIRST, RECOVERED]),
+    sim.register_model(
+        ScriptedModel(rules=[when(continuing(), reply=RECOVERED)], default=[FIRST, RECOVERED])
     )
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")

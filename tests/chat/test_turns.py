@@ -17,7 +17,6 @@ from sim.model import (
     call,
     continuing,
     fail,
-    register_model,
     stall,
     text,
     tool_calls,
@@ -72,7 +71,7 @@ def test_a_turn_streams_every_chunk_stores_it_and_persists_the_answer(
 ) -> None:
     """Each UI chunk is stored (index 0, 1, …) and broadcast with the turn's id; a done frame
     ends the turn; the assistant message is persisted."""
-    register_model(sim, "model", ScriptedModel(default=text("Hello there", chunks=2)))
+    sim.register_model(ScriptedModel(default=text("Hello there", chunks=2)))
     ref = sim.agent(host, "c")
     client = sim.connect(ref)
     result = sim.call(ref, "save_messages", [user("hi")])
@@ -123,9 +122,7 @@ def test_tool_calls_run_in_parallel_and_a_failing_tool_is_reported(
 ) -> None:
     """Two calls run side by side (each 1 s, both done after 1 s); a call that raises becomes
     a tool-output-error the model sees."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[when(after_tool(), reply=text("ok", delay_ms=10))],
             default=tool_calls(
@@ -134,7 +131,7 @@ def test_tool_calls_run_in_parallel_and_a_failing_tool_is_reported(
                 call("work", {"steps": [["raise", "boom"]]}),
                 delay_ms=10,
             ),
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     start = sim.now_ms
@@ -149,7 +146,7 @@ def test_tool_calls_run_in_parallel_and_a_failing_tool_is_reported(
 
 def test_turns_run_one_at_a_time_in_submission_order(sim: Simulation, host: type) -> None:
     """Three turns submitted at once stream one after the other, first come first served."""
-    model = register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
+    model = sim.register_model(ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
     ref = sim.agent(host, "c")
     client = sim.connect(ref)
     pending = [sim.start_call(ref, "save_messages", [user(f"q{i}")]) for i in range(3)]
@@ -168,7 +165,7 @@ def test_messages_saved_in_a_row_are_persisted_each_when_its_turn_starts(
     """As the SDK's saveMessages: a message waits in the queue with its turn, so the second
     turn's model request holds the first question and its answer, not all three questions, and
     the transcript alternates question and answer."""
-    model = register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
+    model = sim.register_model(ScriptedModel(default=text("abc", chunks=3, delay_ms=100)))
     ref = sim.agent(host, "c")
     pending = [sim.start_call(ref, "save_messages", [user(f"q{i}")]) for i in range(3)]
     sim.run_for(10)
@@ -184,7 +181,7 @@ def test_clearing_the_chat_aborts_the_running_turn_and_skips_queued_ones(
     sim: Simulation, host: type
 ) -> None:
     """`clear_messages` ends the running turn `aborted` and the queued one `skipped`."""
-    register_model(sim, "model", ScriptedModel(default=text("abc", chunks=3, delay_ms=1_000)))
+    sim.register_model(ScriptedModel(default=text("abc", chunks=3, delay_ms=1_000)))
     ref = sim.agent(host, "c")
     first = sim.start_call(ref, "save_messages", [user("one")])
     second = sim.start_call(ref, "save_messages", [user("two")])
@@ -200,13 +197,11 @@ def test_a_turn_interrupted_mid_answer_is_continued_by_recovery(
 ) -> None:
     """Evicted after streaming part of its answer, the turn is continued after the restart: the
     partial answer is kept and extended in the same message, under a new request id."""
-    model = register_model(
-        sim,
-        "model",
+    model = sim.register_model(
         ScriptedModel(
             rules=[when(continuing(), reply=text(" and the rest.", delay_ms=100))],
             default=text("AAAABBBBCCCCDDDD", chunks=4, delay_ms=1_000),
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     pending = sim.start_call(ref, "save_messages", [user("tell me")])
@@ -234,9 +229,7 @@ def test_a_turn_that_died_in_its_last_step_is_completed_not_continued(
     """The model answered in full and the process died while the turn persisted the answer: the
     finish chunk had committed in a step of its own, so recovery persists the answer rebuilt
     from the stream as it is (mode `complete`), with no second model call and no doubled text."""
-    model = register_model(
-        sim, "model", ScriptedModel(default=text("All three files are ready.", chunks=3))
-    )
+    model = sim.register_model(ScriptedModel(default=text("All three files are ready.", chunks=3)))
     ref = sim.agent(host, "c")
     client = sim.connect(ref)
     # The first insert is the user's message, the second the answer.
@@ -272,13 +265,11 @@ def test_a_turn_that_died_before_its_finish_chunk_committed_is_continued(
 ) -> None:
     """A crash while the last text chunk is stored (the finish chunk never committed) leaves an
     answer cut short: recovery continues it, as for an eviction mid-answer."""
-    model = register_model(
-        sim,
-        "model",
+    model = sim.register_model(
         ScriptedModel(
             rules=[when(continuing(), reply=text(" and done."))],
             default=text("AAAABBBB", chunks=2),
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     # Chunks: start, text-start, AAAA, BBBB, text-end, finish: die storing text-end.
@@ -296,12 +287,10 @@ def test_a_turn_that_died_before_its_finish_chunk_committed_is_continued(
 
 def test_a_turn_interrupted_before_any_chunk_is_retried(sim: Simulation, host: type) -> None:
     """Evicted before the model sent anything, the turn is run again from the same transcript."""
-    model = register_model(
-        sim,
-        "model",
+    model = sim.register_model(
         ScriptedModel(
             default=[stall(60_000, then=text("late")), text("Fresh answer", delay_ms=100)]
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     sim.start_call(ref, "save_messages", [user("tell me")])
@@ -344,7 +333,7 @@ def test_recovery_gives_up_after_max_attempts(sim: Simulation, host: type) -> No
         max_chat_recovery_attempts = 1
 
     Once.__name__ = f"Once{host.__name__}"
-    model = register_model(sim, "model", ScriptedModel(default=stall(60_000, then=text("x"))))
+    model = sim.register_model(ScriptedModel(default=stall(60_000, then=text("x"))))
     ref = sim.agent(Once, "c")
     sim.start_call(ref, "save_messages", [user("go")])
     for _ in range(2):
@@ -359,13 +348,11 @@ def test_recovery_gives_up_after_max_attempts(sim: Simulation, host: type) -> No
 
 def test_an_error_from_the_model_is_one_error_frame(sim: Simulation, host: type) -> None:
     """A provider failure mid-stream ends the turn `error` with one `error: true` frame."""
-    register_model(
-        sim,
-        "model",
+    sim.register_model(
         ScriptedModel(
             rules=[when(asked("in band"), reply=fail("bad chunk", after_chunks=2, in_band=True))],
             default=fail("provider overloaded", after_chunks=3),
-        ),
+        )
     )
     ref = sim.agent(host, "c")
     client = sim.connect(ref)
@@ -381,7 +368,7 @@ def test_a_storage_error_mid_turn_fails_the_run_and_leaves_nothing_behind(
 ) -> None:
     """A storage error while a run's turn stores a chunk settles the run `error` with the
     storage message; no fiber row, controller or turn is left that would keep it "active"."""
-    register_model(sim, "model", ScriptedModel(default=text("abcd", chunks=4, delay_ms=100)))
+    sim.register_model(ScriptedModel(default=text("abcd", chunks=4, delay_ms=100)))
     ref = sim.agent(host, "c")
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     sim.arm_storage_fault(ref, "error", match="INSERT INTO cf_ai_chat_stream_chunks", skip=2)

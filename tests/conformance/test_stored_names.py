@@ -14,7 +14,7 @@ from agents_core.chat.chat_recovery import INCIDENT_PREFIX
 from agents_core.chat.parent import CHAT_RECOVERY_PROGRESS_KEY
 from agents_core.stored_names import RUNTIME_CALLBACK_METHODS, method_name_of
 from sim import AgentEvicted, Simulation
-from sim.model import ScriptedModel, register_model, text
+from sim.model import ScriptedModel, text
 from tests.chat.chat_agents import ThinkChild, user
 from tests.conformance.test_detached import ChatParent, Parent, run_row
 
@@ -86,7 +86,7 @@ def test_chat_recovery_schedules_the_sdk_callback_and_keys_its_incident_the_sdk_
 ) -> None:
     """A turn cut short by an eviction is recovered through `_chatRecoveryContinue` (method
     `_chat_recovery_continue`), and its incident sits under the SDK's KV prefix."""
-    register_model(sim, "model", ScriptedModel(default=text("AAAABBBB", chunks=2, delay_ms=1_000)))
+    sim.register_model(ScriptedModel(default=text("AAAABBBB", chunks=2, delay_ms=1_000)))
     ref = sim.agent(ThinkChild, "c")
     pending = sim.start_call(ref, "save_messages", [user("tell me")])
     sim.run_for(1_500)
