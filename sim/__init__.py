@@ -5,8 +5,8 @@ restarted, an alarm slot per agent, in-memory SQLite that injects faults, simula
 upstream services, and the trace. `Simulation` is the facade tests and scenarios use.
 """
 
-# `import sim` then `sim.human.render_all(records)`, as the README shows.
-from sim import human as human
+# `import sim` then `sim.record_text.render_all(records)`, as the README shows.
+from sim import record_text as record_text
 from sim import sandbox as sandbox  # `sim.sandbox.allowed()`, as its errors say
 from sim.clients import Client
 from sim.errors import AgentEvicted

@@ -22,7 +22,7 @@ no ATTACH, no PRAGMA that changes anything.
 
 Idle agents go cold: when an agent's incarnation ends the platform parks its storage (`park`),
 and a storage parked long enough ago keeps its database as bytes instead of an open connection
-(`sim.connections`); its next use restores it, rows and values exactly as they were.
+(`sim.cold_storage`); its next use restores it, rows and values exactly as they were.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import re2
 
-from sim import connections
+from sim import cold_storage
 from sim.kernel import IncarnationKilled, Kernel
 
 __all__ = [
@@ -180,7 +180,7 @@ class FaultyStorage:
         random_fault: Callable[[str], str | None] | None,
     ) -> None:
         self._kernel = kernel
-        self._db, self._cursor = connections.connect()
+        self._db, self._cursor = cold_storage.connect()
         self._image: bytes | None = None
         """The database while it is cold (`_db` is then None)."""
         self._parked = False
@@ -219,7 +219,7 @@ class FaultyStorage:
         if self._parked or self._in_turn:
             return
         self._parked = True
-        connections.park(self)
+        cold_storage.park(self)
 
     @property
     def cold(self) -> bool:
@@ -229,15 +229,15 @@ class FaultyStorage:
     def _cool(self) -> None:
         if self._db is None or self._in_turn:
             return
-        self._image = connections.image_of(self._db, self._cursor)
+        self._image = cold_storage.image_of(self._db, self._cursor)
         self._db = self._cursor = None  # type: ignore[assignment]  # until `_unpark`
 
     def _unpark(self) -> None:
         """In use again: out of the parked set, and warm."""
         self._parked = False
-        connections.unpark(self)
+        cold_storage.unpark(self)
         if self._db is None and self._image is not None:
-            self._db, self._cursor = connections.restore(self._image)
+            self._db, self._cursor = cold_storage.restore(self._image)
             self._image = None
 
     # -- the turn -------------------------------------------------------------------------
@@ -398,11 +398,11 @@ class FaultyStorage:
             yield self._db
             return
         assert self._image is not None
-        db, cursor = connections.restore(self._image)
+        db, cursor = cold_storage.restore(self._image)
         try:
             yield db
         finally:
-            connections.close(db, cursor)
+            cold_storage.close(db, cursor)
 
     def tables(self) -> list[str]:
         with self._inspection() as db:

@@ -66,8 +66,8 @@ from scenarios.run.failures import (
 from scenarios.run.golden import check_golden, write_golden
 from scenarios.run.runner import ScenarioResult, budget_overrides, invariant_names, run_scenario
 from sim.checkers import CHECKERS
-from sim.human import render_all
 from sim.probes import coverage_line
+from sim.record_text import render_all
 from sim.trace import Trace, TraceRecord
 
 __all__ = ["main"]

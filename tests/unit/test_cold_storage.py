@@ -9,7 +9,7 @@ import pytest
 
 from agents_core import Agent
 from scenarios.run.golden import check_golden
-from sim import FaultProfile, Simulation, connections
+from sim import FaultProfile, Simulation, cold_storage
 from sim.kernel import Kernel
 from sim.sqlite import FaultyStorage
 
@@ -21,7 +21,7 @@ def storage() -> FaultyStorage:
 
 
 def test_a_cooled_database_comes_back_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connections, "WARM_PARKED", 0)
+    monkeypatch.setattr(cold_storage, "WARM_PARKED", 0)
     store, twin = storage(), storage()
     for db in (store, twin):
         db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT)")
@@ -47,7 +47,7 @@ def test_a_cooled_database_comes_back_byte_for_byte(monkeypatch: pytest.MonkeyPa
 
 
 def test_only_the_most_recently_parked_stay_warm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connections, "WARM_PARKED", 3)
+    monkeypatch.setattr(cold_storage, "WARM_PARKED", 3)
     stores = [storage() for _ in range(5)]
     for store in stores:
         store.park()
@@ -82,7 +82,7 @@ def test_agents_woken_from_cold_storage_run_as_if_always_warm(
         return digest, counts, cold
 
     warm = run()
-    monkeypatch.setattr(connections, "WARM_PARKED", 2)
+    monkeypatch.setattr(cold_storage, "WARM_PARKED", 2)
     cooled = run()
     assert cooled[:2] == warm[:2]
     assert warm[2] == [False] * 6
@@ -94,7 +94,7 @@ def test_every_library_scenario_runs_the_same_with_every_idle_database_cold(
 ) -> None:
     """Every eviction cools the agent's database at once and every wake restores it: the
     short logs, expectations and invariants of the library are all unchanged."""
-    monkeypatch.setattr(connections, "WARM_PARKED", 0)
+    monkeypatch.setattr(cold_storage, "WARM_PARKED", 0)
     for path in sorted(LIBRARY.glob("*.yaml")):
         verdict = check_golden(path)
         assert verdict.status == "match", verdict.diff

@@ -7,8 +7,8 @@ import pytest
 
 from agents_core import Agent
 from sim import Simulation, format_sim_time, parse_duration_ms
-from sim.human import render
 from sim.prng import NANOID_ALPHABET, Seeds
+from sim.record_text import render
 from sim.trace import Trace
 
 

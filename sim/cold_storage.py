@@ -1,5 +1,6 @@
-"""Agents' SQLite connections: opening one, cooling one to bytes and restoring it, and the
-process's set of parked warm connections (what `sim.sqlite.FaultyStorage.park` relies on).
+"""Cold storage for idle agents' databases: opening an agent's SQLite connection, cooling it to
+bytes and restoring it, and the process's set of parked warm connections (what
+`sim.sqlite.FaultyStorage.park` relies on).
 
 An SQLite connection costs far more than its data: an agent's database is about 20 KiB of pages,
 its connection about 150 KiB (some 30 prepared statements of 3-4 KiB each, the page cache, the
