@@ -1,7 +1,7 @@
 """`agentsim`, the front door: run scenarios over seeds, replay failures, fuzz, keep golden traces.
 
 Commands: `run`, `validate`, `replay`, `report`, `library`, `schema`, `fuzz`, `explore`,
-`golden` (`agentsim --help`, `agentsim --version`).
+`generate`, `golden` (`agentsim --help`, `agentsim --version`).
 Exit codes: 0 everything passed (or was valid), 1 something failed (a scenario, a replay that did
 not reproduce, a fuzz finding, a golden diff), 2 bad input (a missing path, an invalid scenario,
 an unknown command or flag, an unreadable trace or failure file). Bad input never shows a
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from reports import RunReport, read_trace_cut, render_html, render_junit, render_summary
+from scenarios.cli.generate_command import add_generate_parser, generate_command
 from scenarios.cli.inputs import (
     PathProblem,
     add_budget_flags,
@@ -297,6 +298,7 @@ def _parser() -> _Parser:
     )
     golden.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
     golden.add_argument("--update", action="store_true", help="write the golden files")
+    add_generate_parser(commands)
     diff = commands.add_parser(
         "diff",
         help="run scenarios in agentsim and on the real Agents SDK in workerd; compare traces",
@@ -360,6 +362,8 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _fuzz(args, out, err)
     if args.command == "explore":
         return _explore(args, out, err)
+    if args.command == "generate":
+        return generate_command(args, out, err)
     if args.command == "diff":
         from scenarios.diff import diff_command  # the differential stage, loaded only for it
 

@@ -1,0 +1,100 @@
+"""The `fibers` area: a `fibers` workload with drawn fibers.
+
+`run_fiber` and `start_fiber` (managed) fibers, with and without idempotency keys, that stash
+or not, fail at a drawn step, are cancelled by a call or by a deadline, and are recovered by
+`resume`, `drop` or `throw` (per agent or per fiber); a keepAlive heartbeat and the recovery's
+maximum age are tuned. Starts are called again (duplicate starts), and cancels and deadlines
+are drawn to land on a step's end exactly, a millisecond either side, or anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scenarios.generate.durations import aligned
+from scenarios.generate.parts import Part, Use, call
+from scenarios.hunt.emit import format_duration
+from sim.units import parse_duration_ms
+
+__all__ = ["fibers_part"]
+
+RECOVERIES = ("resume", "drop", "throw")
+
+
+def _fiber(st: Any, draw: Any, name: str, alias: str, heartbeat: int) -> tuple[dict, list, int]:
+    steps = draw(st.integers(1, 5))
+    step_ms = draw(aligned(st, [heartbeat, 1000], 1000, 120_000))
+    entry: dict[str, Any] = {"name": name, "steps": steps, "step": format_duration(step_ms)}
+    managed = draw(st.booleans())
+    api = "start_fiber" if managed else "run_fiber"
+    uses = [Use(api, "plain", alias, "fiber:run:started")]
+    if not draw(st.booleans()):
+        entry["stash"] = False
+    else:
+        uses.append(Use("stash", "after each step", alias, "workload:stashed"))
+    if draw(st.integers(0, 3)) == 0:
+        entry["fail_at"] = draw(st.integers(1, steps))
+        uses.append(Use(api, "body raises", alias, "fiber:run:failed"))
+    if managed:
+        entry["managed"] = True
+        if draw(st.booleans()):
+            entry["idempotency_key"] = f"key-{name}"
+            uses.append(Use("start_fiber", "idempotency_key", alias, "fiber:run:started"))
+        if draw(st.booleans()):
+            deadline = draw(aligned(st, [step_ms, heartbeat], 1000, steps * step_ms + 2000))
+            entry["deadline"] = format_duration(-(-deadline // 1000) * 1000)
+            uses.append(Use("cancel_fiber", "by a deadline", alias, "workload:cancel"))
+    if draw(st.integers(0, 3)) == 0:
+        entry["recovery"] = draw(st.sampled_from(RECOVERIES))
+    return entry, uses, steps * step_ms
+
+
+def fibers_part(st: Any, alias: str) -> Any:
+    """A strategy of `Part`: one `fibers` agent named `alias`."""
+
+    @st.composite
+    def part(draw: Any) -> Part:
+        heartbeat = draw(st.sampled_from((1000, 2000, 5000, 30_000)))
+        count = draw(st.integers(1, 3))
+        fibers, uses, horizon = [], [], 0
+        for index in range(count):
+            entry, used, busy = _fiber(st, draw, f"f{index + 1}", alias, heartbeat)
+            fibers.append(entry)
+            uses += used
+            horizon = max(horizon, busy)
+        agent: dict[str, Any] = {"workload": "fibers"}
+        start = draw(st.sampled_from(("on_start", "call")))
+        if start == "call":
+            agent["start"] = "call"
+        agent["keep_alive_interval"] = format_duration(heartbeat)
+        uses.append(Use("keep_alive", "interval", alias, "keep_alive:acquire"))
+        recovery = draw(st.sampled_from(RECOVERIES))
+        if recovery != "resume":
+            agent["recovery"] = recovery
+        recoveries = {recovery, *(f.get("recovery", recovery) for f in fibers)}
+        for name in sorted(recoveries):
+            uses.append(Use("on_fiber_recovered", name, alias, "fiber:recovery:attempt"))
+        if "throw" in recoveries or draw(st.booleans()):
+            # A poison row is retried until it ages out: a drawn age keeps the run short.
+            age = draw(aligned(st, [heartbeat], 1000, 600_000))
+            agent["options"] = {"fiber_recovery_max_age_ms": format_duration(age)}
+            uses.append(Use("fiber_recovery", "max_age_ms", alias, "fiber:recovery:skipped"))
+            horizon += age
+        agent["fibers"] = fibers
+        steps = [call(0, alias, "status")]
+        if start == "call":
+            steps.append(call(0, alias, "start"))
+        periods = [heartbeat, *(parse_duration_ms(f["step"]) for f in fibers)]
+        for fiber in draw(st.lists(st.sampled_from(fibers), max_size=2)):
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            steps.append(call(at, alias, "start", fiber["name"]))
+            uses.append(Use("start", "again (duplicate)", alias, "rpc"))
+        managed = [fiber for fiber in fibers if fiber.get("managed")]
+        if managed:
+            for fiber in draw(st.lists(st.sampled_from(managed), max_size=2)):
+                at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+                steps.append(call(at, alias, "cancel", fiber["name"]))
+                uses.append(Use("cancel_fiber", "by a call", alias, "workload:cancel"))
+        return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
+
+    return part()

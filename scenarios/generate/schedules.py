@@ -1,0 +1,139 @@
+"""The `schedules` area: a `schedules` workload with drawn schedules of every kind.
+
+Delayed (`after`), dated (`at`), cron (a drawn expression, `scenarios.generate.cron`) and
+interval (`every`) schedules, a few at once; retries (`attempts`, the agent's `retry`
+options with drawn backoff bounds), callbacks that fail their first attempts, work long
+enough to meet the platform's 15-minute alarm limit, work inside `keep_alive_while` or a
+fiber; set up at startup (after a drawn warmup) or by a `setup` call; cancelled by calls that
+are drawn to land on a run's instant exactly, a millisecond either side, or anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scenarios.generate.cron import crons, due_within, forms_of
+from scenarios.generate.durations import aligned, seconds
+from scenarios.generate.parts import Part, TimedStep, Use, call
+from scenarios.hunt.emit import format_duration
+from sim.units import parse_duration_ms
+
+__all__ = ["schedules_part"]
+
+KINDS = ("delayed", "scheduled", "cron", "interval")
+ALARM_LIMIT_MS = 15 * 60_000
+
+
+def _schedule(st: Any, draw: Any, name: str, alias: str) -> tuple[dict[str, Any], list[Use], int]:
+    kind = draw(st.sampled_from(KINDS))
+    entry: dict[str, Any] = {"name": name}
+    uses = [Use("schedule", kind, alias, "schedule:create")]
+    if kind == "interval":
+        every = draw(seconds(st, 1, 600))
+        runs = draw(st.integers(1, 4))
+        entry.update(every=format_duration(every), runs=runs)
+        horizon, period = every * runs, every
+    elif kind == "cron":
+        runs = draw(st.integers(1, 3))
+        expression = draw(crons(st).filter(lambda e: due_within(e, runs) is not None))
+        entry.update(cron=expression, runs=runs)
+        uses += [Use("cron", form, alias, "schedule:execute") for form in forms_of(expression)]
+        horizon, period = due_within(expression, runs) or 0, _cron_gap(expression, runs)
+    else:
+        at = draw(seconds(st, 0, 3600))
+        entry["after" if kind == "delayed" else "at"] = format_duration(at)
+        uses.append(Use("schedule", "idempotent", alias, "schedule:create"))
+        horizon, period = at, max(at, 1000)
+    # Work stays under the 15-minute alarm limit (past it the platform kills every attempt and
+    # the schedule never settles), and under half a recurring schedule's period.
+    ceiling = ALARM_LIMIT_MS - 1 if kind in ("delayed", "scheduled") else min(period // 2, 120_000)
+    work = draw(
+        st.one_of(
+            st.just(0),
+            aligned(st, [period], 0, ceiling),
+            st.just(ceiling) if kind in ("delayed", "scheduled") else st.just(0),
+        )
+    )
+    if work:
+        entry["work"] = format_duration(work)
+        if work > ALARM_LIMIT_MS // 2:
+            uses.append(Use("alarm", "a long handler", alias, "alarm:done"))
+    fail = draw(st.integers(0, 3))
+    if fail:
+        entry["fail"] = fail
+        uses.append(Use("schedule", "callback raises", alias, "workload:schedule_failed"))
+    attempts = draw(st.one_of(st.none(), st.integers(1, 4)))
+    if attempts is not None:
+        entry["attempts"] = attempts
+        uses.append(Use("schedule", "retry.max_attempts", alias, "schedule:retry"))
+    for flag, api in (("keep_alive", "keep_alive_while"), ("fiber", "run_fiber")):
+        if draw(st.booleans()):
+            entry[flag] = True
+            event = "keep_alive:acquire" if flag == "keep_alive" else "fiber:run:started"
+            uses.append(Use(api, "in a schedule callback", alias, event))
+    return entry, uses, horizon + work * 4 + 60_000
+
+
+def schedules_part(st: Any, alias: str) -> Any:
+    """A strategy of `Part`: one `schedules` agent named `alias`."""
+
+    @st.composite
+    def part(draw: Any) -> Part:
+        count = draw(st.integers(1, 3))
+        entries, uses, horizon = [], [], 0
+        for index in range(count):
+            entry, used, busy = _schedule(st, draw, f"s{index + 1}", alias)
+            entries.append(entry)
+            uses += used
+            horizon = max(horizon, busy)
+        agent: dict[str, Any] = {"workload": "schedules"}
+        setup = draw(st.sampled_from(("on_start", "call")))
+        if setup == "call":
+            agent["setup"] = "call"
+        warmup = draw(st.one_of(st.just(0), seconds(st, 1, 5)))
+        if warmup:
+            agent["warmup"] = format_duration(warmup)
+            uses.append(Use("on_start", "awaits (warmup)", alias, "workload:warmed_up"))
+        retry = draw(st.one_of(st.none(), _retry(st)))
+        if retry is not None:
+            agent["options"] = {"retry": retry}
+            uses += [Use("retry", key, alias, "schedule:retry") for key in sorted(retry)]
+        agent["schedules"] = entries
+        steps = [call(0, alias, "status")]
+        if setup == "call":
+            steps.append(call(draw(seconds(st, 0, 10)), alias, "setup"))
+            uses.append(Use("setup", "by a call", alias, "workload:scheduled"))
+        periods = [_period_ms(entry) for entry in entries]
+        for entry in draw(st.lists(st.sampled_from(entries), max_size=2)):
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            steps.append(call(at, alias, "cancel", entry["name"]))
+            uses.append(Use("cancel_schedule", "by a call", alias, "schedule:cancel"))
+        if draw(st.booleans()):
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            steps.append(TimedStep(at, "request", {"agent": alias, "method": "GET", "path": "/"}))
+            uses.append(Use("on_request", "GET", alias, "request"))
+        return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
+
+    return part()
+
+
+def _retry(st: Any) -> Any:
+    """The agent's default retry options: attempts and full-jitter backoff bounds (ms)."""
+    base = st.sampled_from((1, 100, 1000, 5000))
+    return st.tuples(st.integers(1, 4), base, st.sampled_from((1, 2, 10))).map(
+        lambda t: {"max_attempts": t[0], "base_delay_ms": t[1], "max_delay_ms": t[1] * t[2]}
+    )
+
+
+def _period_ms(entry: dict[str, Any]) -> int:
+    for key in ("every", "after", "at"):
+        if key in entry:
+            return max(parse_duration_ms(entry[key]), 1)
+    return 60_000
+
+
+def _cron_gap(expression: str, runs: int) -> int:
+    """The shortest time between the first `runs` + 1 occurrences of `expression`."""
+    times = [due_within(expression, n) or 0 for n in range(1, runs + 2)]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+    return min(gaps, default=60_000)

@@ -1,0 +1,111 @@
+"""`scenarios(st, areas)`: the Hypothesis strategy of a whole generated scenario.
+
+Swarm testing over the areas asked for: each example first draws which of them it has (at
+least one), then one or two agents of each, then the platform's faults over them
+(`scenarios.generate.faults`) and a `faults:` profile. Everything shrinks towards less: fewer
+areas, agents, schedules, fibers, runs and calls, simpler options (the first choice of each
+draw is the plain one), fewer faults, earlier and rounder times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from scenarios.generate.chat import chat_part
+from scenarios.generate.document import Generated
+from scenarios.generate.faults import fault_steps, profiles
+from scenarios.generate.fibers import fibers_part
+from scenarios.generate.parts import Part, TimedStep
+from scenarios.generate.schedules import schedules_part
+from scenarios.generate.tools import tools_part
+
+__all__ = ["AREAS", "LIVENESS_MARGIN_MS", "scenarios"]
+
+AREAS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "schedules": ("sched", schedules_part),
+    "fibers": ("worker", fibers_part),
+    "tools": ("parent", tools_part),
+    "chat": ("assistant", chat_part),
+}
+"""Area name -> (the alias of its first agent, the strategy of its part)."""
+LIVENESS_MARGIN_MS = 3_600_000
+MAX_HORIZON_MS = 200 * 86_400_000
+
+
+def _aliases(alias: str, count: int) -> list[str]:
+    return [alias if index == 0 else f"{alias}{index + 1}" for index in range(count)]
+
+
+def scenarios(
+    st: Any, areas: Sequence[str], *, invariants: Sequence[str] = ("all",), name: str = "generated"
+) -> Any:
+    """A strategy of `Generated` over `areas` (names of `AREAS`)."""
+    unknown = [area for area in areas if area not in AREAS]
+    if unknown or not areas:
+        raise ValueError(f"unknown area(s) {unknown or list(areas)}; known: {list(AREAS)}")
+    ordered = [area for area in AREAS if area in areas]
+
+    @st.composite
+    def scenario(draw: Any) -> Generated:
+        chosen = draw(
+            st.lists(st.sampled_from(ordered), min_size=1, max_size=len(ordered), unique=True)
+        )
+        chosen = [area for area in ordered if area in chosen]
+        parts: list[Part] = []
+        for area in chosen:
+            alias, part = AREAS[area]
+            for each in _aliases(alias, draw(st.integers(1, 2))):
+                parts.append(draw(part(st, each)))
+        agents = {alias: agent for part in parts for alias, agent in part.agents.items()}
+        clients = {name: alias for part in parts for name, alias in part.clients.items()}
+        workload = sorted((s for part in parts for s in part.steps), key=lambda s: s.at_ms)
+        horizon = min(MAX_HORIZON_MS, max([60_000, *(part.horizon_ms for part in parts)]))
+        children = [
+            f"{alias}/{run['run_id']}"
+            for alias, agent in agents.items()
+            if agent.get("workload") == "tools"
+            for run in agent["runs"]
+        ]
+        periods = sorted({s.at_ms for s in workload if s.at_ms > 0})
+        seed = draw(st.integers(0, 2**16))
+        seed, faults = draw(
+            fault_steps(
+                st,
+                agents=list(agents),
+                children=children,
+                clients=list(clients),
+                calls=[s for s in workload if s.action == "call"],
+                horizon_ms=horizon,
+                periods=periods,
+                seed=seed,
+            )
+        )
+        steps, numbers = _merged(workload, faults)
+        return Generated(
+            name=name,
+            seed=seed,
+            faults=draw(profiles(st)),
+            agents=agents,
+            steps=tuple(steps),
+            fault_numbers=frozenset(numbers),
+            clients=clients,
+            uses=tuple(use for part in parts for use in part.uses),
+            invariants=tuple(invariants),
+            liveness_ms=min(366 * 86_400_000, horizon + LIVENESS_MARGIN_MS),
+            areas=tuple(chosen),
+        )
+
+    return scenario()
+
+
+def _merged(
+    workload: list[TimedStep], faults: list[TimedStep]
+) -> tuple[list[TimedStep], list[int]]:
+    """The workload's steps and the faults in time order (a fault after the workload's steps of
+    its instant), and the 1-based numbers of the faults."""
+    tagged = [(s.at_ms, 0, i, s) for i, s in enumerate(workload)]
+    tagged += [(s.at_ms, 1, i, s) for i, s in enumerate(faults)]
+    tagged.sort(key=lambda t: (t[0], t[1], t[2]))
+    numbers = [n for n, t in enumerate(tagged, start=1) if t[1] == 1]
+    return [t[3] for t in tagged], numbers

@@ -1,0 +1,145 @@
+"""The `tools` area: a `tools` workload whose runs are agent tools on sub-agents.
+
+Awaited and detached runs of scripted, Think-like and AIChatAgent-like children, under a plain
+or a chat host parent; detached runs with drawn budgets (`max_budget`, `no_progress_budget`),
+a flaky or slow `on_finish`, `notify` and narrated milestones on a chat host; children that
+report progress, milestones and text, sleep, finish with an error, hang until a budget gives
+up on them, or stay silent after a restart (`resume: false`); a cap on concurrent runs.
+Runs are dispatched, dispatched again under the same run id (a re-issue) and cancelled, at
+times drawn to land on a child's sleep or a budget exactly, a millisecond either side, or
+anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scenarios.generate.durations import aligned
+from scenarios.generate.parts import Part, Use, call
+from scenarios.hunt.emit import format_duration
+
+__all__ = ["tools_part"]
+
+CHILDREN = ("scripted", "scripted", "scripted", "think", "chat")
+
+
+def _script(st: Any, draw: Any, hang: bool) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """A scripted child's steps, their total sleep and the kinds used."""
+    steps: list[dict[str, Any]] = []
+    total, kinds = 0, []
+    for _ in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(("sleep", "sleep", "progress", "milestone", "text")))
+        kinds.append(kind)
+        if kind == "sleep":
+            ms = draw(aligned(st, [1000, 60_000], 1000, 600_000))
+            total += ms
+            steps.append({"sleep": format_duration(ms)})
+        elif kind == "progress":
+            steps.append({"progress": {"fraction": draw(st.sampled_from((0.0, 0.25, 0.5, 1.0)))}})
+        elif kind == "milestone":
+            steps.append({"milestone": draw(st.sampled_from(("halfway", "sources")))})
+        else:
+            steps.append({"text": "some words"})
+    if hang:
+        steps.append({"hang": True})
+        kinds.append("hang")
+    elif steps or draw(st.booleans()):
+        status = draw(st.sampled_from(("completed", "completed", "error")))
+        steps.append({"finish": status})
+        kinds.append(f"finish {status}")
+    return steps, total, kinds
+
+
+def _run(
+    st: Any, draw: Any, run_id: str, alias: str, host: str
+) -> tuple[dict[str, Any], list[Use], int, list[int]]:
+    child = draw(st.sampled_from(CHILDREN))
+    run: dict[str, Any] = {"run_id": run_id}
+    uses: list[Use] = []
+    detached = draw(st.booleans())
+    api = "run_agent_tool"
+    uses.append(Use(api, "detached" if detached else "awaited", alias, "hook:on_agent_tool_finish"))
+    if child != "scripted":
+        run["child"] = child
+        uses.append(Use(api, f"{child} child", alias, "hook:on_agent_tool_finish"))
+    options: dict[str, Any] = {}
+    budget = None
+    if detached:
+        if draw(st.booleans()):
+            budget = draw(aligned(st, [1000, 60_000], 1000, 900_000))
+            options["max_budget"] = format_duration(budget)
+            uses.append(Use(api, "detached.max_budget", alias, "hook:on_agent_tool_finish"))
+        if draw(st.booleans()):
+            options["no_progress_budget"] = format_duration(
+                draw(aligned(st, [1000, 60_000], 1000, 600_000))
+            )
+            uses.append(Use(api, "detached.no_progress_budget", alias, "hook:on_agent_tool_finish"))
+        if host != "agent" and draw(st.integers(0, 2)) == 0:
+            options["notify"] = True
+            uses.append(Use(api, "detached.notify", alias, "hook:on_agent_tool_finish"))
+        elif draw(st.booleans()):
+            if draw(st.booleans()):
+                options["on_finish_work"] = format_duration(draw(aligned(st, [60_000], 0, 120_000)))
+                uses.append(Use("on_finish", "works", alias, "workload:on_finish"))
+            if draw(st.booleans()):
+                options["on_finish_fails"] = draw(st.integers(1, 2))
+                uses.append(Use("on_finish", "raises", alias, "workload:on_finish_failed"))
+        if host != "agent" and draw(st.integers(0, 2)) == 0:
+            options["on_milestones"] = ["halfway"]
+            uses.append(Use(api, "detached.on_milestones", alias, "hook:milestone_delivered"))
+    run["detached"] = options or detached
+    total = 0
+    if child == "scripted":
+        hang = budget is not None and draw(st.integers(0, 3)) == 0
+        steps, total, kinds = _script(st, draw, hang)
+        if steps:
+            run["steps"] = steps
+        uses += [Use("child", kind, alias, "hook:on_agent_tool_finish") for kind in kinds]
+        if not draw(st.integers(0, 3)):
+            run["resume"] = False
+            uses.append(Use("child", "resume: false", alias, "agent_tool:recovery:row"))
+    else:
+        run["input"] = "research fibers"
+    periods = [p for p in (total, budget, 60_000, 1000) if p]
+    return run, uses, max(total, budget or 0), periods
+
+
+def tools_part(st: Any, alias: str) -> Any:
+    """A strategy of `Part`: one `tools` parent named `alias`, with its runs."""
+
+    @st.composite
+    def part(draw: Any) -> Part:
+        host = draw(st.sampled_from(("agent", "agent", "think", "chat")))
+        count = draw(st.integers(1, 3))
+        runs, uses, horizon, periods = [], [], 0, []
+        for index in range(count):
+            run, used, busy, times = _run(st, draw, f"r{index + 1}", alias, host)
+            runs.append(run)
+            uses += used
+            horizon = max(horizon, busy)
+            periods += times
+        agent: dict[str, Any] = {"workload": "tools"}
+        if host != "agent":
+            agent["host"] = host
+            uses.append(Use("tools parent", f"{host} host", alias, "hook:on_agent_tool_finish"))
+        start = draw(st.sampled_from(("call", "call", "on_start")))
+        if start == "on_start":
+            agent["start"] = "on_start"
+        if draw(st.integers(0, 3)) == 0:
+            agent["options"] = {"max_concurrent_agent_tools": draw(st.integers(0, 2))}
+            uses.append(Use("run_agent_tool", "max_concurrent_agent_tools", alias, "rpc"))
+        agent["runs"] = runs
+        ids = [run["run_id"] for run in runs]
+        # With `start: on_start`, the first call wakes the parent, whose startup dispatches
+        # every run; a `dispatch` of one of them then is the re-issue a client would send.
+        steps = [call(0, alias, "dispatch", *([ids[0]] if start == "on_start" else []))]
+        window = max(horizon, 1000)
+        for run_id in draw(st.lists(st.sampled_from(ids), max_size=2)):
+            steps.append(call(draw(aligned(st, periods, 0, window)), alias, "dispatch", run_id))
+            uses.append(Use("run_agent_tool", "re-issued run id", alias, "rpc"))
+        for run_id in draw(st.lists(st.sampled_from(ids), max_size=2)):
+            steps.append(call(draw(aligned(st, periods, 0, window)), alias, "cancel", run_id))
+            uses.append(Use("cancel_agent_tool", "by a call", alias, "hook:on_agent_tool_finish"))
+        return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
+
+    return part()

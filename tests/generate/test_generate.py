@@ -1,0 +1,166 @@
+"""agentsim generate: drawn scenarios load and run, the same seed draws the same files, a planted
+failure is found and shrunk to a file that fails alone, and the coverage report names what no
+run reached."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scenarios.cli.command import main
+from scenarios.generate.coverage import CATALOGUE, Coverage
+from scenarios.generate.cron import crons, due_within, forms_of
+from scenarios.generate.hunt import generate, write_generated
+from scenarios.generate.strategy import AREAS, scenarios
+from scenarios.language.loader import load_scenario, parse_scenario
+from scenarios.run.runner import run_scenario
+from sim.checkers import CHECKERS, CheckContext, Violation, register
+
+ROOT = Path(__file__).resolve().parents[2]
+DRAWS = settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@given(generated=scenarios(st, tuple(AREAS)))
+@DRAWS
+def test_every_drawn_scenario_loads_and_its_pairs_are_in_the_catalogue(generated) -> None:
+    """The drawn text is a scenario the loader accepts, with the drawn agents, every fault step
+    where its number says, and each pair it uses one the coverage catalogue lists."""
+    scenario = parse_scenario(generated.text(), "generated.yaml")
+    assert [spec.alias for spec in scenario.agents] == list(generated.agents)
+    for number in generated.fault_numbers:
+        assert scenario.steps[number - 1].kind in ("evict", "deploy", "reconnect", "call")
+    listed = {pair for pairs in CATALOGUE.values() for pair in pairs}
+    assert {use.pair for use in generated.uses} <= listed
+
+
+@given(expression=crons(st), runs=st.integers(1, 3))
+@DRAWS
+def test_drawn_crons_use_the_field_forms_they_are_named_by(expression: str, runs: int) -> None:
+    """Each drawn cron names at least one form, and the six-field form says 'seconds'."""
+    forms = forms_of(expression)
+    assert forms
+    assert ("seconds" in forms) == (len(expression.split()) == 6)
+    assert due_within(expression, runs, 10**13) is not None
+
+
+def test_the_same_seed_writes_the_same_files_under_any_hash_seed(tmp_path: Path) -> None:
+    """--write twice with one seed, the second in a child process with another PYTHONHASHSEED:
+    byte-for-byte the same files; another seed draws others."""
+    first = write_generated(examples=6, seed=5, out_dir=tmp_path / "a")
+    script = (
+        "from scenarios.generate.hunt import write_generated; "
+        f"write_generated(examples=6, seed=5, out_dir={str(tmp_path / 'b')!r})"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, env=env)
+    second = sorted((tmp_path / "b").iterdir())
+    assert [p.name for p in first] == [p.name for p in second]
+    assert len(first) == 6
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+    other = write_generated(examples=6, seed=6, out_dir=tmp_path / "c")
+    assert [p.read_bytes() for p in other] != [p.read_bytes() for p in first]
+
+
+def test_write_runs_nothing_and_every_written_file_validates(tmp_path: Path, capsys) -> None:
+    """`agentsim generate --write DIR` writes N files that load, says so, and exits 0."""
+    code = main(["generate", "--write", str(tmp_path), "--examples", "4", "--seed", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    files = sorted(tmp_path.glob("*.yaml"))
+    assert len(files) == 4
+    assert "4 scenarios written to" in out
+    for path in files:
+        scenario = load_scenario(path)
+        assert scenario.name == path.stem
+
+
+def test_the_areas_filter_keeps_other_areas_out(tmp_path: Path) -> None:
+    """--areas fibers draws fibers workloads only; an unknown area is bad input."""
+    for path in write_generated(examples=8, seed=1, out_dir=tmp_path, areas=("fibers",)):
+        scenario = load_scenario(path)
+        assert {spec.workload for spec in scenario.agents} == {"fibers"}
+    assert main(["generate", "--areas", "fibres", "--write", str(tmp_path)]) == 2
+
+
+def _no_failed_step(context: CheckContext) -> list[Violation]:
+    return [
+        Violation(
+            "no_failed_fiber_step",
+            r.agent,
+            str(r.seq),
+            f"fiber {r.fields['name']} failed",
+            (r.seq,),
+        )
+        for r in context.records
+        if r.event == "workload:fiber_failed"
+    ]
+
+
+@pytest.fixture
+def planted() -> Iterator[str]:
+    register("no_failed_fiber_step", _no_failed_step)
+    try:
+        yield "no_failed_fiber_step"
+    finally:
+        CHECKERS.pop("no_failed_fiber_step", None)
+
+
+def test_a_planted_failure_is_found_and_shrunk_to_a_file_that_fails_alone(
+    tmp_path: Path, planted: str
+) -> None:
+    """An invariant that breaks whenever a fiber step fails: the hunt finds it, shrinks it to one
+    agent with one fiber that fails, no fault and the plain options, and the file it writes fails
+    with that invariant when run by itself."""
+    outcome = generate(
+        examples=30, seed=3, areas=("fibers",), invariants=(planted,), out_dir=tmp_path
+    )
+    assert [finding.subject for finding in outcome.findings] == [f"invariant {planted}"]
+    finding = outcome.findings[0]
+    scenario = load_scenario(finding.path)
+    assert len(scenario.agents) == 1
+    (plan,) = scenario.agents[0].cls.fibers
+    assert plan.fail_at == 1 and not plan.managed
+    assert all(step.kind == "call" for step in scenario.steps)
+    result = run_scenario(scenario)
+    assert {failure.subject for failure in result.failures} == {f"invariant {planted}"}
+    assert finding.command == f"agentsim run {finding.path}"
+    assert "Found by `agentsim generate" in Path(finding.path).read_text(encoding="utf-8")
+
+
+def test_the_report_lists_what_no_run_reached(tmp_path: Path, capsys) -> None:
+    """A small run prints the coverage: probes and API/option pairs reached, and those never
+    reached by name; nothing found exits 0."""
+    code = main(
+        ["generate", "--examples", "3", "--seed", "4", "--areas", "chat", "--out", str(tmp_path)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "probes never reached (" in out and "fiber.cleanup_delete_failed" in out
+    assert "API/option pairs: " in out and " of 8 reached in 3 runs" in out
+    assert "3 scenarios drawn over chat (seed 4)" in out
+
+
+def test_coverage_names_unreached_pairs_and_counts_draws() -> None:
+    """A pair drawn and never reached is named with its draws; one reached is not named."""
+    from scenarios.generate.parts import Use
+
+    coverage = Coverage(("chat",))
+    uses = [Use("client", "connect", "a", "connection:open"), Use("chat host", "think", "a", "x")]
+    coverage.add({}, uses, {"client connect"})
+    never = coverage.report()[-1]
+    assert "chat host think (drawn 1x)" in never
+    assert "client connect" not in never
+    assert "client reconnect" in never
