@@ -17,7 +17,7 @@ from agents_core.cron import InvalidCronExpression, next_cron_time_ms
 
 __all__ = ["CRON_FORMS", "HORIZON_MS", "crons", "due_within", "forms_of"]
 
-HORIZON_MS = 2 * 86_400_000
+HORIZON_MS = 4 * 86_400_000
 """The runs of a drawn cron schedule all come within this long of the start."""
 NICKNAMES = ("@hourly", "@daily", "@minutely")
 CRON_FORMS = ("any", "value", "range", "step", "range-step", "list", "name", "seconds", "nickname")

@@ -32,6 +32,10 @@ def _fiber(st: Any, draw: Any, name: str, alias: str, heartbeat: int) -> tuple[d
         entry["stash"] = False
     else:
         uses.append(Use("stash", "after each step", alias, "workload:stashed"))
+        size = draw(st.sampled_from((0, 0, 1_000, 100_000)))
+        if size:
+            entry["stash_bytes"] = size
+            uses.append(Use("stash", f"{size} bytes", alias, "workload:stashed"))
     if draw(st.integers(0, 3)) == 0:
         entry["fail_at"] = draw(st.integers(1, steps))
         uses.append(Use(api, "body raises", alias, "fiber:run:failed"))
@@ -72,8 +76,10 @@ def fibers_part(st: Any, alias: str) -> Any:
         if recovery != "resume":
             agent["recovery"] = recovery
         recoveries = {recovery, *(f.get("recovery", recovery) for f in fibers)}
+        evidence = {"resume": "workload:resumed", "drop": "workload:dropped"}
         for name in sorted(recoveries):
-            uses.append(Use("on_fiber_recovered", name, alias, "fiber:recovery:attempt"))
+            event = evidence.get(name, "fiber:recovery:failed")
+            uses.append(Use("on_fiber_recovered", name, alias, event))
         if "throw" in recoveries or draw(st.booleans()):
             # A poison row is retried until it ages out: a drawn age keeps the run short.
             age = draw(aligned(st, [heartbeat], 1000, 600_000))
@@ -95,6 +101,20 @@ def fibers_part(st: Any, alias: str) -> Any:
                 at = draw(aligned(st, periods, 0, max(horizon, 1000)))
                 steps.append(call(at, alias, "cancel", fiber["name"]))
                 uses.append(Use("cancel_fiber", "by a call", alias, "workload:cancel"))
+            for fiber in draw(st.lists(st.sampled_from(managed), max_size=1)):
+                at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+                steps.append(call(at, alias, "resolve", fiber["name"]))
+                uses.append(Use("resolve_fiber", "by a call", alias, "rpc"))
+        keyed = [fiber for fiber in fibers if fiber.get("idempotency_key")]
+        for fiber in draw(st.lists(st.sampled_from(keyed), max_size=2)) if keyed else []:
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            steps.append(call(at, alias, "start_again", fiber["name"]))
+            uses.append(Use("start_fiber", "same key again", alias, "rpc"))
+        if draw(st.integers(0, 3)) == 0:
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            status = draw(st.sampled_from((None, "completed", "aborted")))
+            steps.append(call(at, alias, "forget", *([status] if status else [])))
+            uses.append(Use("delete_fibers", status or "every status", alias, "rpc"))
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()

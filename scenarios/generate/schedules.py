@@ -24,41 +24,30 @@ KINDS = ("delayed", "scheduled", "cron", "interval")
 ALARM_LIMIT_MS = 15 * 60_000
 
 
-def _schedule(st: Any, draw: Any, name: str, alias: str) -> tuple[dict[str, Any], list[Use], int]:
+def _schedule(
+    st: Any, draw: Any, name: str, alias: str, count: int
+) -> tuple[dict[str, Any], list[Use], int]:
     kind = draw(st.sampled_from(KINDS))
     entry: dict[str, Any] = {"name": name}
     uses = [Use("schedule", kind, alias, "schedule:create")]
+    fail = draw(st.integers(0, 3))
     if kind == "interval":
         every = draw(seconds(st, 1, 600))
         runs = draw(st.integers(1, 4))
         entry.update(every=format_duration(every), runs=runs)
-        horizon, period = every * runs, every
+        horizon, period = every * (runs + fail), every
     elif kind == "cron":
         runs = draw(st.integers(1, 3))
-        expression = draw(crons(st).filter(lambda e: due_within(e, runs) is not None))
+        # A run whose attempts all fail is not done: the schedule needs one occurrence more.
+        expression = draw(crons(st).filter(lambda e: due_within(e, runs + fail) is not None))
         entry.update(cron=expression, runs=runs)
         uses += [Use("cron", form, alias, "schedule:execute") for form in forms_of(expression)]
-        horizon, period = due_within(expression, runs) or 0, _cron_gap(expression, runs)
+        horizon = due_within(expression, runs + fail) or 0
+        period = _cron_gap(expression, runs)
     else:
         at = draw(seconds(st, 0, 3600))
         entry["after" if kind == "delayed" else "at"] = format_duration(at)
-        uses.append(Use("schedule", "idempotent", alias, "schedule:create"))
         horizon, period = at, max(at, 1000)
-    # Work stays under the 15-minute alarm limit (past it the platform kills every attempt and
-    # the schedule never settles), and under half a recurring schedule's period.
-    ceiling = ALARM_LIMIT_MS - 1 if kind in ("delayed", "scheduled") else min(period // 2, 120_000)
-    work = draw(
-        st.one_of(
-            st.just(0),
-            aligned(st, [period], 0, ceiling),
-            st.just(ceiling) if kind in ("delayed", "scheduled") else st.just(0),
-        )
-    )
-    if work:
-        entry["work"] = format_duration(work)
-        if work > ALARM_LIMIT_MS // 2:
-            uses.append(Use("alarm", "a long handler", alias, "alarm:done"))
-    fail = draw(st.integers(0, 3))
     if fail:
         entry["fail"] = fail
         uses.append(Use("schedule", "callback raises", alias, "workload:schedule_failed"))
@@ -66,6 +55,39 @@ def _schedule(st: Any, draw: Any, name: str, alias: str) -> tuple[dict[str, Any]
     if attempts is not None:
         entry["attempts"] = attempts
         uses.append(Use("schedule", "retry.max_attempts", alias, "schedule:retry"))
+    backoff = 0
+    if draw(st.integers(0, 2)) == 0:
+        backoff = draw(st.sampled_from((1, 100, 1000, 5000)))
+        entry["backoff"] = format_duration(backoff)
+        entry["max_backoff"] = format_duration(backoff * draw(st.sampled_from((1, 3, 30))))
+        uses.append(Use("schedule", "retry.backoff", alias, "schedule:retry"))
+    # One alarm may run every due schedule of the agent, each with its retries in process: past
+    # the 15-minute alarm limit the platform kills every attempt and the agent never settles.
+    # So the work is kept under the limit over all of them (a one-shot alone, tried once, may
+    # come a millisecond short of it), and under half a recurring schedule's period.
+    tries = 1 if not fail else (attempts or 4)
+    alone = count == 1 and tries == 1 and kind in ("delayed", "scheduled")
+    ceiling = ALARM_LIMIT_MS - 1 if alone else (ALARM_LIMIT_MS // 2) // (count * tries)
+    if kind in ("interval", "cron"):
+        ceiling = min(ceiling, period // 2)
+    ceiling = max(0, ceiling - 150_000 * (tries - 1) * bool(backoff))
+    work = draw(
+        st.one_of(st.just(0), aligned(st, [period], 0, ceiling), st.just(ceiling if alone else 0))
+    )
+    if work:
+        entry["work"] = format_duration(work)
+        if work > ALARM_LIMIT_MS // 2:
+            uses.append(Use("alarm", "a long handler", alias, "alarm:done"))
+    if kind != "interval" and draw(st.integers(0, 2)) == 0:
+        entry["idempotent"] = draw(st.booleans())
+        uses.append(
+            Use(
+                "schedule",
+                f"idempotent: {str(entry['idempotent']).lower()}",
+                alias,
+                "schedule:create",
+            )
+        )
     for flag, api in (("keep_alive", "keep_alive_while"), ("fiber", "run_fiber")):
         if draw(st.booleans()):
             entry[flag] = True
@@ -82,7 +104,7 @@ def schedules_part(st: Any, alias: str) -> Any:
         count = draw(st.integers(1, 3))
         entries, uses, horizon = [], [], 0
         for index in range(count):
-            entry, used, busy = _schedule(st, draw, f"s{index + 1}", alias)
+            entry, used, busy = _schedule(st, draw, f"s{index + 1}", alias, count)
             entries.append(entry)
             uses += used
             horizon = max(horizon, busy)
@@ -108,6 +130,10 @@ def schedules_part(st: Any, alias: str) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "cancel", entry["name"]))
             uses.append(Use("cancel_schedule", "by a call", alias, "schedule:cancel"))
+        for entry in draw(st.lists(st.sampled_from(entries), max_size=2)):
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            steps.append(call(at, alias, "recreate", entry["name"]))
+            uses.append(Use("schedule", "re-created", alias, "workload:scheduled"))
         if draw(st.booleans()):
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(TimedStep(at, "request", {"agent": alias, "method": "GET", "path": "/"}))

@@ -92,7 +92,7 @@ def scenarios(
             clients=clients,
             uses=tuple(use for part in parts for use in part.uses),
             invariants=tuple(invariants),
-            liveness_ms=min(366 * 86_400_000, horizon + LIVENESS_MARGIN_MS),
+            liveness_ms=min(366 * 86_400_000, 2 * horizon + LIVENESS_MARGIN_MS),
             areas=tuple(chosen),
         )
 

@@ -137,6 +137,16 @@ def tools_part(st: Any, alias: str) -> Any:
         for run_id in draw(st.lists(st.sampled_from(ids), max_size=2)):
             steps.append(call(draw(aligned(st, periods, 0, window)), alias, "dispatch", run_id))
             uses.append(Use("run_agent_tool", "re-issued run id", alias, "rpc"))
+        if draw(st.integers(0, 3)) == 0:
+            at = draw(aligned(st, periods, 0, window))
+            status = draw(st.sampled_from((None, "completed", "error", "aborted")))
+            steps.append(call(at, alias, "clear", *([status] if status else [])))
+            uses.append(Use("clear_agent_tool_runs", status or "every status", alias, "rpc"))
+            again = draw(st.lists(st.sampled_from(ids), max_size=1))
+            for run_id in again:
+                later = at + draw(aligned(st, periods, 0, window))
+                steps.append(call(later, alias, "dispatch", run_id))
+                uses.append(Use("run_agent_tool", "run id again after a clear", alias, "rpc"))
         for run_id in draw(st.lists(st.sampled_from(ids), max_size=2)):
             steps.append(call(draw(aligned(st, periods, 0, window)), alias, "cancel", run_id))
             uses.append(Use("cancel_agent_tool", "by a call", alias, "hook:on_agent_tool_finish"))

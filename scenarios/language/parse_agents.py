@@ -96,6 +96,9 @@ FIBER = Shape(
         "recovery": Text(
             choices=FIBER_RECOVERIES, doc="This fiber's recovery (default: the agent's)."
         ),
+        "stash_bytes": Whole(
+            minimum=0, maximum=1_000_000, default=0, doc="Pad each stash with this many bytes."
+        ),
     },
     required=("name", "steps"),
 )
@@ -218,6 +221,9 @@ SCHEDULE = Shape(
         "work": Duration(default="0ms", doc="How long each run works (inside the alarm)."),
         "fail": Whole(minimum=0, maximum=100_000, default=0, doc="The first N attempts raise."),
         "attempts": Whole(minimum=1, maximum=1_000, doc="The row's retry max_attempts."),
+        "backoff": Duration(doc="The row's retry base_delay_ms (1ms or more)."),
+        "max_backoff": Duration(doc="The row's retry max_delay_ms (1ms or more, >= backoff)."),
+        "idempotent": Flag(doc="schedule(idempotent=...) of a one-shot or cron row."),
         "keep_alive": Flag(default=False, doc="Run the work inside keep_alive_while."),
         "fiber": Flag(default=False, doc="Run the work inside run_fiber(name)."),
     },
@@ -438,6 +444,7 @@ def _fibers(spec: Fields, options: dict[str, Any]) -> type:
                 idempotency_key=key,
                 deadline_ms=deadline,
                 recovery=fiber.get("recovery"),
+                stash_bytes=fiber.get("stash_bytes"),
             )
         )
     interval = spec.get("keep_alive_interval")
@@ -494,6 +501,14 @@ def _schedules(spec: Fields) -> type:
         runs = entry.get("runs")
         if runs is not None and given[0] not in ("every", "cron"):
             entry.bad("runs", "only a recurring schedule (every or cron) stops after N runs")
+        if entry.get("idempotent") is not None and given[0] == "every":
+            entry.bad("idempotent", "an every schedule is always idempotent (one row per interval)")
+        backoff, most = entry.get("backoff"), entry.get("max_backoff")
+        for key, ms in (("backoff", backoff), ("max_backoff", most)):
+            if ms is not None and ms < 1:
+                entry.bad(key, "expected a positive duration (1ms or more)")
+        if backoff is not None and most is not None and backoff > most:
+            entry.bad("max_backoff", f"expected at least the backoff ({backoff} ms)")
         plans.append(
             SchedulePlan(
                 name=name,
@@ -505,6 +520,9 @@ def _schedules(spec: Fields) -> type:
                 work_ms=entry.get("work"),
                 fail=entry.get("fail"),
                 attempts=entry.get("attempts"),
+                backoff_ms=backoff,
+                max_backoff_ms=most,
+                idempotent=entry.get("idempotent"),
                 keep_alive=entry.get("keep_alive"),
                 fiber=entry.get("fiber"),
             )

@@ -24,6 +24,11 @@ calls `cancel_fiber` on its current execution. The fiber cooperates: each step's
 against its abort signal, and a fiber whose signal fired stops there and returns
 (`workload:fiber_cancelled {name, step}`, status `cancelled`). A fiber marked cancelled is never
 resumed by recovery, and a continuation that starts after the mark stops at once.
+
+The rest of the ledger's surface is a call each: `start_again(name)` starts a managed fiber once
+more with its key (a duplicate start), `resolve(name, status)` settles its interrupted execution
+by hand (`resolve_fiber`), `forget(status)` deletes terminal rows (`delete_fibers`). A plan's
+`stash_bytes` pads every stash, so stashes come in several sizes.
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ class FiberPlan:
     """For a managed fiber: cancel it this long after it starts (a durable one-shot schedule)."""
     recovery: str | None = None
     """What recovery does with this fiber; None: the workload's `recovery`."""
+    stash_bytes: int = 0
+    """Pad each stash with this many bytes (`pad`), for stashes of several sizes."""
 
 
 def _stashed_step(snapshot: Any) -> int | None:
@@ -123,11 +130,41 @@ class FiberWorkload(Agent):
 
     async def cancel(self, name: str, reason: str = "cancelled by the scenario") -> bool:
         """Cancel the managed fiber `name`: True when its current execution was cancelled."""
+        return self._cancel(self._managed(name), reason)
+
+    async def start_again(self, name: str) -> str:
+        """Start the managed fiber `name` once more through `start_fiber`, with its idempotency
+        key (a duplicate start, which the ledger answers with the execution it has), whatever the
+        workload remembers; the status `start_fiber` answered."""
+        plan = self._managed(name)
+        result = await self.start_fiber(
+            plan.name,
+            lambda ctx: self._steps(plan, ctx, 1),
+            idempotency_key=plan.idempotency_key,
+        )
+        return str(getattr(result, "status", result))
+
+    async def resolve(self, name: str, status: str = "completed") -> bool:
+        """`resolve_fiber` on the managed fiber's current execution (only an `interrupted` one
+        is settled); whether it was."""
+        self._managed(name)
+        rows = self.sql("SELECT fiber_id FROM workload_fiber_ids WHERE name = ?", name)
+        fiber_id = rows[0]["fiber_id"] if rows else None
+        if fiber_id is None:
+            return False
+        reason = {"error": "error", "status": status} if status == "error" else {"status": status}
+        return self.resolve_fiber(fiber_id, reason)
+
+    async def forget(self, status: str | None = None) -> int:
+        """`delete_fibers`: the ledger's terminal rows (of one status) go; how many."""
+        return self.delete_fibers(status=status)
+
+    def _managed(self, name: str) -> FiberPlan:
         plan = self._plan(name)
         if plan is None or not plan.managed:
             managed = [plan.name for plan in self.fibers if plan.managed]
             raise ValueError(f"no managed fiber named {name!r}; this workload's: {managed}")
-        return self._cancel(plan, reason)
+        return plan
 
     async def workload_fiber_deadline(self, payload: Any = None, row: Any = None) -> None:
         """The one-shot a fiber with `deadline_ms` set when it started: cancel it now."""
@@ -241,7 +278,8 @@ class FiberWorkload(Agent):
                 self.host.clock.now_ms(),
             )
             if plan.stash:
-                ctx.stash({"fiber": plan.name, "step": step})
+                pad = {"pad": "x" * plan.stash_bytes} if plan.stash_bytes else {}
+                ctx.stash({"fiber": plan.name, "step": step, **pad})
                 self.host.trace.emit("workload:stashed", fiberId=ctx.id, step=step)
         self._ended(plan, "done")
         self.host.trace.emit("workload:fiber_done", name=plan.name)

@@ -13,7 +13,9 @@ recurring schedule with `runs: N` cancels itself once N runs are done, so a poll
 The schedules are set up once (`workload_schedules` remembers each one durably, so a restart
 never adds a second one-shot), from `on_start` after an optional `warmup_ms` (startup awaits it,
 as a slow configuration load would, holding the input gate) or by a `setup` call. `status`
-answers over RPC or a GET request; `cancel(name)` cancels one schedule.
+answers over RPC or a GET request; `cancel(name)` cancels one schedule, `recreate(name)` cancels
+it and creates it again. A plan may give the row's retry options (`attempts`, `backoff_ms`,
+`max_backoff_ms`) and, for a one-shot or cron row, `idempotent`.
 """
 
 from __future__ import annotations
@@ -65,6 +67,13 @@ class SchedulePlan:
     """The first `fail` attempts raise (counted across runs and restarts)."""
     attempts: int | None = None
     """The row's retry `max_attempts`; None: the runtime's default."""
+    backoff_ms: int | None = None
+    """The row's retry `base_delay_ms`; None: the agent's (the runtime's default)."""
+    max_backoff_ms: int | None = None
+    """The row's retry `max_delay_ms`; None: the agent's."""
+    idempotent: bool | None = None
+    """`schedule(idempotent=...)` for a one-shot or cron row; None: True for a one-shot (a setup
+    a crash cut short finds the row it wrote), the runtime's default for cron."""
     keep_alive: bool = False
     fiber: bool = False
 
@@ -80,6 +89,16 @@ class SchedulePlan:
     @property
     def recurring(self) -> bool:
         return self.kind in ("interval", "cron")
+
+    def retry(self) -> dict[str, int] | None:
+        """The row's `retry` option, None when the plan sets none of it."""
+        given = {
+            "max_attempts": self.attempts,
+            "base_delay_ms": self.backoff_ms,
+            "max_delay_ms": self.max_backoff_ms,
+        }
+        retry = {key: value for key, value in given.items() if value is not None}
+        return retry or None
 
 
 class ScheduleWorkload(Agent):
@@ -145,33 +164,52 @@ class ScheduleWorkload(Agent):
         for plan in self.schedules:
             if self.sql("SELECT 1 AS x FROM workload_schedules WHERE name = ?", plan.name):
                 continue
-            schedule = await self._create(plan)
-            self.sql(
-                "INSERT INTO workload_schedules (name, schedule_id, kind, created_at) "
-                "VALUES (?, ?, ?, ?)",
-                plan.name,
-                schedule.id,
-                plan.kind,
-                self.host.clock.now_ms(),
-            )
-            self.host.trace.emit(
-                "workload:scheduled", name=plan.name, scheduleId=schedule.id, kind=plan.kind
-            )
+            await self._set_up(plan)
             created.append(plan.name)
         return created
 
+    async def _set_up(self, plan: SchedulePlan) -> None:
+        schedule = await self._create(plan)
+        self.sql(
+            "INSERT INTO workload_schedules (name, schedule_id, kind, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            plan.name,
+            schedule.id,
+            plan.kind,
+            self.host.clock.now_ms(),
+        )
+        self.host.trace.emit(
+            "workload:scheduled", name=plan.name, scheduleId=schedule.id, kind=plan.kind
+        )
+
+    async def recreate(self, name: str) -> bool:
+        """Cancel the schedule `name` (if it is still there) and create it again, as a new row;
+        whether there was one to cancel."""
+        plan = self._plan_named(name)
+        cancelled = await self._cancel(name, "recreate")
+        self.sql("DELETE FROM workload_schedules WHERE name = ?", name)
+        await self._set_up(plan)
+        return cancelled
+
     async def _create(self, plan: SchedulePlan) -> Any:
         payload = {"name": plan.name}
-        retry = None if plan.attempts is None else {"max_attempts": plan.attempts}
+        retry = plan.retry()
         if plan.every_s is not None:
             return await self.schedule_every(plan.every_s, "workload_tick", payload, retry=retry)
         if plan.cron is not None:
-            return await self.schedule(plan.cron, "workload_tick", payload, retry=retry)
+            if plan.idempotent is None:
+                return await self.schedule(plan.cron, "workload_tick", payload, retry=retry)
+            return await self.schedule(
+                plan.cron, "workload_tick", payload, retry=retry, idempotent=plan.idempotent
+            )
         when: Any = plan.after_s
         if plan.at_s is not None:
             when = datetime.fromtimestamp(plan.at_s, UTC)
-        # Idempotent: a setup a crash cut short and ran again finds the row it wrote.
-        return await self.schedule(when, "workload_tick", payload, retry=retry, idempotent=True)
+        # Idempotent by default: a setup a crash cut short and ran again finds the row it wrote.
+        idempotent = True if plan.idempotent is None else plan.idempotent
+        return await self.schedule(
+            when, "workload_tick", payload, retry=retry, idempotent=idempotent
+        )
 
     async def _cancel(self, name: str, by: str) -> bool:
         rows = self.sql(
@@ -275,6 +313,8 @@ def schedule_workload(
             raise ValueError(f"schedule {plan.name}: give exactly one of every, cron, after, at")
         if plan.runs is not None and not plan.recurring:
             raise ValueError(f"schedule {plan.name}: runs is for every or cron schedules")
+        if plan.idempotent is not None and plan.every_s is not None:
+            raise ValueError(f"schedule {plan.name}: an every schedule is always idempotent")
     one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")

@@ -15,6 +15,8 @@ can cut short), and `on_finish_fails: N` makes its first N calls raise after tha
 the slot claimed and delivers it again once the claim's lease expires. `notify` and
 `on_milestones` tell a chat host to narrate in its chat, so they need `host: think` or `chat`
 (the parent is then a `ThinkAgent` / `ChatAgent`; on a plain agent they would do nothing).
+`clear(status)` clears the parent's runs (`clear_agent_tool_runs`); a run dispatched again
+after it is a new run under the same id.
 """
 
 from __future__ import annotations
@@ -154,6 +156,11 @@ class _ToolsMixin:
     ) -> None:
         """Cancel a run (`cancel_agent_tool`): a detached one is delivered `aborted`."""
         await self.cancel_agent_tool(run_id, reason)
+
+    async def clear(self: ToolsWorkloadSelf, status: str | None = None) -> int:
+        """`clear_agent_tool_runs`: every run (or those of one status) goes, a live child is
+        cancelled and its sub-agent deleted; how many runs went."""
+        return await self.clear_agent_tool_runs(status=status)
 
     async def _dispatch_one(self: ToolsWorkloadSelf, plan: RunPlan) -> dict[str, Any]:
         self.sql(

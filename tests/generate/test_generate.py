@@ -4,6 +4,7 @@ run reached."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import subprocess
 import sys
@@ -69,7 +70,9 @@ def test_the_same_seed_writes_the_same_files_under_any_hash_seed(tmp_path: Path)
     second = sorted((tmp_path / "b").iterdir())
     assert [p.name for p in first] == [p.name for p in second]
     assert len(first) == 6
-    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+    for mine, theirs in zip(first, second, strict=True):
+        a, b = mine.read_text(encoding="utf-8"), theirs.read_text(encoding="utf-8")
+        assert a == b, "\n".join(difflib.unified_diff(a.split("\n"), b.split("\n"), lineterm=""))
     other = write_generated(examples=6, seed=6, out_dir=tmp_path / "c")
     assert [p.read_bytes() for p in other] != [p.read_bytes() for p in first]
 
