@@ -11,10 +11,11 @@ disconnected and a drawn fault step's own failure are not. The search is `hypoth
 round after round: the first example whose findings break something no earlier finding broke
 ends a round, and Hypothesis shrinks it while it still breaks that (its first finding's
 `subject`: an invariant, the liveness rule, a step), towards fewer agents, calls and faults
-and simpler options. The shrunk scenario is written by the hunt's reproducer writer
-(`scenarios.hunt.reproducers.write_reproducer`): run once more, compared with its finding,
-headed with how it was found, and `expect_error` / `may_fail_with` on the calls a drawn fault
-can refuse. The next round starts with the examples that are left.
+and simpler options, for at most `MAX_SHRINK_RUNS` runs. The shrunk scenario is written by
+the hunt's reproducer writer (`scenarios.hunt.reproducers.write_reproducer`): run once
+more, compared with its finding, headed with how it was found, and `expect_error` /
+`may_fail_with` on the calls a drawn fault can refuse. The next round starts with the
+examples that are left.
 
 Coverage guides the search: each run's probes and (API call, option) pairs are counted
 (`scenarios.generate.coverage`), and a run that reached rare ones scores high in
@@ -45,6 +46,8 @@ __all__ = ["Finding", "GenerateOutcome", "generate", "write_generated"]
 
 MAX_FINDINGS = 20
 """Rounds at most: a run that breaks this many different things has said enough."""
+MAX_SHRINK_RUNS = 150
+"""Runs a finding may take to shrink; past them its best example so far is written."""
 
 
 def _hypothesis() -> ModuleType:
@@ -139,15 +142,24 @@ class _Hunt:
         """What earlier findings broke (their first finding's subject)."""
         self.target: str | None = None
         """What this round's finding breaks, once it was found: shrinking keeps it."""
+        self.shrink_runs = 0
+        self.failing: set[str] = set()
+        """The texts of this round's failing runs."""
 
     def run(self, generated: Generated, path: str) -> tuple[ScenarioResult, list[Failure]]:
         result = run_scenario(parse_scenario(generated.text(), path))
         return result, findings(result.failures, story=False, inserted=generated.fault_numbers)
 
     def fails(self, generated: Generated) -> bool:
+        shrinking = self.target is not None
+        if shrinking and self.shrink_runs >= MAX_SHRINK_RUNS:
+            # Out of shrinking budget: what failed fails (Hypothesis replays its best example
+            # last), anything else is taken as passing, unrun, so the round ends soon.
+            return generated.text() in self.failing
+        if shrinking:
+            self.shrink_runs += 1
         result, found = self.run(generated, self.path)
         self.runs += 1
-        shrinking = self.target is not None
         if not shrinking:
             self.drawn += 1
         reached = reached_uses(generated.uses, result.trace)
@@ -160,6 +172,8 @@ class _Hunt:
             if new:
                 self.target = new[0]
         failed = self.target is not None and self.target in subjects
+        if failed:
+            self.failing.add(generated.text())
         if self.on_run is not None:
             self.on_run(
                 f"shrinking {self.target}" if shrinking else f"example {self.drawn}", failed
@@ -192,7 +206,7 @@ def generate(
         left = examples - hunt.drawn
         if left <= 0:
             break
-        hunt.target = None
+        hunt.target, hunt.shrink_runs, hunt.failing = None, 0, set()
         try:
             with seed_only():
                 shrunk = hypothesis.find(

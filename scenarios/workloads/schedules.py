@@ -211,11 +211,19 @@ class ScheduleWorkload(Agent):
             when, "workload_tick", payload, retry=retry, idempotent=idempotent
         )
 
-    async def _cancel(self, name: str, by: str) -> bool:
+    async def _cancel(self, name: str, by: str, running: str | None = None) -> bool:
+        """Cancel the schedule `name`; `running`: the id of the row whose callback runs now,
+        cancelled even when setup never recorded it (a setup that failed between creating the
+        row and writing it down, so that a recurring schedule still stops at its runs)."""
         rows = self.sql(
             "SELECT schedule_id FROM workload_schedules WHERE name = ? AND cancelled_at IS NULL",
             name,
         )
+        recorded = self.sql("SELECT 1 AS x FROM workload_schedules WHERE name = ?", name)
+        if not rows and running is not None and not recorded:
+            cancelled = await self.cancel_schedule(running)
+            self.host.trace.emit("workload:schedule_cancelled", name=name, by=by, found=cancelled)
+            return cancelled
         if not rows:
             return False
         # The cancel first: one that fails (a storage error) must leave the name uncancelled, so
@@ -279,7 +287,7 @@ class ScheduleWorkload(Agent):
                 name,
             )[0]["n"]
             if done >= plan.runs:
-                await self._cancel(name, "runs")
+                await self._cancel(name, "runs", schedule_id)
 
     def _attempt_ended(self, name: str, attempt: int, outcome: str) -> None:
         self.sql(

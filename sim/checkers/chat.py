@@ -59,28 +59,42 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
     neither took its keepAlive lease (`keep_alive:acquire {holder: fiber:<id>}`) nor ended in
     that incarnation is left out: its setup threw (an initial snapshot write failed) before its
     body ran, and such a fiber has no end record (fibers §5.2), so it holds no later turn back.
+    A sub-agent deleted (`facet:deleted`) and made again under its name is a new agent whose
+    incarnations count from 1 again: the turns of the deleted one ended with it.
     """
     out: list[Violation] = []
     for agent in context.agents():
-        running: dict[int, TraceRecord] = {}
-        records = context.records_of(agent, "fiber:run:started", *FIBER_ENDS, "keep_alive:acquire")
-        ran = {(r.inc, r.get("fiberId")) for r in records if r.event in FIBER_ENDS}
+        running: dict[tuple[int, int], TraceRecord] = {}
+        events = ("fiber:run:started", *FIBER_ENDS, "keep_alive:acquire", "facet:deleted")
+        records, lives, life = [], [], 0
+        for record in context.records_of(agent, *events):
+            if record.event == "facet:deleted":
+                life += 1
+                continue
+            records.append(record)
+            lives.append(life)
+        ran = {
+            (life, r.inc, r.get("fiberId"))
+            for r, life in zip(records, lives, strict=True)
+            if r.event in FIBER_ENDS
+        }
         ran |= {
-            (r.inc, str(r.get("holder"))[len("fiber:") :])
-            for r in records
+            (life, r.inc, str(r.get("holder"))[len("fiber:") :])
+            for r, life in zip(records, lives, strict=True)
             if r.event == "keep_alive:acquire" and str(r.get("holder")).startswith("fiber:")
         }
-        for record in records:
+        for record, life in zip(records, lives, strict=True):
             if record.event == "keep_alive:acquire":
                 continue
             if not str(record.get("fiberName")).startswith(CHAT_TURN_FIBER_PREFIX):
                 continue
-            if (record.inc, record.get("fiberId")) not in ran:
+            if (life, record.inc, record.get("fiberId")) not in ran:
                 continue
-            current = running.get(record.inc)
+            key = (life, record.inc)
+            current = running.get(key)
             if record.event in FIBER_ENDS:
                 if current is not None and current.get("fiberId") == record.get("fiberId"):
-                    del running[record.inc]
+                    del running[key]
                 continue
             if current is not None:
                 out.append(
@@ -95,7 +109,7 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
                     )
                 )
                 break
-            running[record.inc] = record
+            running[key] = record
     return out
 
 

@@ -132,6 +132,43 @@ def test_a_turn_started_while_another_runs_is_caught(chats) -> None:
     assert messages(chats, "chat_turns_serial") == []
 
 
+REMADE = """
+    name: chat-child-remade
+    description: A chat child cut by a deploy mid-turn is cleared (deleted) and made again.
+    seed: 13
+    agents:
+      parent:
+        workload: tools
+        start: on_start
+        runs:
+          - {run_id: r1, child: think, input: "research fibers"}
+          - {run_id: r2, child: think, detached: {max_budget: 8m3s}, input: "research fibers"}
+          - {run_id: r3}
+    steps:
+      - at: 0s
+        call: {agent: parent, method: dispatch, args: [r1], wait: false, expect_error: AgentEvicted}
+      - at: 0s
+        deploy: {}
+      - at: 2s
+        call: {agent: parent, method: clear, wait: false}
+      - at: 5s
+        call: {agent: parent, method: dispatch, args: [r2], wait: false}
+"""
+
+
+def test_a_deleted_child_made_again_starts_its_turns_afresh() -> None:
+    """A child whose turn a deploy cut is deleted by a clear, and made again under its name:
+    its first incarnation is numbered 1 again, and the deleted child's turn that never ended
+    holds the new child's first turn back no more than a dead incarnation's would (found by
+    agentsim generate)."""
+    context = scenario_context(REMADE)
+    child = "ToolsWorkload/parent/ThinkToolChild/r2"
+    starts = context.events("fiber:run:started", child)
+    assert [r.inc for r in starts] == [1, 1]
+    assert context.events("facet:deleted", child)
+    assert messages(context, "chat_turns_serial") == []
+
+
 def test_a_turn_whose_fiber_setup_failed_holds_no_later_turn_back(chats) -> None:
     """A turn fiber whose setup threw (its initial snapshot write failed) never ran its body: it
     took no keepAlive lease and, as in the SDK, has no end record (fibers §5.2), so the next

@@ -32,6 +32,7 @@ COMMANDS = [
     "fuzz",
     "explore",
     "golden",
+    "generate",
     "diff",
 ]
 FORGETFUL = """\

@@ -86,3 +86,18 @@ def test_clear_deletes_the_runs_and_a_run_id_can_be_dispatched_again() -> None:
     assert result.passed, result.failures
     finishes = [r for r in records if r["event"] == "hook:on_agent_tool_finish"]
     assert len(finishes) == 2
+
+
+def test_a_recurring_schedule_whose_setup_failed_midway_still_stops_at_its_runs() -> None:
+    """Setup created the row and failed writing it down (a storage error on the workload's own
+    INSERT): the schedule still cancels itself after its runs, and the agent settles."""
+    result, records = _run(
+        "  s:\n    workload: schedules\n    setup: call\n"
+        "    schedules: [{name: s1, every: 10s, runs: 2}]\n",
+        "  - arm_storage_fault: {agent: s, kind: error, match: '^INSERT INTO workload_schedules'}\n"
+        "  - call: {agent: s, method: setup, expect_error: StorageError}\n",
+    )
+    assert result.passed, result.failures
+    cancels = [r for r in records if r["event"] == "workload:schedule_cancelled"]
+    assert [(r["name"], r["by"], r["found"]) for r in cancels] == [("s1", "runs", True)]
+    assert sum(r["event"] == "workload:schedule_done" for r in records) == 2
