@@ -20,3 +20,8 @@ drawn is a document the loader accepts, written as YAML text and read back with
 | `coverage.py` | the probes and API/option pairs the runs reached, and those never reached |
 | `hunt.py` | the run, the search, the shrinking and the reproducers |
 """
+
+from scenarios.generate.hunt import Finding, GenerateOutcome, generate, write_generated
+from scenarios.generate.strategy import AREAS, scenarios
+
+__all__ = ["AREAS", "Finding", "GenerateOutcome", "generate", "scenarios", "write_generated"]
