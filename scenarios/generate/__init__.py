@@ -4,9 +4,9 @@ every invariant, each failure shrunk to a scenario file that fails on its own.
 A fuzz run perturbs a story somebody wrote; a generated scenario is a story nobody wrote. The
 strategies here draw one from the declarative workload descriptions (`scenarios.workloads`):
 schedules of every kind, fibers, agent tools and their children, chat hosts and clients, with
-platform faults drawn beside them as `agentsim fuzz` draws them (`sim.fault_draws`). What is
-drawn is a document the loader accepts, written as YAML text and read back with
-`parse_scenario`, so what runs and what a reproducer says are the same file.
+platform faults drawn beside them as `agentsim fuzz` draws them
+(`scenarios.hunt.fault_draws`). What is drawn is a document the loader accepts, written as YAML
+text and read back with `parse_scenario`, so what runs and what a reproducer says are the same file.
 
 | module | holds |
 | --- | --- |

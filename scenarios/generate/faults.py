@@ -1,12 +1,13 @@
 """The platform's faults beside a generated workload, drawn as `agentsim fuzz` draws them.
 
-The drawing is `sim.fault_draws` (what fuzz and `sim.strategies` use): swarm testing over the
-fault kinds, then one to `MAX_FAULTS` evictions (of a root, or of a tools parent's child by its
-run id), deploys, client reconnects and repeats of the workload's own calls, at times drawn
-over the run's horizon. Their times are drawn by `aligned` as well, so a deploy can land on a
-fiber's step end or a schedule's instant exactly. A generated scenario has no base run to aim
-storage faults at statements it executed, so storage faults come from the `faults:` profile
-instead (`flaky-storage`, `hostile` or explicit rates): a statement anywhere may fail or crash.
+The drawing is `scenarios.hunt.fault_draws` (what fuzz and `sim.strategies` use): swarm testing
+over the fault kinds, then one to `MAX_FAULTS` evictions (of a root, or of a tools parent's
+child by its run id), deploys, client reconnects and repeats of the workload's own calls, at
+times drawn over the run's horizon. Their times are drawn by `aligned` as well, so a deploy can
+land on a fiber's step end or a schedule's instant exactly. A generated scenario has no base run
+to aim storage faults at statements it executed, so storage faults come from the `faults:`
+profile instead (`flaky-storage`, `hostile` or explicit rates): a statement anywhere may fail or
+crash.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import TimedStep
-from sim.fault_draws import Fault, fault_options, schedules, times
+from scenarios.hunt.fault_draws import Fault, fault_options, schedules, times
 
 __all__ = ["FAULT_NOTE", "MAX_FAULTS", "PROFILES", "fault_steps", "profiles"]
 
