@@ -44,15 +44,15 @@ KNOWN_ARROWS: dict[tuple[str, str], str] = {}
 KNOWN_CIRCLES: dict[str, str] = {}
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def modules_of(package: str) -> dict[str, Path]:
-    return {module_name(p): p for p in sorted((ROOT / package).rglob("*.py"))}
+def modules_of(package: str, root: Path = ROOT) -> dict[str, Path]:
+    return {module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
 
 
 def imported_names(module: str, source: str, is_package: bool) -> Iterator[str]:
@@ -135,12 +135,17 @@ def package_graph(package: str) -> dict[str, set[str]]:
     return {name: arrows(name, path, known) for name, path in known.items()}
 
 
-def top_level_imports(package: str) -> dict[str, set[str]]:
-    """For each governed package `package` imports: the files that import it."""
+def top_level_imports(
+    package: str,
+    root: Path = ROOT,
+    exceptions: dict[str, tuple[frozenset[str], str]] = EXCEPTIONS,
+) -> dict[str, set[str]]:
+    """For each governed package `package` (a directory under `root`) imports: the files that
+    import it, leaving out what `exceptions` lets a file import."""
     out: dict[str, set[str]] = {}
-    for name, path in modules_of(package).items():
-        where = path.relative_to(ROOT).as_posix()
-        allowed = EXCEPTIONS.get(where, (frozenset(), ""))[0]
+    for name, path in modules_of(package, root).items():
+        where = path.relative_to(root).as_posix()
+        allowed = exceptions.get(where, (frozenset(), ""))[0]
         for imported in imported_names(name, path.read_text(encoding="utf-8"), False):
             top = imported.partition("\0")[0].split(".")[0]
             if top in GOVERNED and top != package and top not in allowed:
@@ -177,6 +182,41 @@ def _circle_cases() -> Iterator[object]:
 def test_no_import_circle_in(package: str) -> None:
     """No module of the package imports, however indirectly, a module that imports it back."""
     assert circles(package_graph(package)) == []
+
+
+def test_the_layering_reader_flags_a_forbidden_import_and_honours_an_exception(
+    tmp_path: Path,
+) -> None:
+    """On a tree of its own, the reader finds a runtime module that imports the simulator (in a
+    function, under a relative-free dotted name) and leaves out the one file an exception lets
+    through, so an empty result on the project means something."""
+    (tmp_path / "agents_core").mkdir()
+    (tmp_path / "agents_core" / "__init__.py").write_text("")
+    (tmp_path / "agents_core" / "clock.py").write_text("def now():\n    import sim.kernel\n")
+    (tmp_path / "agents_core" / "bridge.py").write_text("from sim import platform\n")
+    found = top_level_imports("agents_core", tmp_path, exceptions={})
+    assert found == {"sim": {"agents_core/clock.py", "agents_core/bridge.py"}}
+    allowed = {"agents_core/bridge.py": (frozenset({"sim"}), "a sample exception")}
+    assert top_level_imports("agents_core", tmp_path, exceptions=allowed) == {
+        "sim": {"agents_core/clock.py"}
+    }
+
+
+@pytest.mark.parametrize("where", sorted(EXCEPTIONS))
+def test_every_exception_is_still_needed(where: str) -> None:
+    """An exception to the layering table names a file that exists and still imports each
+    package it is let through to; once the import is gone, the exception goes with it."""
+    path = ROOT / where
+    assert path.is_file(), f"{where} is gone: remove its exception"
+    package = where.split("/")[0]
+    without = {other: entry for other, entry in EXCEPTIONS.items() if other != where}
+    needed = {
+        imported
+        for imported, files in top_level_imports(package, ROOT, without).items()
+        if where in files
+    }
+    unused = sorted(EXCEPTIONS[where][0] - needed)
+    assert unused == [], f"{where} no longer imports {unused}: narrow or remove its exception"
 
 
 def _arrow_cases() -> Iterator[object]:
