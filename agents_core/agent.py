@@ -33,6 +33,7 @@ from agents_core.agent_tools.registry import (
 )
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.context import AgentContext
+from agents_core.durable_memo import DurableMemo, statement_effects
 from agents_core.facets import encode_owner_path, path_of
 from agents_core.fiber_ledger import (
     FiberInspection,
@@ -46,7 +47,6 @@ from agents_core.options import AgentOptions, RetryOptions, resolve_options
 from agents_core.probes import probe
 from agents_core.recovery import FiberRecoveryContext
 from agents_core.releases.registry import release_named
-from agents_core.run_rows import DurableMemo, statement_effects
 from agents_core.schedules import Schedule, ScheduleTiming
 from agents_core.schema import ensure_schema
 

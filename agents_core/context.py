@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agents_core.durable_memo import DurableMemo
     from agents_core.host import Host
     from agents_core.options import AgentOptions
-    from agents_core.run_rows import DurableMemo
 
 __all__ = ["AgentContext"]
 

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
+from agents_core.durable_memo import FACET_RUNS
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
-from agents_core.run_rows import FACET_RUNS
 
 __all__ = ["Facets", "encode_owner_path", "path_of"]
 

@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from agents_core.durable_memo import RUN_ROW_DELETE, RUN_ROW_INSERT, RUN_ROW_SNAPSHOT
 from agents_core.errors import InvalidArgument, NotInFiber
 from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberInspection, StartFiberResult
 from agents_core.jsontext import to_json_text
 from agents_core.probes import probe
-from agents_core.run_rows import RUN_ROW_DELETE, RUN_ROW_INSERT, RUN_ROW_SNAPSHOT
 from agents_core.signals import AbortController, AbortSignal
 
 if TYPE_CHECKING:

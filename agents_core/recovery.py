@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agents_core.durable_memo import LEDGER, RUN_ROW_DELETE
 from agents_core.fiber_ledger import TERMINAL_STATUSES, FiberRecoveryResult
 from agents_core.jsontext import parse_json_text
 from agents_core.probes import probe
-from agents_core.run_rows import LEDGER, RUN_ROW_DELETE
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext

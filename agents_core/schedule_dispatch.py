@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.cron import next_cron_time_ms
+from agents_core.durable_memo import SCHEDULES
 from agents_core.options import resolve_retry
 from agents_core.probes import probe
-from agents_core.run_rows import SCHEDULES
 from agents_core.stored_names import callback_method
 
 if TYPE_CHECKING:

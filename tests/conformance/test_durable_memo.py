@@ -1,4 +1,5 @@
-"""Conformance: what the runtime keeps in memory of state only it writes (`agents_core.run_rows`).
+"""Conformance: what the runtime keeps in memory of state only it writes
+(`agents_core.durable_memo`).
 
 The heartbeat's answers (is a fiber orphaned? is a schedule stored? is a destroy pending? are
 memory-limit strikes counted?) come from memory after one read per incarnation. These tests hold

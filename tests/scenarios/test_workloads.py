@@ -225,7 +225,7 @@ def test_no_stash_is_lost_under_hostile_faults(seed: int) -> None:
         "  - invariants: [no_lost_stash, fibers_settled]\n",
     ).replace("seed: 1\n", "seed: 1\nfaults: {crash_rate: 0.05, deploys_per_day: [40, 60]}\n")
     # 0.05: a heartbeat runs no statement once its incarnation knows its own state
-    # (agents_core/run_rows.py), so crashes drawn per statement need a higher rate to land
+    # (agents_core/durable_memo.py), so crashes drawn per statement need a higher rate to land
     # inside the fiber.
     result = run(text, seed)
     assert [f for f in result.failures if "(invariants)" in f] == [], result.report()
