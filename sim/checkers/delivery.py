@@ -33,26 +33,43 @@ Key = tuple[str, str, str, int]
 
 
 def _by_run_slot(context: CheckContext, event: str) -> dict[Key, list[TraceRecord]]:
+    """The `event` records by (parent, run id, slot, life). A cleared run's id may be used again
+    for a new run, so a run id has lives, divided by the deletions of its child
+    (`<parent>/<class>/<run id>`). A record after a deletion still belongs to the life before it
+    until the new life's child starts (clearing a running run deletes its child before the
+    cancelled run's own finish is handed over), unless that life already has such a record for
+    the slot (the new life's child never started, its creation failed, say)."""
     out: dict[Key, list[TraceRecord]] = defaultdict(list)
-    deletions = _run_deletions(context)
+    deletions, starts = _run_lives(context)
     for record in context.events(event):
         run_id = str(record.get("runId"))
-        life = bisect_left(deletions.get((record.agent, run_id), ()), record.seq)
-        out[(record.agent, run_id, str(record.get("slot")), life)].append(record)
+        slot = str(record.get("slot"))
+        gone = deletions.get((record.agent, run_id), [])
+        life = bisect_left(gone, record.seq)
+        if life:
+            last_deletion = gone[life - 1]
+            started = starts.get((record.agent, run_id), [])
+            begun = bisect_left(started, record.seq) > bisect_left(started, last_deletion)
+            if not begun and not out.get((record.agent, run_id, slot, life - 1)):
+                life -= 1
+        out[(record.agent, run_id, slot, life)].append(record)
     return out
 
 
-def _run_deletions(context: CheckContext) -> dict[tuple[str, str], list[int]]:
+def _run_lives(
+    context: CheckContext,
+) -> tuple[dict[tuple[str, str], list[int]], dict[tuple[str, str], list[int]]]:
     """(parent, run id) -> the seqs, in order, at which the run's child
-    (`<parent>/<class>/<run id>`) was deleted (clearing a run deletes it): a record's run is the
-    how-manieth of its id by how many of these came before it, since a cleared run's id may be
-    used again for a new run."""
-    out: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for deleted in context.events("facet:deleted"):
-        parts = deleted.agent.rsplit("/", 2)
-        if len(parts) == 3:
-            out[(parts[0], parts[2])].append(deleted.seq)
-    return out
+    (`<parent>/<class>/<run id>`) was deleted (clearing a run deletes it), and those at which an
+    incarnation of it started."""
+    deletions: dict[tuple[str, str], list[int]] = defaultdict(list)
+    starts: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for event, into in (("facet:deleted", deletions), ("incarnation:start", starts)):
+        for record in context.events(event):
+            parts = record.agent.rsplit("/", 2)
+            if len(parts) == 3:
+                into[(parts[0], parts[2])].append(record.seq)
+    return deletions, starts
 
 
 def _at(record: TraceRecord) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from sim import Simulation, format_sim_time
 from sim.checkers import CheckContext, check, context_from
+from sim.trace import TraceRecord
 from tests.checkers.agents import (
     ToolParent,
     inserted,
@@ -405,3 +406,43 @@ def test_a_cleared_run_s_id_used_again_is_a_new_run() -> None:
     kept = without(context, lambda r: r.event == "facet:deleted")
     found = {v.invariant for v in check(kept, ["exactly_once_finish", "fiber_leases_released"])}
     assert found == {"exactly_once_finish", "fiber_leases_released"}
+
+
+def test_a_finish_handed_over_after_its_run_was_cleared_belongs_to_that_run() -> None:
+    """Clearing a running run deletes its child before the cancelled run's own finish is handed
+    over; that finish is the cleared run's, and the finish of the run started again under the
+    id (its child started anew) is the new run's. Two finishes before the clear are still one
+    run's twice; and a new run whose child never started is a new run too, once the cleared one
+    had its finish."""
+    child = f"{P}/Child/r"
+
+    def life(seq: int, event: str) -> TraceRecord:
+        return record(seq, 0, child, 1, event)
+
+    cleared_then_again = (
+        life(0, "incarnation:start"),
+        life(1, "facet:deleted"),
+        finish_call(2, 0, 1),
+        life(3, "incarnation:start"),
+        finish_call(4, 150, 1),
+    )
+    assert check(CheckContext(records=cleared_then_again), ["exactly_once_finish"]) == []
+    twice_before_the_clear = (
+        life(0, "incarnation:start"),
+        finish_call(1, 0, 1),
+        finish_call(2, 100, 1),
+        life(3, "facet:deleted"),
+        life(4, "incarnation:start"),
+        finish_call(5, 150, 1),
+    )
+    assert messages(CheckContext(records=twice_before_the_clear), "exactly_once_finish") == [
+        "run r of ToolParent/p called on_agent_tool_finish for its finish slot twice (at "
+        "00:00:00.000 and 00:00:00.100) with no crash between"
+    ]
+    new_run_without_a_child = (
+        life(0, "incarnation:start"),
+        finish_call(1, 0, 1),
+        life(2, "facet:deleted"),
+        finish_call(3, 500, 1),
+    )
+    assert check(CheckContext(records=new_run_without_a_child), ["exactly_once_finish"]) == []
