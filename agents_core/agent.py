@@ -48,7 +48,6 @@ from agents_core.probes import probe
 from agents_core.recovery import FiberRecoveryContext
 from agents_core.releases.registry import release_named
 from agents_core.schedules import Schedule, ScheduleTiming
-from agents_core.schema import ensure_schema
 
 __all__ = ["Agent", "Request", "Response"]
 
@@ -166,7 +165,7 @@ class Agent:
             # incarnation took. Released at construction, not at startup, because a plain RPC
             # starts an incarnation without startup (docs/divergences.md F3).
             host.tasks.wait_until(self._keep_alive.release_leases_of_earlier_incarnations())
-        ensure_schema(host.sql, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
+        runtime.schema.ensure(host, (*AGENT_TOOL_RUNS_DDL, *MCP_SERVERS_DDL))
 
     # -- storage ----------------------------------------------------------------------------
     def sql(self, query: str, *params: Any) -> list[dict[str, Any]]:

@@ -149,6 +149,7 @@ class FiberRunner:
         self.active[fiber_id] = None
         dispose: Callable[[], None] | None = None
         registered = False
+        outcome: tuple[str, str | None] | None = None
 
         def stash(data: Any) -> None:
             self._write_stash(fiber_id, wrap_stash(data) if wrap_stash else data, managed)
@@ -180,6 +181,8 @@ class FiberRunner:
             try:
                 value = await fn(context)
             except BaseException as exc:
+                if isinstance(exc, Exception):
+                    outcome = _body_outcome(exc, signal)
                 if managed:
                     self._settle_managed_fiber(fiber_id, ok=False, error=exc, signal=signal)
                 if isinstance(exc, Exception):
@@ -195,6 +198,7 @@ class FiberRunner:
             finally:
                 if _current_fiber.get() is frame:
                     _current_fiber.set(outer)
+            outcome = ("completed", None)
             if managed:
                 self._settle_managed_fiber(fiber_id, ok=True, error=None, signal=signal)
             self._emit(
@@ -207,19 +211,33 @@ class FiberRunner:
             return value
         finally:
             self.active.pop(fiber_id, None)
-            try:
-                self.sql(RUN_ROW_DELETE, fiber_id)
-                self._memo.run_row_deleted(fiber_id)
-            except Exception:
-                probe(self.host, "fiber.cleanup_delete_failed")
-                raise
-            finally:
-                # A failed DELETE must not leak the lease (the SDK's order would: divergence
-                # F2): the row it leaves is an orphan that recovery picks up.
-                if dispose is not None:
-                    dispose()
-            if registered:
-                await self._parts._facet_unregister_run_logged(fiber_id)
+            await self._finalize_run_row(fiber_id, name, outcome, dispose, registered)
+
+    async def _finalize_run_row(
+        self,
+        fiber_id: str,
+        name: str,
+        outcome: tuple[str, str | None] | None,
+        dispose: Callable[[], None] | None,
+        registered: bool,
+    ) -> None:
+        """The end of every fiber, however its body ended (`outcome`: `(status, error)` when
+        the body ran, None when its set-up failed): delete the run row, give back the
+        keepAlive lease and the sub-agent's lease on its root. A failed DELETE propagates
+        (0.21.0 lets it escape from `finally`) and keeps the root lease."""
+        try:
+            self.sql(RUN_ROW_DELETE, fiber_id)
+            self._memo.run_row_deleted(fiber_id)
+        except Exception:
+            probe(self.host, "fiber.cleanup_delete_failed")
+            raise
+        finally:
+            # A failed DELETE must not leak the lease (the SDK's order would: divergence
+            # F2): the row it leaves is an orphan that recovery picks up.
+            if dispose is not None:
+                dispose()
+        if registered:
+            await self._parts._facet_unregister_run_logged(fiber_id)
 
     async def _run_fiber_with_stash_wrapper(
         self,
@@ -420,6 +438,11 @@ class FiberRunner:
     def cancel_fiber_by_key(self, idempotency_key: str, reason: str | None = None) -> bool:
         row = self._ledger.row_by_key(idempotency_key)
         return False if row is None else self.cancel_fiber(row["fiber_id"], reason)
+
+
+def _body_outcome(error: Exception, signal: AbortSignal | None) -> tuple[str, str | None]:
+    """How a fiber's body ended when it threw: `aborted` when its signal was, else `error`."""
+    return ("aborted" if signal is not None and signal.aborted else "error", _message(error))
 
 
 def _message(error: BaseException | None) -> str:

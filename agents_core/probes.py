@@ -291,6 +291,19 @@ RUNTIME_PROBES: dict[str, str] = {
         "run_fiber's cleanup could not delete the run row (a storage fault in a fiber's "
         "cleanup); the lease is released and the row is left for recovery"
     ),
+    "fiber.outcome_write_failed": (
+        "0.32.0: writing a finished fiber's outcome into its run row failed (a storage fault); "
+        "swallowed, and the row is deleted all the same"
+    ),
+    "fiber.finalize_failed_row_left": (
+        "0.32.0: a fiber's finally could not delete its run row (a storage fault); logged, not "
+        "re-thrown, and the row (with its outcome when that was written) is left for recovery"
+    ),
+    "fiber.finished_run_row_settled": (
+        "0.32.0: the recovery scan found a run row whose fiber had finished (its outcome "
+        "written, its delete failed) and deleted it without events or hook, settling a managed "
+        "fiber's ledger row with the row's outcome"
+    ),
     "alarm.reschedule_failed": (
         "computing the next alarm failed on a storage fault, and a check-back alarm was armed "
         "so that a later alarm computes it again"

@@ -185,65 +185,87 @@ class Recovery:
         if known is not None and all(fiber_id in active for fiber_id in known):
             # Every run row is a fiber executing here: the scan would offer none of them.
             return False
-        rows = self.sql("SELECT id, name, snapshot, created_at FROM cf_agents_runs ORDER BY rowid")
+        columns = self._RUN_ROW_COLUMNS
+        rows = self.sql(f"SELECT {columns} FROM cf_agents_runs ORDER BY rowid")
         self._memo.saw_run_rows(rows)
         for row in rows:
-            fiber_id, name, created_at = row["id"], row["name"], row["created_at"]
+            fiber_id, name = row["id"], row["name"]
             if self._past_deadline(scan_start, fiber_id, name, managed=False):
                 break
             # The rows were read up front and each hook is awaited: a fiber that was live then
             # may have finished since, its row gone. Only a row that is still there is an
             # orphan (the SDK recovers the stale copy: F6).
-            current = self.sql(
-                "SELECT id, name, snapshot, created_at FROM cf_agents_runs WHERE id = ?", fiber_id
-            )
+            current = self.sql(f"SELECT {columns} FROM cf_agents_runs WHERE id = ?", fiber_id)
             if not current:
                 probe(self.host, "fiber.finished_during_scan_skipped")
                 continue
             row = current[0]
             if fiber_id in self._run_fiber_active_fibers:
                 continue
-            parsed, snapshot = parse_json_text(row["snapshot"])
-            if not parsed:
-                self._log("warn", f"corrupted snapshot of fiber {fiber_id}; recovering with null")
-            ledger = self._ledger.row(fiber_id)
-            self._emit_detected(fiber_id, name, ledger is not None, created_at)
-            if ledger is not None and ledger["status"] in TERMINAL_STATUSES:
-                probe(self.host, "fiber.stale_terminal_run_row_dropped")
-                self.sql(RUN_ROW_DELETE, fiber_id)
-                self._memo.run_row_deleted(fiber_id)
-                progress = True
-                self._ledger.notify_terminal(fiber_id)
-                continue
-            ctx = FiberRecoveryContext(fiber_id, name, snapshot, created_at)
-            if ledger is not None:
-                self.sql(
-                    "UPDATE cf_agents_fibers SET status = 'interrupted', snapshot = ?, "
-                    "completed_at = ? WHERE fiber_id = ? AND status IN ('pending', 'running')",
-                    row["snapshot"],
-                    self.host.clock.now_ms(),
-                    fiber_id,
+            progress = await self._recover_run_row(row) or progress
+        return progress
+
+    _RUN_ROW_COLUMNS = "id, name, snapshot, created_at"
+    """The columns of `cf_agents_runs` the scan reads."""
+
+    async def _recover_run_row(self, row: dict[str, Any]) -> bool:
+        """One orphaned run row (no fiber of this incarnation runs it); whether the pass made
+        progress with it. 0.21.0 reports every row as detected and interrupted first, then drops
+        a stale row beside a terminal ledger row, or hands it to the hook."""
+        fiber_id, name, created_at = row["id"], row["name"], row["created_at"]
+        parsed, snapshot = parse_json_text(row["snapshot"])
+        if not parsed:
+            self._log("warn", f"corrupted snapshot of fiber {fiber_id}; recovering with null")
+        ledger = self._ledger.row(fiber_id)
+        self._emit_detected(fiber_id, name, ledger is not None, created_at)
+        if ledger is not None and ledger["status"] in TERMINAL_STATUSES:
+            self._drop_stale_run_row(fiber_id)
+            return True
+        return await self._offer_orphan(row, snapshot, ledger)
+
+    def _drop_stale_run_row(self, fiber_id: str) -> None:
+        """A run row left beside a terminal ledger row: deleted, its waiters told."""
+        probe(self.host, "fiber.stale_terminal_run_row_dropped")
+        self.sql(RUN_ROW_DELETE, fiber_id)
+        self._memo.run_row_deleted(fiber_id)
+        self._ledger.notify_terminal(fiber_id)
+
+    async def _offer_orphan(
+        self, row: dict[str, Any], snapshot: Any, ledger: dict[str, Any] | None
+    ) -> bool:
+        """An interrupted fiber's run row: the ledger (managed) becomes `interrupted`, the hook
+        runs, and the row goes when the hook succeeded, the fiber was managed or is too old."""
+        fiber_id, name, created_at = row["id"], row["name"], row["created_at"]
+        progress = False
+        ctx = FiberRecoveryContext(fiber_id, name, snapshot, created_at)
+        if ledger is not None:
+            self.sql(
+                "UPDATE cf_agents_fibers SET status = 'interrupted', snapshot = ?, "
+                "completed_at = ? WHERE fiber_id = ? AND status IN ('pending', 'running')",
+                row["snapshot"],
+                self.host.clock.now_ms(),
+                fiber_id,
+            )
+            ctx = self._managed_context(ctx, ledger)
+        ok = await self._run_fiber_recovery_hook(ctx, ledger)
+        max_age = self._options.fiber_recovery_max_age_ms
+        age = self.host.clock.now_ms() - created_at
+        too_old = max_age > 0 and age > max_age
+        self._probe_recovered_row(ok, ledger is not None, too_old)
+        if ok or ledger is not None or too_old:
+            if not ok and ledger is None and too_old:
+                self._emit(
+                    "fiber:recovery:skipped",
+                    fiberId=fiber_id,
+                    fiberName=name,
+                    reason="max_age_exceeded",
+                    elapsedMs=age,
                 )
-                ctx = self._managed_context(ctx, ledger)
-            ok = await self._run_fiber_recovery_hook(ctx, ledger)
-            max_age = self._options.fiber_recovery_max_age_ms
-            age = self.host.clock.now_ms() - created_at
-            too_old = max_age > 0 and age > max_age
-            self._probe_recovered_row(ok, ledger is not None, too_old)
-            if ok or ledger is not None or too_old:
-                if not ok and ledger is None and too_old:
-                    self._emit(
-                        "fiber:recovery:skipped",
-                        fiberId=fiber_id,
-                        fiberName=name,
-                        reason="max_age_exceeded",
-                        elapsedMs=age,
-                    )
-                self.sql(RUN_ROW_DELETE, fiber_id)
-                self._memo.run_row_deleted(fiber_id)
-                progress = True
-            if ledger is not None:
-                self._ledger.notify_terminal(fiber_id)
+            self.sql(RUN_ROW_DELETE, fiber_id)
+            self._memo.run_row_deleted(fiber_id)
+            progress = True
+        if ledger is not None:
+            self._ledger.notify_terminal(fiber_id)
         return progress
 
     def _probe_recovered_row(self, ok: bool, managed: bool, too_old: bool) -> None:

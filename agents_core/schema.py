@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import hashlib
 
-from agents_core.host import SqlStorage
+from agents_core.host import Host, SqlStorage
 
-__all__ = ["CURRENT_SCHEMA_VERSION", "SCHEMA_VERSION_ROW_ID", "ensure_schema"]
+__all__ = ["CURRENT_SCHEMA_VERSION", "SCHEMA_V11", "SCHEMA_VERSION_ROW_ID", "ensure_schema"]
 
 CURRENT_SCHEMA_VERSION = 11
 SCHEMA_VERSION_ROW_ID = "cf_schema_version"
@@ -111,3 +111,16 @@ def ensure_schema(sql: SqlStorage, extra_ddl: tuple[str, ...] = ()) -> None:
 
 def _digest(statements: tuple[str, ...]) -> str:
     return hashlib.sha256("\n".join(statements).encode()).hexdigest()[:16]
+
+
+class _SchemaV11:
+    """0.21.0's agent schema as a release picks it: `ensure(host, extra_ddl)` at construction."""
+
+    __slots__ = ()
+
+    def ensure(self, host: Host, extra_ddl: tuple[str, ...] = ()) -> None:
+        ensure_schema(host.sql, extra_ddl)
+
+
+SCHEMA_V11 = _SchemaV11()
+"""The agent schema of version 11, kept in `cf_agents_state` (0.21.0)."""

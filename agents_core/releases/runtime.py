@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from agents_core.facets import Facets
     from agents_core.fiber_ledger import FiberLedger
     from agents_core.fibers import FiberRunner
+    from agents_core.host import Host
     from agents_core.keep_alive import KeepAlive
     from agents_core.lifecycle import Lifecycle
     from agents_core.mcp import Mcp
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from agents_core.schedule_dispatch import ScheduleDispatch
     from agents_core.schedules import Scheduler
 
-__all__ = ["AgentPorts", "Build", "Runtime"]
+__all__ = ["AgentPorts", "AgentSchema", "Build", "Runtime"]
 
 
 class AgentPorts(
@@ -41,6 +42,14 @@ class AgentPorts(
     """The agent as its components see it: every port of theirs at once."""
 
     def _broadcast_protocol(self, frame: object) -> None: ...
+
+
+class AgentSchema(Protocol):
+    """The agent's own tables, created or migrated when it is constructed (the SDK's
+    `_ensureSchema`); `extra_ddl` are the tables of components outside the core (agent-tool
+    runs, MCP servers)."""
+
+    def ensure(self, host: Host, extra_ddl: tuple[str, ...] = ()) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,7 @@ class Runtime:
     schedule_dispatch: ScheduleDispatch
     facets: Facets
     tools: AgentTools
+    schema: AgentSchema
 
 
 Build = Callable[["AgentContext", AgentPorts, list[dict[str, str]], str], "Runtime"]

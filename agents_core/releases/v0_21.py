@@ -24,6 +24,7 @@ from agents_core.recovery import Recovery
 from agents_core.releases.runtime import Runtime
 from agents_core.schedule_dispatch import ScheduleDispatch
 from agents_core.schedules import Scheduler
+from agents_core.schema import SCHEMA_V11
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
@@ -74,4 +75,5 @@ def build(
         schedule_dispatch=dispatch,
         facets=facets,
         tools=tools,
+        schema=SCHEMA_V11,
     )

@@ -140,12 +140,12 @@ FIBER_BUGS = (
         "agents_core/fibers.py",
         (
             fix(
-                '                probe(self.host, "fiber.cleanup_delete_failed")\n'
-                "                raise\n"
-                "            finally:\n",
-                '                probe(self.host, "fiber.cleanup_delete_failed")\n'
-                "                raise\n"
-                "            else:\n",
+                '            probe(self.host, "fiber.cleanup_delete_failed")\n'
+                "            raise\n"
+                "        finally:\n",
+                '            probe(self.host, "fiber.cleanup_delete_failed")\n'
+                "            raise\n"
+                "        else:\n",
             ),
         ),
         "wrote else: where finally: was meant, so the lease is released only when the run "
@@ -251,8 +251,8 @@ RECOVERY_BUGS = (
             fix(
                 "            if fiber_id in self._run_fiber_active_fibers:\n"
                 "                continue\n"
-                '            parsed, snapshot = parse_json_text(row["snapshot"])\n',
-                '            parsed, snapshot = parse_json_text(row["snapshot"])\n',
+                "            progress = await self._recover_run_row(row) or progress\n",
+                "            progress = await self._recover_run_row(row) or progress\n",
             ),
         ),
         "the scan over run rows lost its check that the fiber is still running in this incarnation",

@@ -11,13 +11,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agents_core.releases import v0_21
+from agents_core.agent_tools.components import AgentTools
+from agents_core.facets import Facets
+from agents_core.fiber_ledger import FiberLedger
+from agents_core.keep_alive import KeepAlive
+from agents_core.lifecycle import Lifecycle
+from agents_core.mcp import Mcp
+from agents_core.releases.runtime import Runtime
+from agents_core.releases.v0_32.agent_schema import AGENT_DDL, SCHEDULES_DDL, AgentSchema
+from agents_core.releases.v0_32.fiber_outcomes import OutcomeFiberRunner
+from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
+from agents_core.schedule_dispatch import ScheduleDispatch
+from agents_core.schedules import Scheduler
+from agents_core.schema import STATE_DDL
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
-    from agents_core.releases.runtime import AgentPorts, Runtime
+    from agents_core.releases.runtime import AgentPorts
 
-__all__ = ["NAME", "NOT_BUILT", "build"]
+__all__ = ["NAME", "NOT_BUILT", "SCHEMA", "build"]
 
 NAME = "0.32.0"
 
@@ -26,17 +38,60 @@ NOT_BUILT: tuple[str, ...] = (
     "§2 the job queue cf_agents_jobs and its driver (backlog, slow dispatch, platform failures)",
     "§3 the Scheduler on jobs (the timing envelope, schedule:* as 0.32.0 emits them)",
     "§3.4/§4 keepAlive, housekeeping and destroy as host jobs",
-    "§5 the run rows' outcome columns and the recovery of finished rows",
-    "§6 schema version 14 in KV and the migrations to jobs",
+    "§6.2 the per-capability schema keys in KV",
+    "§6.3/§6.4 the migrations of cf_agents_schedules and cf_agents_queues to jobs",
     "§7 eventDelivery and positionless chunks of agent tools",
     "§8 chat recovery always on, with its new limits and the recovering outcome",
 )
 """What of 0.32.0 a run does not model yet (a run on this release behaves as 0.21.0 there)."""
 
 
+SCHEMA = AgentSchema((STATE_DDL, SCHEDULES_DDL, *AGENT_DDL))
+"""Version 14 in KV. It still creates the state table (the SDK's State capability is not a
+component here) and the schedules table (this build's Scheduler is still 0.21.0's)."""
+
+
 def build(
     context: AgentContext, agent: AgentPorts, self_path: list[dict[str, str]], owner_key: str
 ) -> Runtime:
-    """The components of one agent on 0.32.0: 0.21.0's, with each one 0.32.0 changed swapped
-    in as it is built (none yet: see `NOT_BUILT`)."""
-    return v0_21.build(context, agent, self_path, owner_key)
+    """The components of one agent on 0.32.0, in 0.21.0's order (`v0_21`), with each one
+    0.32.0 changed swapped in as it is built (what is not yet: `NOT_BUILT`): the FiberRunner
+    that writes a fiber's outcome into its run row, the Recovery that settles finished rows
+    quietly, the schema of version 14."""
+    mcp = Mcp(context, agent._broadcast_protocol)
+    lifecycle = Lifecycle(context, agent, mcp)
+    keep_alive = KeepAlive(context, lifecycle, owner_key)
+    fiber_ledger = FiberLedger(context)
+    fibers = OutcomeFiberRunner(context, fiber_ledger, keep_alive, lifecycle, agent)
+    recovery = FinishedRowRecovery(context, fibers, fiber_ledger, agent)
+    scheduler = Scheduler(context, lifecycle, agent, self_path, owner_key)
+    dispatch = ScheduleDispatch(context, lifecycle, agent)
+    facets = Facets(
+        context,
+        agent,
+        self_path,
+        lifecycle=lifecycle,
+        keep_alive=keep_alive,
+        recovery=recovery,
+        dispatch=dispatch,
+        scheduler=scheduler,
+    )
+    lifecycle.install(dispatch._schedule_alarm_candidates)
+    lifecycle.install(keep_alive.alarm_candidates)
+    lifecycle.install(recovery._recovery_alarm_candidates)
+    lifecycle.install(facets._facet_lease_candidates)
+    tools = AgentTools(context, agent, lifecycle=lifecycle, keep_alive=keep_alive)
+    lifecycle.install_agent_tools(tools)
+    return Runtime(
+        mcp=mcp,
+        lifecycle=lifecycle,
+        keep_alive=keep_alive,
+        fiber_ledger=fiber_ledger,
+        fibers=fibers,
+        recovery=recovery,
+        scheduler=scheduler,
+        schedule_dispatch=dispatch,
+        facets=facets,
+        tools=tools,
+        schema=SCHEMA,
+    )

@@ -1,0 +1,62 @@
+"""Conformance on SDK 0.32.0: the agent schema version 14, kept in the key-value store (spec
+sdk-0.32 §6.1, catalogue J-69, J-70)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim import AgentRef, Simulation
+from tests.conformance.fiber_agents import Recorder
+
+
+def kv(sim: Simulation, ref: AgentRef, key: str) -> Any:
+    """The stored JSON text of `key`, or None."""
+    rows = sim.query(ref, "SELECT value FROM _cf_KV WHERE key = ?", key)
+    return rows[0]["value"] if rows else None
+
+
+def indexes(sim: Simulation, ref: AgentRef) -> list[str]:
+    rows = sim.query(ref, "SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+    return [row["name"] for row in rows if not row["name"].startswith("sqlite_")]
+
+
+def columns(sim: Simulation, ref: AgentRef, table: str) -> list[str]:
+    return [row["name"] for row in sim.query(ref, f"PRAGMA table_info({table})")]
+
+
+def woken(sim: Simulation, ref: AgentRef) -> None:
+    """A new incarnation of `ref`, constructed (a call on a stub from before: no startup)."""
+    sim.evict(ref, "deploy")
+    assert sim.call(ref, "ping") == "pong"
+
+
+def test_J069_a_0_21_schema_row_moves_to_the_kv_key_as_14(sim: Simulation) -> None:
+    """A database of 0.21.0 (`cf_agents_state('cf_schema_version', '11')`, no KV key): when the
+    agent constructs, KV `cf_agents:schema_version` is the number 14 and the legacy row is gone;
+    the run rows and agent-tool runs have their 0.32.0 columns."""
+    ref = sim.agent(Recorder, "s")
+    sim.run_for(10)
+    assert kv(sim, ref, "cf_agents:schema_version") == "14"
+    assert sim.query(ref, "SELECT id FROM cf_agents_state WHERE id = 'cf_schema_version'") == []
+    sim.query(ref, "DELETE FROM _cf_KV WHERE key = 'cf_agents:schema_version'")
+    sim.query(ref, "INSERT INTO cf_agents_state (id, state) VALUES ('cf_schema_version', '11')")
+    woken(sim, ref)
+    assert kv(sim, ref, "cf_agents:schema_version") == "14"
+    assert sim.query(ref, "SELECT id FROM cf_agents_state WHERE id = 'cf_schema_version'") == []
+    assert columns(sim, ref, "cf_agents_runs")[-3:] == ["completed_at", "outcome", "error_message"]
+    assert "event_delivery" in columns(sim, ref, "cf_agent_tool_runs")
+
+
+def test_J070_at_version_14_no_ddl_runs(sim: Simulation) -> None:
+    """With KV `cf_agents:schema_version = 14`, constructing runs no DDL: an index dropped since
+    stays dropped. Without the key (version 0), the next construction creates it again."""
+    ref = sim.agent(Recorder, "s")
+    sim.run_for(10)
+    assert "idx_fibers_status_completed" in indexes(sim, ref)
+    sim.query(ref, "DROP INDEX idx_fibers_status_completed")
+    woken(sim, ref)
+    assert "idx_fibers_status_completed" not in indexes(sim, ref)
+    sim.query(ref, "DELETE FROM _cf_KV WHERE key = 'cf_agents:schema_version'")
+    woken(sim, ref)
+    assert "idx_fibers_status_completed" in indexes(sim, ref)
+    assert kv(sim, ref, "cf_agents:schema_version") == "14"
