@@ -38,7 +38,8 @@ NOT_BUILT: tuple[str, ...] = (
     "§2 the job queue cf_agents_jobs and its driver (backlog, slow dispatch, platform failures)",
     "§3 the Scheduler on jobs (the timing envelope, schedule:* as 0.32.0 emits them)",
     "§3.4/§4 keepAlive, housekeeping and destroy as host jobs",
-    "§6.2 the per-capability schema keys in KV",
+    "§6.2 the MCP and State capabilities' schema keys, written at their startup "
+    "(the keys and their migration step are built: v0_32/schema_keys.py)",
     "§6.3/§6.4 the migrations of cf_agents_schedules and cf_agents_queues to jobs",
     "§7 eventDelivery and positionless chunks of agent tools",
     "§8 chat recovery always on, with its new limits and the recovering outcome",
