@@ -744,6 +744,10 @@ class Agent:
             result = await result
         return result
 
+    def _cf_alarm_arriving(self) -> None:
+        """The platform delivers an alarm next, before startup (0.32.0 arms a fallback here)."""
+        self._lifecycle.alarm_arriving()
+
     async def _cf_alarm(self) -> None:
         set_current_agent(self)
         await self.alarm()

@@ -270,6 +270,25 @@ RUNTIME_PROBES: dict[str, str] = {
     "alarm.memory_limit_backed_off": (
         "an alarm ended in a memory-limit reset and the executing schedule was pushed back"
     ),
+    "job.hung_forced": (
+        "a single-flight job left running past its hung timeout (its isolate died or its "
+        "dispatch hangs) was forced to run again"
+    ),
+    "job.platform_failure_preserved": (
+        "a job's last attempt failed with a platform failure: the job was kept with its time "
+        "and the alarm rejected, so the platform runs it again"
+    ),
+    "job.slow_dispatch": (
+        "a job's dispatch outlived its hung timeout and the driver warned (job:slow_dispatch)"
+    ),
+    "job.memory_limit_backed_off": (
+        "an alarm ended in a memory-limit reset and the executing job and the recovery-loop "
+        "jobs were pushed back"
+    ),
+    "job.memory_limit_sealed": (
+        "an alarm hit the memory-limit strike budget: the executing job and every recovery-loop "
+        "job were purged"
+    ),
     "alarm.memory_limit_sealed": (
         "an alarm hit the memory-limit strike budget and the executing schedule was purged"
     ),

@@ -280,6 +280,11 @@ class Platform:
         self.lifecycle.touch(isolate)
         try:
             agent = self._agent_of(incarnation)
+            if trigger == "alarm":
+                # Before startup: a release may arm a wake that a failing startup keeps.
+                arriving = getattr(agent, "_cf_alarm_arriving", None)
+                if arriving is not None:
+                    arriving()
             if trigger in STARTUP_TRIGGERS:
                 await self._ensure_started(incarnation, trigger)
             else:

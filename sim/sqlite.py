@@ -48,6 +48,7 @@ __all__ = [
     "StorageError",
     "StorageFault",
     "compile_match",
+    "select_in_key_order",
 ]
 
 KV_TABLE = "_cf_KV"
@@ -413,9 +414,21 @@ class FaultyStorage:
         out = {}
         with self._inspection() as db:
             for table in _tables(db):
-                rows = db.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
+                rows = db.execute(select_in_key_order(db, table)).fetchall()
                 out[table] = [dict(row) for row in rows]
         return out
+
+
+def select_in_key_order(db: sqlite3.Connection, table: str) -> str:
+    """`SELECT *` of `table` in rowid order, or in primary-key order for a table made `WITHOUT
+    ROWID` (0.32.0's `cf_agents_jobs`), which has no rowid."""
+    found = db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    order = "rowid"
+    if found is not None and "WITHOUT ROWID" in str(found[0]).upper():
+        columns = db.execute(f'PRAGMA table_info("{table}")').fetchall()
+        keys = sorted((c[5], c[1]) for c in columns if c[5] > 0)
+        order = ", ".join(f'"{name}"' for _, name in keys)
+    return f'SELECT * FROM "{table}" ORDER BY {order}'
 
 
 def _tables(db: sqlite3.Connection) -> list[str]:

@@ -194,6 +194,10 @@ WHEN: dict[str, str] = {
     "schedule:error": "The callback failed for good (its attempts spent), or could not run.",
     "schedule:duplicate_warning": "Many one-shot schedules with the same callback are stale: "
     "the SDK's duplicate warning.",
+    "job:backlog_warning": "Ten or more jobs of one owner are due in one alarm (0.32.0's job "
+    "queue; it replaces the duplicate warning there).",
+    "job:slow_dispatch": "A job's dispatch has run longer than its hung timeout (0.32.0); it "
+    "is warned about once and runs on.",
     # -- fibers and recovery -----------------------------------------------------------------
     "fiber:run:started": "`runFiber` starts a fiber (managed or not).",
     "fiber:run:completed": "The fiber's function returned; its row is deleted.",

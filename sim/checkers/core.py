@@ -90,6 +90,9 @@ class CheckContext:
     journals: Mapping[str, Sequence[Sequence[Write]]] = field(default_factory=dict)
     """Agent path -> the writes `(statement, params)` of every committed turn of its current
     storage, in commit order (`FaultyStorage.journal`); empty in a hand-built context."""
+    release: str | None = None
+    """The SDK release the run's agents ran (`0.21.0`, `0.32.0`); None when unknown (a
+    hand-built context), which checkers read as 0.21.0's rules."""
 
     def __post_init__(self) -> None:
         records = tuple(self.records)
@@ -286,6 +289,7 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
         end_ms=sim.now_ms,
         options=options,
         journals=journals,
+        release=platform.release,
     )
 
 

@@ -33,6 +33,10 @@ __all__ = ["one_shot_completes", "schedule_rows", "schedules_armed", "schedules_
 ONE_SHOT = ("delayed", "scheduled")
 TABLE = "cf_agents_schedules"
 
+REARM_HELD_DURING_STARTUP = frozenset({"0.32.0"})
+"""The releases whose Lifecycle holds a re-arm asked for during startup and does it once, right
+after startup succeeds (spec sdk-0.32 §1.1); on 0.21.0 a schedule write re-arms at once."""
+
 
 def schedule_rows(context: CheckContext) -> dict[str, dict[str, Any]]:
     """Schedule id -> its row as last known: the final row if it still exists, else the last
@@ -213,6 +217,24 @@ def one_shot_completes(context: CheckContext) -> list[Violation]:
     return out
 
 
+def _startup_end_after(context: CheckContext, create: TraceRecord) -> TraceRecord | None:
+    """The end (`startup:done` / `startup:failed`) of the startup `create` was written in, or
+    None when it was written outside a startup."""
+    inside = None
+    for record in context.records_of(
+        create.agent, "startup:begin", "startup:done", "startup:failed"
+    ):
+        if record.inc != create.inc:
+            continue
+        if record.seq < create.seq:
+            inside = record if record.event == "startup:begin" else None
+        elif inside is not None:
+            return record
+        else:
+            return None
+    return None
+
+
 @invariant("schedules_armed")
 def schedules_armed(context: CheckContext) -> list[Violation]:
     """Fibers §4.1 / §1.5 — every schedule write re-arms the alarm slot: a new schedule's row
@@ -222,7 +244,9 @@ def schedules_armed(context: CheckContext) -> list[Violation]:
     its root through a call, at another moment), whose row's due time D is known from the
     journal's INSERT of it (`time` × 1000): the agent's latest `alarm:set` / `alarm:deleted`
     before the record is an `alarm:set` of that same instant armed no later than max(D, that
-    instant + 1 ms) — the multiplexer's earliest candidate.
+    instant + 1 ms) — the multiplexer's earliest candidate. On a release whose Lifecycle holds
+    the re-arms of a startup until it succeeds (0.32.0), a schedule written during startup is
+    judged by the slot at that startup's end instead (none is owed when the startup failed).
     """
     inserted: dict[str, dict[str, Any]] = {}
     for path in sorted(context.journals):
@@ -240,7 +264,14 @@ def schedules_armed(context: CheckContext) -> list[Violation]:
             writes = context.records_of(agent, "alarm:set", "alarm:deleted")
             slots[agent] = (writes, [r.seq for r in writes])
         writes, seqs = slots[agent]
-        before = bisect_left(seqs, create.seq)
+        at_seq = create.seq
+        if context.release in REARM_HELD_DURING_STARTUP:
+            end = _startup_end_after(context, create)
+            if end is not None and end.event == "startup:failed":
+                continue  # a failed startup arms its fallback instead (J-04), never sooner
+            if end is not None:
+                at_seq = end.seq
+        before = bisect_left(seqs, at_seq)
         last = writes[before - 1] if before else None
         if (
             last is not None

@@ -19,7 +19,7 @@ from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.sqlite import KV_DDL, KV_TABLE, Write
+from sim.sqlite import KV_DDL, KV_TABLE, Write, select_in_key_order
 
 __all__ = [
     "KvWrite",
@@ -65,8 +65,7 @@ def _snapshot(db: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
         )
     ]
     return {
-        name: [dict(row) for row in db.execute(f'SELECT * FROM "{name}" ORDER BY rowid')]
-        for name in names
+        name: [dict(row) for row in db.execute(select_in_key_order(db, name))] for name in names
     }
 
 
@@ -218,7 +217,7 @@ def row_changes(turns: Sequence[Sequence[Write]], table: str, key: str) -> Itera
 
     def rows() -> dict[Any, dict[str, Any]]:
         try:
-            found = db.execute(f'SELECT * FROM "{table}" ORDER BY rowid')
+            found = db.execute(select_in_key_order(db, table))
         except sqlite3.Error:
             return {}
         return {row[key]: dict(row) for row in found}

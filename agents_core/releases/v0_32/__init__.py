@@ -15,12 +15,12 @@ from agents_core.agent_tools.components import AgentTools
 from agents_core.facets import Facets
 from agents_core.fiber_ledger import FiberLedger
 from agents_core.keep_alive import KeepAlive
-from agents_core.lifecycle import Lifecycle
 from agents_core.mcp import Mcp
 from agents_core.releases.runtime import Runtime
 from agents_core.releases.v0_32.agent_schema import AGENT_DDL, SCHEDULES_DDL, AgentSchema
 from agents_core.releases.v0_32.fiber_outcomes import OutcomeFiberRunner
 from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
+from agents_core.releases.v0_32.lifecycle import Lifecycle
 from agents_core.schedule_dispatch import ScheduleDispatch
 from agents_core.schedules import Scheduler
 from agents_core.schema import STATE_DDL
@@ -34,8 +34,8 @@ __all__ = ["NAME", "NOT_BUILT", "SCHEMA", "build"]
 NAME = "0.32.0"
 
 NOT_BUILT: tuple[str, ...] = (
-    "§1 the Lifecycle that owns the alarm (startup status, buffered events, fallback, deadman)",
-    "§2 the job queue cf_agents_jobs and its driver (backlog, slow dispatch, platform failures)",
+    "§1.3 startup on async RPC methods and on schedule calls",
+    "§2.5 the isolate reset after a memory-limit strike",
     "§3 the Scheduler on jobs (the timing envelope, schedule:* as 0.32.0 emits them)",
     "§3.4/§4 keepAlive, housekeeping and destroy as host jobs",
     "§6.2 the MCP and State capabilities' schema keys, written at their startup "
@@ -58,7 +58,8 @@ def build(
     """The components of one agent on 0.32.0, in 0.21.0's order (`v0_21`), with each one
     0.32.0 changed swapped in as it is built (what is not yet: `NOT_BUILT`): the FiberRunner
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
-    quietly, the schema of version 14."""
+    quietly, the schema of version 14, the Lifecycle with the job queue and its driver behind
+    the alarm."""
     mcp = Mcp(context, agent._broadcast_protocol)
     lifecycle = Lifecycle(context, agent, mcp)
     keep_alive = KeepAlive(context, lifecycle, owner_key)
@@ -77,6 +78,7 @@ def build(
         dispatch=dispatch,
         scheduler=scheduler,
     )
+    # The alarm's sources not on the job queue yet, asked after the queue (v0_32/lifecycle.py).
     lifecycle.install(dispatch._schedule_alarm_candidates)
     lifecycle.install(keep_alive.alarm_candidates)
     lifecycle.install(recovery._recovery_alarm_candidates)

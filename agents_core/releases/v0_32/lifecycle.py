@@ -1,0 +1,257 @@
+"""0.32.0's `Lifecycle`: the alarm slot's owner, with the job queue behind it (spec sdk-0.32 §1).
+
+It keeps 0.21.0's startup steps and adds what 0.32.0 changed around them:
+- a status, `zero` → `starting` → `started` (a failed startup returns to `zero` and the next
+  entry runs it again); capabilities installed with `use` run their `on_start` in install order
+  before the agent's own startup;
+- the alarm is derived from the job queue (`JobQueue.next_alarm_time`) after every queue
+  mutation made through a scoped `Jobs` surface. A re-arm asked for while starting is held and
+  done once, right after startup succeeds. Events emitted through the Lifecycle before `started`
+  are buffered and published after it, or discarded when startup fails (a failed startup that
+  asked for a re-arm arms the startup fallback instead);
+- one alarm (§1.4): the startup fallback before startup (`alarm_arriving`), the due jobs (the
+  deadman armed before the first), the user's `on_alarm`, then housekeeping, all inside the
+  memory-limit breaker; a clean alarm clears the strikes when quiescent; last the re-arm.
+
+The parts of 0.32.0 not built yet keep their 0.21.0 origin: the schedules on
+`cf_agents_schedules` are driven with the due jobs and stay alarm sources beside the queue, and
+so do keepAlive, the recovery follow-up and the sub-agents' leases (docs/not-built-yet.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agents_core.lifecycle import Lifecycle as Lifecycle021
+from agents_core.lifecycle import LifecycleParts, StartupStep
+from agents_core.releases.v0_32.breaker import MemoryLimitBreaker
+from agents_core.releases.v0_32.job_driver import (
+    AttributedPlatformFailure,
+    Dispatch,
+    JobDriver,
+)
+from agents_core.releases.v0_32.job_queue import HOST_JOB_CAPABILITY, Job, JobQueue
+from agents_core.schedule_dispatch import is_memory_limit_reset
+
+if TYPE_CHECKING:
+    from agents_core.context import AgentContext
+
+__all__ = ["Capability", "Jobs", "Lifecycle"]
+
+
+class Capability(Protocol):
+    """A part of the agent installed on the Lifecycle: its id (the owner of its jobs), its
+    part of startup, and its jobs' dispatch (`on_job_error` may be None)."""
+
+    @property
+    def id(self) -> str: ...
+
+    async def on_start(self) -> None: ...
+    async def on_job(self, job: Job, attempt: int) -> Any: ...
+
+    @property
+    def on_job_error(self) -> Callable[[Job, int, BaseException], Awaitable[Any]] | None: ...
+
+
+class Jobs:
+    """One owner's scoped queue: every mutation is followed by a re-arm (`get`, `list` not)."""
+
+    __slots__ = ("_lifecycle", "_owner")
+
+    def __init__(self, lifecycle: Lifecycle, owner: str) -> None:
+        self._lifecycle = lifecycle
+        self._owner = owner
+
+    async def push(self, fn: str, time: Any, **options: Any) -> Job:
+        job = self._lifecycle.queue.push(self._owner, fn, time, **options)
+        await self._lifecycle.rearm()
+        return job
+
+    async def cancel(self, id: str) -> bool:
+        cancelled = self._lifecycle.queue.cancel(self._owner, id)
+        await self._lifecycle.rearm()
+        return cancelled
+
+    async def reschedule(self, id: str, time: Any) -> bool:
+        moved = self._lifecycle.queue.reschedule(self._owner, id, time)
+        await self._lifecycle.rearm()
+        return moved
+
+    def get(self, id: str) -> Job | None:
+        return self._lifecycle.queue.get(self._owner, id)
+
+    def list(self) -> list[Job]:
+        return self._lifecycle.queue.list(self._owner)
+
+    async def rearm(self) -> None:
+        await self._lifecycle.rearm()
+
+
+class Lifecycle(Lifecycle021):
+    """One agent's Lifecycle on 0.32.0 (one per incarnation)."""
+
+    __slots__ = (
+        "queue",
+        "driver",
+        "breaker",
+        "status",
+        "_capabilities",
+        "_host_on_job",
+        "_rearm_requested_during_start",
+        "_pending_events",
+        "_alarms_disabled",
+        "_executing",
+    )
+
+    def __init__(self, ctx: AgentContext, parts: LifecycleParts, mcp: StartupStep) -> None:
+        super().__init__(ctx, parts, mcp)
+        self.queue = JobQueue(ctx.sql, ctx.host.entropy.nanoid)
+        self.status = "zero"
+        self._capabilities: list[Capability] = []
+        self._host_on_job: Callable[[Job, int], Awaitable[Any]] | None = None
+        self._rearm_requested_during_start = False
+        self._pending_events: list[tuple[str, dict[str, Any]]] = []
+        self._alarms_disabled = False
+        self.driver = JobDriver(
+            ctx, self.queue, self._resolve_dispatch, self.alarms_disabled, self.emit_event
+        )
+        self.breaker = MemoryLimitBreaker(ctx, self.queue, self.rearm, self.emit_event)
+
+    # -- capabilities and their jobs ------------------------------------------------------------
+    def use(self, capability: Capability) -> None:
+        """Install a capability (before startup, as the SDK requires)."""
+        if self.status != "zero":
+            raise RuntimeError("Lifecycle capabilities must be added before startup")
+        self._capabilities.append(capability)
+
+    def set_host_on_job(self, on_job: Callable[[Job, int], Awaitable[Any]]) -> None:
+        """The agent's own jobs' dispatch (owner `host`; host jobs have no error hook)."""
+        self._host_on_job = on_job
+
+    def jobs_for(self, owner: str) -> Jobs:
+        return Jobs(self, owner)
+
+    @property
+    def jobs(self) -> Jobs:
+        """The agent's own scoped queue (owner `host`)."""
+        return Jobs(self, HOST_JOB_CAPABILITY)
+
+    def _resolve_dispatch(self, owner: str) -> Dispatch | None:
+        if owner == HOST_JOB_CAPABILITY:
+            if self._host_on_job is None:
+                return None
+            return Dispatch(self._host_on_job)
+        for capability in self._capabilities:
+            if capability.id == owner:
+                return Dispatch(capability.on_job, capability.on_job_error)
+        return None
+
+    def alarms_disabled(self) -> bool:
+        return self._alarms_disabled
+
+    async def disable_alarms(self) -> None:
+        """Destroy's teardown: no re-arm, fallback or deadman any more, and no alarm."""
+        self._alarms_disabled = True
+        self._ctx.host.alarm.delete_alarm()
+
+    # -- events through the Lifecycle -----------------------------------------------------------
+    def emit_event(self, event_type: str, **payload: Any) -> None:
+        """A capability's (or the driver's) event: buffered until startup has succeeded."""
+        if self.status != "started":
+            self._pending_events.append((event_type, payload))
+            return
+        self._ctx.emit(event_type, **payload)
+
+    # -- the alarm slot -------------------------------------------------------------------------
+    async def rearm(self) -> None:
+        if self._alarms_disabled:
+            return
+        if self.status == "starting":
+            self._rearm_requested_during_start = True
+            return
+        await super().rearm()
+
+    def _alarm_candidates(self, now: int) -> list[int]:
+        queued = self.queue.next_alarm_time(now)
+        if queued is not None and self.queue.has_exclusive():
+            return [queued]
+        legacy = super()._alarm_candidates(now)
+        return legacy if queued is None else [queued, *legacy]
+
+    def alarm_arriving(self) -> None:
+        self.driver.arm_startup_fallback()
+
+    # -- startup --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Startup (0.21.0's steps after the capabilities' `on_start`); a call from inside a
+        running startup returns at once instead of waiting for itself."""
+        if self.status != "zero":
+            return
+        self.status = "starting"
+        try:
+            for capability in self._capabilities:
+                await capability.on_start()
+            await super().start()
+        except BaseException:
+            self.status = "zero"
+            requested = self._rearm_requested_during_start
+            self._rearm_requested_during_start = False
+            self._pending_events.clear()
+            if requested:
+                with contextlib.suppress(Exception):  # the startup error is what propagates
+                    self.driver.arm_startup_fallback()
+            raise
+        self.status = "started"
+        pending, self._pending_events = self._pending_events, []
+        for event_type, payload in pending:
+            self._ctx.emit(event_type, **payload)
+        if self._rearm_requested_during_start:
+            self._rearm_requested_during_start = False
+            await self.rearm()
+
+    # -- the alarm ------------------------------------------------------------------------------
+    async def alarm(self) -> None:
+        """One alarm invocation (the fallback was armed before startup: `alarm_arriving`)."""
+        breaker = self.breaker
+        breaker.alarms_in_flight += 1
+        clean = False
+        try:
+            try:
+                await self._run_alarm_body()
+                clean = True
+            except AttributedPlatformFailure as failure:
+                if not is_memory_limit_reset(failure.cause):
+                    raise failure.cause from None
+                await breaker.handle(failure.cause, failure.row)
+                return
+            except Exception as exc:
+                if not is_memory_limit_reset(exc):
+                    raise
+                # Not a job's: a schedule of `cf_agents_schedules` (still 0.21.0's breaker).
+                await self._parts._handle_alarm_memory_limit(exc)
+                return
+        finally:
+            breaker.alarms_in_flight -= 1
+            if clean and breaker.quiescent():
+                self._parts._clear_alarm_memory_limit_strikes()
+        await self.rearm()
+
+    async def _run_alarm_body(self) -> None:
+        """0.32.0's order: the due jobs (and the schedules, still on their own table), then the
+        user's `on_alarm`, then housekeeping (the recovery scan, the sub-agents' scans) unless a
+        callback destroyed the agent. A pending deferred destroy runs instead of all of it."""
+        parts = self._parts
+        if self._ctx.memo.destroy_pending():
+            await parts.destroy()
+            return
+        await self.driver.drive_due_jobs()
+        await parts._process_due_schedules()
+        if parts._destroyed:
+            return
+        await parts.on_alarm()
+        if parts._destroyed:
+            return
+        await parts._check_run_fibers()
+        await parts._check_facet_run_fibers()
