@@ -456,6 +456,7 @@ class Agent:
         detached: Literal[False] | None = None,
         input_preview: Any = None,
         display: Any = None,
+        event_delivery: str | None = None,
     ) -> RunAgentToolResult: ...
 
     @overload
@@ -471,6 +472,7 @@ class Agent:
         detached: Literal[True] | Mapping[str, Any],
         input_preview: Any = None,
         display: Any = None,
+        event_delivery: str | None = None,
     ) -> DetachedRunAgentToolResult: ...
 
     async def run_agent_tool(
@@ -485,8 +487,11 @@ class Agent:
         detached: Any = None,
         input_preview: Any = None,
         display: Any = None,
+        event_delivery: str | None = None,
     ) -> RunAgentToolResult | DetachedRunAgentToolResult:
-        """Run `cls` as a tool on `input` in a child sub-agent named by the run id."""
+        """Run `cls` as a tool on `input` in a child sub-agent named by the run id.
+        `event_delivery` (0.32.0): `"full"` (the default) or `"terminal"`, whose clients get only
+        the run's progress, milestones and terminal event; 0.21.0 has no such option."""
         return await self._tools.runs.run(
             cls,
             input=input,
@@ -497,6 +502,7 @@ class Agent:
             detached=detached,
             input_preview=input_preview,
             display=display,
+            event_delivery=event_delivery,
         )
 
     async def cancel_agent_tool(self, run_id: str, reason: Any = None) -> None:

@@ -64,8 +64,11 @@ class Admission:
         config: Any,
         status: str = "starting",
         error: str | None = None,
+        event_delivery: str | None = None,
     ) -> None:
         columns = detached_columns(config, now, self._ctx.options) if config is not None else {}
+        if event_delivery is not None:
+            columns["event_delivery"] = event_delivery
         values = {
             "run_id": run_id,
             "parent_tool_call_id": parent_tool_call_id,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from agents_core.agent_tools.admission import Admission
 from agents_core.agent_tools.backbone import DetachedBackbone
+from agents_core.agent_tools.delivery_policy import FULL_DELIVERY, EventDeliveryPolicy
 from agents_core.agent_tools.detached import DetachedRuns
 from agents_core.agent_tools.forward import StreamForwarder
 from agents_core.agent_tools.ledger import DeliveryLedger
@@ -70,22 +71,24 @@ class AgentTools:
         *,
         lifecycle: Lifecycle,
         keep_alive: KeepAlive,
+        delivery: EventDeliveryPolicy = FULL_DELIVERY,
     ) -> None:
+        """`delivery`: how chunks reach the parent's clients (the release's rule)."""
         self._ctx = ctx
         self.store = store = RunStore(ctx, agent)
         self.ledger = ledger = DeliveryLedger(ctx, agent, store)
         self.notifier = notifier = MilestoneNotifier(ctx, agent)
-        self.forwarder = forwarder = StreamForwarder(ctx, agent, store, notifier)
+        self.forwarder = forwarder = StreamForwarder(ctx, agent, store, notifier, delivery)
         self.admission = admission = Admission(ctx, agent, store)
         self.backbone = backbone = DetachedBackbone(ctx, agent, store, ledger, notifier, lifecycle)
         self.detached = detached = DetachedRuns(
             ctx, agent, store, ledger, backbone, forwarder, notifier
         )
-        self.reattach = reattach = Reattach(ctx, agent, store, ledger, forwarder)
+        self.reattach = reattach = Reattach(ctx, agent, store, ledger, forwarder, delivery)
         self.sweep = RecoverySweep(ctx, agent, store, ledger, backbone, reattach, keep_alive)
-        self.retention = Retention(ctx, agent, store)
+        self.retention = Retention(ctx, agent, store, delivery)
         self.runs = AgentToolRuns(
-            ctx, agent, store, ledger, admission, backbone, detached, forwarder, reattach
+            ctx, agent, store, ledger, admission, backbone, detached, forwarder, reattach, delivery
         )
 
     # -- startup (the Lifecycle runs these around the user's on_start) ------------------------

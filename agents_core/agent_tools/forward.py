@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agents_core.agent_tools.delivery_policy import FULL_DELIVERY, EventDeliveryPolicy
 from agents_core.agent_tools.frames import chunk_event, frame
 from agents_core.agent_tools.registry import AgentToolRunInfo
 
@@ -45,7 +46,7 @@ async def _tagged(tag: str, awaitable: Any) -> tuple[str, Any]:
 class StreamForwarder:
     """Forwards a child's tail to the parent's clients and observes its progress."""
 
-    __slots__ = ("_ctx", "_agent", "_store", "_notifier")
+    __slots__ = ("_ctx", "_agent", "_store", "_notifier", "_delivery")
 
     def __init__(
         self,
@@ -53,11 +54,13 @@ class StreamForwarder:
         agent: AgentToolHooks,
         store: RunStore,
         notifier: MilestoneNotifier,
+        delivery: EventDeliveryPolicy = FULL_DELIVERY,
     ) -> None:
         self._ctx = ctx
         self._agent = agent
         self._store = store
         self._notifier = notifier
+        self._delivery = delivery
 
     async def forward(
         self,
@@ -100,6 +103,8 @@ class StreamForwarder:
         if tag != "open":
             host.tasks.wait_until(self._close_tail_once_open(child, opened))
             return ForwardOutcome(sequence, tag, forwarded)
+        delivery = self._delivery
+        terminal_only = delivery.terminal_only(self._store, run_id)
         try:
             while True:
                 tag, batch = await race(
@@ -114,14 +119,14 @@ class StreamForwarder:
                     body = record.get("body") if isinstance(record, dict) else None
                     if not isinstance(body, str) or not body:
                         continue  # blank or body-less records are skipped, as malformed lines are
-                    self._agent.broadcast(
-                        frame(
-                            parent_tool_call_id,
-                            sequence,
-                            chunk_event(run_id, body, record.get("chunkSequence")),
-                        )
-                    )
-                    sequence += 1
+                    if delivery.shows(body, terminal_only):
+                        event = chunk_event(run_id, body, record.get("chunkSequence"))
+                        unstored = delivery.unstored_id(record)
+                        if unstored is not None:
+                            event["unstoredId"] = unstored
+                        self._agent.broadcast(frame(parent_tool_call_id, sequence, event))
+                    if delivery.takes_position(body, record):
+                        sequence += 1
                     sent += 1
                     self._observe_forwarded_progress(run_id, body)
                 forwarded += sent

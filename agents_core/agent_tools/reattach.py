@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.bounded_calls import RECOVERY_TIMEOUT_MS, call, sleep_then, within
+from agents_core.agent_tools.delivery_policy import FULL_DELIVERY, EventDeliveryPolicy
 from agents_core.agent_tools.frames import chunk_event, frame
 from agents_core.agent_tools.give_up_reasons import ACTIVE_CHILD_STATUSES, interrupted_result
 from agents_core.agent_tools.registry import RunAgentToolResult
@@ -55,7 +56,7 @@ class Reattach:
     """Re-attaching to a child still running: its tail under the no-progress budget and the
     ceiling, collecting its terminal, and the teardown of a child given up."""
 
-    __slots__ = ("_ctx", "_agent", "_store", "_ledger", "_forwarder")
+    __slots__ = ("_ctx", "_agent", "_store", "_ledger", "_forwarder", "_delivery")
 
     def __init__(
         self,
@@ -64,12 +65,14 @@ class Reattach:
         store: RunStore,
         ledger: DeliveryLedger,
         forwarder: StreamForwarder,
+        delivery: EventDeliveryPolicy = FULL_DELIVERY,
     ) -> None:
         self._ctx = ctx
         self._agent = agent
         self._store = store
         self._ledger = ledger
         self._forwarder = forwarder
+        self._delivery = delivery
 
     def budgets(self) -> tuple[float, float]:
         """(no-progress budget, ceiling) in ms, from the static options (§7.4)."""
@@ -236,12 +239,17 @@ class Reattach:
             self._ctx.host, call(child, "get_agent_tool_chunks", run_id, -1), timeout_ms
         )
         sequence = 1
+        delivery = self._delivery
+        terminal_only = delivery.row_terminal_only(row)
         for chunk in chunks if tag == "ok" and isinstance(chunks, list) else []:
             if not isinstance(chunk, dict) or not isinstance(chunk.get("body"), str):
                 continue
-            event = chunk_event(run_id, chunk["body"], chunk.get("sequence"))
-            self._agent.broadcast(frame(row["parent_tool_call_id"], sequence, event))
-            sequence += 1
+            body = chunk["body"]
+            if delivery.shows(body, terminal_only):
+                event = chunk_event(run_id, body, chunk.get("sequence"))
+                self._agent.broadcast(frame(row["parent_tool_call_id"], sequence, event))
+            if delivery.replay_takes_position(body):
+                sequence += 1
         return sequence
 
     async def on_reissue(self, cls: type, row: dict[str, Any]) -> RunAgentToolResult:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.backbone import TEARDOWN_MARKER_PREFIX
 from agents_core.agent_tools.bounded_calls import within
+from agents_core.agent_tools.delivery_policy import FULL_DELIVERY, EventDeliveryPolicy
 from agents_core.agent_tools.frames import chunk_event, frame, started_event, terminal_event
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from agents_core.agent_tools.registry import TERMINAL
@@ -36,12 +37,19 @@ __all__ = ["Retention"]
 class Retention:
     """Replay on connect, `has_agent_tool_run` and `clear_agent_tool_runs`."""
 
-    __slots__ = ("_ctx", "_agent", "_store")
+    __slots__ = ("_ctx", "_agent", "_store", "_delivery")
 
-    def __init__(self, ctx: AgentContext, agent: AgentToolHooks, store: RunStore) -> None:
+    def __init__(
+        self,
+        ctx: AgentContext,
+        agent: AgentToolHooks,
+        store: RunStore,
+        delivery: EventDeliveryPolicy = FULL_DELIVERY,
+    ) -> None:
         self._ctx = ctx
         self._agent = agent
         self._store = store
+        self._delivery = delivery
 
     async def replay(self, connection: Any) -> None:
         for row in self._ctx.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
@@ -59,18 +67,23 @@ class Retention:
                 )
             )
             sequence = 1
-            for chunk in await self._stored_agent_tool_chunks(row):
-                if sequence == 1:
+            delivery = self._delivery
+            terminal_only = delivery.row_terminal_only(row)
+            for index, chunk in enumerate(await self._stored_agent_tool_chunks(row)):
+                if index == 0:
                     probe(self._ctx.host, "agent_tool.replayed_stored_chunks")
-                connection.send(
-                    frame(
-                        parent,
-                        sequence,
-                        chunk_event(run_id, chunk["body"], chunk["sequence"]),
-                        replay=True,
+                body = chunk["body"]
+                if delivery.shows(body, terminal_only):
+                    connection.send(
+                        frame(
+                            parent,
+                            sequence,
+                            chunk_event(run_id, body, chunk["sequence"]),
+                            replay=True,
+                        )
                     )
-                )
-                sequence += 1
+                if delivery.replay_takes_position(body):
+                    sequence += 1
             if row["status"] in TERMINAL:
                 result = self._store.result_from_row(row)
                 connection.send(frame(parent, sequence, terminal_event(result), replay=True))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from agents_core.agent_tools.delivery_policy import FULL_DELIVERY, EventDeliveryPolicy
 from agents_core.agent_tools.detached_option import parse_detached_option
 from agents_core.agent_tools.frames import frame, started_event
 from agents_core.agent_tools.registry import (
@@ -66,6 +67,7 @@ class AgentToolRuns:
         "_detached",
         "_forwarder",
         "_reattach",
+        "_delivery",
     )
 
     def __init__(
@@ -79,6 +81,7 @@ class AgentToolRuns:
         detached: DetachedRuns,
         forwarder: StreamForwarder,
         reattach: Reattach,
+        delivery: EventDeliveryPolicy = FULL_DELIVERY,
     ) -> None:
         self._ctx = ctx
         self._agent = agent
@@ -89,6 +92,7 @@ class AgentToolRuns:
         self._detached = detached
         self._forwarder = forwarder
         self._reattach = reattach
+        self._delivery = delivery
 
     async def run(
         self,
@@ -102,11 +106,14 @@ class AgentToolRuns:
         detached: Any = None,
         input_preview: Any = None,
         display: Any = None,
+        event_delivery: Any = None,
     ) -> RunAgentToolResult | DetachedRunAgentToolResult:
-        """Run `cls` as a tool on `input` in a child sub-agent named by the run id."""
+        """Run `cls` as a tool on `input` in a child sub-agent named by the run id.
+        `event_delivery`: as the release's delivery policy takes it (0.21.0 has none)."""
         run_id = run_id if run_id is not None else self._ctx.host.entropy.nanoid(12)
         agent_type = cls.__name__
         config = parse_detached_option(self._agent, detached)
+        delivery = self._delivery.option(event_delivery, config is not None)
         existing = self._store.read(run_id)
         if existing is not None:
             return await self._reissue_agent_tool_run(cls, existing, config)
@@ -129,6 +136,7 @@ class AgentToolRuns:
                 display,
                 now,
                 config,
+                event_delivery=delivery,
             )
             if config is not None:
                 # In the row's own turn: a crash before the child has started must still leave a
@@ -150,7 +158,8 @@ class AgentToolRuns:
                 )
             )
             child = await self._store.child(cls, run_id)
-            start = await child.call("start_agent_tool_run", input, run_id)
+            told = {} if delivery is None else {"event_delivery": delivery}
+            start = await child.call("start_agent_tool_run", input, run_id, **told)
         finally:
             dispatching.discard(run_id)
         self._ctx.sql(

@@ -113,8 +113,12 @@ class ChatHost(Agent):
         return self._progress.report_progress(fraction, message, phase, milestone, data, persist)
 
     # -- the agent-tool child adapter (RPC; spec agent-tools §1.2, §3.3, §6) -------------------
-    async def start_agent_tool_run(self, input: Any, run_id: str) -> dict[str, Any]:
-        """Create the run and start its headless turn in the background; answers at once."""
+    async def start_agent_tool_run(
+        self, input: Any, run_id: str, event_delivery: str | None = None
+    ) -> dict[str, Any]:
+        """Create the run and start its headless turn in the background; answers at once.
+        `event_delivery` is `"terminal"` when a 0.32.0 parent asked for it (the run's content
+        chunks still reach this child's own clients here)."""
         return await self._child_adapter.start(input, run_id)
 
     async def cancel_agent_tool_run(self, run_id: str, reason: str | None = None) -> None:

@@ -85,7 +85,11 @@ class ScriptedToolChild(Agent):
         self._play(run_id, steps)
 
     # -- the adapter ------------------------------------------------------------------------------
-    async def start_agent_tool_run(self, input: Any, run_id: str) -> dict[str, Any]:
+    async def start_agent_tool_run(
+        self, input: Any, run_id: str, event_delivery: str | None = None
+    ) -> dict[str, Any]:
+        """`event_delivery`: `"terminal"` from a 0.32.0 parent that asked for it (the child
+        stores every chunk either way)."""
         existing = await self.inspect_agent_tool_run(run_id)
         if existing is not None:
             return existing

@@ -18,6 +18,7 @@ from agents_core.keep_alive import KeepAlive
 from agents_core.mcp import Mcp
 from agents_core.releases.runtime import Runtime
 from agents_core.releases.v0_32.agent_schema import AGENT_DDL, SCHEDULES_DDL, AgentSchema
+from agents_core.releases.v0_32.event_delivery import TerminalDelivery
 from agents_core.releases.v0_32.fiber_outcomes import OutcomeFiberRunner
 from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
 from agents_core.releases.v0_32.lifecycle import Lifecycle
@@ -41,7 +42,8 @@ NOT_BUILT: tuple[str, ...] = (
     "§6.2 the MCP and State capabilities' schema keys, written at their startup "
     "(the keys and their migration step are built: v0_32/schema_keys.py)",
     "§6.3/§6.4 the migrations of cf_agents_schedules and cf_agents_queues to jobs",
-    "§7 eventDelivery and positionless chunks of agent tools",
+    "§7.1 a chat child keeping a terminal run's content chunks from its own clients",
+    "§7.2 chunks too large to store (a child making unstoredId chunks, CHUNK_MAX_BYTES)",
     "§8 chat recovery always on, with its new limits and the recovering outcome",
 )
 """What of 0.32.0 a run does not model yet (a run on this release behaves as 0.21.0 there)."""
@@ -52,6 +54,10 @@ SCHEMA = AgentSchema((STATE_DDL, SCHEDULES_DDL, *AGENT_DDL))
 component here) and the schedules table (this build's Scheduler is still 0.21.0's)."""
 
 
+DELIVERY = TerminalDelivery()
+"""Agent tools' `event_delivery` and positionless chunks."""
+
+
 def build(
     context: AgentContext, agent: AgentPorts, self_path: list[dict[str, str]], owner_key: str
 ) -> Runtime:
@@ -59,7 +65,7 @@ def build(
     0.32.0 changed swapped in as it is built (what is not yet: `NOT_BUILT`): the FiberRunner
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
     quietly, the schema of version 14, the Lifecycle with the job queue and its driver behind
-    the alarm."""
+    the alarm, agent tools' event delivery."""
     mcp = Mcp(context, agent._broadcast_protocol)
     lifecycle = Lifecycle(context, agent, mcp)
     keep_alive = KeepAlive(context, lifecycle, owner_key)
@@ -83,7 +89,9 @@ def build(
     lifecycle.install(keep_alive.alarm_candidates)
     lifecycle.install(recovery._recovery_alarm_candidates)
     lifecycle.install(facets._facet_lease_candidates)
-    tools = AgentTools(context, agent, lifecycle=lifecycle, keep_alive=keep_alive)
+    tools = AgentTools(
+        context, agent, lifecycle=lifecycle, keep_alive=keep_alive, delivery=DELIVERY
+    )
     lifecycle.install_agent_tools(tools)
     return Runtime(
         mcp=mcp,
