@@ -189,8 +189,9 @@ class Facets:
             return
         if deferred:
             self._memo.set_destroy_pending()
-            await self._lifecycle.rearm()
+            await self._lifecycle.host_work_changed()
             return
+        await self._lifecycle.disable_alarms()
         self._destroyed = True
         self.host.lifecycle.delete_all_storage()
         self._memo.storage_wiped()
@@ -238,7 +239,7 @@ class Facets:
             run_id,
             self.host.clock.now_ms(),
         )
-        await self._lifecycle.rearm()
+        await self._lifecycle.host_work_changed()
 
     async def _cf_unregister_facet_run(self, owner_key: str, run_id: str) -> None:
         self.sql(
@@ -246,7 +247,7 @@ class Facets:
             owner_key,
             run_id,
         )
-        await self._lifecycle.rearm()
+        await self._lifecycle.host_work_changed()
 
     # -- root housekeeping: recovery inside facets ----------------------------------------------
     async def _check_facet_run_fibers(self) -> None:
@@ -334,4 +335,4 @@ class Facets:
                     row["run_id"],
                 )
         self._keep_alive.release_facet_leases_under(encode_owner_path(prefix))
-        await self._lifecycle.rearm()
+        await self._lifecycle.host_work_changed()

@@ -364,7 +364,7 @@ class FiberRunner:
                 # on_fiber_recovered; without it nothing ever would (divergence F7).
                 probe(self.host, "fiber.managed_start_failed")
                 self._log("error", f'managed fiber "{name}" ({fiber_id}) could not start: {exc}')
-                await self._lifecycle.rearm_logged()
+                await self._lifecycle.host_work_changed_logged()
                 return
             if not changed:
                 return

@@ -56,7 +56,7 @@ class KeepAlive:
             self.refs += 1
             if self.refs == 1:
                 try:
-                    await self._lifecycle.rearm()
+                    await self._lifecycle.host_work_changed()
                 except BaseException:
                     # No disposer reaches the caller, so nobody could give this ref back: the
                     # heartbeat would run forever (the SDK's order leaks it: divergence F4).
@@ -84,7 +84,7 @@ class KeepAlive:
         self.refs = max(0, self.refs - 1)
         if self.refs == 0:
             # Reads the live count when it runs, so an immediate re-acquire wins.
-            self._ctx.host.tasks.wait_until(self._lifecycle.rearm_logged())
+            self._ctx.host.tasks.wait_until(self._lifecycle.host_work_changed_logged())
 
     async def while_held(
         self, fn: Callable[[], Awaitable[T]], take: Callable[[], Awaitable[Callable[[], None]]]
@@ -140,7 +140,7 @@ class KeepAlive:
         held (its own only, not those of the sub-agents below it)."""
         if self.release_facet_leases_under(owner_key, exact=True):
             probe(self._ctx.host, "facet.dead_incarnation_leases_released")
-            await self._lifecycle.rearm()
+            await self._lifecycle.host_work_changed()
 
     async def acquire_for_facet(self, owner_key: str) -> str:
         """On the root: a lease for the sub-agent `owner_key`; returns its token."""
@@ -149,7 +149,7 @@ class KeepAlive:
         self.refs += 1
         if self.refs == 1:
             try:
-                await self._lifecycle.rearm()
+                await self._lifecycle.host_work_changed()
             except BaseException:
                 # The facet gets the error and no token to release: give the ref back, or the
                 # root's heartbeat would run for as long as it lives (F4, for a facet's lease).
@@ -165,7 +165,7 @@ class KeepAlive:
             return
         del self.facet_tokens[token]
         self.refs = max(0, self.refs - 1)
-        await self._lifecycle.rearm()
+        await self._lifecycle.host_work_changed()
 
     def release_facet_leases_under(self, prefix_key: str, exact: bool = False) -> int:
         """Drop the keepAlive leases held for facets at or below `prefix_key`. Their work died

@@ -121,6 +121,23 @@ class Lifecycle:
             candidates += source(now)
         return candidates
 
+    async def host_work_changed(self) -> None:
+        """What the agent's own wakes depend on changed (a keepAlive lease taken or given back,
+        a sub-agent's fiber lease, a deferred destroy): on 0.21.0 the alarm is computed again
+        (0.32.0 re-derives its host jobs, `_syncHostJobs`)."""
+        await self.rearm()
+
+    async def host_work_changed_logged(self) -> None:
+        """`host_work_changed` from background work: a failure is logged, not raised."""
+        try:
+            await self.host_work_changed()
+        except Exception as exc:  # noqa: BLE001 - a background reschedule only logs
+            self._ctx.log("error", f"failed to reschedule the alarm: {exc}")
+
+    async def disable_alarms(self) -> None:
+        """A top-level destroy is about to wipe the storage (and with it the alarm): nothing
+        to do on 0.21.0 (0.32.0 stops every re-arm, deadman and fallback for good)."""
+
     def alarm_arriving(self) -> None:
         """The platform is about to deliver an alarm, before startup runs: nothing to do on
         0.21.0 (0.32.0 arms its startup fallback here)."""

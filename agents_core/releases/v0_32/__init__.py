@@ -21,6 +21,7 @@ from agents_core.releases.v0_32.agent_schema import AGENT_DDL, SCHEDULES_DDL, Ag
 from agents_core.releases.v0_32.event_delivery import TerminalDelivery
 from agents_core.releases.v0_32.fiber_outcomes import OutcomeFiberRunner
 from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
+from agents_core.releases.v0_32.host_jobs import HostJobs
 from agents_core.releases.v0_32.lifecycle import Lifecycle
 from agents_core.schedule_dispatch import ScheduleDispatch
 from agents_core.schedules import Scheduler
@@ -38,7 +39,6 @@ NOT_BUILT: tuple[str, ...] = (
     "§1.3 startup on async RPC methods and on schedule calls",
     "§2.5 the isolate reset after a memory-limit strike",
     "§3 the Scheduler on jobs (the timing envelope, schedule:* as 0.32.0 emits them)",
-    "§3.4/§4 keepAlive, housekeeping and destroy as host jobs",
     "§6.2 the MCP and State capabilities' schema keys, written at their startup "
     "(the keys and their migration step are built: v0_32/schema_keys.py)",
     "§6.3/§6.4 the migrations of cf_agents_schedules and cf_agents_queues to jobs",
@@ -65,7 +65,8 @@ def build(
     0.32.0 changed swapped in as it is built (what is not yet: `NOT_BUILT`): the FiberRunner
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
     quietly, the schema of version 14, the Lifecycle with the job queue and its driver behind
-    the alarm, agent tools' event delivery."""
+    the alarm, keepAlive, housekeeping and destroy as its host jobs, agent tools' event
+    delivery."""
     mcp = Mcp(context, agent._broadcast_protocol)
     lifecycle = Lifecycle(context, agent, mcp)
     keep_alive = KeepAlive(context, lifecycle, owner_key)
@@ -84,11 +85,16 @@ def build(
         dispatch=dispatch,
         scheduler=scheduler,
     )
-    # The alarm's sources not on the job queue yet, asked after the queue (v0_32/lifecycle.py).
+    # The schedules, not on the job queue yet, are asked after the queue (v0_32/lifecycle.py).
     lifecycle.install(dispatch._schedule_alarm_candidates)
-    lifecycle.install(keep_alive.alarm_candidates)
-    lifecycle.install(recovery._recovery_alarm_candidates)
-    lifecycle.install(facets._facet_lease_candidates)
+    host_jobs = HostJobs(
+        context,
+        lifecycle,
+        keep_alive,
+        [recovery._recovery_alarm_candidates, facets._facet_lease_candidates],
+        lambda: facets._destroyed,
+    )
+    lifecycle.install_host_jobs(host_jobs)
     tools = AgentTools(
         context, agent, lifecycle=lifecycle, keep_alive=keep_alive, delivery=DELIVERY
     )

@@ -10,12 +10,15 @@ It keeps 0.21.0's startup steps and adds what 0.32.0 changed around them:
   are buffered and published after it, or discarded when startup fails (a failed startup that
   asked for a re-arm arms the startup fallback instead);
 - one alarm (§1.4): the startup fallback before startup (`alarm_arriving`), the due jobs (the
-  deadman armed before the first), the user's `on_alarm`, then housekeeping, all inside the
-  memory-limit breaker; a clean alarm clears the strikes when quiescent; last the re-arm.
+  deadman armed before the first), the user's `on_alarm`, then housekeeping and the host jobs'
+  sync, all inside the memory-limit breaker; a clean alarm clears the strikes when quiescent;
+  last the re-arm.
 
-The parts of 0.32.0 not built yet keep their 0.21.0 origin: the schedules on
-`cf_agents_schedules` are driven with the due jobs and stay alarm sources beside the queue, and
-so do keepAlive, the recovery follow-up and the sub-agents' leases (docs/not-built-yet.md).
+keepAlive, the recovery follow-up and the sub-agents' leases are host jobs (`host_jobs.py`),
+re-derived at the end of startup, at the end of every alarm and whenever that state changes
+(`host_work_changed`). The schedules, not built on jobs yet, keep their 0.21.0 origin: those of
+`cf_agents_schedules` are driven with the due jobs and stay an alarm source beside the queue
+(docs/not-built-yet.md).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from agents_core.schedule_dispatch import is_memory_limit_reset
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
 
-__all__ = ["Capability", "Jobs", "Lifecycle"]
+__all__ = ["Capability", "HostJobSync", "Jobs", "Lifecycle"]
 
 
 class Capability(Protocol):
@@ -53,6 +56,13 @@ class Capability(Protocol):
 
     @property
     def on_job_error(self) -> Callable[[Job, int, BaseException], Awaitable[Any]] | None: ...
+
+
+class HostJobSync(Protocol):
+    """The agent's host jobs as the Lifecycle runs them (`v0_32/host_jobs.py`)."""
+
+    async def sync(self) -> None: ...
+    async def on_job(self, job: Job, attempt: int) -> Any: ...
 
 
 class Jobs:
@@ -99,6 +109,7 @@ class Lifecycle(Lifecycle021):
         "status",
         "_capabilities",
         "_host_on_job",
+        "_host_jobs",
         "_rearm_requested_during_start",
         "_pending_events",
         "_alarms_disabled",
@@ -111,6 +122,7 @@ class Lifecycle(Lifecycle021):
         self.status = "zero"
         self._capabilities: list[Capability] = []
         self._host_on_job: Callable[[Job, int], Awaitable[Any]] | None = None
+        self._host_jobs: HostJobSync | None = None
         self._rearm_requested_during_start = False
         self._pending_events: list[tuple[str, dict[str, Any]]] = []
         self._alarms_disabled = False
@@ -126,9 +138,18 @@ class Lifecycle(Lifecycle021):
             raise RuntimeError("Lifecycle capabilities must be added before startup")
         self._capabilities.append(capability)
 
-    def set_host_on_job(self, on_job: Callable[[Job, int], Awaitable[Any]]) -> None:
-        """The agent's own jobs' dispatch (owner `host`; host jobs have no error hook)."""
-        self._host_on_job = on_job
+    def install_host_jobs(self, host_jobs: HostJobSync) -> None:
+        """The agent's own jobs (owner `host`): their sync, and their dispatch (host jobs have
+        no error hook)."""
+        self._host_jobs = host_jobs
+        self._host_on_job = host_jobs.on_job
+
+    async def host_work_changed(self) -> None:
+        """0.32.0 re-derives the host jobs (`_syncHostJobs`); each push or cancel re-arms."""
+        if self._host_jobs is None:
+            await self.rearm()
+            return
+        await self._host_jobs.sync()
 
     def jobs_for(self, owner: str) -> Jobs:
         return Jobs(self, owner)
@@ -194,6 +215,8 @@ class Lifecycle(Lifecycle021):
             for capability in self._capabilities:
                 await capability.on_start()
             await super().start()
+            if self._host_jobs is not None:
+                await self._host_jobs.sync()
         except BaseException:
             self.status = "zero"
             requested = self._rearm_requested_during_start
@@ -234,7 +257,7 @@ class Lifecycle(Lifecycle021):
                 return
         finally:
             breaker.alarms_in_flight -= 1
-            if clean and breaker.quiescent():
+            if clean and breaker.quiescent() and not self._alarms_disabled:
                 self._parts._clear_alarm_memory_limit_strikes()
         await self.rearm()
 
@@ -255,3 +278,6 @@ class Lifecycle(Lifecycle021):
             return
         await parts._check_run_fibers()
         await parts._check_facet_run_fibers()
+        if parts._destroyed or self._host_jobs is None:
+            return
+        await self._host_jobs.sync()

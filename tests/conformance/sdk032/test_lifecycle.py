@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agents_core.recovery import FiberRecoveryContext
+from agents_core.releases.v0_32.job_queue import JobQueue
 from sim import Simulation
 from sim.simulation import AgentRef
 from tests.conformance.sdk032.job_agents import JobsAgent, payload
@@ -88,13 +89,27 @@ class ReEnters(JobsAgent):
         self.note("re-entered")
 
 
-def test_J001_a_fresh_agent_arms_nothing_and_makes_no_jobs_table(sim: Simulation) -> None:
+def test_J001_a_fresh_agent_arms_nothing_and_the_table_comes_with_the_first_statement(
+    sim: Simulation,
+) -> None:
+    """A fresh agent's startup (its host-job sync is the first queue operation) leaves the
+    queue empty and no alarm; the queue runs no statement before its first operation, and the
+    first one it runs creates the table."""
     ref = wake(sim)
     assert sim.alarm_of(ref) is None
-    table = "SELECT name FROM sqlite_master WHERE name = 'cf_agents_jobs'"
-    assert sim.query(ref, table) == []
-    sim.call(ref, "push", "work", "fn", sim.now_ms + 1_000)
-    assert sim.query(ref, table) == [{"name": "cf_agents_jobs"}]
+    assert sim.query(ref, "SELECT * FROM cf_agents_jobs") == []
+    statements: list[str] = []
+
+    def sql(query: str, *params: Any) -> list[dict[str, Any]]:
+        statements.append(query)
+        return []
+
+    queue = JobQueue(sql, lambda size: "x" * size)
+    assert statements == []
+    assert queue.get("work", "nothing") is None
+    assert statements[0].startswith("CREATE TABLE IF NOT EXISTS cf_agents_jobs")
+    assert "WITHOUT ROWID" in statements[0]
+    assert len(statements) == 2
 
 
 def test_J003_a_re_arm_asked_for_during_startup_lands_once_after_it(sim: Simulation) -> None:
