@@ -88,9 +88,12 @@ def crons(st: Any) -> Any:
     return every
 
 
-def due_within(expression: str, runs: int, horizon_ms: int = HORIZON_MS) -> int | None:
-    """When the `runs`-th occurrence after the start comes, if within `horizon_ms`; else None."""
-    at = 0
+def due_within(
+    expression: str, runs: int, horizon_ms: int = HORIZON_MS, start_ms: int = 0
+) -> int | None:
+    """When the `runs`-th occurrence after `start_ms` comes, if within `horizon_ms` of the
+    scenario's start; else None."""
+    at = start_ms
     try:
         for _ in range(runs):
             at = next_cron_time_ms(expression, at)

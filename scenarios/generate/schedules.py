@@ -132,6 +132,11 @@ def schedules_part(st: Any, alias: str) -> Any:
             uses.append(Use("cancel_schedule", "by a call", alias, "schedule:cancel"))
         for entry in draw(st.lists(st.sampled_from(entries), max_size=2)):
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            done = _done_by(entry, at)
+            if done is None:
+                continue
+            # The new row runs its course from the call on, and the run is given the time.
+            horizon = max(horizon, done)
             steps.append(call(at, alias, "recreate", entry["name"]))
             uses.append(Use("schedule", "re-created", alias, "workload:scheduled"))
         if draw(st.booleans()):
@@ -141,6 +146,24 @@ def schedules_part(st: Any, alias: str) -> Any:
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()
+
+
+def _done_by(entry: dict[str, Any], at_ms: int) -> int | None:
+    """When a schedule like `entry`, created again at `at_ms` (its runs counted afresh), has
+    done its runs and their work; None for a cron whose occurrences come too late."""
+    tries = int(entry.get("runs", 1)) + int(entry.get("fail", 0))
+    work = parse_duration_ms(entry["work"]) if "work" in entry else 0
+    if "cron" in entry:
+        due = due_within(entry["cron"], tries, start_ms=at_ms)
+        if due is None:
+            return None
+    elif "every" in entry:
+        due = at_ms + parse_duration_ms(entry["every"]) * tries
+    elif "after" in entry:
+        due = at_ms + parse_duration_ms(entry["after"])
+    else:
+        due = max(at_ms, parse_duration_ms(entry["at"]))
+    return due + work * 4 + 60_000
 
 
 def _retry(st: Any) -> Any:

@@ -19,10 +19,13 @@ from scenarios.cli.command import main
 from scenarios.generate.coverage import CATALOGUE, Coverage
 from scenarios.generate.cron import crons, due_within, forms_of
 from scenarios.generate.hunt import generate, write_generated
+from scenarios.generate.schedules import _done_by
 from scenarios.generate.strategy import AREAS, scenarios
 from scenarios.language.loader import load_scenario, parse_scenario
 from scenarios.run.runner import run_scenario
 from sim.checkers import CHECKERS, CheckContext, Violation, register
+from sim.checkers.models import next_cron_due_ms
+from sim.units import parse_duration_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 DRAWS = settings(
@@ -45,6 +48,48 @@ def test_every_drawn_scenario_loads_and_its_pairs_are_in_the_catalogue(generated
         assert scenario.steps[number - 1].kind in ("evict", "deploy", "reconnect", "call")
     listed = {pair for pairs in CATALOGUE.values() for pair in pairs}
     assert {use.pair for use in generated.uses} <= listed
+
+
+@given(generated=scenarios(st, ("schedules",)))
+@settings(DRAWS, max_examples=60)
+def test_a_re_created_schedule_is_given_the_time_to_run_its_course(generated) -> None:
+    """A schedule created again by a call counts its runs afresh from that call: the liveness
+    phase after the last step reaches past its last run (a cron's occurrences computed by the
+    checkers' own model), so a drawn scenario is not busy at its end only because it ran out
+    of time."""
+    end = max(step.at_ms for step in generated.steps) + generated.liveness_ms
+    for step in generated.steps:
+        if step.action != "call" or step.args.get("method") != "recreate":
+            continue
+        (name,) = step.args["args"]
+        entry = next(
+            e for e in generated.agents[step.args["agent"]]["schedules"] if e["name"] == name
+        )
+        tries = entry.get("runs", 1) + entry.get("fail", 0)
+        if "cron" in entry:
+            due = step.at_ms
+            for _ in range(tries):
+                due = next_cron_due_ms(entry["cron"], due)
+        elif "every" in entry:
+            due = step.at_ms + parse_duration_ms(entry["every"]) * tries
+        else:
+            due = step.at_ms + parse_duration_ms(entry.get("after", "0s"))
+        assert due <= end, (name, entry, step.at_ms, generated.liveness_ms)
+
+
+def test_a_cron_created_again_late_counts_its_occurrences_from_the_call() -> None:
+    """A cron cancelled and created again at 1h16m, to run once after two failing attempts,
+    is done only at its third occurrence after the call (1:34, 10:15, 10:34 of the day), so
+    the drawn scenario's horizon reaches past it (a generated scenario once stopped its
+    liveness phase at 4h48m with the cron still due at 10:15)."""
+    entry = {"name": "s2", "cron": "15,34 0,1,10,16 * * *", "runs": 1, "fail": 2}
+    at = 76 * 60_000
+    third = at
+    for _ in range(3):
+        third = next_cron_due_ms(entry["cron"], third)
+    assert third == 10 * 3_600_000 + 34 * 60_000
+    done = _done_by(entry, at)
+    assert done is not None and done >= third
 
 
 @given(expression=crons(st), runs=st.integers(1, 3))

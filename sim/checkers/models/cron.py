@@ -6,13 +6,13 @@ The SDK computes a cron row's time with the `cron-schedule` package (sdk-0.32 §
 after now`"). That package reads Linux crontab syntax (crontab(5)) with an optional leading seconds
 field: lists, ranges, ranges in lists, steps (`*/s`, `a-b/s`), month and weekday names
 (case-insensitive), weekday 7 as Sunday and the nicknames `@yearly`, `@annually`, `@monthly`,
-`@weekly`, `@daily`, `@hourly`. In day of week, `sun` is 7 and a range that starts at 7 starts at 0
-(`sat-sun` is Saturday and Sunday, `sun-sat` and `7-1` run from Sunday), as that parser reads them
-(checked against it: `tests/checkers/test_cron_model.py`). Times are UTC (the Workers runtime's
-clock). Day of month and day of week combine as that package does: a field whose values cover its
-whole range does not restrict the day; when both restrict, a day matching either one is due (the
-crontab OR rule). The port's documented divergences apply (docs/divergences.md C1-C3): a number
-with trailing text (`5/15`, `5abc`) is rejected rather than read as its leading digits, an
+`@weekly`, `@daily`, `@hourly`, `@minutely`. In day of week, `sun` is 7 and a range that starts at 7
+starts at 0 (`sat-sun` is Saturday and Sunday, `sun-sat` and `7-1` run from Sunday), as that parser
+reads them (checked against it: `tests/checkers/test_cron_model.py`). Times are UTC (the Workers
+runtime's clock). Day of month and day of week combine as that package does: a field whose values
+cover its whole range does not restrict the day; when both restrict, a day matching either one is
+due (the crontab OR rule). The port's documented divergences apply (docs/divergences.md C1-C3): a
+number with trailing text (`5/15`, `5abc`) is rejected rather than read as its leading digits, an
 expression no date can ever match (`0 0 30 2 *`) is rejected when parsed, and the search spans 400
 years.
 
@@ -62,6 +62,7 @@ _NICKNAMES = {
     "@weekly": "0 0 * * 0",
     "@daily": "0 0 * * *",
     "@hourly": "0 * * * *",
+    "@minutely": "* * * * *",
 }
 
 
