@@ -2,9 +2,11 @@
 no code with the runtime they check: when a cron or interval schedule is due (`cron`), which
 parts and milestones a client must show of an agent-tool run (`ui_parts`), and the constants,
 option defaults and key scopes the checkers need, each with its spec citation
-(`spec_constants`). `tests/checkers/test_independence.py` enforces that nothing here or in
-`sim.checkers` imports the runtime; `tests/checkers/test_spec_constants.py` and
-`tests/checkers/test_cron_model.py` compare the models with the runtime and with a library.
+(`spec_constants`), and what the registries should hold after each call (`registries`, the
+reference of the registry machine, docs/model-check.md). `tests/checkers/test_independence.py`
+enforces that nothing here or in `sim.checkers` imports the runtime;
+`tests/checkers/test_spec_constants.py` and `tests/checkers/test_cron_model.py` compare the
+models with the runtime and with a library.
 """
 
 from sim.checkers.models.cron import (
