@@ -11,6 +11,7 @@ which is no oracle here: a generated scenario only needs to settle).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from agents_core.cron import InvalidCronExpression, next_cron_time_ms
@@ -74,6 +75,7 @@ def _weekday_field(st: Any) -> Any:
     )
 
 
+@cache
 def crons(st: Any) -> Any:
     """A cron expression: five fields, six with seconds, or a nickname."""
     five = st.tuples(

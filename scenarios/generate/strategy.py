@@ -10,6 +10,7 @@ draw is the plain one), fewer faults, earlier and rounder times.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from scenarios.generate.chat import chat_part
@@ -23,12 +24,14 @@ from scenarios.generate.tools import tools_part
 __all__ = ["AREAS", "LIVENESS_MARGIN_MS", "scenarios"]
 
 AREAS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
-    "schedules": ("sched", schedules_part),
-    "fibers": ("worker", fibers_part),
-    "tools": ("parent", tools_part),
-    "chat": ("assistant", chat_part),
+    "schedules": ("sched", cache(schedules_part)),
+    "fibers": ("worker", cache(fibers_part)),
+    "tools": ("parent", cache(tools_part)),
+    "chat": ("assistant", cache(chat_part)),
 }
-"""Area name -> (the alias of its first agent, the strategy of its part)."""
+"""Area name -> (the alias of its first agent, the strategy of its part). Each part's strategy
+is built once per alias: building one (Hypothesis reads a composite's source) costs more than
+drawing from it, and a scenario draws its parts anew in every example and shrink step."""
 LIVENESS_MARGIN_MS = 3_600_000
 MAX_HORIZON_MS = 200 * 86_400_000
 
