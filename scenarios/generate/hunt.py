@@ -123,6 +123,13 @@ class GenerateOutcome:
         return "\n".join(lines)
 
 
+class _ShrinkBudgetSpent(BaseException):
+    """Raised out of a shrinking round once its runs are spent, so that Hypothesis stops at
+    once (a BaseException passes through its handling of a failing example) instead of drawing
+    candidate after candidate that is never run; the round's last failing example is its best,
+    since every example the shrinker tries is simpler than the one it holds."""
+
+
 class _Hunt:
     def __init__(
         self,
@@ -143,8 +150,8 @@ class _Hunt:
         self.target: str | None = None
         """What this round's finding breaks, once it was found: shrinking keeps it."""
         self.shrink_runs = 0
-        self.failing: set[str] = set()
-        """The texts of this round's failing runs."""
+        self.best: Generated | None = None
+        """This round's last failing example (the simplest so far while shrinking)."""
 
     def run(self, generated: Generated, path: str) -> tuple[ScenarioResult, list[Failure]]:
         result = run_scenario(parse_scenario(generated.text(), path))
@@ -153,9 +160,7 @@ class _Hunt:
     def fails(self, generated: Generated) -> bool:
         shrinking = self.target is not None
         if shrinking and self.shrink_runs >= MAX_SHRINK_RUNS:
-            # Out of shrinking budget: what failed fails (Hypothesis replays its best example
-            # last), anything else is taken as passing, unrun, so the round ends soon.
-            return generated.text() in self.failing
+            raise _ShrinkBudgetSpent
         if shrinking:
             self.shrink_runs += 1
         result, found = self.run(generated, self.path)
@@ -173,7 +178,7 @@ class _Hunt:
                 self.target = new[0]
         failed = self.target is not None and self.target in subjects
         if failed:
-            self.failing.add(generated.text())
+            self.best = generated
         if self.on_run is not None:
             self.on_run(
                 f"shrinking {self.target}" if shrinking else f"example {self.drawn}", failed
@@ -206,7 +211,7 @@ def generate(
         left = examples - hunt.drawn
         if left <= 0:
             break
-        hunt.target, hunt.shrink_runs, hunt.failing = None, 0, set()
+        hunt.target, hunt.shrink_runs, hunt.best = None, 0, None
         try:
             with seed_only():
                 shrunk = hypothesis.find(
@@ -215,6 +220,9 @@ def generate(
                     settings=_settings(hypothesis, left, phases),
                     random=random.Random(seed * 1_000 + round_number),
                 )
+        except _ShrinkBudgetSpent:
+            assert hunt.best is not None
+            shrunk = hunt.best
         except hypothesis.errors.NoSuchExample:
             break
         except hypothesis.errors.Flaky as exc:

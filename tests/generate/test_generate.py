@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scenarios.cli.command import main
+from scenarios.generate import hunt as hunt_module
 from scenarios.generate.coverage import CATALOGUE, Coverage
 from scenarios.generate.cron import crons, due_within, forms_of
 from scenarios.generate.hunt import generate, write_generated
@@ -186,6 +187,30 @@ def test_a_planted_failure_is_found_and_shrunk_to_a_file_that_fails_alone(
     assert {failure.subject for failure in result.failures} == {f"invariant {planted}"}
     assert finding.command == f"agentsim run {finding.path}"
     assert "Found by `agentsim generate" in Path(finding.path).read_text(encoding="utf-8")
+
+
+def test_a_shrink_stops_when_its_runs_are_spent_and_writes_its_best_so_far(
+    tmp_path: Path, planted: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two shrinking runs allowed, the round ends at the third (no candidate drawn after it
+    is run or waited for) and the last failing example is written, a file that fails alone."""
+    monkeypatch.setattr(hunt_module, "MAX_SHRINK_RUNS", 2)
+    asked = []
+    fails = hunt_module._Hunt.fails
+
+    def counted(self, generated):
+        asked.append(self.target is not None)
+        return fails(self, generated)
+
+    monkeypatch.setattr(hunt_module._Hunt, "fails", counted)
+    outcome = generate(
+        examples=30, seed=3, areas=("fibers",), invariants=(planted,), out_dir=tmp_path
+    )
+    assert [finding.subject for finding in outcome.findings] == [f"invariant {planted}"]
+    assert outcome.runs - outcome.drawn == 2
+    assert asked.count(True) == 3  # two shrinking runs, and the candidate that ended the round
+    result = run_scenario(load_scenario(outcome.findings[0].path))
+    assert {failure.subject for failure in result.failures} == {f"invariant {planted}"}
 
 
 def test_the_report_lists_what_no_run_reached(tmp_path: Path, capsys) -> None:
