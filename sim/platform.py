@@ -30,6 +30,7 @@ from sim.probes import Probes
 from sim.sandbox import guard_agent_modules
 from sim.sqlite import FaultyStorage, StorageFault
 from sim.trace import Trace
+from sim.upgrades import UpgradeRefused, upgrade_refusal
 from sim.upstream import Upstream
 
 __all__ = ["AgentEvicted", "AgentRecord", "Incarnation", "Platform", "STARTUP_TRIGGERS"]
@@ -477,9 +478,18 @@ class Platform:
     def _crash(self, record: AgentRecord) -> None:
         self.kill(record, "crash")
 
-    def deploy(self, cause: str = "scripted") -> list[str]:
-        """A code update: every live incarnation restarts at this instant."""
-        self.platform_event(None, "platform:deploy", cause=cause)
+    def deploy(self, cause: str = "scripted", sdk: str | None = None) -> list[str]:
+        """A code update: every live incarnation restarts at this instant. `sdk`: the SDK
+        release it brings (`sim.upgrades`; None, or the release deployed now: the same code),
+        which every incarnation started from here on runs."""
+        if sdk is None or sdk == self.release:
+            self.platform_event(None, "platform:deploy", cause=cause)
+        else:
+            refusal = upgrade_refusal(self.release, sdk)
+            if refusal is not None:
+                raise UpgradeRefused(refusal)
+            self.release = sdk
+            self.platform_event(None, "platform:deploy", cause=cause, sdk=sdk)
         killed = []
         for record in list(self.records.values()):
             if self.kill(record, "deploy"):

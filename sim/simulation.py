@@ -370,9 +370,17 @@ class Simulation:
         """Kill the agent's live incarnation now; False if it had none."""
         return self.platform.kill(self._record(agent), reason)
 
-    def deploy(self) -> list[str]:
-        """Restart every live incarnation (a code update); the paths that were alive."""
-        return self.platform.deploy()
+    def deploy(self, sdk: str | None = None) -> list[str]:
+        """Restart every live incarnation (a code update); the paths that were alive. `sdk`:
+        the SDK release the update brings (an upgrade, `sim.upgrades`: every incarnation that
+        starts after it runs that release on the stored state as it is); None keeps the
+        release. A downgrade or an unknown release is refused (`UpgradeRefused`)."""
+        return self.platform.deploy(sdk=sdk)
+
+    @property
+    def release(self) -> str:
+        """The SDK release deployed now: the run's, or the last upgrade's."""
+        return self.platform.release
 
     def arm_storage_fault(
         self,
