@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.fields import Fields, gather
 from scenarios.language.parse_agents import (
@@ -34,6 +35,7 @@ from scenarios.language.parse_agents import (
 from scenarios.language.parse_expect import EXPECTATION, parse_expectations
 from scenarios.language.parse_model import MODEL, parse_model
 from scenarios.language.parse_steps import STEP, parse_steps
+from scenarios.language.releases import check_release, upgrade_problems
 from scenarios.language.schema import (
     DEFAULT_LIVENESS_LIMIT_MS,
     DEFAULT_MODEL,
@@ -123,6 +125,11 @@ SCENARIO = Shape(
         "name": NAME,
         "description": Text(hint="expected a string (one paragraph)", doc="What happens, why."),
         "seed": Whole(doc="The run's seed (agentsim run --seed overrides it)."),
+        "sdk": Text(
+            hint=f"expected a release agentsim models, one of {list(RELEASES)}",
+            doc=f"The SDK release the agents start on, of {', '.join(RELEASES)} (default "
+            f"{DEFAULT_RELEASE}; --sdk overrides it; a deploy step may upgrade it).",
+        ),
         "faults": OneOf(
             (Text(choices=tuple(PROFILES), default="none"), FAULTS),
             doc="A named fault profile, or explicit settings.",
@@ -217,6 +224,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
     name = part("name", top.get, "name")
     description = part("description", top.get, "description")
     seed = part("seed", top.whole, "seed")
+    sdk = gather(problems, _sdk, top)
     faults = gather(problems, _faults, top)
     agents, own_models = part("agents", parse_agents, top) or ({}, {})
     clients = gather(problems, parse_clients, top, agents) or {}
@@ -229,7 +237,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
     if problems:
         raise InvalidScenario.many(problems)
     assert faults is not None  # gather gives None only after recording a problem
-    return Scenario(
+    scenario = Scenario(
         name=name,
         description=description,
         seed=seed,
@@ -244,10 +252,23 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         limits=limits or {},
         path=path,
         models=models,
+        sdk=sdk or DEFAULT_RELEASE,
+        sdk_in_file=sdk,
     )
+    downgrades = upgrade_problems(scenario)
+    if downgrades:
+        raise InvalidScenario.many(downgrades)
+    return scenario
 
 
 # -- sections ---------------------------------------------------------------------------------
+def _sdk(top: Fields) -> str | None:
+    """The release the file names (None: none), refused unless the runtime models it."""
+    if "sdk" not in top:
+        return None
+    return check_release(top, "sdk")
+
+
 def _liveness(top: Fields) -> tuple[int, bool]:
     if "liveness" not in top:
         return DEFAULT_LIVENESS_LIMIT_MS, True

@@ -30,6 +30,7 @@ from scenarios.language.fields import (
 )
 from scenarios.language.parse_agents import NAME_HINT, NAME_PATTERN
 from scenarios.language.parse_model import read_reply
+from scenarios.language.releases import check_release
 from scenarios.language.schema import (
     ACTIONS,
     MODEL_SERVICE,
@@ -424,6 +425,11 @@ def _nothing(context: StepContext, where: str, value: Any, line: int) -> dict[st
     return {}
 
 
+def _deploy(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
+    fields = _fields(context, where, value, line)
+    return {"sdk": check_release(fields, "sdk")} if "sdk" in fields else {}
+
+
 def _arm_storage_fault(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
     fields = _fields(context, where, value, line)
     match = fields.raw("match")
@@ -508,8 +514,8 @@ _PARSERS = {
     "run_for": _run_for,
     "run_until": _run_until,
     "evict": _evict,
-    "deploy": _nothing,
-    "deploy_all": _nothing,
+    "deploy": _deploy,
+    "deploy_all": _deploy,
     "arm_storage_fault": _arm_storage_fault,
     "run_to_next_alarm": _nothing,
     "advance_to_next_alarm": _nothing,

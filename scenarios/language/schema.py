@@ -12,9 +12,10 @@ model replies are `sim.model` replies, built once and immutable.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from agents_core.releases.registry import DEFAULT_RELEASE
 from sim.faults import FaultProfile
 from sim.model import Reply, text
 from sim.units import HOUR_MS
@@ -268,7 +269,12 @@ class EvictStep(Step):
 
 @dataclass(frozen=True, kw_only=True)
 class DeployStep(Step):
+    """Every live incarnation restarts; with `sdk`, on that SDK release (an upgrade: every
+    incarnation that starts after it runs the new release on the stored state)."""
+
     kind: ClassVar[str] = "deploy"
+    sdk: str | None = None
+    """The release the deploy brings (None: the release deployed now)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -648,6 +654,23 @@ class Scenario:
     models: dict[str, ModelScript] = field(default_factory=lambda: {MODEL_SERVICE: DEFAULT_MODEL})
     """Scripted model services by name: `model` (the `model:` section, or one that answers
     'ok'), and `model/<alias>` for a chat workload with a model of its own."""
+    sdk: str = DEFAULT_RELEASE
+    """The SDK release the run's agents start on: the file's `sdk:`, the command line's
+    `--sdk` over it (`on_release`), or the default release."""
+    sdk_in_file: str | None = None
+    """The release the file's own `sdk:` names (None: the file names none)."""
+
+    def on_release(self, sdk: str | None) -> Scenario:
+        """This scenario run on release `sdk` (the command line's `--sdk`; None: as the file
+        says). The name is not checked here: the loader and `Simulation` refuse an unknown
+        one."""
+        return self if sdk is None or sdk == self.sdk else replace(self, sdk=sdk)
+
+    @property
+    def sdk_overridden(self) -> bool:
+        """Whether the run's release is not the one the file alone gives (so a replay of it
+        must name it with `--sdk`)."""
+        return self.sdk != (self.sdk_in_file or DEFAULT_RELEASE)
 
     def agent(self, alias: str) -> AgentSpec:
         for spec in self.agents:
@@ -657,4 +680,7 @@ class Scenario:
 
     def replay_command(self, seed: int | None = None) -> str:
         """The one command that runs this scenario again with this seed."""
-        return f"agentsim run {shlex.quote(self.path)} --seed {self.seed if seed is None else seed}"
+        command = (
+            f"agentsim run {shlex.quote(self.path)} --seed {self.seed if seed is None else seed}"
+        )
+        return f"{command} --sdk {self.sdk}" if self.sdk_overridden else command

@@ -124,8 +124,14 @@ STEP_SHAPES: dict[str, Value] = {
         required=("agent",),
         doc="Kill the agent's (or a sub-agent's) live incarnation now.",
     ),
-    "deploy": Shape({}, doc="Restart every live incarnation."),
-    "deploy_all": Shape({}, doc="The same as deploy."),
+    "deploy": Shape(
+        {"sdk": Text(doc="The SDK release it brings: an upgrade (default: the same code).")},
+        doc="Restart every live incarnation; with sdk:, on that newer release.",
+    ),
+    "deploy_all": Shape(
+        {"sdk": Text(doc="The SDK release it brings: an upgrade (default: the same code).")},
+        doc="The same as deploy.",
+    ),
     "arm_storage_fault": Shape(
         {
             "agent": Text(doc="An alias, or alias/name/... for a sub-agent."),

@@ -249,7 +249,11 @@ def _run(
 ) -> ScenarioResult:
     started_s = time.perf_counter()
     sim = Simulation(
-        seed=seed, faults=scenario.faults, interleave=interleave, budget=budget_for(scenario)
+        seed=seed,
+        faults=scenario.faults,
+        interleave=interleave,
+        budget=budget_for(scenario),
+        sdk=scenario.sdk,
     )
     statements: list[ExecutedStatement] = []
     current = [0]

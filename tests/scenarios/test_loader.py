@@ -117,7 +117,7 @@ CASES = [
         ("seed: 7\n", "seed: 7\nsteeps: []\n"),
         "lib/x.yaml:4: unknown key 'steeps'; did you mean 'steps'? allowed keys: ['agents', "
         "'clients', 'description', 'expect', 'faults', 'interleave', 'limits', 'liveness', "
-        "'model', 'name', 'python_path', 'seed', 'steps']",
+        "'model', 'name', 'python_path', 'sdk', 'seed', 'steps']",
     ),
     (
         "missing-seed",

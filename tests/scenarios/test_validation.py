@@ -444,7 +444,7 @@ CASES = [
     (
         "deploy-all-args",
         ("stall_model: {for: 30s}", "deploy_all: {agent: parent}"),
-        "lib/v.yaml:23: step 3 (deploy_all): unknown key 'agent'; allowed keys: []",
+        "lib/v.yaml:23: step 3 (deploy_all): unknown key 'agent'; allowed keys: ['sdk']",
     ),
     (
         "advance-args",
