@@ -15,8 +15,11 @@ Three things for people who test their agents with pytest:
   file gives one test per seed (its own, `--agentsim-seed N`, or each of `--agentsim-seeds
   A..B`), run exactly as `agentsim run` runs it: a failure shows the same text, writes the same
   failure file and ends with the same replay command.
-- The options are checked when pytest starts: a bad seed range or invariant name is a usage
-  error naming what would be valid.
+- `--agentsim-sdk VERSION` runs the `sim` fixture and every scenario file on that SDK release
+  (over a file's `sdk:` key). A release modelled in part gets a note after collection, once,
+  saying what of it is not built.
+- The options are checked when pytest starts: a bad seed range, invariant name or release is a
+  usage error naming what would be valid.
 
 What a hook needs beyond the `scenarios` package itself (the checkers, the short log, the
 failure files) is imported when it is first needed. A `sim` fixture of a project's own conftest
@@ -67,6 +70,7 @@ class _Used:
 _USED = pytest.StashKey[_Used]()
 _INVARIANTS = pytest.StashKey[tuple[str, ...]]()
 _SEEDS = pytest.StashKey[tuple[int, ...] | None]()
+_SDK = pytest.StashKey[str | None]()
 
 
 # -- options ------------------------------------------------------------------------------------
@@ -85,6 +89,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="A..B",
         help="run each collected scenario file with every seed from A to B (both included)",
+    )
+    group.addoption(
+        "--agentsim-sdk",
+        default=None,
+        metavar="VERSION",
+        help="the SDK release of the `sim` fixture and of every scenario file's run (default: "
+        "a file's sdk: key, else the default release)",
     )
     group.addoption(
         "--agentsim-invariants",
@@ -136,6 +147,14 @@ def pytest_configure(config: pytest.Config) -> None:
         except argparse.ArgumentTypeError as exc:
             raise pytest.UsageError(f"--agentsim-seeds: {exc}") from None
     config.stash[_SEEDS] = seeds
+    sdk = config.getoption("agentsim_sdk")
+    if sdk is not None:
+        from scenarios.language.releases import release_flag_problem
+
+        problem = release_flag_problem(sdk)
+        if problem is not None:
+            raise pytest.UsageError(f"--agentsim-sdk: {problem}")
+    config.stash[_SDK] = sdk
     seed = config.getoption("agentsim_seed")
     if seed is not None and seed < 0:
         raise pytest.UsageError(f"--agentsim-seed: expected a whole number >= 0, got {seed}")
@@ -159,7 +178,7 @@ def _sim_fixture(request: pytest.FixtureRequest) -> Iterator[Simulation]:
 
     given = request.config.getoption("agentsim_seed")
     seed = given if given is not None else seed_of(request.node.nodeid)
-    simulation = Simulation(seed=seed)
+    simulation = Simulation(seed=seed, sdk=request.config.stash.get(_SDK, None))
     used = request.node.stash[_USED] = _Used(simulation, seed, given is not None)
     try:
         yield simulation
@@ -184,6 +203,9 @@ def _replay_line(item: pytest.Item, seed: int) -> str:
 
         names = "all" if set(invariants) == set(CHECKERS) else ",".join(invariants)
         line += f" --agentsim-invariants {names}"
+    sdk = item.config.stash.get(_SDK, None)
+    if sdk is not None:
+        line += f" --agentsim-sdk {sdk}"
     return line
 
 
@@ -248,7 +270,8 @@ def _fresh_sim_per_example(item: pytest.Item, used: _Used) -> None:
         if kwargs.get("sim") is fixture_sim:
             if used.simulation is not fixture_sim:
                 used.simulation.close()
-            used.simulation = kwargs["sim"] = Simulation(seed=used.seed)
+            sdk = item.config.stash.get(_SDK, None)
+            used.simulation = kwargs["sim"] = Simulation(seed=used.seed, sdk=sdk)
         return inner(*args, **kwargs)
 
     handle.inner_test = each_example
@@ -352,6 +375,20 @@ def looks_like_scenario(path: Path) -> bool:
     return bool(_AGENTS.search(text) and _STEPS.search(text))
 
 
+def pytest_report_collectionfinish(
+    config: pytest.Config, start_path: Path, items: list[pytest.Item]
+) -> list[str]:
+    """After collection, once: the note of each release modelled in part that the session
+    runs on (`--agentsim-sdk`, a collected scenario file's `sdk:` or a deploy's)."""
+    scenarios = [item.scenario for item in items if isinstance(item, ScenarioItem)]
+    sdk = config.stash.get(_SDK, None)
+    if sdk is None and not scenarios:
+        return []
+    from scenarios.language.releases import preview_notes, releases_run
+
+    return preview_notes([*([sdk] if sdk else []), *releases_run(scenarios)], "agentsim")
+
+
 class ScenarioFileInvalid(Exception):
     """A collected scenario file that does not validate: its errors, one line each."""
 
@@ -362,12 +399,20 @@ class ScenarioFile(pytest.File):
     def collect(self) -> Iterator[ScenarioItem]:
         from scenarios.language.errors import InvalidScenario
         from scenarios.language.loader import load_scenario
+        from scenarios.language.releases import upgrade_problems
 
         shown = _shown_path(self.config, self.path)
         try:
-            scenario = load_scenario(shown)
+            scenario = load_scenario(shown).on_release(self.config.stash.get(_SDK, None))
         except InvalidScenario as exc:
             raise ScenarioFileInvalid("\n".join(exc.lines())) from None
+        downgrades = upgrade_problems(scenario)
+        if downgrades:
+            lines = [
+                f"{error} (the run starts on {scenario.sdk}: --agentsim-sdk)"
+                for error in downgrades
+            ]
+            raise ScenarioFileInvalid("\n".join(lines))
         given = self.config.getoption("agentsim_seed")
         own = (scenario.seed,) if given is None else (given,)
         seeds = self.config.stash.get(_SEEDS, None) or own

@@ -30,6 +30,7 @@ from scenarios.cli.generate_command import add_generate_parser, generate_command
 from scenarios.cli.inputs import (
     PathProblem,
     add_budget_flags,
+    add_sdk_flag,
     budget_flags,
     budgets_in_command,
     expand_paths,
@@ -40,6 +41,7 @@ from scenarios.cli.inputs import (
     output_file,
     positive,
     scenario_files_in,
+    sdk_in_command,
     seed_range,
     skipped_note,
     writable,
@@ -55,6 +57,7 @@ from scenarios.hunt.fuzz import FAULT_KINDS, FUZZ_KINDS, FlakyFinding, fuzz_scen
 from scenarios.language.errors import InvalidScenario, printable
 from scenarios.language.json_schema import scenario_json_schema
 from scenarios.language.loader import load_scenario
+from scenarios.language.releases import preview_notes, releases_run, upgrade_problems
 from scenarios.language.schema import InvariantsExpectation, Scenario
 from scenarios.run.determinism import run_checked
 from scenarios.run.failures import (
@@ -179,6 +182,7 @@ def _parser() -> _Parser:
         action="store_true",
         help="the same, the second run in a child process under another PYTHONHASHSEED",
     )
+    add_sdk_flag(run)
     add_budget_flags(run)
     add_sweep_flags(run)
     validate = commands.add_parser(
@@ -251,6 +255,7 @@ def _parser() -> _Parser:
     fuzz.add_argument(
         "--out", metavar="DIR", default=FUZZ_DIR, help=f"where reproducers go ({FUZZ_DIR})"
     )
+    add_sdk_flag(fuzz, "the base scenario and every drawn schedule")
     add_budget_flags(fuzz)
     explore = commands.add_parser(
         "explore",
@@ -289,6 +294,7 @@ def _parser() -> _Parser:
     explore.add_argument(
         "--all-probes", action="store_true", help="name every probe no run reached"
     )
+    add_sdk_flag(explore, "the base scenario and every crash point and interleaving")
     add_budget_flags(explore)
     golden = commands.add_parser(
         "golden",
@@ -298,6 +304,7 @@ def _parser() -> _Parser:
     )
     golden.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
     golden.add_argument("--update", action="store_true", help="write the golden files")
+    add_sdk_flag(golden)
     add_generate_parser(commands)
     diff = commands.add_parser(
         "diff",
@@ -368,7 +375,7 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from scenarios.diff import diff_command  # the differential stage, loaded only for it
 
         return diff_command(args.paths, args.repeat, args.sdk, out, err)
-    return _golden(args.paths, args.update, out)
+    return _golden(args, out, err)
 
 
 # -- run ----------------------------------------------------------------------------------------
@@ -380,6 +387,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     scenarios = _load_or_report(args.paths, err)
     if scenarios is None:
         return EXIT_BAD_INPUT
+    scenarios = _on_release(scenarios, getattr(args, "sdk", None), args.command, err)
     _no_duplicate_names(scenarios)
     _writable_outputs(args)
     seeds: list[int | None] = list(args.seeds) if args.seeds else [args.seed]
@@ -456,6 +464,7 @@ def _results(
         in_subprocess=getattr(args, "check_determinism_subprocess", False),
         budgets=tuple((k, v) for k, v in budget_flags(args).items() if v is not None),
         keep_records=bool(args.trace or args.html or args.junit),
+        sdk=getattr(args, "sdk", None),
     )
     try:
         yield from sweep(runs, settings, workers=workers, dask=dask)
@@ -602,11 +611,15 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if path.suffix != ".json":
         args.paths = [args.file]
         args.seed, args.seeds, args.trace, args.junit, args.html = None, None, None, None, None
-        args.invariants = ()
+        args.invariants, args.sdk = (), None
         return _run(args, out, err)
+    recorded = _recorded_replay(path)
+    sdk = sdk_in_command(recorded)
+    for note in preview_notes([] if sdk is None else [sdk], "agentsim replay"):
+        print(printable(note), file=err)
     try:
-        with budget_overrides(**budgets_in_command(_recorded_replay(path))):
-            code, lines = replay_file(args.file)
+        with budget_overrides(**budgets_in_command(recorded)):
+            code, lines = replay_file(args.file, sdk=sdk)
     except (ValueError, InvalidScenario) as exc:
         raise _BadInput(str(exc)) from None
     for line in lines:
@@ -705,6 +718,8 @@ def _fuzz(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         command += f" --faults {','.join(args.faults)}"
     if args.max_steps != 4:
         command += f" --max-steps {args.max_steps}"
+    if args.sdk is not None:
+        command += f" --sdk {args.sdk}"
     failing = [0]
     what = f"fuzz {Path(args.path).stem}"
     shown = HuntProgress(
@@ -728,6 +743,8 @@ def _fuzz(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 command=command,
                 invariants_only=args.invariants_only,
                 on_run=ran,
+                sdk=args.sdk,
+                on_releases=lambda names: _print_previews(names, "agentsim fuzz", err),
             )
     except InvalidScenario as exc:
         raise _BadInput(str(exc)) from None
@@ -748,15 +765,16 @@ def _explore(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise _BadInput(str(exc)) from None
 
 
-def _golden(paths: Sequence[str], update: bool, out: TextIO) -> int:
-    files = expand_paths(paths)
-    _, errors = _load_all(files)
+def _golden(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    files = expand_paths(args.paths)
+    scenarios, errors = _load_all(files)
     if errors:
         raise _BadInput(errors[0])
+    _on_release(scenarios, args.sdk, args.command, err)
     bad = 0
     for file in files:
-        check = write_golden(file) if update else check_golden(file)
-        if update:
+        check = write_golden(file, args.sdk) if args.update else check_golden(file, args.sdk)
+        if args.update:
             print(f"{check.status} {check.golden}", file=out)
         elif check.ok:
             print(f"ok {check.golden}", file=out)
@@ -785,6 +803,26 @@ def _load_or_report(paths: Sequence[str], err: TextIO) -> list[Scenario] | None:
     for error in errors:
         print(printable(error), file=err)
     return None if errors else scenarios
+
+
+def _on_release(
+    scenarios: Sequence[Scenario], sdk: str | None, command: str, err: TextIO
+) -> list[Scenario]:
+    """The scenarios on release `sdk` (the `--sdk` flag; None: each as its file says), a deploy
+    that would downgrade from it refused as bad input, and the note of a preview release
+    printed once."""
+    chosen = [scenario.on_release(sdk) for scenario in scenarios]
+    for scenario in chosen:
+        problems = upgrade_problems(scenario)
+        if problems:
+            raise _BadInput(f"{problems[0]} (the run starts on {scenario.sdk}: --sdk {sdk})")
+    _print_previews(releases_run(chosen), f"agentsim {command}", err)
+    return chosen
+
+
+def _print_previews(releases: Sequence[str], command: str, err: TextIO) -> None:
+    for note in preview_notes(releases, command):
+        print(printable(note), file=err)
 
 
 def _no_duplicate_names(scenarios: Sequence[Scenario]) -> None:

@@ -14,11 +14,14 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from scenarios.cli.inputs import non_negative, output_directory, positive
+from agents_core.releases.registry import DEFAULT_RELEASE
+from scenarios.cli.inputs import add_sdk_flag, non_negative, output_directory, positive
 from scenarios.cli.progress import HuntProgress, is_terminal
 from scenarios.generate.hunt import generate, write_generated
 from scenarios.generate.strategy import AREAS
+from scenarios.language.releases import preview_notes
 from scenarios.run.runner import invariant_names
+from sim.upgrades import newer_releases
 
 __all__ = ["GENERATE_DIR", "add_generate_parser", "generate_command"]
 
@@ -75,6 +78,13 @@ def add_generate_parser(commands: Any) -> None:
     parser.add_argument(
         "--write", metavar="DIR", help="write the drawn scenarios into DIR and run nothing"
     )
+    add_sdk_flag(parser, "the drawn scenarios (each reproducer names it)")
+    parser.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="draw deploys that bring a newer SDK release than the run's too (off by default, "
+        "so that a seed draws the scenarios it drew before)",
+    )
 
 
 def _command_line(args: argparse.Namespace) -> str:
@@ -84,6 +94,10 @@ def _command_line(args: argparse.Namespace) -> str:
         line += f" --areas {','.join(args.areas)}"
     if tuple(args.invariants) != ("all",):
         line += f" --invariants {','.join(args.invariants)}"
+    if args.sdk is not None:
+        line += f" --sdk {args.sdk}"
+    if args.upgrade:
+        line += " --upgrade"
     return line
 
 
@@ -97,11 +111,18 @@ def generate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out_dir=args.write,
             areas=args.areas,
             invariants=args.invariants,
+            sdk=args.sdk,
+            upgrade=args.upgrade,
         )
         for path in written:
             print(f"wrote {path}", file=out)
         print(f"{len(written)} scenarios written to {args.write} (not run)", file=out)
         return 0
+    start = DEFAULT_RELEASE if args.sdk is None else args.sdk
+    for note in preview_notes(
+        [start, *(newer_releases(start) if args.upgrade else ())], "agentsim generate"
+    ):
+        print(note, file=err)
     found = [0]
     shown = HuntProgress(
         out, err, "generate", args.examples, lambda: found[0], terminal=is_terminal(out)
@@ -121,6 +142,8 @@ def generate_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out_dir=args.out,
             command=_command_line(args),
             on_run=ran,
+            sdk=args.sdk,
+            upgrade=args.upgrade,
         )
     print(outcome.report(), file=out)
     return 1 if outcome.found else 0

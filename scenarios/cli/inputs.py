@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
+from scenarios.language.releases import release_flag_problem
 from sim.budget import BUDGET_NAMES
 from sim.trace import Trace
 from sim.units import parse_duration_ms
@@ -33,6 +35,7 @@ __all__ = [
     "OUTPUT_FOLDERS",
     "PathProblem",
     "add_budget_flags",
+    "add_sdk_flag",
     "budget_flags",
     "budgets_in_command",
     "expand_paths",
@@ -43,7 +46,9 @@ __all__ = [
     "output_file",
     "path_problem",
     "positive",
+    "release_name",
     "scenario_files_in",
+    "sdk_in_command",
     "seed_range",
     "skipped_note",
     "write_text",
@@ -79,6 +84,37 @@ def non_negative(text: str) -> int:
 def positive(text: str) -> int:
     """A whole number >= 1; any other input says so, whatever it is (-5, 0, 'x')."""
     return _whole(text, 1)
+
+
+def release_name(text: str) -> str:
+    """An SDK release agentsim models (`--sdk 0.32.0`); any other says which there are."""
+    problem = release_flag_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def add_sdk_flag(parser: argparse.ArgumentParser, what: str = "the scenarios") -> None:
+    """`--sdk VERSION`: the SDK release the runs start on, over a file's `sdk:` key."""
+    parser.add_argument(
+        "--sdk",
+        type=release_name,
+        metavar="VERSION",
+        help=f"run {what} on this SDK release ({', '.join(RELEASES)}; default: a file's sdk: "
+        f"key, else {DEFAULT_RELEASE}); it overrides the file's key",
+    )
+
+
+def sdk_in_command(command: str) -> str | None:
+    """The `--sdk` of a recorded replay command (None: it names none, or an unknown one)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--sdk")
+    try:
+        known, _ = parser.parse_known_args(shlex.split(command))
+    except (ValueError, SystemExit):
+        return None
+    sdk = known.sdk
+    return sdk if isinstance(sdk, str) and release_flag_problem(sdk) is None else None
 
 
 def seed_range(text: str) -> list[int]:

@@ -81,6 +81,8 @@ class SweepSettings:
     keep_records: bool = False
     """Ship each run's trace records back (for `--trace`, `--html`, `--junit`); otherwise a
     result's `trace` is empty and only its digest and event count say what it was."""
+    sdk: str | None = None
+    """The release every run starts on (`--sdk`; None: each file's own)."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def run_task(task: _Task) -> list[_Shipped]:
     if task.cwd and os.path.isdir(task.cwd):
         os.chdir(task.cwd)
     with budget_overrides(**dict(task.settings.budgets)):
-        scenario = _scenario(task.path, task.text)
+        scenario = _scenario(task.path, task.text).on_release(task.settings.sdk)
         return [
             _Shipped.of(execute(scenario, seed, task.settings), task.settings.keep_records)
             for seed in task.seeds

@@ -74,6 +74,8 @@ class Generated:
     invariants: Sequence[str] = ("all",)
     liveness_ms: int = 3_600_000
     areas: tuple[str, ...] = ()
+    sdk: str | None = None
+    """The release the scenario starts on, written as its `sdk:` (None: no key, the default)."""
 
     def description(self) -> str:
         kinds = ", ".join(self.areas)
@@ -89,6 +91,7 @@ class Generated:
             f"name: {flow_scalar(self.name)}",
             f"description: {flow_scalar(self.description())}",
             f"seed: {self.seed}",
+            *([] if self.sdk is None else [f"sdk: {flow_scalar(self.sdk)}"]),
             f"faults: {_flow(self.faults)}",
             "agents:",
         ]

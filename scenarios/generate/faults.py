@@ -7,7 +7,8 @@ times drawn over the run's horizon. Their times are drawn by `aligned` as well, 
 land on a fiber's step end or a schedule's instant exactly. A generated scenario has no base run
 to aim storage faults at statements it executed, so storage faults come from the `faults:`
 profile instead (`flaky-storage`, `hostile` or explicit rates): a statement anywhere may fail or
-crash.
+crash. With `agentsim generate --upgrade`, a drawn deploy may also bring a newer SDK release
+than the run's (`deploy: {sdk: ...}`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import TimedStep
-from scenarios.hunt.fault_draws import Fault, fault_options, schedules, times
+from scenarios.hunt.fault_draws import UPGRADE, Fault, fault_options, schedules, times
 
 __all__ = ["FAULT_NOTE", "MAX_FAULTS", "PROFILES", "fault_steps", "profiles"]
 
@@ -43,18 +44,23 @@ def fault_steps(
     horizon_ms: int,
     periods: Sequence[int],
     seed: int,
+    upgrades: Sequence[str] = (),
 ) -> Any:
-    """A strategy of (seed, [TimedStep]): the run's seed and the drawn fault steps."""
+    """A strategy of (seed, [TimedStep]): the run's seed and the drawn fault steps. `upgrades`:
+    the newer releases a drawn deploy may bring (`generate --upgrade`; none: no upgrade is
+    drawn, and a seed draws what it drew before upgrades existed)."""
     at = st.one_of(times(st, horizon_ms), aligned(st, periods, 0, horizon_ms))
+    kinds = ("evict", "deploy", "reconnect", "repeat", *((UPGRADE,) if upgrades else ()))
     options = fault_options(
         st,
-        kinds=("evict", "deploy", "reconnect", "repeat"),
+        kinds=kinds,
         at=at,
         agents=[*agents, *children],
         clients=list(clients),
         groups=(),
         repeatable=list(calls),
         repeat=_repeat,
+        upgrades=upgrades,
     )
     drawn = schedules(st, options, max_steps=MAX_FAULTS, base_seed=seed)
     return st.one_of(st.just((seed, [])), drawn.map(_as_steps))

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from agents_core.releases.registry import DEFAULT_RELEASE
 from scenarios.generate.coverage import Coverage, reached_uses
 from scenarios.generate.document import Generated
 from scenarios.generate.seeded import seed_only
@@ -41,6 +42,7 @@ from scenarios.hunt.reproducers import FlakyFinding, write_reproducer
 from scenarios.language.loader import parse_scenario
 from scenarios.run.failure import Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
+from sim.upgrades import newer_releases
 
 __all__ = ["Finding", "GenerateOutcome", "generate", "write_generated"]
 
@@ -75,8 +77,19 @@ def _settings(hypothesis: ModuleType, examples: int, phases: Sequence[Any]) -> A
     )
 
 
-def _strategy(areas: Sequence[str], invariants: Sequence[str]) -> Any:
-    return scenarios(_hypothesis().strategies, areas, invariants=invariants)
+def _strategy(
+    areas: Sequence[str], invariants: Sequence[str], sdk: str | None, upgrade: bool
+) -> Any:
+    """The drawn scenarios: on release `sdk` (None: the default), with upgrade deploys drawn
+    when `upgrade` asks for them and a newer release exists."""
+    start = DEFAULT_RELEASE if sdk is None else sdk
+    return scenarios(
+        _hypothesis().strategies,
+        areas,
+        invariants=invariants,
+        sdk=None if start == DEFAULT_RELEASE else start,
+        upgrades=newer_releases(start) if upgrade else (),
+    )
 
 
 @dataclass(frozen=True)
@@ -196,11 +209,15 @@ def generate(
     command: str = "",
     on_run: Callable[[str, bool], None] | None = None,
     max_findings: int = MAX_FINDINGS,
+    sdk: str | None = None,
+    upgrade: bool = False,
 ) -> GenerateOutcome:
     """Draw up to `examples` scenarios over `areas` and run each; write every finding, shrunk,
-    into `out_dir` (see the module docstring). `on_run(label, failed)` after each run."""
+    into `out_dir` (see the module docstring). `on_run(label, failed)` after each run. `sdk`:
+    the release the scenarios start on (None: the default); `upgrade`: draw deploys that bring
+    a newer release too."""
     hypothesis = _hypothesis()
-    strategy = _strategy(areas, invariants)
+    strategy = _strategy(areas, invariants, sdk, upgrade)
     out = Path(out_dir)
     outcome = GenerateOutcome(examples, seed, tuple(a for a in AREAS if a in areas))
     outcome.coverage = Coverage(outcome.areas)
@@ -288,6 +305,8 @@ def write_generated(
     out_dir: str | Path,
     areas: Sequence[str] = tuple(AREAS),
     invariants: Sequence[str] = ("all",),
+    sdk: str | None = None,
+    upgrade: bool = False,
 ) -> list[Path]:
     """Draw `examples` scenarios as `generate` would and write them into `out_dir`, unrun:
     `generated-SEED-N.yaml`, N from 1. Same seed, same files."""
@@ -307,7 +326,7 @@ def write_generated(
     try:
         with seed_only():
             hypothesis.find(
-                _strategy(areas, invariants),
+                _strategy(areas, invariants, sdk, upgrade),
                 keep,
                 settings=_settings(hypothesis, examples, (hypothesis.Phase.generate,)),
                 random=random.Random(seed),

@@ -41,9 +41,17 @@ def _aliases(alias: str, count: int) -> list[str]:
 
 
 def scenarios(
-    st: Any, areas: Sequence[str], *, invariants: Sequence[str] = ("all",), name: str = "generated"
+    st: Any,
+    areas: Sequence[str],
+    *,
+    invariants: Sequence[str] = ("all",),
+    name: str = "generated",
+    sdk: str | None = None,
+    upgrades: Sequence[str] = (),
 ) -> Any:
-    """A strategy of `Generated` over `areas` (names of `AREAS`)."""
+    """A strategy of `Generated` over `areas` (names of `AREAS`). `sdk`: the release each
+    scenario starts on, written as its `sdk:` key (None: none, the default). `upgrades`: the
+    newer releases a drawn deploy may bring (none: no upgrade is drawn)."""
     unknown = [area for area in areas if area not in AREAS]
     if unknown or not areas:
         raise ValueError(f"unknown area(s) {unknown or list(areas)}; known: {list(AREAS)}")
@@ -82,6 +90,7 @@ def scenarios(
                 horizon_ms=horizon,
                 periods=periods,
                 seed=seed,
+                upgrades=upgrades,
             )
         )
         steps, numbers = _merged(workload, faults)
@@ -97,6 +106,7 @@ def scenarios(
             invariants=tuple(invariants),
             liveness_ms=min(366 * 86_400_000, 2 * horizon + LIVENESS_MARGIN_MS),
             areas=tuple(chosen),
+            sdk=sdk,
         )
 
     return scenario()

@@ -33,6 +33,7 @@ __all__ = [
     "remove_top_level",
     "retitle",
     "with_header",
+    "with_sdk",
 ]
 
 _ITEM = re.compile(r"^(?P<indent>\s*)-(\s|$)")
@@ -184,6 +185,24 @@ def _replace_top(lines: list[str], key: str, value: str) -> None:
         f"no top-level '{key}:' line; the fuzzer edits files written in block style, like "
         f"those in scenarios/library"
     )
+
+
+def with_sdk(text: str, sdk: str) -> str:
+    """`text` with its top-level `sdk:` set to `sdk` (the line replaced, or put right after
+    the `seed:` line): a run on another release than the file's, written so that it replays
+    on that release."""
+    lines = text.split("\n")
+    try:
+        _replace_top(lines, "sdk", flow_scalar(sdk))
+    except ValueError:
+        seed = next((i for i, line in enumerate(lines) if re.match(r"^seed:(\s|$)", line)), None)
+        if seed is None:
+            raise ValueError(
+                "no top-level 'seed:' line; the hunts edit files written in block style, like "
+                "those in scenarios/library"
+            ) from None
+        lines.insert(seed + 1, f"sdk: {flow_scalar(sdk)}")
+    return "\n".join(lines)
 
 
 def retitle(text: str, name: str, seed: int) -> str:

@@ -41,6 +41,7 @@ from scenarios.hunt.emit import (
     keep_always,
     remove_top_level,
     retitle,
+    with_sdk,
 )
 from scenarios.hunt.explore_outcome import ExploreOutcome, Finding, breaks
 from scenarios.hunt.findings import findings
@@ -48,6 +49,7 @@ from scenarios.hunt.interleavings import Planner, with_interleave
 from scenarios.hunt.reproducers import FlakyFinding, with_broken_invariants, write_reproducer
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import parse_scenario
+from scenarios.language.releases import preview_notes, releases_run
 from scenarios.run.failure import Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 from sim.checkers import CHECKERS
@@ -86,6 +88,7 @@ class Exploration:
         with_expect: bool = False,
         out_dir: str | Path = OUT_DIR,
         command: str = "",
+        sdk: str | None = None,
     ) -> None:
         self.path = str(path)
         self.with_expect = with_expect
@@ -104,6 +107,12 @@ class Exploration:
             )
         text = remove_top_level(text, "interleave", "interleave: set by agentsim explore")
         self.base = parse_scenario(text, self.path)
+        if sdk is not None and sdk != self.base.sdk:  # `--sdk`: every reproducer names it
+            try:
+                text = with_sdk(text, sdk)
+            except ValueError as exc:
+                raise ValueError(f"{self.path}: {exc}") from None
+            self.base = parse_scenario(text, self.path)
         self.name = self.base.name[:70]
         try:  # the edits explore makes: tried once, so a file they cannot be made in is bad input
             with_interleave(text, Interleave(0, (1,)))
@@ -334,6 +343,9 @@ def explore_command(
             command += f" {flag} {value}"
     if args.with_expect:
         command += " --with-expect"
+    sdk = getattr(args, "sdk", None)
+    if sdk is not None:
+        command += f" --sdk {sdk}"
     try:
         exploration = Exploration(
             args.path,
@@ -343,11 +355,14 @@ def explore_command(
             with_expect=args.with_expect,
             out_dir=args.out,
             command=command,
+            sdk=sdk,
         )
     except ValueError as exc:
         if isinstance(exc, InvalidScenario):
             raise
         raise ExploreInputError(str(exc)) from None
+    for note in preview_notes(releases_run([exploration.base]), "agentsim explore"):
+        print(note, file=sys.stderr if err is None else err)
     shown = HuntProgress(
         out,
         sys.stderr if err is None else err,

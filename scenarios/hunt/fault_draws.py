@@ -34,6 +34,7 @@ __all__ = [
     "FAULT_KINDS",
     "MIN_HORIZON_MS",
     "SCRIPTED_EVICTION_REASONS",
+    "UPGRADE",
     "SEED_LIMIT",
     "STORAGE_FAULTS",
     "Fault",
@@ -48,9 +49,14 @@ __all__ = [
 ]
 
 FAULT_KINDS = ("evict", "deploy", "storage", "reconnect", "repeat")
-"""What a schedule may draw, by the name `agentsim fuzz --faults` takes. `repeat` sends one of
-the scenario's own calls or requests again at a drawn time (a retry, a duplicate delivery, a
-re-issue racing recovery), as a user's client would."""
+"""What a schedule draws by default, by the name `agentsim fuzz --faults` takes. `repeat` sends
+one of the scenario's own calls or requests again at a drawn time (a retry, a duplicate
+delivery, a re-issue racing recovery), as a user's client would."""
+UPGRADE = "upgrade"
+"""A kind drawn only when asked for (`--faults ...,upgrade`, `generate --upgrade`): a deploy
+that brings a newer SDK release than the run's (`deploy: {sdk: ...}`). It is left out of
+`FAULT_KINDS` so that a seed that drew a schedule before draws the same one now: a feature
+added to the options would shift every swarm draw."""
 STORAGE_FAULTS = ("error", "crash", "crash-after-commit")
 """How a drawn storage fault hits its statement (`crash-after-commit` only on writes)."""
 SCRIPTED_EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit")
@@ -220,11 +226,20 @@ def fault_options(
     reasons: Sequence[str] = SCRIPTED_EVICTION_REASONS,
     repeatable: Sequence[T] = (),
     repeat: Callable[[int, T], Fault] | None = None,
+    upgrades: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One strategy of `Fault` per feature a schedule may enable (`evict`, `deploy`,
-    `storage:<how>` for each way a storage fault hits, `repeat`, `reconnect`), for the kinds
-    asked and what there is to act on; a feature with nothing to act on is left out."""
+    `storage:<how>` for each way a storage fault hits, `repeat`, `reconnect`, `upgrade`: a
+    deploy bringing one of the releases `upgrades`, newer than the run's), for the kinds asked
+    and what there is to act on; a feature with nothing to act on is left out."""
     options: dict[str, Any] = {}
+    if UPGRADE in kinds and upgrades:
+        options[UPGRADE] = st.builds(
+            Fault,
+            at,
+            st.just("deploy"),
+            st.sampled_from(list(upgrades)).map(lambda sdk: (("sdk", sdk),)),
+        )
     if "evict" in kinds:
         # Sub-agents too (the ones the base run wrote with): one dying alone while its
         # root lives is a path of its own (a child reset, its leases left in the root).

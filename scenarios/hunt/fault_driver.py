@@ -226,8 +226,9 @@ class FaultDriver:
             self.script.step("evict", {"agent": args["agent"], "reason": args["reason"]})
             self.sim.evict(self.ref(args["agent"]), args["reason"])
         elif fault.action == "deploy":
-            self.script.step("deploy", {})
-            self.sim.deploy()
+            sdk = args.get("sdk")  # an upgrade: the release the deploy brings
+            self.script.step("deploy", {} if sdk is None else {"sdk": sdk})
+            self.sim.deploy(sdk=sdk)
         elif fault.action == "arm_storage_fault":
             value = {k: args[k] for k in ("agent", "kind", "match", "skip")}
             self.script.step("arm_storage_fault", value)

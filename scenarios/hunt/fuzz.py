@@ -44,11 +44,13 @@ from scenarios.hunt.emit import (
     insert_steps,
     keep_always,
     retitle,
+    with_sdk,
 )
 from scenarios.hunt.fault_draws import (
     FAULT_KINDS,
     MIN_HORIZON_MS,
     SEED_LIMIT,
+    UPGRADE,
     Fault,
     Schedule,
     fault_options,
@@ -73,6 +75,7 @@ from scenarios.run.failure import INVARIANT, Failure
 from scenarios.run.runner import ScenarioResult, invariant_names, run_scenario
 from sim.checkers import CHECKERS
 from sim.probes import coverage_line
+from sim.upgrades import newer_releases
 
 if TYPE_CHECKING:
     from hypothesis import strategies as st
@@ -92,11 +95,13 @@ TIME_PASSING = frozenset({"run_for", "run_until", "run_to_next_alarm", "quiesce"
 """Steps that only let time pass: a fault drawn inside one is put before it."""
 NOTE = "inserted by agentsim fuzz"
 TUNE = "tune"
-FUZZ_KINDS = (*FAULT_KINDS, TUNE)
-"""What `agentsim fuzz` can draw: the platform's faults, and `tune`, an agent's options set to
-values a developer might choose (`scenarios.hunt.tunings`). Tuning is asked for, not drawn by
-default: a tuned run's statements differ from the base run's, so the storage faults aimed at
-those miss more often, and the bug zoo's fuzz caught one bug fewer with it on."""
+FUZZ_KINDS = (*FAULT_KINDS, UPGRADE, TUNE)
+"""What `agentsim fuzz` can draw: the platform's faults, `upgrade` (a deploy bringing a newer
+SDK release than the run's, `fault_draws.UPGRADE`), and `tune`, an agent's options set to
+values a developer might choose (`scenarios.hunt.tunings`). Upgrades and tuning are asked for,
+not drawn by default: with either among the kinds a seed draws other schedules than it did
+before; and a tuned run's statements differ from the base run's, so the storage faults aimed
+at those miss more often (the bug zoo's fuzz caught one bug fewer with it on)."""
 
 
 def _hypothesis() -> ModuleType:
@@ -358,6 +363,7 @@ class _Fuzzer:
             reasons=EVICTION_REASONS,
             repeatable=[s for s in self.base.steps if isinstance(s, CallStep | RequestStep)],
             repeat=_repeat,
+            upgrades=newer_releases(self.base.sdk),
         )
         tunes = [
             (spec.alias, name, values)
@@ -447,6 +453,8 @@ def fuzz_scenario(
     command: str = "",
     invariants_only: bool = False,
     on_run: Callable[[str, bool], None] | None = None,
+    sdk: str | None = None,
+    on_releases: Callable[[list[str]], None] | None = None,
 ) -> FuzzOutcome:
     """Fuzz the scenario file at `path`; on a failure write the reproducer into `out_dir`.
 
@@ -455,6 +463,9 @@ def fuzz_scenario(
     times and counts that any drawn fault changes) and check the invariants alone. `command`:
     how the fuzz run was started, for the reproducer's header. `on_run(label, failed)`: after
     each drawn schedule's run (`example 12`, then `shrinking, 3 failing runs`), for progress.
+    `sdk`: the release the runs start on, over the file's `sdk:` (the reproducer names it).
+    `on_releases(names)`: told, before the first run, every release the runs may run on (for
+    the note a preview release gets).
     """
     path = str(path)
     unknown = [kind for kind in kinds if kind not in FUZZ_KINDS]
@@ -472,6 +483,15 @@ def fuzz_scenario(
             "expect: left out by agentsim fuzz --invariants-only",
         )
     base = parse_scenario(text, path)
+    if sdk is not None and sdk != base.sdk:
+        try:
+            text = with_sdk(text, sdk)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        base = parse_scenario(text, path)
+    if on_releases is not None:
+        drawn = newer_releases(base.sdk) if UPGRADE in kinds else ()
+        on_releases([base.sdk, *drawn])
     try:  # the edits the fuzzer makes are the same for every schedule: try them once
         probe = [InsertedStep(index, 0, "deploy") for index in (0, len(base.steps))]
         retitle(insert_steps(text, base, probe), base.name, base.seed)

@@ -169,7 +169,11 @@ def _run_in_child(
     )
     argv = [sys.executable, "-m", "scenarios.run.determinism", scenario.path, str(seed)]
     done = subprocess.run(
-        [*argv, ",".join(invariants)], capture_output=True, text=True, env=env, check=False
+        [*argv, ",".join(invariants), scenario.sdk],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(
@@ -182,7 +186,8 @@ def _run_in_child(
 def _main(argv: Sequence[str]) -> int:
     path, seed, *rest = argv
     invariants = [name for name in (rest[0] if rest else "").split(",") if name]
-    result = run_scenario(load_scenario(path), int(seed), invariants=invariants)
+    scenario = load_scenario(path).on_release(rest[1] if len(rest) > 1 else None)
+    result = run_scenario(scenario, int(seed), invariants=invariants)
     for line in result.trace.lines():
         sys.stdout.write(line + "\n")
     return 0

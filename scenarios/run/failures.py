@@ -314,10 +314,12 @@ def replay_verdict(record: RunRecord, result: ScenarioResult) -> tuple[bool, lis
     return False, lines
 
 
-def replay_file(path: str | Path) -> tuple[int, list[str]]:
+def replay_file(path: str | Path, sdk: str | None = None) -> tuple[int, list[str]]:
     """Re-run the run recorded in a failure file: the exit code (0 only for a recorded pass
-    that passed again identically) and the lines to print. Bad input (an unreadable record, a
-    scenario that is gone or invalid) is a ValueError or `InvalidScenario`."""
+    that passed again identically) and the lines to print. `sdk`: the release the recorded run
+    was made on when not its file's (the `--sdk` of its replay command). Bad input (an
+    unreadable record, a scenario that is gone or invalid) is a ValueError or
+    `InvalidScenario`."""
     record = read_run_record(path)
     scenario_file = record.scenario_file()
     if not scenario_file:
@@ -330,7 +332,7 @@ def replay_file(path: str | Path) -> tuple[int, list[str]]:
     if record.scenario_sha256 and file_sha256(scenario_file) != record.scenario_sha256:
         lines.append(f"note: {scenario_file} changed since the failure was recorded")
     # Named by the path the failure recorded, so that the sentences compare.
-    scenario = dataclasses.replace(scenario, path=record.path)
+    scenario = dataclasses.replace(scenario, path=record.path).on_release(sdk)
     if record.check_determinism:
         result = run_checked(
             scenario,

@@ -12,6 +12,10 @@ writes it. Both also say whether the run passed its expectations: the golden tra
 whose story no longer holds is not "ok", even when it matches, and `write_golden` still writes
 it (the diff is worth reviewing) but reports the failures. The command for people is
 `agentsim golden [--update] PATH...`.
+
+Golden traces are kept per release. `NAME.golden` is the run on the release the file gives (its
+`sdk:` key, or the default release); `agentsim golden --sdk 0.32.0` runs it on another release
+and keeps that run in `NAME.sdk-0.32.0.golden` beside it.
 """
 
 from __future__ import annotations
@@ -39,23 +43,39 @@ __all__ = [
 SUFFIX = ".golden"
 
 
-def golden_path(scenario_path: str | Path) -> Path:
-    """`library/idle-eviction.yaml` -> `library/idle-eviction.golden`."""
-    return Path(scenario_path).with_suffix(SUFFIX)
+def golden_path(scenario_path: str | Path, sdk: str | None = None) -> Path:
+    """`library/idle-eviction.yaml` -> `library/idle-eviction.golden`; with `sdk` (a release
+    other than the file's own) `library/idle-eviction.sdk-0.32.0.golden`."""
+    path = Path(scenario_path)
+    if sdk is None:
+        return path.with_suffix(SUFFIX)
+    return path.with_name(f"{path.stem}.sdk-{sdk}{SUFFIX}")
 
 
-def update_command(scenario_path: str | Path) -> str:
+def update_command(scenario_path: str | Path, sdk: str | None = None) -> str:
     """The command that (re)writes the golden file of a scenario."""
-    return f"agentsim golden --update {shlex.quote(str(scenario_path))}"
+    command = f"agentsim golden --update {shlex.quote(str(scenario_path))}"
+    return command if sdk is None else f"{command} --sdk {sdk}"
 
 
-def golden_text(result: ScenarioResult) -> str:
-    """The golden form of a run: two comment lines, then its short log (trailing spaces cut)."""
+def _run(scenario_path: str | Path, sdk: str | None) -> tuple[ScenarioResult, Path, str | None]:
+    """The run a golden file keeps, its golden file, and the release it is kept for (None: the
+    file's own)."""
+    scenario = load_scenario(scenario_path).on_release(sdk)
+    kept_for = scenario.sdk if scenario.sdk_overridden else None
+    return run_scenario(scenario), golden_path(scenario_path, kept_for), kept_for
+
+
+def golden_text(result: ScenarioResult, sdk: str | None = None) -> str:
+    """The golden form of a run: two comment lines, then its short log (trailing spaces cut).
+    `sdk`: the release the run was made on, when not the scenario file's own."""
     header = [
         f"# golden trace of scenario {result.name!r}, seed {result.seed}: its short log, one "
         f"line per trace record (reports/README.md)",
         "# after an intended change, regenerate it: agentsim golden --update <the scenario file>",
     ]
+    if sdk is not None:
+        header[0] += f", on SDK release {sdk} (agentsim golden --sdk {sdk})"
     records = [record.to_dict() for record in result.trace]
     body = [line.rstrip() for line in render_short_log(records).splitlines()]
     return "\n".join([*header, *body]) + "\n"
@@ -77,6 +97,8 @@ class GoldenCheck:
     """The run's failure sentences: its expectations (or liveness) did not hold."""
     replay: str = ""
     """The command that replays the run."""
+    sdk: str | None = None
+    """The release the golden file is kept for, when not the scenario file's own."""
 
     @property
     def ok(self) -> bool:
@@ -94,23 +116,28 @@ class GoldenCheck:
         if self.status == "missing":
             parts.append(
                 f"{self.scenario} has no golden trace ({self.golden} does not exist); create "
-                f"it with: {update_command(self.scenario)}"
+                f"it with: {update_command(self.scenario, self.sdk)}"
             )
         if self.status == "differs":
             parts.append(
                 f"the run of {self.scenario} differs from its golden trace {self.golden}:\n"
                 f"{self.diff}"
-                f"if the change is intended, update it with: {update_command(self.scenario)}"
+                f"if the change is intended, update it with: "
+                f"{update_command(self.scenario, self.sdk)}"
             )
         return "\n".join(parts)
 
 
-def check_golden(scenario_path: str | Path) -> GoldenCheck:
-    """Run the scenario with its own seed and compare the short log with its golden file."""
-    golden = golden_path(scenario_path)
-    result = run_scenario(load_scenario(scenario_path))
-    actual = golden_text(result)
-    verdict: dict[str, Any] = {"failures": result.failures, "replay": result.replay}
+def check_golden(scenario_path: str | Path, sdk: str | None = None) -> GoldenCheck:
+    """Run the scenario with its own seed (on release `sdk`, None: the file's own) and compare
+    the short log with its golden file."""
+    result, golden, kept_for = _run(scenario_path, sdk)
+    actual = golden_text(result, kept_for)
+    verdict: dict[str, Any] = {
+        "failures": result.failures,
+        "replay": result.replay,
+        "sdk": kept_for,
+    }
     if not golden.is_file():
         return GoldenCheck(str(scenario_path), golden, "missing", **verdict)
     expected = golden.read_text(encoding="utf-8")
@@ -125,13 +152,17 @@ def check_golden(scenario_path: str | Path) -> GoldenCheck:
     return GoldenCheck(str(scenario_path), golden, "differs", "".join(diff), **verdict)
 
 
-def write_golden(scenario_path: str | Path) -> GoldenCheck:
-    """Write the golden file of a scenario from a run: status `wrote` or `unchanged`, with the
-    run's failures (a failing run's golden file is written all the same)."""
-    golden = golden_path(scenario_path)
-    result = run_scenario(load_scenario(scenario_path))
-    text = golden_text(result)
-    verdict: dict[str, Any] = {"failures": result.failures, "replay": result.replay}
+def write_golden(scenario_path: str | Path, sdk: str | None = None) -> GoldenCheck:
+    """Write the golden file of a scenario from a run (on release `sdk`, None: the file's own):
+    status `wrote` or `unchanged`, with the run's failures (a failing run's golden file is
+    written all the same)."""
+    result, golden, kept_for = _run(scenario_path, sdk)
+    text = golden_text(result, kept_for)
+    verdict: dict[str, Any] = {
+        "failures": result.failures,
+        "replay": result.replay,
+        "sdk": kept_for,
+    }
     if golden.is_file() and golden.read_text(encoding="utf-8") == text:
         return GoldenCheck(str(scenario_path), golden, "unchanged", **verdict)
     golden.write_text(text, encoding="utf-8")
