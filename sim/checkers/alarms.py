@@ -1,8 +1,9 @@
 """Invariants of the alarm slot: `no_leaked_keep_alive` (an alarm still armed after the liveness
 phase is explained by durable work) and `schedules_fire` (every due schedule fired).
 
-Schedule due times are read from the final `cf_agents_schedules` rows (`time` in Unix seconds,
-so due at `time * 1000` ms); `schedule:create` / `schedule:execute` / `schedule:cancel` records
+Schedule due times are read from the final schedules (`cf_agents_schedules` rows, or 0.32.0's
+scheduler jobs, read in one shape by `schedule_store`: `time` in Unix seconds, so due at
+`time * 1000` ms); `schedule:create` / `schedule:execute` / `schedule:cancel` records
 carry only `callback` and `id`, as the SDK's events do, so a row that no longer exists is known
 by its records alone. Ids are matched across agents: a facet's rows live on its root, and the
 records of their creation and execution are on the facet.
@@ -16,6 +17,7 @@ from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
+from sim.checkers.schedule_store import stored_schedules
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["SCHEDULE_LATENESS_MS", "durable_work", "no_leaked_keep_alive", "schedules_fire"]
@@ -32,7 +34,7 @@ def durable_work(context: CheckContext, root: str) -> list[str]:
     """What in the storage of `root` and its sub-agents needs the root's alarm (spec fibers §3.3
     and agent-tools §4.5): one short description per kind found, empty when nothing does."""
     found = []
-    schedules = context.table(root, "cf_agents_schedules")
+    schedules = stored_schedules(context, root)
     if schedules:
         found.append(f"{len(schedules)} schedule row(s)")
     leases = context.table(root, "cf_agents_facet_runs")
@@ -108,7 +110,7 @@ def no_leaked_keep_alive(context: CheckContext) -> list[Violation]:
 def _owner_of(context: CheckContext) -> dict[str, tuple[str, Mapping[str, Any]]]:
     rows = {}
     for path in context.paths():
-        for row in context.table(path, "cf_agents_schedules"):
+        for row in stored_schedules(context, path):
             rows[str(row.get("id"))] = (path, row)
     return rows
 

@@ -23,6 +23,7 @@ from typing import Any
 from sim.checkers.alarm_slot import AlarmRun, alarm_runs
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
+from sim.checkers.schedule_store import SCHEDULES_ON_JOBS
 from sim.checkers.schedules import ONE_SHOT, schedule_rows
 from sim.trace import TraceRecord, format_sim_time
 
@@ -131,7 +132,8 @@ def interval_runs_on_time(context: CheckContext) -> list[Violation]:
 
     For every `schedule:execute` E of an interval row (interval I) in an alarm run of its
     top-level agent that ended `alarm:done` at T (so E's run completed at some c <= T and its row
-    came due at floor(c / 1 s) + I <= D = (floor(T / 1 s) + I) s): let B be D, or, when an alarm
+    came due at floor(c / 1 s) + I <= D = (floor(T / 1 s) + I) s; on 0.32.0, which re-times in
+    milliseconds, at c + I <= D = T + I): let B be D, or, when an alarm
     run of that agent started before D and was still running at D, 1 ms after the end of that
     run (the re-arm at the end of a run asks for no time before the next millisecond). Then the
     schedule's next `schedule:execute` after T lies in an alarm run that started after T and no
@@ -173,7 +175,10 @@ def _late_interval(
     if run is None or run.end is None or run.end.event != "alarm:done":
         return None
     done = run.end
-    due = (done.t_ms // 1000) * 1000 + interval_ms
+    # 0.21.0 re-times an interval in whole seconds after it completes; 0.32.0 in milliseconds
+    # (spec sdk-0.32 §3.3 step 5).
+    completed = done.t_ms if context.release in SCHEDULES_ON_JOBS else (done.t_ms // 1000) * 1000
+    due = completed + interval_ms
     bound = due
     for other in runs.of(root):
         if other.fired.t_ms < due and other.fired.seq > done.seq and other.running_at(due):

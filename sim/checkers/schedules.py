@@ -25,7 +25,7 @@ from sim.checkers.alarm_slot import AlarmRun, alarm_runs
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.models.cron import InvalidCron, next_cron_due_ms
 from sim.checkers.registry import invariant
-from sim.checkers.storage import inserted_rows
+from sim.checkers.schedule_store import inserted_schedules, stored_schedules
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["one_shot_completes", "schedule_rows", "schedules_armed", "schedules_fire_once"]
@@ -43,10 +43,10 @@ def schedule_rows(context: CheckContext) -> dict[str, dict[str, Any]]:
     INSERT of it in a journal (with `holder`, the path of the agent that stores it)."""
     rows: dict[str, dict[str, Any]] = {}
     for path in sorted(context.journals):
-        for row in inserted_rows(context.journals[path], TABLE):
+        for row in inserted_schedules(context, context.journals[path]):
             rows[str(row.get("id"))] = {**row, "holder": path}
     for path in context.paths():
-        for stored in context.table(path, TABLE):
+        for stored in stored_schedules(context, path):
             rows[str(stored.get("id"))] = {**stored, "holder": path}
     return rows
 
@@ -191,7 +191,7 @@ def one_shot_completes(context: CheckContext) -> list[Violation]:
         executes[str(record.get("id"))].append(record)
     out: list[Violation] = []
     for path in context.paths():
-        for row in context.table(path, TABLE):
+        for row in stored_schedules(context, path):
             schedule_id = str(row.get("id"))
             runs = executes.get(schedule_id)
             if row.get("type") not in ONE_SHOT or not runs:
@@ -250,7 +250,7 @@ def schedules_armed(context: CheckContext) -> list[Violation]:
     """
     inserted: dict[str, dict[str, Any]] = {}
     for path in sorted(context.journals):
-        for insert in inserted_rows(context.journals[path], TABLE):
+        for insert in inserted_schedules(context, context.journals[path]):
             inserted.setdefault(str(insert.get("id")), insert)
     out: list[Violation] = []
     slots: dict[str, tuple[list[TraceRecord], list[int]]] = {}

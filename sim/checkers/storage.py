@@ -33,7 +33,7 @@ __all__ = [
 
 _INSERT = re.compile(
     r"^\s*(?:INSERT(?:\s+OR\s+\w+)?|REPLACE)\s+INTO\s+\"?(\w+)\"?\s*\(([^)]*)\)\s*VALUES\s*"
-    r"\((.*)\)",
+    r"\((.*?)\)\s*(?:ON\s+CONFLICT\b|;?\s*$)",
     re.IGNORECASE | re.DOTALL,
 )
 _KV_PUT = re.compile(rf"^\s*INSERT\s+INTO\s+{KV_TABLE}\s*\(key,\s*value\)", re.IGNORECASE)

@@ -23,8 +23,8 @@ from agents_core.releases.v0_32.fiber_outcomes import OutcomeFiberRunner
 from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
 from agents_core.releases.v0_32.host_jobs import HostJobs
 from agents_core.releases.v0_32.lifecycle import Lifecycle
+from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.schedule_dispatch import ScheduleDispatch
-from agents_core.schedules import Scheduler
 from agents_core.schema import STATE_DDL
 
 if TYPE_CHECKING:
@@ -38,7 +38,9 @@ NAME = "0.32.0"
 NOT_BUILT: tuple[str, ...] = (
     "§1.3 startup on async RPC methods and on schedule calls",
     "§2.5 the isolate reset after a memory-limit strike",
-    "§3 the Scheduler on jobs (the timing envelope, schedule:* as 0.32.0 emits them)",
+    "§3.2 the recoveryLoop option of schedule()",
+    "§3.5 facet schedules routed as 0.32.0 routes them (schedule:execute on the root, the "
+    "owner's own retry loop, the prefix cleanup of queue and tasks jobs)",
     "§6.2 the MCP and State capabilities' schema keys, written at their startup "
     "(the keys and their migration step are built: v0_32/schema_keys.py)",
     "§6.3/§6.4 the migrations of cf_agents_schedules and cf_agents_queues to jobs",
@@ -65,8 +67,8 @@ def build(
     0.32.0 changed swapped in as it is built (what is not yet: `NOT_BUILT`): the FiberRunner
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
     quietly, the schema of version 14, the Lifecycle with the job queue and its driver behind
-    the alarm, keepAlive, housekeeping and destroy as its host jobs, agent tools' event
-    delivery."""
+    the alarm, keepAlive, housekeeping and destroy as its host jobs, the Scheduler on jobs,
+    agent tools' event delivery."""
     mcp = Mcp(context, agent._broadcast_protocol)
     lifecycle = Lifecycle(context, agent, mcp)
     keep_alive = KeepAlive(context, lifecycle, owner_key)
@@ -74,6 +76,7 @@ def build(
     fibers = OutcomeFiberRunner(context, fiber_ledger, keep_alive, lifecycle, agent)
     recovery = FinishedRowRecovery(context, fibers, fiber_ledger, agent)
     scheduler = Scheduler(context, lifecycle, agent, self_path, owner_key)
+    lifecycle.use(scheduler)
     dispatch = ScheduleDispatch(context, lifecycle, agent)
     facets = Facets(
         context,
@@ -85,8 +88,6 @@ def build(
         dispatch=dispatch,
         scheduler=scheduler,
     )
-    # The schedules, not on the job queue yet, are asked after the queue (v0_32/lifecycle.py).
-    lifecycle.install(dispatch._schedule_alarm_candidates)
     host_jobs = HostJobs(
         context,
         lifecycle,

@@ -146,10 +146,9 @@ class Lifecycle(Lifecycle021):
 
     async def host_work_changed(self) -> None:
         """0.32.0 re-derives the host jobs (`_syncHostJobs`); each push or cancel re-arms."""
-        if self._host_jobs is None:
-            await self.rearm()
-            return
-        await self._host_jobs.sync()
+        if self._host_jobs is not None:
+            await self._host_jobs.sync()
+        await self.rearm()
 
     def jobs_for(self, owner: str) -> Jobs:
         return Jobs(self, owner)
@@ -179,8 +178,10 @@ class Lifecycle(Lifecycle021):
 
     # -- events through the Lifecycle -----------------------------------------------------------
     def emit_event(self, event_type: str, **payload: Any) -> None:
-        """A capability's (or the driver's) event: buffered until startup has succeeded."""
-        if self.status != "started":
+        """A capability's (or the driver's) event: held while startup runs, published once it
+        has succeeded, dropped when it fails. (An incarnation whose startup never ran, a
+        plain RPC's, publishes at once: its entries do not start it yet, §1.3.)"""
+        if self.status == "starting":
             self._pending_events.append((event_type, payload))
             return
         self._ctx.emit(event_type, **payload)

@@ -1,0 +1,80 @@
+"""Where a run's schedules are stored, as each release stores them, read in one shape.
+
+On 0.21.0 a schedule is a row of `cf_agents_schedules` (`time` in Unix seconds). On 0.32.0 it is
+a job of `cf_agents_jobs` with capability `scheduler`: `time` in epoch milliseconds, the timing
+(type, cron, interval, owner) in the job's JSON payload (spec sdk-0.32 §3.1). The checkers read
+both through `stored_schedules` and `inserted_schedules`, which give 0.21.0's row shape (the
+`time` and `execution_started_at` in seconds), so that an invariant is written once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from sim.checkers.core import CheckContext
+from sim.checkers.storage import inserted_rows
+from sim.sqlite import Write
+
+__all__ = ["SCHEDULES_ON_JOBS", "inserted_schedules", "stored_schedules"]
+
+SCHEDULES_ON_JOBS = frozenset({"0.32.0"})
+"""The releases whose schedules are jobs of the `scheduler` capability."""
+
+SCHEDULES_TABLE = "cf_agents_schedules"
+JOBS_TABLE = "cf_agents_jobs"
+
+
+def _on_jobs(context: CheckContext) -> bool:
+    return context.release in SCHEDULES_ON_JOBS
+
+
+def _from_job(job: Mapping[str, Any]) -> dict[str, Any] | None:
+    if job.get("capability") != "scheduler":
+        return None
+    try:
+        timing = json.loads(job.get("payload") or "null")
+    except ValueError:
+        return None
+    if not isinstance(timing, dict) or not isinstance(timing.get("type"), str):
+        return None
+    started = job.get("execution_started_at")
+    return {
+        "id": job.get("id"),
+        "callback": job.get("fn"),
+        "type": timing["type"],
+        "time": None if job.get("time") is None else int(job["time"]) // 1000,
+        "cron": timing.get("cron"),
+        "intervalSeconds": timing.get("intervalSeconds"),
+        "delayInSeconds": timing.get("delayInSeconds"),
+        "running": job.get("running", 0),
+        "execution_started_at": None if started is None else int(started) // 1000,
+        "owner_path": timing.get("owner_path"),
+        "owner_path_key": timing.get("owner_path_key"),
+    }
+
+
+def stored_schedules(context: CheckContext, path: str) -> list[dict[str, Any]]:
+    """The schedules stored by the agent `path` at the end of the run."""
+    if not _on_jobs(context):
+        return [dict(r) for r in context.table(path, SCHEDULES_TABLE)]
+    out = []
+    for job in context.table(path, JOBS_TABLE):
+        row = _from_job(job)
+        if row is not None:
+            out.append(row)
+    return out
+
+
+def inserted_schedules(
+    context: CheckContext, journal: Sequence[Sequence[Write]]
+) -> Iterator[dict[str, Any]]:
+    """Every schedule a journal's committed writes insert, in commit order."""
+    if not _on_jobs(context):
+        yield from inserted_rows(journal, SCHEDULES_TABLE)
+        return
+    for job in inserted_rows(journal, JOBS_TABLE):
+        row = _from_job(job)
+        if row is not None:
+            yield row

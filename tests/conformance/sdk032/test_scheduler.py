@@ -1,0 +1,306 @@
+"""The Scheduler on jobs on 0.32.0: storage mapping, API, execution through `on_job` and the
+schedule events as 0.32.0 emits them (spec sdk-0.32 §3.1 … §3.4; J-37 … J-50)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agents_core import Agent
+from agents_core.errors import InvalidArgument
+from sim import Simulation
+from sim.simulation import AgentRef
+
+CONNECTION_LOST = "Network connection lost."
+RETRY3 = {"max_attempts": 3, "base_delay_ms": 100, "max_delay_ms": 3000}
+
+
+class Timed(Agent):
+    """Callbacks note each run (time, id, the payload and the Schedule they got)."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        self.sql("CREATE TABLE IF NOT EXISTS runs (t, callback, id, payload, schedule)")
+        self.sql("CREATE TABLE IF NOT EXISTS errors (t, error)")
+
+    def _note(self, callback: str, payload: Any, schedule: Any) -> int:
+        self.sql(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
+            self.host.clock.now_ms(),
+            callback,
+            schedule["id"],
+            json.dumps(payload),
+            json.dumps(schedule, sort_keys=True),
+        )
+        return self.sql("SELECT COUNT(*) AS n FROM runs WHERE id = ?", schedule["id"])[0]["n"]
+
+    async def cb(self, payload: Any, schedule: Any) -> None:
+        self._note("cb", payload, schedule)
+
+    async def slow(self, payload: Any, schedule: Any) -> None:
+        self._note("slow", payload, schedule)
+        await self.host.clock.sleep(payload["ms"])
+
+    async def fail(self, payload: Any, schedule: Any) -> None:
+        self._note("fail", payload, schedule)
+        raise RuntimeError(payload["error"])
+
+    def on_error(self, error: BaseException) -> None:
+        self.sql("INSERT INTO errors VALUES (?, ?)", self.host.clock.now_ms(), str(error))
+
+    async def drop_alarm(self) -> None:
+        """The alarm is lost (the SDK test's `ctx.storage.deleteAlarm()`)."""
+        self.host.alarm.delete_alarm()
+
+    async def forget_method(self, name: str) -> None:
+        """The callback's method is gone (code that dropped it): shadowed by a non-callable."""
+        setattr(self, name, None)
+
+
+class StartsWithSchedules(Timed):
+    async def on_start(self) -> None:
+        at = datetime.fromtimestamp(self.host.clock.now_ms() / 1000 + 60, tz=UTC)
+        await self.schedule(at, "cb")
+        await self.schedule(at, "cb")
+        await self.schedule(at, "slow", {"ms": 1}, idempotent=False)
+
+
+def wake(sim: Simulation, cls: type[Agent] = Timed, name: str = "a") -> AgentRef:
+    ref = sim.agent(cls, name)
+    sim.run_for(10_500)
+    return ref
+
+
+def job(sim: Simulation, ref: AgentRef, id: str) -> dict[str, Any] | None:
+    rows = sim.query(ref, "SELECT * FROM cf_agents_jobs WHERE id = ?", id)
+    return rows[0] if rows else None
+
+
+def scheduler_jobs(sim: Simulation, ref: AgentRef) -> list[dict[str, Any]]:
+    return sim.query(
+        ref, "SELECT * FROM cf_agents_jobs WHERE capability = 'scheduler' ORDER BY time, id"
+    )
+
+
+def runs(sim: Simulation, ref: AgentRef, id: str | None = None) -> list[dict[str, Any]]:
+    rows = sim.query(ref, "SELECT * FROM runs ORDER BY rowid")
+    return [r for r in rows if id is None or r["id"] == id]
+
+
+def events(sim: Simulation, ref: AgentRef, name: str) -> list[dict[str, Any]]:
+    return [dict(r.fields) for r in sim.trace.select(name, agent=ref.path)]
+
+
+def test_J037_a_schedule_is_a_scheduler_job(sim: Simulation) -> None:
+    ref = wake(sim)
+    now = sim.now_ms
+    created = sim.call(ref, "schedule", 60, "cb")
+    row = job(sim, ref, created.id)
+    assert row is not None
+    assert (row["capability"], row["fn"]) == ("scheduler", "cb")
+    assert row["time"] == (now + 60_000) // 1000 * 1000
+    assert (row["singleflight"], row["hung_timeout_seconds"], row["exclusive"]) == (0, 30, 0)
+    assert json.loads(row["retry_options"]) == {
+        "maxAttempts": 3,
+        "baseDelayMs": 100,
+        "maxDelayMs": 3000,
+    }
+    assert json.loads(row["payload"]) == {
+        "type": "delayed",
+        "delayInSeconds": 60,
+        "owner_path": None,
+        "owner_path_key": None,
+    }
+    assert sim.query(ref, "SELECT * FROM cf_agents_schedules") == []
+    assert sim.alarm_of(ref) == row["time"]
+
+
+def test_J038_an_unknown_callback_is_refused(sim: Simulation) -> None:
+    ref = wake(sim)
+    message = 'Unknown scheduled callback "missing": not registered on this Scheduler'
+    with pytest.raises(InvalidArgument) as caught:
+        sim.call(ref, "schedule", 5, "missing")
+    assert str(caught.value) == message
+    with pytest.raises(InvalidArgument) as caught:
+        sim.call(ref, "schedule_every", 5, "missing")
+    assert str(caught.value) == message
+
+
+def test_J039_an_interval_again_is_the_same_job_and_re_arms(sim: Simulation) -> None:
+    ref = wake(sim)
+    first = sim.call(ref, "schedule_every", 10, "cb")
+    sim.call(ref, "drop_alarm")
+    assert sim.alarm_of(ref) is None
+    second = sim.call(ref, "schedule_every", 10, "cb")
+    assert second.id == first.id
+    assert [r["id"] for r in scheduler_jobs(sim, ref)] == [first.id]
+    assert len(events(sim, ref, "schedule:create")) == 1
+    assert sim.alarm_of(ref) == job(sim, ref, first.id)["time"]  # type: ignore[index]
+    row = job(sim, ref, first.id)
+    assert row is not None and row["singleflight"] == 1
+
+
+def test_J040_an_idempotent_date_returns_the_first_schedule(sim: Simulation) -> None:
+    ref = wake(sim)
+    t1 = datetime.fromtimestamp(sim.now_ms / 1000 + 100, tz=UTC)
+    t2 = datetime.fromtimestamp(sim.now_ms / 1000 + 900, tz=UTC)
+    first = sim.call(ref, "schedule", t1, "cb", {"p": 1}, idempotent=True)
+    second = sim.call(ref, "schedule", t2, "cb", {"p": 1}, idempotent=True)
+    assert (second.id, second.time) == (first.id, first.time)
+    assert len(scheduler_jobs(sim, ref)) == 1
+
+
+def test_J041_the_callback_gets_the_schedule_not_the_row(sim: Simulation) -> None:
+    ref = wake(sim)
+    created = sim.call(ref, "schedule", 2, "cb", {"k": "v"})
+    sim.run_for(3_000)
+    (run,) = runs(sim, ref)
+    assert json.loads(run["payload"]) == {"k": "v"}
+    assert json.loads(run["schedule"]) == {
+        "callback": "cb",
+        "delayInSeconds": 2,
+        "id": created.id,
+        "payload": {"k": "v"},
+        "retry": None,
+        "time": created.time,
+        "type": "delayed",
+    }
+
+
+def test_J042_an_interval_is_re_timed_in_milliseconds_after_it_finished(
+    sim: Simulation,
+) -> None:
+    ref = wake(sim)
+    created = sim.call(ref, "schedule_every", 10, "slow", {"ms": 1_234})
+    sim.run_for(10_000)
+    (run,) = runs(sim, ref)
+    finished = run["t"] + 1_234
+    sim.run_for(1_300)
+    row = job(sim, ref, created.id)
+    assert row is not None and row["time"] == finished + 10_000
+    assert row["time"] % 1000 != 0
+
+
+def test_J043_a_cron_that_exhausts_its_retries_advances(sim: Simulation) -> None:
+    ref = wake(sim)
+    created = sim.call(ref, "schedule", "* * * * *", "fail", {"error": "boom"})
+    first_due = job(sim, ref, created.id)["time"]  # type: ignore[index]
+    sim.run_until(first_due + 5_000)
+    assert len(runs(sim, ref, created.id)) == 3
+    assert [e["attempts"] for e in events(sim, ref, "schedule:error")] == [3]
+    assert [r["error"] for r in sim.query(ref, "SELECT * FROM errors")] == ["boom"]
+    row = job(sim, ref, created.id)
+    assert row is not None and row["time"] == first_due + 60_000
+
+
+def test_J044_a_one_shot_that_exhausts_its_retries_is_deleted(sim: Simulation) -> None:
+    ref = wake(sim)
+    created = sim.call(ref, "schedule", 2, "fail", {"error": "boom"}, retry=RETRY3)
+    sim.run_for(8_000)
+    assert len(runs(sim, ref, created.id)) == 3
+    assert [e["attempts"] for e in events(sim, ref, "schedule:error")] == [3]
+    assert job(sim, ref, created.id) is None
+
+
+@pytest.mark.parametrize("kind", ["cron", "interval"])
+def test_J045_a_recurring_platform_failure_keeps_the_job(sim: Simulation, kind: str) -> None:
+    ref = wake(sim)
+    script = {"error": CONNECTION_LOST}
+    if kind == "cron":
+        created = sim.call(ref, "schedule", "* * * * *", "fail", script)
+    else:
+        created = sim.call(ref, "schedule_every", 30, "fail", script)
+    due = job(sim, ref, created.id)["time"]  # type: ignore[index]
+    sim.run_until(due + 1_500)
+    row = job(sim, ref, created.id)
+    assert row is not None and (row["time"], row["running"]) == (due, 0)
+    assert len(events(sim, ref, "alarm:failed")) == 1
+    assert events(sim, ref, "schedule:error") == []
+
+
+def test_J046_a_retry_is_announced_before_it_runs(sim: Simulation) -> None:
+    ref = wake(sim)
+    created = sim.call(ref, "schedule", 2, "fail", {"error": "boom"}, retry=RETRY3)
+    sim.run_for(8_000)
+    wanted = ("schedule:execute", "schedule:retry", "schedule:error")
+    seen = [
+        (r.event, r.fields.get("attempt"))
+        for r in sim.trace.records
+        if r.agent == ref.path and r.event in wanted
+    ]
+    assert seen == [
+        ("schedule:execute", None),
+        ("schedule:retry", 2),
+        ("schedule:retry", 3),
+        ("schedule:error", None),
+    ]
+    (retry, _) = events(sim, ref, "schedule:retry")
+    assert retry == {"callback": "fail", "id": created.id, "attempt": 2, "maxAttempts": 3}
+
+
+@pytest.mark.parametrize("kind", ["delayed", "cron"])
+def test_J047_a_missing_callback_is_logged_and_the_recurrence_applied(
+    sim: Simulation, kind: str
+) -> None:
+    ref = wake(sim)
+    when: Any = 2 if kind == "delayed" else "* * * * *"
+    created = sim.call(ref, "schedule", when, "cb", None)
+    due = job(sim, ref, created.id)["time"]  # type: ignore[index]
+    sim.call(ref, "forget_method", "cb")
+    sim.run_until(due + 100)
+    logs = [r.get("message") for r in sim.trace.select("console:error", agent=ref.path)]
+    assert "callback cb not found" in logs
+    assert events(sim, ref, "schedule:error") == []
+    row = job(sim, ref, created.id)
+    if kind == "delayed":
+        assert row is None
+    else:
+        assert row is not None and row["time"] == due + 60_000
+
+
+def test_J048_a_cancel_is_announced_after_the_delete(sim: Simulation) -> None:
+    ref = wake(sim)
+    created = sim.call(ref, "schedule", 60, "cb")
+    seen: list[Any] = []
+
+    def watch(record: Any) -> None:
+        if record.event == "schedule:cancel":
+            seen.append(job(sim, ref, created.id))
+
+    unsubscribe = sim.trace.subscribe(watch)
+    try:
+        assert sim.call(ref, "cancel_schedule", created.id) is True
+    finally:
+        unsubscribe()
+    assert seen == [None]
+    assert events(sim, ref, "schedule:cancel") == [{"callback": "cb", "id": created.id}]
+    assert sim.call(ref, "cancel_schedule", created.id) is False
+    assert sim.call(ref, "cancel_schedule", "nosuch") is False
+    assert len(events(sim, ref, "schedule:cancel")) == 1
+
+
+def test_J049_a_date_schedule_in_startup_warns_once_per_callback(sim: Simulation) -> None:
+    ref = wake(sim, StartsWithSchedules)
+    warned = [
+        m
+        for m in (r.get("message") for r in sim.trace.select("console:warn", agent=ref.path))
+        if m.startswith("Scheduling ")
+    ]
+    assert warned == [
+        'Scheduling "cb" during startup (e.g. onStart()) without { idempotent: true } creates a '
+        "new row on every Durable Object restart, which can cause duplicate executions. Pass "
+        "{ idempotent: true } to deduplicate, or use an interval schedule for recurring tasks."
+    ]
+
+
+def test_J050_a_stale_one_shot_backlog_warns_by_capability(sim: Simulation) -> None:
+    ref = wake(sim)
+    for _ in range(10):
+        sim.call(ref, "schedule", 5, "cb")
+    sim.run_for(6_000)
+    assert len(runs(sim, ref)) == 10
+    assert events(sim, ref, "schedule:duplicate_warning") == []
+    assert events(sim, ref, "job:backlog_warning") == [{"capability": "scheduler", "count": 10}]
