@@ -53,6 +53,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `chat_recovery_attempts_count` | chat recovery attempts count 1, 2, 3... across restarts |
 | `chunk_numbers_stable` | S5: one chunk number of a run names one chunk at every client |
 | `fiber_keys_unique` | a managed fiber's idempotency key names one fiber of its agent |
+| `interrupted_reason_kept` | an interrupted agent-tool run says why; no other run keeps a reason |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original
@@ -61,7 +62,7 @@ from sim.checkers import alarms, delivery, fibers  # noqa: F401, I001
 from sim.checkers import lives, storage, alarm_slot, recovery, schedules  # noqa: F401, I001
 from sim.checkers import timeline, tools, ledgers  # noqa: F401, I001
 from sim.checkers import schedule_runs, redelivery, chat, chunk_identity  # noqa: F401, I001
-from sim.checkers import fiber_keys  # noqa: F401, I001
+from sim.checkers import fiber_keys, tool_rows  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

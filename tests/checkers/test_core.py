@@ -67,6 +67,7 @@ INVARIANTS = [
     "chat_recovery_attempts_count",
     "chunk_numbers_stable",
     "fiber_keys_unique",
+    "interrupted_reason_kept",
 ]
 
 
