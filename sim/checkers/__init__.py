@@ -54,6 +54,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `chunk_numbers_stable` | S5: one chunk number of a run names one chunk at every client |
 | `fiber_keys_unique` | a managed fiber's idempotency key names one fiber of its agent |
 | `interrupted_reason_kept` | an interrupted agent-tool run says why; no other run keeps a reason |
+| `agent_tools_under_cap` | no more agent-tool runs live than the cap; a rejection only at the cap |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original

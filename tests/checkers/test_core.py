@@ -68,6 +68,7 @@ INVARIANTS = [
     "chunk_numbers_stable",
     "fiber_keys_unique",
     "interrupted_reason_kept",
+    "agent_tools_under_cap",
 ]
 
 
