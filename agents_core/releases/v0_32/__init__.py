@@ -17,7 +17,7 @@ from agents_core.fiber_ledger import FiberLedger
 from agents_core.keep_alive import KeepAlive
 from agents_core.mcp import Mcp
 from agents_core.releases.runtime import Runtime
-from agents_core.releases.v0_32.agent_schema import AGENT_DDL, SCHEDULES_DDL, AgentSchema
+from agents_core.releases.v0_32.agent_schema import AGENT_DDL, AgentSchema
 from agents_core.releases.v0_32.event_delivery import TerminalDelivery
 from agents_core.releases.v0_32.fiber_outcomes import OutcomeFiberRunner
 from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
@@ -43,7 +43,7 @@ NOT_BUILT: tuple[str, ...] = (
     "owner's own retry loop, the prefix cleanup of queue and tasks jobs)",
     "§6.2 the MCP and State capabilities' schema keys, written at their startup "
     "(the keys and their migration step are built: v0_32/schema_keys.py)",
-    "§6.3/§6.4 the migrations of cf_agents_schedules and cf_agents_queues to jobs",
+    "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
     "§7.1 a chat child keeping a terminal run's content chunks from its own clients",
     "§7.2 chunks too large to store (a child making unstoredId chunks, CHUNK_MAX_BYTES)",
     "§8 chat recovery always on, with its new limits and the recovering outcome",
@@ -51,9 +51,9 @@ NOT_BUILT: tuple[str, ...] = (
 """What of 0.32.0 a run does not model yet (a run on this release behaves as 0.21.0 there)."""
 
 
-SCHEMA = AgentSchema((STATE_DDL, SCHEDULES_DDL, *AGENT_DDL))
+SCHEMA = AgentSchema((STATE_DDL, *AGENT_DDL))
 """Version 14 in KV. It still creates the state table (the SDK's State capability is not a
-component here) and the schedules table (this build's Scheduler is still 0.21.0's)."""
+component here); the schedules are jobs (the Scheduler moves a 0.21.0 table into them)."""
 
 
 DELIVERY = TerminalDelivery()

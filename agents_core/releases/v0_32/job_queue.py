@@ -51,7 +51,7 @@ JOBS_DDL = """CREATE TABLE IF NOT EXISTS cf_agents_jobs (
 _UPSERT = (
     "INSERT INTO cf_agents_jobs (id, capability, fn, time, payload, retry_options, "
     "singleflight, hung_timeout_seconds, exclusive, recovery_loop, running, "
-    "execution_started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL) "
+    "execution_started_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?) "
     "ON CONFLICT(id) DO UPDATE SET fn = excluded.fn, time = excluded.time, "
     "payload = excluded.payload, retry_options = excluded.retry_options, "
     "singleflight = excluded.singleflight, "
@@ -126,13 +126,18 @@ def _json(value: Any) -> str:
 class JobQueue:
     """One agent's `cf_agents_jobs` (one per incarnation; the table is the agent's storage)."""
 
-    __slots__ = ("_sql", "_nanoid", "_table_ensured")
+    __slots__ = ("_sql", "_nanoid", "_now_ms", "_table_ensured")
 
     def __init__(
-        self, sql: Callable[..., list[dict[str, Any]]], nanoid: Callable[[int], str]
+        self,
+        sql: Callable[..., list[dict[str, Any]]],
+        nanoid: Callable[[int], str],
+        now_ms: Callable[[], int],
     ) -> None:
         self._sql = sql
         self._nanoid = nanoid
+        self._now_ms = now_ms
+        """The host's clock: `created_at` is the platform's `unixepoch()`, so its seconds."""
         self._table_ensured = False
 
     def _run(self, query: str, *params: Any) -> list[dict[str, Any]]:
@@ -174,6 +179,7 @@ class JobQueue:
             hung_timeout_seconds,
             1 if exclusive else 0,
             1 if recovery_loop else 0,
+            self._now_ms() // 1000,
         )
         job = self.get(capability, job_id)
         if job is None:

@@ -16,9 +16,7 @@ It keeps 0.21.0's startup steps and adds what 0.32.0 changed around them:
 
 keepAlive, the recovery follow-up and the sub-agents' leases are host jobs (`host_jobs.py`),
 re-derived at the end of startup, at the end of every alarm and whenever that state changes
-(`host_work_changed`). The schedules, not built on jobs yet, keep their 0.21.0 origin: those of
-`cf_agents_schedules` are driven with the due jobs and stay an alarm source beside the queue
-(docs/not-built-yet.md).
+(`host_work_changed`); the schedules are the Scheduler capability's jobs (`scheduler.py`).
 """
 
 from __future__ import annotations
@@ -118,7 +116,7 @@ class Lifecycle(Lifecycle021):
 
     def __init__(self, ctx: AgentContext, parts: LifecycleParts, mcp: StartupStep) -> None:
         super().__init__(ctx, parts, mcp)
-        self.queue = JobQueue(ctx.sql, ctx.host.entropy.nanoid)
+        self.queue = JobQueue(ctx.sql, ctx.host.entropy.nanoid, ctx.host.clock.now_ms)
         self.status = "zero"
         self._capabilities: list[Capability] = []
         self._host_on_job: Callable[[Job, int], Awaitable[Any]] | None = None
@@ -253,7 +251,7 @@ class Lifecycle(Lifecycle021):
             except Exception as exc:
                 if not is_memory_limit_reset(exc):
                     raise
-                # Not a job's: a schedule of `cf_agents_schedules` (still 0.21.0's breaker).
+                # Not a job's (startup, on_alarm, housekeeping): 0.21.0's breaker records it.
                 await self._parts._handle_alarm_memory_limit(exc)
                 return
         finally:
@@ -263,15 +261,14 @@ class Lifecycle(Lifecycle021):
         await self.rearm()
 
     async def _run_alarm_body(self) -> None:
-        """0.32.0's order: the due jobs (and the schedules, still on their own table), then the
-        user's `on_alarm`, then housekeeping (the recovery scan, the sub-agents' scans) unless a
+        """0.32.0's order: the due jobs (the schedules among them), then the user's
+        `on_alarm`, then housekeeping (the recovery scan, the sub-agents' scans) unless a
         callback destroyed the agent. A pending deferred destroy runs instead of all of it."""
         parts = self._parts
         if self._ctx.memo.destroy_pending():
             await parts.destroy()
             return
         await self.driver.drive_due_jobs()
-        await parts._process_due_schedules()
         if parts._destroyed:
             return
         await parts.on_alarm()

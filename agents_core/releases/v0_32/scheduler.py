@@ -31,6 +31,7 @@ from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import resolve_retry
 from agents_core.releases.v0_32.job_driver import is_platform_failure
+from agents_core.releases.v0_32.schema_keys import SCHEDULES_SCHEMA
 from agents_core.schedule_dispatch import retry_to_json
 from agents_core.schedules import (
     TIME_RANGE_END_MAX_S,
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["SCHEDULER_CAPABILITY", "Scheduler"]
 
 SCHEDULER_CAPABILITY = "scheduler"
+LEGACY_KEEP_ALIVE_CALLBACK = "_cf_keepAliveHeartbeat"
+LEGACY_RECOVERY_LOOP_CALLBACKS = frozenset({"_chatRecoveryContinue", "_chatRecoveryRetry"})
 _PY_RETRY = {
     "maxAttempts": "max_attempts",
     "baseDelayMs": "base_delay_ms",
@@ -96,7 +99,65 @@ class Scheduler(Scheduler021):
         return SCHEDULER_CAPABILITY
 
     async def on_start(self) -> None:
+        """Forget the startup warnings of an earlier startup, and move a 0.21.0 schedules table
+        into the queue once (below `cf_agents:schedules_schema_version` 2, spec §6.3)."""
         self._on_start_schedule_warned.clear()
+        await SCHEDULES_SCHEMA.migrate(self.host.kv, self._migrate_legacy_table)
+
+    async def _migrate_legacy_table(self, version: int) -> None:
+        """Every row of `cf_agents_schedules` becomes a job with its id (its time in ms, its
+        timing in the envelope, an interval idle), then the table is dropped. The keepAlive
+        heartbeat rows of old releases are dropped, and so is a row whose payload is not JSON;
+        retry options that are not JSON count as none."""
+        exists = self.sql(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'cf_agents_schedules'"
+        )
+        if not exists:
+            return
+        for row in self.sql("SELECT * FROM cf_agents_schedules"):
+            if row["callback"] == LEGACY_KEEP_ALIVE_CALLBACK:
+                continue
+            envelope: dict[str, Any] = {}
+            if isinstance(row["payload"], str):
+                try:
+                    envelope["payload"] = json.loads(row["payload"])
+                except ValueError as exc:
+                    self._log(
+                        "error",
+                        f'Skipping schedule "{row["id"]}" during job-queue migration: its '
+                        f"payload is not valid JSON: {exc}",
+                    )
+                    continue
+            retry: Any = None
+            if isinstance(row["retry_options"], str):
+                try:
+                    retry = json.loads(row["retry_options"])
+                except ValueError:
+                    retry = None
+            if retry is not None:
+                envelope["retry"] = retry
+            envelope["type"] = row["type"]
+            for key in ("delayInSeconds", "cron", "intervalSeconds"):
+                if row[key] is not None:
+                    envelope[key] = row[key]
+            envelope["owner_path"] = row["owner_path"]
+            envelope["owner_path_key"] = row["owner_path_key"]
+            resolved = resolve_retry(_retry_of(retry), self._options.retry)
+            await self._jobs.push(
+                row["callback"],
+                int(row["time"] or 0) * 1000,
+                id=row["id"],
+                payload=envelope,
+                retry={
+                    "maxAttempts": resolved.max_attempts,
+                    "baseDelayMs": resolved.base_delay_ms,
+                    "maxDelayMs": resolved.max_delay_ms,
+                },
+                singleflight=row["type"] == "interval",
+                hung_timeout_seconds=self._options.hung_schedule_timeout_seconds,
+                recovery_loop=row["callback"] in LEGACY_RECOVERY_LOOP_CALLBACKS,
+            )
+        self.sql("DROP TABLE cf_agents_schedules")
 
     async def on_job(self, job: Job, attempt: int) -> Any:
         timing = job.payload

@@ -104,7 +104,7 @@ def test_J001_a_fresh_agent_arms_nothing_and_the_table_comes_with_the_first_stat
         statements.append(query)
         return []
 
-    queue = JobQueue(sql, lambda size: "x" * size)
+    queue = JobQueue(sql, lambda size: "x" * size, lambda: 0)
     assert statements == []
     assert queue.get("work", "nothing") is None
     assert statements[0].startswith("CREATE TABLE IF NOT EXISTS cf_agents_jobs")
