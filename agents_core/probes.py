@@ -27,6 +27,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "a detached run's finish was delivered again after its claim's 60 s lease expired: the "
         "incarnation that claimed it died before marking it delivered"
     ),
+    "chat.recovery_interrupted_attempts_exceeded": (
+        "0.32.0: chat recovery gave a turn up because its interrupted attempts (the original "
+        "turn and each attempt whose isolate died) reached max_interrupted_attempts"
+    ),
     "chat.recovery_found_complete_answer": (
         "chat recovery found an interrupted turn whose stream already held the answer's finish "
         "chunk (it died in its last step) and persisted that answer instead of continuing it"

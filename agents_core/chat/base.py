@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 from agents_core.agent import Agent
 from agents_core.chat.chat_recovery import (
     DEFAULT_NO_PROGRESS_TIMEOUT_MS,
-    ChatRecovery,
     ChatRecoveryContext,
     is_chat_turn_fiber,
 )
+from agents_core.chat.chat_releases import chat_components
 from agents_core.chat.child_runs import AgentToolChild
 from agents_core.chat.messages import ChatMessages
 from agents_core.chat.parent import run_serialized_delivery
@@ -50,6 +50,10 @@ class ChatHost(Agent):
     chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
     """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
     this long (measured from the last recovery that found progress, or the first detection)."""
+    chat_recovery: ClassVar[Any] = None
+    """The SDK's `chatRecovery` field: a mapping of options or True/False/None. Read by 0.32.0
+    (`agents_core/chat/recovery_config.py`), where recovery is always on; 0.21.0's
+    `chatRecovery = false` (recovery off) is not modelled: it takes the two knobs above."""
     _agent_tool_runs_table: ClassVar[str]
     _agent_tool_milestones_table: ClassVar[str]
     _agent_tool_active_statuses: ClassVar[tuple[str, ...]]
@@ -60,7 +64,8 @@ class ChatHost(Agent):
         self._stream = ResumableStream(self._context)
         self._recovery_credit = credit = RecoveryCredit(self._context)
         self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
-        self._chat_recovery = ChatRecovery(
+        components = chat_components(self._release.name)
+        self._chat_recovery = components.recovery(
             self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
         )
         self._progress = AgentToolProgress(self._context, self._stream, self._turns, self)

@@ -239,6 +239,9 @@ WHEN: dict[str, str] = {
     "chat:child_run:reconciled": "A chat parent reconciled a stale agent-tool run row at startup.",
     "chat:recovery:rebind": "Chat recovery re-binds an interrupted turn's agent-tool run to "
     "the recovering request.",
+    "chat:recovery:detected": (
+        "0.32.0: a chat turn's recovery incident is opened (its first interruption)."
+    ),
     "chat:recovery:scheduled": "An interrupted chat turn is scheduled for recovery.",
     "chat:recovery:attempt": "Chat recovery tries to complete the interrupted answer.",
     "chat:recovery:settled": "Chat recovery ended the turn: its status.",

@@ -1,0 +1,36 @@
+"""The chat components each SDK release builds a chat host with, by release name.
+
+A chat host runs the release its agent runs (`Agent._release`); this table is where that
+release picks the chat components that differ between releases, so a release adds or swaps a
+component here and nowhere else (the runtime's own components are picked in
+`agents_core/releases`, which imports nothing of chat). 0.21.0: `ChatRecovery`. 0.32.0:
+`InterruptedAttemptsRecovery` (always on, the interrupted-attempts bound, spec sdk-0.32 §8.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents_core.chat.chat_recovery import ChatRecovery
+from agents_core.chat.interrupted_attempts import InterruptedAttemptsRecovery
+
+__all__ = ["CHAT_RELEASES", "ChatComponents", "chat_components"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatComponents:
+    """The chat components of one release."""
+
+    recovery: type[ChatRecovery]
+
+
+CHAT_RELEASES: dict[str, ChatComponents] = {
+    "0.21.0": ChatComponents(recovery=ChatRecovery),
+    "0.32.0": ChatComponents(recovery=InterruptedAttemptsRecovery),
+}
+"""Every release the runtime models, with its chat components (a test holds the names equal)."""
+
+
+def chat_components(release: str) -> ChatComponents:
+    """The chat components of `release` (a release the runtime models)."""
+    return CHAT_RELEASES[release]
