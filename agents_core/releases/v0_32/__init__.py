@@ -15,7 +15,6 @@ from agents_core.agent_tools.components import AgentTools
 from agents_core.facets import Facets
 from agents_core.fiber_ledger import FiberLedger
 from agents_core.keep_alive import KeepAlive
-from agents_core.mcp import Mcp
 from agents_core.releases.runtime import Runtime
 from agents_core.releases.v0_32.agent_schema import AGENT_DDL, AgentSchema
 from agents_core.releases.v0_32.event_delivery import TerminalDelivery
@@ -23,6 +22,7 @@ from agents_core.releases.v0_32.fiber_outcomes import OutcomeFiberRunner
 from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
 from agents_core.releases.v0_32.host_jobs import HostJobs
 from agents_core.releases.v0_32.lifecycle import Lifecycle
+from agents_core.releases.v0_32.mcp_schema import KeyedMcp
 from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.schedule_dispatch import ScheduleDispatch
 from agents_core.schema import STATE_DDL
@@ -41,8 +41,8 @@ NOT_BUILT: tuple[str, ...] = (
     "§3.2 the recoveryLoop option of schedule()",
     "§3.5 facet schedules routed as 0.32.0 routes them (schedule:execute on the root, the "
     "owner's own retry loop, the prefix cleanup of queue and tasks jobs)",
-    "§6.2 the MCP and State capabilities' schema keys, written at their startup "
-    "(the keys and their migration step are built: v0_32/schema_keys.py)",
+    "§6.2 the State capability's schema key (cf_agents:state_schema_version), written at its "
+    "startup",
     "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
     "§7.1 a chat child keeping a terminal run's content chunks from its own clients",
     "§7.2 chunks too large to store (a child making unstoredId chunks, CHUNK_MAX_BYTES)",
@@ -69,10 +69,10 @@ def build(
     """The components of one agent on 0.32.0, in 0.21.0's order (`v0_21`), with each one
     0.32.0 changed swapped in as it is built (what is not yet: `NOT_BUILT`): the FiberRunner
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
-    quietly, the schema of version 14, the Lifecycle with the job queue and its driver behind
-    the alarm, keepAlive, housekeeping and destroy as its host jobs, the Scheduler on jobs,
-    agent tools' event delivery."""
-    mcp = Mcp(context, agent._broadcast_protocol)
+    quietly, the schema of version 14, MCP under its own schema key, the Lifecycle with the
+    job queue and its driver behind the alarm, keepAlive, housekeeping and destroy as its host
+    jobs, the Scheduler on jobs, agent tools' event delivery."""
+    mcp = KeyedMcp(context, agent._broadcast_protocol)
     lifecycle = Lifecycle(context, agent, mcp)
     keep_alive = KeepAlive(context, lifecycle, owner_key)
     fiber_ledger = FiberLedger(context)

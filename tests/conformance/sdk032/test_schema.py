@@ -1,9 +1,12 @@
 """Conformance on SDK 0.32.0: the agent schema version 14, kept in the key-value store (spec
-sdk-0.32 §6.1, catalogue J-69, J-70)."""
+sdk-0.32 §6.1, catalogue J-69, J-70), and MCP's own schema key (§6.2)."""
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
+
+import pytest
 
 from sim import AgentRef, Simulation
 from tests.conformance.fiber_agents import Recorder
@@ -60,3 +63,20 @@ def test_J070_at_version_14_no_ddl_runs(sim: Simulation) -> None:
     woken(sim, ref)
     assert "idx_fibers_status_completed" in indexes(sim, ref)
     assert kv(sim, ref, "cf_agents:schema_version") == "14"
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_mcp_keeps_its_schema_version_under_its_own_key(sdk: str) -> None:
+    """0.32.0's MCP puts `cf_agents:mcp_schema_version = 1` at startup, and below 1 makes its
+    table first (spec sdk-0.32 §6.2); 0.21.0 has no such key."""
+    with Simulation(seed=zlib.crc32(f"mcp-key-{sdk}".encode()), sdk=sdk) as sim:
+        ref = sim.agent(Recorder, "s")
+        sim.run_for(10)
+        assert kv(sim, ref, "cf_agents:mcp_schema_version") == ("1" if sdk == "0.32.0" else None)
+        if sdk == "0.32.0":
+            sim.query(ref, "DELETE FROM _cf_KV WHERE key = 'cf_agents:mcp_schema_version'")
+            sim.query(ref, "DROP TABLE cf_agents_mcp_servers")
+            sim.evict(ref, "deploy")
+            sim.fetch(ref)  # startup: MCP's own step, before it restores its servers
+            assert columns(sim, ref, "cf_agents_mcp_servers")[:2] == ["id", "name"]
+            assert kv(sim, ref, "cf_agents:mcp_schema_version") == "1"
