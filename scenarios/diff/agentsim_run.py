@@ -157,7 +157,9 @@ class _Replies:
 def run_python(scenario: Scenario) -> PythonRun:
     """Run the scenario in agentsim (its own seed, no invariants), keeping what the comparison
     needs: the steps' action times, alarm snapshots, the trace and the final tables."""
-    sim = Simulation(seed=scenario.seed, faults=scenario.faults, budget=budget_for(scenario))
+    sim = Simulation(
+        seed=scenario.seed, faults=scenario.faults, budget=budget_for(scenario), sdk=scenario.sdk
+    )
     snapshots: list[dict[str, Any]] = []
     timings: list[tuple[int, int]] = []
     replies: list[dict[str, Any]] = []

@@ -6,6 +6,11 @@ the real side cannot play, and why). Every plan is played `--repeat` times in on
 Exit codes: 0 nothing differs, 1 something differs or is unstable, 2 bad input (including a
 scenario file named on the command line that the real side cannot play at all, and a machine
 where the real side cannot run).
+
+The release: a scenario plays the npm version of `agents` that `--sdk` names, else its file's
+`sdk:` key, else the pinned project's (`differential/package.json`); the agentsim side runs the
+same release when agentsim models it. A story that upgrades in the middle (`deploy: {sdk:
+...}`) is refused: the real side plays one worker bundle per play (`plan.UPGRADE_WHY`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from agents_core.releases.registry import RELEASES
 from scenarios.cli.inputs import path_problem
 from scenarios.diff.compare import Outcome, compare, first_difference, without_allowed
 from scenarios.diff.normalise import Story, normalise
@@ -21,6 +27,7 @@ from scenarios.diff.plan import Compiled, compile_plan
 from scenarios.diff.workerd import RealSideUnavailable, play_plans, project_for
 from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import load_scenario
+from scenarios.language.schema import Scenario
 
 __all__ = ["Verdict", "diff_command", "diff_scenarios"]
 
@@ -102,11 +109,17 @@ def diff_scenarios(
     """The verdicts for every scenario under `paths`, and whether a scenario named directly
     was refused (a SKIP of a file the caller asked for by name)."""
     files = _files(paths)
-    scenarios = [(load_scenario(str(path)), named) for path, named in files]
+    scenarios = [(_on_release(load_scenario(str(path)), sdk), named) for path, named in files]
     compiled = [(s, named, compile_plan(s, repeat)) for s, named in scenarios]
-    plans = [c.plan for _s, _n, c in compiled if c.plan is not None]
-    project = project_for(sdk)
-    played = play_plans(plans, project) if plans else {}
+    # Each scenario plays the npm version it names: --sdk, else its file's sdk: key, else the
+    # pinned project's; the plans of one version are played together.
+    by_version: dict[str | None, list[dict]] = {}
+    for scenario, _named, result in compiled:
+        if result.plan is not None:
+            by_version.setdefault(_version(scenario, sdk), []).append(result.plan)
+    played = {}
+    for version, plans in by_version.items():
+        played.update(play_plans(plans, project_for(version)))
     verdicts = []
     refused = False
     for scenario, named, result in compiled:
@@ -120,6 +133,17 @@ def diff_scenarios(
             continue
         verdicts.append(_verdict(scenario.name, result, play.plays, play.error))
     return verdicts, refused
+
+
+def _on_release(scenario: Scenario, sdk: str | None) -> Scenario:
+    """The agentsim side of a diff on `--sdk`: that release, when agentsim models it (another
+    npm version is played on the real side only, against the file's own release here)."""
+    return scenario.on_release(sdk) if sdk in RELEASES else scenario
+
+
+def _version(scenario: Scenario, sdk: str | None) -> str | None:
+    """The npm version of `agents` the real side plays `scenario` on (None: the pinned one)."""
+    return sdk if sdk is not None else scenario.sdk_in_file
 
 
 def diff_command(paths: list[str], repeat: int, sdk: str | None, out: TextIO, err: TextIO) -> int:

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROJECT", "RealSideUnavailable", "missing_reason", "play_plans", "project_for"]
+__all__ = [
+    "PROJECT",
+    "RealSideUnavailable",
+    "missing_reason",
+    "pinned_version",
+    "play_plans",
+    "project_for",
+]
 
 PROJECT = Path(__file__).resolve().parents[2] / "differential"
 _PROJECT_FILES = (
@@ -56,9 +63,16 @@ def missing_reason(project: Path = PROJECT) -> str | None:
     return None
 
 
+def pinned_version(project: Path = PROJECT) -> str:
+    """The version of `agents` the pinned project plays (its package.json)."""
+    package = json.loads((project / "package.json").read_text(encoding="utf-8"))
+    return str(package["devDependencies"]["agents"])
+
+
 def project_for(sdk: str | None) -> Path:
-    """The project directory that plays with `agents@sdk` (None: the pinned one)."""
-    if sdk is None:
+    """The project directory that plays with `agents@sdk` (None, or the pinned version: the
+    pinned one)."""
+    if sdk is None or sdk == pinned_version():
         return PROJECT
     if shutil.which("npm") is None:
         raise RealSideUnavailable("npm is not installed; --sdk needs it to install that version")

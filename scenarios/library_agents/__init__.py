@@ -12,6 +12,7 @@ seeded ids or timings.
 | `fibers.py` | fiber stories: `Researcher`, `PoisonedResearcher`, `Batcher`, `Webhooks`, ... |
 | `children.py` | `StoryChild`, a scripted agent-tool child, and two variants |
 | `parents.py` | `StoryParent`, `SlowFinishParent`, `NarratingParent` |
+| `team.py` | `Workspace` and its sub-agent `Team`, which keeps schedules of its own |
 """
 
 from scenarios.library_agents.children import MiddleChild, StoryChild, StubbornChild
@@ -27,6 +28,7 @@ from scenarios.library_agents.fibers import (
 )
 from scenarios.library_agents.parents import NarratingParent, SlowFinishParent, StoryParent
 from scenarios.library_agents.story import StoryAgent
+from scenarios.library_agents.team import Team, Workspace
 
 __all__ = [
     "Batcher",
@@ -43,5 +45,7 @@ __all__ = [
     "StoryParent",
     "StrictWebhooks",
     "StubbornChild",
+    "Team",
     "Webhooks",
+    "Workspace",
 ]
