@@ -750,6 +750,11 @@ class Agent:
             result = await result
         return result
 
+    def _cf_rpc_starts(self, method: str) -> bool:
+        """Whether an RPC to `method` on a cold incarnation runs startup first (the release's
+        rule: never on 0.21.0)."""
+        return self._lifecycle.rpc_starts(method)
+
     def _cf_alarm_arriving(self) -> None:
         """The platform delivers an alarm next, before startup (0.32.0 arms a fallback here)."""
         self._lifecycle.alarm_arriving()

@@ -138,6 +138,11 @@ class Lifecycle:
         """A top-level destroy is about to wipe the storage (and with it the alarm): nothing
         to do on 0.21.0 (0.32.0 stops every re-arm, deadman and fallback for good)."""
 
+    def rpc_starts(self, method: str) -> bool:
+        """Whether a plain RPC to `method` runs startup first: never on 0.21.0 (spec fibers
+        §1.4; 0.32.0 starts for a user's async method)."""
+        return False
+
     def alarm_arriving(self) -> None:
         """The platform is about to deliver an alarm, before startup runs: nothing to do on
         0.21.0 (0.32.0 arms its startup fallback here)."""

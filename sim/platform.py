@@ -41,6 +41,15 @@ STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "
 EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash", "destroyed", "deleted")
 
 
+def _rpc_starts(agent: Any, method: str | None) -> bool:
+    """Whether an RPC to `method` runs startup first: the agent's release says
+    (`_cf_rpc_starts`; 0.21.0 never, 0.32.0 for a user's async method, spec sdk-0.32 §1.3)."""
+    if method is None:
+        return False
+    starts = getattr(agent, "_cf_rpc_starts", None)
+    return bool(starts(method)) if starts is not None else False
+
+
 class Platform:
     """All agents of one simulation, and the rules of their lives."""
 
@@ -239,19 +248,21 @@ class Platform:
         caller: SimDeferred | None = None,
         on_done: Callable[[bool, Any], None] | None = None,
         on_suspend: Callable[[], None] | None = None,
+        method: str | None = None,
     ) -> Incarnation:
         """Deliver one event to the agent's live incarnation (creating one if needed).
 
         With `announce`, a trace record named `label` (those fields) marks the delivery, and one
         named `label:error` marks its failure. `on_suspend` is called the first time the
-        delivery's task waits (never, if it ends in its first step)."""
+        delivery's task waits (never, if it ends in its first step). `method`: the method an
+        RPC calls (a release may run startup for some: the agent's `_cf_rpc_starts`)."""
         incarnation = self.live_incarnation(record, trigger)
         if announce is not None:
             self.platform_event(record, label, **announce)
         if caller is not None:
             incarnation.callers[caller] = None
         task = self.kernel.spawn_soon(
-            lambda: self._delivery(incarnation, trigger, handler), incarnation, label
+            lambda: self._delivery(incarnation, trigger, handler, method), incarnation, label
         )
         task.on_suspend = on_suspend
 
@@ -275,6 +286,7 @@ class Platform:
         incarnation: Incarnation,
         trigger: str,
         handler: Callable[[Any], Coroutine[Any, Any, Any]] | None,
+        method: str | None = None,
     ) -> Any:
         isolate = incarnation.isolate
         isolate.inflight += 1
@@ -286,7 +298,7 @@ class Platform:
                 arriving = getattr(agent, "_cf_alarm_arriving", None)
                 if arriving is not None:
                     arriving()
-            if trigger in STARTUP_TRIGGERS:
+            if trigger in STARTUP_TRIGGERS or _rpc_starts(agent, method):
                 await self._ensure_started(incarnation, trigger)
             else:
                 if incarnation.gate is not None:

@@ -210,7 +210,13 @@ class Simulation:
             return await invoke_method(instance, method, args, kwargs)
 
         self.platform.deliver(
-            record, "rpc", invoke, label="rpc", announce={"method": method}, caller=caller
+            record,
+            "rpc",
+            invoke,
+            label="rpc",
+            announce={"method": method},
+            caller=caller,
+            method=method,
         )
         return caller
 

@@ -76,7 +76,9 @@ class SimAgentStub:
 
         # Internal routing calls (_cf_*) are not announced: they would drown the trace.
         announce = None if method.startswith("_") else {"method": method}
-        self._platform.deliver(record, "rpc", invoke, label="rpc", announce=announce, caller=caller)
+        self._platform.deliver(
+            record, "rpc", invoke, label="rpc", announce=announce, caller=caller, method=method
+        )
         return caller
 
     def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:

@@ -35,6 +35,10 @@ SPEC_STARTUP_TRIGGERS = frozenset(
 """The deliveries that run startup (spec fibers §1.4): get-by-name, a request, a connection's
 open, message and close, an alarm, a sub-agent's resolution — never a plain RPC on a stub."""
 
+RPC_STARTS = frozenset({"0.32.0"})
+"""The releases on which an RPC to a user's async method (and a schedule call) runs startup
+(spec sdk-0.32 §1.3): there a `startup:begin` may name an `rpc` delivery."""
+
 AT_DEATH = frozenset({"connection:close"})
 """What the platform itself writes for a dead incarnation in its instant of death, after its
 `incarnation:end`: the closing of the connections it held."""
@@ -241,12 +245,15 @@ def startup_triggered(context: CheckContext) -> list[Violation]:
     `on_start` until such a trigger comes).
 
     Every `startup:begin` that names its trigger (`trigger`) names one of
-    `SPEC_STARTUP_TRIGGERS`.
+    `SPEC_STARTUP_TRIGGERS` (and, on a release that starts for an RPC, `rpc`: `RPC_STARTS`).
     """
     out: list[Violation] = []
+    allowed = SPEC_STARTUP_TRIGGERS
+    if context.release in RPC_STARTS:
+        allowed = allowed | {"rpc"}
     for record in context.events("startup:begin"):
         trigger = record.get("trigger")
-        if trigger is None or trigger in SPEC_STARTUP_TRIGGERS:
+        if trigger is None or trigger in allowed:
             continue
         out.append(
             Violation(

@@ -178,6 +178,11 @@ class Recorder(Agent):
     async def ping(self) -> str:
         return "pong"
 
+    def ping_sync(self) -> str:
+        """A synchronous method: an RPC to it never runs startup (on 0.32.0 an RPC to an
+        `async` one does, spec sdk-0.32 §1.3)."""
+        return "pong"
+
     # -- recovery -----------------------------------------------------------------------------
     async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any:
         self._note(

@@ -36,7 +36,6 @@ __all__ = ["NAME", "NOT_BUILT", "SCHEMA", "build"]
 NAME = "0.32.0"
 
 NOT_BUILT: tuple[str, ...] = (
-    "§1.3 startup on async RPC methods and on schedule calls",
     "§2.5 the isolate reset after a memory-limit strike",
     "§3.2 the recoveryLoop option of schedule()",
     "§3.5 facet schedules routed as 0.32.0 routes them (schedule:execute on the root, the "

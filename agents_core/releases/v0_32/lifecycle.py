@@ -22,6 +22,7 @@ re-derived at the end of startup, at the end of every alarm and whenever that st
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,7 +40,12 @@ from agents_core.schedule_dispatch import is_memory_limit_reset
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
 
-__all__ = ["Capability", "HostJobSync", "Jobs", "Lifecycle"]
+__all__ = ["STARTING_SCHEDULE_CALLS", "Capability", "HostJobSync", "Jobs", "Lifecycle"]
+
+STARTING_SCHEDULE_CALLS = frozenset(
+    {"schedule", "schedule_every", "cancel_schedule", "get_schedule_by_id", "list_schedules"}
+)
+"""The Scheduler's calls, which await the Lifecycle's startup before they act (§1.3)."""
 
 
 class Capability(Protocol):
@@ -177,8 +183,8 @@ class Lifecycle(Lifecycle021):
     # -- events through the Lifecycle -----------------------------------------------------------
     def emit_event(self, event_type: str, **payload: Any) -> None:
         """A capability's (or the driver's) event: held while startup runs, published once it
-        has succeeded, dropped when it fails. (An incarnation whose startup never ran, a
-        plain RPC's, publishes at once: its entries do not start it yet, §1.3.)"""
+        has succeeded, dropped when it fails. (An incarnation whose startup never ran, a plain
+        RPC's to a synchronous method, publishes at once.)"""
         if self.status == "starting":
             self._pending_events.append((event_type, payload))
             return
@@ -202,6 +208,23 @@ class Lifecycle(Lifecycle021):
 
     def alarm_arriving(self) -> None:
         self.driver.arm_startup_fallback()
+
+    def rpc_starts(self, method: str) -> bool:
+        """An RPC runs startup first when it calls a user's `async` method (defined by the
+        agent's own classes, not the runtime's; not a `_` name, not a property) or one of the
+        schedule calls, which wait for startup (spec sdk-0.32 §1.3)."""
+        if method.startswith("_"):
+            return False
+        if method in STARTING_SCHEDULE_CALLS:
+            return True
+        for cls in type(self._parts).__mro__:
+            found = cls.__dict__.get(method)
+            if found is None:
+                continue
+            if cls.__module__.split(".")[0] == "agents_core":
+                return False
+            return inspect.iscoroutinefunction(found)
+        return False
 
     # -- startup --------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -201,7 +201,9 @@ def test_J068_the_run_rows_of_a_0_21_database_gain_the_outcome_columns(sim: Simu
     sim.query(ref, "DELETE FROM _cf_KV WHERE key = 'cf_agents:schema_version'")
     sim.query(ref, "INSERT INTO cf_agents_state (id, state) VALUES ('cf_schema_version', '11')")
     sim.evict(ref, "deploy")
-    assert sim.call(ref, "ping") == "pong"  # a stub from before: constructs, no startup scan
+    # A stub from before, to a synchronous method: constructs, no startup scan (an async
+    # method would run startup first on 0.32.0, §1.3).
+    assert sim.call(ref, "ping_sync") == "pong"
     columns = [c["name"] for c in sim.query(ref, "PRAGMA table_info(cf_agents_runs)")]
     assert columns == OUTCOME_COLUMNS.split(", ")
     assert runs(sim, ref) == [

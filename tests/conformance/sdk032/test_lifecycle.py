@@ -218,3 +218,47 @@ def test_J015_a_completed_alarm_leaves_the_queue_next_time(sim: Simulation) -> N
     assert sim.alarm_of(ref) == now + 7_000
     sim.run_for(7_000)
     assert sim.alarm_of(ref) is None
+
+
+class Called(Recovering):
+    async def work(self) -> str:
+        self.note("work")
+        return "done"
+
+    def sync_work(self) -> str:
+        self.note("sync")
+        return "done"
+
+
+def test_J005_an_rpc_to_an_async_method_runs_startup_first(sim: Simulation) -> None:
+    ref = wake(sim, Called)
+    sim.call(ref, "plant_orphan", "orphan1")
+    sim.evict(ref)
+    before = len(notes(sim, ref))
+    assert sim.call(ref, "work") == "done"
+    assert notes(sim, ref)[before:] == [
+        "start:work",
+        "start:bare",
+        "recovered:orphan1",
+        "on_start",
+        "work",
+    ]
+    (begin,) = [r for r in sim.trace.select("startup:begin", agent=ref.path) if r.inc == 2]
+    assert begin.get("trigger") == "rpc"
+
+
+def test_J006_an_rpc_to_a_synchronous_method_does_not_start(sim: Simulation) -> None:
+    ref = wake(sim, Called)
+    sim.evict(ref)
+    before = len(notes(sim, ref))
+    assert sim.call(ref, "sync_work") == "done"
+    assert notes(sim, ref)[before:] == ["sync"]
+    assert [r.inc for r in sim.trace.select("startup:begin", agent=ref.path)] == [1]
+
+
+def test_J007_a_schedule_call_over_rpc_runs_startup_first(sim: Simulation) -> None:
+    ref = wake(sim, Called)
+    sim.evict(ref)
+    before = len(notes(sim, ref))
+    sim.call(ref, "list_schedules")
+    assert notes(sim, ref)[before:] == ["start:work", "start:bare", "on_start"]
