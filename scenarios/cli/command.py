@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from reports import RunReport, read_trace_cut, render_html, render_junit, render_summary
+from scenarios.cli.diff_generate import add_diff_generate_flags, diff_generate_command
 from scenarios.cli.generate_command import add_generate_parser, generate_command
 from scenarios.cli.inputs import (
     PathProblem,
@@ -314,11 +315,15 @@ def _parser() -> _Parser:
         "DIFFER, UNSTABLE or SKIP line each. Exit 0 when nothing differs, 1 when something "
         "differs or is unstable, 2 for bad input.",
     )
-    diff.add_argument("paths", nargs="+", metavar="PATH", help="a scenario file or a directory")
+    diff.add_argument("paths", nargs="*", metavar="PATH", help="a scenario file or a directory")
     diff.add_argument(
-        "--repeat", type=positive, default=3, help="plays of the real side per scenario (3)"
+        "--repeat",
+        type=positive,
+        default=None,
+        help="plays of the real side per scenario (3; with --generate 2)",
     )
     diff.add_argument("--sdk", metavar="VERSION", help="play on this npm version of agents")
+    add_diff_generate_flags(diff)
     return parser
 
 
@@ -372,10 +377,21 @@ def _command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.command == "generate":
         return generate_command(args, out, err)
     if args.command == "diff":
-        from scenarios.diff import diff_command  # the differential stage, loaded only for it
-
-        return diff_command(args.paths, args.repeat, args.sdk, out, err)
+        return _diff(args, out, err)
     return _golden(args, out, err)
+
+
+def _diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`diff PATH...`, or `diff --generate N` (not both)."""
+    if bool(args.paths) == (args.generate is not None):
+        print("agentsim diff: error: give scenario PATHs or --generate N, not both", file=err)
+        return 2
+    if args.generate is not None:
+        args.repeat = args.repeat or 2
+        return diff_generate_command(args, out, err)
+    from scenarios.diff import diff_command  # the differential stage, loaded only for it
+
+    return diff_command(args.paths, args.repeat or 3, args.sdk, out, err)
 
 
 # -- run ----------------------------------------------------------------------------------------

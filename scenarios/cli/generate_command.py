@@ -23,12 +23,13 @@ from scenarios.language.releases import preview_notes
 from scenarios.run.runner import invariant_names
 from sim.upgrades import newer_releases
 
-__all__ = ["GENERATE_DIR", "add_generate_parser", "generate_command"]
+__all__ = ["GENERATE_DIR", "add_generate_parser", "area_list", "generate_command"]
 
 GENERATE_DIR = "agentsim-generate"
 
 
-def _areas(text: str) -> tuple[str, ...]:
+def area_list(text: str) -> tuple[str, ...]:
+    """`--areas A,B`: the names of generate's areas, in the order given."""
     areas = tuple(word.strip() for word in text.split(",") if word.strip())
     unknown = [area for area in areas if area not in AREAS]
     if unknown or not areas:
@@ -60,7 +61,7 @@ def add_generate_parser(commands: Any) -> None:
     parser.add_argument("--seed", type=non_negative, default=0, help="the Hypothesis seed (0)")
     parser.add_argument(
         "--areas",
-        type=_areas,
+        type=area_list,
         default=tuple(AREAS),
         metavar="AREAS",
         help=f"what the scenarios hold, of {','.join(AREAS)} (default: all)",

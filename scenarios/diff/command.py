@@ -29,7 +29,7 @@ from scenarios.language.errors import InvalidScenario
 from scenarios.language.loader import load_scenario
 from scenarios.language.schema import Scenario
 
-__all__ = ["Verdict", "diff_command", "diff_scenarios"]
+__all__ = ["Verdict", "diff_command", "diff_scenarios", "verdict"]
 
 EXIT_OK, EXIT_DIFFER, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -77,7 +77,8 @@ def _stable(plays: list[Story]) -> list[str]:
     return []
 
 
-def _verdict(name: str, compiled: Compiled, plays: list[dict], error: str | None) -> Verdict:
+def verdict(name: str, compiled: Compiled, plays: list[dict], error: str | None) -> Verdict:
+    """A played plan's line: its real side's plays against its agentsim run (`compiled`)."""
     python = compiled.python
     assert python is not None
     if error is not None or not plays:
@@ -131,7 +132,7 @@ def diff_scenarios(
         if play is None:
             verdicts.append(Verdict(scenario.name, "DIFFER", "the real side reported no play"))
             continue
-        verdicts.append(_verdict(scenario.name, result, play.plays, play.error))
+        verdicts.append(verdict(scenario.name, result, play.plays, play.error))
     return verdicts, refused
 
 

@@ -47,15 +47,19 @@ if TYPE_CHECKING:
     from scenarios.workloads.fibers import FiberWorkload
 from sim import parse_duration_ms
 from sim.alarms import ALARM_RETRY_BASE_MS, ALARM_RETRY_LIMIT
+from sim.faults import FaultProfile
 
 __all__ = [
     "PLAYED_CLASSES",
+    "PLAYED_HOSTS",
     "PLAYED_WORKLOADS",
     "PYTHON_ONLY_STEPS",
     "Compiled",
     "PythonRun",
     "Skip",
     "compile_plan",
+    "faults_skip",
+    "static_skip",
 ]
 
 PLAYED_CLASSES = {
@@ -83,6 +87,10 @@ PLAYED_WORKLOADS = {
 PLAYED_CHILDREN = ("scripted", "chat")
 """The `child:` kinds of a tools workload's runs the real side plays (`ScriptedToolChild`, and
 the SDK's own AIChatAgent as `ChatToolChild` answering from the scripted model)."""
+
+PLAYED_HOSTS: dict[str, tuple[str, ...]] = {"tools": ("agent", "chat"), "chat": ("chat",)}
+"""Workload kind -> the `host:` values the real side plays it with (a Think-like host has no
+player: the SDK's Think, @cloudflare/think, is not installed there)."""
 
 CHAT_TOOLS_PARENT = "AiChatToolsWorkload"
 """The class that plays a tools workload with `host: chat` (the SDK's AIChatAgent)."""
@@ -164,10 +172,11 @@ class Compiled:
 
 def _tools_skip(spec: Any) -> Skip | None:
     """Why the real side cannot play this tools workload, or None."""
-    from scenarios.workloads.tools import AiChatToolsWorkload, ToolsWorkload
+    from scenarios.workloads.tools import TOOL_HOSTS
 
     where = f"agent {spec.alias} (line {spec.line})"
-    if not issubclass(spec.cls, ToolsWorkload | AiChatToolsWorkload):
+    played = tuple(TOOL_HOSTS[host] for host in PLAYED_HOSTS["tools"])
+    if not issubclass(spec.cls, played):
         return Skip(
             where,
             "a Think-like chat host as the tools parent has no player on the real side yet (the "
@@ -193,7 +202,19 @@ UPGRADE_WHY = (
 """Why a story that upgrades is refused (`agentsim diff` plays one release per scenario)."""
 
 
-def _static_skip(scenario: Scenario) -> Skip | None:
+def faults_skip(faults: FaultProfile) -> Skip | None:
+    """Why the real side cannot play a scenario with this `faults:` profile, or None."""
+    if faults.storage_error_rate > 0 or faults.crash_rate > 0:
+        return Skip("faults:", "background storage errors and crashes are Python-only")
+    return None
+
+
+def static_skip(scenario: Scenario) -> Skip | None:
+    """Why the real side cannot play `scenario`, decided before any run (its agents, faults
+    profile and steps), or None. A plan may still be refused after the agentsim run, for an
+    incarnation end the real side cannot reproduce (`compile_plan`)."""
+    from scenarios.workloads.chat import CHAT_HOSTS
+
     for step, before, after in upgrades(scenario):
         if before != after:
             return Skip(f"step {step.index} ({step.kind}, line {step.line})", UPGRADE_WHY)
@@ -208,7 +229,7 @@ def _static_skip(scenario: Scenario) -> Skip | None:
                 return skip
             continue
         if spec.workload == "chat":
-            if _played_class(spec) != CHAT_WORKLOAD:
+            if not issubclass(spec.cls, tuple(CHAT_HOSTS[h] for h in PLAYED_HOSTS["chat"])):
                 return Skip(
                     f"agent {spec.alias} (line {spec.line})",
                     "a Think-like chat workload has no player on the real side yet (the SDK's "
@@ -227,9 +248,9 @@ def _static_skip(scenario: Scenario) -> Skip | None:
                 f"agent {spec.alias} (line {spec.line})",
                 f"class {spec.class_path} has no player on the real side",
             )
-    faults = scenario.faults
-    if faults.storage_error_rate > 0 or faults.crash_rate > 0:
-        return Skip("faults:", "background storage errors and crashes are Python-only")
+    skip = faults_skip(scenario.faults)
+    if skip is not None:
+        return skip
     if scenario.interleave is not None:
         return Skip("interleave:", "same-instant reordering is agentsim's own exploration")
     skip = _model_skip(scenario)
@@ -401,7 +422,7 @@ def _evict_action(path: str) -> dict[str, Any]:
 
 def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
     """The plan for `scenario`, or why it cannot be played, and its agentsim run."""
-    skip = _static_skip(scenario)
+    skip = static_skip(scenario)
     if skip is not None:
         return Compiled(None, skip, None)
     python = run_python(scenario)

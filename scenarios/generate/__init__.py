@@ -16,12 +16,24 @@ text and read back with `parse_scenario`, so what runs and what a reproducer say
 | `schedules.py`, `fibers.py`, `tools.py`, `chat.py` | one area each |
 | `faults.py` | the platform's faults beside the workload (fuzz's drawing) |
 | `document.py` | a drawn scenario, and its YAML text |
+| `surface.py` | `Surface`: the choices a caller lets the strategies draw (all, by default) |
 | `strategy.py` | `scenarios(areas)`: the whole scenario |
 | `coverage.py` | the probes and API/option pairs the runs reached, and those never reached |
 | `hunt.py` | the run, the search, the shrinking and the reproducers |
 """
 
-from scenarios.generate.hunt import Finding, GenerateOutcome, generate, write_generated
+from scenarios.generate.hunt import Finding, GenerateOutcome, drawn, generate, write_generated
 from scenarios.generate.strategy import AREAS, scenarios
+from scenarios.generate.surface import FULL, Surface
 
-__all__ = ["AREAS", "Finding", "GenerateOutcome", "generate", "scenarios", "write_generated"]
+__all__ = [
+    "AREAS",
+    "FULL",
+    "Finding",
+    "GenerateOutcome",
+    "Surface",
+    "drawn",
+    "generate",
+    "scenarios",
+    "write_generated",
+]

@@ -12,21 +12,26 @@ from typing import Any
 
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import Part, TimedStep, Use, call
+from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.emit import format_duration
 
 __all__ = ["chat_part"]
 
 
-def chat_part(st: Any, alias: str) -> Any:
-    """A strategy of `Part`: one `chat` host named `alias`, and its clients."""
+HOSTS = ("think", "chat")
+
+
+def chat_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
+    """A strategy of `Part`: one `chat` host named `alias` (of the hosts `surface` keeps
+    open), and its clients."""
 
     @st.composite
     def part(draw: Any) -> Part:
-        host = draw(st.sampled_from(("think", "chat")))
+        host = draw(st.sampled_from(surface.narrow(HOSTS, "chat_hosts")))
         agent: dict[str, Any] = {"workload": "chat", "host": host}
         uses = [Use("chat host", host, alias, "workload:answered")]
         delay = 200
-        if draw(st.booleans()):
+        if surface.timed_models or draw(st.booleans()):
             chunks = draw(st.integers(1, 5))
             delay = draw(aligned(st, [1000], 1, 5000))
             agent["model"] = {

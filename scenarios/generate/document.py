@@ -76,6 +76,8 @@ class Generated:
     areas: tuple[str, ...] = ()
     sdk: str | None = None
     """The release the scenario starts on, written as its `sdk:` (None: no key, the default)."""
+    model: Mapping[str, Any] | None = None
+    """The scenario's `model:` (its default service's script), or None for the built-in one."""
 
     def description(self) -> str:
         kinds = ", ".join(self.areas)
@@ -101,6 +103,9 @@ class Generated:
         if self.clients:
             lines.append("clients:")
             lines += [f"  {name}: {{agent: {alias}}}" for name, alias in self.clients.items()]
+        if self.model is not None:
+            lines.append("model:")
+            lines += block(self.model, 2)
         lines.append(f"liveness: {{limit: {format_duration(self.liveness_ms)}}}")
         lines.append("steps:")
         for step in self.steps:

@@ -18,6 +18,7 @@ from typing import Any
 
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import TimedStep
+from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.fault_draws import UPGRADE, Fault, fault_options, schedules, times
 
 __all__ = ["FAULT_NOTE", "MAX_FAULTS", "PROFILES", "fault_steps", "profiles"]
@@ -71,11 +72,18 @@ def _as_steps(schedule: Any) -> tuple[int, list[TimedStep]]:
     return schedule.seed, steps
 
 
-def profiles(st: Any) -> Any:
-    """The `faults:` profile: none most often, else one of the named profiles, or rates."""
-    rates = st.builds(
-        lambda error, crash: {"storage_error_rate": error, "crash_rate": crash},
-        st.sampled_from((0.0, 0.001, 0.01)),
-        st.sampled_from((0.0, 0.001, 0.005)),
-    )
-    return st.one_of(st.just("none"), st.just("none"), st.sampled_from(PROFILES[1:]), rates)
+def profiles(st: Any, surface: Surface = FULL) -> Any:
+    """The `faults:` profile: none most often, else one of the named profiles, or rates (those
+    `surface` keeps open)."""
+    choices = [st.just("none"), st.just("none")]
+    named = tuple(name for name in PROFILES[1:] if name in surface.profiles)
+    if named:
+        choices.append(st.sampled_from(named))
+    if surface.storage_rates:
+        rates = st.builds(
+            lambda error, crash: {"storage_error_rate": error, "crash_rate": crash},
+            st.sampled_from((0.0, 0.001, 0.01)),
+            st.sampled_from((0.0, 0.001, 0.005)),
+        )
+        choices.append(rates)
+    return st.one_of(*choices)

@@ -13,6 +13,7 @@ from typing import Any
 
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import Part, Use, call
+from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.emit import format_duration
 from sim.units import parse_duration_ms
 
@@ -53,8 +54,10 @@ def _fiber(st: Any, draw: Any, name: str, alias: str, heartbeat: int) -> tuple[d
     return entry, uses, steps * step_ms
 
 
-def fibers_part(st: Any, alias: str) -> Any:
-    """A strategy of `Part`: one `fibers` agent named `alias`."""
+def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
+    """A strategy of `Part`: one `fibers` agent named `alias` (no choice of it is narrowed by a
+    `surface`: every one is open on each side)."""
+    del surface
 
     @st.composite
     def part(draw: Any) -> Part:

@@ -37,6 +37,7 @@ from scenarios.generate.coverage import Coverage, reached_uses
 from scenarios.generate.document import Generated
 from scenarios.generate.seeded import seed_only
 from scenarios.generate.strategy import AREAS, scenarios
+from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.findings import findings
 from scenarios.hunt.reproducers import FlakyFinding, write_reproducer
 from scenarios.language.loader import parse_scenario
@@ -44,7 +45,7 @@ from scenarios.run.failure import Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 from sim.upgrades import newer_releases
 
-__all__ = ["Finding", "GenerateOutcome", "generate", "write_generated"]
+__all__ = ["Finding", "GenerateOutcome", "drawn", "generate", "write_generated"]
 
 MAX_FINDINGS = 20
 """Rounds at most: a run that breaks this many different things has said enough."""
@@ -78,10 +79,15 @@ def _settings(hypothesis: ModuleType, examples: int, phases: Sequence[Any]) -> A
 
 
 def _strategy(
-    areas: Sequence[str], invariants: Sequence[str], sdk: str | None, upgrade: bool
+    areas: Sequence[str],
+    invariants: Sequence[str],
+    sdk: str | None,
+    upgrade: bool,
+    surface: Surface = FULL,
 ) -> Any:
     """The drawn scenarios: on release `sdk` (None: the default), with upgrade deploys drawn
-    when `upgrade` asks for them and a newer release exists."""
+    when `upgrade` asks for them and a newer release exists, of the choices `surface` keeps
+    open."""
     start = DEFAULT_RELEASE if sdk is None else sdk
     return scenarios(
         _hypothesis().strategies,
@@ -89,6 +95,7 @@ def _strategy(
         invariants=invariants,
         sdk=None if start == DEFAULT_RELEASE else start,
         upgrades=newer_releases(start) if upgrade else (),
+        surface=surface,
     )
 
 
@@ -298,6 +305,38 @@ def _write(hunt: _Hunt, generated: Generated, subject: str, number: int, how: st
     )
 
 
+def drawn(
+    *,
+    examples: int,
+    seed: int,
+    areas: Sequence[str] = tuple(AREAS),
+    invariants: Sequence[str] = ("all",),
+    sdk: str | None = None,
+    upgrade: bool = False,
+    surface: Surface = FULL,
+) -> list[Generated]:
+    """The first `examples` scenarios the seed draws over `areas` (of the choices `surface`
+    keeps open), unrun, as `generate` draws them. Same seed, same scenarios."""
+    hypothesis = _hypothesis()
+    found: list[Generated] = []
+
+    def keep(generated: Generated) -> bool:
+        found.append(generated)
+        return False
+
+    try:
+        with seed_only():
+            hypothesis.find(
+                _strategy(areas, invariants, sdk, upgrade, surface),
+                keep,
+                settings=_settings(hypothesis, examples, (hypothesis.Phase.generate,)),
+                random=random.Random(seed),
+            )
+    except hypothesis.errors.NoSuchExample:
+        pass
+    return found
+
+
 def write_generated(
     *,
     examples: int,
@@ -310,27 +349,16 @@ def write_generated(
 ) -> list[Path]:
     """Draw `examples` scenarios as `generate` would and write them into `out_dir`, unrun:
     `generated-SEED-N.yaml`, N from 1. Same seed, same files."""
-    hypothesis = _hypothesis()
     out = Path(out_dir)
     written: list[Path] = []
-
-    def keep(generated: Generated) -> bool:
-        path = out / f"generated-{seed}-{len(written) + 1}.yaml"
+    scenarios_drawn = drawn(
+        examples=examples, seed=seed, areas=areas, invariants=invariants, sdk=sdk, upgrade=upgrade
+    )
+    for number, generated in enumerate(scenarios_drawn, start=1):
+        path = out / f"generated-{seed}-{number}.yaml"
         text = replace(generated, name=path.stem).text()
         parse_scenario(text, str(path))  # a drawn document the loader refuses is a bug: loud
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
-        return False
-
-    try:
-        with seed_only():
-            hypothesis.find(
-                _strategy(areas, invariants, sdk, upgrade),
-                keep,
-                settings=_settings(hypothesis, examples, (hypothesis.Phase.generate,)),
-                random=random.Random(seed),
-            )
-    except hypothesis.errors.NoSuchExample:
-        pass
     return written

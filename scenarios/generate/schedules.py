@@ -15,6 +15,7 @@ from typing import Any
 from scenarios.generate.cron import crons, due_within, forms_of
 from scenarios.generate.durations import aligned, seconds
 from scenarios.generate.parts import Part, TimedStep, Use, call
+from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.emit import format_duration
 from sim.units import parse_duration_ms
 
@@ -96,8 +97,10 @@ def _schedule(
     return entry, uses, horizon + work * 4 + 60_000
 
 
-def schedules_part(st: Any, alias: str) -> Any:
-    """A strategy of `Part`: one `schedules` agent named `alias`."""
+def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
+    """A strategy of `Part`: one `schedules` agent named `alias` (no choice of it is narrowed by a
+    `surface`: every one is open on each side)."""
+    del surface
 
     @st.composite
     def part(draw: Any) -> Part:

@@ -15,15 +15,18 @@ from typing import Any
 
 from scenarios.generate.chat import chat_part
 from scenarios.generate.document import Generated
+from scenarios.generate.durations import aligned
 from scenarios.generate.faults import fault_steps, profiles
 from scenarios.generate.fibers import fibers_part
 from scenarios.generate.parts import Part, TimedStep
 from scenarios.generate.schedules import schedules_part
+from scenarios.generate.surface import FULL, Surface
 from scenarios.generate.tools import tools_part
+from scenarios.hunt.emit import format_duration
 
 __all__ = ["AREAS", "LIVENESS_MARGIN_MS", "scenarios"]
 
-AREAS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+AREAS: dict[str, tuple[str, Callable[[Any, str, Surface], Any]]] = {
     "schedules": ("sched", cache(schedules_part)),
     "fibers": ("worker", cache(fibers_part)),
     "tools": ("parent", cache(tools_part)),
@@ -48,10 +51,12 @@ def scenarios(
     name: str = "generated",
     sdk: str | None = None,
     upgrades: Sequence[str] = (),
+    surface: Surface = FULL,
 ) -> Any:
     """A strategy of `Generated` over `areas` (names of `AREAS`). `sdk`: the release each
     scenario starts on, written as its `sdk:` key (None: none, the default). `upgrades`: the
-    newer releases a drawn deploy may bring (none: no upgrade is drawn)."""
+    newer releases a drawn deploy may bring (none: no upgrade is drawn). `surface`: the choices
+    the draws may make (`FULL`: all of them)."""
     unknown = [area for area in areas if area not in AREAS]
     if unknown or not areas:
         raise ValueError(f"unknown area(s) {unknown or list(areas)}; known: {list(AREAS)}")
@@ -67,7 +72,7 @@ def scenarios(
         for area in chosen:
             alias, part = AREAS[area]
             for each in _aliases(alias, draw(st.integers(1, 2))):
-                parts.append(draw(part(st, each)))
+                parts.append(draw(part(st, each, surface)))
         agents = {alias: agent for part in parts for alias, agent in part.agents.items()}
         clients = {name: alias for part in parts for name, alias in part.clients.items()}
         workload = sorted((s for part in parts for s in part.steps), key=lambda s: s.at_ms)
@@ -94,10 +99,12 @@ def scenarios(
             )
         )
         steps, numbers = _merged(workload, faults)
+        profile = draw(profiles(st, surface))
+        model = draw(timed_model(st)) if surface.timed_models else None
         return Generated(
             name=name,
             seed=seed,
-            faults=draw(profiles(st)),
+            faults=profile,
             agents=agents,
             steps=tuple(steps),
             fault_numbers=frozenset(numbers),
@@ -107,9 +114,21 @@ def scenarios(
             liveness_ms=min(366 * 86_400_000, 2 * horizon + LIVENESS_MARGIN_MS),
             areas=tuple(chosen),
             sdk=sdk,
+            model=model,
         )
 
     return scenario()
+
+
+def timed_model(st: Any) -> Any:
+    """The scenario's default model: a reply in one to five chunks, a drawn delay apart."""
+    return st.builds(
+        lambda chunks, delay: {
+            "default": {"text": "one two three four five", "chunks": chunks, "delay": delay}
+        },
+        st.integers(1, 5),
+        aligned(st, [1000], 1, 5000).map(format_duration),
+    )
 
 
 def _merged(

@@ -16,11 +16,13 @@ from typing import Any
 
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import Part, Use, call
+from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.emit import format_duration
 
 __all__ = ["tools_part"]
 
 CHILDREN = ("scripted", "scripted", "scripted", "think", "chat")
+HOSTS = ("agent", "agent", "think", "chat")
 
 
 def _script(st: Any, draw: Any, hang: bool) -> tuple[list[dict[str, Any]], int, list[str]]:
@@ -51,9 +53,9 @@ def _script(st: Any, draw: Any, hang: bool) -> tuple[list[dict[str, Any]], int, 
 
 
 def _run(
-    st: Any, draw: Any, run_id: str, alias: str, host: str
+    st: Any, draw: Any, run_id: str, alias: str, host: str, surface: Surface
 ) -> tuple[dict[str, Any], list[Use], int, list[int]]:
-    child = draw(st.sampled_from(CHILDREN))
+    child = draw(st.sampled_from(surface.narrow(CHILDREN, "tool_children")))
     run: dict[str, Any] = {"run_id": run_id}
     uses: list[Use] = []
     detached = draw(st.booleans())
@@ -104,16 +106,17 @@ def _run(
     return run, uses, max(total, budget or 0), periods
 
 
-def tools_part(st: Any, alias: str) -> Any:
-    """A strategy of `Part`: one `tools` parent named `alias`, with its runs."""
+def tools_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
+    """A strategy of `Part`: one `tools` parent named `alias`, with its runs (the hosts and
+    children `surface` keeps open)."""
 
     @st.composite
     def part(draw: Any) -> Part:
-        host = draw(st.sampled_from(("agent", "agent", "think", "chat")))
+        host = draw(st.sampled_from(surface.narrow(HOSTS, "tool_hosts")))
         count = draw(st.integers(1, 3))
         runs, uses, horizon, periods = [], [], 0, []
         for index in range(count):
-            run, used, busy, times = _run(st, draw, f"r{index + 1}", alias, host)
+            run, used, busy, times = _run(st, draw, f"r{index + 1}", alias, host, surface)
             runs.append(run)
             uses += used
             horizon = max(horizon, busy)

@@ -52,7 +52,7 @@ def test_plays_that_disagree_among_themselves_are_unstable_not_different() -> No
     """Two plays of the real side that differ give UNSTABLE (naming the plays), whatever
     agentsim did; plays that agree with each other and with agentsim give AGREE; plays that
     agree with each other but not with agentsim give DIFFER with both sides' records."""
-    from scenarios.diff.command import _verdict
+    from scenarios.diff.command import verdict as _verdict
     from scenarios.diff.plan import Compiled, PythonRun
 
     ours = Compiled({"name": "s"}, None, PythonRun(_play("x")["records"], {}, 10))
