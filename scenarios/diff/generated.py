@@ -71,6 +71,8 @@ class GeneratedDiff:
     seed: int
     areas: tuple[str, ...]
     drawn: int = 0
+    repeats: int = 0
+    """Drawn examples the same as an earlier one (not played again)."""
     played: int = 0
     agree: int = 0
     refused: Counter[str] = field(default_factory=Counter)
@@ -102,7 +104,8 @@ class GeneratedDiff:
             lines.append(f"refused {count}: {reason}")
         lines.append(
             f"diff --generate: {self.drawn} drawn over {', '.join(self.areas)} (seed "
-            f"{self.seed}), {self.played} played, {sum(self.refused.values())} refused; "
+            f"{self.seed}, {self.repeats} the same as an earlier one), {self.played} played, "
+            f"{sum(self.refused.values())} refused; "
             f"{self.agree} agree, {len(self.findings)} differ, {len(self.unstable)} unstable; "
             f"{self.workerd_runs} workerd run(s)"
         )
@@ -228,7 +231,12 @@ def diff_generated(
     outcome.drawn = len(scenarios)
     pending: dict[str, Compiled] = {}
     by_name: dict[str, tuple[int, Generated]] = {}
+    seen: set[str] = set()
     for number, generated in enumerate(scenarios, start=1):
+        if generated.text() in seen:
+            outcome.repeats += 1  # Hypothesis draws some examples twice: played once
+            continue
+        seen.add(generated.text())
         named = replace(generated, name=f"diff-generate-{seed}-example-{number}")
         compiled = _compiled(named, f"<example {number}>", repeat)
         if isinstance(compiled, str):
