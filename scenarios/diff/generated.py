@@ -26,7 +26,7 @@ from scenarios.diff.command import Verdict, verdict
 from scenarios.diff.plan import Compiled, compile_plan
 from scenarios.diff.playable import REAL_SIDE
 from scenarios.diff.shrink import Reduction, apply_all, reductions, signature
-from scenarios.diff.workerd import play_plans
+from scenarios.diff.workerd import RealSideUnavailable, play_plans
 from scenarios.generate import AREAS, drawn
 from scenarios.generate.document import Generated
 from scenarios.language.errors import InvalidScenario
@@ -43,8 +43,11 @@ __all__ = [
 
 SHRINK_ROUNDS = 3
 """Vitest runs a finding's shrink may take (each plays a whole round of candidates)."""
-CANDIDATES_PER_ROUND = 24
+CANDIDATES_PER_ROUND = 12
 """Candidates played in one round at most (the first ones: the biggest reductions)."""
+PLANS_PER_RUN = 6
+"""Plans one vitest run plays at most: a run that does not finish within the real side's
+timeout (`workerd.PLAY_TIMEOUT_S`) loses these, not the whole draw."""
 
 Player = Callable[[list[dict[str, Any]]], dict[str, Any]]
 """Plans -> plan name -> `workerd.Play` (a test gives one that needs no workerd)."""
@@ -77,12 +80,14 @@ class GeneratedDiff:
     agree: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     unstable: list[str] = field(default_factory=list)
+    unplayed: list[str] = field(default_factory=list)
+    """Examples whose vitest run did not finish (the reason)."""
     findings: list[DiffFinding] = field(default_factory=list)
     workerd_runs: int = 0
 
     @property
     def found(self) -> bool:
-        return bool(self.findings or self.unstable)
+        return bool(self.findings or self.unstable or self.unplayed)
 
     def report(self) -> str:
         lines = []
@@ -100,13 +105,15 @@ class GeneratedDiff:
                 lines.append(f"    reproducer: {finding.path}")
                 lines.append(f"    replay it: agentsim diff {shlex.quote(finding.path)}")
         lines += [f"UNSTABLE: {note}" for note in self.unstable]
+        lines += [f"UNPLAYED: {note}" for note in self.unplayed]
         for reason, count in sorted(self.refused.items(), key=lambda item: (-item[1], item[0])):
             lines.append(f"refused {count}: {reason}")
         lines.append(
             f"diff --generate: {self.drawn} drawn over {', '.join(self.areas)} (seed "
             f"{self.seed}, {self.repeats} the same as an earlier one), {self.played} played, "
             f"{sum(self.refused.values())} refused; "
-            f"{self.agree} agree, {len(self.findings)} differ, {len(self.unstable)} unstable; "
+            f"{self.agree} agree, {len(self.findings)} differ, {len(self.unstable)} unstable, "
+            f"{len(self.unplayed)} unplayed; "
             f"{self.workerd_runs} workerd run(s)"
         )
         return "\n".join(lines)
@@ -125,15 +132,31 @@ def _compiled(generated: Generated, path: str, repeat: int) -> Compiled | str:
 
 
 def _judge(
-    pending: dict[str, Compiled], play: Player, outcome: GeneratedDiff
+    pending: dict[str, Compiled],
+    play: Player,
+    outcome: GeneratedDiff,
+    step: Callable[[str], None] | None = None,
 ) -> dict[str, Verdict]:
+    """Each plan's verdict, the plans played `PLANS_PER_RUN` to a vitest run; the plans of a run
+    that did not finish are `UNPLAYED`, with the reason."""
     plans = [c.plan for c in pending.values() if c.plan is not None]
-    played = play(plans) if plans else {}
-    outcome.workerd_runs += 1 if plans else 0
+    played: dict[str, Any] = {}
+    unplayed: dict[str, str] = {}
+    for start in range(0, len(plans), PLANS_PER_RUN):
+        chunk = plans[start : start + PLANS_PER_RUN]
+        if step is not None:
+            step(f"playing plans {start + 1}-{start + len(chunk)} of {len(plans)} in workerd")
+        outcome.workerd_runs += 1
+        try:
+            played.update(play(chunk))
+        except RealSideUnavailable as exc:
+            unplayed.update((plan["name"], str(exc).splitlines()[0]) for plan in chunk)
     verdicts = {}
     for name, compiled in pending.items():
         entry = played.get(name)
-        if entry is None:
+        if name in unplayed:
+            verdicts[name] = Verdict(name, "UNPLAYED", unplayed[name])
+        elif entry is None:
             verdicts[name] = Verdict(name, "DIFFER", "the real side reported no play")
         else:
             verdicts[name] = verdict(name, compiled, entry.plays, entry.error)
@@ -246,8 +269,7 @@ def diff_generated(
             by_name[named.name] = (number, named)
         step(f"agentsim run of example {number}")
     outcome.played = len(pending)
-    step(f"playing {len(pending)} plan(s) in workerd")
-    verdicts = _judge(pending, play, outcome)
+    verdicts = _judge(pending, play, outcome, step)
     step("compared")
     for name, found in verdicts.items():
         number, generated = by_name[name]
@@ -255,6 +277,8 @@ def diff_generated(
             outcome.agree += 1
         elif found.word == "UNSTABLE":
             outcome.unstable.append(f"example {number}: {found.detail}")
+        elif found.word == "UNPLAYED":
+            outcome.unplayed.append(f"example {number}: {found.detail}")
         else:
             path = str(out / f"diff-generate-{seed}-{len(outcome.findings) + 1}.yaml")
             shrinker = _Shrinker(play, outcome, shrink_rounds, path)

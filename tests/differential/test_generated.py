@@ -15,7 +15,7 @@ from scenarios.diff.generated import diff_generated
 from scenarios.diff.plan import PLAYED_CHILDREN, PLAYED_HOSTS, static_skip
 from scenarios.diff.playable import REAL_SIDE
 from scenarios.diff.shrink import reductions, signature
-from scenarios.diff.workerd import Play
+from scenarios.diff.workerd import Play, RealSideUnavailable
 from scenarios.generate import drawn
 from scenarios.generate.document import Generated
 from scenarios.generate.parts import TimedStep
@@ -121,8 +121,9 @@ def test_a_disagreement_is_shrunk_within_its_bound_and_written_with_its_replay(
     tmp_path: Path,
 ) -> None:
     """One drawn example that differs: one run plays the draw, the shrink takes at most its
-    two rounds (each one run, at most CANDIDATES_PER_ROUND plans), one more run checks the
-    shrunk scenario, which is written with what differed and `agentsim diff FILE`."""
+    two rounds (each at most CANDIDATES_PER_ROUND plans, PLANS_PER_RUN to a vitest run), one
+    more run checks the shrunk scenario, which is written with what differed and `agentsim diff
+    FILE`."""
     silent = _Silent()
     outcome = diff_generated(
         examples=1, seed=5, areas=("schedules",), out_dir=tmp_path, shrink_rounds=2, play=silent
@@ -130,8 +131,12 @@ def test_a_disagreement_is_shrunk_within_its_bound_and_written_with_its_replay(
     assert outcome.drawn == 1 and outcome.played == 1 and len(outcome.findings) == 1
     finding = outcome.findings[0]
     assert 1 <= finding.shrink_rounds <= 2
-    assert len(silent.runs) == 1 + finding.shrink_rounds + 1 == outcome.workerd_runs
-    assert all(n <= diff_generated_module.CANDIDATES_PER_ROUND for n in silent.runs)
+    per_round = -(
+        -diff_generated_module.CANDIDATES_PER_ROUND // diff_generated_module.PLANS_PER_RUN
+    )
+    assert len(silent.runs) == outcome.workerd_runs <= 1 + 2 * per_round + 1
+    assert silent.runs[0] == 1 and silent.runs[-1] == 1
+    assert all(n <= diff_generated_module.PLANS_PER_RUN for n in silent.runs)
     assert finding.steps[1] <= finding.steps[0]
     assert finding.path == str(tmp_path / "diff-generate-5-1.yaml")
     text = Path(finding.path).read_text()
@@ -184,3 +189,17 @@ def test_diff_generate_without_node_says_why(
     monkeypatch.setattr(workerd.shutil, "which", lambda name: None)
     assert main(["diff", "--generate", "2"]) == 2
     assert "node is not installed" in capsys.readouterr().err
+
+
+def test_a_vitest_run_that_does_not_finish_leaves_its_plans_unplayed(tmp_path: Path) -> None:
+    """A real side that times out: nothing is shrunk or written, the examples are reported
+    UNPLAYED with the reason, and the run counts as a finding (exit 1)."""
+
+    def stuck(plans: list[dict]) -> dict[str, Play]:
+        raise RealSideUnavailable("vitest did not finish within 1800 s")
+
+    outcome = diff_generated(examples=2, seed=5, areas=("schedules",), out_dir=tmp_path, play=stuck)
+    assert not outcome.findings and outcome.found
+    assert len(outcome.unplayed) == outcome.played >= 1
+    assert "UNPLAYED: example 1: vitest did not finish within 1800 s" in outcome.report()
+    assert not list(tmp_path.iterdir())
