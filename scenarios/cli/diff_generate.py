@@ -76,14 +76,14 @@ def diff_generate_command(args: argparse.Namespace, out: TextIO, err: TextIO) ->
         return 2
     found = [0]
     shown = HuntProgress(
-        out, err, "diff --generate", args.generate + 2, lambda: found[0], terminal=is_terminal(out)
+        out, err, "diff --generate", None, lambda: found[0], terminal=is_terminal(out)
     )
     project = project_for(args.sdk)
 
     def step(label: str) -> None:
         if label.startswith("shrank"):
             found[0] += 1
-        if label.startswith("playing") and not shown.shows_bar:
+        if label.startswith(("playing", "shrink round")) and not shown.shows_bar:
             print(f"diff --generate: {label}", file=err, flush=True)
         shown.advance(label)
 

@@ -181,7 +181,15 @@ def _size(generated: Generated) -> tuple[int, int]:
 
 
 class _Shrinker:
-    def __init__(self, play: Player, outcome: GeneratedDiff, rounds: int, path: str) -> None:
+    def __init__(
+        self,
+        play: Player,
+        outcome: GeneratedDiff,
+        rounds: int,
+        path: str,
+        step: Callable[[str], None],
+    ) -> None:
+        self.step = step
         self.play = play
         self.outcome = outcome
         self.rounds = rounds
@@ -216,7 +224,9 @@ class _Shrinker:
             if not batch:
                 break
             rounds += 1
-            verdicts = _judge({c.plan["name"]: c for _r, _g, c in batch}, self.play, self.outcome)  # type: ignore[index]
+            self.step(f"shrink round {rounds} of {self.path}: {len(batch)} candidate(s)")
+            plans = {c.plan["name"]: c for _r, _g, c in batch}  # type: ignore[index]
+            verdicts = _judge(plans, self.play, self.outcome, self.step)
             kept = [
                 (reduction, candidate)
                 for reduction, candidate, compiled in batch
@@ -281,7 +291,7 @@ def diff_generated(
             outcome.unplayed.append(f"example {number}: {found.detail}")
         else:
             path = str(out / f"diff-generate-{seed}-{len(outcome.findings) + 1}.yaml")
-            shrinker = _Shrinker(play, outcome, shrink_rounds, path)
+            shrinker = _Shrinker(play, outcome, shrink_rounds, path, step)
             small, rounds = shrinker.shrink(generated, signature(found.lines))
             outcome.findings.append(
                 _written(
