@@ -54,6 +54,8 @@ __all__ = [
     "PLAYED_HOSTS",
     "PLAYED_WORKLOADS",
     "PYTHON_ONLY_STEPS",
+    "UNPLAYED_CALLS",
+    "UNPLAYED_FIELDS",
     "Compiled",
     "PythonRun",
     "Skip",
@@ -87,6 +89,19 @@ PLAYED_WORKLOADS = {
 PLAYED_CHILDREN = ("scripted", "chat")
 """The `child:` kinds of a tools workload's runs the real side plays (`ScriptedToolChild`, and
 the SDK's own AIChatAgent as `ChatToolChild` answering from the scripted model)."""
+
+UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
+    "fibers": ("start_again", "resolve", "forget"),
+    "schedules": ("recreate",),
+    "tools": ("clear",),
+}
+"""Workload kind -> the workload methods its real-side player does not implement yet."""
+UNPLAYED_FIELDS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "fibers": (("stash_bytes", 0),),
+    "schedules": (("backoff_ms", None), ("max_backoff_ms", None), ("idempotent", None)),
+}
+"""Workload kind -> the plan fields its real-side player does not read yet, with the value
+that leaves them unused (a plan that sets another is refused)."""
 
 PLAYED_HOSTS: dict[str, tuple[str, ...]] = {"tools": ("agent", "chat"), "chat": ("chat",)}
 """Workload kind -> the `host:` values the real side plays it with (a Think-like host has no
@@ -256,6 +271,9 @@ def static_skip(scenario: Scenario) -> Skip | None:
     skip = _model_skip(scenario)
     if skip is not None:
         return skip
+    skip = _player_skip(scenario)
+    if skip is not None:
+        return skip
     for step in scenario.steps:
         why = PYTHON_ONLY_STEPS.get(type(step))
         if why is not None:
@@ -265,6 +283,30 @@ def static_skip(scenario: Scenario) -> Skip | None:
                 f"step {step.index + 1} (evict, line {step.line})",
                 "a sub-agent below a sub-agent is not evicted on the real side yet",
             )
+    return None
+
+
+def _player_skip(scenario: Scenario) -> Skip | None:
+    """Why a workload's real-side player cannot play what this scenario asks of it (a plan
+    field it does not read, a method it does not have), or None."""
+    for spec in scenario.agents:
+        # A workload's plans are its class's attribute of the workload's name.
+        plans = getattr(spec.cls, spec.workload, ()) if spec.workload in UNPLAYED_FIELDS else ()
+        for plan in plans:
+            for name, unused in UNPLAYED_FIELDS.get(spec.workload or "", ()):
+                if getattr(plan, name, unused) != unused:
+                    return Skip(
+                        f"agent {spec.alias} (line {spec.line})",
+                        f"the {spec.workload} player on the real side does not read `{name}` yet",
+                    )
+    for step in scenario.steps:
+        if isinstance(step, CallStep):
+            workload = scenario.agent(step.agent).workload or ""
+            if step.method in UNPLAYED_CALLS.get(workload, ()):
+                return Skip(
+                    f"step {step.index + 1} (call, line {step.line})",
+                    f"the {workload} player on the real side has no `{step.method}` yet",
+                )
     return None
 
 

@@ -14,7 +14,13 @@ refuses is counted by its reason.
 from __future__ import annotations
 
 from scenarios.diff.model_plan import model_description, seeded_latency
-from scenarios.diff.plan import PLAYED_CHILDREN, PLAYED_HOSTS, faults_skip
+from scenarios.diff.plan import (
+    PLAYED_CHILDREN,
+    PLAYED_HOSTS,
+    UNPLAYED_CALLS,
+    UNPLAYED_FIELDS,
+    faults_skip,
+)
 from scenarios.generate.surface import FULL, Surface
 from scenarios.language.schema import DEFAULT_MODEL, MODEL_SERVICE
 from sim.faults import PROFILES, FaultProfile
@@ -32,6 +38,10 @@ def real_side() -> Surface:
         chat_hosts=tuple(h for h in FULL.chat_hosts if h in PLAYED_HOSTS["chat"]),
         profiles=profiles,
         storage_rates=faults_skip(rates) is None,
+        closed=frozenset(
+            [f"{kind}.{name}" for kind, names in UNPLAYED_CALLS.items() for name in names]
+            + [f"{kind}.{name}" for kind, fields in UNPLAYED_FIELDS.items() for name, _ in fields]
+        ),
         # The built-in model streams at the port's seeded latency: the real side refuses it.
         timed_models=seeded_latency(model_description({MODEL_SERVICE: DEFAULT_MODEL})) is not None,
     )

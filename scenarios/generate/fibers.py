@@ -22,7 +22,9 @@ __all__ = ["fibers_part"]
 RECOVERIES = ("resume", "drop", "throw")
 
 
-def _fiber(st: Any, draw: Any, name: str, alias: str, heartbeat: int) -> tuple[dict, list, int]:
+def _fiber(
+    st: Any, draw: Any, name: str, alias: str, heartbeat: int, surface: Surface
+) -> tuple[dict, list, int]:
     steps = draw(st.integers(1, 5))
     step_ms = draw(aligned(st, [heartbeat, 1000], 1000, 120_000))
     entry: dict[str, Any] = {"name": name, "steps": steps, "step": format_duration(step_ms)}
@@ -33,7 +35,11 @@ def _fiber(st: Any, draw: Any, name: str, alias: str, heartbeat: int) -> tuple[d
         entry["stash"] = False
     else:
         uses.append(Use("stash", "after each step", alias, "workload:stashed"))
-        size = draw(st.sampled_from((0, 0, 1_000, 100_000)))
+        size = (
+            draw(st.sampled_from((0, 0, 1_000, 100_000)))
+            if surface.opens("fibers", "stash_bytes")
+            else 0
+        )
         if size:
             entry["stash_bytes"] = size
             uses.append(Use("stash", f"{size} bytes", alias, "workload:stashed"))
@@ -55,9 +61,8 @@ def _fiber(st: Any, draw: Any, name: str, alias: str, heartbeat: int) -> tuple[d
 
 
 def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
-    """A strategy of `Part`: one `fibers` agent named `alias` (no choice of it is narrowed by a
-    `surface`: every one is open on each side)."""
-    del surface
+    """A strategy of `Part`: one `fibers` agent named `alias`, using only the methods and plan
+    fields `surface` keeps open."""
 
     @st.composite
     def part(draw: Any) -> Part:
@@ -65,7 +70,7 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         count = draw(st.integers(1, 3))
         fibers, uses, horizon = [], [], 0
         for index in range(count):
-            entry, used, busy = _fiber(st, draw, f"f{index + 1}", alias, heartbeat)
+            entry, used, busy = _fiber(st, draw, f"f{index + 1}", alias, heartbeat, surface)
             fibers.append(entry)
             uses += used
             horizon = max(horizon, busy)
@@ -104,16 +109,18 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
                 at = draw(aligned(st, periods, 0, max(horizon, 1000)))
                 steps.append(call(at, alias, "cancel", fiber["name"]))
                 uses.append(Use("cancel_fiber", "by a call", alias, "workload:cancel"))
-            for fiber in draw(st.lists(st.sampled_from(managed), max_size=1)):
+            resolved = managed if surface.opens("fibers", "resolve") else []
+            for fiber in draw(st.lists(st.sampled_from(resolved), max_size=1)) if resolved else []:
                 at = draw(aligned(st, periods, 0, max(horizon, 1000)))
                 steps.append(call(at, alias, "resolve", fiber["name"]))
                 uses.append(Use("resolve_fiber", "by a call", alias, "rpc"))
         keyed = [fiber for fiber in fibers if fiber.get("idempotency_key")]
+        keyed = keyed if surface.opens("fibers", "start_again") else []
         for fiber in draw(st.lists(st.sampled_from(keyed), max_size=2)) if keyed else []:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "start_again", fiber["name"]))
             uses.append(Use("start_fiber", "same key again", alias, "rpc"))
-        if draw(st.integers(0, 3)) == 0:
+        if surface.opens("fibers", "forget") and draw(st.integers(0, 3)) == 0:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             status = draw(st.sampled_from((None, "completed", "aborted")))
             steps.append(call(at, alias, "forget", *([status] if status else [])))

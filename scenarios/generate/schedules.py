@@ -26,7 +26,7 @@ ALARM_LIMIT_MS = 15 * 60_000
 
 
 def _schedule(
-    st: Any, draw: Any, name: str, alias: str, count: int
+    st: Any, draw: Any, name: str, alias: str, count: int, surface: Surface
 ) -> tuple[dict[str, Any], list[Use], int]:
     kind = draw(st.sampled_from(KINDS))
     entry: dict[str, Any] = {"name": name}
@@ -57,7 +57,7 @@ def _schedule(
         entry["attempts"] = attempts
         uses.append(Use("schedule", "retry.max_attempts", alias, "schedule:retry"))
     backoff = 0
-    if draw(st.integers(0, 2)) == 0:
+    if surface.opens("schedules", "backoff_ms") and draw(st.integers(0, 2)) == 0:
         backoff = draw(st.sampled_from((1, 100, 1000, 5000)))
         entry["backoff"] = format_duration(backoff)
         entry["max_backoff"] = format_duration(backoff * draw(st.sampled_from((1, 3, 30))))
@@ -79,7 +79,11 @@ def _schedule(
         entry["work"] = format_duration(work)
         if work > ALARM_LIMIT_MS // 2:
             uses.append(Use("alarm", "a long handler", alias, "alarm:done"))
-    if kind != "interval" and draw(st.integers(0, 2)) == 0:
+    if (
+        kind != "interval"
+        and surface.opens("schedules", "idempotent")
+        and not draw(st.integers(0, 2))
+    ):
         entry["idempotent"] = draw(st.booleans())
         uses.append(
             Use(
@@ -98,16 +102,15 @@ def _schedule(
 
 
 def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
-    """A strategy of `Part`: one `schedules` agent named `alias` (no choice of it is narrowed by a
-    `surface`: every one is open on each side)."""
-    del surface
+    """A strategy of `Part`: one `schedules` agent named `alias`, using only the methods and
+    plan fields `surface` keeps open."""
 
     @st.composite
     def part(draw: Any) -> Part:
         count = draw(st.integers(1, 3))
         entries, uses, horizon = [], [], 0
         for index in range(count):
-            entry, used, busy = _schedule(st, draw, f"s{index + 1}", alias, count)
+            entry, used, busy = _schedule(st, draw, f"s{index + 1}", alias, count, surface)
             entries.append(entry)
             uses += used
             horizon = max(horizon, busy)
@@ -133,7 +136,8 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "cancel", entry["name"]))
             uses.append(Use("cancel_schedule", "by a call", alias, "schedule:cancel"))
-        for entry in draw(st.lists(st.sampled_from(entries), max_size=2)):
+        recreated = entries if surface.opens("schedules", "recreate") else []
+        for entry in draw(st.lists(st.sampled_from(recreated), max_size=2)) if recreated else []:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             done = _done_by(entry, at)
             if done is None:

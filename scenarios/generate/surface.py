@@ -28,10 +28,17 @@ class Surface:
     """Named `faults:` profiles besides `none` (which is always open)."""
     storage_rates: bool = True
     """Whether a `faults:` profile of drawn storage-error and crash rates may be drawn."""
+    closed: frozenset[str] = frozenset()
+    """`workload.name` of the workload methods and plan fields a draw may not use (a call of
+    `fibers.forget`, a `schedules.backoff_ms`)."""
     timed_models: bool = False
     """Whether every model reply must stream at a drawn delay between its chunks (a top-level
     `model:` is drawn, and a chat host always has a model of its own), rather than at the
     port's seeded latency."""
+
+    def opens(self, workload: str, name: str) -> bool:
+        """Whether a draw may use the workload's method or plan field `name`."""
+        return f"{workload}.{name}" not in self.closed
 
     def narrow(self, choices: tuple[str, ...], field: str) -> tuple[str, ...]:
         """`choices` (with their repeats) that this surface keeps open for `field`."""

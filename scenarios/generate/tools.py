@@ -140,7 +140,7 @@ def tools_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         for run_id in draw(st.lists(st.sampled_from(ids), max_size=2)):
             steps.append(call(draw(aligned(st, periods, 0, window)), alias, "dispatch", run_id))
             uses.append(Use("run_agent_tool", "re-issued run id", alias, "rpc"))
-        if draw(st.integers(0, 3)) == 0:
+        if surface.opens("tools", "clear") and draw(st.integers(0, 3)) == 0:
             at = draw(aligned(st, periods, 0, window))
             status = draw(st.sampled_from((None, "completed", "error", "aborted")))
             steps.append(call(at, alias, "clear", *([status] if status else [])))
