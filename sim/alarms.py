@@ -48,22 +48,48 @@ class Alarms:
     def set(self, record: AgentRecord, at_ms: int) -> None:
         if not isinstance(at_ms, int) or isinstance(at_ms, bool):
             raise TypeError(f"alarm time is integer milliseconds since the epoch, got {at_ms!r}")
+        self._keep_for_rollback(record)
+        self._arm(record, at_ms)
+
+    def delete(self, record: AgentRecord) -> None:
+        self._keep_for_rollback(record)
+        if record.alarm_at_ms is not None:
+            self._platform.platform_event(record, "alarm:deleted", was=record.alarm_at_ms)
+        record.alarm_at_ms = None
+        record.alarm_generation += 1
+
+    def _keep_for_rollback(self, record: AgentRecord) -> None:
+        """An alarm write is one of the turn's writes (the platform confirms them together): if
+        the turn rolls back, the slot is put back as it was before the turn."""
+        before = record.alarm_at_ms
+        record.storage.undo_on_rollback("alarm", lambda: self._put_back(record, before))
+
+    def _put_back(self, record: AgentRecord, at_ms: int | None) -> None:
+        if record.alarm_at_ms == at_ms:
+            return
+        if at_ms is None:
+            self._platform.platform_event(
+                record, "alarm:deleted", was=record.alarm_at_ms, rolled_back=True
+            )
+            record.alarm_at_ms = None
+            record.alarm_generation += 1
+            return
+        self._arm(record, at_ms, rolled_back=True)
+
+    def _arm(self, record: AgentRecord, at_ms: int, rolled_back: bool = False) -> None:
         kernel = self._platform.kernel
         record.alarm_at_ms = at_ms
         record.alarm_generation += 1
         generation = record.alarm_generation
-        self._platform.platform_event(record, "alarm:set", at=at_ms)
+        if rolled_back:
+            self._platform.platform_event(record, "alarm:set", at=at_ms, rolled_back=True)
+        else:
+            self._platform.platform_event(record, "alarm:set", at=at_ms)
         kernel.call_at(
             at_ms,
             lambda: self._due(record, generation),
             live=lambda: generation == record.alarm_generation and record.alarm_at_ms is not None,
         )
-
-    def delete(self, record: AgentRecord) -> None:
-        if record.alarm_at_ms is not None:
-            self._platform.platform_event(record, "alarm:deleted", was=record.alarm_at_ms)
-        record.alarm_at_ms = None
-        record.alarm_generation += 1
 
     def _due(self, record: AgentRecord, generation: int) -> None:
         if generation != record.alarm_generation or record.alarm_at_ms is None:

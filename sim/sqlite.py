@@ -197,6 +197,9 @@ class FaultyStorage:
         self.journal: list[tuple[Write, ...]] = []
         """The writes of every committed turn, in commit order."""
         self._pending: list[Write] = []
+        self._undo: dict[str, Callable[[], None]] = {}
+        """What the open turn changed outside the database (the alarm slot), to be put back if
+        the turn rolls back: one entry per thing, holding its state before the turn."""
         self.on_statement: Callable[[str], None] | None = None
         """Called with each statement agent code runs in a step, before any fault (the hunt's
         record of what a run executes)."""
@@ -242,7 +245,15 @@ class FaultyStorage:
             self._image = None
 
     # -- the turn -------------------------------------------------------------------------
+    def undo_on_rollback(self, key: str, undo: Callable[[], None]) -> None:
+        """Call `undo` if the open turn rolls back (the first one given for `key` in the turn
+        is kept: it puts back the state from before the turn). Outside a turn with writes,
+        nothing: the change is durable at once."""
+        if self._in_turn:
+            self._undo.setdefault(key, undo)
+
     def commit_turn(self) -> None:
+        self._undo = {}
         if self._in_turn:
             self._in_turn = False
             self._cursor.execute("COMMIT")
@@ -261,11 +272,14 @@ class FaultyStorage:
     def rollback_turn(self) -> None:
         """The incarnation died in this turn: its writes are gone."""
         self._crash_after_commit = None
+        undo, self._undo = self._undo, {}
         if self._in_turn:
             self._in_turn = False
             self._db.execute("ROLLBACK")
             self._pending = []
             self._kernel.leave_turn(self)
+            for step in undo.values():
+                step()
 
     # -- statements -----------------------------------------------------------------------
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:

@@ -169,8 +169,11 @@ WHEN: dict[str, str] = {
     "disconnect": "The SDK's `disconnect` event: a client's close is delivered (code, reason), "
     "just before `on_close`. A connection that dies with its incarnation has none.",
     # -- the alarm slot ----------------------------------------------------------------------
-    "alarm:set": "The agent's alarm slot is set (replace-on-set) to a time.",
-    "alarm:deleted": "The alarm slot is cleared, and the time it held.",
+    "alarm:set": "The agent's alarm slot is set (replace-on-set) to a time; with `rolled_back`, "
+    "a crash rolled back the turn that had changed it, and the slot holds again what it held "
+    "before that turn.",
+    "alarm:deleted": "The alarm slot is cleared, and the time it held; with `rolled_back`, a crash "
+    "rolled back the turn that had armed it.",
     "alarm:fired": "The platform runs the alarm handler: attempt 0, then each retry.",
     "alarm:done": "The alarm handler returned.",
     "alarm:failed": "The alarm handler raised; a retry follows unless the attempts are spent.",

@@ -49,8 +49,8 @@ def test_every_record_of_the_golden_traces_is_documented() -> None:
 def test_the_scanner_reads_names_fields_and_writers_from_the_source() -> None:
     """Keyword fields, a dict of fields, names looped over, and the function that writes."""
     sites = emit_sites()
-    assert sites["alarm:set"].fields == {"at"}
-    assert sites["alarm:set"].writers == {"sim.alarms.set"}
+    assert sites["alarm:set"].fields == {"at", "rolled_back"}
+    assert sites["alarm:set"].writers == {"sim.alarms._arm"}
     assert sites["connection:close"].fields == {"by", "code", "connection", "reason"}
     assert {"fiberId", "elapsedMs"} <= sites["fiber:recovery:detected"].fields
     assert sites["fiber:run:interrupted"].writers == {"agents_core.recovery._emit_detected"}
@@ -63,4 +63,4 @@ def test_names_built_at_run_time_are_matched_by_their_family() -> None:
     assert family_of("user:resumed") is None
     text = render()
     assert "| `fault:<kind>` | `statement` |" in text
-    assert "| `alarm:set` | `at` | The agent's alarm slot is set" in text
+    assert "| `alarm:set` | `at`, `rolled_back` | The agent's alarm slot is set" in text
