@@ -124,7 +124,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+HYPOTHESIS_PROFILE = "agentsim"
+"""The Hypothesis profile the plugin loads when the project chose none (see `_simulated_time`)."""
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    _simulated_time(config)
+    _agentsim_options(config)
+
+
+def _simulated_time(config: pytest.Config) -> None:
+    """Hypothesis times each example by the wall clock (a 200 ms deadline, a health check on
+    slow data). An example that runs a simulation is judged by simulated time, and how long it
+    takes on the wall depends on the machine's load alone: under the defaults the same test
+    passes on an idle machine and fails on a busy one. So when the project loaded no profile of
+    its own (by `--hypothesis-profile` or `settings.load_profile`), the plugin loads one that
+    drops the deadline and the `too_slow` health check; a test's own `@settings` still wins."""
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:
+        return
+    if config.getoption("--hypothesis-profile", None):
+        return
+    if settings.get_current_profile_name() != "default":
+        return  # the project loaded a profile of its own (or Hypothesis its "ci" one)
+    settings.register_profile(
+        HYPOTHESIS_PROFILE,
+        parent=settings.get_profile("default"),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def _agentsim_options(config: pytest.Config) -> None:
     names = config.getoption("agentsim_invariants") or ""
     invariants: tuple[str, ...] = ()
     if names.strip():

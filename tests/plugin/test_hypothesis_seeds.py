@@ -109,3 +109,41 @@ def test_the_failing_example_is_named_for_the_test_and_explained_by_user_lines(
     from scenarios.hunt.explanations import AGENTSIM_FOLDERS
 
     assert not any(folder in explanation for folder in AGENTSIM_FOLDERS), explanation
+
+
+SETTINGS = """\
+from hypothesis import HealthCheck, settings
+
+
+def test_settings():
+    print("PROFILE", settings.get_current_profile_name(), settings.default.deadline,
+          HealthCheck.too_slow in settings.default.suppress_health_check)
+"""
+
+
+def _profile_line(done) -> str:
+    return next(line for line in done.stdout.splitlines() if line.startswith("PROFILE"))
+
+
+def test_examples_are_not_judged_by_the_wall_clock_unless_the_project_says_so(
+    tmp_path: Path,
+) -> None:
+    """With no profile of the project's own, the plugin loads one without Hypothesis's
+    wall-clock deadline and slow-input health check (a simulated run is judged by simulated
+    time, and its wall time depends on the machine's load); a profile the project loads keeps
+    its settings, and so does one named by --hypothesis-profile."""
+    (tmp_path / "test_settings.py").write_text(SETTINGS)
+    env_ci = {"CI": None}
+    done = _pytest(tmp_path, "-s", env=env_ci)
+    assert _profile_line(done) == "PROFILE agentsim None True", done.stdout
+    (tmp_path / "conftest.py").write_text(
+        'from hypothesis import settings\n\nsettings.register_profile("mine", deadline=200)\n'
+    )
+    done = _pytest(tmp_path, "-s", "--hypothesis-profile=mine", env=env_ci)
+    assert _profile_line(done) == "PROFILE mine 0:00:00.200000 False", done.stdout
+    (tmp_path / "conftest.py").write_text(
+        "from hypothesis import settings\n\n"
+        'settings.register_profile("mine", deadline=200)\nsettings.load_profile("mine")\n'
+    )
+    done = _pytest(tmp_path, "-s", env=env_ci)
+    assert _profile_line(done) == "PROFILE mine 0:00:00.200000 False", done.stdout

@@ -71,15 +71,23 @@ def _project(tmp_path: Path, ini: str = "") -> Path:
     return tmp_path
 
 
-def _pytest(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(where), "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTEST_ADDOPTS", None)
+def _pytest(
+    where: Path, *args: str, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """pytest in `where`, as a user runs it; `env` sets (or, with None, unsets) variables."""
+    base = {**os.environ, "PYTHONPATH": str(where), "PYTHONDONTWRITEBYTECODE": "1"}
+    base.pop("PYTEST_ADDOPTS", None)
+    for name, value in (env or {}).items():
+        if value is None:
+            base.pop(name, None)
+        else:
+            base[name] = value
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
         cwd=where,
         capture_output=True,
         text=True,
-        env=env,
+        env=base,
         timeout=300,
     )
 
