@@ -78,6 +78,21 @@ def test_a_re_created_schedule_is_given_the_time_to_run_its_course(generated) ->
         assert due <= end, (name, entry, step.at_ms, generated.liveness_ms)
 
 
+@given(generated=scenarios(st, ("schedules",)))
+@settings(DRAWS, max_examples=60)
+def test_a_callback_s_work_leaves_room_for_the_startup_of_an_alarm_that_wakes_the_agent(
+    generated,
+) -> None:
+    """An alarm that wakes an agent runs its startup (the drawn warmup) inside the handler's
+    15 minutes, so no drawn callback works so long that warmup and work pass the limit (such a
+    schedule is killed at every retry and its agent never settles)."""
+    for agent in generated.agents.values():
+        warmup = parse_duration_ms(agent.get("warmup", "0s"))
+        for entry in agent.get("schedules", ()):
+            work = parse_duration_ms(entry.get("work", "0s"))
+            assert warmup + work < 15 * 60_000, (warmup, entry)
+
+
 def test_a_cron_created_again_late_counts_its_occurrences_from_the_call() -> None:
     """A cron cancelled and created again at 1h16m, to run once after two failing attempts,
     is done only at its third occurrence after the call (1:34, 10:15, 10:34 of the day), so
