@@ -59,9 +59,12 @@ def _by_run_slot(context: CheckContext, event: str) -> dict[Key, list[TraceRecor
 def _run_lives(
     context: CheckContext,
 ) -> tuple[dict[tuple[str, str], list[int]], dict[tuple[str, str], list[int]]]:
-    """(parent, run id) -> the seqs, in order, at which the run's child
-    (`<parent>/<class>/<run id>`) was deleted (clearing a run deletes it), and those at which an
-    incarnation of it started."""
+    """(parent, run id) -> the seqs, in order, at which a life of the run id ended, and those at
+    which a child of it started. A life ends when the run's child (`<parent>/<class>/<run id>`)
+    is deleted (clearing a run deletes it), or when a child turn is started for the id again
+    after the life's finish was delivered (a clear whose child could not be reached deletes the
+    row and leaves the child: the id's next run starts a turn on it; no delivered run is ever
+    started again)."""
     deletions: dict[tuple[str, str], list[int]] = defaultdict(list)
     starts: dict[tuple[str, str], list[int]] = defaultdict(list)
     for event, into in (("facet:deleted", deletions), ("incarnation:start", starts)):
@@ -69,6 +72,21 @@ def _run_lives(
             parts = record.agent.rsplit("/", 2)
             if len(parts) == 3:
                 into[(parts[0], parts[2])].append(record.seq)
+    delivered: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for record in context.events("hook:delivered"):
+        delivered[(record.agent, str(record.get("runId")))].append(record.seq)
+    for record in context.events("rpc", method="start_agent_tool_run"):
+        parts = record.agent.rsplit("/", 2)
+        if len(parts) != 3:
+            continue
+        key = (parts[0], parts[2])
+        ended = [seq for seq in deletions.get(key, ()) if seq < record.seq]
+        since = ended[-1] if ended else -1
+        if any(since < seq < record.seq for seq in delivered.get(key, ())):
+            deletions[key].append(record.seq)
+            starts[key].append(record.seq)
+    for seqs in (*deletions.values(), *starts.values()):
+        seqs.sort()
     return deletions, starts
 
 

@@ -397,13 +397,20 @@ REUSED = """
 
 def test_a_cleared_run_s_id_used_again_is_a_new_run() -> None:
     """Clearing a run deletes its child; a run started later with the same id is a new run,
-    whose finish and whose child's leases count afresh. Without the deletion the same records
-    are one run delivered twice, and one lease released twice."""
+    whose finish and whose child's leases count afresh. Without the deletion and the new
+    run's child turn the same records are one run delivered twice, and one lease released
+    twice."""
     context = scenario_context(REUSED)
     delivered = context.events("hook:delivered", runId="report-1")
     assert [r.t_ms for r in delivered] == [0, 61_000]
     assert check(context, ["exactly_once_finish", "fiber_leases_released"]) == []
-    kept = without(context, lambda r: r.event == "facet:deleted")
+    kept = without(
+        context,
+        lambda r: (
+            r.event == "facet:deleted"
+            or (r.event == "rpc" and r.get("method") == "start_agent_tool_run")
+        ),
+    )
     found = {v.invariant for v in check(kept, ["exactly_once_finish", "fiber_leases_released"])}
     assert found == {"exactly_once_finish", "fiber_leases_released"}
 
@@ -446,3 +453,25 @@ def test_a_finish_handed_over_after_its_run_was_cleared_belongs_to_that_run() ->
         finish_call(3, 500, 1),
     )
     assert check(CheckContext(records=new_run_without_a_child), ["exactly_once_finish"]) == []
+
+
+def test_a_child_turn_started_again_after_the_finish_is_a_new_run() -> None:
+    """A clear that could not reach the run's child deletes the row and leaves the child: the
+    id's next run starts a turn on that child, so a start after the finish was delivered is a
+    new run whose finish counts afresh; two starts before any delivery (a re-issue of a run
+    still going) are one run, which delivers once."""
+    child = f"{P}/Child/r"
+
+    def start(seq: int) -> TraceRecord:
+        return record(seq, 0, child, 1, "rpc", method="start_agent_tool_run")
+
+    def delivered(seq: int, t_ms: int) -> TraceRecord:
+        return finish_call(seq, t_ms, 1, "hook:delivered")
+
+    again = (start(0), delivered(1, 0), start(2), delivered(3, 250_000))
+    assert check(CheckContext(records=again), ["exactly_once_finish"]) == []
+    reissued = (start(0), start(1), delivered(2, 0), delivered(3, 250_000))
+    assert messages(CheckContext(records=reissued), "exactly_once_finish") == [
+        "run r of ToolParent/p delivered its finish slot twice (at 00:00:00.000 and "
+        "00:04:10.000) with no crash between"
+    ]
