@@ -60,6 +60,29 @@ class Schedule:
     cron: str | None = None
     interval_seconds: int | float | None = None
 
+    @classmethod
+    def of(
+        cls,
+        timing: ScheduleTiming,
+        *,
+        callback: str,
+        id: str,
+        payload: Any,
+        retry: Mapping[str, Any] | None,
+    ) -> Schedule:
+        """The schedule a `schedule()` call returns for a row of this timing."""
+        return cls(
+            callback=callback,
+            id=id,
+            payload=payload,
+            retry=None if retry is None else dict(retry),
+            time=timing.time,
+            type=timing.type,
+            delay_in_seconds=timing.delay_in_seconds,
+            cron=timing.cron,
+            interval_seconds=timing.interval_seconds,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The SDK's `Schedule` object, with its camelCase keys and only its type's extra key."""
         out: dict[str, Any] = {
@@ -374,16 +397,8 @@ class Scheduler:
             owner_path_key,
         )
         await self._lifecycle.rearm()
-        schedule = Schedule(
-            callback=callback,
-            id=schedule_id,
-            payload=payload,
-            retry=None if retry is None else dict(retry),
-            time=timing.time,
-            type=timing.type,
-            delay_in_seconds=timing.delay_in_seconds,
-            cron=timing.cron,
-            interval_seconds=timing.interval_seconds,
+        schedule = Schedule.of(
+            timing, callback=callback, id=schedule_id, payload=payload, retry=retry
         )
         return schedule, True
 

@@ -352,17 +352,7 @@ class Scheduler(Scheduler021):
             singleflight=timing.type == "interval",
             hung_timeout_seconds=self._options.hung_schedule_timeout_seconds,
         )
-        schedule = Schedule(
-            callback=callback,
-            id=job.id,
-            payload=payload,
-            retry=None if retry is None else dict(retry),
-            time=timing.time,
-            type=timing.type,
-            delay_in_seconds=timing.delay_in_seconds,
-            cron=timing.cron,
-            interval_seconds=timing.interval_seconds,
-        )
+        schedule = Schedule.of(timing, callback=callback, id=job.id, payload=payload, retry=retry)
         return schedule, True
 
     def _find_matching_job(
