@@ -344,7 +344,8 @@ def alarm_fires_on_time(context: CheckContext) -> list[Violation]:
     a later `alarm:set` replaces it, `alarm:deleted` clears it):
     1. every `alarm:fired {attempt: 0}` at t consumes a slot due at exactly t, or comes in the
        instant a handler run ended while something came due during that run (a due slot, or a
-       retry, that found a handler running and waited for it);
+       retry, that found a handler running and waited for it; a slot due in that same instant
+       is held with them and run by that one firing);
     2. a slot due at D with no handler running then fires at D: once the trace passes D, it was
        fired, replaced or cleared at D, or it was due while a handler ran.
     """
@@ -401,6 +402,8 @@ def _follow_slot(context: CheckContext, agent: str) -> list[Violation]:
                     retries.remove(record.t_ms)
             elif waiting and record.t_ms == last_end:
                 waiting = False
+                if slot is not None and slot[0] == record.t_ms:
+                    slot = None  # due as the run ended: held with the rest, run in this once
             elif record.t_ms == last_end and record.t_ms in retries:
                 retries.remove(record.t_ms)  # a retry due as the run ended waited for it
             elif slot is not None and slot[0] == record.t_ms:

@@ -264,6 +264,30 @@ def test_a_slot_due_while_a_handler_runs_fires_when_it_ends() -> None:
     assert check(records, ALL) == []
 
 
+def test_a_slot_due_as_the_run_ends_is_run_by_the_held_firing() -> None:
+    """Something came due during a run, and the slot was set again for the instant the run
+    ends: the one firing at that instant runs both (the platform holds what comes due under a
+    running handler and runs it once), so nothing is left owed; a slot set for later still is."""
+
+    def run(at_ms: int) -> CheckContext:
+        return built(
+            record(0, 0, C, 1, "alarm:set", at=1_000),
+            record(0, 1_000, C, 1, "alarm:fired", attempt=0),
+            record(0, 2_000, C, 1, "alarm:set", at=3_000),
+            record(0, 4_000, C, 1, "alarm:set", at=at_ms),
+            record(0, 30_000, C, 1, "alarm:done", attempt=0),
+            record(0, 30_000, C, 1, "alarm:fired", attempt=0),
+            record(0, 30_000, C, 1, "alarm:done", attempt=0),
+            end_ms=60_000,
+        )
+
+    assert messages(run(30_000), "alarm_fires_on_time") == []
+    assert messages(run(40_000), "alarm_fires_on_time") == [
+        "the alarm of Counter/counter armed at 00:00:04.000 for 00:00:40.000 did not fire at "
+        "00:00:40.000"
+    ]
+
+
 # -- keep_alive_heartbeat ------------------------------------------------------------------------
 def test_a_held_lease_heartbeats_every_interval() -> None:
     """A fiber of four 10 s steps on a 2 s heartbeat: the alarm fires every 2 s until the
