@@ -207,7 +207,8 @@ def give_up_not_early(context: CheckContext) -> list[Violation]:
     for being slow.
 
     For every detached run of a parent whose `give_up` slot was handed to a handler (its first
-    `hook:on_agent_tool_finish {slot: give_up}` at g), with `detached_max_budget_at` B,
+    `hook:on_agent_tool_finish {slot: give_up}` at g, no earlier than the row's start: one before
+    was an earlier run's under the same id, cleared since), with `detached_max_budget_at` B,
     `detached_no_progress_budget_ms` N and `started_at` S in its final row:
     1. g >= B, or N is a positive finite window and g >= S + N (no signal comes before the run
        starts, so no window can close earlier);
@@ -219,8 +220,15 @@ def give_up_not_early(context: CheckContext) -> list[Violation]:
             if not row.get("detached"):
                 continue
             run_id = str(row.get("run_id"))
+            started = int(row.get("started_at") or 0)
+            # The final row is the id's last run: a give-up before it started was an earlier
+            # run's, one that was cleared and whose id was used again.
             give_up = next(
-                (c for c in _finish_calls(context, parent, run_id) if c.get("slot") == "give_up"),
+                (
+                    c
+                    for c in _finish_calls(context, parent, run_id)
+                    if c.get("slot") == "give_up" and c.t_ms >= started
+                ),
                 None,
             )
             if give_up is None:
@@ -229,7 +237,6 @@ def give_up_not_early(context: CheckContext) -> list[Violation]:
                 row.get("detached_max_budget_at"),
                 row.get("detached_no_progress_budget_ms"),
             )
-            started = int(row.get("started_at") or 0)
             budget_passed = budget_at is not None and give_up.t_ms >= int(budget_at)
             window_passed = (
                 isinstance(window, int | float)

@@ -174,6 +174,28 @@ def test_give_ups_at_the_budget_and_the_window_pass(given_up: CheckContext) -> N
     assert messages(given_up, "give_up_not_early") == []
 
 
+def test_a_give_up_before_the_final_run_started_was_an_earlier_run_s(
+    given_up: CheckContext,
+) -> None:
+    """A run cleared and its id used again: the final row is the new run's, started after the
+    old one's give-up, which the new run's budget does not judge; a give-up after the new run
+    started, before its budget, is still caught."""
+    restarted = with_row(
+        given_up,
+        TOOLS,
+        "cf_agent_tool_runs",
+        {"run_id": "slow"},
+        started_at=171_000,
+        detached_max_budget_at=291_000,
+    )
+    assert messages(restarted, "give_up_not_early") == []
+    early = changed(restarted, give_up_of(restarted, "slow"), t_ms=200_000)
+    assert messages(early, "give_up_not_early") == [
+        f"detached run slow of {TOOLS} was given up at 00:03:20.000, as budget-exceeded, before "
+        "its budget ran out at 00:04:51.000"
+    ]
+
+
 def test_a_give_up_before_the_budget_or_the_window_is_caught(given_up: CheckContext) -> None:
     early = changed(given_up, give_up_of(given_up, "slow"), t_ms=90_000)
     assert messages(early, "give_up_not_early") == [
