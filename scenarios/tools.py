@@ -124,9 +124,11 @@ class ToolChild(ScriptedToolChild):
         """The run's work: override it. Returns the summary, or a `ToolResult`."""
         raise NotImplementedError(f"{type(self).__name__} must define async def work(self, run)")
 
-    async def start_agent_tool_run(self, input: Any, run_id: str) -> dict[str, Any]:
+    async def start_agent_tool_run(
+        self, input: Any, run_id: str, event_delivery: str | None = None
+    ) -> dict[str, Any]:
         script = {"steps": [[_WORK, input]], "resume": self.resume}
-        return await super().start_agent_tool_run(script, run_id)
+        return await super().start_agent_tool_run(script, run_id, event_delivery)
 
     def _resume(self, run_id: str, steps: list[Any]) -> None:
         self._resumed_runs[run_id] = None

@@ -152,6 +152,7 @@ class PlatformCore(Protocol):
         caller: SimDeferred | None = None,
         on_done: Callable[[bool, Any], None] | None = None,
         on_suspend: Callable[[], None] | None = None,
+        method: str | None = None,
     ) -> Incarnation: ...
 
     def facet_record(self, parent: AgentRecord, cls: type, name: str) -> AgentRecord: ...

@@ -230,9 +230,9 @@ def static_skip(scenario: Scenario) -> Skip | None:
     incarnation end the real side cannot reproduce (`compile_plan`)."""
     from scenarios.workloads.chat import CHAT_HOSTS
 
-    for step, before, after in upgrades(scenario):
+    for upgrade, before, after in upgrades(scenario):
         if before != after:
-            return Skip(f"step {step.index} ({step.kind}, line {step.line})", UPGRADE_WHY)
+            return Skip(f"step {upgrade.index} ({upgrade.kind}, line {upgrade.line})", UPGRADE_WHY)
     if scenario.name in DIVERGENT_STORIES:
         return Skip("the story", DIVERGENT_STORIES[scenario.name])
     if scenario.name in UNSTABLE_STORIES:

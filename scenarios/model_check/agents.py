@@ -52,8 +52,10 @@ class _Calls(Agent):
                 when = datetime.fromtimestamp(int(value), UTC)
             elif kind == "delayed":
                 when = int(value)
-            options = {} if idempotent is None else {"idempotent": idempotent}
-            made = await self.schedule(when, "tick", payload, **options)
+            if idempotent is None:
+                made = await self.schedule(when, "tick", payload)
+            else:
+                made = await self.schedule(when, "tick", payload, idempotent=idempotent)
         return {"id": made.id, "type": made.type, "time": made.time}
 
     async def drop_schedule(self, schedule_id: str) -> bool:

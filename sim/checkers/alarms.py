@@ -108,7 +108,7 @@ def no_leaked_keep_alive(context: CheckContext) -> list[Violation]:
 
 
 def _owner_of(context: CheckContext) -> dict[str, tuple[str, Mapping[str, Any]]]:
-    rows = {}
+    rows: dict[str, tuple[str, Mapping[str, Any]]] = {}
     for path in context.paths():
         for row in stored_schedules(context, path):
             rows[str(row.get("id"))] = (path, row)

@@ -404,7 +404,8 @@ class RegistriesModel:
         for schedule_id in sorted(set(user) | set(self.schedules)):
             row, want = user.get(schedule_id), self.schedules.get(schedule_id)
             if row is None:
-                out.append(f"schedule {schedule_id} ({want.type}) is missing from the table")
+                kind = want.type if want is not None else "?"
+                out.append(f"schedule {schedule_id} ({kind}) is missing from the table")
                 continue
             if want is None:
                 out.append(
@@ -450,16 +451,17 @@ class RegistriesModel:
             )
         want = {f.id: f for f in agent.fibers if f.in_ledger}
         for fiber_id in sorted(set(ledger) | set(want), key=str):
-            row, fiber = ledger.get(fiber_id), want.get(fiber_id)
+            row, maybe = ledger.get(fiber_id), want.get(fiber_id)
             if row is None:
                 out.append(f"managed fiber {fiber_id} of {agent.path} is missing from the ledger")
                 continue
-            if fiber is None:
+            if maybe is None:
                 out.append(
                     f"managed fiber {fiber_id} of {agent.path} is in the ledger "
                     f"({row['status']}) but not in the model"
                 )
                 continue
+            fiber = maybe
             if fiber.orphaned_at is not None and fiber.run_row:
                 continue  # not recovered yet: the row may show either side
             got = (row["status"], row["idempotency_key"], row["name"])
