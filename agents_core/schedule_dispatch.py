@@ -43,6 +43,7 @@ __all__ = [
     "is_memory_limit_reset",
     "is_platform_transient",
     "retry_from_json",
+    "call_on_error",
     "retry_to_json",
 ]
 
@@ -373,12 +374,7 @@ class ScheduleDispatch:
         await self._call_on_error(error)
 
     async def _call_on_error(self, error: BaseException) -> None:
-        try:
-            result = self._hooks.on_error(error)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # noqa: BLE001 - errors of on_error are swallowed, as in the SDK
-            return
+        await call_on_error(self._hooks, error)
 
     # -- the alarm memory-limit circuit breaker (§4.6) ---------------------------------------
     async def _handle_alarm_memory_limit(self, error: BaseException) -> bool:
@@ -440,3 +436,14 @@ class ScheduleDispatch:
         if isinstance(prior, int) and prior > 0:
             self.host.kv.delete(OOM_ALARM_STRIKES_KEY)
         memo.strikes_clear = True
+
+
+async def call_on_error(hooks: DispatchHooks, error: BaseException) -> None:
+    """Hand a schedule's error to the agent's `on_error`, sync or async; an error of
+    `on_error` itself is swallowed, as in the SDK."""
+    try:
+        result = hooks.on_error(error)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:  # noqa: BLE001 - errors of on_error are swallowed, as in the SDK
+        return

@@ -32,7 +32,7 @@ from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import resolve_retry
 from agents_core.releases.v0_32.job_driver import is_platform_failure
 from agents_core.releases.v0_32.schema_keys import SCHEDULES_SCHEMA
-from agents_core.schedule_dispatch import retry_to_json
+from agents_core.schedule_dispatch import call_on_error, retry_to_json
 from agents_core.schedules import (
     TIME_RANGE_END_MAX_S,
     Schedule,
@@ -225,12 +225,7 @@ class Scheduler(Scheduler021):
         return None
 
     async def _call_on_error(self, error: BaseException) -> None:
-        try:
-            result = self._hooks.on_error(error)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # noqa: BLE001 - errors of on_error are swallowed, as in the SDK
-            return
+        await call_on_error(self._hooks, error)
 
     async def _route(self, job: Job, timing: Mapping[str, Any]) -> Any:
         """A sub-agent's schedule: its owner runs it (0.21.0's row shape on the way down)."""
