@@ -32,7 +32,11 @@ Key = tuple[str, str, str, int]
 """(parent, run id, slot, which run of that id: a cleared run's id may be used again)."""
 
 
-def _by_run_slot(context: CheckContext, event: str) -> dict[Key, list[TraceRecord]]:
+Lives = tuple[dict[tuple[str, str], list[int]], dict[tuple[str, str], list[int]]]
+"""(parent, run id) -> where its lives ended, and where its children started (`_run_lives`)."""
+
+
+def _by_run_slot(context: CheckContext, event: str, lives: Lives) -> dict[Key, list[TraceRecord]]:
     """The `event` records by (parent, run id, slot, life). A cleared run's id may be used again
     for a new run, so a run id has lives, divided by the deletions of its child
     (`<parent>/<class>/<run id>`). A record after a deletion still belongs to the life before it
@@ -40,7 +44,7 @@ def _by_run_slot(context: CheckContext, event: str) -> dict[Key, list[TraceRecor
     cancelled run's own finish is handed over), unless that life already has such a record for
     the slot (the new life's child never started, its creation failed, say)."""
     out: dict[Key, list[TraceRecord]] = defaultdict(list)
-    deletions, starts = _run_lives(context)
+    deletions, starts = lives
     for record in context.events(event):
         run_id = str(record.get("runId"))
         slot = str(record.get("slot"))
@@ -56,9 +60,7 @@ def _by_run_slot(context: CheckContext, event: str) -> dict[Key, list[TraceRecor
     return out
 
 
-def _run_lives(
-    context: CheckContext,
-) -> tuple[dict[tuple[str, str], list[int]], dict[tuple[str, str], list[int]]]:
+def _run_lives(context: CheckContext) -> Lives:
     """(parent, run id) -> the seqs, in order, at which a life of the run id ended, and those at
     which a child of it started. A life ends when the run's child (`<parent>/<class>/<run id>`)
     is deleted (clearing a run deletes it), or when a child turn is started for the id again
@@ -143,7 +145,8 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
        the parent's startup ran again after that death).
     """
     out: list[Violation] = []
-    delivered = _by_run_slot(context, "hook:delivered")
+    lives = _run_lives(context)
+    delivered = _by_run_slot(context, "hook:delivered", lives)
     for key, records in sorted(delivered.items()):
         agent, run_id, slot, _ = key
         for first, second in zip(records, records[1:], strict=False):
@@ -161,7 +164,7 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
             )
     for event in HOOK_EVENTS:
         hook = event.removeprefix("hook:")
-        for key, calls in sorted(_by_run_slot(context, event).items()):
+        for key, calls in sorted(_by_run_slot(context, event, lives).items()):
             agent, run_id, slot, _ = key
             for first, second in zip(calls, calls[1:], strict=False):
                 if not _crash_between(context, key, first, second):
