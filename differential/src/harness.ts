@@ -53,6 +53,10 @@ interface Shared {
   facets: Map<string, string>;
   /** Class name -> the scenario's options for that class (step_ms, keep_alive_interval_ms...). */
   options: Map<string, Record<string, Json>>;
+  /** A root agent's Durable Object name -> its own options. The port lets two agents of one
+   * workload carry different options (each is its own class there); the SDK keeps static options
+   * per class, so the harness keeps them per agent, as two classes would. */
+  agentOptions: Map<string, Record<string, Json>>;
   /** Bumped by everything that happens, so the runner can tell when work went quiet. */
   activity: number;
   subscribed: boolean;
@@ -74,6 +78,7 @@ export function shared(): Shared {
       live: new Map(),
       facets: new Map(),
       options: new Map(),
+      agentOptions: new Map(),
       activity: 0,
       subscribed: false
     };
@@ -253,8 +258,16 @@ export function dropTimers(owner: string): void {
   state.timers = state.timers.filter((t) => t.owner !== owner);
 }
 
-/** A scenario option of a class, or the fallback. */
-export function option<T extends Json>(className: string, key: string, fallback: T): T {
+/** A scenario option of the agent named `name` (a root's own), else of its class, else the
+ * fallback. */
+export function option<T extends Json>(
+  className: string,
+  key: string,
+  fallback: T,
+  name: string | null = null
+): T {
+  const own = name === null ? undefined : shared().agentOptions.get(name);
+  if (own && key in own) return own[key] as T;
   const options = shared().options.get(className);
   return options && key in options ? (options[key] as T) : fallback;
 }
@@ -271,5 +284,6 @@ export function resetRun(): void {
   state.live = new Map();
   state.facets = new Map();
   state.options = new Map();
+  state.agentOptions = new Map();
   state.activity += 1;
 }

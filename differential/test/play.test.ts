@@ -59,6 +59,9 @@ interface Action {
   reason?: string;
   /** With a call not waited for: the alarm snapshot of its step, taken as soon as it is sent. */
   snapshot?: string;
+  /** The port ran until this step's time first (`at:`/`after:`): the snapshot's alarms are
+   * those that pending work left, not those before the instant's first call. */
+  settled?: boolean;
 }
 
 interface Plan {
@@ -324,8 +327,8 @@ class Player {
 
   async perform(action: Action): Promise<void> {
     const alias = action.agent as string;
+    if (!action.snapshot || action.settled) this.sentAt = null;
     const before = action.snapshot ? this.alarmsBeforeSending(action.t) : null;
-    if (!action.snapshot) this.sentAt = null;
     if (action.do === "snapshot") {
       this.snapshot(action.label ?? null);
       return;
@@ -473,9 +476,10 @@ class Player {
     }
   }
 
-  /** The alarms as they were before the first of the calls sent without waiting at this
-   * instant: the port sends each such call and returns at once, so nothing any of them does
-   * has run when their steps' snapshots are taken. */
+  /** The alarms as they were before the first of the calls sent without waiting since the
+   * port last ran: it sends each such call and returns at once, so nothing any of them does has
+   * run when their steps' snapshots are taken, until a step with a time of its own (`settled`)
+   * runs the port to it. */
   private sentAt: { t: number; alarms: Map<string, number | null> } | null = null;
 
   private alarmsBeforeSending(t: number): Map<string, number | null> {
@@ -592,11 +596,14 @@ class Player {
 async function play(plan: Plan, repetition: number): Promise<PlayResult> {
   resetRun();
   inFlight.clear();
-  for (const agent of Object.values(plan.agents)) shared().options.set(agent.class, agent.options);
+  const player = new Player(plan, `--${plan.name}--r${repetition}`);
+  for (const [alias, agent] of Object.entries(plan.agents)) {
+    shared().options.set(agent.class, agent.options);
+    shared().agentOptions.set(player.doName(alias), agent.options);
+  }
   // The scenario's scripted model services, for the chat agents' model (scripted-model.ts).
   shared().options.set("ScriptedModel", { services: (plan.models ?? {}) as Json });
   loadDraws(plan.jitter);
-  const player = new Player(plan, `--${plan.name}--r${repetition}`);
   const actions = [...plan.actions];
   for (const action of actions) {
     await player.advanceTo(action.t);

@@ -115,20 +115,28 @@ def diff_scenarios(
     # Each scenario plays the npm version it names: --sdk, else its file's sdk: key, else the
     # pinned project's; the plans of one version are played together.
     by_version: dict[str | None, list[dict]] = {}
-    for scenario, _named, result in compiled:
+    keys: dict[int, str] = {}
+    for index, (scenario, _named, result) in enumerate(compiled):
         if result.plan is not None:
+            # The real side names its Durable Objects and its results after the plan: two files
+            # of one `name:` must not share either, so the later ones play under a numbered name.
+            key = scenario.name
+            if key in keys.values():
+                key = f"{scenario.name}--{index + 1}"
+                result.plan["name"] = key
+            keys[index] = key
             by_version.setdefault(_version(scenario, sdk), []).append(result.plan)
     played = {}
     for version, plans in by_version.items():
         played.update(play_plans(plans, project_for(version)))
     verdicts = []
     refused = False
-    for scenario, named, result in compiled:
+    for index, (scenario, named, result) in enumerate(compiled):
         if result.skip is not None:
             verdicts.append(Verdict(scenario.name, "SKIP", result.skip.sentence()))
             refused = refused or named
             continue
-        play = played.get(scenario.name)
+        play = played.get(keys[index])
         if play is None:
             verdicts.append(Verdict(scenario.name, "DIFFER", "the real side reported no play"))
             continue

@@ -489,9 +489,17 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
         label = f"step {index + 1}"
         if isinstance(step, CallStep) and not step.wait and end == t and action is not None:
             # The port's step returns as soon as the call is sent: its snapshot shows the alarm
-            # before anything the call does at this instant, so the runner takes it then.
+            # before anything the call does at this instant, so the runner takes it then. A step
+            # with `at:` or `after:` first runs the port until its time, work already pending at
+            # that instant included (`Simulation.run_until`): `settled` asks the runner for the
+            # alarms as that work left them, not as they were before the instant's first call.
+            settled = step.at_ms is not None or step.after_ms is not None
             items.append(
-                (t, 2 * index + 1, {"t": t, "step": index + 1, **action, "snapshot": label})
+                (
+                    t,
+                    2 * index + 1,
+                    {"t": t, "step": index + 1, **action, "snapshot": label, "settled": settled},
+                )
             )
             continue
         if action is not None:

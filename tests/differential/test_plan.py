@@ -207,3 +207,25 @@ def test_the_plan_carries_the_platforms_alarm_retry() -> None:
     plan = _compile("idle-eviction").plan
     assert plan is not None
     assert plan["alarm_retry"] == {"base_ms": ALARM_RETRY_BASE_MS, "limit": ALARM_RETRY_LIMIT}
+
+
+def test_a_timed_unawaited_call_asks_for_the_alarms_pending_work_left(tmp_path: Path) -> None:
+    """A call not waited for at a step with `at:` runs the port to that instant first, work
+    pending there included: its action says so (`settled`); a step with no time of its own
+    follows at once and keeps the alarms of before the calls sent since."""
+    source = Path(__file__).parent / "stories" / "fiber-workers-options-of-their-own.yaml"
+    text = source.read_text().replace(
+        "  - at: 0s\n    call: {agent: worker2, method: start, wait: false}\n",
+        "  - call: {agent: worker2, method: start, wait: false}\n",
+    )
+    path = tmp_path / "timed.yaml"
+    path.write_text(text)
+    compiled = compile_plan(load_scenario(str(path)))
+    assert compiled.plan is not None
+    calls = [a for a in compiled.plan["actions"] if a["do"] == "call"]
+    assert [(a["method"], a["settled"]) for a in calls] == [
+        ("status", True),
+        ("status", True),
+        ("start", False),
+        ("cancel", True),
+    ]

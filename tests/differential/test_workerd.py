@@ -145,3 +145,32 @@ def test_the_sdks_timeouts_run_on_virtual_time() -> None:
     assert not outcome.agree
     assert outcome.differences[0].startswith("at 00:02:02.000:")
     assert "agentsim only: parent story:finish" in outcome.differences[0]
+
+
+STORIES = Path(__file__).resolve().parent / "stories"
+
+
+def test_agents_of_one_workload_play_their_own_options() -> None:
+    """worker and worker2 play one class on the real side with different options (when to
+    start, the keepAlive interval): each keeps its own, and the alarms their calls sent at one
+    instant show are those the port shows; the story agrees."""
+    story = STORIES / "fiber-workers-options-of-their-own.yaml"
+    verdicts, refused = diff_scenarios([str(story)], repeat=2)
+    assert not refused
+    assert [v.word for v in verdicts] == ["AGREE"], "\n".join(v.text() for v in verdicts)
+
+
+def test_two_files_of_one_name_play_apart(tmp_path: Path) -> None:
+    """Two scenario files that share a `name:` but not their agents' options each get a play of
+    their own (the real side names its objects and its results after the plan)."""
+    text = (STORIES / "fiber-workers-options-of-their-own.yaml").read_text()
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(text.replace("name: fiber-workers-options-of-their-own", "name: same"))
+    second.write_text(
+        text.replace("name: fiber-workers-options-of-their-own", "name: same").replace(
+            'keep_alive_interval: "5s"', 'keep_alive_interval: "3s"'
+        )
+    )
+    verdicts, refused = diff_scenarios([str(first), str(second)], repeat=1)
+    assert not refused
+    assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)

@@ -168,21 +168,30 @@ export function withHarness<TBase extends AgentBase>(Base: TBase) {
       return [...this.ctx.storage.sql.exec(query, ...params)] as Record<string, Json>[];
     }
 
+    /** The Durable Object's own name (a root's; a facet's id carries none). */
+    protected get doName(): string | null {
+      return (this.ctx.id as { name?: string }).name ?? null;
+    }
+
     protected opt<T extends Json>(key: string, fallback: T): T {
-      return option((this.constructor as { name: string }).name, key, fallback);
+      return option((this.constructor as { name: string }).name, key, fallback, this.doName);
     }
   }
   return Harnessed;
 }
 
+/** The SDK's static options among a scenario's options, in the SDK's spelling. */
+function staticOptions(options: Record<string, Json>): Record<string, unknown> {
+  const result: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(options)) {
+    if (key in STATIC_OPTIONS) result[STATIC_OPTIONS[key]] = value;
+  }
+  return result;
+}
+
 export class HarnessAgent extends withHarness(Agent) {
   static get options(): Record<string, unknown> {
-    const result: Record<string, unknown> = {};
-    const options = shared().options.get(this.name) ?? {};
-    for (const [key, value] of Object.entries(options)) {
-      if (key in STATIC_OPTIONS) result[STATIC_OPTIONS[key]] = value;
-    }
-    return result;
+    return staticOptions(shared().options.get(this.name) ?? {});
   }
 
   constructor(ctx: DurableObjectState, env: unknown) {
@@ -190,7 +199,7 @@ export class HarnessAgent extends withHarness(Agent) {
     // The calls it makes on other agents count as work in flight for the runner (sdk-work.ts).
     trackAgentCalls(this);
     this.ctx.storage.sql.exec(STORY_LOG_DDL);
-    const cap = option((this.constructor as { name: string }).name, "max_concurrent_agent_tools", null);
+    const cap = this.opt("max_concurrent_agent_tools", null);
     if (typeof cap === "number") this.maxConcurrentAgentTools = cap;
   }
 
@@ -206,3 +215,23 @@ export class HarnessAgent extends withHarness(Agent) {
     record(this.name, `story:${kind}`, fields);
   }
 }
+
+// The SDK resolves its static options from the class (`_resolvedOptions`, once per instance).
+// Two agents of one player class may carry different ones in a scenario, as two classes would
+// in a user's worker: a root's own static options are laid over its class's here.
+const resolvedOptions = Object.getOwnPropertyDescriptor(Agent.prototype, "_resolvedOptions")?.get;
+if (!resolvedOptions) throw new Error("the SDK's Agent has no _resolvedOptions to lay options over");
+const ownResolved = new WeakMap<object, Record<string, unknown>>();
+Object.defineProperty(HarnessAgent.prototype, "_resolvedOptions", {
+  configurable: true,
+  get(this: HarnessAgent) {
+    const cached = ownResolved.get(this);
+    if (cached) return cached;
+    const base = resolvedOptions.call(this) as Record<string, unknown>;
+    const name = (this.ctx.id as { name?: string }).name;
+    const own = name === undefined ? undefined : shared().agentOptions.get(name);
+    const resolved = own ? { ...base, ...staticOptions(own) } : base;
+    ownResolved.set(this, resolved);
+    return resolved;
+  }
+});
