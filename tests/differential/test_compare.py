@@ -167,3 +167,28 @@ def test_an_awaited_runs_ledger_columns_are_forgiven_but_not_a_detached_runs() -
         normalise([], runs(1, 5), real=False), normalise([], runs(1, None), True), "s"
     )
     assert not detached.agree
+
+
+def test_a_chat_agents_stream_cleanup_alarm_is_forgiven_when_its_own_cleanup_is_due() -> None:
+    """T11: the SDK's chat agent arms its alarm for the stream cleanup it scheduled when its
+    stream began (due 600 s later, in whole seconds): that alarm is forgiven in any scenario;
+    an alarm at another time, or one of an agent that scheduled no cleanup, is a difference."""
+
+    def alarm(agent: str, at: int | None) -> dict:
+        payload = {"step": "step 2"} if at is None else {"at": at, "step": "step 2"}
+        return {"t": 2_000, "agent": agent, "type": "harness:alarm", "payload": payload}
+
+    cleanup = {
+        "t": 1_072,
+        "agent": "chat",
+        "type": "schedule:create",
+        "payload": {"callback": "_cleanupStreamBuffers", "id": "c1"},
+    }
+    ours = normalise([alarm("chat", None)], {}, real=False)
+    theirs = normalise([cleanup, alarm("chat", 601_000)], {}, real=True)
+    outcome = compare(ours, theirs, "generated")
+    assert outcome.agree and outcome.allowed == ["T11"]
+    elsewhen = normalise([cleanup, alarm("chat", 602_000)], {}, real=True)
+    assert not compare(ours, elsewhen, "generated").agree
+    other = normalise([cleanup, alarm("other", 601_000)], {}, real=True)
+    assert not compare(normalise([alarm("other", None)], {}, real=False), other, "x").agree
