@@ -14,6 +14,7 @@ field, column or record type it forgives. Nothing else may differ.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,8 @@ def _scoped(
 
 CLEANUP_CALLBACK = "_cleanupStreamBuffers"
 """The SDK chat agent's scheduled reclaim of its stream buffers (divergence T11)."""
+HOOK_THREW = re.compile(r"fiber .+ \(.+\) was not recovered: the workload's recovery is throw")
+"""The message of the fibers workload's throwing recovery hook, on both sides (S1)."""
 CLEANUP_DELAY_S = 600
 """The SDK schedules that reclaim ten minutes after a chat stream begins."""
 
@@ -139,6 +142,15 @@ ALLOWED: tuple[Allowed, ...] = (
         "with the host clock",
         table="cf_agents_schedules",
         column="created_at",
+    ),
+    Allowed(
+        row="S1",
+        why="the fibers workload's recovery hook throws for a managed fiber (`recovery: throw`): "
+        "the SDK settles the row `error`, the port keeps it `interrupted`; the hook's message, "
+        "which both record, is compared",
+        table="cf_agents_fibers",
+        column="status",
+        where=(("error_message", HOOK_THREW),),
     ),
     *_scoped(
         "S1",
@@ -250,7 +262,14 @@ def _at(value: Any, path: str) -> Any:
 
 
 def _matches(value: Any, where: tuple[tuple[str, Any], ...]) -> bool:
-    return all(_at(value, path) == wanted for path, wanted in where)
+    return all(_is(_at(value, path), wanted) for path, wanted in where)
+
+
+def _is(found: Any, wanted: Any) -> bool:
+    """A value is the one wanted, or a text the wanted pattern matches whole."""
+    if isinstance(wanted, re.Pattern):
+        return isinstance(found, str) and wanted.fullmatch(found) is not None
+    return bool(found == wanted)
 
 
 def _strip_row(row: dict[str, Any], name: str, rules: Sequence[Allowed]) -> dict[str, Any]:

@@ -192,3 +192,25 @@ def test_a_chat_agents_stream_cleanup_alarm_is_forgiven_when_its_own_cleanup_is_
     assert not compare(ours, elsewhen, "generated").agree
     other = normalise([cleanup, alarm("other", 601_000)], {}, real=True)
     assert not compare(normalise([alarm("other", None)], {}, real=False), other, "x").agree
+
+
+def test_a_managed_fiber_whose_hook_threw_is_forgiven_its_status_only() -> None:
+    """S1: the fibers workload's throwing recovery hook leaves the row `interrupted` in the port
+    and `error` in the SDK; with the hook's message on both sides the status is forgiven in any
+    scenario, while another message, or another status with no such message, differs."""
+    message = "fiber f1 (#3) was not recovered: the workload's recovery is throw"
+
+    def tables(status: str, error: str | None) -> dict:
+        row = {"fiber_id": "#1", "name": "f1", "status": status, "error_message": error}
+        return {"worker": {"cf_agents_fibers": [row]}}
+
+    ours = normalise([], tables("interrupted", message), real=False)
+    theirs = normalise([], tables("error", message), real=True)
+    outcome = compare(ours, theirs, "generated")
+    assert outcome.agree and outcome.allowed == ["S1"]
+    changed = normalise([], tables("error", message + "!"), real=True)
+    assert not compare(
+        normalise([], tables("interrupted", message + "!"), real=False), changed, "g"
+    ).agree
+    plain = normalise([], tables("error", None), real=True)
+    assert not compare(normalise([], tables("interrupted", None), real=False), plain, "g").agree
