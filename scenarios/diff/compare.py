@@ -190,6 +190,8 @@ ALLOWED: tuple[Allowed, ...] = (
         "it",
         table="cf_ai_chat_stream_chunks",
     ),
+    # Kept beside the general rule below: in these stories the cleanup due is a sub-agent's,
+    # and the alarm that shows it is its root's (a facet's alarm is its root's alarm).
     *(
         Allowed(
             row="T11",
