@@ -196,6 +196,8 @@ class FaultyStorage:
         self.statements = 0
         self.journal: list[tuple[Write, ...]] = []
         """The writes of every committed turn, in commit order."""
+        self.journal_ms: list[int] = []
+        """The instant each turn of `journal` committed (simulated ms), index for index."""
         self._pending: list[Write] = []
         self._undo: dict[str, Callable[[], None]] = {}
         """What the open turn changed outside the database (the alarm slot), to be put back if
@@ -259,6 +261,7 @@ class FaultyStorage:
             self._cursor.execute("COMMIT")
             if self._pending:
                 self.journal.append(tuple(self._pending))
+                self.journal_ms.append(self._kernel.now_ms)
                 self._pending = []
         statement, self._crash_after_commit = self._crash_after_commit, None
         if statement is not None:
@@ -319,6 +322,7 @@ class FaultyStorage:
                 self._pending.append((statement, values))
             else:
                 self.journal.append(((statement, values),))
+                self.journal_ms.append(self._kernel.now_ms)
         return cursor
 
     def _inject(self, statement: str) -> None:

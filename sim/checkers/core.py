@@ -90,6 +90,8 @@ class CheckContext:
     journals: Mapping[str, Sequence[Sequence[Write]]] = field(default_factory=dict)
     """Agent path -> the writes `(statement, params)` of every committed turn of its current
     storage, in commit order (`FaultyStorage.journal`); empty in a hand-built context."""
+    journal_ms: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    """Agent path -> the instant (ms) each turn of its journal committed, index for index."""
     release: str | None = None
     """The SDK release the run's agents ran (`0.21.0`, `0.32.0`); None when unknown (a
     hand-built context), which checkers read as 0.21.0's rules."""
@@ -271,11 +273,13 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
     platform = sim.platform
     storage = {}
     journals = {}
+    journal_ms = {}
     alarms = {}
     options = {}
     for path, record in sorted(platform.records.items()):
         storage[path] = record.storage.snapshot()
         journals[path] = tuple(record.storage.journal)
+        journal_ms[path] = tuple(record.storage.journal_ms)
         if record.parent is None:
             alarms[path] = record.alarm_at_ms
         given = getattr(record.cls, "options", None)
@@ -289,6 +293,7 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
         end_ms=sim.now_ms,
         options=options,
         journals=journals,
+        journal_ms=journal_ms,
         release=platform.release,
     )
 

@@ -69,6 +69,7 @@ INVARIANTS = [
     "fiber_keys_unique",
     "interrupted_reason_kept",
     "agent_tools_under_cap",
+    "cron_next_occurrence",
 ]
 
 

@@ -1,0 +1,117 @@
+"""`cron_next_occurrence`: a cron schedule is due at the next occurrence of its expression after
+the instant its time is written (fibers §4.1, §4.4), computed by the checkers' own cron model
+(`sim.checkers.models.cron`), never by the runtime's parser.
+
+The other schedule invariants take a row's stored time as given: `schedules_fire` holds that a
+row runs once that time has passed, `schedules_fire_once` that a cron row never runs before the
+model's next occurrence. Neither sees a runtime that stores a time later than the next
+occurrence (an occurrence skipped, a field's last value dropped, both day fields required): the
+row is then simply due later, and it fires then. This checker closes that gap from the journal.
+
+The agent's committed turns are replayed one by one into an empty database, each with the instant
+it committed (`CheckContext.journal_ms`). Whenever a turn gives a cron schedule a time it did not
+have before (its INSERT at creation, the UPDATE after a run, a 0.32.0 job's recurrence), that time
+must be the model's first occurrence strictly after the turn's instant, in whole seconds as the
+row stores it. A time the turn moves on purpose is left alone: the memory-limit breaker's backoff
+(`alarm:memory_limit_reset` in the same instant on the agent) and a 0.32.0 retry's re-time
+(`schedule:retry` of that schedule in the same instant). A time equal to one the schedule had
+before is not a new computation (0.32.0's migration copies 0.21.0's row as it was).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.cron import InvalidCron, next_cron_due_ms
+from sim.checkers.registry import invariant
+from sim.checkers.schedule_store import SCHEDULES_ON_JOBS
+from sim.sqlite import KV_DDL, Write
+from sim.trace import format_sim_time
+
+__all__ = ["cron_next_occurrence"]
+
+_ROWS = "SELECT id, callback, time, cron FROM cf_agents_schedules WHERE type = 'cron'"
+_JOBS = (
+    "SELECT id, fn AS callback, time / 1000 AS time, json_extract(payload, '$.cron') AS cron "
+    "FROM cf_agents_jobs WHERE capability = 'scheduler' "
+    "AND json_extract(payload, '$.type') = 'cron'"
+)
+MOVED_ON_PURPOSE = ("alarm:memory_limit_reset", "schedule:retry")
+
+
+def _cron_rows(db: sqlite3.Connection, on_jobs: bool) -> dict[str, tuple[Any, int, str]]:
+    """id -> (callback, time in s, expression) of every cron schedule the database holds now;
+    a table not created yet holds none."""
+    found: dict[str, tuple[Any, int, str]] = {}
+    for query in (_ROWS, _JOBS) if on_jobs else (_ROWS,):
+        try:
+            rows = db.execute(query).fetchall()
+        except sqlite3.OperationalError:
+            continue
+        for schedule_id, callback, time, cron in rows:
+            if time is not None and isinstance(cron, str):
+                found[str(schedule_id)] = (callback, int(time), cron)
+    return found
+
+
+def _mentions_cron(journal: Sequence[Sequence[Write]]) -> bool:
+    return any("cron" in str(params) for turn in journal for _, params in turn)
+
+
+@invariant("cron_next_occurrence")
+def cron_next_occurrence(context: CheckContext) -> list[Violation]:
+    """Fibers §4.1, §4.4 — a cron row's time, whenever a turn writes a new one, is the first
+    occurrence of its expression strictly after that turn's instant (see the module docstring)."""
+    on_jobs = context.release in SCHEDULES_ON_JOBS
+    out: list[Violation] = []
+    for path, journal in sorted(context.journals.items()):
+        instants = context.journal_ms.get(path, ())
+        # A hand-built context may hold a journal without its instants: nothing to judge then.
+        if len(instants) != len(journal) or not _mentions_cron(journal):
+            continue
+        moved = {
+            (record.t_ms, str(record.get("id") or ""))
+            for event in MOVED_ON_PURPOSE
+            for record in context.events(event)
+            if record.agent == path or record.agent.startswith(path + "/")
+        }
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        db.execute(KV_DDL)
+        seen: dict[str, set[int]] = {}
+        flagged: set[str] = set()
+        for turn, at_ms in zip(journal, instants, strict=True):
+            try:
+                for statement, params in turn:
+                    db.execute(statement, tuple(params))
+            except sqlite3.Error:
+                break  # turns_atomic says why the journal does not replay
+            for schedule_id, (callback, time_s, cron) in sorted(_cron_rows(db, on_jobs).items()):
+                before = seen.setdefault(schedule_id, set())
+                if time_s in before:
+                    continue
+                before.add(time_s)
+                if schedule_id in flagged or (at_ms, schedule_id) in moved or (at_ms, "") in moved:
+                    continue
+                try:
+                    due_s = next_cron_due_ms(cron, at_ms) // 1000
+                except InvalidCron:
+                    continue
+                if time_s == due_s:
+                    continue
+                flagged.add(schedule_id)
+                out.append(
+                    Violation(
+                        "cron_next_occurrence",
+                        path,
+                        schedule_id,
+                        f"cron schedule {schedule_id} ({cron!r}, callback {callback}) of {path} "
+                        f"was given the time {format_sim_time(time_s * 1000)} at "
+                        f"{format_sim_time(at_ms)}, but the expression's next occurrence after "
+                        f"that instant is {format_sim_time(due_s * 1000)}",
+                    )
+                )
+        db.close()
+    return out
