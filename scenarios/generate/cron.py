@@ -5,8 +5,9 @@ The SDK's cron package reads them (`cron-schedule`), and so does the runtime's p
 expression is only a string here. Each field draws among forms that keep the expression due
 often enough for a run: the day, month and weekday fields always allow the first days of the
 simulation's calendar (it starts on Thursday 1 January 1970), so the runs a schedule asks for
-come within `HORIZON_MS`; `due_within` says whether they do (it asks the runtime's parser,
-which is no oracle here: a generated scenario only needs to settle).
+come within `HORIZON_MS`; `due_within` says whether they do. It asks the checkers' cron model
+(`sim.checkers.models.cron`), never the runtime's parser: what is drawn must not depend on the
+code under test, or a slip in that code would change, or break, the drawing itself.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from agents_core.cron import InvalidCronExpression, next_cron_time_ms
+from sim.checkers.models.cron import InvalidCron, next_cron_due_ms
 
 __all__ = ["CRON_FORMS", "HORIZON_MS", "crons", "due_within", "forms_of"]
 
@@ -98,10 +99,10 @@ def due_within(
     at = start_ms
     try:
         for _ in range(runs):
-            at = next_cron_time_ms(expression, at)
+            at = next_cron_due_ms(expression, at)
             if at > horizon_ms:
                 return None
-    except InvalidCronExpression:
+    except InvalidCron:
         return None
     return at
 

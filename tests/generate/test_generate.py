@@ -118,6 +118,26 @@ def test_drawn_crons_use_the_field_forms_they_are_named_by(expression: str, runs
     assert due_within(expression, runs, 10**13) is not None
 
 
+def test_what_is_drawn_does_not_depend_on_the_runtime_s_cron(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drawing asks the checkers' cron model, never the code under test: with the runtime's
+    parser broken (as a planted slip in it could break it), the same seed draws the same files.
+    A generator that asked the runtime crashed while drawing, and found nothing."""
+    import agents_core.cron
+
+    first = write_generated(examples=12, seed=3, out_dir=tmp_path / "a", areas=("schedules",))
+
+    def broken(expression: str, after_ms: int) -> int:
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setattr(agents_core.cron, "next_cron_time_ms", broken)
+    monkeypatch.setattr(agents_core.cron.CronExpression, "next_after_ms", broken)
+    second = write_generated(examples=12, seed=3, out_dir=tmp_path / "b", areas=("schedules",))
+    assert any("cron:" in path.read_text(encoding="utf-8") for path in first)
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+
+
 def test_the_same_seed_writes_the_same_files_under_any_hash_seed(tmp_path: Path) -> None:
     """--write twice with one seed, the second in a child process with another PYTHONHASHSEED:
     byte-for-byte the same files; another seed draws others."""
