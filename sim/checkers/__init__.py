@@ -56,6 +56,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `interrupted_reason_kept` | an interrupted agent-tool run says why; no other run keeps a reason |
 | `agent_tools_under_cap` | no more agent-tool runs live than the cap; a rejection only at the cap |
 | `cron_next_occurrence` | a cron row's time is its expression's next occurrence after the write |
+| `schedule_attempts_bounded` | a schedule callback is called at most maxAttempts times per run |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original
@@ -64,7 +65,7 @@ from sim.checkers import alarms, delivery, fibers  # noqa: F401, I001
 from sim.checkers import lives, storage, alarm_slot, recovery, schedules  # noqa: F401, I001
 from sim.checkers import timeline, tools, ledgers  # noqa: F401, I001
 from sim.checkers import schedule_runs, redelivery, chat, chunk_identity  # noqa: F401, I001
-from sim.checkers import fiber_keys, tool_rows, cron_due  # noqa: F401, I001
+from sim.checkers import fiber_keys, tool_rows, cron_due, schedule_attempts  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

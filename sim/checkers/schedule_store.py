@@ -52,6 +52,7 @@ def _from_job(job: Mapping[str, Any]) -> dict[str, Any] | None:
         "execution_started_at": None if started is None else int(started) // 1000,
         "owner_path": timing.get("owner_path"),
         "owner_path_key": timing.get("owner_path_key"),
+        "retry_options": job.get("retry_options"),
     }
 
 

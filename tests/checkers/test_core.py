@@ -70,6 +70,7 @@ INVARIANTS = [
     "interrupted_reason_kept",
     "agent_tools_under_cap",
     "cron_next_occurrence",
+    "schedule_attempts_bounded",
 ]
 
 
