@@ -12,7 +12,7 @@ import pytest
 from scenarios.cli import main
 from scenarios.diff import generated as diff_generated_module
 from scenarios.diff.generated import diff_generated
-from scenarios.diff.plan import PLAYED_CHILDREN, PLAYED_HOSTS, static_skip
+from scenarios.diff.plan import PLAYED_CHILDREN, PLAYED_HOSTS, compile_plan, static_skip
 from scenarios.diff.playable import REAL_SIDE
 from scenarios.diff.shrink import reductions, signature
 from scenarios.diff.workerd import Play, RealSideUnavailable
@@ -260,3 +260,37 @@ def test_a_shrink_plays_at_most_its_rounds_and_keeps_what_still_differs() -> Non
     assert outcome.workerd_runs == len(silent.runs) <= 1 + 2 * per_round
     assert len(small.steps) + len(small.agents) < 12
     assert static_skip(parse_scenario(small.text(), "<small>")) is None
+
+
+WARMED = """
+name: two-warmups
+description: schedule agents whose startups wait on a warm-up
+seed: 1
+agents:
+  a:
+    workload: schedules
+    warmup: 2s
+    schedules:
+      - {name: s1, after: 5s}
+  b:
+    workload: schedules
+    warmup: %s
+    schedules:
+      - {name: s1, after: 5s}
+steps:
+  - call: {agent: a, method: status, wait: false}
+  - call: {agent: b, method: status, wait: false}
+"""
+
+
+@pytest.mark.parametrize(("warmup", "refused"), [("2s", True), ("0s", False)])
+def test_a_plan_with_two_parked_startups_is_refused(warmup: str, refused: bool) -> None:
+    """Two warm-ups in one plan are refused with the reason (the CI sample's example 4 ended
+    in workerd's blockConcurrencyWhile reset); one is played."""
+    compiled = compile_plan(parse_scenario(WARMED % warmup, "<warm>"), repeat=1)
+    if refused:
+        assert compiled.plan is None and compiled.skip is not None
+        assert compiled.skip.where.startswith("agent b (line ")
+        assert "blockConcurrencyWhile" in compiled.skip.why
+    else:
+        assert compiled.skip is None and compiled.plan is not None
