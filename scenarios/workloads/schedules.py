@@ -219,11 +219,15 @@ class ScheduleWorkload(Agent):
             "SELECT schedule_id FROM workload_schedules WHERE name = ? AND cancelled_at IS NULL",
             name,
         )
-        recorded = self.sql("SELECT 1 AS x FROM workload_schedules WHERE name = ?", name)
-        if not rows and running is not None and not recorded:
+        recorded = self.sql("SELECT schedule_id FROM workload_schedules WHERE name = ?", name)
+        # A row whose callback runs but that no record names: a setup or re-create failed
+        # between creating it and writing it down (a recorded name may have been cancelled and
+        # created again since). It is cancelled too, or it would run on for good.
+        if running is not None and all(r["schedule_id"] != running for r in recorded):
             cancelled = await self.cancel_schedule(running)
             self.host.trace.emit("workload:schedule_cancelled", name=name, by=by, found=cancelled)
-            return cancelled
+            if not rows:
+                return cancelled
         if not rows:
             return False
         # The cancel first: one that fails (a storage error) must leave the name uncancelled, so

@@ -4,9 +4,11 @@ from the trace and the storage of small scenarios."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from scenarios import parse_scenario, run_scenario
+from scenarios import load_scenario, parse_scenario, run_scenario
 from scenarios.language.errors import InvalidScenario
 from scenarios.run.runner import ScenarioResult
 from scenarios.workloads import SchedulePlan, ScheduleWorkload, schedule_workload
@@ -357,3 +359,13 @@ def test_a_chat_childs_work_tool_reports_progress_and_milestones(child: str) -> 
     ]
     assert {e["runId"] for e in reported} == {"a"}
     assert result.probes.get("chat.progress_trailing_flush") is None
+
+
+def test_a_row_a_failed_re_create_left_unrecorded_still_stops_at_its_runs() -> None:
+    """Found by `agentsim generate --seed 11`: two re-creates of one cron at once under hostile
+    storage; one created its row, then failed before writing it down. Once the runs were done
+    the workload cancelled only the row it had recorded, and the other ran every minute for
+    good (liveness). The row whose callback runs is cancelled too."""
+    path = Path(__file__).parent / "data" / "orphan-schedule-row-stops.yaml"
+    result = run_scenario(load_scenario(path))
+    assert result.passed, result.failures
