@@ -475,7 +475,7 @@ def _warmups_skip(scenario: Scenario) -> Skip | None:
     warmed = [
         spec
         for spec in scenario.agents
-        if spec.workload == "schedules" and getattr(spec.cls, "warmup_ms", 0)
+        if spec.workload == "schedules" and int(getattr(spec.cls, "warmup_ms", 0) or 0) > 0
     ]
     if len(warmed) < 2:
         return None
