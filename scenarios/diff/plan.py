@@ -91,8 +91,8 @@ PLAYED_CHILDREN = ("scripted", "chat")
 the SDK's own AIChatAgent as `ChatToolChild` answering from the scripted model)."""
 
 UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
-    "fibers": ("start_again", "resolve", "forget"),
-    "schedules": ("recreate",),
+    "fibers": ("start_again", "resolve", "forget", "listing"),
+    "schedules": ("recreate", "listing"),
     "tools": ("clear",),
 }
 """Workload kind -> the workload methods its real-side player does not implement yet."""

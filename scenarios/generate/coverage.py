@@ -51,6 +51,9 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "on_start awaits (warmup)",
         "setup by a call",
         "cancel_schedule by a call",
+        "list_schedules type",
+        "list_schedules any type",
+        "list_schedules time_range",
         "on_request GET",
     ),
     "fibers": (
@@ -75,6 +78,11 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "delete_fibers every status",
         "delete_fibers completed",
         "delete_fibers aborted",
+        "delete_fibers settled_before",
+        "delete_fibers limit",
+        "list_fibers status",
+        "list_fibers name",
+        "list_fibers limit",
     ),
     "tools": (
         "run_agent_tool awaited",

@@ -60,6 +60,19 @@ def _fiber(
     return entry, uses, steps * step_ms
 
 
+LIST_STATUSES: tuple[Any, ...] = (
+    None,
+    "completed",
+    "running",
+    "aborted",
+    "interrupted",
+    "pending",
+    ["completed", "aborted"],
+    [],
+)
+"""The status filters a `listing` call draws: none, one status, two, and the empty list."""
+
+
 def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
     """A strategy of `Part`: one `fibers` agent named `alias`, using only the methods and plan
     fields `surface` keeps open."""
@@ -123,8 +136,28 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         if surface.opens("fibers", "forget") and draw(st.integers(0, 3)) == 0:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             status = draw(st.sampled_from((None, "completed", "aborted")))
-            steps.append(call(at, alias, "forget", *([status] if status else [])))
-            uses.append(Use("delete_fibers", status or "every status", alias, "rpc"))
+            # Settled before an instant drawn on a step's boundary (a fiber's end) or beside it.
+            before = draw(st.one_of(st.none(), aligned(st, periods, 0, max(horizon, 1000))))
+            limit = draw(st.sampled_from((None, 1, 2)))
+            args = [status, before, limit] if before is not None or limit else [status]
+            steps.append(call(at, alias, "forget", *(args if any(args) else [])))
+            uses.append(Use("delete_fibers", status or "every status", alias, "workload:deleted"))
+            if before is not None:
+                uses.append(Use("delete_fibers", "settled_before", alias, "workload:deleted"))
+            if limit:
+                uses.append(Use("delete_fibers", "limit", alias, "workload:deleted"))
+        listed = [f["name"] for f in fibers] if surface.opens("fibers", "listing") else []
+        for _ in range(draw(st.integers(0, 2)) if listed else 0):
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            status = draw(st.sampled_from(LIST_STATUSES))
+            name = draw(st.sampled_from((None, "", *listed)))
+            limit = draw(st.sampled_from((None, 1, 2, 0, 101)))
+            steps.append(call(at, alias, "listing", status, name, limit))
+            for option, given in (("status", status is not None), ("name", bool(name))):
+                if given:
+                    uses.append(Use("list_fibers", option, alias, "workload:listed"))
+            if limit is not None:
+                uses.append(Use("list_fibers", "limit", alias, "workload:listed"))
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()

@@ -154,6 +154,20 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             horizon = max(horizon, done)
             steps.append(call(at, alias, "recreate", entry["name"]))
             uses.append(Use("schedule", "re-created", alias, "workload:scheduled"))
+        for _ in range(draw(st.integers(0, 2)) if surface.opens("schedules", "listing") else 0):
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            kind = draw(st.sampled_from((None, *KINDS)))
+            # Range ends on a row's due instant, a millisecond beside it, or open.
+            start, end = (
+                draw(st.one_of(st.none(), aligned(st, periods, 0, max(horizon, 1000))))
+                for _ in range(2)
+            )
+            steps.append(call(at, alias, "listing", kind, start, end))
+            uses.append(
+                Use("list_schedules", "type" if kind else "any type", alias, "workload:listed")
+            )
+            if start is not None or end is not None:
+                uses.append(Use("list_schedules", "time_range", alias, "workload:listed"))
         if draw(st.booleans()):
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(TimedStep(at, "request", {"agent": alias, "method": "GET", "path": "/"}))

@@ -27,7 +27,10 @@ resumed by recovery, and a continuation that starts after the mark stops at once
 
 The rest of the ledger's surface is a call each: `start_again(name)` starts a managed fiber once
 more with its key (a duplicate start), `resolve(name, status)` settles its interrupted execution
-by hand (`resolve_fiber`), `forget(status)` deletes terminal rows (`delete_fibers`). A plan's
+by hand (`resolve_fiber`), `forget(status, settled_before, limit)` deletes terminal rows
+(`delete_fibers`) and `listing(status, name, limit)` lists the ledger (`list_fibers`), each
+writing the runtime's answer beside the spec model's (`workload:deleted`, `workload:listed`,
+held by `listings_match`). A plan's
 `stash_bytes` pads every stash, so stashes come in several sizes.
 """
 
@@ -39,6 +42,7 @@ from typing import Any, ClassVar
 
 from agents_core import Agent
 from scenarios.workloads.plans import one_of, unique_plans
+from sim.checkers.models.listings import deleted_fibers, listed_fibers
 
 __all__ = [
     "FIBER_RECOVERIES",
@@ -155,9 +159,56 @@ class FiberWorkload(Agent):
         reason = {"error": "error", "status": status} if status == "error" else {"status": status}
         return self.resolve_fiber(fiber_id, reason)
 
-    async def forget(self, status: str | None = None) -> int:
-        """`delete_fibers`: the ledger's terminal rows (of one status) go; how many."""
-        return self.delete_fibers(status=status)
+    async def forget(
+        self,
+        status: str | list[str] | None = None,
+        settled_before: int | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """`delete_fibers`: the ledger's terminal rows (of the statuses asked, settled before an
+        instant in sim ms) go; how many. The record `workload:deleted` says what the spec's
+        model allows beside what went (`listings_match` compares them)."""
+        rows = self._ledger_rows()
+        allowed = deleted_fibers(rows, status=status, settled_before_ms=settled_before, limit=limit)
+        got = self.delete_fibers(status=status, settled_before=settled_before, limit=limit)
+        left = {row["fiber_id"] for row in self._ledger_rows()}
+        self.host.trace.emit(
+            "workload:deleted",
+            api="delete_fibers",
+            args={"status": status, "settled_before": settled_before, "limit": limit},
+            got=got,
+            gone=sorted({row["fiber_id"] for row in rows} - left),
+            count=allowed.count,
+            required=sorted(allowed.required),
+            allowed=sorted(allowed.allowed),
+        )
+        return got
+
+    async def listing(
+        self,
+        status: str | list[str] | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """`list_fibers`: the ids listed. The record `workload:listed` holds them beside the
+        spec's model's answer over the same rows (`listings_match` compares them)."""
+        expected = listed_fibers(self._ledger_rows(), status=status, name=name, limit=limit)
+        got = [row.fiber_id for row in self.list_fibers(status=status, name=name, limit=limit)]
+        self.host.trace.emit(
+            "workload:listed",
+            api="list_fibers",
+            args={"status": status, "name": name, "limit": limit},
+            got=got,
+            expected=expected,
+        )
+        return got
+
+    def _ledger_rows(self) -> list[dict[str, Any]]:
+        """The ledger's rows as the agent's storage holds them now (read by the workload, not
+        through the runtime)."""
+        return self.sql(
+            "SELECT fiber_id, name, status, created_at, completed_at FROM cf_agents_fibers"
+        )
 
     def _managed(self, name: str) -> FiberPlan:
         plan = self._plan(name)

@@ -14,12 +14,15 @@ The schedules are set up once (`workload_schedules` remembers each one durably, 
 never adds a second one-shot), from `on_start` after an optional `warmup_ms` (startup awaits it,
 as a slow configuration load would, holding the input gate) or by a `setup` call. `status`
 answers over RPC or a GET request; `cancel(name)` cancels one schedule, `recreate(name)` cancels
-it and creates it again. A plan may give the row's retry options (`attempts`, `backoff_ms`,
+it and creates it again, `listing(type, start, end)` lists the agent's schedules in a time range
+(`list_schedules`) and writes the runtime's answer beside the spec model's (`workload:listed`,
+held by `listings_match`). A plan may give the row's retry options (`attempts`, `backoff_ms`,
 `max_backoff_ms`) and, for a one-shot or cron row, `idempotent`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +30,7 @@ from typing import Any, ClassVar
 
 from agents_core import Agent, Request, Response
 from scenarios.workloads.plans import one_of, unique_plans
+from sim.checkers.models.listings import listed_schedules
 
 __all__ = [
     "SCHEDULE_SETUPS",
@@ -190,6 +194,59 @@ class ScheduleWorkload(Agent):
         self.sql("DELETE FROM workload_schedules WHERE name = ?", name)
         await self._set_up(plan)
         return cancelled
+
+    async def listing(
+        self, type: str | None = None, start: int | None = None, end: int | None = None
+    ) -> list[str]:
+        """`list_schedules` with a type and a time range (sim ms, either end open): the ids
+        listed, sorted. The record `workload:listed` holds them beside the spec model's answer
+        over the agent's own rows, read by the workload around the call (`listings_match`
+        compares them; a call whose rows changed while it ran writes no record)."""
+        before = self._own_schedule_rows()
+        filters: dict[str, Any] = {} if type is None else {"type": type}
+        bounds = {"start": start, "end": end}
+        time_range = {
+            key: datetime.fromtimestamp(ms / 1000, UTC)
+            for key, ms in bounds.items()
+            if ms is not None
+        }
+        if time_range:
+            filters["time_range"] = time_range
+        got = sorted(schedule.id for schedule in await self.list_schedules(**filters))
+        if self._own_schedule_rows() == before:
+            self.host.trace.emit(
+                "workload:listed",
+                api="list_schedules",
+                args={"type": type, "start": start, "end": end},
+                got=got,
+                expected=listed_schedules(before, type=type, start_ms=start, end_ms=end),
+            )
+        return got
+
+    def _own_schedule_rows(self) -> list[dict[str, Any]]:
+        """This agent's own schedules (no sub-agent's), id, type and time in seconds, read from
+        storage as each release keeps them: the rows of `cf_agents_schedules`, or the
+        `scheduler` jobs of `cf_agents_jobs` (their timing in the payload, time in ms)."""
+        tables = {
+            r["name"] for r in self.sql("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        rows: list[dict[str, Any]] = []
+        if "cf_agents_schedules" in tables:
+            rows += self.sql(
+                "SELECT id, type, time FROM cf_agents_schedules WHERE owner_path_key IS NULL "
+                "ORDER BY id"
+            )
+        if "cf_agents_jobs" in tables:
+            for job in self.sql(
+                "SELECT id, time, payload FROM cf_agents_jobs WHERE capability = 'scheduler' "
+                "ORDER BY id"
+            ):
+                timing = json.loads(job["payload"] or "null")
+                if isinstance(timing, dict) and timing.get("owner_path_key") is None:
+                    rows.append(
+                        {"id": job["id"], "type": timing.get("type"), "time": job["time"] // 1000}
+                    )
+        return rows
 
     async def _create(self, plan: SchedulePlan) -> Any:
         payload = {"name": plan.name}

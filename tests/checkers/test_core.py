@@ -71,6 +71,7 @@ INVARIANTS = [
     "agent_tools_under_cap",
     "cron_next_occurrence",
     "schedule_attempts_bounded",
+    "listings_match",
 ]
 
 

@@ -1,0 +1,70 @@
+"""`listings_match`: the management API lists and deletes what the spec says (fibers §5.8
+`listFibers` / `deleteFibers`, §4.5 `listSchedules`).
+
+The workloads' `listing` and `forget` calls read the tables themselves in the same synchronous
+stretch as the runtime's call and write one record with both answers: `workload:listed {api,
+args, got, expected}` (the spec model's answer, `sim.checkers.models.listings`) and
+`workload:deleted {api, args, got, gone, count, required, allowed}` (what the call returned, the
+ids that went, and the model's count, the ids it must take and those it may take). This checker
+holds the two answers against each other.
+"""
+
+from __future__ import annotations
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.trace import format_sim_time
+
+__all__ = ["listings_match"]
+
+
+def _call(api: object, args: object) -> str:
+    shown = ", ".join(
+        f"{k}={v!r}" for k, v in (args.items() if isinstance(args, dict) else ()) if v is not None
+    )
+    return f"{api}({shown})"
+
+
+@invariant("listings_match")
+def listings_match(context: CheckContext) -> list[Violation]:
+    """Fibers §5.8, §4.5 — listFibers, deleteFibers and listSchedules answer as the spec's model
+    does over the same rows (see the module docstring)."""
+    out: list[Violation] = []
+    for record in context.events("workload:listed"):
+        got, expected = list(record.get("got") or ()), list(record.get("expected") or ())
+        if got != expected:
+            out.append(
+                Violation(
+                    "listings_match",
+                    record.agent,
+                    "",
+                    f"{_call(record.get('api'), record.get('args'))} on {record.agent} at "
+                    f"{format_sim_time(record.t_ms)} answered {got}; the spec's answer over the "
+                    f"same rows is {expected}",
+                    (record.seq,),
+                )
+            )
+    for record in context.events("workload:deleted"):
+        gone = set(record.get("gone") or ())
+        required, allowed = set(record.get("required") or ()), set(record.get("allowed") or ())
+        count, got = record.get("count"), record.get("got")
+        wrong = []
+        if got != count or len(gone) != count:
+            wrong.append(f"it deleted {len(gone)} row(s) and answered {got}, where {count} go")
+        if required - gone:
+            wrong.append(f"it kept {sorted(required - gone)}")
+        if gone - allowed:
+            wrong.append(f"it deleted {sorted(gone - allowed)}")
+        if wrong:
+            out.append(
+                Violation(
+                    "listings_match",
+                    record.agent,
+                    "",
+                    f"{_call(record.get('api'), record.get('args'))} on {record.agent} at "
+                    f"{format_sim_time(record.t_ms)}: {'; '.join(wrong)} (by the spec, over the "
+                    "same rows)",
+                    (record.seq,),
+                )
+            )
+    return out
