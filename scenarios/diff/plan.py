@@ -92,7 +92,7 @@ the SDK's own AIChatAgent as `ChatToolChild` answering from the scripted model).
 
 UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
     "fibers": ("start_again", "resolve", "forget", "listing"),
-    "schedules": ("recreate", "listing"),
+    "schedules": ("recreate", "listing", "open", "close"),
     "tools": ("clear",),
 }
 """Workload kind -> the workload methods its real-side player does not implement yet."""

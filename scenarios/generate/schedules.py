@@ -144,6 +144,8 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "cancel", entry["name"]))
             uses.append(Use("cancel_schedule", "by a call", alias, "schedule:cancel"))
+        if surface.opens("schedules", "open") and not draw(st.integers(0, 2)):
+            horizon = _sub_agents(st, draw, alias, agent, entries, periods, steps, uses, horizon)
         recreated = entries if surface.opens("schedules", "recreate") else []
         for entry in draw(st.lists(st.sampled_from(recreated), max_size=2)) if recreated else []:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
@@ -175,6 +177,50 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()
+
+
+SUB_AGENT_NAMES = (("w1",), ("w1", "w10"), ("w1", "w2"), ("a", "a-b"))
+"""The sub-agents a schedules agent may open: one, or two whose names differ by a suffix or
+a digit, as a user's would."""
+
+
+def _sub_agents(
+    st: Any,
+    draw: Any,
+    alias: str,
+    agent: dict[str, Any],
+    entries: list[dict[str, Any]],
+    periods: list[int],
+    steps: list[Any],
+    uses: list[Use],
+    horizon: int,
+) -> int:
+    """Sub-agents keeping the same schedules (their rows on this root, under their owner
+    paths): each opened in the first ten seconds, some closed (deleted with their rows) and
+    opened again under the same name; the horizon the run needs then."""
+    names = draw(st.sampled_from(SUB_AGENT_NAMES))
+    agent["sub_agents"] = list(names)
+    for name in names:
+        steps.append(call(draw(aligned(st, periods, 0, 10_000)), alias, "open", name))
+        uses.append(Use("sub_agent", "schedules of its own", alias, "workload:sub_agent_opened"))
+    span = horizon
+    horizon += 10_000
+    for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
+        at = draw(aligned(st, periods, 10_001, max(span, 10_002)))
+        steps.append(call(at, alias, "close", name))
+        uses.append(Use("delete_sub_agent", "by a call", alias, "workload:sub_agent_closed"))
+        if not draw(st.booleans()):
+            continue
+        again = at + draw(aligned(st, periods, 0, max(span, 1000)))
+        done = [_done_by(entry, again) for entry in entries]
+        if any(when is None for when in done):
+            continue
+        steps.append(call(again, alias, "open", name))
+        uses.append(
+            Use("sub_agent", "re-created under its name", alias, "workload:sub_agent_opened")
+        )
+        horizon = max(horizon, *(when for when in done if when is not None))
+    return horizon
 
 
 def _done_by(entry: dict[str, Any], at_ms: int) -> int | None:

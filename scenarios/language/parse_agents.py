@@ -237,6 +237,10 @@ SCHEDULES_WORKLOAD = Shape(
             choices=SCHEDULE_SETUPS, default="on_start", doc="on_start, or a setup call."
         ),
         "warmup": Duration(default="0ms", doc="How long on_start awaits before it sets up."),
+        "sub_agents": Seq(
+            Text(),
+            doc="Names of sub-agents keeping the same schedules, opened by open(name) calls.",
+        ),
         "options": OPTIONS,
     },
     required=("workload", "schedules"),
@@ -259,6 +263,7 @@ DESCRIBED = (
     "schedules",
     "setup_on",
     "warmup_ms",
+    "sub_agents",
 )
 """Class attributes that carry a workload's description: never set through `options`."""
 CLIENT = Shape({"agent": Text(doc="The agent it connects to.")}, required=("agent",))
@@ -527,7 +532,12 @@ def _schedules(spec: Fields) -> type:
                 fiber=entry.get("fiber"),
             )
         )
-    return schedule_workload(plans, setup=spec.get("setup"), warmup_ms=spec.get("warmup"))
+    subs = spec.get("sub_agents") or []
+    if len(set(subs)) != len(subs):
+        spec.bad("sub_agents", f"expected distinct names, got {subs}")
+    return schedule_workload(
+        plans, setup=spec.get("setup"), warmup_ms=spec.get("warmup"), sub_agents=tuple(subs)
+    )
 
 
 def _tools(spec: Fields) -> type:

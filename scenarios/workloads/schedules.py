@@ -112,6 +112,9 @@ class ScheduleWorkload(Agent):
     setup_on: ClassVar[str] = "on_start"
     warmup_ms: ClassVar[int] = 0
     """How long `on_start` awaits before it sets up (startup holds the input gate meanwhile)."""
+    sub_agents: ClassVar[tuple[str, ...]] = ()
+    """The names of the sub-agents `open(name)` may open: each keeps the same schedules (its
+    rows live on the root, under its owner path) and has no sub-agents of its own."""
 
     def __init__(self, host: Any, name: str) -> None:
         super().__init__(host, name)
@@ -144,6 +147,47 @@ class ScheduleWorkload(Agent):
             )[0]
             out[name] = {"done": int(counts["done"] or 0), "attempts": int(counts["attempts"])}
         return out
+
+    async def open(self, name: str) -> list[str]:
+        """Open the sub-agent `name` (again, after a `close`) and set its schedules up; the
+        names it created."""
+        stub = await self.sub_agent(self._sub_class(name), name)
+        created: list[str] = await stub.setup()
+        self.host.trace.emit("workload:sub_agent_opened", name=name, created=created)
+        return created
+
+    async def close(self, name: str) -> bool:
+        """Delete the sub-agent `name` (its storage, and its schedules on the root); whether the
+        root still had it."""
+        cls = self._sub_class(name)
+        had = self.has_sub_agent(cls, name)
+        await self.delete_sub_agent(cls, name)
+        self.host.trace.emit("workload:sub_agent_closed", name=name, had=had)
+        return had
+
+    @classmethod
+    def _sub_class(cls, name: str) -> type[ScheduleWorkload]:
+        """The class of this workload's sub-agents: the same schedules, set up by the root's
+        `open`, with no sub-agents of their own (made once per workload class)."""
+        if name not in cls.sub_agents:
+            raise ValueError(
+                f"no sub-agent named {name!r}; this workload's: {list(cls.sub_agents)}"
+            )
+        made = cls.__dict__.get("_sub")
+        if made is None:
+            made = type(
+                cls.__name__,
+                (cls,),
+                {
+                    "sub_agents": (),
+                    "setup_on": "call",
+                    "warmup_ms": 0,
+                    "__module__": cls.__module__,
+                    "__qualname__": cls.__qualname__,
+                },
+            )
+            setattr(cls, "_sub", made)  # noqa: B010 - kept on this class alone, read by __dict__
+        return made
 
     async def cancel(self, name: str) -> bool:
         """Cancel the schedule `name`; False when it is gone already (ran out, or cancelled)."""
@@ -369,7 +413,11 @@ class ScheduleWorkload(Agent):
 
 
 def schedule_workload(
-    schedules: Sequence[SchedulePlan], *, setup: str = "on_start", warmup_ms: int = 0
+    schedules: Sequence[SchedulePlan],
+    *,
+    setup: str = "on_start",
+    warmup_ms: int = 0,
+    sub_agents: Sequence[str] = (),
 ) -> type[ScheduleWorkload]:
     """A `ScheduleWorkload` subclass (same name, so trace paths read `ScheduleWorkload/<alias>`)
     keeping `schedules`, set up `on_start` (after `warmup_ms`) or by a `setup` call."""
@@ -387,10 +435,13 @@ def schedule_workload(
     one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
+    if len(set(sub_agents)) != len(sub_agents) or not all(sub_agents):
+        raise ValueError(f"sub-agent names must be distinct and not empty, got {list(sub_agents)}")
     attributes = {
         "schedules": plans,
         "setup_on": setup,
         "warmup_ms": warmup_ms,
+        "sub_agents": tuple(sub_agents),
         "__module__": ScheduleWorkload.__module__,
         "__qualname__": ScheduleWorkload.__qualname__,
         "__doc__": ScheduleWorkload.__doc__,

@@ -4,9 +4,11 @@ one run (fibers §4.3): the first attempt, announced by `schedule:execute`, and 
 
 The bound is worked out here, from the spec, never taken from the runtime's records: the row's
 own `retry_options` (`maxAttempts`, as the row stores it), else the `retry` option of the class
-of the agent that runs the callback, else the spec's default of 3 (`RETRY_DEFAULTS`). A run is
-the `schedule:execute` of an agent's incarnation and the retries of that incarnation that follow
-it for the same schedule id; a new `schedule:execute` starts the next run.
+of the agent that runs the callback, else the spec's default of 3 (`RETRY_DEFAULTS`); a
+sub-agent deleted before the end leaves its class unknown, and its runs are judged only by their
+rows. A run is the `schedule:execute` of an agent's incarnation and the retries of that
+incarnation that follow it for the same schedule id; a new `schedule:execute` starts the next
+run.
 """
 
 from __future__ import annotations
@@ -45,12 +47,17 @@ def _class_max(options: Mapping[str, Any] | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def max_attempts(context: CheckContext, row: Mapping[str, Any] | None, agent: str) -> int:
-    """The attempts a run of the schedule `row` may make on `agent` (see the module docstring)."""
-    for value in (_stored_max(row), _class_max(context.options.get(agent))):
-        if value is not None:
-            return value
-    return RETRY_DEFAULTS["max_attempts"]
+def max_attempts(context: CheckContext, row: Mapping[str, Any] | None, agent: str) -> int | None:
+    """The attempts a run of the schedule `row` may make on `agent` (see the module docstring);
+    None when the row names none and the agent's class is not known (a sub-agent deleted
+    before the end leaves no options in the context)."""
+    stored = _stored_max(row)
+    if stored is not None:
+        return stored
+    if agent not in context.options:
+        return None
+    given = _class_max(context.options.get(agent))
+    return RETRY_DEFAULTS["max_attempts"] if given is None else given
 
 
 @invariant("schedule_attempts_bounded")
@@ -74,7 +81,7 @@ def schedule_attempts_bounded(context: CheckContext) -> list[Violation]:
             continue  # a retry whose first attempt this trace does not hold
         runs[key].append(record)
         bound = max_attempts(context, rows.get(schedule_id), record.agent)
-        if len(runs[key]) <= bound or schedule_id in flagged:
+        if bound is None or len(runs[key]) <= bound or schedule_id in flagged:
             continue
         flagged.add(schedule_id)
         first = runs[key][0]

@@ -72,6 +72,7 @@ INVARIANTS = [
     "cron_next_occurrence",
     "schedule_attempts_bounded",
     "listings_match",
+    "schedules_owned_by_caller",
 ]
 
 

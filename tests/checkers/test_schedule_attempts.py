@@ -87,3 +87,12 @@ def test_a_new_run_counts_its_attempts_afresh() -> None:
     restarted = dataclasses.replace(context, records=(*context.records, again, retried))
     assert check(restarted, ["schedule_attempts_bounded"]) == []
     assert check(retried_once_more(restarted), ["schedule_attempts_bounded"]) != []
+
+
+def test_an_agent_gone_at_the_end_is_judged_by_its_rows_alone() -> None:
+    """A sub-agent deleted before the end leaves no class options in the context: a run whose
+    row names no maxAttempts is then not judged (its class may have allowed more)."""
+    context = failed("0.21.0", cls=Failing)  # the class allows 4; the row names none
+    gone = dataclasses.replace(context, options={})
+    assert check(retried_once_more(context), ["schedule_attempts_bounded"]) != []
+    assert check(retried_once_more(gone), ["schedule_attempts_bounded"]) == []

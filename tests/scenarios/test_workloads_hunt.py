@@ -188,6 +188,24 @@ def test_schedule_workload_is_a_subclass_with_the_plans_as_class_attributes() ->
         schedule_workload([SchedulePlan("a", after_s=3), SchedulePlan("a", after_s=4)])
 
 
+def test_sub_agent_names_are_distinct_and_open_names_one_of_them() -> None:
+    """A repeated sub-agent name is refused at its line; opening a name the workload does not
+    list fails that call with the names it has."""
+    repeated = scheduler("{name: a, after: 10s}").replace(
+        "    workload: schedules\n", "    workload: schedules\n    sub_agents: [w1, w1]\n"
+    )
+    with pytest.raises(InvalidScenario, match=r"w\.yaml:\d+") as raised:
+        parse_scenario(workload_scenario(repeated, WAKE), "w.yaml")
+    assert "sub_agents" in str(raised.value) and "distinct" in str(raised.value)
+    with pytest.raises(ValueError, match="sub-agent names must be distinct"):
+        schedule_workload([SchedulePlan("a", after_s=3)], sub_agents=("w1", "w1"))
+    cls = schedule_workload([SchedulePlan("a", after_s=3)], sub_agents=("w1",))
+    with pytest.raises(ValueError, match=r"no sub-agent named 'w2'; this workload's: \['w1'\]"):
+        cls._sub_class("w2")
+    sub = cls._sub_class("w1")
+    assert sub is cls._sub_class("w1") and sub.sub_agents == () and sub.setup_on == "call"
+
+
 # -- fibers: cancels, deadlines, per-fiber recovery ---------------------------------------------
 def worker(*fibers: str, settings: str = "    keep_alive_interval: 2s\n") -> str:
     body = "".join(f"      - {fiber}\n" for fiber in fibers)
