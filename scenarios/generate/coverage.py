@@ -83,6 +83,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "delete_fibers aborted",
         "delete_fibers settled_before",
         "delete_fibers limit",
+        "start_fiber explicit fiber_id",
         "list_fibers status",
         "list_fibers name",
         "list_fibers limit",

@@ -146,6 +146,12 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
                 uses.append(Use("delete_fibers", "settled_before", alias, "workload:deleted"))
             if limit:
                 uses.append(Use("delete_fibers", "limit", alias, "workload:deleted"))
+        keyed_as = keyed if surface.opens("fibers", "start_as") else []
+        for fiber in draw(st.lists(st.sampled_from(keyed_as), max_size=2)) if keyed_as else []:
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            fiber_id = draw(st.sampled_from(("x1", "x2")))
+            steps.append(call(at, alias, "start_as", fiber["name"], fiber_id))
+            uses.append(Use("start_fiber", "explicit fiber_id", alias, "workload:listed"))
         listed = [f["name"] for f in fibers] if surface.opens("fibers", "listing") else []
         for _ in range(draw(st.integers(0, 2)) if listed else 0):
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 from agents_core import Agent
 from scenarios.workloads.plans import one_of, unique_plans
-from sim.checkers.models.listings import deleted_fibers, listed_fibers
+from sim.checkers.models.listings import deleted_fibers, listed_fibers, start_answer
 
 __all__ = [
     "FIBER_RECOVERIES",
@@ -203,11 +203,38 @@ class FiberWorkload(Agent):
         )
         return got
 
+    async def start_as(self, name: str, fiber_id: str) -> dict[str, Any]:
+        """`start_fiber` of the managed fiber `name` under an explicit `fiber_id`, with its
+        idempotency key: what it answered (`{"refused": True}` when it raised). The record
+        `workload:listed` holds it beside the spec's answer over the ledger's rows."""
+        plan = self._managed(name)
+        expected = start_answer(self._ledger_rows(), fiber_id, plan.idempotency_key)
+        try:
+            result = await self.start_fiber(
+                plan.name,
+                lambda ctx: self._steps(plan, ctx, 1),
+                fiber_id=fiber_id,
+                idempotency_key=plan.idempotency_key,
+            )
+        except ValueError:
+            got: dict[str, Any] = {"refused": True}
+        else:
+            got = {"id": result.fiber_id, "accepted": result.accepted}
+        self.host.trace.emit(
+            "workload:listed",
+            api="start_fiber",
+            args={"fiber_id": fiber_id, "idempotency_key": plan.idempotency_key},
+            got=got,
+            expected=expected,
+        )
+        return got
+
     def _ledger_rows(self) -> list[dict[str, Any]]:
         """The ledger's rows as the agent's storage holds them now (read by the workload, not
         through the runtime)."""
         return self.sql(
-            "SELECT fiber_id, name, status, created_at, completed_at FROM cf_agents_fibers"
+            "SELECT fiber_id, idempotency_key, name, status, created_at, completed_at "
+            "FROM cf_agents_fibers"
         )
 
     def _managed(self, name: str) -> FiberPlan:

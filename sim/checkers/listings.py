@@ -3,7 +3,8 @@
 
 The workloads' `listing` and `forget` calls read the tables themselves in the same synchronous
 stretch as the runtime's call and write one record with both answers: `workload:listed {api,
-args, got, expected}` (the spec model's answer, `sim.checkers.models.listings`) and
+args, got, expected}` (the spec model's answer, `sim.checkers.models.listings`; a `start_fiber`
+under an explicit fiber id writes one too, its answer or `{"refused": true}`) and
 `workload:deleted {api, args, got, gone, count, required, allowed}` (what the call returned, the
 ids that went, and the model's count, the ids it must take and those it may take). This checker
 holds the two answers against each other.
@@ -27,11 +28,11 @@ def _call(api: object, args: object) -> str:
 
 @invariant("listings_match")
 def listings_match(context: CheckContext) -> list[Violation]:
-    """Fibers §5.8, §4.5 — listFibers, deleteFibers and listSchedules answer as the spec's model
-    does over the same rows (see the module docstring)."""
+    """Fibers §5.8, §5.5, §4.5 — listFibers, deleteFibers, listSchedules and startFiber under an
+    explicit id answer as the spec's model does over the same rows (see the module docstring)."""
     out: list[Violation] = []
     for record in context.events("workload:listed"):
-        got, expected = list(record.get("got") or ()), list(record.get("expected") or ())
+        got, expected = record.get("got"), record.get("expected")
         if got != expected:
             out.append(
                 Violation(

@@ -4,13 +4,20 @@ a runtime that lists or deletes otherwise caught."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from agents_core.fiber_ledger import FiberLedger
 from scenarios import parse_scenario, run_scenario
-from sim.checkers.models.listings import deleted_fibers, listed_fibers, listed_schedules
+from sim.checkers import CheckContext, check
+from sim.checkers.models.listings import (
+    deleted_fibers,
+    listed_fibers,
+    listed_schedules,
+    start_answer,
+)
 
 
 def fiber(fiber_id: str, status: str, created: int, settled: int | None = None, name: str = "f"):
@@ -138,3 +145,54 @@ def test_a_deletion_past_its_limit_is_caught(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(FiberLedger, "delete", unbounded)
     failures = [str(f) for f in run("0.21.0").failures]
     assert any("delete_fibers(limit=1, settled_before=3000)" in f for f in failures), failures
+
+
+def test_a_start_under_an_explicit_id_is_refused_when_the_key_names_another_fiber() -> None:
+    rows = [{**fiber("a", "running", 1), "idempotency_key": "k"}]
+    assert start_answer(rows, "b", "k") == {"refused": True}
+    assert start_answer(rows, "a", "k") == {"id": "a", "accepted": False}
+    assert start_answer(rows, "a", "other") == {"id": "a", "accepted": False}
+    assert start_answer(rows, "b", "new") == {"id": "b", "accepted": True}
+
+
+STARTS = """
+name: explicit-ids
+description: managed fibers started again under explicit ids
+seed: 1
+agents:
+  w:
+    workload: fibers
+    start: call
+    fibers:
+      - {name: f1, steps: 2, step: 1s, managed: true, idempotency_key: k1}
+      - {name: f2, steps: 1, step: 1s, managed: true, idempotency_key: k2}
+steps:
+  - call: {agent: w, method: start, args: [f1]}
+  - at: 1s
+    call: {agent: w, method: start_as, args: [f1, x1]}
+  - at: 1s
+    call: {agent: w, method: start_as, args: [f2, x2]}
+  - at: 5s
+    call: {agent: w, method: start_as, args: [f2, x2]}
+expect:
+  - invariants: all
+"""
+
+
+def test_explicit_ids_answer_as_the_spec_says_and_a_wrong_answer_is_caught() -> None:
+    result = run_scenario(parse_scenario(STARTS, "starts.yaml"))
+    assert result.passed, result.failures
+    answers = [r.get("got") for r in result.trace.records if r.get("api") == "start_fiber"]
+    assert answers == [
+        {"refused": True},
+        {"id": "x2", "accepted": True},
+        {"id": "x2", "accepted": False},
+    ]
+    first = next(r for r in result.trace.records if r.get("api") == "start_fiber")
+    wrong = dataclasses.replace(
+        first, fields={**first.fields, "got": {"id": "a", "accepted": False}}
+    )
+    context = CheckContext(records=[wrong])
+    (violation,) = check(context, ["listings_match"])
+    assert "start_fiber(fiber_id='x1', idempotency_key='k1')" in violation.message
+    assert "the spec's answer over the same rows is {'refused': True}" in violation.message

@@ -18,6 +18,7 @@ __all__ = [
     "deleted_fibers",
     "listed_fibers",
     "listed_schedules",
+    "start_answer",
 ]
 
 TERMINAL_STATUSES = ("completed", "aborted", "error", "interrupted")
@@ -114,6 +115,27 @@ def deleted_fibers(
         frozenset(str(row["fiber_id"]) for row in required),
         frozenset(str(row["fiber_id"]) for row in below + tied),
     )
+
+
+def start_answer(
+    rows: Sequence[Mapping[str, Any]], fiber_id: str | None, key: str | None
+) -> dict[str, Any]:
+    """§5.5 `startFiber` steps 2-4, for the ledger's `rows` (with `idempotency_key`): refused
+    when the row holding the key is not the row of the id given (both rows exist and differ, or
+    an id is given and the key's row has another); else a duplicate of the existing row (the row
+    of the id, else of the key), not accepted; else the new fiber, accepted (None for its id when
+    the caller gave none)."""
+    by_id = next((r for r in rows if fiber_id is not None and r["fiber_id"] == fiber_id), None)
+    by_key = next((r for r in rows if key is not None and r["idempotency_key"] == key), None)
+    if by_key is not None and (
+        (by_id is not None and by_id["fiber_id"] != by_key["fiber_id"])
+        or (fiber_id is not None and by_key["fiber_id"] != fiber_id)
+    ):
+        return {"refused": True}
+    existing = by_id or by_key
+    if existing is not None:
+        return {"id": str(existing["fiber_id"]), "accepted": False}
+    return {"id": fiber_id, "accepted": True}
 
 
 def listed_schedules(
