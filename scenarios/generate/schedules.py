@@ -179,9 +179,16 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
     return part()
 
 
-SUB_AGENT_NAMES = (("w1",), ("w1", "w10"), ("w1", "w2"), ("a", "a-b"))
-"""The sub-agents a schedules agent may open: one, or two whose names differ by a suffix or
-a digit, as a user's would."""
+SUB_AGENT_NAMES = (
+    ("w1",),
+    ("w1", "w10"),
+    ("w1", "w2"),
+    ("a", "a-b"),
+    ("w1", "w1/x"),
+    ("w1", "w1/w1", "w10"),
+)
+"""The sub-agents a schedules agent may open: one, two whose names differ by a suffix or a
+digit, as a user's would, or a sub-agent of a sub-agent (`w1/x`, opened by `w1`)."""
 
 
 def _sub_agents(

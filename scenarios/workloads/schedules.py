@@ -114,7 +114,7 @@ class ScheduleWorkload(Agent):
     """How long `on_start` awaits before it sets up (startup holds the input gate meanwhile)."""
     sub_agents: ClassVar[tuple[str, ...]] = ()
     """The names of the sub-agents `open(name)` may open: each keeps the same schedules (its
-    rows live on the root, under its owner path) and has no sub-agents of its own."""
+    rows live on the root, under its owner path); `w1/x` names a sub-agent `x` of `w1`."""
 
     def __init__(self, host: Any, name: str) -> None:
         super().__init__(host, name)
@@ -150,44 +150,53 @@ class ScheduleWorkload(Agent):
 
     async def open(self, name: str) -> list[str]:
         """Open the sub-agent `name` (again, after a `close`) and set its schedules up; the
-        names it created."""
-        stub = await self.sub_agent(self._sub_class(name), name)
-        created: list[str] = await stub.setup()
-        self.host.trace.emit("workload:sub_agent_opened", name=name, created=created)
+        names it created. `w1/x` is the sub-agent `x` of the sub-agent `w1`, opened by `w1`."""
+        child, _, below = name.partition("/")
+        stub = await self.sub_agent(self._sub_class(child), child)
+        created: list[str] = await (stub.open(below) if below else stub.setup())
+        if not below:
+            self.host.trace.emit("workload:sub_agent_opened", name=child, created=created)
         return created
 
     async def close(self, name: str) -> bool:
-        """Delete the sub-agent `name` (its storage, and its schedules on the root); whether the
-        root still had it."""
-        cls = self._sub_class(name)
-        had = self.has_sub_agent(cls, name)
-        await self.delete_sub_agent(cls, name)
-        self.host.trace.emit("workload:sub_agent_closed", name=name, had=had)
+        """Delete the sub-agent `name` (its storage, its own sub-agents, and its schedules on
+        the root); whether its parent still had it. `w1/x` is closed by `w1`."""
+        child, _, below = name.partition("/")
+        cls = self._sub_class(child)
+        if below:
+            had: bool = await (await self.sub_agent(cls, child)).close(below)
+            return had
+        had = self.has_sub_agent(cls, child)
+        await self.delete_sub_agent(cls, child)
+        self.host.trace.emit("workload:sub_agent_closed", name=child, had=had)
         return had
 
     @classmethod
-    def _sub_class(cls, name: str) -> type[ScheduleWorkload]:
-        """The class of this workload's sub-agents: the same schedules, set up by the root's
-        `open`, with no sub-agents of their own (made once per workload class)."""
-        if name not in cls.sub_agents:
-            raise ValueError(
-                f"no sub-agent named {name!r}; this workload's: {list(cls.sub_agents)}"
+    def _sub_class(cls, child: str) -> type[ScheduleWorkload]:
+        """The class of this workload's sub-agent `child`: the same schedules, set up by its
+        parent's `open`, with the sub-agents named below it (`child/x`) as its own (made once
+        per workload class and name)."""
+        children = {name.partition("/")[0] for name in cls.sub_agents}
+        if child not in children:
+            raise ValueError(f"no sub-agent named {child!r}; this workload's: {sorted(children)}")
+        made: dict[str, type[ScheduleWorkload]] = cls.__dict__.get("_subs") or {}
+        if child not in made:
+            below = tuple(
+                name.partition("/")[2] for name in cls.sub_agents if name.startswith(child + "/")
             )
-        made = cls.__dict__.get("_sub")
-        if made is None:
-            made = type(
+            made[child] = type(
                 cls.__name__,
                 (cls,),
                 {
-                    "sub_agents": (),
+                    "sub_agents": below,
                     "setup_on": "call",
                     "warmup_ms": 0,
                     "__module__": cls.__module__,
                     "__qualname__": cls.__qualname__,
                 },
             )
-            setattr(cls, "_sub", made)  # noqa: B010 - kept on this class alone, read by __dict__
-        return made
+            setattr(cls, "_subs", made)  # noqa: B010 - kept on this class alone, read by __dict__
+        return made[child]
 
     async def cancel(self, name: str) -> bool:
         """Cancel the schedule `name`; False when it is gone already (ran out, or cancelled)."""
@@ -435,7 +444,8 @@ def schedule_workload(
     one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
-    if len(set(sub_agents)) != len(sub_agents) or not all(sub_agents):
+    parts = [part for name in sub_agents for part in name.split("/")]
+    if len(set(sub_agents)) != len(sub_agents) or not all(parts):
         raise ValueError(f"sub-agent names must be distinct and not empty, got {list(sub_agents)}")
     attributes = {
         "schedules": plans,

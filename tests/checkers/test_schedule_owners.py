@@ -76,3 +76,35 @@ def test_a_dedupe_that_forgets_the_owner_is_caught(monkeypatch: pytest.MonkeyPat
         and "a row owned by its holder's own (held by ScheduleWorkload/s)" in f
         for f in failures
     ), failures
+
+
+NESTED = SCENARIO.replace("sub_agents: [w1, w10]", "sub_agents: [w1, w1/x, w10]").replace(
+    "  - at: 40s\n", "  - at: 2s\n    call: {agent: s, method: open, args: [w1/x]}\n  - at: 40s\n"
+)
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_a_sub_agent_of_a_sub_agent_keeps_schedules_of_its_own(sdk: str) -> None:
+    result = run_scenario(parse_scenario(f"sdk: {sdk!r}\n{NESTED}", "nested.yaml"))
+    assert result.passed, result.failures
+    x = "ScheduleWorkload/s/ScheduleWorkload/w1/ScheduleWorkload/x"
+    records = result.trace.records
+    assert [r.agent for r in records if r.event == "workload:sub_agent_opened"][:3] == [
+        "ScheduleWorkload/s",
+        "ScheduleWorkload/s",
+        "ScheduleWorkload/s/ScheduleWorkload/w1",
+    ]
+    assert {r.get("name") for r in records if r.event == "workload:scheduled" and r.agent == x} == {
+        "a",
+        "b",
+        "c",
+    }
+    closed = next(r for r in records if r.event == "workload:sub_agent_closed")
+    assert closed.get("name") == "w1"
+    assert any(  # closing w1 took x with it
+        r.event == "incarnation:end"
+        and r.agent == x
+        and r.get("reason") == "deleted"
+        and r.t_ms == closed.t_ms
+        for r in records
+    )
