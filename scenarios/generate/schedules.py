@@ -186,9 +186,11 @@ SUB_AGENT_NAMES = (
     ("a", "a-b"),
     ("w1", "w1/x"),
     ("w1", "w1/w1", "w10"),
+    ("w1", "twin:w1"),
 )
 """The sub-agents a schedules agent may open: one, two whose names differ by a suffix or a
-digit, as a user's would, or a sub-agent of a sub-agent (`w1/x`, opened by `w1`)."""
+digit, as a user's would, a sub-agent of a sub-agent (`w1/x`, opened by `w1`), or two of one
+name and two classes (`twin:w1`)."""
 
 
 def _sub_agents(

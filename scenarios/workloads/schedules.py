@@ -114,7 +114,8 @@ class ScheduleWorkload(Agent):
     """How long `on_start` awaits before it sets up (startup holds the input gate meanwhile)."""
     sub_agents: ClassVar[tuple[str, ...]] = ()
     """The names of the sub-agents `open(name)` may open: each keeps the same schedules (its
-    rows live on the root, under its owner path); `w1/x` names a sub-agent `x` of `w1`."""
+    rows live on the root, under its owner path); `w1/x` names a sub-agent `x` of `w1`, and
+    `twin:w1` a sub-agent named `w1` of another class (`ScheduleTwin`), beside `w1`."""
 
     def __init__(self, host: Any, name: str) -> None:
         super().__init__(host, name)
@@ -152,7 +153,7 @@ class ScheduleWorkload(Agent):
         """Open the sub-agent `name` (again, after a `close`) and set its schedules up; the
         names it created. `w1/x` is the sub-agent `x` of the sub-agent `w1`, opened by `w1`."""
         child, _, below = name.partition("/")
-        stub = await self.sub_agent(self._sub_class(child), child)
+        stub = await self.sub_agent(self._sub_class(child), _instance(child))
         created: list[str] = await (stub.open(below) if below else stub.setup())
         if not below:
             self.host.trace.emit("workload:sub_agent_opened", name=child, created=created)
@@ -162,12 +163,12 @@ class ScheduleWorkload(Agent):
         """Delete the sub-agent `name` (its storage, its own sub-agents, and its schedules on
         the root); whether its parent still had it. `w1/x` is closed by `w1`."""
         child, _, below = name.partition("/")
-        cls = self._sub_class(child)
+        cls, instance = self._sub_class(child), _instance(child)
         if below:
-            had: bool = await (await self.sub_agent(cls, child)).close(below)
+            had: bool = await (await self.sub_agent(cls, instance)).close(below)
             return had
-        had = self.has_sub_agent(cls, child)
-        await self.delete_sub_agent(cls, child)
+        had = self.has_sub_agent(cls, instance)
+        await self.delete_sub_agent(cls, instance)
         self.host.trace.emit("workload:sub_agent_closed", name=child, had=had)
         return had
 
@@ -185,7 +186,7 @@ class ScheduleWorkload(Agent):
                 name.partition("/")[2] for name in cls.sub_agents if name.startswith(child + "/")
             )
             made[child] = type(
-                cls.__name__,
+                TWIN_CLASS if child.startswith(TWIN) else ScheduleWorkload.__name__,
                 (cls,),
                 {
                     "sub_agents": below,
@@ -421,6 +422,17 @@ class ScheduleWorkload(Agent):
         return None
 
 
+TWIN = "twin:"
+TWIN_CLASS = "ScheduleTwin"
+"""`twin:w1` names the sub-agent `w1` of a second class, so that two sub-agents of one parent
+share a name (a user's `Researcher/main` beside `Writer/main`)."""
+
+
+def _instance(child: str) -> str:
+    """The sub-agent's own name: `w1` for `w1` and for `twin:w1`."""
+    return child.removeprefix(TWIN)
+
+
 def schedule_workload(
     schedules: Sequence[SchedulePlan],
     *,
@@ -444,8 +456,8 @@ def schedule_workload(
     one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
-    parts = [part for name in sub_agents for part in name.split("/")]
-    if len(set(sub_agents)) != len(sub_agents) or not all(parts):
+    parts = [_instance(part) for name in sub_agents for part in name.split("/")]
+    if len(set(sub_agents)) != len(sub_agents) or not all(parts) or any(":" in p for p in parts):
         raise ValueError(f"sub-agent names must be distinct and not empty, got {list(sub_agents)}")
     attributes = {
         "schedules": plans,

@@ -387,3 +387,12 @@ def test_a_row_a_failed_re_create_left_unrecorded_still_stops_at_its_runs() -> N
     path = Path(__file__).parent / "data" / "orphan-schedule-row-stops.yaml"
     result = run_scenario(load_scenario(path))
     assert result.passed, result.failures
+
+
+def test_a_twin_is_a_sub_agent_of_the_same_name_and_another_class() -> None:
+    cls = schedule_workload([SchedulePlan("a", after_s=3)], sub_agents=("w1", "twin:w1"))
+    mine, twin = cls._sub_class("w1"), cls._sub_class("twin:w1")
+    assert (mine.__name__, twin.__name__) == ("ScheduleWorkload", "ScheduleTwin")
+    assert mine is not twin and issubclass(twin, ScheduleWorkload)
+    with pytest.raises(ValueError, match="sub-agent names must be distinct and not empty"):
+        schedule_workload([SchedulePlan("a", after_s=3)], sub_agents=("other:w1",))
