@@ -253,12 +253,22 @@ WHEN: dict[str, str] = {
     # -- the built-in workloads (scenarios.workloads) ----------------------------------------
     "workload:stashed": "A fibers-workload step stashed its progress.",
     "workload:resumed": "Its recovery hook resumes a fiber from the stash.",
+    "workload:deleted": (
+        "A fibers workload's forget called delete_fibers: what it answered and deleted, beside "
+        "the spec's count and the rows it must and may take (listings_match)."
+    ),
     "workload:dropped": "Its recovery hook drops a fiber (nothing stashed to resume from).",
     "workload:cancel": "A fibers-workload fiber was asked to cancel.",
     "workload:fiber_done": "A fibers-workload fiber finished its steps.",
     "workload:fiber_failed": "A fibers-workload fiber's scripted failure struck.",
     "workload:fiber_cancelled": "A fibers-workload fiber stopped on its cancel.",
+    "workload:listed": (
+        "A workload listed fibers or schedules, or started a fiber under an explicit id: the "
+        "runtime's answer beside the spec's over the same rows (listings_match)."
+    ),
     "workload:scheduled": "The schedules workload set up one of its schedules.",
+    "workload:sub_agent_closed": "The schedules workload deleted one of its sub-agents.",
+    "workload:sub_agent_opened": "The schedules workload opened a sub-agent and set it up.",
     "workload:schedule_run": "A schedules-workload callback starts an attempt.",
     "workload:schedule_done": "That attempt finished its work.",
     "workload:schedule_failed": "That attempt's scripted failure struck.",
