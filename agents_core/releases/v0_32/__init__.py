@@ -38,8 +38,9 @@ NAME = "0.32.0"
 NOT_BUILT: tuple[str, ...] = (
     "§2.5 the isolate reset after a memory-limit strike",
     "§3.2 the recoveryLoop option of schedule()",
-    "§3.5 facet schedules routed as 0.32.0 routes them (schedule:execute on the root, the "
-    "owner's own retry loop, the prefix cleanup of queue and tasks jobs)",
+    "§3.5 the prefix cleanup of queue and tasks jobs (the port has no Queue or Tasks "
+    "capability), and the owner's retry loop handing a memory-limit reset of a one-shot back to "
+    "the root as 0.21.0 does (0.32.0 stops early only for a code-update reset)",
     "§6.2 the State capability's schema key (cf_agents:state_schema_version), written at its "
     "startup",
     "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",

@@ -32,7 +32,7 @@ from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import resolve_retry
 from agents_core.releases.v0_32.job_driver import is_platform_failure
 from agents_core.releases.v0_32.schema_keys import SCHEDULES_SCHEMA
-from agents_core.schedule_dispatch import call_on_error, retry_to_json
+from agents_core.schedule_dispatch import ANNOUNCED, call_on_error, retry_to_json
 from agents_core.schedules import (
     TIME_RANGE_END_MAX_S,
     Schedule,
@@ -167,10 +167,9 @@ class Scheduler(Scheduler021):
         emit = self._lc.emit_event
         routed = bool(timing.get("owner_path"))
         if attempt == 1:
-            # A sub-agent's schedule is announced by its owner as it runs (0.21.0's way; 0.32.0
-            # announces it on the root: not built yet).
-            if not routed:
-                emit("schedule:execute", callback=job.fn, id=job.id)
+            # A sub-agent's schedule too is announced here, on the root (§3.5); its owner runs
+            # it without announcing it again.
+            emit("schedule:execute", callback=job.fn, id=job.id)
         else:
             emit(
                 "schedule:retry",
@@ -228,7 +227,8 @@ class Scheduler(Scheduler021):
         await call_on_error(self._hooks, error)
 
     async def _route(self, job: Job, timing: Mapping[str, Any]) -> Any:
-        """A sub-agent's schedule: its owner runs it (0.21.0's row shape on the way down)."""
+        """A sub-agent's schedule: its owner runs it with its own retry loop (0.21.0's row shape
+        on the way down, marked as announced: the root emitted `schedule:execute`)."""
         row = {
             "id": job.id,
             "callback": job.fn,
@@ -244,6 +244,7 @@ class Scheduler(Scheduler021):
             "owner_path": timing.get("owner_path"),
             "owner_path_key": timing.get("owner_path_key"),
             "running": 0,
+            ANNOUNCED: True,
         }
         try:
             await self._hooks._dispatch_facet_schedule(row)
