@@ -25,10 +25,13 @@ from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.schedule_store import SCHEDULES_ON_JOBS
 from sim.checkers.schedules import ONE_SHOT, schedule_rows
+from sim.checkers.storage import row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["interval_runs_on_time", "one_shot_retried_when_cut"]
 
+SCHEDULE_TABLES = ("cf_agents_schedules", "cf_agents_jobs")
+"""Where a schedule's row lives: 0.21.0's table, or 0.32.0's job queue."""
 HOUSEKEEPING_RPC = "_cf_check_run_fibers_for_facet"
 """The facet scan an alarm runs after its due rows."""
 
@@ -247,10 +250,11 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
     `alarm:interrupted` (killed, deployed, evicted, crashed) at t, where E's callback may have been
     cut short (nothing between E and t shows the loop over due rows moved on: no other row's
     execution, no fiber recovery record, no facet scan, no `schedule:error` of E's id, no storage
-    fault): a later `schedule:execute` of the same id exists — once the run went quiet, or
-    `LIVENESS_GRACE_MS` after t — unless, after E, the schedule was cancelled (a cancel that may
-    have rolled back does not count), its agent's (or an ancestor's) storage was wiped or
-    deleted, a memory-limit reset sealed it, or the platform gave the alarm up.
+    fault, no turn committed between E and t that deleted the row, as the loop does once the
+    callback returned): a later `schedule:execute` of the same id exists — once the run went
+    quiet, or `LIVENESS_GRACE_MS` after t — unless, after E, the schedule was cancelled (a cancel
+    that may have rolled back does not count), its agent's (or an ancestor's) storage was wiped
+    or deleted, a memory-limit reset sealed it, or the platform gave the alarm up.
     """
     if not context.liveness_ran:
         return []
@@ -268,8 +272,12 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
                 continue
             if index + 1 < len(executions) or not context.had_time_since(run.end.t_ms):
                 continue
-            if _moved_on(runs, root, execution, run.end) or _gone(
-                context, runs, root, schedule_id, execution
+            if (
+                _moved_on(runs, root, execution, run.end)
+                or _gone(context, runs, root, schedule_id, execution)
+                or _deleted_within(
+                    context, str(row.get("holder") or root), schedule_id, execution, run.end
+                )
             ):
                 continue
             how = run.end.get("reason") or run.end.get("error") or ""
@@ -287,6 +295,26 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
                 )
             )
     return out
+
+
+def _deleted_within(
+    context: CheckContext, holder: str, schedule_id: str, execution: TraceRecord, end: TraceRecord
+) -> bool:
+    """A turn committed between `execution`'s instant and the alarm run's `end` deleted the
+    schedule's row (or job): its callback returned and the loop deleted it before the cut."""
+    journal = context.journals.get(holder, ())
+    instants = context.journal_ms.get(holder, ())
+    if len(instants) != len(journal):
+        return False
+    for table in SCHEDULE_TABLES:
+        for change in row_changes(journal, table, "id"):
+            if (
+                str(change.key) == schedule_id
+                and change.after is None
+                and execution.t_ms <= instants[change.turn - 1] <= end.t_ms
+            ):
+                return True
+    return False
 
 
 def _gone(

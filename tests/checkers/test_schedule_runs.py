@@ -159,6 +159,28 @@ def test_a_one_shot_cut_mid_callback_and_never_run_again_is_caught(cadence) -> N
     assert messages(quiet_unknown, "one_shot_retried_when_cut") == []
 
 
+def test_a_one_shot_whose_row_was_deleted_before_the_cut_had_returned(cadence) -> None:
+    """A turn that committed the row's delete between the execution and the cut shows the
+    callback returned (the loop deletes a one-shot only then): no second run is owed. Here the
+    delete the re-run committed is moved into the cut run's instant."""
+    cut, again = executions(cadence, "export")
+    export = schedule_id(cadence, "export")
+    lost = without(cadence, lambda r: r == again)
+    journal, instants = lost.journals[OPS], list(lost.journal_ms[OPS])
+    (deleted,) = [
+        n
+        for n, turn in enumerate(journal)
+        if any(st.startswith("DELETE FROM cf_agents_schedules") and export in p for st, p in turn)
+    ]
+    assert instants[deleted] > 40_000  # the re-run's
+    instants[deleted] = 40_000
+    returned = dataclasses.replace(lost, journal_ms={**lost.journal_ms, OPS: tuple(instants)})
+    assert messages(returned, "one_shot_retried_when_cut") == []
+    instants[deleted] = cut.t_ms - 1
+    before = dataclasses.replace(lost, journal_ms={**lost.journal_ms, OPS: tuple(instants)})
+    assert len(messages(before, "one_shot_retried_when_cut")) == 1
+
+
 @pytest.mark.parametrize(
     ("name", "test"),
     [
