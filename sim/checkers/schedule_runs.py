@@ -250,9 +250,10 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
     `alarm:interrupted` (killed, deployed, evicted, crashed) at t, where E's callback may have been
     cut short (nothing between E and t shows the loop over due rows moved on: no other row's
     execution, no fiber recovery record, no facet scan, no `schedule:error` of E's id, no storage
-    fault, no turn committed between E and t that deleted the row, as the loop does once the
-    callback returned): a later `schedule:execute` of the same id exists — once the run went
-    quiet, or `LIVENESS_GRACE_MS` after t — unless, after E, the schedule was cancelled (a cancel
+    fault, no turn committed by t that deleted the row: the loop deletes it once the callback
+    returned, and a cancel may have deleted it before the run, which had selected it already):
+    a later `schedule:execute` of the same id exists — once the run went quiet, or
+    `LIVENESS_GRACE_MS` after t — unless, after E, the schedule was cancelled (a cancel
     that may have rolled back does not count), its agent's (or an ancestor's) storage was wiped
     or deleted, a memory-limit reset sealed it, or the platform gave the alarm up.
     """
@@ -275,9 +276,7 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
             if (
                 _moved_on(runs, root, execution, run.end)
                 or _gone(context, runs, root, schedule_id, execution)
-                or _deleted_within(
-                    context, str(row.get("holder") or root), schedule_id, execution, run.end
-                )
+                or _deleted_by(context, str(row.get("holder") or root), schedule_id, run.end)
             ):
                 continue
             how = run.end.get("reason") or run.end.get("error") or ""
@@ -297,11 +296,11 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
     return out
 
 
-def _deleted_within(
-    context: CheckContext, holder: str, schedule_id: str, execution: TraceRecord, end: TraceRecord
-) -> bool:
-    """A turn committed between `execution`'s instant and the alarm run's `end` deleted the
-    schedule's row (or job): its callback returned and the loop deleted it before the cut."""
+def _deleted_by(context: CheckContext, holder: str, schedule_id: str, end: TraceRecord) -> bool:
+    """A turn committed by the alarm run's `end` deleted the schedule's row (or job): its
+    callback returned and the loop deleted it before the cut, or a cancel deleted it before it
+    ran (an alarm runs the due rows it selected at its start, a row cancelled since included).
+    Either way no row is left to run again."""
     journal = context.journals.get(holder, ())
     instants = context.journal_ms.get(holder, ())
     if len(instants) != len(journal):
@@ -311,7 +310,7 @@ def _deleted_within(
             if (
                 str(change.key) == schedule_id
                 and change.after is None
-                and execution.t_ms <= instants[change.turn - 1] <= end.t_ms
+                and instants[change.turn - 1] <= end.t_ms
             ):
                 return True
     return False

@@ -159,10 +159,11 @@ def test_a_one_shot_cut_mid_callback_and_never_run_again_is_caught(cadence) -> N
     assert messages(quiet_unknown, "one_shot_retried_when_cut") == []
 
 
-def test_a_one_shot_whose_row_was_deleted_before_the_cut_had_returned(cadence) -> None:
-    """A turn that committed the row's delete between the execution and the cut shows the
-    callback returned (the loop deletes a one-shot only then): no second run is owed. Here the
-    delete the re-run committed is moved into the cut run's instant."""
+def test_a_one_shot_whose_row_was_deleted_before_the_cut_owes_no_second_run(cadence) -> None:
+    """A turn that committed the row's delete by the cut shows the callback returned (the loop
+    deletes a one-shot only then), or a cancel took the row before the run that had selected it:
+    no row is left to run again. Here the delete the re-run committed is moved into the cut
+    run's instant, then before its execution; after the cut it excuses nothing."""
     cut, again = executions(cadence, "export")
     export = schedule_id(cadence, "export")
     lost = without(cadence, lambda r: r == again)
@@ -178,7 +179,10 @@ def test_a_one_shot_whose_row_was_deleted_before_the_cut_had_returned(cadence) -
     assert messages(returned, "one_shot_retried_when_cut") == []
     instants[deleted] = cut.t_ms - 1
     before = dataclasses.replace(lost, journal_ms={**lost.journal_ms, OPS: tuple(instants)})
-    assert len(messages(before, "one_shot_retried_when_cut")) == 1
+    assert messages(before, "one_shot_retried_when_cut") == []
+    instants[deleted] = 40_001
+    after = dataclasses.replace(lost, journal_ms={**lost.journal_ms, OPS: tuple(instants)})
+    assert len(messages(after, "one_shot_retried_when_cut")) == 1
 
 
 @pytest.mark.parametrize(
