@@ -223,6 +223,7 @@ steps:
     ("extra", "method", "why"),
     [
         ("", "forget", "the fibers player on the real side has no `forget` yet"),
+        ("", "listing", "the fibers player on the real side has no `listing` yet"),
         (", stash_bytes: 1000", "status", "the fibers player on the real side does not read"),
         ("", "status", None),
     ],
