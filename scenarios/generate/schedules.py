@@ -209,11 +209,17 @@ def _sub_agents(
     opened again under the same name; the horizon the run needs then."""
     names = draw(st.sampled_from(SUB_AGENT_NAMES))
     agent["sub_agents"] = list(names)
-    for name in names:
-        steps.append(call(draw(aligned(st, periods, 0, 10_000)), alias, "open", name))
-        uses.append(Use("sub_agent", "schedules of its own", alias, "workload:sub_agent_opened"))
     span = horizon
-    horizon += 10_000
+    for name in names:
+        at = draw(aligned(st, periods, 0, 10_000))
+        # Its schedules count their runs from its opening: a cron whose occurrences come too
+        # late from then is not opened there (the run could not settle).
+        done = [_done_by(entry, at) for entry in entries]
+        if any(when is None for when in done):
+            continue
+        steps.append(call(at, alias, "open", name))
+        uses.append(Use("sub_agent", "schedules of its own", alias, "workload:sub_agent_opened"))
+        horizon = max(horizon, *(when for when in done if when is not None))
     for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
         at = draw(aligned(st, periods, 10_001, max(span, 10_002)))
         steps.append(call(at, alias, "close", name))
