@@ -143,8 +143,9 @@ def interval_runs_on_time(context: CheckContext) -> list[Violation]:
     later than B — unless, after E and by B (or by the end of an alarm run that started by B),
     the tree of the top-level agent saw a death, an alarm run that ended `failed` or
     `interrupted`, a cancel of the schedule (one that may have rolled back does not count), a
-    failed dispatch of it to its facet, a memory-limit reset or a wiped storage; and unless the
-    trace ends before B or while a run started by B still runs.
+    failed dispatch of it to its facet, a memory-limit reset or a wiped storage, or a committed
+    turn deleted its row by B (a cancel whose record a storage fault lost); and unless the trace
+    ends before B or while a run started by B still runs.
     """
     rows = schedule_rows(context)
     runs = _Runs(context)
@@ -205,7 +206,9 @@ def _late_interval(
     for other in runs.of(root):
         if other.fired.seq > done.seq and other.fired.t_ms <= bound and other.end is not None:
             upper = max(upper, other.end.seq + 1)
-    if _excused(context, runs, root, schedule_id, execution, upper):
+    if _excused(context, runs, root, schedule_id, execution, upper) or _deleted_by(
+        context, _holder(row, root), schedule_id, bound
+    ):
         return None
     then = f"ran again at {_at(nxt.t_ms)}" if nxt is not None else "did not run again"
     return Violation(
@@ -276,7 +279,7 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
             if (
                 _moved_on(runs, root, execution, run.end)
                 or _gone(context, runs, root, schedule_id, execution)
-                or _deleted_by(context, str(row.get("holder") or root), schedule_id, run.end)
+                or _deleted_by(context, _holder(row, root), schedule_id, run.end.t_ms)
             ):
                 continue
             how = run.end.get("reason") or run.end.get("error") or ""
@@ -296,11 +299,16 @@ def one_shot_retried_when_cut(context: CheckContext) -> list[Violation]:
     return out
 
 
-def _deleted_by(context: CheckContext, holder: str, schedule_id: str, end: TraceRecord) -> bool:
-    """A turn committed by the alarm run's `end` deleted the schedule's row (or job): its
-    callback returned and the loop deleted it before the cut, or a cancel deleted it before it
-    ran (an alarm runs the due rows it selected at its start, a row cancelled since included).
-    Either way no row is left to run again."""
+def _holder(row: Mapping[str, Any], root: str) -> str:
+    return str(row.get("holder") or root)
+
+
+def _deleted_by(context: CheckContext, holder: str, schedule_id: str, by_ms: int) -> bool:
+    """A turn committed by `by_ms` deleted the schedule's row (or job), so no row was left to
+    run again: a one-shot's callback had returned (the loop deletes it only then), or a cancel
+    deleted it, whether or not its `schedule:cancel` was written (a sub-agent writes it only
+    once its root's answer came back, and a storage fault after the root's delete loses it; an
+    alarm runs the due rows it selected at its start, a row cancelled since included)."""
     journal = context.journals.get(holder, ())
     instants = context.journal_ms.get(holder, ())
     if len(instants) != len(journal):
@@ -310,7 +318,7 @@ def _deleted_by(context: CheckContext, holder: str, schedule_id: str, end: Trace
             if (
                 str(change.key) == schedule_id
                 and change.after is None
-                and instants[change.turn - 1] <= end.t_ms
+                and instants[change.turn - 1] <= by_ms
             ):
                 return True
     return False

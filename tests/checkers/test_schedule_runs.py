@@ -116,6 +116,33 @@ def test_an_interval_run_late_is_caught_unless_something_cut_it(cadence) -> None
         assert messages(excused, "interval_runs_on_time") == [], excuse.event
 
 
+def test_an_interval_whose_row_was_deleted_in_time_owes_no_run(cadence) -> None:
+    """A committed turn that deleted the poll's row by the time it was due again excuses the
+    missing run, whether or not a `schedule:cancel` was written (a sub-agent writes its cancel
+    only once its root answered, and a storage fault after the root's delete loses it): here a
+    DELETE of the row is added to the journal at 8 s, and at 12 s (after the due time) it does
+    not excuse."""
+    second = executions(cadence, "poll")[1]
+    late = without(cadence, lambda r: r == second)
+    poll = schedule_id(cadence, "poll")
+    delete = (("DELETE FROM cf_agents_schedules WHERE id = ?", (poll,)),)
+    journal, instants = list(late.journals[OPS]), list(late.journal_ms[OPS])
+    at = next(n for n, ms in enumerate(instants) if ms > 8_000)
+    deleted = dataclasses.replace(
+        late,
+        journals={**late.journals, OPS: (*journal[:at], delete, *journal[at:])},
+        journal_ms={**late.journal_ms, OPS: (*instants[:at], 8_000, *instants[at:])},
+    )
+    assert messages(deleted, "interval_runs_on_time") == []
+    at = next(n for n, ms in enumerate(instants) if ms > 12_000)
+    too_late = dataclasses.replace(
+        late,
+        journals={**late.journals, OPS: (*journal[:at], delete, *journal[at:])},
+        journal_ms={**late.journal_ms, OPS: (*instants[:at], 12_000, *instants[at:])},
+    )
+    assert len(messages(too_late, "interval_runs_on_time")) == 1
+
+
 def test_an_interval_waits_for_a_long_alarm_run_that_holds_the_slot(cadence) -> None:
     """When an alarm run that started before the poll came due still runs, the poll may wait
     for its end (1 ms later, as the re-arm asks): here the run at 11 s is replaced by one from
