@@ -26,8 +26,10 @@ ALARM_LIMIT_MS = 15 * 60_000
 
 
 def _schedule(
-    st: Any, draw: Any, name: str, alias: str, count: int, surface: Surface
+    st: Any, draw: Any, name: str, alias: str, count: int, surface: Surface, load: int = 1
 ) -> tuple[dict[str, Any], list[Use], int]:
+    """One schedule entry, its uses and the time it needs; `load` agents (the root and its
+    sub-agents) keep it, and one alarm runs all of their due rows one after another."""
     kind = draw(st.sampled_from(KINDS))
     entry: dict[str, Any] = {"name": name}
     uses = [Use("schedule", kind, alias, "schedule:create")]
@@ -65,12 +67,13 @@ def _schedule(
     # One alarm may run every due schedule of the agent, each with its retries in process: past
     # the 15-minute alarm limit the platform kills every attempt and the agent never settles.
     # So the work is kept under the limit over all of them (a one-shot alone, tried once, may
-    # come a millisecond short of it), and under half a recurring schedule's period.
+    # come a millisecond short of it), and under half a recurring schedule's period, counting
+    # every agent that keeps the same schedules.
     tries = 1 if not fail else (attempts or 4)
-    alone = count == 1 and tries == 1 and kind in ("delayed", "scheduled")
-    ceiling = ALARM_LIMIT_MS - 1 if alone else (ALARM_LIMIT_MS // 2) // (count * tries)
+    alone = count == 1 and load == 1 and tries == 1 and kind in ("delayed", "scheduled")
+    ceiling = ALARM_LIMIT_MS - 1 if alone else (ALARM_LIMIT_MS // 2) // (count * tries * load)
     if kind in ("interval", "cron"):
-        ceiling = min(ceiling, period // 2)
+        ceiling = min(ceiling, period // (2 * load))
     ceiling = max(0, ceiling - 150_000 * (tries - 1) * bool(backoff))
     work = draw(
         st.one_of(st.just(0), aligned(st, [period], 0, ceiling), st.just(ceiling if alone else 0))
@@ -108,9 +111,14 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
     @st.composite
     def part(draw: Any) -> Part:
         count = draw(st.integers(1, 3))
+        subs: tuple[str, ...] = ()
+        if surface.opens("schedules", "open") and not draw(st.integers(0, 2)):
+            subs = draw(st.sampled_from(SUB_AGENT_NAMES))
         entries, uses, horizon = [], [], 0
         for index in range(count):
-            entry, used, busy = _schedule(st, draw, f"s{index + 1}", alias, count, surface)
+            entry, used, busy = _schedule(
+                st, draw, f"s{index + 1}", alias, count, surface, load=1 + len(subs)
+            )
             entries.append(entry)
             uses += used
             horizon = max(horizon, busy)
@@ -144,8 +152,10 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "cancel", entry["name"]))
             uses.append(Use("cancel_schedule", "by a call", alias, "schedule:cancel"))
-        if surface.opens("schedules", "open") and not draw(st.integers(0, 2)):
-            horizon = _sub_agents(st, draw, alias, agent, entries, periods, steps, uses, horizon)
+        if subs:
+            horizon = _sub_agents(
+                st, draw, alias, agent, subs, entries, periods, steps, uses, horizon
+            )
         recreated = entries if surface.opens("schedules", "recreate") else []
         for entry in draw(st.lists(st.sampled_from(recreated), max_size=2)) if recreated else []:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
@@ -198,6 +208,7 @@ def _sub_agents(
     draw: Any,
     alias: str,
     agent: dict[str, Any],
+    names: tuple[str, ...],
     entries: list[dict[str, Any]],
     periods: list[int],
     steps: list[Any],
@@ -207,7 +218,6 @@ def _sub_agents(
     """Sub-agents keeping the same schedules (their rows on this root, under their owner
     paths): each opened in the first ten seconds, some closed (deleted with their rows) and
     opened again under the same name; the horizon the run needs then."""
-    names = draw(st.sampled_from(SUB_AGENT_NAMES))
     agent["sub_agents"] = list(names)
     span = horizon
     for name in names:

@@ -21,7 +21,7 @@ from scenarios.generate.coverage import CATALOGUE, Coverage
 from scenarios.generate.cron import crons, due_within, forms_of
 from scenarios.generate.hunt import generate, write_generated
 from scenarios.generate.parts import TimedStep
-from scenarios.generate.schedules import _done_by
+from scenarios.generate.schedules import _cron_gap, _done_by
 from scenarios.generate.strategy import AREAS, scenarios
 from scenarios.language.loader import load_scenario, parse_scenario
 from scenarios.run.runner import run_scenario
@@ -63,6 +63,27 @@ def _counted_afresh(generated) -> Iterator[tuple[TimedStep, dict]]:
             yield step, next(e for e in schedules if e["name"] == name)
         elif method == "open":
             yield from ((step, entry) for entry in schedules)
+
+
+@given(generated=scenarios(st, ("schedules",)))
+@settings(DRAWS, max_examples=60)
+def test_a_recurring_schedule_s_work_leaves_room_for_its_sub_agents_copies(generated) -> None:
+    """One alarm runs the root's and every sub-agent's copy of a schedule one after another: the
+    work of a cron or interval is kept under half its period shared by all of them, so the last
+    copy completes before the next occurrence (generate --seed 11 once drew a cron two seconds
+    apart whose root and sub-agent worked 500 ms each: the sub-agent's next run came a day
+    later)."""
+    for agent in generated.agents.values():
+        load = 1 + len(agent.get("sub_agents", ()))
+        for entry in agent.get("schedules", ()):
+            if "work" not in entry or not ("cron" in entry or "every" in entry):
+                continue
+            period = (
+                parse_duration_ms(entry["every"])
+                if "every" in entry
+                else _cron_gap(entry["cron"], entry.get("runs", 1))
+            )
+            assert parse_duration_ms(entry["work"]) * 2 * load <= period, (entry, load)
 
 
 @given(generated=scenarios(st, ("schedules",)))
