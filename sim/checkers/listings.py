@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.trace import format_sim_time
+from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["listings_match"]
 
@@ -26,6 +26,18 @@ def _call(api: object, args: object) -> str:
     return f"{api}({shown})"
 
 
+def _wrong(record: TraceRecord, what: str) -> Violation:
+    """The violation of one listing record: the call, where and when, then `what` went wrong."""
+    return Violation(
+        "listings_match",
+        record.agent,
+        "",
+        f"{_call(record.get('api'), record.get('args'))} on {record.agent} at "
+        f"{format_sim_time(record.t_ms)}{what}",
+        (record.seq,),
+    )
+
+
 @invariant("listings_match")
 def listings_match(context: CheckContext) -> list[Violation]:
     """Fibers §5.8, §5.5, §4.5 — listFibers, deleteFibers, listSchedules and startFiber under an
@@ -35,14 +47,8 @@ def listings_match(context: CheckContext) -> list[Violation]:
         got, expected = record.get("got"), record.get("expected")
         if got != expected:
             out.append(
-                Violation(
-                    "listings_match",
-                    record.agent,
-                    "",
-                    f"{_call(record.get('api'), record.get('args'))} on {record.agent} at "
-                    f"{format_sim_time(record.t_ms)} answered {got}; the spec's answer over the "
-                    f"same rows is {expected}",
-                    (record.seq,),
+                _wrong(
+                    record, f" answered {got}; the spec's answer over the same rows is {expected}"
                 )
             )
     for record in context.events("workload:deleted"):
@@ -57,15 +63,5 @@ def listings_match(context: CheckContext) -> list[Violation]:
         if gone - allowed:
             wrong.append(f"it deleted {sorted(gone - allowed)}")
         if wrong:
-            out.append(
-                Violation(
-                    "listings_match",
-                    record.agent,
-                    "",
-                    f"{_call(record.get('api'), record.get('args'))} on {record.agent} at "
-                    f"{format_sim_time(record.t_ms)}: {'; '.join(wrong)} (by the spec, over the "
-                    "same rows)",
-                    (record.seq,),
-                )
-            )
+            out.append(_wrong(record, f": {'; '.join(wrong)} (by the spec, over the same rows)"))
     return out
