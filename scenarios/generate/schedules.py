@@ -126,7 +126,20 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         setup = draw(st.sampled_from(("on_start", "call")))
         if setup == "call":
             agent["setup"] = "call"
-        warmup = draw(st.one_of(st.just(0), seconds(st, 1, 5)))
+        # An alarm that wakes the agent runs its startup first, warmup included: a cron whose
+        # occurrences come closer than that (and its work) would see the next ones pass during
+        # it, and they collapse into one (its runs would then take a week of Thursdays).
+        room = min(
+            (
+                _cron_gap(entry["cron"], int(entry.get("runs", 1)) + int(entry.get("fail", 0))) // 2
+                - (parse_duration_ms(entry["work"]) if "work" in entry else 0)
+                for entry in entries
+                if "cron" in entry
+            ),
+            default=5_000,
+        )
+        high = min(5, room // 1000)
+        warmup = draw(st.one_of(st.just(0), seconds(st, 1, high))) if high >= 1 else 0
         if warmup:
             agent["warmup"] = format_duration(warmup)
             uses.append(Use("on_start", "awaits (warmup)", alias, "workload:warmed_up"))

@@ -87,6 +87,23 @@ def test_a_recurring_schedule_s_work_leaves_room_for_its_sub_agents_copies(gener
 
 
 @given(generated=scenarios(st, ("schedules",)))
+@settings(DRAWS, max_examples=400)
+def test_a_warmup_leaves_a_cron_its_occurrences(generated) -> None:
+    """An alarm that wakes the agent runs its startup, warmup included, before the due rows: a
+    cron's occurrences are kept further apart than twice the warmup and the work, or the ones
+    due during it would collapse into one (generate --seed 5 once drew a four-second warmup
+    before a cron due on three consecutive seconds, whose second run came a week later)."""
+    for agent in generated.agents.values():
+        warmup = parse_duration_ms(agent.get("warmup", "0s"))
+        for entry in agent.get("schedules", ()):
+            if not warmup or "cron" not in entry:
+                continue
+            tries = entry.get("runs", 1) + entry.get("fail", 0)
+            work = parse_duration_ms(entry.get("work", "0s"))
+            assert warmup + work <= _cron_gap(entry["cron"], tries) // 2, (entry, warmup)
+
+
+@given(generated=scenarios(st, ("schedules",)))
 @settings(DRAWS, max_examples=60)
 def test_a_re_created_schedule_is_given_the_time_to_run_its_course(generated) -> None:
     """A schedule created again by a call, or by a sub-agent opened by a call, counts its runs
