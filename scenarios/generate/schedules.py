@@ -138,8 +138,8 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             ),
             default=5_000,
         )
-        high = min(5, room // 1000)
-        warmup = draw(st.one_of(st.just(0), seconds(st, 1, high))) if high >= 1 else 0
+        # Drawn as ever, then held to the room (so that what else is drawn stays as it was).
+        warmup = min(draw(st.one_of(st.just(0), seconds(st, 1, 5))), max(0, room // 1000) * 1000)
         if warmup:
             agent["warmup"] = format_duration(warmup)
             uses.append(Use("on_start", "awaits (warmup)", alias, "workload:warmed_up"))
