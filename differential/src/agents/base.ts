@@ -180,11 +180,25 @@ export function withHarness<TBase extends AgentBase>(Base: TBase) {
   return Harnessed;
 }
 
-/** The SDK's static options among a scenario's options, in the SDK's spelling. */
+/** The runtime's `retry` option in the port's spelling -> the SDK's. */
+const RETRY_KEYS: Record<string, string> = {
+  max_attempts: "maxAttempts",
+  base_delay_ms: "baseDelayMs",
+  max_delay_ms: "maxDelayMs"
+};
+
+/** The SDK's static options among a scenario's options, in the SDK's spelling (`retry` with
+ * its fields spelled too). */
 function staticOptions(options: Record<string, Json>): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(options)) {
     if (key in STATIC_OPTIONS) result[STATIC_OPTIONS[key]] = value;
+  }
+  const retry = options.retry;
+  if (retry && typeof retry === "object" && !Array.isArray(retry)) {
+    const spelled: Record<string, Json> = {};
+    for (const [key, value] of Object.entries(retry)) spelled[RETRY_KEYS[key] ?? key] = value;
+    result.retry = spelled;
   }
   return result;
 }
@@ -230,7 +244,17 @@ Object.defineProperty(HarnessAgent.prototype, "_resolvedOptions", {
     const base = resolvedOptions.call(this) as Record<string, unknown>;
     const name = (this.ctx.id as { name?: string }).name;
     const own = name === undefined ? undefined : shared().agentOptions.get(name);
-    const resolved = own ? { ...base, ...staticOptions(own) } : base;
+    const mine = own ? staticOptions(own) : undefined;
+    // A root's own `retry` is laid over the class's field by field, as the SDK resolves it.
+    const resolved = mine
+      ? {
+          ...base,
+          ...mine,
+          ...(mine.retry
+            ? { retry: { ...(base.retry as object), ...(mine.retry as object) } }
+            : {})
+        }
+      : base;
     ownResolved.set(this, resolved);
     return resolved;
   }

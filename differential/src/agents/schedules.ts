@@ -9,7 +9,7 @@
  * `workload:*` records are the port's, field for field.
  */
 import type { FiberRecoveryContext } from "agents";
-import { type Json, BASE_MS, now, shared } from "../harness";
+import { type Json, BASE_MS, now } from "../harness";
 import { HarnessAgent } from "./base";
 
 interface SchedulePlan {
@@ -35,13 +35,6 @@ const DDL = [
     "ended_at INTEGER)"
 ];
 
-/** The runtime's `retry` option in the port's spelling -> the SDK's. */
-const RETRY_KEYS: Record<string, string> = {
-  max_attempts: "maxAttempts",
-  base_delay_ms: "baseDelayMs",
-  max_delay_ms: "maxDelayMs"
-};
-
 class WorkloadScheduleFailed extends Error {}
 
 /** The row type the runtime writes for a plan: interval, cron, delayed or scheduled. */
@@ -56,18 +49,6 @@ function recurring(plan: SchedulePlan): boolean {
 }
 
 export class ScheduleWorkload extends HarnessAgent {
-  /** The base's static options, and the scenario's `retry` class default in the SDK's words. */
-  static override get options(): Record<string, unknown> {
-    const result = { ...super.options };
-    const retry = shared().options.get(this.name)?.retry;
-    if (retry && typeof retry === "object" && !Array.isArray(retry)) {
-      const spelled: Record<string, Json> = {};
-      for (const [key, value] of Object.entries(retry)) spelled[RETRY_KEYS[key] ?? key] = value;
-      result.retry = spelled;
-    }
-    return result;
-  }
-
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env);
     // Here, not in onStart: a plain RPC on a stale stub reaches an instance whose startup has
