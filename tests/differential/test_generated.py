@@ -284,14 +284,22 @@ steps:
 """
 
 
-@pytest.mark.parametrize(("warmup", "refused"), [("2s", True), ("0s", False)])
-def test_a_plan_with_two_parked_startups_is_refused(warmup: str, refused: bool) -> None:
-    """Two warm-ups in one plan are refused with the reason (the CI sample's example 4 ended
-    in workerd's blockConcurrencyWhile reset); one is played."""
-    compiled = compile_plan(parse_scenario(WARMED % warmup, "<warm>"), repeat=1)
+ALONE = WARMED.split("  b:\n")[0] + "steps:\n  - call: {agent: a, method: status, wait: false}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"), [(WARMED % "2s", True), (WARMED % "0s", True), (ALONE, False)]
+)
+def test_a_plan_with_a_parked_startup_beside_other_agents_is_refused(
+    text: str, refused: bool
+) -> None:
+    """A warm-up beside other agents is refused with the reason (the CI sample's example 4
+    ended in workerd's blockConcurrencyWhile reset, with two warm-ups and with one); a warm-up
+    alone is played."""
+    compiled = compile_plan(parse_scenario(text, "<warm>"), repeat=1)
     if refused:
         assert compiled.plan is None and compiled.skip is not None
-        assert compiled.skip.where.startswith("agent b (line ")
+        assert compiled.skip.where.startswith("agent a (line ")
         assert "blockConcurrencyWhile" in compiled.skip.why
     else:
         assert compiled.skip is None and compiled.plan is not None
