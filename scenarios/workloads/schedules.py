@@ -22,7 +22,6 @@ held by `listings_match`). A plan may give the row's retry options (`attempts`, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from typing import Any, ClassVar
 from agents_core import Agent, Request, Response
 from scenarios.workloads.plans import one_of, unique_plans
 from sim.checkers.models.listings import listed_schedules
+from sim.checkers.schedule_store import schedule_of_job
 
 __all__ = [
     "SCHEDULE_SETUPS",
@@ -291,15 +291,10 @@ class ScheduleWorkload(Agent):
                 "ORDER BY id"
             )
         if "cf_agents_jobs" in tables:
-            for job in self.sql(
-                "SELECT id, time, payload FROM cf_agents_jobs WHERE capability = 'scheduler' "
-                "ORDER BY id"
-            ):
-                timing = json.loads(job["payload"] or "null")
-                if isinstance(timing, dict) and timing.get("owner_path_key") is None:
-                    rows.append(
-                        {"id": job["id"], "type": timing.get("type"), "time": job["time"] // 1000}
-                    )
+            for job in self.sql("SELECT * FROM cf_agents_jobs ORDER BY id"):
+                row = schedule_of_job(job)
+                if row is not None and row["owner_path_key"] is None:
+                    rows.append({key: row[key] for key in ("id", "type", "time")})
         return rows
 
     async def _create(self, plan: SchedulePlan) -> Any:

@@ -27,34 +27,41 @@ from typing import Any
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.models.cron import InvalidCron, next_cron_due_ms
 from sim.checkers.registry import invariant
-from sim.checkers.schedule_store import SCHEDULES_ON_JOBS
+from sim.checkers.schedule_store import (
+    JOBS_TABLE,
+    SCHEDULES_ON_JOBS,
+    SCHEDULES_TABLE,
+    schedule_of_job,
+)
 from sim.sqlite import KV_DDL, Write
 from sim.trace import format_sim_time
 
 __all__ = ["cron_next_occurrence"]
 
-_ROWS = "SELECT id, callback, time, cron FROM cf_agents_schedules WHERE type = 'cron'"
-_JOBS = (
-    "SELECT id, fn AS callback, time / 1000 AS time, json_extract(payload, '$.cron') AS cron "
-    "FROM cf_agents_jobs WHERE capability = 'scheduler' "
-    "AND json_extract(payload, '$.type') = 'cron'"
-)
 MOVED_ON_PURPOSE = ("alarm:memory_limit_reset", "schedule:retry")
 
 
+def _table(db: sqlite3.Connection, table: str) -> list[dict[str, Any]]:
+    """The rows of `table` now; none for a table not created yet."""
+    try:
+        return [dict(row) for row in db.execute(f"SELECT * FROM {table}")]
+    except sqlite3.OperationalError:
+        return []
+
+
 def _cron_rows(db: sqlite3.Connection, on_jobs: bool) -> dict[str, tuple[Any, int, str]]:
-    """id -> (callback, time in s, expression) of every cron schedule the database holds now;
-    a table not created yet holds none."""
-    found: dict[str, tuple[Any, int, str]] = {}
-    for query in (_ROWS, _JOBS) if on_jobs else (_ROWS,):
-        try:
-            rows = db.execute(query).fetchall()
-        except sqlite3.OperationalError:
-            continue
-        for schedule_id, callback, time, cron in rows:
-            if time is not None and isinstance(cron, str):
-                found[str(schedule_id)] = (callback, int(time), cron)
-    return found
+    """id -> (callback, time in s, expression) of every cron schedule the database holds now,
+    rows of `cf_agents_schedules` and, on 0.32.0, `scheduler` jobs in the same shape."""
+    rows = _table(db, SCHEDULES_TABLE)
+    if on_jobs:
+        rows += [s for s in map(schedule_of_job, _table(db, JOBS_TABLE)) if s is not None]
+    return {
+        str(row["id"]): (row["callback"], int(row["time"]), row["cron"])
+        for row in rows
+        if row.get("type") == "cron"
+        and row.get("time") is not None
+        and isinstance(row.get("cron"), str)
+    }
 
 
 def _mentions_cron(journal: Sequence[Sequence[Write]]) -> bool:
@@ -79,6 +86,7 @@ def cron_next_occurrence(context: CheckContext) -> list[Violation]:
             if record.agent == path or record.agent.startswith(path + "/")
         }
         db = sqlite3.connect(":memory:", isolation_level=None)
+        db.row_factory = sqlite3.Row
         db.execute(KV_DDL)
         seen: dict[str, set[int]] = {}
         flagged: set[str] = set()

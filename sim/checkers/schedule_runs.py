@@ -23,15 +23,13 @@ from typing import Any
 from sim.checkers.alarm_slot import AlarmRun, alarm_runs
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.schedule_store import SCHEDULES_ON_JOBS
+from sim.checkers.schedule_store import JOBS_TABLE, SCHEDULES_ON_JOBS, SCHEDULES_TABLE
 from sim.checkers.schedules import ONE_SHOT, schedule_rows
 from sim.checkers.storage import row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["interval_runs_on_time", "one_shot_retried_when_cut"]
 
-SCHEDULE_TABLES = ("cf_agents_schedules", "cf_agents_jobs")
-"""Where a schedule's row lives: 0.21.0's table, or 0.32.0's job queue."""
 HOUSEKEEPING_RPC = "_cf_check_run_fibers_for_facet"
 """The facet scan an alarm runs after its due rows."""
 
@@ -313,7 +311,7 @@ def _deleted_by(context: CheckContext, holder: str, schedule_id: str, by_ms: int
     instants = context.journal_ms.get(holder, ())
     if len(instants) != len(journal):
         return False
-    for table in SCHEDULE_TABLES:
+    for table in (SCHEDULES_TABLE, JOBS_TABLE):
         for change in row_changes(journal, table, "id"):
             if (
                 str(change.key) == schedule_id

@@ -17,7 +17,14 @@ from sim.checkers.core import CheckContext
 from sim.checkers.storage import inserted_rows
 from sim.sqlite import Write
 
-__all__ = ["SCHEDULES_ON_JOBS", "inserted_schedules", "stored_schedules"]
+__all__ = [
+    "JOBS_TABLE",
+    "SCHEDULES_ON_JOBS",
+    "SCHEDULES_TABLE",
+    "inserted_schedules",
+    "schedule_of_job",
+    "stored_schedules",
+]
 
 SCHEDULES_ON_JOBS = frozenset({"0.32.0"})
 """The releases whose schedules are jobs of the `scheduler` capability."""
@@ -30,7 +37,9 @@ def _on_jobs(context: CheckContext) -> bool:
     return context.release in SCHEDULES_ON_JOBS
 
 
-def _from_job(job: Mapping[str, Any]) -> dict[str, Any] | None:
+def schedule_of_job(job: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A 0.32.0 job of the `scheduler` capability in 0.21.0's row shape (`time` and
+    `execution_started_at` in seconds, the timing out of the payload); None for any other job."""
     if job.get("capability") != "scheduler":
         return None
     try:
@@ -62,7 +71,7 @@ def stored_schedules(context: CheckContext, path: str) -> list[dict[str, Any]]:
         return [dict(r) for r in context.table(path, SCHEDULES_TABLE)]
     out = []
     for job in context.table(path, JOBS_TABLE):
-        row = _from_job(job)
+        row = schedule_of_job(job)
         if row is not None:
             out.append(row)
     return out
@@ -76,6 +85,6 @@ def inserted_schedules(
         yield from inserted_rows(journal, SCHEDULES_TABLE)
         return
     for job in inserted_rows(journal, JOBS_TABLE):
-        row = _from_job(job)
+        row = schedule_of_job(job)
         if row is not None:
             yield row
