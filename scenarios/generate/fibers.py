@@ -139,8 +139,10 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             # Settled before an instant drawn on a step's boundary (a fiber's end) or beside it.
             before = draw(st.one_of(st.none(), aligned(st, periods, 0, max(horizon, 1000))))
             limit = draw(st.sampled_from((None, 1, 2)))
-            args = [status, before, limit] if before is not None or limit else [status]
-            steps.append(call(at, alias, "forget", *(args if any(args) else [])))
+            args = [status, before, limit]
+            while args and args[-1] is None:  # given as far as the last one set (0 included)
+                args.pop()
+            steps.append(call(at, alias, "forget", *args))
             uses.append(Use("delete_fibers", status or "every status", alias, "workload:deleted"))
             if before is not None:
                 uses.append(Use("delete_fibers", "settled_before", alias, "workload:deleted"))

@@ -237,12 +237,12 @@ def _sub_agents(
         at = draw(aligned(st, periods, 0, 10_000))
         # Its schedules count their runs from its opening: a cron whose occurrences come too
         # late from then is not opened there (the run could not settle).
-        done = [_done_by(entry, at) for entry in entries]
-        if any(when is None for when in done):
+        done = _all_done_by(entries, at)
+        if done is None:
             continue
         steps.append(call(at, alias, "open", name))
         uses.append(Use("sub_agent", "schedules of its own", alias, "workload:sub_agent_opened"))
-        horizon = max(horizon, *(when for when in done if when is not None))
+        horizon = max(horizon, done)
     for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
         at = draw(aligned(st, periods, 10_001, max(span, 10_002)))
         steps.append(call(at, alias, "close", name))
@@ -250,15 +250,22 @@ def _sub_agents(
         if not draw(st.booleans()):
             continue
         again = at + draw(aligned(st, periods, 0, max(span, 1000)))
-        done = [_done_by(entry, again) for entry in entries]
-        if any(when is None for when in done):
+        done = _all_done_by(entries, again)
+        if done is None:
             continue
         steps.append(call(again, alias, "open", name))
         uses.append(
             Use("sub_agent", "re-created under its name", alias, "workload:sub_agent_opened")
         )
-        horizon = max(horizon, *(when for when in done if when is not None))
+        horizon = max(horizon, done)
     return horizon
+
+
+def _all_done_by(entries: list[dict[str, Any]], at_ms: int) -> int | None:
+    """When every schedule like `entries`, created at `at_ms`, has done its runs; None when a
+    cron's occurrences come too late (`_done_by`)."""
+    done = [_done_by(entry, at_ms) for entry in entries]
+    return None if any(when is None for when in done) else max(w for w in done if w is not None)
 
 
 def _done_by(entry: dict[str, Any], at_ms: int) -> int | None:

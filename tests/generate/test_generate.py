@@ -320,3 +320,18 @@ def test_coverage_names_unreached_pairs_and_counts_draws() -> None:
     assert "chat host think (drawn 1x)" in never
     assert "client connect" not in never
     assert "client reconnect" in never
+
+
+@given(generated=scenarios(st, ("fibers",)))
+@settings(DRAWS, max_examples=80)
+def test_a_forget_call_carries_every_bound_it_was_drawn_with(generated) -> None:
+    """A drawn `forget` gives its arguments as far as the last one set, a `settled_before` of 0
+    included (left out, it would delete every terminal row instead of none)."""
+    for step in generated.steps:
+        if step.action == "call" and step.args.get("method") == "forget":
+            args = step.args.get("args", [])
+            assert not args or args[-1] is not None, step.args
+    drawn_bounds = {use.option for use in generated.uses if use.api == "delete_fibers"}
+    forgets = [s for s in generated.steps if s.args.get("method") == "forget"]
+    if "settled_before" in drawn_bounds:
+        assert any(len(s.args.get("args", [])) >= 2 for s in forgets)
