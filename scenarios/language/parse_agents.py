@@ -43,7 +43,12 @@ from scenarios.language.shapes import (
 from scenarios.workloads.chat import CHAT_HOSTS, chat_workload
 from scenarios.workloads.children import CHILD_CLASSES
 from scenarios.workloads.fibers import FIBER_RECOVERIES, FIBER_STARTS, FiberPlan, fiber_workload
-from scenarios.workloads.schedules import SCHEDULE_SETUPS, SchedulePlan, schedule_workload
+from scenarios.workloads.schedules import (
+    SCHEDULE_SETUPS,
+    SchedulePlan,
+    schedule_workload,
+    sub_agents_problem,
+)
 from scenarios.workloads.tools import TOOL_HOSTS, TOOL_STARTS, DetachedPlan, RunPlan, tools_workload
 from sim.model import text
 
@@ -533,8 +538,9 @@ def _schedules(spec: Fields) -> type:
             )
         )
     subs = spec.get("sub_agents") or []
-    if len(set(subs)) != len(subs):
-        spec.bad("sub_agents", f"expected distinct names, got {subs}")
+    problem = sub_agents_problem(subs)
+    if problem is not None:
+        spec.bad("sub_agents", problem)
     return schedule_workload(
         plans, setup=spec.get("setup"), warmup_ms=spec.get("warmup"), sub_agents=tuple(subs)
     )

@@ -38,6 +38,7 @@ __all__ = [
     "ScheduleWorkload",
     "WorkloadScheduleFailed",
     "schedule_workload",
+    "sub_agents_problem",
 ]
 
 SCHEDULE_SETUPS = ("on_start", "call")
@@ -428,6 +429,18 @@ def _instance(child: str) -> str:
     return child.removeprefix(TWIN)
 
 
+def sub_agents_problem(names: Sequence[str]) -> str | None:
+    """What is wrong with a workload's `sub_agents` names (None: nothing): each is distinct, its
+    steps (`w1/x`) are not empty, and a `:` only in the `twin:` prefix of a step."""
+    steps = [_instance(step) for name in names for step in name.split("/")]
+    if len(set(names)) != len(names) or not all(steps) or any(":" in step for step in steps):
+        return (
+            "sub-agent names must be distinct and not empty, each step of a path (`w1/x`) a "
+            "name, `twin:` the only prefix"
+        )
+    return None
+
+
 def schedule_workload(
     schedules: Sequence[SchedulePlan],
     *,
@@ -451,9 +464,9 @@ def schedule_workload(
     one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")
-    parts = [_instance(part) for name in sub_agents for part in name.split("/")]
-    if len(set(sub_agents)) != len(sub_agents) or not all(parts) or any(":" in p for p in parts):
-        raise ValueError(f"sub-agent names must be distinct and not empty, got {list(sub_agents)}")
+    problem = sub_agents_problem(sub_agents)
+    if problem is not None:
+        raise ValueError(problem)
     attributes = {
         "schedules": plans,
         "setup_on": setup,

@@ -396,3 +396,9 @@ def test_a_twin_is_a_sub_agent_of_the_same_name_and_another_class() -> None:
     assert mine is not twin and issubclass(twin, ScheduleWorkload)
     with pytest.raises(ValueError, match="sub-agent names must be distinct and not empty"):
         schedule_workload([SchedulePlan("a", after_s=3)], sub_agents=("other:w1",))
+    other = scheduler("{name: a, after: 10s}").replace(
+        "    workload: schedules\n", '    workload: schedules\n    sub_agents: ["other:w1"]\n'
+    )
+    with pytest.raises(InvalidScenario, match=r"w\.yaml:\d+") as raised:  # not a traceback
+        parse_scenario(workload_scenario(other, WAKE), "w.yaml")
+    assert "sub_agents: ['other:w1']" in str(raised.value) and "twin:" in str(raised.value)
