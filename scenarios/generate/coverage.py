@@ -32,6 +32,8 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "schedule retry.backoff",
         "schedule re-created",
         "schedule callback raises",
+        "schedule callback resets at the memory limit",
+        "option max_alarm_memory_limit_strikes",
         "schedule retry.max_attempts",
         "retry max_attempts",
         "retry base_delay_ms",

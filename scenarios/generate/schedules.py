@@ -54,6 +54,23 @@ def _schedule(
     if fail:
         entry["fail"] = fail
         uses.append(Use("schedule", "callback raises", alias, "workload:schedule_failed"))
+        # A one-shot's callback may end in the platform's memory-limit reset instead: the alarm
+        # breaker then backs its row off (up to 300 s a strike) or seals it.
+        if (
+            kind in ("delayed", "scheduled")
+            and surface.opens("schedules", "fail_as")
+            and not draw(st.integers(0, 2))
+        ):
+            entry["fail_as"] = "memory"
+            uses.append(
+                Use(
+                    "schedule",
+                    "callback resets at the memory limit",
+                    alias,
+                    "alarm:memory_limit_reset",
+                )
+            )
+            horizon += fail * 300_000
     attempts = draw(st.one_of(st.none(), st.integers(1, 4)))
     if attempts is not None:
         entry["attempts"] = attempts
@@ -155,6 +172,12 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         if retry is not None:
             agent["options"] = {"retry": retry}
             uses += [Use("retry", key, alias, "schedule:retry") for key in sorted(retry)]
+        if any(entry.get("fail_as") == "memory" for entry in entries):
+            strikes = draw(st.integers(1, 4))
+            agent.setdefault("options", {})["max_alarm_memory_limit_strikes"] = strikes
+            uses.append(
+                Use("option", "max_alarm_memory_limit_strikes", alias, "alarm:memory_limit_reset")
+            )
         agent["schedules"] = entries
         steps = [call(0, alias, "status")]
         if setup == "call":

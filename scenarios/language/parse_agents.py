@@ -44,6 +44,7 @@ from scenarios.workloads.chat import CHAT_HOSTS, chat_workload
 from scenarios.workloads.children import CHILD_CLASSES
 from scenarios.workloads.fibers import FIBER_RECOVERIES, FIBER_STARTS, FiberPlan, fiber_workload
 from scenarios.workloads.schedules import (
+    FAIL_AS,
     SCHEDULE_SETUPS,
     SchedulePlan,
     schedule_workload,
@@ -225,6 +226,11 @@ SCHEDULE = Shape(
         "runs": Whole(minimum=1, maximum=100_000, doc="A recurring schedule stops after N runs."),
         "work": Duration(default="0ms", doc="How long each run works (inside the alarm)."),
         "fail": Whole(minimum=0, maximum=100_000, default=0, doc="The first N attempts raise."),
+        "fail_as": Text(
+            choices=FAIL_AS,
+            default="error",
+            doc="How they raise: an ordinary error, or the platform's memory-limit reset.",
+        ),
         "attempts": Whole(minimum=1, maximum=1_000, doc="The row's retry max_attempts."),
         "backoff": Duration(doc="The row's retry base_delay_ms (1ms or more)."),
         "max_backoff": Duration(doc="The row's retry max_delay_ms (1ms or more, >= backoff)."),
@@ -529,6 +535,7 @@ def _schedules(spec: Fields) -> type:
                 runs=runs,
                 work_ms=entry.get("work"),
                 fail=entry.get("fail"),
+                fail_as=entry.get("fail_as"),
                 attempts=entry.get("attempts"),
                 backoff_ms=backoff,
                 max_backoff_ms=most,

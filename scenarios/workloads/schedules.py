@@ -33,6 +33,7 @@ from sim.checkers.models.listings import listed_schedules
 from sim.checkers.schedule_store import schedule_of_job
 
 __all__ = [
+    "FAIL_AS",
     "SCHEDULE_SETUPS",
     "SchedulePlan",
     "ScheduleWorkload",
@@ -42,6 +43,9 @@ __all__ = [
 ]
 
 SCHEDULE_SETUPS = ("on_start", "call")
+FAIL_AS = ("error", "memory")
+MEMORY_LIMIT_RESET = "Durable Object's isolate exceeded its memory limit and was reset."
+"""The platform's message for an isolate reset at its memory limit (spec fibers §4.3, §4.6)."""
 _DDL = (
     "CREATE TABLE IF NOT EXISTS workload_schedules (name TEXT PRIMARY KEY, schedule_id TEXT "
     "NOT NULL, kind TEXT NOT NULL, created_at INTEGER NOT NULL, cancelled_at INTEGER)",
@@ -70,6 +74,9 @@ class SchedulePlan:
     work_ms: int = 0
     fail: int = 0
     """The first `fail` attempts raise (counted across runs and restarts)."""
+    fail_as: str = "error"
+    """How a failing attempt raises: `error` (an ordinary exception) or `memory` (the
+    platform's memory-limit reset message, which the runtime hands to its alarm breaker)."""
     attempts: int | None = None
     """The row's retry `max_attempts`; None: the runtime's default."""
     backoff_ms: int | None = None
@@ -375,6 +382,11 @@ class ScheduleWorkload(Agent):
                 await self.host.clock.sleep(int(plan.work_ms))
             if attempt <= plan.fail:
                 self._attempt_ended(name, attempt, "failed")
+                if plan.fail_as == "memory":
+                    self.host.trace.emit(
+                        "workload:schedule_failed", name=name, attempt=attempt, reset="memory"
+                    )
+                    raise WorkloadScheduleFailed(MEMORY_LIMIT_RESET)
                 self.host.trace.emit("workload:schedule_failed", name=name, attempt=attempt)
                 raise WorkloadScheduleFailed(
                     f"schedule {name} failed its attempt {attempt} (fail: {plan.fail})"
@@ -461,6 +473,7 @@ def schedule_workload(
             raise ValueError(f"schedule {plan.name}: runs is for every or cron schedules")
         if plan.idempotent is not None and plan.every_s is not None:
             raise ValueError(f"schedule {plan.name}: an every schedule is always idempotent")
+        one_of(f"schedule {plan.name}: fail_as", plan.fail_as, FAIL_AS)
     one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:
         raise ValueError(f"warmup_ms must be >= 0, got {warmup_ms}")

@@ -59,6 +59,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `schedule_attempts_bounded` | a schedule callback is called at most maxAttempts times per run |
 | `listings_match` | listFibers, deleteFibers and listSchedules answer as the spec's model |
 | `schedules_owned_by_caller` | the schedule an agent is answered with is its own, never another's |
+| `memory_limit_breaker` | a memory-limit strike counts one, stays under the budget, backs off |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original
@@ -69,6 +70,7 @@ from sim.checkers import timeline, tools, ledgers  # noqa: F401, I001
 from sim.checkers import schedule_runs, redelivery, chat, chunk_identity  # noqa: F401, I001
 from sim.checkers import fiber_keys, tool_rows, cron_due, schedule_attempts  # noqa: F401, I001
 from sim.checkers import listings, schedule_owners  # noqa: F401, I001
+from sim.checkers import memory_breaker  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from agents_core import schedule_dispatch
 from agents_core.agent_tools import ledger, notify
 from agents_core.alarm import FIBER_RECOVERY_BACKOFF_MAX_EXP, FIBER_RECOVERY_MAX_BACKOFF_MS
 from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX
@@ -27,6 +28,9 @@ RUNTIME = {
     "ALARM_HANDLER_LIMIT_MS": alarms.ALARM_HANDLER_LIMIT_MS,
     "ALARM_RETRY_BASE_MS": alarms.ALARM_RETRY_BASE_MS,
     "ALARM_RETRY_LIMIT": alarms.ALARM_RETRY_LIMIT,
+    "OOM_ALARM_STRIKES_KEY": schedule_dispatch.OOM_ALARM_STRIKES_KEY,
+    "MEMORY_LIMIT_BACKOFF_STEP_S": schedule_dispatch.MEMORY_LIMIT_BACKOFF_STEP_S,
+    "MEMORY_LIMIT_BACKOFF_MAX_S": schedule_dispatch.MEMORY_LIMIT_BACKOFF_MAX_S,
 }
 """Each restated constant's name -> the runtime's (or the platform's) value."""
 

@@ -17,6 +17,7 @@ const STATIC_OPTIONS: Record<string, string> = {
   fiber_recovery_scan_deadline_ms: "fiberRecoveryScanDeadlineMs",
   fiber_recovery_max_age_ms: "fiberRecoveryMaxAgeMs",
   hung_schedule_timeout_seconds: "hungScheduleTimeoutSeconds",
+  max_alarm_memory_limit_strikes: "maxAlarmMemoryLimitStrikes",
   agent_tool_reattach_no_progress_timeout_ms: "agentToolReattachNoProgressTimeoutMs",
   agent_tool_reattach_max_window_ms: "agentToolReattachMaxWindowMs",
   detached_max_budget_ms: "detachedMaxBudgetMs",

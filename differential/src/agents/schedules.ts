@@ -22,6 +22,8 @@ interface SchedulePlan {
   runs: number | null;
   work_ms: number;
   fail: number;
+  /** How a failing attempt raises: `error`, or `memory` (the platform's memory-limit reset). */
+  fail_as?: string;
   attempts: number | null;
   keep_alive: boolean;
   fiber: boolean;
@@ -36,6 +38,9 @@ const DDL = [
 ];
 
 class WorkloadScheduleFailed extends Error {}
+
+/** The platform's message for an isolate reset at its memory limit. */
+const MEMORY_LIMIT_RESET = "Durable Object's isolate exceeded its memory limit and was reset.";
 
 /** The row type the runtime writes for a plan: interval, cron, delayed or scheduled. */
 function kind(plan: SchedulePlan): string {
@@ -173,6 +178,10 @@ export class ScheduleWorkload extends HarnessAgent {
       if (plan.work_ms > 0) await this.pause(plan.work_ms);
       if (attempt <= plan.fail) {
         this.ended(name, attempt, "failed");
+        if (plan.fail_as === "memory") {
+          this.trace("workload:schedule_failed", { name, attempt, reset: "memory" });
+          throw new WorkloadScheduleFailed(MEMORY_LIMIT_RESET);
+        }
         this.trace("workload:schedule_failed", { name, attempt });
         throw new WorkloadScheduleFailed(
           `schedule ${name} failed its attempt ${attempt} (fail: ${plan.fail})`

@@ -24,8 +24,12 @@ __all__ = [
     "FINISH_SLOTS",
     "MILESTONE_CLAIM_LEASE_MS",
     "MILESTONE_DEDUPE_PREFIX",
+    "MEMORY_LIMIT_BACKOFF_MAX_S",
+    "MEMORY_LIMIT_BACKOFF_STEP_S",
+    "OOM_ALARM_STRIKES_KEY",
     "OPTION_DEFAULTS",
     "RETRY_DEFAULTS",
+    "memory_limit_backoff_s",
     "milestone_dedupe_key",
     "option_value",
     "recovery_backoff_ms",
@@ -57,6 +61,13 @@ per (runId, name), the scope S3 names. The SDK keys only its injected message
 CHAT_TURN_FIBER_PREFIX = "__cf_internal_chat_turn:"
 """fibers §6.3 ("chat hosts claim names starting `__cf_internal_chat_turn:`") and sdk-0.32 §8.3:
 a chat turn is the fiber `__cf_internal_chat_turn:<requestId>`."""
+
+OOM_ALARM_STRIKES_KEY = "cf_agents:oom_alarm_strikes"
+"""fibers §2 (KV keys): the count of consecutive alarms that ended in a memory-limit reset."""
+MEMORY_LIMIT_BACKOFF_STEP_S = 30
+"""fibers §4.6: below the strike budget, the executing row is pushed `30 × strikes` seconds on,"""
+MEMORY_LIMIT_BACKOFF_MAX_S = 300
+"""fibers §4.6: ... at most 300 seconds."""
 
 RETRY_DEFAULTS: Mapping[str, int] = {"max_attempts": 3, "base_delay_ms": 100, "max_delay_ms": 3_000}
 """fibers §8 and §4.3: schedule callback retries, 3 attempts, 100 ms base, 3 000 ms cap."""
@@ -112,3 +123,8 @@ def schedule_dedupe_key(row: Mapping[str, Any]) -> tuple[Any, ...] | None:
     if kind in ("delayed", "scheduled"):
         return base
     return None
+
+
+def memory_limit_backoff_s(strikes: int) -> int:
+    """fibers §4.6: how far (s) the breaker pushes the executing row at strike `strikes`."""
+    return min(MEMORY_LIMIT_BACKOFF_MAX_S, MEMORY_LIMIT_BACKOFF_STEP_S * strikes)
