@@ -17,6 +17,7 @@ import difflib
 from typing import TYPE_CHECKING, Any, cast
 
 from agents_core.probes import PROBE_NAME
+from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
 from scenarios.language import agents as agent_classes
 from scenarios.language.errors import InvalidScenario, Skipped
 from scenarios.language.fields import Fields, LineDict, did_you_mean, gather, line_of, plain, show
@@ -140,10 +141,17 @@ ALWAYS = Flag(
     doc="This expectation holds whatever faults a hunt injects: fuzz --invariants-only and "
     "explore keep it (they drop the others).",
 )
+ONLY_ON = Text(
+    choices=tuple(RELEASES),
+    doc='Check this expectation only on a run that starts on this SDK release ("0.21.0", '
+    '"0.32.0"); on the other it is left out. For a story whose promise each release keeps in '
+    "its own spelling (a table, an alarm time).",
+)
 EVENT = Shape(
     {
         **MATCHER.resolve().fields,
         "always": ALWAYS,
+        "sdk": ONLY_ON,
         "count": COUNT,
         "between": Seq(Duration(), min_items=2, max_items=2, doc="[from, to] sim times."),
     },
@@ -161,6 +169,7 @@ HOOK = Shape(
         "count": COUNT,
         **COUNT_FIELDS,
         "always": ALWAYS,
+        "sdk": ONLY_ON,
     },
     required=("hook",),
     exclusive=(*(("count", key) for key in COUNT_KEYS), *COUNT_EXCLUSIVE),
@@ -191,10 +200,17 @@ REDUCED = Shape(
 REDUCED_KEYS = REDUCED.keys
 CLIENT = Text(doc="A client name.")
 CLIENT_FRAMES = Shape(
-    {"client": CLIENT, "frames": FRAMES, "always": ALWAYS}, required=("client", "frames")
+    {"client": CLIENT, "frames": FRAMES, "always": ALWAYS, "sdk": ONLY_ON},
+    required=("client", "frames"),
 )
 CLIENT_RUN = Shape(
-    {"client": CLIENT, "run": Text(doc="The run id."), "reduced": REDUCED, "always": ALWAYS},
+    {
+        "client": CLIENT,
+        "run": Text(doc="The run id."),
+        "reduced": REDUCED,
+        "always": ALWAYS,
+        "sdk": ONLY_ON,
+    },
     required=("client", "run", "reduced"),
 )
 STORAGE_AGENT = {
@@ -261,7 +277,7 @@ EXPECTATION = OneOf(
         CLIENT_FRAMES,
         CLIENT_RUN,
         *(
-            Shape({kind: value, "always": ALWAYS}, required=(kind,))
+            Shape({kind: value, "always": ALWAYS, "sdk": ONLY_ON}, required=(kind,))
             for kind, value in WRAPPED.items()
         ),
     ),
@@ -302,28 +318,47 @@ def parse_expectations(
     return tuple(out)
 
 
+MODIFIERS = ("always", "sdk")
+"""Keys any expectation may carry beside its own: when it holds (`always`) and on which release
+it is checked (`sdk`)."""
+
+
 def _expectation(context: StepContext, index: int, item: Any, line: int) -> Expectation:
     where = f"expect {index}"
     if not isinstance(item, dict):
         raise InvalidScenario(context.path, line, where, f"{show(item)} is not a mapping", ALLOWED)
-    if "always" not in item:
+    if not any(key in item for key in MODIFIERS):
         return _one_expectation(context, index, item, line)
-    always = item["always"]
+    lines = getattr(item, "lines", {})
+    modified: dict[str, Any] = {}
+    always = item.get("always", False)
     if not isinstance(always, bool):
-        item_line = getattr(item, "lines", {}).get("always", line)
         raise InvalidScenario(
             context.path,
-            item_line,
+            lines.get("always", line),
             where,
             f"always: {show(always)}",
             "expected true (this expectation holds under any fault) or false",
         )
+    modified["always"] = always
+    if "sdk" in item:
+        release = item["sdk"]
+        if not isinstance(release, str) or release not in RELEASES:
+            raise InvalidScenario(
+                context.path,
+                lines.get("sdk", line),
+                where,
+                f"sdk: {release!r} is not an SDK release agentsim models",
+                f"supported releases: {', '.join(RELEASES)} (quote the version: "
+                f'sdk: "{DEFAULT_RELEASE}")',
+            )
+        modified["sdk"] = release
     rest = LineDict(getattr(item, "line", line))
     for key, value in item.items():
-        if key != "always":
+        if key not in MODIFIERS:
             rest[key] = value
-    rest.lines = {k: v for k, v in getattr(item, "lines", {}).items() if k != "always"}
-    return dataclasses.replace(_one_expectation(context, index, rest, line), always=always)
+    rest.lines = {k: v for k, v in lines.items() if k not in MODIFIERS}
+    return dataclasses.replace(_one_expectation(context, index, rest, line), **modified)
 
 
 def _one_expectation(context: StepContext, index: int, item: Any, line: int) -> Expectation:

@@ -439,6 +439,8 @@ class Expectation:
     always: bool = False
     """`always: true`: it holds whatever faults a hunt injects, so `fuzz --invariants-only`
     and `explore` keep it where they drop a story's other expectations."""
+    sdk: str | None = None
+    """`sdk: "0.21.0"`: checked only on a run that starts on that release (None: on any)."""
 
     @property
     def label(self) -> str:

@@ -59,6 +59,8 @@ def check_expectations(
     relative to)."""
     failures = []
     for expectation in scenario.expect:
+        if expectation.sdk is not None and expectation.sdk != scenario.sdk:
+            continue
         expectation, note = _for_calls(expectation, calls)
         error: RaisedError | None = None
         try:

@@ -213,3 +213,49 @@ def test_golden_sdk_keeps_a_trace_per_release(
     kept = tmp_path / f"up.sdk-{NEW}.golden"
     assert kept.is_file()
     assert f"on SDK release {NEW}" in kept.read_text(encoding="utf-8").splitlines()[0]
+
+
+def release_expectations(expect: str) -> str:
+    """A run that says its release, with expectations of each release's answer."""
+    return f"""name: release-expectations
+description: Each expectation names the release it is checked on.
+seed: 4
+agents:
+  a: {{class: "{AGENT}"}}
+steps:
+  - call: {{agent: a, method: release}}
+expect:
+{expect}
+"""
+
+
+TABLES = {"0.21.0": "cf_agents_schedules", "0.32.0": "cf_agents_jobs"}
+"""The table each release keeps its schedules in (the other release has no such table)."""
+
+
+@pytest.mark.parametrize("name", list(RELEASES))
+def test_an_expectation_with_sdk_is_checked_on_that_release_alone(name: str) -> None:
+    """Each release's schedules table is queried under its own `sdk:`: a run on either release
+    checks only its own query, and passes; the other's would fail (no such table)."""
+    expect = "\n".join(
+        f"  - {{query: {{agent: a, sql: 'SELECT count(*) AS n FROM {table}', rows: [{{n: 0}}]}}, "
+        f'sdk: "{release}"}}'
+        for release, table in TABLES.items()
+    )
+    scenario = parse_scenario(release_expectations(expect), "x.yaml").on_release(name)
+    assert [e.sdk for e in scenario.expect] == list(TABLES)
+    result = run_scenario(scenario)
+    assert result.passed, result.report()
+    bare = "\n".join(line.split(", sdk: ")[0] + "}" for line in expect.splitlines())
+    unfiltered = run_scenario(parse_scenario(release_expectations(bare), "x.yaml").on_release(name))
+    assert not unfiltered.passed
+    assert "no such table" in unfiltered.report()
+
+
+def test_an_unknown_release_on_an_expectation_is_refused_at_its_line() -> None:
+    text = release_expectations('  - {event: rpc, sdk: "0.99.0"}')
+    with pytest.raises(InvalidScenario) as refused:
+        parse_scenario(text, "x.yaml")
+    message = str(refused.value)
+    assert "x.yaml:9" in message and "0.99.0" in message
+    assert all(release in message for release in RELEASES)
