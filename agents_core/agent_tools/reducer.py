@@ -297,6 +297,23 @@ def _milestone(chunk: dict[str, Any], now_ms: NowMs) -> dict[str, Any] | None:
     return milestone
 
 
+_COLLATED = "_-0123456789abcdefghijklmnopqrstuvwxyz"
+"""The characters of a generated run id (a nanoid: ASCII letters, digits, `_`, `-`) in the
+order the default collation puts them, letter case aside."""
+_PRIMARY = {c: i for i, c in enumerate(_COLLATED)}
+
+
+def collation_key(text: str) -> tuple[Any, ...]:
+    """A sort key that orders strings as JavaScript's `localeCompare` does with the default
+    locale (`a.localeCompare(b)`, which the SDK's reducer sorts run ids by, §3.5): `_` before
+    `-` before digits before letters, letters compared without case first, and where only case
+    differs, lower case first, position by position. A character outside the nanoid alphabet
+    sorts after those, by code point (a run id a caller chose with such characters may then be
+    placed otherwise than by the full collation)."""
+    primary = tuple((0, _PRIMARY[c]) if c in _PRIMARY else (1, ord(c)) for c in text.lower())
+    return (primary, tuple(c.isupper() for c in text))
+
+
 def _milestone_progress(data: dict[str, Any], milestone: dict[str, Any]) -> dict[str, Any]:
     progress = {k: data[k] for k in _PROGRESS_FIELDS if data.get(k) is not None}
     progress["milestone"] = milestone["name"]
@@ -313,8 +330,8 @@ def _with_indexes(runs_by_id: dict[str, AgentToolRunState]) -> AgentToolEventsSt
         else:
             unbound.append(run)
 
-    def display_order(run: AgentToolRunState) -> tuple[int | float, str]:
-        return (run.order, run.run_id)  # code-point order where the SDK uses localeCompare
+    def display_order(run: AgentToolRunState) -> tuple[int | float, tuple[Any, ...]]:
+        return (run.order, collation_key(run.run_id))
 
     return AgentToolEventsState(
         runs_by_id=runs_by_id,

@@ -128,6 +128,38 @@ def test_T131_runs_grouped_by_tool_call_in_display_order_and_parentless_runs_unb
     assert events.runs_by_id["a"].sub_agent == {"agent": "Researcher", "name": "a"}
 
 
+LOCALE_ORDER = [
+    "_x",
+    "-y",
+    "0a",
+    "a_",
+    "a-",
+    "a0",
+    "a1",
+    "A1",
+    "ab",
+    "aB",
+    "Ab",
+    "AB",
+    "alpha",
+    "Beta",
+    "z",
+    "Z",
+]
+"""These ids as `[...].sort((a, b) => a.localeCompare(b))` orders them in Node 20 (the default
+locale's collation): `_`, `-`, digits, letters without case, then lower case first."""
+
+
+def test_T131_order_ties_are_broken_by_locale_compare_of_the_run_id() -> None:
+    """Runs of one `order` are listed as `localeCompare` sorts their ids (§3.5), not by code
+    point, which would put `Beta` before `alpha` and `-y` before `_x`."""
+    shuffled = sorted(LOCALE_ORDER, key=lambda run: (len(run), run[::-1]))
+    events = client([started(run=run, order=0, parent=None) for run in shuffled])
+    assert [r.run_id for r in events.unbound_runs] == LOCALE_ORDER
+    grouped = client([started(run=run, order=0) for run in reversed(shuffled)])
+    assert [r.run_id for r in grouped.get_runs_for_tool_call("tool-1")] == LOCALE_ORDER
+
+
 def test_T134_milestones_deduped_by_sequence_and_progress_names_the_newest() -> None:
     """Milestone chunks with sequences 0, 1, 0 give milestones [0, 1], progress on the newest, and
     (S5) no doubled part.
