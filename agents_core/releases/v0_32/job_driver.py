@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.probes import probe
 from agents_core.releases.v0_32.job_queue import (
+    SCHEDULER_CAPABILITY,
     Job,
     JobQueue,
     hung_timeout_ms,
@@ -222,6 +223,8 @@ class JobDriver:
                 upper = min(2**attempt * base, cap)
                 await host.clock.sleep(int(host.entropy.random() * upper))
                 attempt += 1
+                if job.capability == SCHEDULER_CAPABILITY:
+                    probe(host, "schedule.callback_retried")
 
     async def _watch_slow_dispatch(self, row: Mapping[str, Any], finished: Any) -> None:
         host = self._ctx.host

@@ -25,11 +25,14 @@ __all__ = [
     "JOBS_DDL",
     "Job",
     "JobQueue",
+    "SCHEDULER_CAPABILITY",
     "hung_timeout_ms",
     "is_hung_row",
 ]
 
 HOST_JOB_CAPABILITY = "host"
+SCHEDULER_CAPABILITY = "scheduler"
+"""The capability of the jobs `schedule()` and `schedule_every()` write (the Scheduler's)."""
 DEFAULT_HUNG_TIMEOUT_SECONDS = 30
 
 JOBS_DDL = """CREATE TABLE IF NOT EXISTS cf_agents_jobs (

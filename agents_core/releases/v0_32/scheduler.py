@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.options import resolve_retry
+from agents_core.probes import probe
 from agents_core.releases.v0_32.job_driver import is_platform_failure
+from agents_core.releases.v0_32.job_queue import SCHEDULER_CAPABILITY
 from agents_core.releases.v0_32.schema_keys import SCHEDULES_SCHEMA
 from agents_core.schedule_dispatch import ANNOUNCED, call_on_error, retry_to_json
 from agents_core.schedules import (
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEDULER_CAPABILITY", "Scheduler"]
 
-SCHEDULER_CAPABILITY = "scheduler"
 LEGACY_KEEP_ALIVE_CALLBACK = "_cf_keepAliveHeartbeat"
 LEGACY_RECOVERY_LOOP_CALLBACKS = frozenset({"_chatRecoveryContinue", "_chatRecoveryRetry"})
 _PY_RETRY = {
@@ -317,6 +318,7 @@ class Scheduler(Scheduler021):
             found = self._find_matching_job(timing, callback, payload_json, owner_path_key)
             if found is not None:
                 hit, hit_timing = found
+                probe(self._ctx.host, "schedule.idempotent_dedupe")
                 await self._jobs.rearm()
                 return self._to_schedule(hit.id, hit.fn, hit_timing, hit.time // 1000), False
         if owner_path is not None and not isinstance(owner_path, str):
