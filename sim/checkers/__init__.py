@@ -60,6 +60,22 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `listings_match` | listFibers, deleteFibers and listSchedules answer as the spec's model |
 | `schedules_owned_by_caller` | the schedule an agent is answered with is its own, never another's |
 | `memory_limit_breaker` | a memory-limit strike counts one, stays under the budget, backs off |
+| `retryable_only_interrupted` | an envelope is retryable exactly when its run is interrupted |
+| `silent_runs_given_up` | a detached run silent past its no-progress window is given up in time |
+| `finish_notified_once` | notify puts one chat message per finish status; onFinish wins |
+| `child_turn_once` | one child turn per runId: a re-issue never starts another |
+| `recovered_child_turn_rebound` | a recovered child turn binds to a live run, never a settled one |
+| `clear_cancels_child_first` | clearing a live run cancels its child before deleting it |
+| `drill_in_gated` | the drill-in gate admits exactly the registry's runs; refusals spawn none |
+| `agent_tools_under_instance_cap` | a cap set on the instance holds; a rejection only at the cap |
+| `stash_replaces_whole` | a stash replaces the snapshot whole; recovery hands the last one |
+| `cancel_aborts_signal` | cancelFiber aborts a running fiber's signal: a watching callback stops |
+| `recovery_scan_deadline` | a recovery pass stops at its soft deadline, never before it |
+| `schedule_dedupe_keys` | a schedule is answered with its own key's row; an interval key once |
+| `client_runs_grouped` | T-131: a client groups sibling runs by tool call, in display order |
+| `client_run_terminals` | T-135, T-139: a client shows each run's terminal status and fields |
+| `progress_flushed` | S4: a coalesced progress value is sent when its window ends |
+| `milestones_before_finish` | S3: a milestone is announced once reached, before its run finishes |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original
@@ -71,6 +87,9 @@ from sim.checkers import schedule_runs, redelivery, chat, chunk_identity  # noqa
 from sim.checkers import fiber_keys, tool_rows, cron_due, schedule_attempts  # noqa: F401, I001
 from sim.checkers import listings, schedule_owners  # noqa: F401, I001
 from sim.checkers import memory_breaker  # noqa: F401, I001
+from sim.checkers import tool_promises, tool_notices, tool_children, tool_registry  # noqa: F401, I001
+from sim.checkers import stash_snapshots, fiber_promises, schedule_keys  # noqa: F401, I001
+from sim.checkers import reducer_promises, signal_timing  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

@@ -40,8 +40,9 @@ NAME = "memory_limit_breaker"
 
 @invariant(NAME)
 def memory_limit_breaker(context: CheckContext) -> list[Violation]:
-    """The strike count grows by one per reset, stays below the budget, and each strike backs
-    the executing one-shot off by `min(300, 30 × strikes)` seconds (module docstring)."""
+    """Fibers §4.6 — the strike count grows by one per reset, stays below the budget, and
+    each strike backs the executing one-shot off by `min(300, 30 × strikes)` seconds (see the
+    module docstring)."""
     if context.release not in (None, "0.21.0"):
         return []
     found: list[Violation] = []

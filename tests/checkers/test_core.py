@@ -73,6 +73,23 @@ INVARIANTS = [
     "schedule_attempts_bounded",
     "listings_match",
     "schedules_owned_by_caller",
+    "retryable_only_interrupted",
+    "silent_runs_given_up",
+    "finish_notified_once",
+    "child_turn_once",
+    "clear_cancels_child_first",
+    "drill_in_gated",
+    "agent_tools_under_instance_cap",
+    "recovered_child_turn_rebound",
+    "memory_limit_breaker",
+    "stash_replaces_whole",
+    "cancel_aborts_signal",
+    "recovery_scan_deadline",
+    "schedule_dedupe_keys",
+    "client_runs_grouped",
+    "client_run_terminals",
+    "progress_flushed",
+    "milestones_before_finish",
 ]
 
 

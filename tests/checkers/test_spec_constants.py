@@ -9,9 +9,10 @@ import dataclasses
 
 import pytest
 
-from agents_core import schedule_dispatch
-from agents_core.agent_tools import ledger, notify
+from agents_core import schedule_dispatch, stored_names
+from agents_core.agent_tools import backbone, ledger, notify
 from agents_core.alarm import FIBER_RECOVERY_BACKOFF_MAX_EXP, FIBER_RECOVERY_MAX_BACKOFF_MS
+from agents_core.chat.progress import AGENT_TOOL_PROGRESS_COALESCE_MS
 from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX
 from agents_core.options import AgentOptions, RetryOptions, resolve_options
 from sim import alarms
@@ -25,6 +26,10 @@ RUNTIME = {
     "MILESTONE_CLAIM_LEASE_MS": notify.MILESTONE_CLAIM_LEASE_MS,
     "MILESTONE_DEDUPE_PREFIX": notify.MILESTONE_DEDUPE_PREFIX,
     "CHAT_TURN_FIBER_PREFIX": CHAT_TURN_FIBER_PREFIX,
+    "PROGRESS_COALESCE_MS": AGENT_TOOL_PROGRESS_COALESCE_MS,
+    "DETACHED_BACKBONE_CADENCE_S": backbone.DETACHED_BACKBONE_CADENCE_S,
+    "DETACHED_RECONCILE_CALLBACK": stored_names.DETACHED_RECONCILE_CALLBACK,
+    "DETACHED_NOTIFY_CALLBACK": stored_names.DETACHED_NOTIFY_CALLBACK,
     "ALARM_HANDLER_LIMIT_MS": alarms.ALARM_HANDLER_LIMIT_MS,
     "ALARM_RETRY_BASE_MS": alarms.ALARM_RETRY_BASE_MS,
     "ALARM_RETRY_LIMIT": alarms.ALARM_RETRY_LIMIT,

@@ -279,8 +279,10 @@ def test_only_what_the_fault_does_not_explain_is_a_finding(
 def test_explore_finds_a_turn_split_across_an_await_and_writes_a_reproducer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The planted non-atomic update breaks `no_lost_stash` at some crash point; the reproducer
-    is one armed step, names the invariant, and fails the same way under `agentsim run`."""
+    """The planted non-atomic update breaks `no_lost_stash` at some crash points (the stash lost)
+    and `stash_replaces_whole` at others (the stash kept, the hook handed an older step): one
+    reproducer for each, each one armed step naming its invariant, failing the same way under
+    `agentsim run`."""
     base = write(tmp_path, "split.yaml", SPLIT)
     code, out, _ = run_cli(
         capsys, "explore", base, "--crash-points", "60", "--interleavings", "0", "--out", "found"
@@ -290,17 +292,25 @@ def test_explore_finds_a_turn_split_across_an_await_and_writes_a_reproducer(
     assert SUMMARY.match(lines[-1]) and lines[-1].startswith("60 crash points, 0 interleavings")
     assert not lines[-1].endswith(" 0 failures")
     runs = [line for line in lines if line.startswith("  run it: agentsim run ")]
-    assert len(runs) == 1
-    reproducer = runs[0].removeprefix("  run it: agentsim run ")
-    assert re.fullmatch(r"found/split-progress-explore-crash-\d+\.yaml", reproducer)
-    text = Path(reproducer).read_text()
-    assert text.startswith(f"# Found by `agentsim explore {base} --crash-points 60")
-    assert "  - invariants: [no_lost_stash]" in text
-    assert text.count("arm_storage_fault:") == 1 and "at:" not in text
-    assert "# inserted by agentsim explore: crash point" in text
-    code, out, _ = run_cli(capsys, "run", reproducer)
-    assert code == 1
-    assert "expect 1 (invariants): no_lost_stash: fiber" in out
+    assert len(runs) == 2
+    broken = {}
+    for run in runs:
+        reproducer = run.removeprefix("  run it: agentsim run ")
+        assert re.fullmatch(r"found/split-progress-explore-crash-\d+\.yaml", reproducer)
+        text = Path(reproducer).read_text()
+        assert text.startswith(f"# Found by `agentsim explore {base} --crash-points 60")
+        (name,) = re.findall(r"  - invariants: \[(\w+)\]", text)
+        assert text.count("arm_storage_fault:") == 1 and "at:" not in text
+        assert "# inserted by agentsim explore: crash point" in text
+        code, out, _ = run_cli(capsys, "run", reproducer)
+        assert code == 1
+        broken[name] = out
+    assert sorted(broken) == ["no_lost_stash", "stash_replaces_whole"]
+    assert "expect 1 (invariants): no_lost_stash: fiber" in broken["no_lost_stash"]
+    assert (
+        "recovery did not hand the hook the last committed snapshot"
+        in (broken["stash_replaces_whole"])
+    )
 
 
 def test_explore_finds_two_timers_racing_at_one_instant(

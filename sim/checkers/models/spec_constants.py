@@ -18,7 +18,10 @@ __all__ = [
     "ALARM_RETRY_BASE_MS",
     "ALARM_RETRY_LIMIT",
     "CHAT_TURN_FIBER_PREFIX",
+    "DETACHED_BACKBONE_CADENCE_S",
     "DETACHED_DELIVERY_LEASE_MS",
+    "DETACHED_NOTIFY_CALLBACK",
+    "DETACHED_RECONCILE_CALLBACK",
     "FIBER_RECOVERY_BACKOFF_MAX_EXP",
     "FIBER_RECOVERY_MAX_BACKOFF_MS",
     "FINISH_SLOTS",
@@ -28,6 +31,7 @@ __all__ = [
     "MEMORY_LIMIT_BACKOFF_STEP_S",
     "OOM_ALARM_STRIKES_KEY",
     "OPTION_DEFAULTS",
+    "PROGRESS_COALESCE_MS",
     "RETRY_DEFAULTS",
     "memory_limit_backoff_s",
     "milestone_dedupe_key",
@@ -51,6 +55,14 @@ DETACHED_DELIVERY_LEASE_MS = 60_000
 """agent-tools §10 and §4.4 step 1: a delivery claim is leased for 60 s (`now - 60_000`)."""
 FINISH_SLOTS = ("finish", "give_up")
 """agent-tools §1.1: the ledger's two slots, `finish_*` and `give_up_*` columns."""
+DETACHED_BACKBONE_CADENCE_S = (5, 15, 30, 120)
+"""agent-tools §4.5 and §10: the reconcile tick runs again 5, 15, 30, then every 120 s; a run
+still open is looked at at least every 120 s once the cadence has slowed down."""
+DETACHED_RECONCILE_CALLBACK = "_cfDetachedReconcileTick"
+"""agent-tools §4.5 and §10: the schedule callback of the detached backbone's tick."""
+DETACHED_NOTIFY_CALLBACK = "_cfDetachedNotifyFinish"
+"""agent-tools §4.2 and §10: the per-run callback a chat host stores for `notify` (kept as the
+SDK spells it: `detached_on_finish` holds it)."""
 MILESTONE_CLAIM_LEASE_MS = 60_000
 """Seed decision S3 (milestones at most once, live or reconciled): the port claims a milestone
 for the same 60 s lease as a delivery slot (agent-tools §4.4), the SDK having no such claim."""
@@ -58,6 +70,10 @@ MILESTONE_DEDUPE_PREFIX = "cf_agents:agent_tool_milestone:"
 """Seed decision S3: the port's KV claim key of a milestone, `<prefix><runId>:<name>` — one claim
 per (runId, name), the scope S3 names. The SDK keys only its injected message
 (`detached-ms:<runId>:<name>`, agent-tools §10)."""
+PROGRESS_COALESCE_MS = 200
+"""agent-tools §5.2 step 3 and §10 (`AGENT_TOOL_PROGRESS_COALESCE_MS`): progress within 200 ms of
+the run's last emit is coalesced; under seed decision S4 the latest coalesced value is sent when
+that window ends (T-90)."""
 CHAT_TURN_FIBER_PREFIX = "__cf_internal_chat_turn:"
 """fibers §6.3 ("chat hosts claim names starting `__cf_internal_chat_turn:`") and sdk-0.32 §8.3:
 a chat turn is the fiber `__cf_internal_chat_turn:<requestId>`."""

@@ -1,0 +1,165 @@
+"""`schedule_dedupe_keys` (fibers §4.1, §4.2, F-19-F-21, F-24; sdk-0.32 §3.2): an idempotent
+`schedule()` or `scheduleEvery()` answers with the row of its own dedupe key — type, callback,
+payload, the cron expression or the interval, within its owner — and never stores a second one.
+
+It reads the schedules workload (`scenarios/workloads/schedules.py`): every schedule it creates
+calls `workload_tick` with the payload `{"name": <its name>}`, and after each `schedule()` it
+writes `workload:scheduled {name, scheduleId, kind}` with the id it was answered and the kind it
+asked for. Its `every` schedules are always idempotent (it never passes `_idempotent: false`).
+The rows come from each holder's journal of committed turns and its final storage, as each
+release keeps them (`cf_agents_schedules`, or the `scheduler` jobs of `cf_agents_jobs`, whose
+payload is a timing envelope with the user's payload inside).
+
+Whether a one-shot or cron call was idempotent is in no record and no row, so two rows of one
+key are judged for intervals alone: a `workload:scheduled` that also carried the `idempotent`
+the call passed (resolved to the SDK's default) would let the rule hold the others too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.models.spec_constants import schedule_dedupe_key
+from sim.checkers.registry import invariant
+from sim.checkers.schedule_store import (
+    JOBS_TABLE,
+    SCHEDULES_ON_JOBS,
+    SCHEDULES_TABLE,
+    schedule_of_job,
+)
+from sim.checkers.storage import inserted_rows, row_changes
+from sim.trace import format_sim_time
+
+__all__ = ["schedule_dedupe_keys"]
+
+CALLBACK = "workload_tick"
+"""The schedules workload's one callback."""
+
+
+def _row(stored: dict[str, Any], on_jobs: bool) -> dict[str, Any] | None:
+    """A stored schedule in 0.21.0's row shape, its `payload` the user's payload as JSON text;
+    None for a job that is not a schedule."""
+    if not on_jobs:
+        return stored
+    row = schedule_of_job(stored)
+    if row is None:
+        return None
+    try:
+        envelope = json.loads(stored.get("payload") or "null")
+    except ValueError:
+        envelope = None
+    given = envelope.get("payload") if isinstance(envelope, dict) else None
+    return {**row, "payload": None if given is None else json.dumps(given)}
+
+
+def _payload(row: dict[str, Any]) -> Any:
+    try:
+        return json.loads(row["payload"]) if isinstance(row.get("payload"), str) else None
+    except ValueError:
+        return None
+
+
+def _rows_by_id(context: CheckContext, on_jobs: bool) -> dict[str, dict[str, Any]]:
+    """Schedule id -> its row as last known: stored at the end, else inserted by a journal."""
+    table = JOBS_TABLE if on_jobs else SCHEDULES_TABLE
+    rows: dict[str, dict[str, Any]] = {}
+    for path in sorted(context.journals):
+        for stored in inserted_rows(context.journals[path], table):
+            row = _row(stored, on_jobs)
+            if row is not None:
+                rows[str(row.get("id"))] = row
+    for path in context.paths():
+        for kept in context.table(path, table):
+            found = _row(dict(kept), on_jobs)
+            if found is not None:
+                rows[str(found.get("id"))] = found
+    return rows
+
+
+@invariant("schedule_dedupe_keys")
+def schedule_dedupe_keys(context: CheckContext) -> list[Violation]:
+    """Fibers §4.1, §4.2 (F-19-F-21, F-24) — an idempotent schedule answers with the row of its
+    own dedupe key, and one key of one owner is stored once.
+
+    1. Every `workload:scheduled {name: N, scheduleId: S, kind: K}` names a row (stored, or
+       inserted by a committed turn) of type K, callback `workload_tick` and payload
+       `{"name": N}`: a dedupe never answers with a row of another key.
+    2. Replaying each holder's journal of schedule rows: no committed write leaves two
+       `interval` rows calling `workload_tick` with one dedupe key (`schedule_dedupe_key`: type,
+       callback, payload, interval, owner) — the workload's `every` schedules are idempotent, so
+       a second one is a dedupe missed. A deleted row frees its key.
+    """
+    on_jobs = context.release in SCHEDULES_ON_JOBS
+    out: list[Violation] = []
+    rows = _rows_by_id(context, on_jobs)
+    seen: set[tuple[str, str, Any, Any]] = set()
+    for record in context.events("workload:scheduled"):
+        schedule_id, name, kind = (
+            str(record.get("scheduleId")),
+            record.get("name"),
+            record.get("kind"),
+        )
+        row = rows.get(schedule_id)
+        said = (record.agent, schedule_id, name, kind)
+        if row is None or said in seen:
+            continue
+        seen.add(said)
+        got = (row.get("type"), row.get("callback"), _payload(row))
+        if got == (kind, CALLBACK, {"name": name}):
+            continue
+        out.append(
+            Violation(
+                "schedule_dedupe_keys",
+                record.agent,
+                schedule_id,
+                f"{record.agent} asked at {format_sim_time(record.t_ms)} for its {kind} schedule "
+                f"{name!r} (callback {CALLBACK}, payload {{'name': {name!r}}}) and was answered "
+                f"schedule {schedule_id}, a row of type {got[0]}, callback {got[1]} and payload "
+                f"{got[2]!r}: a dedupe answered with a row of another key",
+                (record.seq,),
+            )
+        )
+    for path in sorted(context.journals):
+        out += _intervals_once(context.journals[path], path, on_jobs)
+    return out
+
+
+def _intervals_once(journal: Any, path: str, on_jobs: bool) -> list[Violation]:
+    table = JOBS_TABLE if on_jobs else SCHEDULES_TABLE
+    holder: dict[Any, Any] = {}
+    for change in row_changes(journal, table, "id"):
+        before = None if change.before is None else _row(dict(change.before), on_jobs)
+        after = None if change.after is None else _row(dict(change.after), on_jobs)
+        if before is not None:
+            key = _interval_key(before)
+            if key is not None and holder.get(key) == change.key:
+                del holder[key]
+        if after is None:
+            continue
+        key = _interval_key(after)
+        if key is None:
+            continue
+        other = holder.get(key)
+        if other is not None and other != change.key:
+            owner = after.get("owner_path_key") or "its holder"
+            return [
+                Violation(
+                    "schedule_dedupe_keys",
+                    path,
+                    str(change.key),
+                    f"interval schedule {change.key} of {owner} (stored by {path}) was written "
+                    f"every {after.get('intervalSeconds')} s with payload {after.get('payload')} "
+                    f"while schedule {other} of the same owner held that key (committed turn "
+                    f"{change.turn}): an idempotent scheduleEvery stored its key twice",
+                )
+            ]
+        holder[key] = change.key
+    return []
+
+
+def _interval_key(row: dict[str, Any]) -> tuple[Any, ...] | None:
+    if row.get("type") != "interval" or row.get("callback") != CALLBACK:
+        return None
+    return schedule_dedupe_key(row)
