@@ -77,6 +77,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "fiber_recovery max_age_ms",
         "start again (duplicate)",
         "start_fiber same key again",
+        "start_fiber wait_for_completion",
         "stash 1000 bytes",
         "stash 100000 bytes",
         "resolve_fiber by a call",

@@ -166,6 +166,11 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
                     uses.append(Use("list_fibers", option, alias, "workload:listed"))
             if limit is not None:
                 uses.append(Use("list_fibers", "limit", alias, "workload:listed"))
+        waited = managed if surface.opens("fibers", "start_waiting") else []
+        for fiber in draw(st.lists(st.sampled_from(waited), max_size=1)) if waited else []:
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            steps.append(call(at, alias, "start_waiting", fiber["name"]))
+            uses.append(Use("start_fiber", "wait_for_completion", alias, "workload:waited"))
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()

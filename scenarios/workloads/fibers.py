@@ -26,11 +26,12 @@ against its abort signal, and a fiber whose signal fired stops there and returns
 resumed by recovery, and a continuation that starts after the mark stops at once.
 
 The rest of the ledger's surface is a call each: `start_again(name)` starts a managed fiber once
-more with its key (a duplicate start), `resolve(name, status)` settles its interrupted execution
-by hand (`resolve_fiber`), `forget(status, settled_before, limit)` deletes terminal rows
-(`delete_fibers`) and `listing(status, name, limit)` lists the ledger (`list_fibers`), each
-writing the runtime's answer beside the spec model's (`workload:deleted`, `workload:listed`,
-held by `listings_match`). A plan's
+more with its key (a duplicate start), `start_waiting(name)` does so waiting for completion
+(`workload:waited`, held by `waited_status_settled`), `resolve(name, status)` settles its
+interrupted execution by hand (`resolve_fiber`), `forget(status, settled_before, limit)`
+deletes terminal rows (`delete_fibers`) and `listing(status, name, limit)` lists the ledger
+(`list_fibers`), each writing the runtime's answer beside the spec model's (`workload:deleted`,
+`workload:listed`, held by `listings_match`). A plan's
 `stash_bytes` pads every stash, so stashes come in several sizes.
 """
 
@@ -147,6 +148,28 @@ class FiberWorkload(Agent):
             idempotency_key=plan.idempotency_key,
         )
         return str(getattr(result, "status", result))
+
+    async def start_waiting(self, name: str) -> str:
+        """`start_fiber` of the managed fiber `name` with its idempotency key and
+        `wait_for_completion`: a new execution when its key is free (or it has none), else the
+        one the ledger has; waits until it settles and returns the status answered. The record
+        `workload:waited {name, fiberId, accepted, status}` holds the answer, which
+        `waited_status_settled` compares with the ledger."""
+        plan = self._managed(name)
+        result = await self.start_fiber(
+            plan.name,
+            lambda ctx: self._steps(plan, ctx, 1),
+            idempotency_key=plan.idempotency_key,
+            wait_for_completion=True,
+        )
+        self.host.trace.emit(
+            "workload:waited",
+            name=name,
+            fiberId=result.fiber_id,
+            accepted=result.accepted,
+            status=result.status,
+        )
+        return str(result.status)
 
     async def resolve(self, name: str, status: str = "completed") -> bool:
         """`resolve_fiber` on the managed fiber's current execution (only an `interrupted` one

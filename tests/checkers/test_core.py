@@ -90,6 +90,7 @@ INVARIANTS = [
     "client_run_terminals",
     "progress_flushed",
     "milestones_before_finish",
+    "waited_status_settled",
 ]
 
 
