@@ -308,6 +308,10 @@ class ScheduleWorkload(Agent):
     async def _create(self, plan: SchedulePlan) -> Any:
         payload = {"name": plan.name}
         retry = plan.retry()
+        if plan.idempotent is False:
+            # Every other create of this workload is idempotent (an `every`, a cron by the
+            # runtime's default, a one-shot by the workload's): `schedule_dedupe_keys` holds those.
+            self.host.trace.emit("workload:duplicates_allowed", name=plan.name, kind=plan.kind)
         if plan.every_s is not None:
             return await self.schedule_every(plan.every_s, "workload_tick", payload, retry=retry)
         if plan.cron is not None:

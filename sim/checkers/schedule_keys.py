@@ -5,14 +5,12 @@ payload, the cron expression or the interval, within its owner — and never sto
 It reads the schedules workload (`scenarios/workloads/schedules.py`): every schedule it creates
 calls `workload_tick` with the payload `{"name": <its name>}`, and after each `schedule()` it
 writes `workload:scheduled {name, scheduleId, kind}` with the id it was answered and the kind it
-asked for. Its `every` schedules are always idempotent (it never passes `_idempotent: false`).
-The rows come from each holder's journal of committed turns and its final storage, as each
-release keeps them (`cf_agents_schedules`, or the `scheduler` jobs of `cf_agents_jobs`, whose
-payload is a timing envelope with the user's payload inside).
-
-Whether a one-shot or cron call was idempotent is in no record and no row, so two rows of one
-key are judged for intervals alone: a `workload:scheduled` that also carried the `idempotent`
-the call passed (resolved to the SDK's default) would let the rule hold the others too.
+asked for. Its creates are idempotent (an `every` always; a cron by the runtime's default; a
+one-shot by the workload's own), except those of a plan that says `idempotent: false`, which
+writes `workload:duplicates_allowed {name, kind}` before each: such a name's one-shot and cron
+keys may be stored twice. The rows come from each holder's journal of committed turns and its
+final storage, as each release keeps them (`cf_agents_schedules`, or the `scheduler` jobs of
+`cf_agents_jobs`, whose payload is a timing envelope with the user's payload inside).
 """
 
 from __future__ import annotations
@@ -86,10 +84,11 @@ def schedule_dedupe_keys(context: CheckContext) -> list[Violation]:
     1. Every `workload:scheduled {name: N, scheduleId: S, kind: K}` names a row (stored, or
        inserted by a committed turn) of type K, callback `workload_tick` and payload
        `{"name": N}`: a dedupe never answers with a row of another key.
-    2. Replaying each holder's journal of schedule rows: no committed write leaves two
-       `interval` rows calling `workload_tick` with one dedupe key (`schedule_dedupe_key`: type,
-       callback, payload, interval, owner) — the workload's `every` schedules are idempotent, so
-       a second one is a dedupe missed. A deleted row frees its key.
+    2. Replaying each holder's journal of schedule rows: no committed write leaves two rows
+       calling `workload_tick` with one dedupe key (`schedule_dedupe_key`: type, callback,
+       payload, the interval or cron expression, owner) — the workload's creates are idempotent,
+       so a second one is a dedupe missed — but for the one-shot and cron keys of a name some
+       agent allowed duplicates of (`workload:duplicates_allowed`). A deleted row frees its key.
     """
     on_jobs = context.release in SCHEDULES_ON_JOBS
     out: list[Violation] = []
@@ -121,45 +120,61 @@ def schedule_dedupe_keys(context: CheckContext) -> list[Violation]:
                 (record.seq,),
             )
         )
+    allowed = {r.get("name") for r in context.events("workload:duplicates_allowed")}
     for path in sorted(context.journals):
-        out += _intervals_once(context.journals[path], path, on_jobs)
+        out += _keys_once(context.journals[path], path, on_jobs, allowed)
     return out
 
 
-def _intervals_once(journal: Any, path: str, on_jobs: bool) -> list[Violation]:
+def _keys_once(journal: Any, path: str, on_jobs: bool, allowed: set[Any]) -> list[Violation]:
     table = JOBS_TABLE if on_jobs else SCHEDULES_TABLE
     holder: dict[Any, Any] = {}
     for change in row_changes(journal, table, "id"):
         before = None if change.before is None else _row(dict(change.before), on_jobs)
         after = None if change.after is None else _row(dict(change.after), on_jobs)
         if before is not None:
-            key = _interval_key(before)
+            key = _key(before, allowed)
             if key is not None and holder.get(key) == change.key:
                 del holder[key]
         if after is None:
             continue
-        key = _interval_key(after)
+        key = _key(after, allowed)
         if key is None:
             continue
         other = holder.get(key)
         if other is not None and other != change.key:
             owner = after.get("owner_path_key") or "its holder"
+            kind = after.get("type")
+            timing = (
+                f"every {after.get('intervalSeconds')} s"
+                if kind == "interval"
+                else f"on {after.get('cron')!r}"
+                if kind == "cron"
+                else "once"
+            )
+            call = "scheduleEvery" if kind == "interval" else "schedule"
             return [
                 Violation(
                     "schedule_dedupe_keys",
                     path,
                     str(change.key),
-                    f"interval schedule {change.key} of {owner} (stored by {path}) was written "
-                    f"every {after.get('intervalSeconds')} s with payload {after.get('payload')} "
-                    f"while schedule {other} of the same owner held that key (committed turn "
-                    f"{change.turn}): an idempotent scheduleEvery stored its key twice",
+                    f"{kind} schedule {change.key} of {owner} (stored by {path}) was written "
+                    f"{timing} with payload {after.get('payload')} while schedule {other} of the "
+                    f"same owner held that key (committed turn {change.turn}): an idempotent "
+                    f"{call} stored its key twice",
                 )
             ]
         holder[key] = change.key
     return []
 
 
-def _interval_key(row: dict[str, Any]) -> tuple[Any, ...] | None:
-    if row.get("type") != "interval" or row.get("callback") != CALLBACK:
+def _key(row: dict[str, Any], allowed: set[Any]) -> tuple[Any, ...] | None:
+    """The row's dedupe key when its create was idempotent; None for a row of another callback,
+    or a one-shot or cron of a name whose duplicates a plan allowed."""
+    if row.get("callback") != CALLBACK:
         return None
+    if row.get("type") != "interval":
+        payload = _payload(row)
+        if not isinstance(payload, dict) or payload.get("name") in allowed:
+            return None
     return schedule_dedupe_key(row)

@@ -720,7 +720,8 @@ def test_an_interval_stored_twice_for_one_owner_is_caught(scheduler: CheckContex
 
 def test_other_keys_owners_and_kinds_are_never_judged_duplicates(scheduler: CheckContext) -> None:
     """A deleted row frees its key; another payload or another owner is another key; and two
-    rows of one cron key may be two calls with `idempotent: false`, which no row records."""
+    rows of one cron key are allowed once the plan said `idempotent: false`
+    (`workload:duplicates_allowed`)."""
     index, poll = insert_of(scheduler, "poll")
     table = "cf_agents_jobs" if scheduler.release == "0.32.0" else "cf_agents_schedules"
     first_id = scheduler.events("workload:scheduled")[0].get("scheduleId")
@@ -737,7 +738,34 @@ def test_other_keys_owners_and_kinds_are_never_judged_duplicates(scheduler: Chec
     assert messages(elsewhere, "schedule_dedupe_keys") == []
     at, digest = insert_of(scheduler, "digest")
     cron = turn_after(scheduler, at, stored_again(digest, "x4"))
-    assert messages(cron, "schedule_dedupe_keys") == []
+    first = cron.events("workload:scheduled")[0]
+    allowed = with_record(
+        cron, first.seq, first, event="workload:duplicates_allowed", name="digest", kind="cron"
+    )
+    assert messages(allowed, "schedule_dedupe_keys") == []
+
+
+def test_a_cron_key_stored_twice_by_idempotent_calls_is_caught(scheduler: CheckContext) -> None:
+    """F-19: a cron schedule called again with the same expression, callback and payload
+    answers the row it has; a second row of that key (no plan allowed duplicates) is a dedupe
+    missed."""
+    at, digest = insert_of(scheduler, "digest")
+    (message,) = messages(
+        turn_after(scheduler, at, stored_again(digest, "x4")), "schedule_dedupe_keys"
+    )
+    assert message.startswith("cron schedule x4 of its holder (stored by ")
+    assert message.endswith(
+        f"while schedule {digest_id(scheduler)} of the same owner held that key (committed turn "
+        f"{at + 2}): an idempotent schedule stored its key twice"
+    )
+
+
+def digest_id(context: CheckContext) -> str:
+    return next(
+        str(r.get("scheduleId"))
+        for r in context.events("workload:scheduled")
+        if r.get("name") == "digest"
+    )
 
 
 def test_a_runtime_whose_dedupe_ignores_the_payload_is_caught(
