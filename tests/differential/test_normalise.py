@@ -139,3 +139,16 @@ def test_a_random_id_of_lowercase_letters_is_numbered_and_the_sdks_names_are_kep
     )
     assert [payload["id"] for _t, _a, _k, payload in story.records] == ["#1", "#2"]
     assert story.tables["a"]["cf_agents_state"][0]["id"] == "cf_state_row_id"
+
+
+def test_a_job_rows_wall_clock_created_at_is_not_compared() -> None:
+    """0.32.0's `cf_agents_jobs.created_at` is SQLite's `unixepoch()`, the machine's clock on the
+    real side: two plays a second apart agree, and every other cell of the row still counts."""
+    row = {"id": "j1", "fn": "digest", "time": BASE_MS + 60_000}
+    first = normalise([], {"a": {"cf_agents_jobs": [{**row, "created_at": 1796602544}]}}, real=True)
+    later = normalise([], {"a": {"cf_agents_jobs": [{**row, "created_at": 1796602545}]}}, real=True)
+    assert compare(first, later, "s").agree
+    other = normalise(
+        [], {"a": {"cf_agents_jobs": [{**row, "fn": "other", "created_at": 1}]}}, real=True
+    )
+    assert not compare(first, other, "s").agree
