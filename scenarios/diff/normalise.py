@@ -76,11 +76,14 @@ SDK_EVENTS = frozenset(
         "agent_tool:recovery:reattach",
         "agent_tool:detached:delivery_failed",
         "agent_tool:detached:live_count_warning",
+        "job:backlog_warning",
+        "job:slow_dispatch",
     }
 )
-"""The observability events SDK 0.21.0 emits for what the port models (read from its
-`index.ts`): the port's records of these types are compared; its own records (platform,
-`keep_alive:*`, `fiber:recovery:backoff`, ...) are not, since the SDK has no such event."""
+"""The observability events the SDK emits for what the port models (read from 0.21.0's
+`index.ts`; the `job:*` pair from 0.32.0's lifecycle, sdk-0.32 section 9): the port's records
+of these types are compared; its own records (platform, `keep_alive:*`,
+`fiber:recovery:backoff`, ...) are not, since the SDK has no such event."""
 
 NOT_COMPARED = {
     "state:update": "the port records state in `cf_agents_state`, compared as table rows",

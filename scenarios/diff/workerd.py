@@ -40,6 +40,9 @@ _PROJECT_FILES = (
 PLAY_TIMEOUT_S = 1_800
 _SDK_PEERS = ("@modelcontextprotocol/client", "@modelcontextprotocol/sdk", "ai", "zod")
 """The pinned project's peers of `agents`; a copy for another release lets npm choose them."""
+CHAT_RELEASES = {"0.32.0": "0.12.2"}
+"""`agents` version -> the `@cloudflare/ai-chat` release built for it, which the chat players
+use there (the pinned project's for any other version)."""
 
 
 class RealSideUnavailable(RuntimeError):
@@ -87,11 +90,16 @@ def project_for(sdk: str | None) -> Path:
             shutil.copytree(source, target / name)
         elif source.exists() and name not in ("package-lock.json", "package.json"):
             shutil.copy2(source, target / name)
-    if (target / "node_modules" / "agents").is_dir():
+    chat = CHAT_RELEASES.get(sdk)
+    if (target / "node_modules" / "agents").is_dir() and _installed(target, CHAT) == (
+        chat or _installed(target, CHAT)
+    ):
         return target
     shutil.copy2(PROJECT / "package.json", target / "package.json")
     package = json.loads((target / "package.json").read_text())
     package["devDependencies"]["agents"] = sdk
+    if chat is not None:
+        package["devDependencies"][CHAT] = chat
     # The SDK's peers follow its version: npm installs the ones that release asks for.
     for peer in _SDK_PEERS:
         package["devDependencies"].pop(peer, None)
@@ -108,6 +116,17 @@ def project_for(sdk: str | None) -> Path:
         tail = [line for line in lines if line.removeprefix("npm error").strip()][:6]
         raise RealSideUnavailable(f"npm install of agents@{sdk} failed: {' / '.join(tail)}")
     return target
+
+
+CHAT = "@cloudflare/ai-chat"
+
+
+def _installed(project: Path, name: str) -> str | None:
+    """The version of package `name` installed in `project` (None when it is not)."""
+    manifest = project / "node_modules" / name / "package.json"
+    if not manifest.is_file():
+        return None
+    return str(json.loads(manifest.read_text(encoding="utf-8")).get("version"))
 
 
 def play_plans(plans: list[dict[str, Any]], project: Path = PROJECT) -> dict[str, Play]:

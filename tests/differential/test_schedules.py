@@ -54,7 +54,7 @@ def test_the_schedules_workload_hands_the_ports_description_to_the_real_side() -
     assert agent["options"]["schedules"] == [dataclasses.asdict(plan) for plan in cls.schedules]
     assert agent["options"]["setup_on"] == "on_start" and agent["options"]["warmup_ms"] == 2_000
     nightly = next(p for p in agent["options"]["schedules"] if p["name"] == "nightly")
-    assert nightly["at_s"] == 360 and nightly["every_s"] is None and nightly["fail"] == 1
+    assert nightly["at_s"] == 390 and nightly["every_s"] is None and nightly["fail"] == 1
     json.dumps(compiled.plan)  # the plan crosses to the real side as JSON
 
 
@@ -99,7 +99,7 @@ def test_the_draws_are_the_seeded_stream_and_watching_it_moves_nothing() -> None
     python = run_python(scenario)
     stream = Seeds(scenario.seed).stream("runtime")
     assert [d["fraction"] for d in python.draws] == [stream.random() for _ in python.draws]
-    assert [d["t"] for d in python.draws] == [8_000, 50_000, 53_141, 366_000]
+    assert [d["t"] for d in python.draws] == [8_000, 50_000, 53_141, 391_000]
     plain = run_scenario(scenario, scenario.seed)
     ours = [(r["t"], r["type"]) for r in python.records if not r["type"].startswith("harness:")]
     assert len(plain.trace) > 0
