@@ -91,7 +91,16 @@ PLAYED_CHILDREN = ("scripted", "chat")
 the SDK's own AIChatAgent as `ChatToolChild` answering from the scripted model)."""
 
 UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
-    "fibers": ("start_again", "start_waiting", "resolve", "forget", "listing", "start_as"),
+    "fibers": (
+        "start_again",
+        "start_waiting",
+        "resolve",
+        "forget",
+        "listing",
+        "start_as",
+        "connect_mcp",
+        "disconnect_mcp",
+    ),
     "schedules": ("recreate", "listing", "open", "close"),
     "tools": ("clear",),
 }

@@ -78,6 +78,8 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "start again (duplicate)",
         "start_fiber same key again",
         "start_fiber wait_for_completion",
+        "add_mcp_server by a call",
+        "remove_mcp_server by a call",
         "stash 1000 bytes",
         "stash 100000 bytes",
         "resolve_fiber by a call",
@@ -120,6 +122,9 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "clear_agent_tool_runs error",
         "clear_agent_tool_runs aborted",
         "run_agent_tool run id again after a clear",
+        "run_agent_tool run ids of mixed case",
+        "client connect to a tools parent",
+        "client reconnect to a tools parent",
     ),
     "chat": (
         "chat host think",

@@ -171,6 +171,21 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "start_waiting", fiber["name"]))
             uses.append(Use("start_fiber", "wait_for_completion", alias, "workload:waited"))
+        if surface.opens("fibers", "connect_mcp") and draw(st.booleans()):
+            # MCP servers come and go by calls; startup restores them before recovery (F-65).
+            added = draw(st.lists(st.sampled_from(MCP_SERVERS), min_size=1, max_size=2))
+            for server in added:
+                at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+                steps.append(call(at, alias, "connect_mcp", server))
+                uses.append(Use("add_mcp_server", "by a call", alias, "workload:mcp_added"))
+            for server in draw(st.lists(st.sampled_from(added), max_size=1)):
+                at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+                steps.append(call(at, alias, "disconnect_mcp", server))
+                uses.append(Use("remove_mcp_server", "by a call", alias, "workload:mcp_removed"))
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()
+
+
+MCP_SERVERS = ("search", "files")
+"""The names of the MCP servers a fibers agent may connect."""

@@ -15,13 +15,17 @@ from __future__ import annotations
 from typing import Any
 
 from scenarios.generate.durations import aligned
-from scenarios.generate.parts import Part, Use, call
+from scenarios.generate.parts import Part, TimedStep, Use, call
 from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.emit import format_duration
 
 __all__ = ["tools_part"]
 
 CHILDREN = ("scripted", "scripted", "scripted", "think", "chat")
+RUN_IDS = (("r1", "r2", "r3"), ("Beta", "alpha", "Gamma"), ("job-2", "job_1", "Job3"))
+"""Run ids a parent may give its runs: plain, or mixed in case and punctuation as a user's are,
+so that a client lists runs of one order by `localeCompare` of ids that code points sort
+otherwise."""
 HOSTS = ("agent", "agent", "think", "chat")
 
 
@@ -115,8 +119,13 @@ def tools_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         host = draw(st.sampled_from(surface.narrow(HOSTS, "tool_hosts")))
         count = draw(st.integers(1, 3))
         runs, uses, horizon, periods = [], [], 0, []
+        names = RUN_IDS[0]
+        if surface.opens("tools", "run_ids"):
+            names = draw(st.sampled_from(RUN_IDS))
+            if names != RUN_IDS[0]:
+                uses.append(Use("run_agent_tool", "run ids of mixed case", alias, "rpc"))
         for index in range(count):
-            run, used, busy, times = _run(st, draw, f"r{index + 1}", alias, host, surface)
+            run, used, busy, times = _run(st, draw, names[index], alias, host, surface)
             runs.append(run)
             uses += used
             horizon = max(horizon, busy)
@@ -153,6 +162,20 @@ def tools_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         for run_id in draw(st.lists(st.sampled_from(ids), max_size=2)):
             steps.append(call(draw(aligned(st, periods, 0, window)), alias, "cancel", run_id))
             uses.append(Use("cancel_agent_tool", "by a call", alias, "hook:on_agent_tool_finish"))
-        return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
+        clients: dict[str, str] = {}
+        if surface.opens("tools", "client") and draw(st.booleans()):
+            # A browser on the parent reduces the runs' frames (the sibling lists, terminal
+            # fields, progress and milestones), across a reconnect now and then.
+            name = f"{alias}-browser"
+            clients[name] = alias
+            steps.append(
+                TimedStep(draw(aligned(st, periods, 0, window)), "connect", {"client": name})
+            )
+            uses.append(Use("client", "connect to a tools parent", alias, "connection:open"))
+            if draw(st.booleans()):
+                at = draw(aligned(st, periods, 0, window))
+                steps.append(TimedStep(at, "reconnect", {"client": name}))
+                uses.append(Use("client", "reconnect to a tools parent", alias, "connection:close"))
+        return Part({alias: agent}, tuple(steps), clients, tuple(uses), horizon)
 
     return part()

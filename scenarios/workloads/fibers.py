@@ -27,7 +27,10 @@ resumed by recovery, and a continuation that starts after the mark stops at once
 
 The rest of the ledger's surface is a call each: `start_again(name)` starts a managed fiber once
 more with its key (a duplicate start), `start_waiting(name)` does so waiting for completion
-(`workload:waited`, held by `waited_status_settled`), `resolve(name, status)` settles its
+(`workload:waited`, held by `waited_status_settled`), `connect_mcp(name)` and
+`disconnect_mcp(name)` add and remove an MCP server (`workload:mcp_added`, `workload:mcp_removed`;
+a recovery hook that finds servers connected writes `workload:hook_saw_mcp`, held by
+`mcp_servers_durable`), `resolve(name, status)` settles its
 interrupted execution by hand (`resolve_fiber`), `forget(status, settled_before, limit)`
 deletes terminal rows (`delete_fibers`) and `listing(status, name, limit)` lists the ledger
 (`list_fibers`), each writing the runtime's answer beside the spec model's (`workload:deleted`,
@@ -170,6 +173,22 @@ class FiberWorkload(Agent):
             status=result.status,
         )
         return str(result.status)
+
+    async def connect_mcp(self, name: str) -> str:
+        """`add_mcp_server`: register and connect an MCP server named `name` (durably); its id.
+        `workload:mcp_added {name, id}` says so (`mcp_servers_durable` holds what follows)."""
+        server_id = self.add_mcp_server(name, f"https://mcp.example/{name}")
+        self.host.trace.emit("workload:mcp_added", name=name, id=server_id)
+        return server_id
+
+    async def disconnect_mcp(self, name: str) -> bool:
+        """`remove_mcp_server` of every connected server named `name`; whether there was one.
+        `workload:mcp_removed {name, ids}` names the servers removed."""
+        ids = sorted(str(sid) for sid, c in self.mcp_connections.items() if c.get("name") == name)
+        for server_id in ids:
+            self.remove_mcp_server(server_id)
+        self.host.trace.emit("workload:mcp_removed", name=name, ids=ids)
+        return bool(ids)
 
     async def resolve(self, name: str, status: str = "completed") -> bool:
         """`resolve_fiber` on the managed fiber's current execution (only an `interrupted` one
@@ -404,6 +423,10 @@ class FiberWorkload(Agent):
         if plan is None:
             return await super().on_fiber_recovered(ctx)
         step = _stashed_step(ctx.snapshot)
+        if self.mcp_connections:
+            # What the hook can use: startup restores the MCP servers before recovery (F-65).
+            servers = sorted({str(c.get("name")) for c in self.mcp_connections.values()})
+            self.host.trace.emit("workload:hook_saw_mcp", fiberId=ctx.id, servers=servers)
         recovery = plan.recovery or self.recovery
         if recovery == "throw":
             raise WorkloadRecoveryRefused(

@@ -72,6 +72,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `cancel_aborts_signal` | cancelFiber aborts a running fiber's signal: a watching callback stops |
 | `recovery_scan_deadline` | a recovery pass stops at its soft deadline, never before it |
 | `waited_status_settled` | a waiting start_fiber answers the settled status the ledger holds |
+| `mcp_servers_durable` | an added MCP server is restored at each startup, before recovery |
 | `schedule_dedupe_keys` | a schedule is answered with its own key's row; an interval key once |
 | `client_runs_grouped` | T-131: a client groups sibling runs by tool call, in display order |
 | `client_run_terminals` | T-135, T-139: a client shows each run's terminal status and fields |
@@ -90,7 +91,7 @@ from sim.checkers import listings, schedule_owners  # noqa: F401, I001
 from sim.checkers import memory_breaker  # noqa: F401, I001
 from sim.checkers import tool_promises, tool_notices, tool_children, tool_registry  # noqa: F401, I001
 from sim.checkers import stash_snapshots, fiber_promises, schedule_keys  # noqa: F401, I001
-from sim.checkers import fiber_waits  # noqa: F401, I001
+from sim.checkers import fiber_waits, mcp_servers  # noqa: F401, I001
 from sim.checkers import reducer_promises, signal_timing  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,

@@ -91,6 +91,7 @@ INVARIANTS = [
     "progress_flushed",
     "milestones_before_finish",
     "waited_status_settled",
+    "mcp_servers_durable",
 ]
 
 
