@@ -46,10 +46,17 @@ NOT_BUILT: tuple[str, ...] = (
     "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
     "§7.1 a chat child keeping a terminal run's content chunks from its own clients",
     "§7.2 chunks too large to store (a child making unstoredId chunks, CHUNK_MAX_BYTES)",
+    "§7.2 replay numbering: a replay (on connect, after a re-attach) gives every stored chunk "
+    "its own sequence and then sends the child's milestones again from its inspection, "
+    "unnumbered; a re-attach numbers its forwarded chunks on from the count of stored ones "
+    "(read from the dist: _broadcastAgentToolChunks, _broadcastAgentToolMilestones, "
+    "_reattachAgentToolRunToTerminal)",
     "§8.1 chat recovery's work budget (work_budget_exceeded), stable timeout, debounce, "
     "incident TTL, recovering flag and terminal message",
     "§8.2 the recovering turn outcome and the durable last-terminal record",
     "§8.3 top-level chat turns as Task runs instead of fibers",
+    "§8 the storage of @cloudflare/ai-chat 0.12.2, the chat release built for 0.32.0 (session "
+    "messages and stream blocks)",
 )
 """What of 0.32.0 a run does not model yet (a run on this release behaves as 0.21.0 there)."""
 
