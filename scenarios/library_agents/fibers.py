@@ -42,6 +42,12 @@ class Researcher(StoryAgent):
         """Fire and forget: nobody awaits the fiber (the caller returns at once)."""
         self._spawn(topic, [], {}, list(self.steps))
 
+    async def progress(self) -> list[str]:
+        """The steps done so far (an async method a dashboard calls over RPC)."""
+        done = [row["step"] for row in self.sql("SELECT step FROM steps ORDER BY at")]
+        self._note("progress", done=done)
+        return done
+
     async def research_later(self, delay_s: int, topic: str) -> None:
         """Schedule the research `delay_s` from now (a background agent's own timer)."""
         await self.schedule(delay_s, "begin_scheduled", {"topic": topic})

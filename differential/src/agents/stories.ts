@@ -27,6 +27,13 @@ export class Researcher extends HarnessAgent {
     this.spawn(topic, [], {}, [...this.plannedSteps]);
   }
 
+  /** The steps done so far (an async method a dashboard calls over RPC). */
+  async progress(): Promise<string[]> {
+    const done = this.exec("SELECT step FROM steps ORDER BY at").map((row) => String(row.step));
+    this.note("progress", { done });
+    return done;
+  }
+
   async research_later(delayS: number, topic: string): Promise<void> {
     await this.schedule(delayS, "begin_scheduled" as never, { topic });
   }
