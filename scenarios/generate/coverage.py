@@ -33,6 +33,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "schedule re-created",
         "schedule callback raises",
         "schedule callback resets at the memory limit",
+        "schedule callback loses the network",
         "option max_alarm_memory_limit_strikes",
         "schedule retry.max_attempts",
         "retry max_attempts",

@@ -54,23 +54,20 @@ def _schedule(
     if fail:
         entry["fail"] = fail
         uses.append(Use("schedule", "callback raises", alias, "workload:schedule_failed"))
-        # A one-shot's callback may end in the platform's memory-limit reset instead: the alarm
-        # breaker then backs its row off (up to 300 s a strike) or seals it.
-        if (
-            kind in ("delayed", "scheduled")
-            and surface.opens("schedules", "fail_as")
-            and not draw(st.integers(0, 2))
-        ):
-            entry["fail_as"] = "memory"
-            uses.append(
-                Use(
-                    "schedule",
-                    "callback resets at the memory limit",
-                    alias,
-                    "alarm:memory_limit_reset",
-                )
+        # A callback may fail as the platform does instead: a one-shot's with a memory-limit
+        # reset (the alarm breaker backs its row off, up to 300 s a strike, or seals it), any
+        # one's with a lost network connection (deferred to the platform's alarm retries).
+        if surface.opens("schedules", "fail_as") and not draw(st.integers(0, 2)):
+            one_shot = kind in ("delayed", "scheduled")
+            entry["fail_as"] = draw(
+                st.sampled_from(("memory", "network") if one_shot else ("network",))
             )
-            horizon += fail * 300_000
+            if entry["fail_as"] == "memory":
+                what, event, extra = "resets at the memory limit", "alarm:memory_limit_reset", 300
+            else:
+                what, event, extra = "loses the network", "workload:schedule_failed", 130
+            uses.append(Use("schedule", f"callback {what}", alias, event))
+            horizon += fail * extra * 1000
     attempts = draw(st.one_of(st.none(), st.integers(1, 4)))
     if attempts is not None:
         entry["attempts"] = attempts

@@ -43,9 +43,12 @@ __all__ = [
 ]
 
 SCHEDULE_SETUPS = ("on_start", "call")
-FAIL_AS = ("error", "memory")
+FAIL_AS = ("error", "memory", "network")
 MEMORY_LIMIT_RESET = "Durable Object's isolate exceeded its memory limit and was reset."
 """The platform's message for an isolate reset at its memory limit (spec fibers §4.3, §4.6)."""
+NETWORK_LOST = "Network connection lost."
+"""The platform's transient failure (spec fibers §4.3 (b); sdk-0.32 §2.4 step 6, J-29)."""
+PLATFORM_MESSAGES = {"memory": MEMORY_LIMIT_RESET, "network": NETWORK_LOST}
 _DDL = (
     "CREATE TABLE IF NOT EXISTS workload_schedules (name TEXT PRIMARY KEY, schedule_id TEXT "
     "NOT NULL, kind TEXT NOT NULL, created_at INTEGER NOT NULL, cancelled_at INTEGER)",
@@ -75,8 +78,9 @@ class SchedulePlan:
     fail: int = 0
     """The first `fail` attempts raise (counted across runs and restarts)."""
     fail_as: str = "error"
-    """How a failing attempt raises: `error` (an ordinary exception) or `memory` (the
-    platform's memory-limit reset message, which the runtime hands to its alarm breaker)."""
+    """How a failing attempt raises: `error` (an ordinary exception), `memory` (the platform's
+    memory-limit reset message, which the runtime hands to its alarm breaker) or `network` (the
+    platform's transient "Network connection lost.", which defers the job to the platform)."""
     attempts: int | None = None
     """The row's retry `max_attempts`; None: the runtime's default."""
     backoff_ms: int | None = None
@@ -386,11 +390,11 @@ class ScheduleWorkload(Agent):
                 await self.host.clock.sleep(int(plan.work_ms))
             if attempt <= plan.fail:
                 self._attempt_ended(name, attempt, "failed")
-                if plan.fail_as == "memory":
+                if plan.fail_as in PLATFORM_MESSAGES:
                     self.host.trace.emit(
-                        "workload:schedule_failed", name=name, attempt=attempt, reset="memory"
+                        "workload:schedule_failed", name=name, attempt=attempt, fail_as=plan.fail_as
                     )
-                    raise WorkloadScheduleFailed(MEMORY_LIMIT_RESET)
+                    raise WorkloadScheduleFailed(PLATFORM_MESSAGES[plan.fail_as])
                 self.host.trace.emit("workload:schedule_failed", name=name, attempt=attempt)
                 raise WorkloadScheduleFailed(
                     f"schedule {name} failed its attempt {attempt} (fail: {plan.fail})"

@@ -42,6 +42,12 @@ class WorkloadScheduleFailed extends Error {}
 /** The platform's message for an isolate reset at its memory limit. */
 const MEMORY_LIMIT_RESET = "Durable Object's isolate exceeded its memory limit and was reset.";
 
+/** A plan's `fail_as` -> the platform's message its failing attempts raise. */
+const PLATFORM_MESSAGES: Record<string, string> = {
+  memory: MEMORY_LIMIT_RESET,
+  network: "Network connection lost."
+};
+
 /** The row type the runtime writes for a plan: interval, cron, delayed or scheduled. */
 function kind(plan: SchedulePlan): string {
   if (plan.every_s !== null) return "interval";
@@ -178,9 +184,10 @@ export class ScheduleWorkload extends HarnessAgent {
       if (plan.work_ms > 0) await this.pause(plan.work_ms);
       if (attempt <= plan.fail) {
         this.ended(name, attempt, "failed");
-        if (plan.fail_as === "memory") {
-          this.trace("workload:schedule_failed", { name, attempt, reset: "memory" });
-          throw new WorkloadScheduleFailed(MEMORY_LIMIT_RESET);
+        const platform = PLATFORM_MESSAGES[plan.fail_as ?? ""];
+        if (platform !== undefined) {
+          this.trace("workload:schedule_failed", { name, attempt, fail_as: plan.fail_as ?? "" });
+          throw new WorkloadScheduleFailed(platform);
         }
         this.trace("workload:schedule_failed", { name, attempt });
         throw new WorkloadScheduleFailed(
