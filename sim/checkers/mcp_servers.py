@@ -14,7 +14,8 @@ server uncertain, and an uncertain server is not judged. Then, in every incarnat
 its startup:
 1. each server it should have when that incarnation starts is restored by its startup;
 2. no server removed before that (and not added again) is restored;
-3. every server restored in it before its recovery hook ran is among those the hook saw.
+3. every server restored in it before its recovery hook ran, and not removed since, is among
+   those the hook saw.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def _judge(context: CheckContext, agent: str, records: list[TraceRecord]) -> lis
     expected: dict[int, dict[Any, str]] = {}
     removed_by: dict[int, dict[Any, TraceRecord]] = {}
     restored: dict[int, dict[Any, TraceRecord]] = defaultdict(dict)
+    dropped: dict[int, set[Any]] = defaultdict(set)
+    """incarnation -> the servers removed in it (after its startup restored them)."""
     started: set[int] = set()
     found: list[Violation] = []
     for record in records:
@@ -88,9 +91,12 @@ def _judge(context: CheckContext, agent: str, records: list[TraceRecord]) -> lis
                     uncertain.add(server)
                 should.pop(server, None)
                 gone[server] = record
+                dropped[inc].add(server)
         elif record.event == "workload:hook_saw_mcp":
             seen = set(record.get("servers") or ())
             for server, connected in restored[inc].items():
+                if server in dropped[inc]:
+                    continue  # removed since its restore: the hook rightly no longer sees it
                 name = connected.get("name")
                 if name not in seen and server not in uncertain:
                     found.append(

@@ -114,3 +114,16 @@ def test_the_rules_are_this_checkers_alone(monkeypatch: pytest.MonkeyPatch) -> N
     fails_with_a_blind_checker(
         monkeypatch, "mcp_servers_durable", caught, with_record(context, saw.seq, saw, servers=[])
     )
+
+
+def test_a_server_removed_after_its_restore_is_not_expected_by_a_later_hook() -> None:
+    """A generated run found this: startup restores a server, a call removes it, and a later
+    recovery pass's hook rightly sees the servers left."""
+    context = servers_run()
+    (saw,) = context.events("workload:hook_saw_mcp")
+    search = ids(context)["search"]
+    removed = with_record(
+        context, saw.seq, saw, event="workload:mcp_removed", name="search", ids=[search]
+    )
+    later = with_record(removed, removed.records[-1].seq, saw, servers=[])
+    assert check(later, ["mcp_servers_durable"]) == []
