@@ -24,6 +24,7 @@ from typing import Any
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.models.ui_parts import ClientRunModel, project
 from sim.checkers.registry import invariant
+from sim.checkers.storage import row_changes
 from sim.client_views import reduce_client_frames
 from sim.trace import TraceRecord, format_sim_time
 
@@ -34,16 +35,45 @@ PROGRESS = "data-agent-progress"
 
 
 def client_frames(context: CheckContext) -> dict[tuple[str, str], list[TraceRecord]]:
-    """(agent, client name) -> the `connection:frame` records that client received, in order."""
+    """(agent, client name) -> the `connection:frame` records that client received, in order.
+
+    A run cleared by its parent and started again under the same id is a second run a client
+    cannot tell from the first: clearing sends no frame, and a client keeps a cleared run until
+    it resets (agent-tools §8.1 step 4, E22), so its reducer takes the new run's frames for
+    ones it has seen. The frames of such a run that reach a client after the clear, when that
+    client had seen the run before it, are left out: what a client shows of a reused run id is
+    not judged past the clear."""
     owner: dict[tuple[str, Any], str] = {}
     out: dict[tuple[str, str], list[TraceRecord]] = defaultdict(list)
+    cleared = _cleared_runs(context)
+    first_seen: dict[tuple[str, str, str], int] = {}
     for record in context.records:
         if record.event == "connection:open":
             owner[(record.agent, record.get("connection"))] = str(record.get("client"))
         elif record.event == "connection:frame":
             client = owner.get((record.agent, record.get("connection")))
-            if client is not None:
-                out[(record.agent, client)].append(record)
+            if client is None:
+                continue
+            frame = decode_frame(record.get("frame"))
+            if frame is not None:
+                run = str(frame["event"]["runId"])
+                seen = first_seen.setdefault((record.agent, client, run), record.t_ms)
+                clears = cleared.get((record.agent, run), ())
+                if any(seen < at <= record.t_ms for at in clears):
+                    continue
+            out[(record.agent, client)].append(record)
+    return out
+
+
+def _cleared_runs(context: CheckContext) -> dict[tuple[str, str], list[int]]:
+    """(parent, run id) -> the instants its `cf_agent_tool_runs` row was deleted, from the
+    parent's journal of committed turns."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for path in sorted(context.journals):
+        instants = context.journal_ms.get(path, ())
+        for change in row_changes(context.journals[path], "cf_agent_tool_runs", "run_id"):
+            if change.after is None and change.before is not None and change.turn <= len(instants):
+                out[(path, str(change.key))].append(instants[change.turn - 1])
     return out
 
 
@@ -150,6 +180,7 @@ def client_timeline_exact(context: CheckContext) -> list[Violation]:
        content chunk without `chunkSequence` are skipped (no identity to check by).
     """
     out: list[Violation] = []
+    cleared = _cleared_runs(context)
     for (agent, client), records in sorted(client_frames(context).items()):
         shown_runs = reduce_client_frames(records)
         references: dict[str, _Reference] = defaultdict(_Reference)
@@ -178,8 +209,11 @@ def client_timeline_exact(context: CheckContext) -> list[Violation]:
                     reference.unknown = True
                 continue
             if run_id not in stored and run_id in agent_types:
-                stored[run_id] = child_chunks(
-                    context, f"{agent}/{agent_types[run_id]}/{run_id}", run_id
+                # A run cleared at some point: its child's storage now is a later run's, or none.
+                stored[run_id] = (
+                    None
+                    if (agent, run_id) in cleared
+                    else child_chunks(context, f"{agent}/{agent_types[run_id]}/{run_id}", run_id)
                 )
             child = stored.get(run_id)
             if (

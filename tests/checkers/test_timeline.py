@@ -185,3 +185,47 @@ def test_a_chunk_builder_that_doubles_deltas_is_caught(
     (message,) = messages(reconnected)
     assert message.startswith(f"client panel of {P} shows run sync with parts ")
     assert '[{"state": "streaming", "text": "Ingesting. Ingesting. Halfway. Halfway.' in message
+
+
+REUSED = """
+name: reused
+description: a run cleared and dispatched again under its id while a browser stays connected
+seed: 0
+agents:
+  parent:
+    workload: tools
+    runs:
+      - {run_id: r2, child: think, detached: false, input: "research fibers"}
+clients:
+  browser: {agent: parent}
+steps:
+  - {at: 0s, connect: {client: browser}}
+  - {at: 0s, call: {agent: parent, method: dispatch, wait: false}}
+  - {at: 1m50s, call: {agent: parent, method: clear, wait: false}}
+  - {at: 8m, call: {agent: parent, method: dispatch, args: [r2], wait: false}}
+"""
+
+
+def test_a_run_id_reused_after_a_clear_is_not_judged_past_the_clear(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Clearing sends no frame and a client keeps a cleared run (agent-tools §8.1, E22), so
+    the second run under the id reaches the browser as chunks it has seen: those are not judged
+    (generate found the checkers calling them doubled or different)."""
+    from tests.checkers.agents import scenario_context
+
+    context = scenario_context(REUSED)
+    starts = [
+        r.t_ms
+        for r in context.events("connection:frame")
+        if isinstance(r.get("frame"), dict)
+        and (r.get("frame") or {}).get("event", {}).get("kind") == "started"
+    ]
+    assert len(starts) == 2 and starts[1] >= 480_000, starts
+    names = ["client_timeline_exact", "chunk_numbers_stable", "client_runs_grouped"]
+    assert check(context, names) == []
+    # Judged past the clear, the second run's chunks read as the first's, changed or doubled.
+    import sim.checkers.timeline as timeline
+
+    monkeypatch.setattr(timeline, "_cleared_runs", lambda context: {})
+    assert check(context, names) != []
