@@ -17,6 +17,7 @@ counterpart is the Agent's `alarm()` schedule loop and `_executeScheduleCallback
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
@@ -393,10 +394,14 @@ class ScheduleDispatch:
         executing = self._executing_schedule_id
         self._executing_schedule_id = None
         kv = self.host.kv
-        prior = kv.get(OOM_ALARM_STRIKES_KEY)
-        strikes = (prior if isinstance(prior, int) else 0) + 1
         self._memo.strikes_clear = False
-        kv.put(OOM_ALARM_STRIKES_KEY, strikes)
+        # Every write of the breaker is best effort (§4.6): one that fails is skipped, and the
+        # reset is still swallowed, so the platform's retry loop stops all the same.
+        strikes = 1
+        with contextlib.suppress(Exception):
+            prior = kv.get(OOM_ALARM_STRIKES_KEY)
+            strikes = (prior if isinstance(prior, int) else 0) + 1
+            kv.put(OOM_ALARM_STRIKES_KEY, strikes)
         limit = self._options.max_alarm_memory_limit_strikes
         sealed = strikes >= limit
         if sealed:
@@ -409,17 +414,21 @@ class ScheduleDispatch:
             f"{', sealing recovery' if sealed else ', will retry with backoff'}): {error}",
         )
         if executing is not None:
-            if sealed:
-                self.sql("DELETE FROM cf_agents_schedules WHERE id = ?", executing)
-            else:
-                backoff_s = min(MEMORY_LIMIT_BACKOFF_MAX_S, MEMORY_LIMIT_BACKOFF_STEP_S * strikes)
-                self.sql(
-                    "UPDATE cf_agents_schedules SET time = ? WHERE id = ?",
-                    self.host.clock.now_ms() // 1000 + backoff_s,
-                    executing,
-                )
+            with contextlib.suppress(Exception):
+                if sealed:
+                    self.sql("DELETE FROM cf_agents_schedules WHERE id = ?", executing)
+                else:
+                    backoff = min(MEMORY_LIMIT_BACKOFF_MAX_S, MEMORY_LIMIT_BACKOFF_STEP_S * strikes)
+                    next_s = self.host.clock.now_ms() // 1000 + backoff
+                    self.sql(
+                        "UPDATE cf_agents_schedules SET time = ? WHERE id = ? AND time <= ?",
+                        next_s,
+                        executing,
+                        next_s,
+                    )
         if sealed:
-            kv.delete(OOM_ALARM_STRIKES_KEY)
+            with contextlib.suppress(Exception):
+                kv.delete(OOM_ALARM_STRIKES_KEY)
         self._emit(
             "alarm:memory_limit_reset",
             strikes=strikes,

@@ -113,3 +113,34 @@ def test_the_rules_are_this_checkers_alone(monkeypatch: pytest.MonkeyPatch) -> N
     fails_with_a_blind_checker(
         monkeypatch, "memory_limit_breaker", caught, rewritten_count(breaker_run(), 2, 3)
     )
+
+
+SEAL_FAILS = """
+name: seal-fails
+description: a one-shot's memory-limit reset at a budget of one, whose sealing DELETE fails
+seed: 3
+agents:
+  w:
+    workload: schedules
+    options: {max_alarm_memory_limit_strikes: 1, retry: {max_attempts: 1}}
+    schedules:
+      - {name: s1, after: 10s, fail: 1, fail_as: memory}
+steps:
+  - {at: 0s, call: {agent: w, method: status}}
+  - arm_storage_fault: {agent: w, kind: error, match: "^DELETE FROM cf_agents_schedules WHERE id"}
+"""
+
+
+def test_the_breakers_writes_are_best_effort() -> None:
+    """fibers §4.6: each write of the breaker is tried on its own and a failure skipped, so a
+    seal whose row DELETE fails still clears the count and swallows the reset (generate found
+    the port re-raising the storage error: the alarm failed, the count stayed at the budget)."""
+    context = scenario_context(SEAL_FAILS)
+    assert [r.get("sealed") for r in context.events("alarm:memory_limit_reset", W)] == [True]
+    assert context.events("fault:storage_error", W)
+    assert not [
+        r for r in context.events("alarm:failed", W) if "StorageError" in str(r.get("error"))
+    ]
+    kv = {row["key"] for row in context.storage[W].get("_cf_KV", [])}
+    assert KEY not in kv
+    assert check(context, ["memory_limit_breaker"]) == []

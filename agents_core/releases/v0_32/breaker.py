@@ -13,6 +13,7 @@ after a strike, so only a fresh one clears it).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -55,9 +56,12 @@ class MemoryLimitBreaker:
         kv = ctx.host.kv
         queue = self._queue
         self.struck = True
-        prior = kv.get(OOM_ALARM_STRIKES_KEY)
-        strikes = (prior if isinstance(prior, int) and not isinstance(prior, bool) else 0) + 1
-        kv.put(OOM_ALARM_STRIKES_KEY, strikes)
+        # Every write of the breaker is best effort (sdk-0.32 §2.5): one that fails is skipped.
+        strikes = 1
+        with contextlib.suppress(Exception):
+            prior = kv.get(OOM_ALARM_STRIKES_KEY)
+            strikes = (prior if isinstance(prior, int) and not isinstance(prior, bool) else 0) + 1
+            kv.put(OOM_ALARM_STRIKES_KEY, strikes)
         limit = ctx.options.max_alarm_memory_limit_strikes
         sealed = strikes >= limit
         ctx.log(
@@ -70,12 +74,15 @@ class MemoryLimitBreaker:
         next_time = None if sealed else now + min(_BACKOFF_MAX_S, _BACKOFF_STEP_S * strikes) * 1000
         if sealed:
             probe(ctx.host, "job.memory_limit_sealed")
-            queue.purge_recovery_loop_jobs()
-            kv.delete(OOM_ALARM_STRIKES_KEY)
+            with contextlib.suppress(Exception):
+                queue.purge_recovery_loop_jobs()
+            with contextlib.suppress(Exception):
+                kv.delete(OOM_ALARM_STRIKES_KEY)
         else:
             probe(ctx.host, "job.memory_limit_backed_off")
             assert next_time is not None
-            queue.delay_recovery_loop_jobs(next_time)
+            with contextlib.suppress(Exception):
+                queue.delay_recovery_loop_jobs(next_time)
         self._emit(
             "alarm:memory_limit_reset",
             strikes=strikes,
@@ -84,10 +91,11 @@ class MemoryLimitBreaker:
             error=str(error),
         )
         if executing is not None:
-            if sealed:
-                queue.delete(executing["id"])
-            elif next_time is not None:
-                queue.retime(executing["id"], next_time)
+            with contextlib.suppress(Exception):
+                if sealed:
+                    queue.delete(executing["id"])
+                elif next_time is not None:
+                    queue.retime(executing["id"], next_time)
         try:
             await self._rearm()
         except Exception as exc:  # noqa: BLE001 - the next wake re-arms
