@@ -151,10 +151,13 @@ def _unannounced(
     context: CheckContext, agent: str, notices: Mapping[tuple[str, str], list[Any]]
 ) -> list[Violation]:
     out = []
+    failed = _failed_submissions(context, agent)
     for mark in context.events("hook:delivered", agent):
         run_id, slot, status = str(mark.get("runId")), mark.get("slot"), mark.get("status")
         if (run_id, status) in notices or context.may_have_rolled_back(mark):
             continue
+        if (run_id, status) in failed:
+            continue  # its submission failed, and says so in its row: not lost unseen
         if not context.had_time_since(mark.t_ms):
             continue
         calls = [
@@ -175,4 +178,18 @@ def _unannounced(
                 (calls[-1].seq, mark.seq),
             )
         )
+    return out
+
+
+def _failed_submissions(context: CheckContext, agent: str) -> set[tuple[str, str]]:
+    """(run, status) of the finish notices a Think-like host accepted as a submission whose turn
+    then failed (`cf_think_submissions.status = 'error'`, its error kept in the row): the notice
+    was handed over and its failure is on record."""
+    out: set[tuple[str, str]] = set()
+    for row in context.table(agent, "cf_think_submissions"):
+        if row.get("status") != "error":
+            continue
+        key = _finish_key(_json(row.get("metadata_json")))
+        if key is not None:
+            out.add(key)
     return out

@@ -734,3 +734,17 @@ def test_a_finish_whose_turn_may_have_rolled_back_is_not_the_run_s_end() -> None
     answers = [("claimed", 130_000), ("delivered", 130_000)]
     assert messages(milestone_context(answers, deaths=(120_000,)), "milestones_before_finish") == []
     assert messages(milestone_context(answers, deaths=(119_000,)), "milestones_before_finish")
+
+
+def test_a_later_interrupted_frame_under_the_same_number_is_applied() -> None:
+    """generate found the model taking a re-attach's live `no-progress` frame for a repeat of
+    the replayed `inspect-failed` one (same run and sequence, same kind): S5 keeps a genuine
+    frame, and the reducer shows the later one; so must the model."""
+    context = frames_context(
+        started("r3"),
+        terminal("r3", "interrupted", 1, error="could not inspect", reason="inspect-failed"),
+        terminal(
+            "r3", "interrupted", 1, error="gave up", reason="no-progress", childStillRunning=True
+        ),
+    )
+    assert messages(context, "client_run_terminals") == []

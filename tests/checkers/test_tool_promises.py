@@ -641,3 +641,16 @@ def test_each_test_fails_with_a_blind_checker(
     test: object,
 ) -> None:
     fails_with_a_blind_checker(monkeypatch, name, test, request.getfixturevalue(fixture))  # type: ignore[arg-type]
+
+
+def test_a_notice_whose_submission_failed_is_not_called_lost() -> None:
+    """generate found a Think-like host whose notify submission failed to start on a storage
+    fault: the row keeps status `error` and its message, so the notice is not lost unseen."""
+    from sim.checkers.tool_notices import _failed_submissions
+
+    row = {"status": "error", "metadata_json": '{"runId": "r1", "status": "completed"}'}
+    context = CheckContext(records=[], storage={"P": {"cf_think_submissions": [row]}})
+    assert _failed_submissions(context, "P") == {("r1", "completed")}
+    pending = {**row, "status": "pending"}
+    context = CheckContext(records=[], storage={"P": {"cf_think_submissions": [pending]}})
+    assert _failed_submissions(context, "P") == set()

@@ -19,9 +19,10 @@ order the client received it:
 - a terminal frame of a run with no `started` yet is held, and applied right after the run's
   `started` (R2; §3.5 drops it, S5 forbids dropping a genuine frame);
 - a terminal frame the client already received (same `parentToolCallId`, run, `sequence` and
-  kind: the SDK's dedupe key of §3.5, with the kind added so that S5 keeps a genuine frame whose
-  number another kind used) is the same frame sent twice, and changes nothing (S5: never double
-  a frame);
+  event: the SDK's dedupe key of §3.5, with the event added so that S5 keeps a genuine frame
+  whose number another terminal used, such as a re-attach's `no-progress` after a replayed
+  `inspect-failed`) is the same frame sent twice, and changes nothing (S5: never double a
+  frame);
 - chunks change none of these fields (their parts are `models/ui_parts.py`'s).
 A `started` repeated while the run is open overwrites its metadata with what it carries, the
 same for a replay of one row.
@@ -35,6 +36,7 @@ than ASCII letters, digits, `_` and `-` (`locale_order`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,7 +122,8 @@ class ClientRunsModel:
         if kind in TERMINAL_KINDS:
             number = frame.get("sequence")
             number = number if isinstance(number, int | float | str) else repr(number)
-            key = (frame.get("parentToolCallId") or "", run_id, number, kind)
+            content = json.dumps(event, sort_keys=True, default=repr)
+            key = (frame.get("parentToolCallId") or "", run_id, number, content)
             if key in self.seen:
                 return
             self.seen.add(key)
