@@ -68,6 +68,11 @@ INTERRUPTED_SUBMISSION = (
     "the isolate died while this submission's turn ran; chat recovery resumes the turn"
 )
 NOTIFY_TRIGGER = "detached-notify"
+DRAIN_RETRIES = 5
+DRAIN_RETRY_MS = 1_000
+"""A drain whose read of the pending submissions fails (a storage fault) reads again after a
+second, up to five times, holding its keepAlive lease; past that the submissions wait for the
+next startup (`resume`)."""
 
 
 def detached_notice(
@@ -186,11 +191,22 @@ class ThinkSubmissions:
         try:
             dispose = await self._hooks.keep_alive()
             try:
+                failures = 0
                 while True:
-                    rows = self._ctx.sql(
-                        "SELECT * FROM cf_think_submissions WHERE status = 'pending' "
-                        "ORDER BY created_at, rowid LIMIT 1"
-                    )
+                    try:
+                        rows = self._ctx.sql(
+                            "SELECT * FROM cf_think_submissions WHERE status = 'pending' "
+                            "ORDER BY created_at, rowid LIMIT 1"
+                        )
+                    except Exception as exc:
+                        failures += 1
+                        if failures > DRAIN_RETRIES:
+                            raise
+                        self._ctx.log(
+                            "warn", f"reading pending submissions failed ({exc}); reading again"
+                        )
+                        await self._ctx.host.clock.sleep(DRAIN_RETRY_MS)
+                        continue
                     if not rows:
                         return
                     await self._run(rows[0])

@@ -654,3 +654,35 @@ def test_a_notice_whose_submission_failed_is_not_called_lost() -> None:
     pending = {**row, "status": "pending"}
     context = CheckContext(records=[], storage={"P": {"cf_think_submissions": [pending]}})
     assert _failed_submissions(context, "P") == set()
+
+
+DRAIN_FAILS = """
+name: drain-fails
+description: a Think-like host's notify submission whose first drain read fails on storage
+seed: 3
+agents:
+  parent:
+    workload: tools
+    host: think
+    runs:
+      - run_id: r1
+        detached: {notify: true}
+        steps: [{sleep: 1s}, {finish: completed}]
+steps:
+  - arm_storage_fault:
+      agent: parent
+      kind: error
+      match: "^SELECT \\\\* FROM cf_think_submissions WHERE status = 'pending'"
+  - {at: 0s, call: {agent: parent, method: dispatch}}
+  - run_until: 2m
+"""
+
+
+def test_a_failed_drain_read_is_tried_again_and_the_notice_lands() -> None:
+    """generate found a notice left pending for good: the drain's read of the pending
+    submissions hit a storage fault and nothing woke the host again. The drain reads again."""
+    context = scenario_context(DRAIN_FAILS)
+    assert context.events("fault:storage_error")
+    assert check(context, ["finish_notified_once"]) == []
+    rows = context.table("ThinkToolsWorkload/parent", "cf_think_submissions")
+    assert [row.get("status") for row in rows] == ["completed"]
