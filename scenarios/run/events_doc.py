@@ -262,6 +262,16 @@ WHEN: dict[str, str] = {
     "workload:fiber_done": "A fibers-workload fiber finished its steps.",
     "workload:fiber_failed": "A fibers-workload fiber's scripted failure struck.",
     "workload:fiber_cancelled": "A fibers-workload fiber stopped on its cancel.",
+    "workload:waited": (
+        "A fibers workload's start_waiting returned: the status a waiting start_fiber answered "
+        "(waited_status_settled)."
+    ),
+    "workload:mcp_added": "A fibers workload registered an MCP server (mcp_servers_durable).",
+    "workload:mcp_removed": "A fibers workload removed the MCP servers of one name.",
+    "workload:hook_saw_mcp": "A fibers-workload recovery hook found these MCP servers connected.",
+    "workload:duplicates_allowed": (
+        "The schedules workload creates a schedule with idempotent: false (schedule_dedupe_keys)."
+    ),
     "workload:listed": (
         "A workload listed fibers or schedules, or started a fiber under an explicit id: the "
         "runtime's answer beside the spec's over the same rows (listings_match)."
