@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.core import time_words as _at
 from sim.checkers.models.spec_constants import CHAT_TURN_FIBER_PREFIX
 from sim.checkers.registry import invariant
-from sim.trace import TraceRecord, format_sim_time
+from sim.trace import TraceRecord
 
 __all__ = [
     "chat_recovery_attempts_count",
@@ -38,10 +39,6 @@ STREAMS = "cf_ai_chat_stream_metadata"
 CHUNKS = "cf_ai_chat_stream_chunks"
 MILESTONE_PART = "data-agent-milestone"
 FIBER_ENDS = ("fiber:run:completed", "fiber:run:failed")
-
-
-def _at(t_ms: Any) -> str:
-    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
 
 
 def _request(record: TraceRecord) -> str:

@@ -36,7 +36,9 @@ __all__ = [
     "InvariantViolation",
     "Violation",
     "context_from",
+    "json_cell",
     "render_record",
+    "time_words",
 ]
 
 LIVENESS_GRACE_MS = 600_000
@@ -296,6 +298,23 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
         journal_ms=journal_ms,
         release=platform.release,
     )
+
+
+def time_words(t_ms: Any) -> str:
+    """A sim instant as sentences name it (`00:01:05.000`), or "an unknown time" for a value that
+    is not a number (a row's missing timestamp)."""
+    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
+
+
+def json_cell(value: Any) -> Any:
+    """A table cell read as JSON when it is text (None when that text is not JSON); any other
+    value as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
 
 
 def render_record(record: TraceRecord, width: int = 200) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.core import HARD_TERMINAL, CheckContext, Violation
+from sim.checkers.core import time_words as _at
 from sim.checkers.models.spec_constants import (
     DETACHED_DELIVERY_LEASE_MS,
     MILESTONE_DEDUPE_PREFIX,
@@ -28,7 +29,6 @@ from sim.checkers.models.spec_constants import FINISH_SLOTS as SLOTS
 from sim.checkers.registry import invariant
 from sim.checkers.storage import RowChange, row_changes
 from sim.sqlite import KV_TABLE
-from sim.trace import format_sim_time
 
 __all__ = ["claims_wait_for_lease", "delivered_marks_earned", "managed_status_final"]
 
@@ -36,10 +36,6 @@ RUNS = "cf_agent_tool_runs"
 FIBERS = "cf_agents_fibers"
 FIBER_TERMINAL = frozenset({"completed", "error", "aborted", "interrupted"})
 """Managed-fiber ledger statuses that settle a fiber (fibers §5.7)."""
-
-
-def _at(t_ms: Any) -> str:
-    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
 
 
 def _slot_words(slot: str) -> str:

@@ -25,10 +25,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.core import time_words as _at
 from sim.checkers.models.spec_constants import CHAT_TURN_FIBER_PREFIX
 from sim.checkers.registry import invariant
 from sim.checkers.storage import RowChange, row_changes
-from sim.trace import TraceRecord, format_sim_time
+from sim.trace import TraceRecord
 
 __all__ = [
     "child_turn_once",
@@ -41,10 +42,6 @@ RUNS = "cf_agent_tool_runs"
 LIVE = ("starting", "running")
 SETTLED = ("completed", "error", "aborted")
 """A child's own run row's terminal statuses (agent-tools §1.2: no `interrupted` there)."""
-
-
-def _at(t_ms: Any) -> str:
-    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
 
 
 def _children(context: CheckContext) -> list[str]:

@@ -12,34 +12,21 @@ delivery completed with its `hook:delivered`.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.core import json_cell as _json
+from sim.checkers.core import time_words as _at
 from sim.checkers.models.spec_constants import DETACHED_NOTIFY_CALLBACK
 from sim.checkers.registry import invariant
-from sim.trace import format_sim_time
 
 __all__ = ["finish_notices", "finish_notified_once"]
 
 RUNS = "cf_agent_tool_runs"
 MESSAGES = "cf_ai_chat_agent_messages"
 SUBMISSIONS = "cf_think_submissions"
-
-
-def _at(t_ms: Any) -> str:
-    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
-
-
-def _json(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return None
 
 
 def finish_notices(context: CheckContext, agent: str) -> dict[tuple[str, str], list[Any]]:

@@ -22,7 +22,6 @@ Where they look:
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,13 +32,14 @@ from typing import Any
 from sim.checkers.alarm_slot import AlarmRun, alarm_runs
 from sim.checkers.alarms import SCHEDULE_LATENESS_MS
 from sim.checkers.core import HARD_TERMINAL, CheckContext, Violation
+from sim.checkers.core import json_cell as _json
+from sim.checkers.core import time_words as _at
 from sim.checkers.models.spec_constants import (
     DETACHED_BACKBONE_CADENCE_S,
     DETACHED_RECONCILE_CALLBACK,
 )
 from sim.checkers.registry import invariant
 from sim.checkers.storage import RowChange, row_changes
-from sim.trace import format_sim_time
 
 __all__ = ["TICK_LATENESS_MS", "retryable_only_interrupted", "silent_runs_given_up"]
 
@@ -52,19 +52,6 @@ allowed (`SCHEDULE_LATENESS_MS`)."""
 BACKBONE_STOPS = ("alarm:given_up", "alarm:memory_limit_reset")
 """Records of the top-level agent after which its alarm, and with it the backbone, may not run
 when due."""
-
-
-def _at(t_ms: Any) -> str:
-    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
-
-
-def _json(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return None
 
 
 def _instants(values: Iterable[Any]) -> list[int]:

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.core import time_words as _at
 from sim.checkers.registry import invariant
 from sim.checkers.storage import row_changes
 from sim.checkers.tool_children import timed_changes
-from sim.trace import format_sim_time
 
 __all__ = ["agent_tools_under_instance_cap", "drill_in_gated"]
 
@@ -29,10 +29,6 @@ RUNS = "cf_agent_tool_runs"
 LIVE = ("starting", "running")
 REJECTED = re.compile(r"^maxConcurrentAgentTools \((\d+)\) exceeded$")
 """agent-tools §2.6: the error a run rejected for the cap is born with."""
-
-
-def _at(t_ms: Any) -> str:
-    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
 
 
 # -- drill_in_gated -----------------------------------------------------------------------------

@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.core import time_words as _at
 from sim.checkers.models.spec_constants import MILESTONE_CLAIM_LEASE_MS, MILESTONE_DEDUPE_PREFIX
 from sim.checkers.registry import invariant
 from sim.checkers.storage import KvWrite, kv_writes
-from sim.trace import TraceRecord, format_sim_time
+from sim.trace import TraceRecord
 
 __all__ = ["child_reset_retryable", "give_up_not_early", "milestones_once"]
 
@@ -31,10 +32,6 @@ RUNS = "cf_agent_tool_runs"
 MESSAGES = "cf_ai_chat_agent_messages"
 RESET_EXCUSED = frozenset({"deleted"})
 """Child deaths that are the parent's own doing (clearing its runs deletes the child facet)."""
-
-
-def _at(t_ms: Any) -> str:
-    return format_sim_time(int(t_ms)) if isinstance(t_ms, int | float) else "an unknown time"
 
 
 def _state(write: KvWrite) -> str | None:
