@@ -4,7 +4,7 @@
 file, line, step and field); `run_scenario(scenario, seed)` runs it on a fresh `Simulation` and
 returns a `ScenarioResult` with the failures (`scenarios.run.failure.Failure`, each its sentence
 as a `str`) and the command that replays the run.
-The `agentsim` console script (`scenarios.cli:main`) is the front door over both.
+The `agentsim` console script (`scenarios.cli:console`) is the front door over both.
 """
 
 from scenarios.language.errors import InvalidScenario

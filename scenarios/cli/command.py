@@ -327,6 +327,22 @@ def _parser() -> _Parser:
     return parser
 
 
+def console() -> None:
+    """The console script: `main`, then leave with its exit code.
+
+    After Ctrl-C everything owed is already written (the JUnit file, the summary, the failure
+    files) and the pool's workers are stopped. The interpreter's own exit would then join the
+    process pool's manager thread, which can wait for ever on a worker stopped in the middle
+    of sending a result; so an interrupted command leaves at once instead."""
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script; returns the exit code."""
     try:

@@ -90,3 +90,31 @@ def test_the_not_run_cases_follow_the_finished_ones_and_count() -> None:
     assert suite is not None
     assert [c.get("name") for c in suite] == ["a [seed 1]", "a [seed 2]"]
     assert (root.get("tests"), suite.get("tests"), suite.get("skipped")) == ("2", "2", "1")
+
+
+LEFT_WAITING = """\
+import threading
+import scenarios.cli.command as command
+
+def interrupted_main():
+    # a thread left waiting for ever, as the pool's manager thread can be after its workers
+    # were stopped mid-send; the interpreter's exit would join it
+    threading.Thread(target=threading.Event().wait).start()
+    print("written", flush=True)
+    return command.EXIT_INTERRUPTED
+
+command.main = interrupted_main
+command.console()
+"""
+
+
+def test_an_interrupted_command_leaves_even_with_a_thread_left_waiting() -> None:
+    """The console script does not wait for threads at exit once the command was interrupted:
+    what it owed is written, and it leaves with 130."""
+    done = subprocess.run(
+        [sys.executable, "-c", LEFT_WAITING],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
+    assert (done.returncode, done.stdout) == (130, "written\n"), done.stderr
