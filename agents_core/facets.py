@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from agents_core.durable_memo import FACET_RUNS
 from agents_core.errors import InvalidArgument
@@ -40,6 +40,15 @@ def encode_owner_path(path: Sequence[Step]) -> str:
     return "/".join(
         f"{quote(s['className'], safe=safe)}:{quote(s['name'], safe=safe)}" for s in path
     )
+
+
+def decode_owner_key(key: str) -> list[dict[str, str]]:
+    """The owner path an `encode_owner_path` key spells (':' and '/' are escaped in names)."""
+    path = []
+    for hop in key.split("/"):
+        class_name, _, name = hop.partition(":")
+        path.append({"className": unquote(class_name), "name": unquote(name)})
+    return path
 
 
 def path_of(host: Host) -> list[dict[str, str]]:
@@ -275,6 +284,27 @@ class Facets:
             if count == 0:
                 probe(self.host, "facet.stale_fiber_lease_pruned")
                 self.sql("DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ?", owner_key)
+
+    async def _check_facet_lease_holders(self, owner_keys: Sequence[str]) -> None:
+        """On the root: resolve each sub-agent it holds keepAlive leases for. A live one is only
+        looked up; one that died on its own (its root lived on) is constructed again, and its
+        construction drops the leases its dead incarnation still held, which nothing else
+        would ever release (docs/divergences.md F3)."""
+        if self._is_facet:
+            return
+        for owner_key in owner_keys:
+            try:
+                await self._cf_resolve_lease_holder(decode_owner_key(owner_key)[1:])
+            except Exception as exc:  # noqa: BLE001 - the leases stay, checked on the next alarm
+                self._log("error", f"keepAlive lease check for {owner_key} failed: {exc}")
+
+    async def _cf_resolve_lease_holder(self, steps: list[dict[str, str]]) -> None:
+        """Walk down `steps`, resolving each hop (a gone registry entry ends the walk)."""
+        if not steps:
+            return
+        child = await self._resolve_registered_child(steps[0])
+        if child is not None and len(steps) > 1:
+            await child.call("_cf_resolve_lease_holder", steps[1:])
 
     async def _cf_check_run_fibers_for_facet(self, steps: list[dict[str, str]]) -> int:
         """Walk down `steps`; at the owner run its scan and return its total run-row count."""
