@@ -7,33 +7,35 @@ pure: it returns a new list and never changes the list, the parts or the chunk i
 
 What each chunk type does to `parts`:
 
-* `text-start {id}` appends `{type: "text", id, text: "", state: "streaming"}`; `text-delta {id,
-  delta}` appends `delta` to the latest text part with that `id`; `text-end {id}` sets that part's
-  `state` to `"done"`. The `reasoning-*` triple does the same with `type: "reasoning"`. Parts keep
-  the stream's `id` because a pure fold has nowhere else to remember which part a delta extends
-  (the AI SDK keeps that map beside the message). A delta whose `id` has no part starts one, as
-  the SDK's builder does when a stream is resumed mid-part: the text is kept, not dropped.
+* `text-start` appends `{type: "text", text: "", state: "streaming"}`; `text-delta {delta}`
+  appends `delta` to the latest text part, or starts one with it when there is none; `text-end`
+  sets the latest text part's `state` to `"done"`. The `reasoning-*` triple does the same with
+  `type: "reasoning"`. Which part a delta extends is the latest of its type, not the one its
+  `id` names: the SDK's builder (`applyChunkToParts`) keeps no ids, and the spec leaves it to
+  that code.
 * `tool-input-start {toolCallId, toolName}` appends one `tool-<toolName>` part per `toolCallId`,
   `state: "input-streaming"`, `input: None` (a second start for the same call is a provider
-  replay and changes nothing). `tool-input-delta {toolCallId, inputTextDelta}` accumulates the
-  raw text in `inputText` and sets `input` whenever that text parses as complete JSON (partial
-  JSON is not repaired). `tool-input-available {toolCallId, toolName, input}` moves the part to
-  `input-available` (creating it if needed) and drops `inputText`. `tool-input-error` and
-  `tool-output-error {toolCallId, errorText}` set `output-error`; `tool-output-available
-  {toolCallId, output}` sets `output-available`. Input chunks for a part that has moved past
-  `input-streaming` are provider replays and change nothing (the SDK's first-write-wins guard).
+  replay and changes nothing). `tool-input-delta` sets `input` to the chunk's own `input` (None
+  when it has none, as the AI SDK's deltas do) while the part's input streams.
+  `tool-input-available {toolCallId, toolName, input}` moves the part to `input-available`
+  (creating it if needed); `tool-input-error` and `tool-output-error {toolCallId, errorText}` set
+  `output-error`; `tool-output-available {toolCallId, output}` sets `output-available`. An input
+  is kept as an object: a string holding a JSON object is parsed, anything else becomes `{}`.
+  Input chunks for a part that has moved past `input-streaming` are provider replays and change
+  nothing (the SDK's first-write-wins guard); an output or a delta for a call with no part
+  changes nothing either.
 * `data-*` chunks: `transient: true` ones are signals, not content, and add nothing; others
   replace the `data` of an existing part with the same `type` and `id`, or are appended as
   `{type, id?, data}`.
-* `start-step` (or `step-start`) appends `{type: "step-start"}`; `file`, `source-url` and
-  `source-document` append a part of their own type.
+* `start-step` (or `step-start`) appends `{type: "step-start"}`; `file` (its `mediaType` and
+  `url`), `source-url` and `source-document` append a part of their own type.
 * `start`, `finish`, `message-metadata`, `abort`, `finish-step` and `error` leave `parts` as they
   are: they carry the message's id, metadata or finish reason, or a step boundary, not content. A
   run's failure reaches a client as the run's own `error` event, not as a part.
 * Any other type (a chunk this builder does not know) leaves `parts` as they are.
 
 A malformed chunk (not an object, no string `type`, a required field missing or of the wrong
-type, an end or output for an id that has no part) raises `MalformedChunk`, a `ValueError`.
+type) raises `MalformedChunk`, a `ValueError`.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ Part = dict[str, Any]
 """One UI message part, a JSON object in the AI SDK's shape (`{"type": "text", ...}`)."""
 
 _SOURCE_FIELDS = {
-    "file": ("url", "mediaType", "filename", "providerMetadata"),
+    "file": ("mediaType", "url"),
     "source-url": ("sourceId", "url", "title", "providerMetadata"),
     "source-document": ("sourceId", "mediaType", "title", "filename", "providerMetadata"),
 }
@@ -101,18 +103,14 @@ def parts_text(parts: Sequence[Part]) -> str:
 
 
 def _streaming_start(out: list[Part], chunk: Mapping[str, Any], part_type: str) -> None:
-    part: Part = {"type": part_type, "id": _string(chunk, "id"), "text": "", "state": "streaming"}
-    if "providerMetadata" in chunk:
-        part["providerMetadata"] = _copied(chunk["providerMetadata"])
-    out.append(part)
+    out.append({"type": part_type, "text": "", "state": "streaming"})
 
 
 def _streaming_delta(out: list[Part], chunk: Mapping[str, Any], part_type: str) -> None:
-    part_id = _string(chunk, "id")
-    delta = _string(chunk, "delta")
-    index = _find(out, lambda p: p.get("type") == part_type and p.get("id") == part_id)
+    delta = _string(chunk, "delta") if chunk.get("delta") is not None else ""
+    index = _find(out, lambda p: p.get("type") == part_type)
     if index is None:
-        out.append({"type": part_type, "id": part_id, "text": delta, "state": "streaming"})
+        out.append({"type": part_type, "text": delta, "state": "streaming"})
         return
     part = dict(out[index])
     part["text"] = part.get("text", "") + delta
@@ -120,14 +118,9 @@ def _streaming_delta(out: list[Part], chunk: Mapping[str, Any], part_type: str) 
 
 
 def _streaming_end(out: list[Part], chunk: Mapping[str, Any], part_type: str) -> None:
-    part_id = _string(chunk, "id")
-    index = _find(out, lambda p: p.get("type") == part_type and p.get("id") == part_id)
-    if index is None:
-        raise MalformedChunk(
-            f"'{part_type}-end' for id {part_id!r}, which has no {part_type} part; "
-            f"send '{part_type}-start' or '{part_type}-delta' with that id first"
-        )
-    out[index] = {**out[index], "state": "done"}
+    index = _find(out, lambda p: p.get("type") == part_type)
+    if index is not None and "state" in out[index]:
+        out[index] = {**out[index], "state": "done"}
 
 
 # --- tool calls -----------------------------------------------------------------------------
@@ -156,16 +149,9 @@ def _tool_input_start(
 def _tool_input_delta(
     out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
 ) -> None:
-    delta = _string(chunk, "inputTextDelta")
-    index = _existing_tool_part(call_id, index, "tool-input-delta")
-    if out[index].get("state") != "input-streaming":
+    if index is None or out[index].get("state") != "input-streaming":
         return
-    part = dict(out[index])
-    text = part.get("inputText", "") + delta
-    part["inputText"] = text
-    with contextlib.suppress(ValueError):  # incomplete JSON so far keeps the last complete input
-        part["input"] = json.loads(text)
-    out[index] = part
+    out[index] = {**out[index], "input": _copied(chunk.get("input"))}
 
 
 def _tool_input_available(
@@ -174,14 +160,14 @@ def _tool_input_available(
     name = _string(chunk, "toolName")
     if index is None:
         part: Part = {"type": f"tool-{name}", "toolCallId": call_id, "toolName": name}
-        part.update(state="input-available", input=_copied(chunk.get("input")))
+        part.update(state="input-available", input=_tool_input(chunk))
         _copy_optional(part, chunk, "providerExecuted", "title")
         out.append(part)
         return
     if out[index].get("state") != "input-streaming":
         return
-    part = {k: v for k, v in out[index].items() if k != "inputText"}
-    part.update(state="input-available", input=_copied(chunk.get("input")))
+    part = dict(out[index])
+    part.update(state="input-available", input=_tool_input(chunk))
     _copy_optional(part, chunk, "providerExecuted", "title")
     out[index] = part
 
@@ -196,8 +182,8 @@ def _tool_input_error(
     elif out[index].get("state") in ("output-available", "output-error"):
         return  # first write wins once the call has an outcome
     else:
-        part = {k: v for k, v in out[index].items() if k != "inputText"}
-    part.update(state="output-error", input=_copied(chunk.get("input")), errorText=error_text)
+        part = dict(out[index])
+    part.update(state="output-error", input=_tool_input(chunk), errorText=error_text)
     if index is None:
         out.append(part)
     else:
@@ -209,8 +195,9 @@ def _tool_output_available(
 ) -> None:
     if "output" not in chunk:
         raise MalformedChunk(f"'tool-output-available' needs an 'output'; got {dict(chunk)!r}")
-    index = _existing_tool_part(call_id, index, "tool-output-available")
-    part = {k: v for k, v in out[index].items() if k != "inputText"}
+    if index is None:
+        return
+    part = dict(out[index])
     part.update(state="output-available", output=_copied(chunk["output"]))
     _copy_optional(part, chunk, "preliminary")
     out[index] = part
@@ -220,8 +207,9 @@ def _tool_output_error(
     out: list[Part], chunk: Mapping[str, Any], call_id: str, index: int | None
 ) -> None:
     error_text = _string(chunk, "errorText")
-    index = _existing_tool_part(call_id, index, "tool-output-error")
-    part = {k: v for k, v in out[index].items() if k != "inputText"}
+    if index is None:
+        return
+    part = dict(out[index])
     part.update(state="output-error", errorText=error_text)
     out[index] = part
 
@@ -236,13 +224,14 @@ _TOOL_HANDLERS = {
 }
 
 
-def _existing_tool_part(call_id: str, index: int | None, kind: str) -> int:
-    if index is None:
-        raise MalformedChunk(
-            f"'{kind}' for toolCallId {call_id!r}, which has no tool part; "
-            "send 'tool-input-start' or 'tool-input-available' for that call first"
-        )
-    return index
+def _tool_input(chunk: Mapping[str, Any]) -> Any:
+    """A tool call's input as a part keeps it: an object; a string of a JSON object, parsed;
+    anything else, `{}`."""
+    raw = chunk.get("input")
+    if isinstance(raw, str) and raw.strip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            raw = json.loads(raw)
+    return _copied(raw) if isinstance(raw, dict) else {}
 
 
 # --- data parts -----------------------------------------------------------------------------

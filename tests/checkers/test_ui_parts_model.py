@@ -116,6 +116,10 @@ CHUNK = st.one_of(
     st.builds(chunk_of, st.just("reasoning-end"), id=IDS),
     tool("tool-input-start", toolName=st.just("t")),
     tool("tool-input-delta", inputTextDelta=st.sampled_from(['{"a":', "1}", "2"])),
+    tool("tool-input-delta", inputTextDelta=st.just("{"), input=st.builds(dict, a=NUMBERS)),
+    tool("tool-input-available", toolName=st.just("t"), input=st.builds(dict, a=NUMBERS)),
+    tool("tool-input-available", toolName=st.just("t"), input=st.sampled_from(['{"a":1}', "[1]"])),
+    st.builds(chunk_of, st.sampled_from(["file", "source-url", "source-document", "step-start"])),
     tool("tool-input-available", toolName=st.just("t"), input=NUMBERS),
     tool("tool-input-error", toolName=st.just("t"), input=NUMBERS, errorText=WORDS),
     tool("tool-output-available", output=WORDS),
@@ -151,11 +155,12 @@ def test_a_tool_call_s_input_is_written_once_as_the_sdk_s_builder_writes_it() ->
     moves a part on an input chunk only while its input streams. The model says so on its own,
     and the runtime's reducer agrees."""
     again = [
-        chunk_of("tool-input-available", toolCallId="c", toolName="t", input=0),
-        chunk_of("tool-input-available", toolCallId="c", toolName="t", input=1),
+        chunk_of("tool-input-available", toolCallId="c", toolName="t", input={"n": 0}),
+        chunk_of("tool-input-available", toolCallId="c", toolName="t", input={"n": 1}),
         chunk_of("tool-input-start", toolCallId="c", toolName="t"),
     ]
-    assert [(p["state"], p["input"]) for p in model_of(again).parts] == [("input-available", 0)]
+    shown = [(p["state"], p["input"]) for p in model_of(again).parts]
+    assert shown == [("input-available", {"n": 0})]
     assert project(runtime_of(again)["parts"]) == model_of(again).parts
     late_error = [
         chunk_of("tool-input-available", toolCallId="c", toolName="t", input=0),
@@ -164,3 +169,22 @@ def test_a_tool_call_s_input_is_written_once_as_the_sdk_s_builder_writes_it() ->
     ]
     assert [p["state"] for p in model_of(late_error).parts] == ["output-available"]
     assert project(runtime_of(late_error)["parts"]) == model_of(late_error).parts
+
+
+def test_a_delta_extends_the_newest_part_of_its_type_whatever_its_id() -> None:
+    """The SDK's builder keeps no ids: a delta (or an end) goes to the newest text part, so a
+    stream that opens a second part and then names the first writes to the second."""
+    chunks = [
+        chunk_of("text-start", id="t1"),
+        chunk_of("text-delta", id="t1", delta="a"),
+        chunk_of("text-start", id="t2"),
+        chunk_of("text-delta", id="t1", delta="b"),
+        chunk_of("text-end", id="t1"),
+        chunk_of("file", url="https://example.com/f.png", mediaType="image/png"),
+    ]
+    assert model_of(chunks).parts == [
+        {"type": "text", "text": "a", "state": "streaming"},
+        {"type": "text", "text": "b", "state": "done"},
+        {"type": "file"},
+    ]
+    assert project(runtime_of(chunks)["parts"]) == model_of(chunks).parts

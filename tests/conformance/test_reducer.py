@@ -312,7 +312,7 @@ def test_S5_reconnect_replay_with_different_wire_sequences_shows_every_text_part
     ]
     events = client(live + replay)
     run = events.runs_by_id["r"]
-    assert run.parts == [{"type": "text", "id": "t", "text": "ABC", "state": "streaming"}]
+    assert run.parts == [{"type": "text", "text": "ABC", "state": "streaming"}]
     assert run.status == "completed"
     sdk_run = sdk_client(live + replay).runs_by_id["r"]
     assert (parts_text(sdk_run.parts), sdk_run.status) == ("AB", "running")  # C and the finish lost
@@ -468,8 +468,8 @@ def test_a_chunk_whose_body_does_not_parse_or_apply_leaves_the_run_unchanged() -
     bad_json = frame(2, {"kind": "chunk", "runId": "r", "body": "{oops", "chunkSequence": 1})
     for f in (
         bad_json,
-        chunk(3, {"type": "text-end", "id": "ghost"}, cs=2),
-        chunk(4, {"type": "text-delta"}, cs=3),
+        chunk(3, {"delta": "no type"}, cs=2),
+        chunk(4, {"type": "text-delta", "delta": 5}, cs=3),
     ):
         events.receive(f)
     assert events.runs_by_id["r"] is before

@@ -4,20 +4,24 @@ decision S5, sharing no code with the runtime's reducer.
 
 `ClientRunModel` takes a run's genuine chunks, each once (the checker decides which frames are
 genuine), and builds what the spec's "standard UI-chunk builder" makes of them (§3.5):
-- text and reasoning deltas append to the part their `*-start` opened (a delta of an id never
-  opened opens its part: the spec says only that deltas append, and children stream deltas
-  without a start); `*-end` marks the part done;
+- text and reasoning deltas append to the newest part of their type, or open one when there is
+  none; `*-end` marks the newest part of its type done. The spec says only that deltas append;
+  which part they append to is the SDK builder's (`applyChunkToParts`: the last part of the
+  type, whatever the chunk's `id`), as the spec's precedence rules say;
 - tool chunks create and then update the part of their `toolCallId` (`tool-<toolName>`, states
   `input-streaming` -> `input-available` -> `output-available` / `output-error`). Input chunks
   write first and only once, as the SDK's builder (`applyChunkToParts`, which its client
-  reducer calls) does: a second `tool-input-start` changes nothing, a delta or an
-  `input-available` moves a part only while its input streams, and an input error does not
-  overwrite an output (the spec's "tool parts update" is read from that code);
+  reducer calls) does: a second `tool-input-start` changes nothing, a delta (which writes the
+  chunk's own `input`, absent in the AI SDK's deltas) or an `input-available` moves a part
+  only while its input streams, and an input error does not overwrite an output; an input
+  is kept as an object (a string of a JSON object is parsed, anything else is `{}`) (the spec's
+  "tool parts update" is read from that code);
 - a non-transient `data-*` chunk appends a part, or replaces the data of an existing part of the
   same type and id; a transient one adds nothing, nor does a `data-agent-progress` chunk (sent
   transient, §5.2, and a live-only projection, §5.6, with or without the flag);
-- `start-step` opens a `step-start` part; `start`, `finish`, `finish-step`, `message-metadata`
-  and `error` add no part;
+- `start-step` (or `step-start`) opens a `step-start` part; `file`, `source-url` and
+  `source-document` each add a part of their own type; `start`, `finish`, `finish-step`,
+  `message-metadata` and `error` add no part;
 - a chunk the builder cannot apply (an output for an unknown tool call, an end of an id never
   opened, a body that is not a JSON object) leaves the run unchanged.
 Milestones (§3.5, T-134; S2/S5): a `data-agent-milestone` chunk with a string `data.name` joins
@@ -65,9 +69,7 @@ class ClientRunModel:
 
     parts: list[dict[str, Any]] = field(default_factory=list)
     milestones: list[tuple[Any, Any]] = field(default_factory=list)
-    _open: dict[tuple[str, Any], int] = field(default_factory=dict)
     _tools: dict[Any, int] = field(default_factory=dict)
-    _tool_text: dict[Any, str] = field(default_factory=dict)
 
     def apply(self, chunk: Any) -> None:
         """Apply one genuine chunk (parsed JSON); what cannot be applied changes nothing."""
@@ -84,26 +86,28 @@ class ClientRunModel:
                 self.milestones = sorted([*self.milestones, (data["name"], number)], key=_seq)
         if kind in _NO_PART or kind == PROGRESS:
             return
-        if kind == "start-step":
+        if kind in ("start-step", "step-start"):
             self.parts.append({"type": "step-start"})
+        elif kind in ("file", "source-url", "source-document"):
+            self.parts.append({"type": kind})
         elif kind in ("text-start", "reasoning-start"):
-            base = kind.removesuffix("-start")
-            self._open[(base, chunk.get("id"))] = len(self.parts)
-            self.parts.append({"type": base, "text": "", "state": "streaming"})
+            self.parts.append(
+                {"type": kind.removesuffix("-start"), "text": "", "state": "streaming"}
+            )
         elif kind in ("text-delta", "reasoning-delta", "text-end", "reasoning-end"):
             base, _, step = kind.partition("-")
-            at = self._open.get((base, chunk.get("id")))
-            if at is None and step == "delta":
-                at = self._open[(base, chunk.get("id"))] = len(self.parts)
-                self.parts.append({"type": base, "text": "", "state": "streaming"})
-            if at is None:
+            newest = [n for n, part in enumerate(self.parts) if part.get("type") == base]
+            if not newest:
+                if step == "delta":
+                    text = chunk.get("delta") or ""
+                    self.parts.append({"type": base, "text": str(text), "state": "streaming"})
                 return
-            part = dict(self.parts[at])
+            part = dict(self.parts[newest[-1]])
             if step == "delta":
                 part["text"] = str(part["text"]) + str(chunk.get("delta") or "")
             else:
                 part["state"] = "done"
-            self.parts[at] = part
+            self.parts[newest[-1]] = part
         elif kind.startswith("tool-"):
             self._tool(kind, chunk)
         elif kind.startswith("data-"):
@@ -127,10 +131,12 @@ class ClientRunModel:
                     and (kind == "tool-input-available" or str(now).startswith("output-"))
                 ):
                     return
-            part: dict[str, Any] = {} if at is None else dict(self.parts[at])
-            part.update(type=f"tool-{chunk.get('toolName')}", toolCallId=call, state=state)
-            if "input" in chunk:
-                part["input"] = chunk["input"]
+            part: dict[str, Any] = (
+                {"type": f"tool-{chunk.get('toolName')}"} if at is None else dict(self.parts[at])
+            )
+            part.update(toolCallId=call, state=state)
+            if kind != "tool-input-start":
+                part["input"] = _as_object(chunk.get("input"))
             part.pop("errorText", None)
             if kind == "tool-input-error":
                 part["errorText"] = chunk.get("errorText")
@@ -146,13 +152,10 @@ class ClientRunModel:
         if kind == "tool-input-delta":
             if part.get("state") != "input-streaming":
                 return
-            self._tool_text[call] = self._tool_text.get(call, "") + str(
-                chunk.get("inputTextDelta") or ""
-            )
-            try:
-                part["input"] = json.loads(self._tool_text[call])
-            except ValueError:
-                return
+            if chunk.get("input") is None:
+                part.pop("input", None)
+            else:
+                part["input"] = chunk["input"]
         elif kind == "tool-output-available":
             part.update(state="output-available", output=chunk.get("output"))
         elif kind == "tool-output-error":
@@ -171,6 +174,16 @@ class ClientRunModel:
                     self.parts[n] = {**part, "data": chunk.get("data")}
                     return
         self.parts.append({"type": kind, "id": ident, "data": chunk.get("data")})
+
+
+def _as_object(raw: Any) -> Any:
+    """A tool input as a part holds it: a JSON object (from a string that spells one, too)."""
+    if isinstance(raw, str) and raw.strip().startswith("{"):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
 
 
 def _numeric(value: Any) -> bool:
