@@ -3,7 +3,9 @@
 Awaited and detached runs of scripted, Think-like and AIChatAgent-like children, under a plain
 or a chat host parent; detached runs with drawn budgets (`max_budget`, `no_progress_budget`),
 a flaky or slow `on_finish`, `notify` and narrated milestones on a chat host; children that
-report progress, milestones and text, sleep, finish with an error, hang until a budget gives
+report progress, milestones, text and streams of UI message chunks of every kind (text,
+reasoning, tool calls and their outcomes, data parts by id, step boundaries, sources), sleep,
+finish with an error, hang until a budget gives
 up on them, or stay silent after a restart (`resume: false`); a cap on concurrent runs.
 Runs are dispatched, dispatched again under the same run id (a re-issue) and cancelled, at
 times drawn to land on a child's sleep or a budget exactly, a millisecond either side, or
@@ -29,12 +31,80 @@ otherwise."""
 HOSTS = ("agent", "agent", "think", "chat")
 
 
+TOOL_INPUT = '{"q":"fibers","limit":3}'
+"""The raw JSON text a drawn tool call streams as its input, cut where the draw says."""
+
+
+def _stream(st: Any, draw: Any) -> tuple[list[dict[str, Any]], str]:
+    """One block of UI message chunks as a model's stream has them (a text or reasoning part,
+    a tool call and its outcome, a data part, a step boundary, a source or file), and its kind.
+    Ids are drawn from a few, so that a later block may extend or replace an earlier part."""
+    kind = draw(st.sampled_from(("text", "reasoning", "tool", "data", "step", "source")))
+    chunks: list[dict[str, Any]] = []
+    if kind in ("text", "reasoning"):
+        ident = draw(st.sampled_from(("t1", "t2")))
+        chunks.append({"type": f"{kind}-start", "id": ident})
+        for piece in draw(
+            st.lists(st.sampled_from(("Read", "ing ", "the ", "spec.")), min_size=1, max_size=3)
+        ):
+            chunks.append({"type": f"{kind}-delta", "id": ident, "delta": piece})
+        if draw(st.booleans()):
+            chunks.append({"type": f"{kind}-end", "id": ident})
+    elif kind == "tool":
+        call_id = draw(st.sampled_from(("call-1", "call-2")))
+        name = draw(st.sampled_from(("lookup", "fetch")))
+        chunks.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": name})
+        cut = draw(st.integers(1, len(TOOL_INPUT) - 1))
+        for piece in (TOOL_INPUT[:cut], TOOL_INPUT[cut:]):
+            chunks.append(
+                {"type": "tool-input-delta", "toolCallId": call_id, "inputTextDelta": piece}
+            )
+        end = draw(st.sampled_from(("available", "output", "error", "streaming")))
+        if end != "streaming":
+            chunks.append(
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": call_id,
+                    "toolName": name,
+                    "input": {"q": "fibers", "limit": 3},
+                }
+            )
+        if end == "output":
+            chunks.append(
+                {"type": "tool-output-available", "toolCallId": call_id, "output": [1, 2]}
+            )
+        elif end == "error":
+            chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": "no"})
+    elif kind == "data":
+        chunk: dict[str, Any] = {"type": draw(st.sampled_from(("data-status", "data-sources")))}
+        if draw(st.booleans()):
+            chunk["id"] = draw(st.sampled_from(("d1", "d2")))
+        chunk["data"] = {"n": draw(st.integers(0, 2))}
+        if not draw(st.integers(0, 3)):
+            chunk["transient"] = True
+        chunks.append(chunk)
+    elif kind == "step":
+        chunks.append({"type": draw(st.sampled_from(("start-step", "finish-step")))})
+    elif draw(st.booleans()):
+        chunks.append({"type": "source-url", "sourceId": "s1", "url": "https://example.com/a"})
+    else:
+        chunks.append(
+            {"type": "file", "url": "https://example.com/f.png", "mediaType": "image/png"}
+        )
+    return chunks, kind
+
+
 def _script(st: Any, draw: Any, hang: bool) -> tuple[list[dict[str, Any]], int, list[str]]:
     """A scripted child's steps, their total sleep and the kinds used."""
     steps: list[dict[str, Any]] = []
     total, kinds = 0, []
     for _ in range(draw(st.integers(0, 4))):
-        kind = draw(st.sampled_from(("sleep", "sleep", "progress", "milestone", "text")))
+        kind = draw(st.sampled_from(("sleep", "sleep", "progress", "milestone", "text", "chunks")))
+        if kind == "chunks":
+            chunks, block = _stream(st, draw)
+            steps += [{"chunk": chunk} for chunk in chunks]
+            kinds.append(f"chunks: {block}")
+            continue
         kinds.append(kind)
         if kind == "sleep":
             ms = draw(aligned(st, [1000, 60_000], 1000, 600_000))

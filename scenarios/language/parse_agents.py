@@ -146,6 +146,11 @@ CHILD_STEPS = {
     "sleep": Duration(doc="Virtual time passes."),
     "finish": OneOf((Text(choices=("completed", "error")), FINISH), doc="The run ends."),
     "hang": Flag(doc="The run never ends (true)."),
+    "chunk": Anything(
+        doc="Any UI message chunk, as the AI SDK streams it ({type: text-start, id: t1}, "
+        "{type: tool-input-available, toolCallId, toolName, input}, {type: data-x, id, data}, "
+        "...): stored and streamed as it is; a transient one is streamed and not stored."
+    ),
 }
 CHILD_STEP = OneOf(
     tuple(Shape({kind: value}, required=(kind,)) for kind, value in CHILD_STEPS.items()),
@@ -651,7 +656,8 @@ def _child_steps(run: Fields) -> list[tuple[Any, ...]]:
     steps: list[tuple[Any, ...]] = []
     allowed = (
         "each step is one mapping of {text: words}, {progress: {fraction, message, phase}}, "
-        "{milestone: name}, {sleep: 1m}, {finish: completed}, {hang: true}"
+        "{milestone: name}, {sleep: 1m}, {finish: completed}, {hang: true}, "
+        "{chunk: {type: ..., ...}}"
     )
     for index, item, line in _items(run, "steps"):
         where = f"{run.where}.steps[{index}]"
@@ -669,6 +675,11 @@ def _child_step(step: Fields, kind: str) -> tuple[Any, ...]:
         return ("text", step.get("text"))
     if kind == "sleep":
         return ("sleep", step.get("sleep"))
+    if kind == "chunk":
+        chunk = plain(value)
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("type"), str):
+            step.bad("chunk", "expected a UI message chunk: a mapping with a string 'type'")
+        return ("chunk", chunk)
     if kind == "hang":
         if step.get("hang") is not True:
             step.bad("hang", "expected true (the run never ends)")

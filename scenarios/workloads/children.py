@@ -12,6 +12,8 @@ list:
                                         terminal, with an optional structured output ("error"
                                         with a message instead)
     ["hang"]                            never finishes
+    ["chunk", {type, ...}]              any UI message chunk, stored and streamed as it is (a
+                                        transient one is streamed, not stored)
 
 No steps (or none given) means a run that completes at once with the summary 'done'. The script
 and the child's place in it are durable: with `resume` (the default) a new incarnation picks the
@@ -275,6 +277,10 @@ class ScriptedToolChild(Agent):
         kind, now = step[0], self.host.clock.now_ms()
         if kind == "text":
             self._store_chunk(run_id, {"type": "text-delta", "id": "t", "delta": step[1]})
+        elif kind == "chunk" and step[1].get("transient") is True:
+            self._push(run_id, step[1], None)
+        elif kind == "chunk":
+            self._store_chunk(run_id, step[1])
         elif kind == "progress":
             self.sql(
                 "UPDATE child_runs SET progress_json = ?, last_signal_at = ? WHERE run_id = ?",

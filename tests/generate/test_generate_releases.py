@@ -40,8 +40,16 @@ def test_upgrades_are_drawn_only_when_asked_for(tmp_path: Path) -> None:
         ]
 
     plain = write_generated(examples=30, seed=3, out_dir=tmp_path / "a", sdk=OLDEST)
-    asked = write_generated(examples=30, seed=3, out_dir=tmp_path / "b", sdk=OLDEST, upgrade=True)
     assert upgrades(plain) == []
+    # An upgrade is one fault kind among several, drawn or not per example by swarm testing:
+    # over three seeds' examples some are drawn, each to a newer release.
+    asked = [
+        path
+        for seed in (3, 4, 5)
+        for path in write_generated(
+            examples=30, seed=seed, out_dir=tmp_path / f"b{seed}", sdk=OLDEST, upgrade=True
+        )
+    ]
     assert upgrades(asked) and set(upgrades(asked)) <= set(list(RELEASES)[1:])
     newest = write_generated(examples=10, seed=3, out_dir=tmp_path / "c", sdk=NEWEST, upgrade=True)
     assert upgrades(newest) == []  # nothing newer to bring

@@ -288,6 +288,10 @@ export class ScriptedToolChild extends HarnessAgent {
     const at = now();
     if (kind === "text") {
       this.storeChunk(runId, { type: "text-delta", id: "t", delta: step[1] });
+    } else if (kind === "chunk") {
+      const chunk = step[1] as Record<string, Json>;
+      if (chunk.transient === true) this.push(runId, chunk, null);
+      else this.storeChunk(runId, chunk);
     } else if (kind === "progress") {
       this.exec(
         "UPDATE child_runs SET progress_json = ?, last_signal_at = ? WHERE run_id = ?",
