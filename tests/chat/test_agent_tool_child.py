@@ -21,6 +21,7 @@ from tests.chat.chat_agents import (
     user,
     wait_settled,
 )
+from tests.releases import alarm_computation, on_both_releases
 
 both_hosts = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 TEXT_CHUNKS = ["start", "text-start", "text-delta", "text-end", "finish"]
@@ -80,6 +81,7 @@ def test_T015_stored_chunks_are_contiguous_single_chunks(sim: Simulation) -> Non
     assert sim.call(ref, "get_agent_tool_chunks", "run-1", 0) == chunks[1:]
 
 
+@on_both_releases
 def test_T016_think_summary_is_the_answer_and_no_text_still_completes(sim: Simulation) -> None:
     """A Think run's summary is its assistant text with no error; a run whose model says
     nothing still completes, with summary ""."""
@@ -325,6 +327,7 @@ def test_T032_a_child_cancelled_while_running_is_aborted(sim: Simulation, host: 
     assert sim.call(ref, "bookkeeping")["controllers"] == []
 
 
+@on_both_releases
 @both_hosts
 def test_a_run_whose_keep_alive_lease_fails_is_settled_as_error(
     sim: Simulation, host: type
@@ -335,7 +338,7 @@ def test_a_run_whose_keep_alive_lease_fails_is_settled_as_error(
     model = sim.register_model(ScriptedModel(default=text("never asked")))
     ref = sim.agent(host, "c")
     sim.run_for(1)
-    sim.arm_storage_fault(ref, "error", match=r"^SELECT value FROM _cf_KV\b")
+    sim.arm_storage_fault(ref, "error", match=alarm_computation(sim))
     sim.call(ref, "start_agent_tool_run", "go", "run-1")
     tail = sim.call(ref, "open_agent_tool_tail", "run-1")
     assert read_tail(sim, ref, tail) == []

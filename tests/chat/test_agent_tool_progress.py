@@ -29,6 +29,7 @@ from tests.chat.chat_agents import (
     wait_settled,
     worker_model,
 )
+from tests.releases import on_both_releases
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
@@ -91,6 +92,7 @@ def test_T088_progress_is_one_transient_frame_and_one_snapshot(sim: Simulation, 
     assert "data-agent-progress" not in chunk_types(sim.call(ref, "get_agent_tool_chunks", "run-1"))
 
 
+@on_both_releases
 def test_T090_bursts_coalesce_but_a_done_fraction_is_sent_at_once(
     sim: Simulation, host: type
 ) -> None:
@@ -107,6 +109,7 @@ def test_T090_bursts_coalesce_but_a_done_fraction_is_sent_at_once(
     assert json.loads(row(sim, ref, "run-1")["progress_json"]) == {"fraction": 1}
 
 
+@on_both_releases
 def test_T090_S4_the_latest_coalesced_value_is_flushed_after_the_window(
     sim: Simulation, host: type
 ) -> None:
@@ -133,6 +136,7 @@ def test_T090_S4_the_latest_coalesced_value_is_flushed_after_the_window(
     assert sim.probes["chat.progress_trailing_flush"] >= 1
 
 
+@on_both_releases
 def test_T090_S4_a_value_pending_when_the_run_ends_is_not_lost(sim: Simulation, host: type) -> None:
     """Seed S4: a coalesced value still pending when the run settles is flushed before the
     terminal write, never after it."""
@@ -144,6 +148,7 @@ def test_T090_S4_a_value_pending_when_the_run_ends_is_not_lost(sim: Simulation, 
     assert json.loads(row(sim, ref, "run-1")["progress_json"]) == {"fraction": 0.9}
 
 
+@on_both_releases
 def test_T091_a_milestone_is_never_coalesced_and_is_persisted(sim: Simulation, host: type) -> None:
     """Right after a progress report a milestone is still `emitted`: a milestone row (the
     snapshot untouched), a frame with no transient flag and data {name, sequence 0, at, data},
@@ -183,6 +188,7 @@ def test_T091_a_milestone_is_never_coalesced_and_is_persisted(sim: Simulation, h
     ]
 
 
+@on_both_releases
 def test_T091_S2_a_milestone_survives_an_eviction_in_the_answer(
     sim: Simulation, host: type
 ) -> None:
@@ -257,6 +263,7 @@ def test_T093_milestones_count_from_zero_and_bump_only_the_signal_time(
     assert inspection["progress"] == {"fraction": 0.1, "at": b_time}
 
 
+@on_both_releases
 def test_T091_S2_a_milestone_whose_write_fails_leaves_no_row_without_its_chunk(
     sim: Simulation, host: type
 ) -> None:

@@ -13,6 +13,7 @@ from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from sim import Simulation
 from sim.model import ScriptedModel, continuing, fail, stall, text, when
 from tests.chat.chat_agents import HOSTS, ThinkChild, chunk_types, row, user
+from tests.releases import on_both_releases
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
@@ -82,6 +83,7 @@ def test_T097_a_stale_row_errors_when_its_recovered_turn_fails(sim: Simulation, 
     assert (inspection["status"], inspection["error"]) == ("error", INTERRUPTED_BEFORE_FINISH)
 
 
+@on_both_releases
 def test_T098_cancel_aborts_an_in_flight_recovery_turn(sim: Simulation, host: type) -> None:
     """While a recovered turn drives the run, `cancel_agent_tool_run` aborts that turn and seals
     the row `aborted`; nothing streams afterwards."""

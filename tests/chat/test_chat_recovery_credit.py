@@ -18,6 +18,7 @@ from sim import AgentRef, Simulation
 from sim.model import ScriptedModel, stall, text
 from tests.chat.chat_agents import ThinkChild, user
 from tests.chat.test_chat_parent_notify import PARENTS
+from tests.releases import on_both_releases
 
 parents = pytest.mark.parametrize("host", PARENTS, ids=lambda c: c.__name__)
 
@@ -79,6 +80,7 @@ def incident(status: str, run_id: str = "run-1") -> dict[str, Any]:
     return {"originRequestId": "req", "attempts": 1, "status": status, "runId": run_id}
 
 
+@on_both_releases
 @pytest.mark.parametrize(
     ("statuses", "expected"),
     [
@@ -106,6 +108,7 @@ def test_T099_incidents_classify_none_failed_or_in_progress(
     assert sim.call(ref, "classify_chat_recovery", "run-1") == expected
 
 
+@on_both_releases
 def test_T099_classification_is_scoped_to_a_run(sim: Simulation) -> None:
     """With a run id only that run's incidents count: another run's live incident does not make
     this one in-progress, though the agent-wide classification is."""
@@ -117,6 +120,7 @@ def test_T099_classification_is_scoped_to_a_run(sim: Simulation) -> None:
     assert sim.call(ref, "classify_chat_recovery", "run-3") == "none"
 
 
+@on_both_releases
 def test_T099_a_real_interrupted_turn_is_in_progress_until_recovered(sim: Simulation) -> None:
     """A turn an eviction interrupted is in-progress before recovery has seen it (its fiber row
     is orphaned) and while it runs, and none once the recovered turn answered."""

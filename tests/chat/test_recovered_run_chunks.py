@@ -15,8 +15,12 @@ import pytest
 from sim import Simulation
 from sim.model import ScriptedModel, continuing, text, when
 from tests.chat.chat_agents import HOSTS, AiChatChild, chunk_types, read_tail, row
+from tests.releases import on_both_releases
 
-pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+pytestmark = [
+    pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__),
+    on_both_releases,
+]  # divergence T9 holds on both releases
 
 FIRST = text("AAAABBBBCCCCDDDD", chunks=4, delay_ms=1_000)
 """Start and text-start at 1 s, then one delta a second: 2.5 s in, chunks 0..2 are stored."""

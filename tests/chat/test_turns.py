@@ -23,6 +23,7 @@ from sim.model import (
     when,
 )
 from tests.chat.chat_agents import HOSTS, journal, user, worker_model
+from tests.releases import on_both_releases
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
@@ -91,6 +92,7 @@ def test_a_turn_streams_every_chunk_stores_it_and_persists_the_answer(
     assert texts(transcript(sim, ref)[1]) == "Hello there"
 
 
+@on_both_releases
 def test_the_tools_loop_calls_the_model_again_until_it_answers_with_text(
     sim: Simulation, host: type
 ) -> None:
@@ -223,6 +225,7 @@ def test_a_turn_interrupted_mid_answer_is_continued_by_recovery(
     assert sim.probes["chat.recovery_continued"] == 1
 
 
+@on_both_releases
 def test_a_turn_that_died_in_its_last_step_is_completed_not_continued(
     sim: Simulation, host: type
 ) -> None:
@@ -346,6 +349,7 @@ def test_recovery_gives_up_after_max_attempts(sim: Simulation, host: type) -> No
     assert [i["status"] for i in incident.values()] == ["exhausted"]
 
 
+@on_both_releases
 def test_an_error_from_the_model_is_one_error_frame(sim: Simulation, host: type) -> None:
     """A provider failure mid-stream ends the turn `error` with one `error: true` frame."""
     sim.register_model(

@@ -15,6 +15,7 @@ from agents_core.agent_tools.tool import NOT_IN_TURN, agent_tool, failure_envelo
 from agents_core.signals import AbortController
 from sim import Simulation
 from tests.agent_tools.scripted_child import ScriptedChild
+from tests.releases import on_both_releases
 
 QUICK = [["text", "Hello "], ["sleep", 50], ["text", "world"], ["finish", "completed", "all done"]]
 
@@ -235,6 +236,7 @@ def test_T025b_pre_aborted_signal_still_starts_then_cancels_the_child(sim: Simul
     assert kinds == [(0, "started"), (1, "aborted")]
 
 
+@on_both_releases
 def test_T033_child_reset_while_the_parent_lives_is_interrupted_and_retryable(
     sim: Simulation,
 ) -> None:
@@ -280,6 +282,7 @@ def test_T036_input_previews(sim: Simulation) -> None:
     assert len(default_input_preview({"k": "z" * 600})) == 500
 
 
+@on_both_releases
 def test_hooks_fire_once_per_awaited_run_in_order(sim: Simulation) -> None:
     """on_agent_tool_start fires before the started frame and on_agent_tool_finish once (S8)."""
     ref = sim.agent(Parent, "p")
@@ -386,6 +389,7 @@ def test_T129_interrupted_cause_survives_replay(sim: Simulation) -> None:
     assert terminal["event"]["childStillRunning"] is True
 
 
+@on_both_releases
 def test_progress_chunks_are_live_only_and_carry_no_identity(sim: Simulation) -> None:
     """A progress chunk is forwarded live without chunkSequence and is absent from replay;
     a milestone is a stored chunk (S2) and is replayed with its identity."""
@@ -469,6 +473,7 @@ class UncancellableChild(ScriptedChild):
         raise RuntimeError("this child cannot be cancelled")
 
 
+@on_both_releases
 def test_clear_deletes_the_facet_of_a_child_whose_cancel_failed(sim: Simulation) -> None:
     """docs/divergences.md A18: clearing a live run whose cancel throws still deletes the child
     facet (the SDK's one try block skips the delete and leaves an orphan facet nothing can clear
@@ -500,6 +505,7 @@ def test_clear_deletes_the_facet_of_a_child_whose_cancel_failed(sim: Simulation)
     assert sim.trace.select("hook:on_agent_tool_finish", runId="h") == []
 
 
+@on_both_releases
 def test_E22_an_awaited_run_cleared_in_flight_still_ends_with_its_frame_and_hook(
     sim: Simulation,
 ) -> None:
@@ -574,6 +580,7 @@ class SlowHook(Parent):
         self.host.trace.emit("user:finish_end", runId=run.run_id, status=result.status)
 
 
+@on_both_releases
 def test_S8_awaited_hook_killed_mid_delivery_is_delivered_again_after_the_lease(
     sim: Simulation,
 ) -> None:
@@ -607,6 +614,7 @@ class SlowFirstHook(Parent):
         self.host.trace.emit("user:finish_end", runId=run.run_id, status=result.status)
 
 
+@on_both_releases
 def test_S8_claims_of_a_dead_incarnation_that_expire_apart_are_each_delivered_again(
     sim: Simulation,
 ) -> None:
@@ -630,6 +638,7 @@ def test_S8_claims_of_a_dead_incarnation_that_expire_apart_are_each_delivered_ag
     assert sim.probes["ledger.awaited_redelivery_rearmed"] == 1
 
 
+@on_both_releases
 def test_S8_a_failed_terminal_write_gives_the_claim_back_and_the_error_finish_is_delivered(
     sim: Simulation,
 ) -> None:
@@ -687,6 +696,7 @@ class Detacher(Parent):
         )
 
 
+@on_both_releases
 def test_S8_startup_rearms_a_lost_backbone_while_a_detached_finish_is_owed(
     sim: Simulation,
 ) -> None:

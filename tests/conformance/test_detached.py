@@ -23,6 +23,9 @@ from agents_core.agent_tools.notify import (
 from agents_core.agent_tools.registry import RunAgentToolResult
 from sim import Simulation
 from tests.agent_tools.scripted_child import NoTailChild, ScriptedChild
+from tests.releases import on_both_releases
+
+pytestmark = on_both_releases  # divergences B1, B2 and A9 hold on both releases
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000

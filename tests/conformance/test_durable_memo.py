@@ -22,6 +22,7 @@ from tests.conformance.test_schedules import (
     strikes_stored,
 )
 from tests.conformance.test_schedules import Recorder as ScheduleRecorder
+from tests.releases import on_both_releases
 
 KV_READ = "SELECT value FROM _cf_KV WHERE key = ?"
 """The key-value read: the destroy flag's, and the memory-limit strikes'."""
@@ -77,6 +78,7 @@ def test_heartbeats_read_the_destroy_flag_and_run_rows_once_per_incarnation(
     assert run_rows(sim, ref) == []
 
 
+@on_both_releases
 def test_a_run_row_planted_by_user_sql_is_recovered_by_the_next_heartbeat(
     sim: Simulation,
 ) -> None:

@@ -22,6 +22,7 @@ from tests.conformance.test_detached import (
     hooks,
     run_row,
 )
+from tests.releases import on_both_releases
 
 LABEL = 'Background task "ScriptedChild" (run r1)'
 
@@ -187,6 +188,7 @@ def test_T085_a_milestone_name_notifies_once_from_reconciliation(sim: Simulation
     assert sim.probes["agent_tool.milestone_deduped"] >= 1
 
 
+@on_both_releases
 def test_T086_a_milestone_is_notified_live_before_the_run_finishes(sim: Simulation) -> None:
     """S3: a milestone forwarded live is notified at once, before the finish, even when the
     finish lands before any backbone tick; react mode posts a user turn; never twice."""

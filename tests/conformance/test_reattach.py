@@ -22,6 +22,9 @@ from sim.model import ScriptedModel
 from sim.model import text as model_text
 from sim.simulation import AgentRef
 from tests.agent_tools.scripted_child import NoTailChild, ScriptedChild
+from tests.releases import on_both_releases
+
+pytestmark = on_both_releases  # divergences A3 and A4 hold on both releases
 
 NO_PROGRESS = (
     "Agent tool run was still running but made no forward progress within the re-attach "

@@ -28,6 +28,7 @@ from tests.conformance.fiber_agents import (
     sleep,
     stash,
 )
+from tests.releases import on_both_releases
 
 HOUR_MS = 3_600_000
 LONG = sleep(600_000)
@@ -543,6 +544,7 @@ def test_F124_a_second_scan_during_a_scan_returns_at_once(sim: Simulation) -> No
     assert sim.probes["fiber.recovery_scan_already_running"] == 4
 
 
+@on_both_releases
 def test_a_fiber_that_finishes_while_a_scan_runs_is_not_recovered(sim: Simulation) -> None:
     """A scan reads its candidate rows once and awaits each hook: a fiber live when the scan
     began, which finished while an earlier orphan's hook ran, is gone when its turn comes and
@@ -623,6 +625,7 @@ def test_F104_a_completed_recovery_result_is_applied(sim: Simulation) -> None:
     assert inspection.settled_at == sim.now_ms
 
 
+@on_both_releases
 def test_F105_throwing_hook_leaves_managed_fiber_interrupted_with_error_s1(
     sim: Simulation,
 ) -> None:

@@ -20,6 +20,9 @@ from tests.conformance.test_reattach import (
     restart,
     row_of,
 )
+from tests.releases import on_both_releases
+
+pytestmark = on_both_releases  # divergence A17 holds on both releases
 
 HOOK_WRITE = r"^INSERT INTO events_log\b"
 

@@ -30,6 +30,7 @@ from tests.conformance.test_reattach import (
     row_of,
     texts,
 )
+from tests.releases import on_both_releases
 
 RESEARCH = agent_tool(
     ResumingChild,
@@ -66,6 +67,7 @@ def stored_texts(sim: Simulation, child: Any) -> list[str]:
     return [json.loads(r["body"])["delta"] for r in rows]
 
 
+@on_both_releases
 def test_T039_reissue_repairs_an_interrupted_run(sim: Simulation) -> None:
     """A row sealed `interrupted` whose child completed afterwards is repaired to `completed`
     by a re-issue of its run id, and the stale cause is cleared."""
@@ -103,6 +105,7 @@ def test_T039_reissue_repairs_an_interrupted_run(sim: Simulation) -> None:
     assert sim.probes["ledger.finish_after_give_up"] == 1
 
 
+@on_both_releases
 def test_T043_evicted_parent_collects_without_restarting_the_child(sim: Simulation) -> None:
     """A parent evicted mid-run and re-issued with the same run id (a hand-picked id, or the
     `agent-tool:<toolCallId>` of a re-run tool call) collects the child's result, and the
@@ -180,6 +183,7 @@ def test_T044_reissue_give_up_rebroadcasts_stored_chunks(sim: Simulation) -> Non
     assert row_of(sim, p, "r")["child_still_running"] == 1
 
 
+@on_both_releases
 def test_recovery_and_reissue_racing_finish_the_run_once(sim: Simulation) -> None:
     """When startup recovery and a re-issue both re-attach to one run (E8), the child runs
     once and the finish hook fires once (seed decision S8)."""
@@ -199,6 +203,7 @@ def test_recovery_and_reissue_racing_finish_the_run_once(sim: Simulation) -> Non
     assert child_turns(sim, child_ref(sim, p, ResumingChild, "r")) == ["start", "resume"]
 
 
+@on_both_releases
 def test_reissue_racing_a_sweep_that_outlives_the_claim_lease_finishes_once(
     sim: Simulation,
 ) -> None:
@@ -245,6 +250,7 @@ class SlowGiveUpHook(Parent):
         self.note(f"finish:{run.run_id}:{result.status}")
 
 
+@on_both_releases
 def test_a_give_up_left_claimed_by_a_dead_incarnation_is_closed_once_the_run_completed(
     sim: Simulation,
 ) -> None:
@@ -277,6 +283,7 @@ def test_a_give_up_left_claimed_by_a_dead_incarnation_is_closed_once_the_run_com
     assert sim.probes["ledger.superseded_give_up_closed"] == 1
 
 
+@on_both_releases
 def test_reissue_whose_child_cannot_be_resolved_reports_no_reason(sim: Simulation) -> None:
     """A re-issue that cannot resolve its child seals the run `interrupted` with no typed
     reason, the still-running prose and `child_still_running` true."""

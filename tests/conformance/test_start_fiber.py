@@ -19,6 +19,7 @@ from tests.conformance.fiber_agents import (
     sleep,
     stash,
 )
+from tests.releases import on_both_releases
 
 LONG = sleep(600_000)
 
@@ -346,6 +347,7 @@ def test_a_duplicate_waiting_start_joins_the_execution_still_running(sim: Simula
     assert sim.probes.get("fiber.duplicate_wait_triggered_recovery", 0) == 0
 
 
+@on_both_releases
 def test_a_managed_fiber_that_cannot_begin_is_handed_to_recovery(sim: Simulation) -> None:
     """The pending-to-running update fails on a storage fault: the accepted fiber is not left
     `pending` forever; the alarm is armed and a recovery pass hands it to on_fiber_recovered
@@ -366,6 +368,7 @@ def test_a_managed_fiber_that_cannot_begin_is_handed_to_recovery(sim: Simulation
     assert status != "pending"
 
 
+@on_both_releases
 def test_a_managed_fiber_whose_acceptance_cannot_be_read_back_still_runs(
     sim: Simulation,
 ) -> None:
