@@ -280,14 +280,14 @@ CASES = [
         ("{sleep: 1m}, {finish", "{nap: 1m}, {finish"),
         "lib/v.yaml:12: agents.parent.runs[1].steps[1]: {'nap': '1m'}; each step is one mapping"
         " of {text: words}, {progress: {fraction, message, phase}}, {milestone: name}, {sleep: "
-        "1m}, {finish: completed}, {hang: true}",
+        "1m}, {finish: completed}, {hang: true}, {chunk: {type: ..., ...}}",
     ),
     (
         "child-step-two-keys",
         ("{sleep: 1m}, {finish", "{sleep: 1m, text: a}, {finish"),
         "lib/v.yaml:12: agents.parent.runs[1].steps[1]: {'sleep': '1m', 'text': 'a'}; each step"
         " is one mapping of {text: words}, {progress: {fraction, message, phase}}, {milestone: "
-        "name}, {sleep: 1m}, {finish: completed}, {hang: true}",
+        "name}, {sleep: 1m}, {finish: completed}, {hang: true}, {chunk: {type: ..., ...}}",
     ),
     (
         "child-finish",
