@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from reports._json import dumps
+
 __all__ = ["duration", "elide_path", "one_line", "sim_time", "value_text"]
 
 _DAY_MS = 86_400_000
@@ -60,7 +62,7 @@ def value_text(value: Any, limit: int | None = None) -> str:
     if isinstance(value, str) and _BARE.fullmatch(value):
         text = value
     else:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = dumps(value, sort_keys=True, separators=(",", ":"))
         text = one_line(text)
     if limit is not None and len(text) > limit:
         text = text[: max(limit - 1, 0)] + "…"

@@ -15,7 +15,6 @@ that forbids every fetch), escapes every trace value, and is the same bytes for 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from html import escape
@@ -24,6 +23,7 @@ from typing import Any
 from reports._assets import CSP, CSS, SCRIPT
 from reports._dense import thin
 from reports._format import duration, one_line, sim_time
+from reports._json import dumps
 from reports._svg import chart, default_scale, labels
 from reports._timeline import Lane, Timeline, build, css_token
 from reports.records import RunReport
@@ -317,7 +317,7 @@ def _lazy_table(records: list[dict[str, Any]]) -> str:
         "families": [css_token(event.split(":", 1)[0]) for event in events],
         "rows": rows,
     }
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    text = dumps(data, separators=(",", ":")).replace("<", "\\u003c")
     return "\n".join(
         [
             *_table_head(len(records), lazy=True),

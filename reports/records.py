@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reports._json import dumps
+
 __all__ = [
     "RESERVED_KEYS",
     "Record",
@@ -139,7 +141,7 @@ def trace_digest(records: Iterable[Mapping[str, Any]]) -> str:
     the same digest the simulator computes for the trace it wrote."""
     hasher = hashlib.sha256()
     for record in records:
-        line = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        line = dumps(record, sort_keys=True, separators=(",", ":"))  # as the simulator writes it
         hasher.update(line.encode())
         hasher.update(b"\n")
     return hasher.hexdigest()

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents_core.jsontext import escape_lone_surrogates
+
 __all__ = [
     "TraceRecord",
     "TraceRecords",
@@ -37,6 +39,13 @@ _RESERVED = frozenset(RESERVED_KEYS)
 _ATOMS = frozenset({str, int, bool, type(None)})
 """Field value types that are JSON as they are (exactly these: a subclass goes to `jsonable`)."""
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical(data: Mapping[str, Any]) -> str:
+    """The canonical line of a record: sorted keys, no spaces, UTF-8 as it is, and a lone
+    surrogate (half of an emoji a JavaScript slice cut through) escaped as `JSON.stringify`
+    escapes it, so that every line is valid UTF-8."""
+    return escape_lone_surrogates(_CANONICAL.encode(data))
 
 
 def jsonable(value: Any) -> Any:
@@ -77,7 +86,7 @@ class TraceRecord:
 
     def to_json(self) -> str:
         """The canonical line: sorted keys, no spaces, UTF-8 as it is."""
-        return _CANONICAL.encode(self.to_dict())
+        return _canonical(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TraceRecord:
@@ -114,7 +123,7 @@ def _row_line(row: Row) -> str:
     """The canonical line of a row, the same as its `TraceRecord.to_json`."""
     out = {"seq": row[0], "t": row[1], "agent": row[2], "inc": row[3], "event": row[4]}
     out.update(_row_fields(row))
-    return _CANONICAL.encode(out)
+    return _canonical(out)
 
 
 class TraceRecords(MutableSequence[TraceRecord]):

@@ -9,11 +9,11 @@ immutable, `interrupted` is soft and may be repaired by any later terminal.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents_core.js_strings import js_json, js_length, js_slice
 from agents_core.jsontext import parse_json_text, to_json_text
 
 __all__ = [
@@ -66,15 +66,16 @@ AGENT_TOOL_RUNS_DDL = (
 
 def default_input_preview(value: Any) -> Any:
     """The SDK's default preview: a string's first 500 chars; None as is; anything else its JSON
-    text, cut to 497 chars + '...' past 500; str() when JSON fails."""
+    text, cut to 497 chars + '...' past 500; str() when JSON fails. Chars are JavaScript's
+    (UTF-16 code units), so an emoji counts two and a cut may leave half of one."""
     if value is None or isinstance(value, str):
-        return value if value is None else value[:INPUT_PREVIEW_LIMIT]
+        return value if value is None else js_slice(value, INPUT_PREVIEW_LIMIT)
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        text = js_json(value)
     except (TypeError, ValueError):
-        return str(value)[:INPUT_PREVIEW_LIMIT]
-    if len(text) > INPUT_PREVIEW_LIMIT:
-        return text[: INPUT_PREVIEW_LIMIT - 3] + "..."
+        return js_slice(str(value), INPUT_PREVIEW_LIMIT)
+    if js_length(text) > INPUT_PREVIEW_LIMIT:
+        return js_slice(text, INPUT_PREVIEW_LIMIT - 3) + "..."
     return text
 
 
