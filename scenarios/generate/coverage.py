@@ -99,6 +99,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "run_agent_tool detached",
         "run_agent_tool think child",
         "run_agent_tool chat child",
+        "run_agent_tool input at the preview's limit",
         "run_agent_tool detached.max_budget",
         "run_agent_tool detached.no_progress_budget",
         "run_agent_tool detached.notify",

@@ -29,6 +29,17 @@ RUN_IDS = (("r1", "r2", "r3"), ("Beta", "alpha", "Gamma"), ("job-2", "job_1", "J
 so that a client lists runs of one order by `localeCompare` of ids that code points sort
 otherwise."""
 HOSTS = ("agent", "agent", "think", "chat")
+INPUTS = (
+    "research fibers",
+    "research fibers",
+    "r" * 499 + "\U0001f642 then more",
+    "r" * 498 + "\U0001f642",
+    "r" * 501,
+    "\u00e9" * 600,
+)
+"""A chat child's user message: short, or long enough that its preview is cut (agent-tools §2.3)
+right where an emoji's two UTF-16 halves meet, right after one, one past the limit, or well
+past it in accented letters."""
 
 
 TOOL_INPUT = '{"q":"fibers","limit":3}'
@@ -175,7 +186,9 @@ def _run(
             run["resume"] = False
             uses.append(Use("child", "resume: false", alias, "agent_tool:recovery:row"))
     else:
-        run["input"] = "research fibers"
+        run["input"] = draw(st.sampled_from(INPUTS))
+        if len(run["input"]) > 100:
+            uses.append(Use(api, "input at the preview's limit", alias, "connection:frame"))
     periods = [p for p in (total, budget, 60_000, 1000) if p]
     return run, uses, max(total, budget or 0), periods
 

@@ -272,6 +272,9 @@ WHEN: dict[str, str] = {
     "workload:duplicates_allowed": (
         "The schedules workload creates a schedule with idempotent: false (schedule_dedupe_keys)."
     ),
+    "workload:run_input": (
+        "The tools workload dispatches a run with this input, as JSON text (input_preview_derived)."
+    ),
     "workload:listed": (
         "A workload listed fibers or schedules, or started a fiber under an explicit id: the "
         "runtime's answer beside the spec's over the same rows (listings_match)."

@@ -21,6 +21,7 @@ after it is a new run under the same id.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -168,6 +169,9 @@ class _ToolsMixin:
             plan.run_id,
             self.host.clock.now_ms(),
         )
+        # As JSON text: a trace record's fields are key-sorted, and a preview keeps key order.
+        text = json.dumps(plan.child_input(), ensure_ascii=False)
+        self.host.trace.emit("workload:run_input", runId=plan.run_id, input=text)
         result = await self.run_agent_tool(
             CHILD_CLASSES[plan.child],
             input=plan.child_input(),

@@ -78,6 +78,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `client_run_terminals` | T-135, T-139: a client shows each run's terminal status and fields |
 | `progress_flushed` | S4: a coalesced progress value is sent when its window ends |
 | `milestones_before_finish` | S3: a milestone is announced once reached, before its run finishes |
+| `input_preview_derived` | T-36: a run shows its input's preview, in JavaScript characters |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original
@@ -92,7 +93,7 @@ from sim.checkers import memory_breaker  # noqa: F401, I001
 from sim.checkers import tool_promises, tool_notices, tool_children, tool_registry  # noqa: F401, I001
 from sim.checkers import stash_snapshots, fiber_promises, schedule_keys  # noqa: F401, I001
 from sim.checkers import fiber_waits, mcp_servers  # noqa: F401, I001
-from sim.checkers import reducer_promises, signal_timing  # noqa: F401, I001
+from sim.checkers import reducer_promises, signal_timing, tool_previews  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

@@ -92,6 +92,7 @@ INVARIANTS = [
     "milestones_before_finish",
     "waited_status_settled",
     "mcp_servers_durable",
+    "input_preview_derived",
 ]
 
 
