@@ -10,6 +10,11 @@ process: bare simpy with one SQLite transaction per wakeup. Each figure is run `
 `bench-results.json` with its target; the targets are reported, not asserted, because a shared
 machine must not fail a build (a benchmark fails only when a run fails).
 `$AGENTSIM_BENCH_MAX_AGENTS` caps the agent counts (10,000 agents need a few GB of memory).
+
+`test_releases_side_by_side` runs the durable-step and standard-day figures on each SDK release
+the runtime models (0.21.0 and 0.32.0), rounds interleaved, and prints them side by side with
+each one's ratio to the ceiling and the difference; the target, 0.32.0 within 15 % of 0.21.0's
+ratio, is reported like the others.
 """
 
 from __future__ import annotations
@@ -181,3 +186,109 @@ def test_memory_per_idle_agent(enabled_benchmark: Any, bench_results: dict[str, 
         figure["kib_per_idle_agent"] <= 64,
     )
     assert figure["alive_after_idle"] == 0
+
+
+RELEASES = ("0.21.0", "0.32.0")
+"""The releases compared, the baseline first."""
+
+WITHIN = 0.15
+"""How much lower the later release's ratio to the ceiling may be than the baseline's."""
+
+SIDE_BY_SIDE: list[tuple[str, tuple[Any, ...], str, str]] = [
+    ("durable_step_rpc_100", ("durable_step", "rpc", 100, 200), "steps_per_s", "steps/s"),
+    ("durable_step_rpc_1000", ("durable_step", "rpc", 1000, 30), "steps_per_s", "steps/s"),
+    ("durable_step_fiber_100", ("durable_step", "fiber", 100, 200), "steps_per_s", "steps/s"),
+    ("durable_step_fiber_1000", ("durable_step", "fiber", 1000, 30), "steps_per_s", "steps/s"),
+    ("standard_day", ("standard_day", 1, 24), "sim_s_per_wall_s", "sim s/s"),
+]
+"""(name, workload and its arguments, the figure's number, its unit): each is run on every
+release with the release as its last argument."""
+
+
+def side_by_side_table(rows: list[dict[str, Any]]) -> str:
+    """The figures on both releases, their ratios to the ceiling and the difference, as text."""
+    base, later = RELEASES
+    header = (
+        "figure",
+        f"on {base}",
+        f"on {later}",
+        f"ratio {base}",
+        f"ratio {later}",
+        "difference",
+        "within 15 %",
+    )
+    lines = [header]
+    for row in rows:
+        unit = row["unit"]
+        lines.append(
+            (
+                row["name"],
+                f"{row[f'figure_{base}']:,.0f} {unit}",
+                f"{row[f'figure_{later}']:,.0f} {unit}",
+                f"{row[f'ratio_{base}']:.4f}",
+                f"{row[f'ratio_{later}']:.4f}",
+                f"{row['difference_pct']:+.1f} %",
+                "yes" if row["met"] else "NO",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def test_releases_side_by_side(enabled_benchmark: Any, bench_results: dict[str, Any]) -> None:
+    """The durable-step and standard-day figures on 0.21.0 and on 0.32.0, side by side.
+
+    Each round runs every figure on both releases, each in a process of its own beside its own
+    ceiling, the releases' order alternating from round to round so that neither always runs
+    first; the medians are compared as ratios to the ceiling (a standard day's: simulated
+    seconds per ceiling wakeup), which is what other work on a shared machine moves least.
+    """
+    figures = [
+        entry
+        for entry in SIDE_BY_SIDE
+        if entry[1][0] != "durable_step" or entry[1][2] <= MAX_AGENTS
+    ]
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {
+        (name, sdk): [] for name, *_ in figures for sdk in RELEASES
+    }
+    rounds = [0]
+
+    def one_round() -> None:
+        order = RELEASES if rounds[0] % 2 == 0 else RELEASES[::-1]
+        rounds[0] += 1
+        for name, args, key, _unit in figures:
+            for sdk in order:
+                run = child(*args, sdk)
+                run["ratio"] = run[key] / run["ceiling_steps_per_s"]
+                runs[name, sdk].append(run)
+
+    enabled_benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
+    base, later = RELEASES
+    rows = []
+    for name, _args, key, unit in figures:
+        per_release = {sdk: medians(runs[name, sdk]) for sdk in RELEASES}
+        ratio = {sdk: per_release[sdk]["ratio"] for sdk in RELEASES}
+        row: dict[str, Any] = {"name": name, "unit": unit}
+        for sdk in RELEASES:
+            row[f"figure_{sdk}"] = per_release[sdk][key]
+            row[f"ceiling_{sdk}"] = per_release[sdk]["ceiling_steps_per_s"]
+            row[f"ratio_{sdk}"] = ratio[sdk]
+        row["difference_pct"] = (ratio[later] / ratio[base] - 1) * 100
+        row["met"] = ratio[later] >= (1 - WITHIN) * ratio[base]
+        rows.append(row)
+        bench_results[f"releases_{name}"] = {
+            **{
+                k: round(v, 4)
+                for k, v in row.items()
+                if k not in ("name", "unit", "met") and isinstance(v, float)
+            },
+            "figure": key,
+            "target": f"{later} ratio >= {1 - WITHIN:.2f} x {base} ratio",
+            "met": row["met"],
+        }
+        assert per_release[later][key] > 0
+    print(f"\n{base} against {later}, medians of {ROUNDS} interleaved rounds:")
+    print(side_by_side_table(rows))
