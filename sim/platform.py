@@ -481,7 +481,8 @@ class Platform:
             if child.incarnation is not None and child.incarnation.alive:
                 self._end(child.incarnation, "deleted")
             self._forget(child)
-        record.storage = self._new_storage(record.path)
+        wiped, record.storage = record.storage, self._new_storage(record.path)
+        record.storage.inherit_history(wiped)
         self._bind_storage(record)
         if record.parent is None:
             self.alarms.delete(record)

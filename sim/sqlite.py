@@ -207,6 +207,30 @@ class FaultyStorage:
         record of what a run executes)."""
         self._db.execute(KV_DDL)
 
+    def inherit_history(self, wiped: FaultyStorage) -> None:
+        """This storage replaces `wiped` (the agent destroyed itself): its journal starts with
+        the wiped one's committed turns and one more, at this instant, that drops every table
+        the wiped database held (the KV table is emptied: it is always there). Replayed, the
+        journal still gives what is stored, and a checker still reads what was written before
+        the wipe (a schedule's retry options, a fiber's rows)."""
+        database = wiped._db
+        if database is None:  # cold: a copy of its image, read for its table names
+            assert wiped._image is not None
+            database, _ = cold_storage.restore(wiped._image)
+        names = [
+            row[0]
+            for row in database.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY name"
+            )
+        ]
+        wipe = tuple(
+            (f"DELETE FROM {name}" if name == KV_TABLE else f'DROP TABLE IF EXISTS "{name}"', ())
+            for name in names
+        )
+        self.journal = [*wiped.journal, wipe]
+        self.journal_ms = [*wiped.journal_ms, self._kernel.now_ms]
+
     def bind_crash(self, crash: Callable[[], None]) -> None:
         """What a crash fault does: kill the incarnation currently using this storage."""
         self._crash = crash

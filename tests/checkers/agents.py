@@ -136,7 +136,8 @@ def scenario_context(text: str, seed: int | None = None) -> CheckContext:
     """Run a scenario written inline (its steps, then its liveness phase) and return the
     context checkers read; its steps must all succeed."""
     scenario = parse_scenario(textwrap.dedent(text), "<test>")
-    with Simulation(scenario.seed if seed is None else seed, faults=scenario.faults) as sim:
+    seed = scenario.seed if seed is None else seed
+    with Simulation(seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
         steps = StepRunner(sim, scenario)
         for step in scenario.steps:
             steps.run(step)
