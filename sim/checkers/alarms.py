@@ -17,7 +17,7 @@ from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.schedule_store import stored_schedules
+from sim.checkers.schedule_store import SCHEDULES_ON_JOBS, deletion_instants, stored_schedules
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["SCHEDULE_LATENESS_MS", "durable_work", "no_leaked_keep_alive", "schedules_fire"]
@@ -135,6 +135,17 @@ def _wiped_after(context: CheckContext, record: TraceRecord) -> bool:
     return False
 
 
+def _cancel_cut_by_a_fault(context: CheckContext, made: TraceRecord, schedule_id: str) -> bool:
+    """0.32.0's `cancelSchedule` emits `schedule:cancel` only after the delete and the re-arm
+    (sdk-0.32 §3.2): when a storage fault fails the re-arm, the row is gone and nothing was said.
+    Such a row, deleted at an instant a storage fault hit the agent holding it, was cancelled."""
+    if context.release not in SCHEDULES_ON_JOBS:
+        return False  # 0.21.0 emits before it deletes
+    holder = "/".join(made.agent.split("/")[:2])  # a facet's schedules live on its root
+    faults = {r.t_ms for r in context.events("fault:storage_error", agent=holder)}
+    return any(t in faults for t in deletion_instants(context, holder, schedule_id))
+
+
 def _describe(schedule_id: str, row: Mapping[str, Any] | None, callback: Any) -> str:
     kind = f"{row.get('type')}, " if row is not None else ""
     return f"schedule {schedule_id} ({kind}callback {callback})"
@@ -190,6 +201,8 @@ def schedules_fire(context: CheckContext) -> list[Violation]:
         if schedule_id in rows or executes.get(schedule_id) or cancels.get(schedule_id):
             continue
         if _wiped_after(context, made[0]) or context.may_have_rolled_back(made[0]):
+            continue
+        if _cancel_cut_by_a_fault(context, made[0], schedule_id):
             continue
         out.append(
             Violation(

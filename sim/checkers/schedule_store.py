@@ -14,13 +14,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sim.checkers.core import CheckContext
-from sim.checkers.storage import inserted_rows
+from sim.checkers.storage import inserted_rows, row_changes
 from sim.sqlite import Write
 
 __all__ = [
     "JOBS_TABLE",
     "SCHEDULES_ON_JOBS",
     "SCHEDULES_TABLE",
+    "deletion_instants",
     "inserted_schedules",
     "schedule_of_job",
     "stored_schedules",
@@ -88,3 +89,17 @@ def inserted_schedules(
         row = schedule_of_job(job)
         if row is not None:
             yield row
+
+
+def deletion_instants(context: CheckContext, path: str, schedule_id: str) -> list[int]:
+    """When (sim ms) committed turns of `path` deleted the schedule `schedule_id`'s row."""
+    table = JOBS_TABLE if _on_jobs(context) else SCHEDULES_TABLE
+    instants = context.journal_ms.get(path, ())
+    return [
+        instants[change.turn - 1]
+        for change in row_changes(context.journals.get(path, ()), table, "id")
+        if change.key == schedule_id
+        and change.before is not None
+        and change.after is None
+        and change.turn - 1 < len(instants)
+    ]

@@ -1,0 +1,76 @@
+"""Checkers read what was written before an agent destroyed itself, and know how 0.32.0's cancel
+can fail after its delete.
+
+- A destroy replaces the agent's storage; its journal keeps the turns before and a turn that
+  drops the old tables, so a schedule's own retry options (stored in its row before the wipe)
+  still bound its attempts, and the journal still replays to what is stored.
+- On 0.32.0 `cancelSchedule` emits `schedule:cancel` after its delete and its re-arm: a storage
+  fault on the re-arm leaves the row deleted and nothing said, which is a cancel, not a loss.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.checkers import alarms, check
+from sim.checkers.storage import replay_journal
+from tests.checkers.agents import scenario_context
+
+S = "ScheduleWorkload/sched"
+RETRIED_THEN_DESTROYED = """
+name: retried-then-destroyed
+description: a one-shot's own retry options beat the agent's; the agent destroys itself later
+seed: 0
+agents:
+  sched:
+    workload: schedules
+    setup: call
+    options: {retry: {max_attempts: 1, base_delay_ms: 1, max_delay_ms: 1}}
+    schedules:
+      - {name: s1, after: "0s", fail: 1, attempts: 2}
+steps:
+  - {at: 0s, call: {agent: sched, method: setup}}
+  - at: 1m
+    call: {agent: sched, method: destroy_agent, args: [null, false], expect_error: AgentEvicted}
+"""
+
+
+def test_a_destroyed_agents_earlier_rows_still_bound_its_schedules_attempts() -> None:
+    context = scenario_context(RETRIED_THEN_DESTROYED)
+    assert [r.get("attempt") for r in context.events("workload:schedule_run")] == [1, 2]
+    assert context.events("storage:wiped", agent=S)
+    assert check(context, ["schedule_attempts_bounded", "turns_atomic"]) == []
+    db, problem = replay_journal(context.journals[S])
+    assert problem is None
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "cf_agents_schedules" not in tables  # dropped with the rest by the wipe
+
+
+CANCEL_CUT = """
+name: cancel-cut
+description: a cancel whose re-arm meets a storage fault, on 0.32.0
+seed: 0
+sdk: "0.32.0"
+agents:
+  sched:
+    workload: schedules
+    schedules:
+      - {name: s1, after: "10m"}
+      - {name: s2, after: "20m"}
+steps:
+  - {at: 0s, call: {agent: sched, method: status}}
+  - arm_storage_fault: {agent: sched, kind: error, match: "exclusive = 1"}
+  - at: 1m
+    call: {agent: sched, method: cancel, args: [s1], may_fail_with: StorageError}
+"""
+
+
+def test_a_cancel_whose_rearm_failed_on_0_32_is_a_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
+    context = scenario_context(CANCEL_CUT)
+    assert context.events("fault:storage_error", agent=S)
+    assert not context.events("schedule:cancel", agent=S)  # 0.32.0 says nothing then
+    assert check(context, ["schedules_fire"]) == []
+    # Without the excuse, the row would read as lost.
+    monkeypatch.setattr(alarms, "_cancel_cut_by_a_fault", lambda *args: False)
+    (lost,) = check(context, ["schedules_fire"])
+    assert "disappeared without firing or being cancelled" in lost.message
