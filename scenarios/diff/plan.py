@@ -101,7 +101,7 @@ UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
         "connect_mcp",
         "disconnect_mcp",
     ),
-    "schedules": ("recreate", "listing", "open", "close"),
+    "schedules": ("recreate", "listing", "open", "close", "destroy_agent"),
     "tools": ("clear",),
 }
 """Workload kind -> the workload methods its real-side player does not implement yet."""

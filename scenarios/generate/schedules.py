@@ -217,6 +217,24 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(TimedStep(at, "request", {"agent": alias, "method": "GET", "path": "/"}))
             uses.append(Use("on_request", "GET", alias, "request"))
+        if surface.opens("schedules", "destroy_agent") and draw(st.integers(0, 5)) == 0:
+            # The agent destroys itself (its rows, its alarm, its sub-agents), at once or by
+            # its next alarm; a later call starts it afresh, and its startup may set up again.
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            # A call after it starts the agent afresh, whose startup may set its schedules up
+            # again: the run is given the time they need from the last such call.
+            later = [step.at_ms for step in steps if step.at_ms >= at]
+            done = _all_done_by(entries, max(later, default=at))
+            if done is None:
+                return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
+            horizon = max(horizon, done)
+            deferred = draw(st.booleans())
+            step = call(at, alias, "destroy_agent", None, deferred)
+            if not deferred:  # the call dies with the incarnation it destroys
+                step = TimedStep(at, "call", {**step.args, "may_fail_with": "AgentEvicted"})
+            steps.append(step)
+            how = "deferred" if deferred else "at once"
+            uses.append(Use("destroy", f"the agent itself, {how}", alias, "workload:destroying"))
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()
@@ -265,8 +283,13 @@ def _sub_agents(
         horizon = max(horizon, done)
     for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
         at = draw(aligned(st, periods, 10_001, max(span, 10_002)))
-        steps.append(call(at, alias, "close", name))
-        uses.append(Use("delete_sub_agent", "by a call", alias, "workload:sub_agent_closed"))
+        if draw(st.integers(0, 2)) == 0:
+            # The sub-agent destroys itself: its parent deletes it, as a close would.
+            steps.append(call(at, alias, "destroy_agent", name))
+            uses.append(Use("destroy", "a sub-agent itself", alias, "workload:destroying"))
+        else:
+            steps.append(call(at, alias, "close", name))
+            uses.append(Use("delete_sub_agent", "by a call", alias, "workload:sub_agent_closed"))
         if not draw(st.booleans()):
             continue
         again = at + draw(aligned(st, periods, 0, max(span, 1000)))

@@ -272,6 +272,9 @@ WHEN: dict[str, str] = {
     "workload:duplicates_allowed": (
         "The schedules workload creates a schedule with idempotent: false (schedule_dedupe_keys)."
     ),
+    "workload:destroying": (
+        "The schedules workload calls destroy() on itself, at once or deferred to its next alarm."
+    ),
     "workload:run_input": (
         "The tools workload dispatches a run with this input, as JSON text (input_preview_derived)."
     ),

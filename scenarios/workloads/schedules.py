@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from agents_core import Agent, Request, Response
+from agents_core import Agent, AgentReset, Request, Response
 from scenarios.workloads.plans import one_of, unique_plans
 from sim.checkers.models.listings import listed_schedules
 from sim.checkers.schedule_store import schedule_of_job
@@ -183,6 +183,24 @@ class ScheduleWorkload(Agent):
         await self.delete_sub_agent(cls, instance)
         self.host.trace.emit("workload:sub_agent_closed", name=child, had=had)
         return had
+
+    async def destroy_agent(self, name: str | None = None, deferred: bool = False) -> bool:
+        """`destroy()`: the sub-agent `name` destroys itself (`w1/x` is reached through `w1`;
+        its parent deletes it, and its rows on the root go), or with no name this agent does
+        (`deferred`: the destroy marker, carried out by the next alarm). True once asked."""
+        if name is None:
+            self.host.trace.emit("workload:destroying", deferred=deferred)
+            await self.destroy(deferred=deferred)
+            return True
+        child, _, below = name.partition("/")
+        stub = await self.sub_agent(self._sub_class(child), _instance(child))
+        try:
+            await stub.destroy_agent(below or None)
+        except AgentReset:
+            if below:
+                raise
+            # The sub-agent's own parent (this agent) deleted it while it was answering.
+        return True
 
     @classmethod
     def _sub_class(cls, child: str) -> type[ScheduleWorkload]:
