@@ -11,6 +11,8 @@ methods (docs/architecture.md):
 - `Admission` (`admission.py`): a new run's row and the concurrency cap;
 - `DetachedBackbone` (`backbone.py`): the reconcile tick of detached runs, budgets and give-up;
 - `DetachedRuns` (`detached.py`): a detached dispatch, its fast path, and cancel;
+- `StoredChunkReplay` (`stored_replay.py`): a child's stored chunks sent again, and where a
+  re-attach numbers from;
 - `Reattach` (`reattach.py`): re-attaching to a child still running;
 - `RecoverySweep` (`recovery_sweep.py`): the startup sweep of awaited runs and its retry;
 - `Retention` (`retention.py`): replay on connect, lookup and clear;
@@ -36,6 +38,7 @@ from agents_core.agent_tools.recovery_sweep import RecoverySweep
 from agents_core.agent_tools.retention import Retention
 from agents_core.agent_tools.run_store import RunStore
 from agents_core.agent_tools.runs import AgentToolRuns
+from agents_core.agent_tools.stored_replay import StoredChunkReplay
 
 if TYPE_CHECKING:
     from agents_core.agent_tools.hooks import AgentToolHooks
@@ -58,6 +61,7 @@ class AgentTools:
         "admission",
         "backbone",
         "detached",
+        "replay",
         "reattach",
         "sweep",
         "retention",
@@ -72,8 +76,10 @@ class AgentTools:
         lifecycle: Lifecycle,
         keep_alive: KeepAlive,
         delivery: EventDeliveryPolicy = FULL_DELIVERY,
+        replay: type[StoredChunkReplay] = StoredChunkReplay,
     ) -> None:
-        """`delivery`: how chunks reach the parent's clients (the release's rule)."""
+        """`delivery`: how chunks reach the parent's clients; `replay`: how stored chunks are
+        sent again (each the release's rule)."""
         self._ctx = ctx
         self.store = store = RunStore(ctx, agent)
         self.ledger = ledger = DeliveryLedger(ctx, agent, store)
@@ -84,9 +90,10 @@ class AgentTools:
         self.detached = detached = DetachedRuns(
             ctx, agent, store, ledger, backbone, forwarder, notifier
         )
-        self.reattach = reattach = Reattach(ctx, agent, store, ledger, forwarder, delivery)
+        self.replay = stored = replay(ctx, agent, store, delivery)
+        self.reattach = reattach = Reattach(ctx, agent, store, ledger, forwarder, stored)
         self.sweep = RecoverySweep(ctx, agent, store, ledger, backbone, reattach, keep_alive)
-        self.retention = Retention(ctx, agent, store, delivery)
+        self.retention = Retention(ctx, agent, store, stored)
         self.runs = AgentToolRuns(
             ctx, agent, store, ledger, admission, backbone, detached, forwarder, reattach, delivery
         )

@@ -1,10 +1,11 @@
 """How a parent delivers a run's chunks to its clients: which it shows, and which take a place
 in the run's frame sequence (spec agent-tools §3.1, §5.5).
 
-0.21.0, this class: every chunk is shown and takes the next sequence, live and replayed; there
-is no `event_delivery` option (one given is ignored, as the SDK ignores an option it does not
-know). A release with another rule passes its own policy to `AgentTools` (0.32.0's terminal
-delivery and positionless chunks: `agents_core/releases/v0_32/event_delivery.py`).
+0.21.0, this class: every chunk is shown and takes the next sequence; there is no
+`event_delivery` option (one given is ignored, as the SDK ignores an option it does not know).
+A release with another rule passes its own policy to `AgentTools` (0.32.0's terminal delivery
+and positionless chunks: `agents_core/releases/v0_32/event_delivery.py`). How stored chunks are
+numbered when they are sent again is the release's `StoredChunkReplay` (`stored_replay.py`).
 """
 
 from __future__ import annotations
@@ -42,10 +43,6 @@ class EventDeliveryPolicy:
 
     def takes_position(self, body: str, record: Mapping[str, Any]) -> bool:
         """Whether a forwarded chunk consumes its sequence (else the next one carries it too)."""
-        return True
-
-    def replay_takes_position(self, body: str) -> bool:
-        """The same, for a stored chunk sent again (replay on connect, after a re-attach)."""
         return True
 
     def unstored_id(self, record: Mapping[str, Any]) -> str | None:

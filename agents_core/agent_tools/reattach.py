@@ -8,6 +8,8 @@ an optional ceiling across re-arms (`agent_tool_reattach_max_window_ms`, default
 that closes cleanly after forwarding something is opened again (the child was re-evicted
 mid-recovery). Only a `window-exceeded` give-up tears the child down; every other give-up leaves
 it running, so that a later re-issue of the same run id can still collect it (soft sealing).
+Each tail starts after the child's last stored chunk; the sequence its first forwarded chunk
+takes is the release's (`StoredChunkReplay.reattach_sequence`).
 
 Every call to the child is raced against a timer or the ceiling, so nothing here waits forever
 unless the user asked for it (an infinite no-progress budget and no ceiling). The startup sweep
@@ -21,8 +23,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.bounded_calls import RECOVERY_TIMEOUT_MS, call, sleep_then, within
-from agents_core.agent_tools.delivery_policy import FULL_DELIVERY, EventDeliveryPolicy
-from agents_core.agent_tools.frames import chunk_event, frame
 from agents_core.agent_tools.give_up_reasons import ACTIVE_CHILD_STATUSES, interrupted_result
 from agents_core.agent_tools.registry import RunAgentToolResult
 from agents_core.agent_tools.run_store import result_from_inspection
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agents_core.agent_tools.hooks import AgentToolHooks
     from agents_core.agent_tools.ledger import DeliveryLedger
     from agents_core.agent_tools.run_store import RunStore
+    from agents_core.agent_tools.stored_replay import StoredChunkReplay
     from agents_core.context import AgentContext
 
 __all__ = ["Reattach", "ReattachOutcome"]
@@ -56,7 +57,7 @@ class Reattach:
     """Re-attaching to a child still running: its tail under the no-progress budget and the
     ceiling, collecting its terminal, and the teardown of a child given up."""
 
-    __slots__ = ("_ctx", "_agent", "_store", "_ledger", "_forwarder", "_delivery")
+    __slots__ = ("_ctx", "_agent", "_store", "_ledger", "_forwarder", "_replay")
 
     def __init__(
         self,
@@ -65,14 +66,14 @@ class Reattach:
         store: RunStore,
         ledger: DeliveryLedger,
         forwarder: StreamForwarder,
-        delivery: EventDeliveryPolicy = FULL_DELIVERY,
+        replay: StoredChunkReplay,
     ) -> None:
         self._ctx = ctx
         self._agent = agent
         self._store = store
         self._ledger = ledger
         self._forwarder = forwarder
-        self._delivery = delivery
+        self._replay = replay
 
     def budgets(self) -> tuple[float, float]:
         """(no-progress budget, ceiling) in ms, from the static options (§7.4)."""
@@ -125,15 +126,14 @@ class Reattach:
         try:
             while signal is None or not signal.aborted:
                 ended, forwarded = "aborted", 0
-                tag, after = await within(
-                    self._ctx.host,
-                    self._last_stored_chunk_sequence(child, run_id),
-                    call_timeout,
-                    signal,
+                tag, marks = await within(
+                    self._ctx.host, self._stored_chunk_marks(child, run_id), call_timeout, signal
                 )
                 if tag != "aborted":
+                    after, stored = marks if tag == "ok" else (-1, 0)
+                    sequence = self._replay.reattach_sequence(sequence, stored)
                     sequence, ended, forwarded = await self._tail_once(
-                        child, row, sequence, after if tag == "ok" else -1, no_progress_ms, signal
+                        child, row, sequence, after, no_progress_ms, signal
                     )
                 fired = signal is not None and signal.aborted
                 # Past the ceiling, the last look at the child may not take long either.
@@ -161,18 +161,20 @@ class Reattach:
         if tag == "fire":
             ceiling.abort("window-exceeded")
 
-    async def _last_stored_chunk_sequence(self, child: Any, run_id: str) -> int:
-        """The child's last stored chunk index, or -1: the tail starts after it, so the
-        client is not sent again what connect replay already gave it."""
+    async def _stored_chunk_marks(self, child: Any, run_id: str) -> tuple[int, int]:
+        """The child's last stored chunk index (or -1) and how many chunks it stored (or 0):
+        the tail starts after the first, so the client is not sent again what connect replay
+        already gave it; the release may number on from the second."""
         try:
             chunks = await child.call("get_agent_tool_chunks", run_id, -1)
         except Exception:  # noqa: BLE001 - a failed probe tails from the start
-            return -1
+            return -1, 0
         last = chunks[-1] if chunks else None
+        stored = len(chunks) if isinstance(chunks, list) else 0
         if isinstance(last, dict) and isinstance(last.get("sequence"), int):
             sequence: int = last["sequence"]
-            return sequence
-        return -1
+            return sequence, stored
+        return -1, stored
 
     async def _tail_once(
         self,
@@ -232,25 +234,9 @@ class Reattach:
     async def rebroadcast_stored_chunks(
         self, row: dict[str, Any], child: Any, timeout_ms: float | None
     ) -> int:
-        """Broadcast the child's stored chunks live (not replay), numbered from 1; the next
-        sequence. A failed or slow fetch broadcasts nothing."""
-        run_id = row["run_id"]
-        tag, chunks = await within(
-            self._ctx.host, call(child, "get_agent_tool_chunks", run_id, -1), timeout_ms
-        )
-        sequence = 1
-        delivery = self._delivery
-        terminal_only = delivery.row_terminal_only(row)
-        for chunk in chunks if tag == "ok" and isinstance(chunks, list) else []:
-            if not isinstance(chunk, dict) or not isinstance(chunk.get("body"), str):
-                continue
-            body = chunk["body"]
-            if delivery.shows(body, terminal_only):
-                event = chunk_event(run_id, body, chunk.get("sequence"))
-                self._agent.broadcast(frame(row["parent_tool_call_id"], sequence, event))
-            if delivery.replay_takes_position(body):
-                sequence += 1
-        return sequence
+        """Broadcast the child's stored chunks live (not replay), numbered from 1, as the
+        release sends them again; the next sequence. A failed or slow read sends nothing."""
+        return await self._replay.rebroadcast(row, child, timeout_ms)
 
     async def on_reissue(self, cls: type, row: dict[str, Any]) -> RunAgentToolResult:
         """Collect the run from its child: its terminal result if it reaches one, else a soft

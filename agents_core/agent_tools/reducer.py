@@ -20,6 +20,9 @@ never double one. So frames are deduped by what they carry:
   enforces this, where the SDK appends a duplicate part, E18);
 * a `data-agent-progress` chunk (ephemeral, never stored, so no `chunkSequence`) is applied every
   time: it only replaces the `progress` projection and adds no part;
+* a milestone chunk without `chunkSequence` (0.32.0 replays a child's milestones from its
+  inspection, every one at the same wire `sequence`) is admitted and kept once by its own
+  sequence, as above;
 * any other chunk without `chunkSequence` (a frame from an older server) falls back to the SDK's
   key `(parentToolCallId, runId, sequence)`;
 * `started` frames are always applied (the reducer makes them idempotent and ignores them once
@@ -181,7 +184,7 @@ class AgentToolEvents:
         chunk_sequence = _chunk_sequence(event)
         if chunk_sequence is not None:
             return _first_time(self._seen_chunks, (event["runId"], chunk_sequence))
-        if _chunk_type(event) == PROGRESS_PART:
+        if _chunk_type(event) in (PROGRESS_PART, MILESTONE_PART):
             return True
         return _first_time(self._seen_keys, key)
 

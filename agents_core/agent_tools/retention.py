@@ -2,12 +2,13 @@
 §8).
 
 Replay: every new connection gets, for each run in start order, its `started` frame, the child's
-stored chunks and, when the run is terminal (soft or hard), its terminal frame — all marked
-`replay` and sent to that connection only. Clearing cancels children that still run, deletes
-their facets (and so their storage) and the parent rows, silently: no frame, no hook. An awaited
-run whose call is still in flight in this incarnation is the exception (E22, as in the SDK): the
-call ends `aborted` (unless its child had completed), broadcasts its terminal frame and calls
-`on_agent_tool_finish` once, with no row (`DeliveryLedger.finish_run`).
+stored chunks (as the release's `StoredChunkReplay` sends them) and, when the run is terminal
+(soft or hard), its terminal frame — all marked `replay` and sent to that connection only.
+Clearing cancels children that still run, deletes their facets (and so their storage) and the
+parent rows, silently: no frame, no hook. An awaited run whose call is still in flight in this
+incarnation is the exception (E22, as in the SDK): the call ends `aborted` (unless its child had
+completed), broadcasts its terminal frame and calls `on_agent_tool_finish` once, with no row
+(`DeliveryLedger.finish_run`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.backbone import TEARDOWN_MARKER_PREFIX
-from agents_core.agent_tools.bounded_calls import within
-from agents_core.agent_tools.delivery_policy import FULL_DELIVERY, EventDeliveryPolicy
-from agents_core.agent_tools.frames import chunk_event, frame, started_event, terminal_event
+from agents_core.agent_tools.frames import frame, started_event, terminal_event
 from agents_core.agent_tools.notify import MILESTONE_DEDUPE_PREFIX
 from agents_core.agent_tools.registry import TERMINAL
 from agents_core.agent_tools.run_store import CLEAR_REASON
@@ -29,6 +28,7 @@ from agents_core.probes import probe
 if TYPE_CHECKING:
     from agents_core.agent_tools.hooks import AgentToolHooks
     from agents_core.agent_tools.run_store import RunStore
+    from agents_core.agent_tools.stored_replay import StoredChunkReplay
     from agents_core.context import AgentContext
 
 __all__ = ["Retention"]
@@ -37,19 +37,19 @@ __all__ = ["Retention"]
 class Retention:
     """Replay on connect, `has_agent_tool_run` and `clear_agent_tool_runs`."""
 
-    __slots__ = ("_ctx", "_agent", "_store", "_delivery")
+    __slots__ = ("_ctx", "_agent", "_store", "_replay")
 
     def __init__(
         self,
         ctx: AgentContext,
         agent: AgentToolHooks,
         store: RunStore,
-        delivery: EventDeliveryPolicy = FULL_DELIVERY,
+        replay: StoredChunkReplay,
     ) -> None:
         self._ctx = ctx
         self._agent = agent
         self._store = store
-        self._delivery = delivery
+        self._replay = replay
 
     async def replay(self, connection: Any) -> None:
         for row in self._ctx.sql("SELECT * FROM cf_agent_tool_runs ORDER BY started_at, rowid"):
@@ -66,45 +66,10 @@ class Retention:
                     replay=True,
                 )
             )
-            sequence = 1
-            delivery = self._delivery
-            terminal_only = delivery.row_terminal_only(row)
-            for index, chunk in enumerate(await self._stored_agent_tool_chunks(row)):
-                if index == 0:
-                    probe(self._ctx.host, "agent_tool.replayed_stored_chunks")
-                body = chunk["body"]
-                if delivery.shows(body, terminal_only):
-                    connection.send(
-                        frame(
-                            parent,
-                            sequence,
-                            chunk_event(run_id, body, chunk["sequence"]),
-                            replay=True,
-                        )
-                    )
-                if delivery.replay_takes_position(body):
-                    sequence += 1
+            sequence = await self._replay.to_connection(row, connection)
             if row["status"] in TERMINAL:
                 result = self._store.result_from_row(row)
                 connection.send(frame(parent, sequence, terminal_event(result), replay=True))
-
-    async def _stored_agent_tool_chunks(
-        self, row: dict[str, Any], after: int = -1
-    ) -> list[dict[str, Any]]:
-        """The child's stored chunks, bounded by the recovery inspection timeout: a child whose
-        facet hangs must not hang a client's connect (the SDK waits without a bound)."""
-        outcome, chunks = await within(
-            self._ctx.host,
-            self._fetch_stored_chunks(row, after),
-            self._agent._agent_tool_recovery_timeout_ms,
-        )
-        if outcome != "ok":
-            return []  # a run whose child cannot be reached replays no chunks
-        return [c for c in chunks or [] if isinstance(c, dict) and isinstance(c.get("body"), str)]
-
-    async def _fetch_stored_chunks(self, row: dict[str, Any], after: int) -> Any:
-        child = await self._store.child(row["agent_type"], row["run_id"])
-        return await child.call("get_agent_tool_chunks", row["run_id"], after)
 
     def has_run(self, cls_or_name: type | str, run_id: str) -> bool:
         """True iff a run with this id and child class exists (cap-rejected ones too)."""

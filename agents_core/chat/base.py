@@ -130,9 +130,12 @@ class ChatHost(Agent):
         """Abort the run (and a recovery turn driving it), seal it `aborted`, close its tails."""
         await self._child_adapter.cancel(run_id, reason)
 
-    async def inspect_agent_tool_run(self, run_id: str) -> dict[str, Any] | None:
-        """The run's snapshot (SDK keys), None iff this child has no row for it."""
-        return await self._child_adapter.inspect(run_id)
+    async def inspect_agent_tool_run(
+        self, run_id: str, reconcile: bool = True
+    ) -> dict[str, Any] | None:
+        """The run's snapshot (SDK keys), None iff this child has no row for it. A stale row is
+        reconciled first unless `reconcile` is False (a 0.32.0 parent's replay asks so)."""
+        return await self._child_adapter.inspect(run_id, reconcile)
 
     async def get_agent_tool_chunks(
         self, run_id: str, after_sequence: int = -1

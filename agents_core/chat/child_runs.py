@@ -157,13 +157,13 @@ class AgentToolChild:
         if controller is None:
             self.release(run_id)
 
-    async def inspect(self, run_id: str) -> dict[str, Any] | None:
+    async def inspect(self, run_id: str, reconcile: bool = True) -> dict[str, Any] | None:
         """The run's snapshot (SDK keys), None iff this child has no row for it. A stale row
-        is reconciled first (§7.7)."""
+        is reconciled first (§7.7), unless `reconcile` is False: then it is read as it is."""
         row = self.row(run_id)
         if row is None:
             return None
-        if self._is_stale(row):
+        if reconcile and self._is_stale(row):
             await self.reconcile_stale(only=run_id)
             # Reconciling seals a stale row; it never deletes one.
             row = cast("dict[str, Any]", self.row(run_id))

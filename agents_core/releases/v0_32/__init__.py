@@ -23,6 +23,7 @@ from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
 from agents_core.releases.v0_32.host_jobs import HostJobs
 from agents_core.releases.v0_32.lifecycle import Lifecycle
 from agents_core.releases.v0_32.mcp_schema import KeyedMcp
+from agents_core.releases.v0_32.replay_numbering import MilestoneReplay
 from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.schedule_dispatch import ScheduleDispatch
 from agents_core.schema import STATE_DDL
@@ -46,11 +47,6 @@ NOT_BUILT: tuple[str, ...] = (
     "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
     "§7.1 a chat child keeping a terminal run's content chunks from its own clients",
     "§7.2 chunks too large to store (a child making unstoredId chunks, CHUNK_MAX_BYTES)",
-    "§7.2 replay numbering: a replay (on connect, after a re-attach) gives every stored chunk "
-    "its own sequence and then sends the child's milestones again from its inspection, "
-    "unnumbered; a re-attach numbers its forwarded chunks on from the count of stored ones "
-    "(read from the dist: _broadcastAgentToolChunks, _broadcastAgentToolMilestones, "
-    "_reattachAgentToolRunToTerminal)",
     "§8.1 chat recovery's work budget (work_budget_exceeded), stable timeout, debounce, "
     "incident TTL, recovering flag and terminal message",
     "§8.2 the recovering turn outcome and the durable last-terminal record",
@@ -78,7 +74,7 @@ def build(
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
     quietly, the schema of version 14, MCP under its own schema key, the Lifecycle with the
     job queue and its driver behind the alarm, keepAlive, housekeeping and destroy as its host
-    jobs, the Scheduler on jobs, agent tools' event delivery."""
+    jobs, the Scheduler on jobs, agent tools' event delivery and replay numbering."""
     mcp = KeyedMcp(context, agent._broadcast_protocol)
     lifecycle = Lifecycle(context, agent, mcp)
     keep_alive = KeepAlive(context, lifecycle, owner_key)
@@ -107,7 +103,12 @@ def build(
     )
     lifecycle.install_host_jobs(host_jobs)
     tools = AgentTools(
-        context, agent, lifecycle=lifecycle, keep_alive=keep_alive, delivery=DELIVERY
+        context,
+        agent,
+        lifecycle=lifecycle,
+        keep_alive=keep_alive,
+        delivery=DELIVERY,
+        replay=MilestoneReplay,
     )
     lifecycle.install_agent_tools(tools)
     return Runtime(

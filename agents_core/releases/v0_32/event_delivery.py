@@ -14,11 +14,9 @@ unaffected, progress is still observed (`on_progress`) for the chunks it does no
 child keeps everything.
 
 Positionless chunks: forwarded live, a lifecycle chunk, or one too large to store (a record
-with `unstoredId`, carried onto its frame), takes the next sequence without consuming it. The
-SDK keeps milestones out of its chunk log and replays them with the next sequence unconsumed;
-this port keeps them in the child's stream (seed decision S2), so a replay (on connect, or
-after a re-attach) leaves stored lifecycle chunks positionless too, and a chunk has the same
-sequence live and replayed. A terminal run's suppressed chunks still take their position.
+with `unstoredId`, carried onto its frame), takes the next sequence without consuming it. A
+terminal run's suppressed chunks still take their position. Stored chunks sent again (a replay)
+each take their own sequence, whatever they are: `replay_numbering.py`.
 """
 
 from __future__ import annotations
@@ -80,9 +78,6 @@ class TerminalDelivery(EventDeliveryPolicy):
 
     def takes_position(self, body: str, record: Mapping[str, Any]) -> bool:
         return record.get("unstoredId") is None and not is_lifecycle_chunk(body)
-
-    def replay_takes_position(self, body: str) -> bool:
-        return not is_lifecycle_chunk(body)
 
     def unstored_id(self, record: Mapping[str, Any]) -> str | None:
         value = record.get("unstoredId")

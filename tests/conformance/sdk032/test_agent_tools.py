@@ -1,5 +1,5 @@
-"""Conformance on SDK 0.32.0: agent tools' `event_delivery` and positionless chunks (spec
-sdk-0.32 §7, catalogue J-77 … J-80)."""
+"""Conformance on SDK 0.32.0: agent tools' `event_delivery`, positionless chunks and the
+numbering of a replay and a re-attach (spec sdk-0.32 §7, catalogue J-77 … J-80)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,15 @@ from typing import Any
 import pytest
 
 from agents_core import Agent
+from agents_core.agent_tools import AgentToolEvents, parts_text
+from agents_core.chat import ChatAgent
 from agents_core.errors import InvalidArgument
 from sim import AgentRef, Simulation
-from tests.agent_tools.scripted_child import ScriptedChild
+from tests.agent_tools.scripted_child import NoTailChild, ScriptedChild
+from tests.conformance.test_reattach import HANG, dispatch, restart
+from tests.conformance.test_reattach import Parent as ReattachParent
+from tests.conformance.test_reattach import frames_of as reattach_frames
+from tests.conformance.test_reattach import row_of as reattach_row
 
 SCRIPT = [
     ["sleep", 50],
@@ -164,3 +170,194 @@ def test_forwarded_chunk_sequences_on_each_release(sdk: str) -> None:
         sim.run_for(10)
         chunks = [seq for seq, kind, _ in bodies(frames(sim, client, "s")) if kind == "chunk"]
         assert chunks == ([1, 2, 3] if sdk == "0.21.0" else [1, 2, 2])
+
+
+# -- replay numbering (spec sdk-0.32 §7.2) --------------------------------------------------------
+STORED = [
+    ["sleep", 50],
+    ["text", "a"],
+    ["milestone", "m", {"k": 1}],
+    ["text", "b"],
+]
+"""Three stored chunks (the milestone is one, seed decision S2) after the tail opened."""
+
+
+def milestone_again(frame: dict[str, Any]) -> tuple[int, bool, dict[str, Any]]:
+    """(sequence, whether it names a stored chunk, body) of a milestone frame."""
+    event = frame["event"]
+    return frame["sequence"], "chunkSequence" in event, json.loads(event["body"])
+
+
+def test_J080_a_replay_numbers_every_stored_chunk_then_sends_the_milestones_unnumbered(
+    sim: Simulation,
+) -> None:
+    """A client that connects after the run gets every stored chunk at its own sequence, the
+    stored milestone too (1, 2, 3), then the child's milestones from its inspection, at the
+    next sequence without consuming it, and the terminal frame at that same sequence."""
+    parent = sim.agent(Parent, "p")
+    sim.call(parent, "go", [*STORED, ["finish", "completed", "ok"]], "r")
+    late = sim.connect(parent)
+    replayed = frames(sim, late, "r")
+    assert all(m.get("replay") is True for m in replayed)
+    assert bodies(replayed) == [
+        (0, "started", None),
+        (1, "chunk", "text-delta"),
+        (2, "chunk", "data-agent-milestone"),
+        (3, "chunk", "text-delta"),
+        (4, "chunk", "data-agent-milestone"),
+        (4, "finished", None),
+    ]
+    assert replayed[2]["event"]["chunkSequence"] == 1
+    sequence, stored, body = milestone_again(replayed[4])
+    at = body["data"]["at"]
+    assert (sequence, stored) == (4, False)
+    assert body == {
+        "type": "data-agent-milestone",
+        "data": {"name": "m", "sequence": 0, "at": at, "data": {"k": 1}},
+    }
+    folded = AgentToolEvents(now_ms=lambda: sim.now_ms)
+    for message in late.frames:
+        folded.receive(message)
+    run = folded.runs_by_id["r"]
+    assert [m["name"] for m in run.milestones] == ["m"]
+    assert parts_text(run.parts) == "ab"
+
+
+def test_J079_a_terminal_runs_replay_keeps_the_places_of_the_chunks_it_hides(
+    sim: Simulation,
+) -> None:
+    """Replaying a terminal-delivery run, the text chunks it does not show still take their
+    sequences: the stored milestone comes at 2, the one from the inspection at 4, and the
+    terminal frame at 4."""
+    parent = sim.agent(Parent, "p")
+    steps = [*STORED, ["finish", "completed", "ok"]]
+    sim.call(parent, "go", steps, "t", event_delivery="terminal")
+    replayed = frames(sim, sim.connect(parent), "t")
+    assert bodies(replayed) == [
+        (0, "started", None),
+        (2, "chunk", "data-agent-milestone"),
+        (4, "chunk", "data-agent-milestone"),
+        (4, "finished", None),
+    ]
+
+
+class Restarted(ReattachParent):
+    options = {"agent_tool_reattach_no_progress_timeout_ms": 1_000}
+
+
+def test_J080_a_reattach_numbers_on_from_the_count_of_stored_chunks(sim: Simulation) -> None:
+    """A parent restarted while its child runs re-attaches and numbers the chunks it forwards
+    on from the three the child had stored (4), progress carrying the next one unconsumed; the
+    terminal frame follows at the next sequence."""
+    parent = sim.agent(Restarted, "p")
+    resume = [
+        ["sleep", 300],
+        ["text", "c"],
+        ["progress", {"fraction": 0.9}],
+        ["text", "d"],
+        ["finish", "completed", "done"],
+    ]
+    dispatch(sim, parent, "r", [*STORED[1:], *HANG], resume)
+    woke = restart(sim, parent)
+    sim.run_for(2_000)
+    assert reattach_row(sim, parent, "r")["status"] == "completed"
+    after = reattach_frames(sim, parent, "r", since_ms=woke)
+    assert bodies(after) == [
+        (4, "chunk", "text-delta"),
+        (5, "chunk", "data-agent-progress"),
+        (5, "chunk", "text-delta"),
+        (6, "finished", None),
+    ]
+
+
+def test_J080_a_run_settled_from_its_childs_inspection_sends_its_milestones_again(
+    sim: Simulation,
+) -> None:
+    """A child that cannot be tailed is given up at the parent's restart: its stored chunks
+    are broadcast again live, numbered from 1 (the milestone at 2), then its milestones from
+    the inspection at 4, unnumbered, and the `interrupted` frame at 4."""
+    parent = sim.agent(Restarted, "p")
+    sim.call(parent, "begin", NoTailChild.__name__, "n", [*STORED[1:], *HANG])
+    woke = restart(sim, parent)
+    sim.run_for(2_000)
+    assert reattach_row(sim, parent, "n")["interrupted_reason"] == "not-tailable"
+    after = reattach_frames(sim, parent, "n", since_ms=woke)
+    assert not any(f.get("replay") for f in after)
+    assert bodies(after) == [
+        (1, "chunk", "text-delta"),
+        (2, "chunk", "data-agent-milestone"),
+        (3, "chunk", "text-delta"),
+        (4, "chunk", "data-agent-milestone"),
+        (4, "interrupted", None),
+    ]
+    assert milestone_again(after[3])[1] is False
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_replay_numbering_on_each_release(sdk: str) -> None:
+    """0.21.0's replay numbers the stored chunks 1, 2, 3 and sends nothing after them (the
+    terminal frame at 4); 0.32.0 numbers them alike, then sends the milestone again at 4."""
+    with Simulation(seed=zlib.crc32(f"replay-{sdk}".encode()), sdk=sdk) as sim:
+        parent = sim.agent(Parent, "p")
+        sim.call(parent, "go", [*STORED, ["finish", "completed", "ok"]], "r")
+        replayed = bodies(frames(sim, sim.connect(parent), "r"))
+        again = [] if sdk == "0.21.0" else [(4, "chunk", "data-agent-milestone")]
+        assert replayed == [
+            (0, "started", None),
+            (1, "chunk", "text-delta"),
+            (2, "chunk", "data-agent-milestone"),
+            (3, "chunk", "text-delta"),
+            *again,
+            (4, "finished", None),
+        ]
+
+
+class StaleChatChild(ChatAgent):
+    """A chat child holding a run whose row outlived its turn (stale: no controller)."""
+
+    def plant_stale_run(self, run_id: str) -> None:
+        now = self.host.clock.now_ms()
+        self.sql(
+            "INSERT INTO cf_ai_chat_agent_tool_runs (run_id, status, started_at) "
+            "VALUES (?, 'running', ?)",
+            run_id,
+            now,
+        )
+        self.sql(
+            "INSERT INTO cf_ai_chat_agent_tool_milestones (run_id, sequence, name, at) "
+            "VALUES (?, 0, 'm', ?)",
+            run_id,
+            now,
+        )
+
+
+class ChatParent(Agent):
+    async def adopt(self, run_id: str) -> None:
+        """A running run of a chat child, as an earlier incarnation left it."""
+        child = await self.sub_agent(StaleChatChild, run_id)
+        await child.call("plant_stale_run", run_id)
+        self.sql(
+            "INSERT INTO cf_agent_tool_runs (run_id, agent_type, status, started_at, detached) "
+            "VALUES (?, ?, 'running', ?, 0)",
+            run_id,
+            StaleChatChild.__name__,
+            self.host.clock.now_ms(),
+        )
+
+
+def test_J080_a_replay_reads_the_milestones_without_reconciling_the_child(
+    sim: Simulation,
+) -> None:
+    """The replay's inspection asks the child not to reconcile: a chat child's stale row stays
+    `running` while its milestone is sent again; an ordinary inspection then reconciles it."""
+    parent = sim.agent(ChatParent, "p")
+    sim.call(parent, "adopt", "s")
+    replayed = frames(sim, sim.connect(parent), "s")
+    assert bodies(replayed) == [(0, "started", None), (1, "chunk", "data-agent-milestone")]
+    child = sim.facet(parent, StaleChatChild, "s")
+    assert sim.query(child, "SELECT status FROM cf_ai_chat_agent_tool_runs") == [
+        {"status": "running"}
+    ]
+    assert sim.trace.select("chat:child_run:reconciled") == []
+    assert sim.call(child, "inspect_agent_tool_run", "s")["status"] == "error"
+    assert len(sim.trace.select("chat:child_run:reconciled")) == 1
