@@ -39,7 +39,7 @@ from scenarios.language.schema import (
     RequestStep,
     Scenario,
 )
-from scenarios.run.failure import STEP, Failure
+from scenarios.run.failure import STEP, STEP_ERROR, Failure
 from scenarios.run.runner import ScenarioResult, run_scenario
 
 __all__ = [
@@ -103,7 +103,9 @@ def with_fault_errors_expected(
     for failure in failures:
         # A call the fault refused, not one that failed with another class than it expected.
         refused = refused_by_platform(failure) and not failure.expected_error
-        if failure.kind == STEP and failure.line is not None and failure.error and refused:
+        stepped = failure.kind in (STEP, STEP_ERROR)  # a call refused, or one whose agent
+        # could not even be constructed for it (a fault in its constructor's statements)
+        if stepped and failure.line is not None and failure.error and refused:
             errors[failure.line - offset] = failure.error.type
     if not errors and not refusable:
         return text

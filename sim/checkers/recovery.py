@@ -29,6 +29,8 @@ from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["recovery_backoff", "recovery_error_kept", "recovery_max_age", "recovery_once"]
 
+FIBER_HOLDER = "fiber:"
+"""The keepAlive holder of a fiber's own lease: `fiber:<id>`."""
 OUTCOMES = ("fiber:recovery:handled", "fiber:recovery:failed", "fiber:recovery:skipped")
 FIBER_EVENTS = (
     "fiber:recovery:attempt",
@@ -71,8 +73,9 @@ def recovery_once(context: CheckContext) -> list[Violation]:
 
     For every `fiber:recovery:attempt` of fiber F on an agent, in incarnation I:
     1. F is not running in I (no `fiber:run:started` of F in I without a later
-       `fiber:run:completed|failed` of F, or `fiber:setup_failed` (it stopped before its
-       function ran, leaving its row to recovery), before the attempt);
+       `fiber:run:completed|failed` of F, `fiber:setup_failed` (it stopped before its
+       function ran, leaving its row to recovery) or the release of its own keepAlive lease
+       (`keep_alive:release {holder: fiber:F}`: its run ended), before the attempt);
     2. an earlier attempt of F in I is followed by a `fiber:recovery:failed` of F (the hook
        threw and the row was kept for the next scan) or a storage fault on the agent (a failed
        delete keeps the row) before this attempt;
@@ -83,8 +86,11 @@ def recovery_once(context: CheckContext) -> list[Violation]:
     out: list[Violation] = []
     for agent in context.agents():
         seen: dict[Any, list[TraceRecord]] = defaultdict(list)
-        for record in context.records_of(agent, *FIBER_EVENTS):
-            seen[record.get("fiberId")].append(record)
+        for record in context.records_of(agent, *FIBER_EVENTS, "keep_alive:release"):
+            if record.event != "keep_alive:release":
+                seen[record.get("fiberId")].append(record)
+            elif str(record.get("holder")).startswith(FIBER_HOLDER):
+                seen[str(record.get("holder"))[len(FIBER_HOLDER) :]].append(record)
         faults = context.events("fault:storage_error", agent)
         for fiber, records in seen.items():
             out += _one_fiber(context, agent, fiber, records, faults)
@@ -106,8 +112,12 @@ def _one_fiber(
         if record.event == "fiber:run:started":
             running[record.inc] = record
             settled = None  # an id started again (a managed fiber's explicit id) is a new life
-        elif record.event == "fiber:setup_failed":
-            running.pop(record.inc, None)  # its row, if its delete failed, is an orphan
+        elif record.event in ("fiber:setup_failed", "keep_alive:release"):
+            # It stopped before its function ran, or its run's `finally` gave its lease back
+            # (fibers §2.1, sdk-0.32 §5.2): it runs no more in this incarnation, whatever end
+            # it could not record (a ledger settle a storage fault failed leaves its row to
+            # recovery).
+            running.pop(record.inc, None)
         elif record.event in ("fiber:run:completed", "fiber:run:failed"):
             running.pop(record.inc, None)
             if settled is None and _settled(context, record, agent):
