@@ -361,8 +361,8 @@ TOOL_BUGS = (
         "agents_core/agent_tools/registry.py",
         (
             fix(
-                "    if len(text) > INPUT_PREVIEW_LIMIT:\n",
-                "    if len(text) >= INPUT_PREVIEW_LIMIT:\n",
+                "    if js_length(text) > INPUT_PREVIEW_LIMIT:\n",
+                "    if js_length(text) >= INPUT_PREVIEW_LIMIT:\n",
             ),
         ),
         "the preview of a non-string input is cut when it is exactly at the limit",
