@@ -218,11 +218,12 @@ def one_shot_completes(context: CheckContext) -> list[Violation]:
 
 
 def _startup_end_after(context: CheckContext, create: TraceRecord) -> TraceRecord | None:
-    """The end (`startup:done` / `startup:failed`) of the startup `create` was written in, or
-    None when it was written outside a startup."""
+    """The end (`startup:done` / `startup:failed`, or the `incarnation:end` of an incarnation
+    that died in it) of the startup `create` was written in, or None when it was written
+    outside a startup."""
     inside = None
     for record in context.records_of(
-        create.agent, "startup:begin", "startup:done", "startup:failed"
+        create.agent, "startup:begin", "startup:done", "startup:failed", "incarnation:end"
     ):
         if record.inc != create.inc:
             continue
@@ -246,7 +247,8 @@ def schedules_armed(context: CheckContext) -> list[Violation]:
     before the record is an `alarm:set` of that same instant armed no later than max(D, that
     instant + 1 ms) — the multiplexer's earliest candidate. On a release whose Lifecycle holds
     the re-arms of a startup until it succeeds (0.32.0), a schedule written during startup is
-    judged by the slot at that startup's end instead (none is owed when the startup failed).
+    judged by the slot at that startup's end instead (none is owed when the startup failed, or
+    its incarnation died in it).
     """
     inserted: dict[str, dict[str, Any]] = {}
     for path in sorted(context.journals):
@@ -267,8 +269,11 @@ def schedules_armed(context: CheckContext) -> list[Violation]:
         at_seq = create.seq
         if context.release in REARM_HELD_DURING_STARTUP:
             end = _startup_end_after(context, create)
-            if end is not None and end.event == "startup:failed":
-                continue  # a failed startup arms its fallback instead (J-04), never sooner
+            if end is not None and end.event in ("startup:failed", "incarnation:end"):
+                # A failed startup arms its fallback instead (J-04), never sooner; one its
+                # incarnation died in re-arms nothing (the fallback, or the platform's retry of
+                # the alarm that started it, wakes the agent again).
+                continue
             if end is not None:
                 at_seq = end.seq
         before = bisect_left(seqs, at_seq)

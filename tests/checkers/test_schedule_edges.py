@@ -1,5 +1,5 @@
-"""Checkers read what was written before an agent destroyed itself, and know how 0.32.0's cancel
-can fail after its delete.
+"""Schedule checkers at the edges: what was written before an agent destroyed itself, a 0.32.0
+cancel that fails after its delete, and what a startup that dies owes.
 
 - A destroy replaces the agent's storage; its journal keeps the turns before and a turn that
   drops the old tables, so a schedule's own retry options (stored in its row before the wipe)
@@ -10,10 +10,13 @@ can fail after its delete.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sim.checkers import alarms, check
 from sim.checkers.storage import replay_journal
+from sim.trace import TraceRecord
 from tests.checkers.agents import scenario_context
 
 S = "ScheduleWorkload/sched"
@@ -74,3 +77,43 @@ def test_a_cancel_whose_rearm_failed_on_0_32_is_a_cancel(monkeypatch: pytest.Mon
     monkeypatch.setattr(alarms, "_cancel_cut_by_a_fault", lambda *args: False)
     (lost,) = check(context, ["schedules_fire"])
     assert "disappeared without firing or being cancelled" in lost.message
+
+
+STARTUP_SCHEDULES = """
+name: startup-schedules
+description: schedules set up in onStart, on 0.32.0, whose re-arms wait for the startup's end
+seed: 0
+sdk: "0.32.0"
+agents:
+  sched:
+    workload: schedules
+    schedules:
+      - {name: s1, after: "5s"}
+steps:
+  - {at: 0s, call: {agent: sched, method: status}}
+"""
+
+
+def test_a_startup_its_incarnation_died_in_owes_no_re_arm() -> None:
+    """0.32.0 holds a startup's re-arms until it ends: the schedule is judged by the slot at the
+    startup's end. When the incarnation dies in the startup instead, nothing is owed (the
+    fallback alarm, or the platform's retry, wakes the agent); when the startup ends but leaves
+    the slot unarmed, the schedule's wake-up is lost."""
+    context = scenario_context(STARTUP_SCHEDULES)
+    (create,) = context.events("schedule:create", S)
+    (done,) = context.events("startup:done", S)
+    assert check(context, ["schedules_armed"]) == []
+
+    def between(r: TraceRecord) -> bool:
+        return r.agent == S and create.seq < r.seq < done.seq + 5 and r.event == "alarm:set"
+
+    records = [r for r in context.records if not between(r)]
+    unarmed = dataclasses.replace(context, records=tuple(records))
+    assert [v.subject for v in check(unarmed, ["schedules_armed"])] == [create.get("id")]
+    died = tuple(
+        dataclasses.replace(r, event="incarnation:end", fields={"reason": "crash"})
+        if r.seq == done.seq
+        else r
+        for r in records
+    )
+    assert check(dataclasses.replace(context, records=died), ["schedules_armed"]) == []
