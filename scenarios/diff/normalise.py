@@ -283,7 +283,19 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
+CHECKER_NOTES = {
+    "workload:run_input": (
+        "the tools workload's note of each dispatch's input, written for a checker "
+        "(`input_preview_derived`) on the port's side only; the preview itself is compared, in "
+        "the started frames and the rows"
+    ),
+}
+"""The port's workload records that only its checkers read, left out on both sides."""
+
+
 def _kept(record_type: str, real: bool) -> bool:
+    if record_type in CHECKER_NOTES:
+        return False
     if record_type.startswith(_OWN_PREFIXES):
         return True
     if real:
