@@ -69,7 +69,17 @@ def flow_scalar(value: Any) -> str:
         return text
     if "\\" in text and "'" not in text and text.isprintable():
         return f"'{text}'"  # a regex reads better single-quoted: backslashes stay as written
-    return json.dumps(text)
+    # JSON escapes a character outside the BMP as a surrogate pair, which YAML reads as two
+    # lone surrogates: such a pair is written as YAML's own 8-digit escape instead.
+    return _SURROGATE_PAIR.sub(_astral_escape, json.dumps(text))
+
+
+_SURROGATE_PAIR = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def _astral_escape(match: re.Match[str]) -> str:
+    high, low = int(match.group(1), 16), int(match.group(2), 16)
+    return f"\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08X}"
 
 
 def flow_mapping(args: Mapping[str, Any]) -> str:

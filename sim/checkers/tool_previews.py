@@ -98,7 +98,7 @@ def input_preview_derived(context: CheckContext) -> list[Violation]:
                     continue
                 run = str(event.get("runId"))
                 shown, want = event.get("inputPreview"), wanted.pop(run)
-                if shown != want:
+                if not _same(shown, want):
                     message = (
                         f"run {run} of {agent} was started with the preview {_cut(shown)}, "
                         f"where its input gives {_cut(want)}"
@@ -110,13 +110,21 @@ def input_preview_derived(context: CheckContext) -> list[Violation]:
                 continue
             stored = row.get("input_preview")
             shown = None if stored is None else json.loads(stored)
-            if shown != final[run]:
+            if not _same(shown, final[run]):
                 message = (
                     f"run {run} of {agent} keeps the preview {_cut(shown)} in its row, where its "
                     f"input gives {_cut(final[run])}"
                 )
                 out.append(Violation("input_preview_derived", agent, run, message, ()))
     return out
+
+
+def _same(shown: Any, want: Any) -> bool:
+    """Equal as JavaScript sees them: strings as UTF-16 code units, so that a character outside
+    the BMP and its two halves held apart are one and the same text."""
+    if isinstance(shown, str) and isinstance(want, str):
+        return _units(shown) == _units(want)
+    return bool(shown == want)
 
 
 def _cut(value: Any) -> str:

@@ -75,3 +75,12 @@ def test_a_preview_cut_by_code_points_is_caught(monkeypatch: pytest.MonkeyPatch)
         assert check(c, ["input_preview_derived"]) != []
 
     fails_with_a_blind_checker(monkeypatch, "input_preview_derived", caught, context)
+
+
+def test_an_emoji_and_its_two_halves_held_apart_are_the_same_preview() -> None:
+    """A string read from a file may hold an emoji as its two surrogates; JavaScript cannot
+    tell the two apart, and neither does the checker."""
+    from sim.checkers.tool_previews import _same
+
+    assert _same("a\U0001f642", "a\ud83d\ude42")
+    assert not _same("a\U0001f642", "a\ud83d")
