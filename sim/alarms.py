@@ -176,7 +176,10 @@ class Alarms:
             record, "alarm:interrupted", attempt=run.attempt, reason=reason
         )
         if reason == "destroyed":
-            return  # the agent deleted itself (storage and alarm): nothing is left to retry
+            # The agent deleted itself (storage and alarm): nothing is left to retry, nor is
+            # an alarm that came due while this handler ran still owed.
+            record.alarm_held_attempt = None
+            return
         self._retry(record, run.attempt)
         self._after_run(record)
 

@@ -341,7 +341,7 @@ def alarm_fires_on_time(context: CheckContext) -> list[Violation]:
     at its time, never before, and a replaced or deleted one never fires.
 
     Following each agent's slot records in order (due instant D = max(at, time of the set);
-    a later `alarm:set` replaces it, `alarm:deleted` clears it):
+    a later `alarm:set` replaces it, `alarm:deleted` or a destroy's `storage:wiped` clears it):
     1. every `alarm:fired {attempt: 0}` at t consumes a slot due at exactly t, or comes in the
        instant a handler run ended while something came due during that run (a due slot, or a
        retry, that found a handler running and waited for it; a slot due in that same instant
@@ -384,9 +384,13 @@ def _follow_slot(context: CheckContext, agent: str) -> list[Violation]:
             retries.remove(due)
             waiting = waiting or running
 
-    for record in context.records_of(agent, *ALARM_EVENTS):
+    for record in context.records_of(agent, *ALARM_EVENTS, "storage:wiped"):
         passed(record.t_ms)
-        if record.event in ("alarm:set", "alarm:deleted"):
+        if record.event == "storage:wiped":
+            # A destroy deletes the alarm with everything else: nothing armed fires after it.
+            slot, waiting = None, False
+            retries.clear()
+        elif record.event in ("alarm:set", "alarm:deleted"):
             if slot is not None and slot[0] == record.t_ms and running:
                 waiting = True  # it may have come due in this instant, before this change
             if record.event == "alarm:set":

@@ -117,3 +117,34 @@ def test_a_startup_its_incarnation_died_in_owes_no_re_arm() -> None:
         for r in records
     )
     assert check(dataclasses.replace(context, records=died), ["schedules_armed"]) == []
+
+
+DESTROYED_MID_ALARM = """
+name: destroyed-mid-alarm
+description: an alarm comes due while a handler runs, and the agent destroys itself then
+seed: 0
+agents:
+  sched:
+    workload: schedules
+    schedules:
+      - {name: s2, every: "1s", runs: 1, backoff: "1ms", max_backoff: "1ms"}
+      - {name: s3, after: "6m51s", fail: 1, fail_as: network, keep_alive: true}
+steps:
+  - {at: 0s, call: {agent: sched, method: status}}
+  - at: 6m51s1ms
+    call: {agent: sched, method: destroy_agent, args: [null, false], may_fail_with: AgentEvicted}
+  - {at: 9m15s, call: {agent: sched, method: status}}
+"""
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_a_destroy_clears_an_alarm_that_came_due_while_its_handler_ran(sdk: str) -> None:
+    """The agent's alarm and everything owed by it go with a destroy: no firing is left over
+    for the handler runs of the agent started afresh (nor does the slot's checker expect the
+    deleted alarm to fire)."""
+    text = DESTROYED_MID_ALARM.replace("seed: 0\n", f'seed: 0\nsdk: "{sdk}"\n')
+    context = scenario_context(text)
+    assert context.events("storage:wiped", agent=S)
+    fired = [r.t_ms for r in context.events("alarm:fired", S) if r.t_ms >= 555_000]
+    assert len(fired) == len(set(fired))  # one firing per instant
+    assert check(context, ["alarm_fires_on_time"]) == []
