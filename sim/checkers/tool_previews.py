@@ -103,7 +103,9 @@ def input_preview_derived(context: CheckContext) -> list[Violation]:
                         f"run {run} of {agent} was started with the preview {_cut(shown)}, "
                         f"where its input gives {_cut(want)}"
                     )
-                    out.append(Violation("input_preview_derived", agent, run, message, (record,)))
+                    out.append(
+                        Violation("input_preview_derived", agent, run, message, (record.seq,))
+                    )
         for row in context.storage.get(agent, {}).get("cf_agent_tool_runs", []):
             run = str(row.get("run_id"))
             if run not in final:
