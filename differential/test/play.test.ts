@@ -398,6 +398,13 @@ class Player {
     }
     const stub = await this.stub(alias);
     if (action.do === "connect") {
+      const open = this.clients.get(action.client as string);
+      if (action.reconnect === true && open) {
+        // A reconnect closes the client's open socket first, as the port's does.
+        this.clients.delete(action.client as string);
+        open.close(1000, "reconnect");
+        await settle();
+      }
       await this.connect(stub, alias, action.client as string);
       return;
     }

@@ -152,11 +152,11 @@ def _run(
     options: dict[str, Any] = {}
     budget = None
     if detached:
-        if draw(st.booleans()):
+        if surface.opens("tools", "max_budget") and draw(st.booleans()):
             budget = draw(aligned(st, [1000, 60_000], 1000, 900_000))
             options["max_budget"] = format_duration(budget)
             uses.append(Use(api, "detached.max_budget", alias, "hook:on_agent_tool_finish"))
-        if draw(st.booleans()):
+        if surface.opens("tools", "no_progress_budget") and draw(st.booleans()):
             options["no_progress_budget"] = format_duration(
                 draw(aligned(st, [1000, 60_000], 1000, 600_000))
             )
@@ -168,7 +168,7 @@ def _run(
             if draw(st.booleans()):
                 options["on_finish_work"] = format_duration(draw(aligned(st, [60_000], 0, 120_000)))
                 uses.append(Use("on_finish", "works", alias, "workload:on_finish"))
-            if draw(st.booleans()):
+            if surface.opens("tools", "on_finish_fails") and draw(st.booleans()):
                 options["on_finish_fails"] = draw(st.integers(1, 2))
                 uses.append(Use("on_finish", "raises", alias, "workload:on_finish_failed"))
         if host != "agent" and draw(st.integers(0, 2)) == 0:

@@ -229,3 +229,29 @@ def test_a_timed_unawaited_call_asks_for_the_alarms_pending_work_left(tmp_path: 
         ("start", False),
         ("cancel", True),
     ]
+
+
+CHAT_CUT = """
+name: chat-cut
+description: a chat turn asked of an AIChatAgent-like host, then the host is evicted
+seed: 1
+agents:
+  assistant: {workload: chat, host: chat}
+model:
+  default: {text: "one two three", chunks: 3, delay: "1ms"}
+steps:
+  - {at: 1s, call: {agent: assistant, method: say, args: ["q"], wait: false}}
+  - {at: 2s, evict: {agent: assistant, reason: idle}}
+"""
+
+
+def test_a_chat_turn_cut_by_an_eviction_is_refused_with_its_reason() -> None:
+    """The real side's chat host recovers a turn cut mid-stream from batched chunks (T11),
+    which the port does not model: such a plan is refused, and one without the cut is not."""
+    from scenarios.diff.plan import CHAT_TURN_CUT_WHY, compile_plan
+    from scenarios.language.loader import parse_scenario
+
+    cut = compile_plan(parse_scenario(CHAT_CUT, "chat-cut.yaml")).skip
+    assert cut is not None and cut.why == CHAT_TURN_CUT_WHY
+    whole = CHAT_CUT.replace("  - {at: 2s, evict: {agent: assistant, reason: idle}}\n", "")
+    assert compile_plan(parse_scenario(whole, "chat-whole.yaml")).skip is None
