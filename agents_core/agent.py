@@ -635,9 +635,9 @@ class Agent:
 
     async def _check_facet_run_fibers(self) -> None:
         await self._facets._check_facet_run_fibers()
-        owners = dict.fromkeys(t.rsplit(":", 1)[0] for t in self._keep_alive.facet_tokens)
+        owners = self._keep_alive.facet_lease_owners()
         if owners:  # in the background: the alarm itself ends as it did
-            self.host.tasks.wait_until(self._facets._check_facet_lease_holders(list(owners)))
+            self.host.tasks.wait_until(self._facets._check_facet_lease_holders(owners))
 
     async def _cf_resolve_lease_holder(self, steps: list[dict[str, str]]) -> None:
         await self._facets._cf_resolve_lease_holder(steps)

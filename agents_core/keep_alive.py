@@ -167,6 +167,10 @@ class KeepAlive:
         self.refs = max(0, self.refs - 1)
         await self._lifecycle.host_work_changed()
 
+    def facet_lease_owners(self) -> list[str]:
+        """On the root: the owner keys of the sub-agents it holds leases for, in lease order."""
+        return list(dict.fromkeys(_owner_of(token) for token in self.facet_tokens))
+
     def release_facet_leases_under(self, prefix_key: str, exact: bool = False) -> int:
         """Drop the keepAlive leases held for facets at or below `prefix_key`. Their work died
         with them and their disposers will never run, so without this the root's heartbeat
@@ -174,10 +178,15 @@ class KeepAlive:
         leases, not those of facets below it. Returns how many were dropped."""
         released = 0
         for token in list(self.facet_tokens):
-            owner_key = token.rsplit(":", 1)[0]  # tokens are "<owner key>:<nanoid(9)>"
+            owner_key = _owner_of(token)
             below = not exact and owner_key.startswith(prefix_key + "/")
             if owner_key == prefix_key or below:
                 del self.facet_tokens[token]
                 released += 1
         self.refs = max(0, self.refs - released)
         return released
+
+
+def _owner_of(token: str) -> str:
+    """The owner key of a facet lease token: tokens are "<owner key>:<nanoid(9)>"."""
+    return token.rsplit(":", 1)[0]

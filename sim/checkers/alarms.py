@@ -141,7 +141,7 @@ def _cancel_cut_by_a_fault(context: CheckContext, made: TraceRecord, schedule_id
     Such a row, deleted at an instant a storage fault hit the agent holding it, was cancelled."""
     if context.release not in SCHEDULES_ON_JOBS:
         return False  # 0.21.0 emits before it deletes
-    holder = "/".join(made.agent.split("/")[:2])  # a facet's schedules live on its root
+    holder = context.root_of(made.agent)  # a facet's schedules live on its root
     faults = {r.t_ms for r in context.events("fault:storage_error", agent=holder)}
     return any(t in faults for t in deletion_instants(context, holder, schedule_id))
 
