@@ -282,8 +282,8 @@ FACET_BUGS = (
         "agents_core/keep_alive.py",
         (
             fix(
-                'owner_key = token.rsplit(":", 1)[0]',
-                'owner_key = token.split(":", 1)[0]',
+                'return token.rsplit(":", 1)[0]',
+                'return token.split(":", 1)[0]',
             ),
         ),
         "splits the lease token at its first colon, though owner keys contain colons",
