@@ -38,6 +38,8 @@ def real_side() -> Surface:
         chat_hosts=tuple(h for h in FULL.chat_hosts if h in PLAYED_HOSTS["chat"]),
         profiles=profiles,
         storage_rates=faults_skip(rates) is None,
+        # The plan compiler plays no `arm_storage_fault` step (`_step_action`: not played).
+        aimed_storage=False,
         closed=frozenset(
             [f"{kind}.{name}" for kind, names in UNPLAYED_CALLS.items() for name in names]
             + [f"{kind}.{name}" for kind, fields in UNPLAYED_FIELDS.items() for name, _ in fields]

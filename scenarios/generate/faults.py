@@ -4,11 +4,17 @@ The drawing is `scenarios.hunt.fault_draws` (what fuzz and `sim.strategies` use)
 over the fault kinds, then one to `MAX_FAULTS` evictions (of a root, or of a tools parent's
 child by its run id), deploys, client reconnects and repeats of the workload's own calls, at
 times drawn over the run's horizon. Their times are drawn by `aligned` as well, so a deploy can
-land on a fiber's step end or a schedule's instant exactly. A generated scenario has no base run
-to aim storage faults at statements it executed, so storage faults come from the `faults:`
-profile instead (`flaky-storage`, `hostile` or explicit rates): a statement anywhere may fail or
-crash. With `agentsim generate --upgrade`, a drawn deploy may also bring a newer SDK release
-than the run's (`deploy: {sdk: ...}`).
+land on a fiber's step end or a schedule's instant exactly. With `agentsim generate --upgrade`,
+a drawn deploy may also bring a newer SDK release than the run's (`deploy: {sdk: ...}`).
+
+Storage faults come two ways. The `faults:` profile (`flaky-storage`, `hostile` or explicit
+rates) fails or crashes a statement anywhere, at random. And a drawn `arm_storage_fault` aims
+at one kind of statement: a generated scenario has no base run whose statements a fault could be
+aimed at (as fuzz aims them), so it names a verb and one of the SDK's tables the scenario's
+areas use (`TABLES`), the (skip+1)-th such statement from a drawn time on, on a drawn agent or
+child, failing it, crashing before it, or (a write) crashing after its turn commits. That is
+how a write that fails after an accept, a read that fails while the alarm is re-armed, or a
+delete that fails half-way through a clean-up is reached at all.
 """
 
 from __future__ import annotations
@@ -19,13 +25,86 @@ from typing import Any
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import TimedStep
 from scenarios.generate.surface import FULL, Surface
-from scenarios.hunt.fault_draws import UPGRADE, Fault, fault_options, schedules, times
+from scenarios.hunt.fault_draws import (
+    STORAGE_FAULTS,
+    UPGRADE,
+    Fault,
+    fault_options,
+    schedules,
+    times,
+)
 
-__all__ = ["FAULT_NOTE", "MAX_FAULTS", "PROFILES", "fault_steps", "profiles"]
+__all__ = [
+    "FAULT_NOTE",
+    "MAX_FAULTS",
+    "PROFILES",
+    "TABLES",
+    "fault_steps",
+    "profiles",
+    "statement_patterns",
+]
 
 MAX_FAULTS = 3
 FAULT_NOTE = "a platform fault drawn beside the workload"
 PROFILES = ("none", "platform", "flaky-storage", "hostile")
+
+
+TABLES: dict[str, tuple[str, ...]] = {
+    "all": ("cf_agents_state", "cf_agents_schedules", "cf_agents_jobs"),
+    "schedules": ("cf_agents_sub_agents", "cf_agents_fibers", "cf_agents_runs"),
+    "fibers": ("cf_agents_fibers", "cf_agents_runs", "cf_agents_mcp_servers"),
+    "tools": (
+        "cf_agent_tool_runs",
+        "cf_agent_tool_child_runs",
+        "cf_agent_tool_milestones",
+        "cf_agents_sub_agents",
+        "cf_agents_facet_runs",
+        "cf_ai_chat_stream_chunks",
+        "cf_think_submissions",
+    ),
+    "chat": (
+        "cf_ai_chat_agent_messages",
+        "cf_ai_chat_stream_chunks",
+        "cf_ai_chat_stream_metadata",
+        "cf_think_submissions",
+        "cf_agents_runs",
+    ),
+}
+"""The SDK's tables an area's agents read and write (both releases': `cf_agents_jobs` is
+0.32.0's, `cf_agents_schedules` 0.21.0's), and those every agent has ("all"): the state, and
+the rows its alarm is armed from."""
+VERBS = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+
+def statement_patterns(areas: Sequence[str]) -> list[tuple[str, bool]]:
+    """(pattern, is a write) for each verb on each table of `areas` (and the common ones): the
+    `match:` of an aimed storage fault, anchored at the statement's start as the hunts' shapes
+    are (`^UPDATE cf_agents_fibers\\b`, `^SELECT .* FROM cf_agents_jobs\\b`)."""
+    tables = list(dict.fromkeys(t for area in ("all", *areas) for t in TABLES.get(area, ())))
+    heads = {
+        "SELECT": "^SELECT .*FROM {}\\b",
+        "INSERT": "^INSERT (OR [A-Z]+ )?INTO {}\\b",
+        "UPDATE": "^UPDATE {}\\b",
+        "DELETE": "^DELETE FROM {}\\b",
+    }
+    return [(heads[verb].format(table), verb != "SELECT") for table in tables for verb in VERBS]
+
+
+def _aimed(st: Any, at: Any, targets: Sequence[str], areas: Sequence[str], how: str) -> Any:
+    """An `arm_storage_fault` at a drawn time on a drawn target: the (skip+1)-th statement of a
+    drawn verb and table fails or crashes (`how`; after its commit only for a write)."""
+    patterns = [p for p, write in statement_patterns(areas) if write or how != "crash-after-commit"]
+    return st.builds(
+        lambda at_ms, target, pattern, skip: Fault(
+            at_ms,
+            "arm_storage_fault",
+            (("agent", target), ("kind", how), ("match", pattern), ("skip", skip)),
+        ),
+        at,
+        st.sampled_from(list(targets)),
+        st.sampled_from(patterns),
+        st.integers(0, 5),
+    )
 
 
 def _repeat(at_ms: int, step: TimedStep) -> Fault:
@@ -46,10 +125,14 @@ def fault_steps(
     periods: Sequence[int],
     seed: int,
     upgrades: Sequence[str] = (),
+    areas: Sequence[str] = (),
+    aimed: bool = True,
 ) -> Any:
     """A strategy of (seed, [TimedStep]): the run's seed and the drawn fault steps. `upgrades`:
     the newer releases a drawn deploy may bring (`generate --upgrade`; none: no upgrade is
-    drawn, and a seed draws what it drew before upgrades existed)."""
+    drawn, and a seed draws what it drew before upgrades existed). `areas`: the scenario's,
+    whose tables an aimed storage fault may name; `aimed`: whether one may be drawn at all
+    (the real side plays no storage fault)."""
     at = st.one_of(times(st, horizon_ms), aligned(st, periods, 0, horizon_ms))
     kinds = ("evict", "deploy", "reconnect", "repeat", *((UPGRADE,) if upgrades else ()))
     options = fault_options(
@@ -63,6 +146,9 @@ def fault_steps(
         repeat=_repeat,
         upgrades=upgrades,
     )
+    if aimed:
+        for how in STORAGE_FAULTS:
+            options[f"storage:{how}"] = _aimed(st, at, [*agents, *children], areas, how)
     drawn = schedules(st, options, max_steps=MAX_FAULTS, base_seed=seed)
     return st.one_of(st.just((seed, [])), drawn.map(_as_steps))
 

@@ -96,6 +96,8 @@ def scenarios(
                 periods=periods,
                 seed=seed,
                 upgrades=upgrades,
+                areas=chosen,
+                aimed=surface.aimed_storage,
             )
         )
         steps, numbers = _merged(workload, faults)

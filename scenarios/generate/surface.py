@@ -28,6 +28,8 @@ class Surface:
     """Named `faults:` profiles besides `none` (which is always open)."""
     storage_rates: bool = True
     """Whether a `faults:` profile of drawn storage-error and crash rates may be drawn."""
+    aimed_storage: bool = True
+    """Whether an `arm_storage_fault` step aimed at a verb and table may be drawn."""
     closed: frozenset[str] = frozenset()
     """`workload.name` of the workload methods and plan fields a draw may not use (a call of
     `fibers.forget`, a `schedules.backoff_ms`)."""

@@ -30,6 +30,7 @@ def test_the_real_side_surface_is_read_from_the_plan_compiler() -> None:
     assert set(REAL_SIDE.tool_children) <= set(PLAYED_CHILDREN)
     assert REAL_SIDE.profiles == ("platform",)
     assert not REAL_SIDE.storage_rates
+    assert not REAL_SIDE.aimed_storage
     assert REAL_SIDE.timed_models
 
 

@@ -47,7 +47,8 @@ def test_every_drawn_scenario_loads_and_its_pairs_are_in_the_catalogue(generated
     scenario = parse_scenario(generated.text(), "generated.yaml")
     assert [spec.alias for spec in scenario.agents] == list(generated.agents)
     for number in generated.fault_numbers:
-        assert scenario.steps[number - 1].kind in ("evict", "deploy", "reconnect", "call")
+        kinds = ("evict", "deploy", "reconnect", "call", "arm_storage_fault")
+        assert scenario.steps[number - 1].kind in kinds
     listed = {pair for pairs in CATALOGUE.values() for pair in pairs}
     assert {use.pair for use in generated.uses} <= listed
 
