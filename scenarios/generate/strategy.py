@@ -83,6 +83,13 @@ def scenarios(
             if agent.get("workload") == "tools"
             for run in agent["runs"]
         ]
+        # A schedules agent's sub-agents by their paths (a class-prefixed name has none).
+        children += [
+            f"{alias}/{name}"
+            for alias, agent in agents.items()
+            for name in agent.get("sub_agents", ())
+            if ":" not in name
+        ]
         periods = sorted({s.at_ms for s in workload if s.at_ms > 0})
         seed = draw(st.integers(0, 2**16))
         seed, faults = draw(

@@ -6,7 +6,8 @@ a flaky or slow `on_finish`, `notify` and narrated milestones on a chat host; ch
 report progress, milestones, text and streams of UI message chunks of every kind (text,
 reasoning, tool calls and their outcomes, data parts by id, step boundaries, sources), sleep,
 finish with an error, hang until a budget gives
-up on them, or stay silent after a restart (`resume: false`); a cap on concurrent runs.
+up on them, or stay silent after a restart (`resume: false`), and carry a brief in their input
+that puts its JSON at the preview's limit exactly or beside it; a cap on concurrent runs.
 Runs are dispatched, dispatched again under the same run id (a re-issue) and cancelled, at
 times drawn to land on a child's sleep or a budget exactly, a millisecond either side, or
 anywhere.
@@ -14,6 +15,7 @@ anywhere.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from scenarios.generate.durations import aligned
@@ -105,6 +107,33 @@ def _stream(st: Any, draw: Any) -> tuple[list[dict[str, Any]], str]:
     return chunks, kind
 
 
+BRIEFS = ("summarize the spec", "b" * 480)
+"""A scripted run's brief when its steps make the input's length hard to aim: short, or long
+enough that steps push it past the preview's limit."""
+
+
+def _brief(st: Any, draw: Any, run: dict[str, Any]) -> str:
+    """A brief for a scripted run's input. For a run without steps, whose input's JSON is
+    `{"steps":[],"resume":...,"brief":...}`, one that makes that JSON a character short of the
+    preview's 500-character limit (agent-tools §2.3), exactly at it, or one past it, in plain
+    letters or ending in an emoji's two UTF-16 halves."""
+    if "steps" in run:
+        return str(draw(st.sampled_from(BRIEFS)))
+    target = draw(st.sampled_from((499, 500, 501)))
+    room = target - _input_length({**run, "brief": ""})
+    if draw(st.booleans()):
+        return "b" * (room - 2) + "\U0001f642"
+    return "b" * room
+
+
+def _input_length(run: dict[str, Any]) -> int:
+    """The length in UTF-16 units of a step-less scripted run's input as JSON.stringify writes
+    it (no spaces; this is only asked of inputs without numbers)."""
+    value = {"steps": [], "resume": run.get("resume", True), "brief": run.get("brief", "")}
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-16-le")) // 2
+
+
 def _script(st: Any, draw: Any, hang: bool) -> tuple[list[dict[str, Any]], int, list[str]]:
     """A scripted child's steps, their total sleep and the kinds used."""
     steps: list[dict[str, Any]] = []
@@ -185,6 +214,10 @@ def _run(
         if not draw(st.integers(0, 3)):
             run["resume"] = False
             uses.append(Use("child", "resume: false", alias, "agent_tool:recovery:row"))
+        if surface.opens("tools", "brief") and not draw(st.integers(0, 2)):
+            run["brief"] = _brief(st, draw, run)
+            if "steps" not in run and _input_length(run) >= 499:
+                uses.append(Use(api, "input at the preview's limit", alias, "connection:frame"))
     else:
         run["input"] = draw(st.sampled_from(INPUTS))
         if len(run["input"]) > 100:

@@ -188,6 +188,7 @@ RUN = Shape(
         "steps": Seq(CHILD_STEP, doc="A scripted child's script."),
         "input": Text(doc="A think or chat child's user message (default 'go')."),
         "resume": Flag(doc="A scripted child resumes its script after a restart (default)."),
+        "brief": Text(doc="A scripted child's input carries it beside its script, as `brief`."),
     },
     required=("run_id",),
 )
@@ -573,13 +574,13 @@ def _tools(spec: Fields) -> type:
             )
         child = run.get("child")
         scripted = child == "scripted"
-        for key in ("steps", "resume") if not scripted else ("input",):
+        for key in ("steps", "resume", "brief") if not scripted else ("input",):
             if key in run:
                 run.fail(
                     key,
                     f"{key}: {show(plain(run.raw(key)))} for a {child} child",
-                    "a scripted child plays steps (and may resume them); a think or chat child "
-                    "answers its input: from the model",
+                    "a scripted child plays steps (and may resume them, and carry a brief); a "
+                    "think or chat child answers its input: from the model",
                 )
         plans.append(
             RunPlan(
@@ -589,6 +590,7 @@ def _tools(spec: Fields) -> type:
                 steps=tuple(_child_steps(run)) if scripted else (),
                 input=run.get("input") or "go",
                 resume=True if run.get("resume") is None else run.get("resume"),
+                brief=run.get("brief"),
             )
         )
     return tools_workload(plans, host=host, start=spec.get("start"))

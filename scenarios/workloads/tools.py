@@ -107,10 +107,13 @@ class RunPlan:
     """A chat child's user message."""
     resume: bool = True
     """Whether a scripted child picks its script up again after a restart."""
+    brief: str | None = None
+    """A scripted child's input carries it beside its script (a field of the user's own)."""
 
     def child_input(self) -> Any:
         if self.child == "scripted":
-            return {"steps": [list(step) for step in self.steps], "resume": self.resume}
+            script = {"steps": [list(step) for step in self.steps], "resume": self.resume}
+            return script if self.brief is None else {**script, "brief": self.brief}
         return self.input
 
 

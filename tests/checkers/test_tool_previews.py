@@ -84,3 +84,41 @@ def test_an_emoji_and_its_two_halves_held_apart_are_the_same_preview() -> None:
 
     assert _same("a\U0001f642", "a\ud83d\ude42")
     assert not _same("a\U0001f642", "a\ud83d")
+
+
+def _brief_of(length: int) -> str:
+    """A brief that makes a step-less scripted run's input JSON `length` characters long."""
+    return "b" * (length - len('{"steps":[],"resume":true,"brief":""}'))
+
+
+@pytest.mark.parametrize("length", [499, 500, 501])
+def test_a_brief_puts_a_scripted_input_at_the_limit_and_the_preview_cuts_only_past_it(
+    length: int,
+) -> None:
+    """A scripted run's `brief:` rides in its input; an input whose JSON is 500 characters is
+    previewed whole, one of 501 is cut to 497 and '...'."""
+    story = f"""
+name: brief
+description: a scripted child's input at the preview's limit
+seed: 1
+agents:
+  parent:
+    workload: tools
+    runs: [{{run_id: r1, brief: {_brief_of(length)}}}]
+clients:
+  browser: {{agent: parent}}
+steps:
+  - connect: {{client: browser}}
+  - call: {{agent: parent, method: dispatch}}
+"""
+    context = scenario_context(story)
+    whole = json.dumps({"steps": [], "resume": True, "brief": _brief_of(length)})
+    whole = whole.replace(", ", ",").replace(": ", ":")
+    assert len(whole) == length
+    (preview,) = [
+        r.get("frame")["event"].get("inputPreview")
+        for r in context.events("connection:frame", agent=P)
+        if r.get("frame", {}).get("event", {}).get("kind") == "started"
+    ]
+    assert preview == (whole if length <= 500 else whole[:497] + "...")
+    assert check(context, ["input_preview_derived"]) == []

@@ -174,3 +174,12 @@ def test_two_files_of_one_name_play_apart(tmp_path: Path) -> None:
     verdicts, refused = diff_scenarios([str(first), str(second)], repeat=1)
     assert not refused
     assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)
+
+
+def test_a_scripted_input_s_preview_at_the_limit_agrees_with_the_sdk() -> None:
+    """Scripted children whose inputs carry a brief (`brief:`), making the input's JSON exactly
+    500 characters, 501 ending in an emoji, and short with a whole float: the SDK's previews
+    (whole, cut to 497 and '...' mid-emoji, the float written as an integer) are the port's."""
+    path = STORIES / "scripted-inputs-at-the-preview-limit.yaml"
+    verdicts, _refused = diff_scenarios([str(path)], repeat=1)
+    assert [v.word for v in verdicts] == ["AGREE"], verdicts[0].text()

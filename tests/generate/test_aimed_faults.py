@@ -67,11 +67,19 @@ def test_only_the_tables_of_the_areas_drawn_are_named() -> None:
 def test_an_aimed_fault_names_an_agent_of_its_scenario_and_a_table_of_its_areas(
     generated,
 ) -> None:
-    targets = set(generated.agents) | {
-        f"{alias}/{run['run_id']}"
-        for alias, agent in generated.agents.items()
-        for run in agent.get("runs", ())
-    }
+    targets = (
+        set(generated.agents)
+        | {
+            f"{alias}/{run['run_id']}"
+            for alias, agent in generated.agents.items()
+            for run in agent.get("runs", ())
+        }
+        | {
+            f"{alias}/{name}"
+            for alias, agent in generated.agents.items()
+            for name in agent.get("sub_agents", ())
+        }
+    )
     patterns = dict(statement_patterns(generated.areas))
     for fault in _aimed(generated):
         assert fault["agent"] in targets

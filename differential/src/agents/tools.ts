@@ -29,9 +29,18 @@ interface RunPlan {
   steps: Json[][];
   input: string;
   resume: boolean;
+  brief?: string | null;
 }
 
 const ON_FINISH_METHOD = "workload_on_finish";
+
+/** A scripted child's input: its script, and the run's brief when it has one (key order as
+ * the port's, so that both previews of the input's JSON are one text). */
+function scriptedInput(plan: RunPlan): Json {
+  const script: { [key: string]: Json } = { steps: plan.steps, resume: plan.resume };
+  if (plan.brief !== undefined && plan.brief !== null) script.brief = plan.brief;
+  return script;
+}
 
 const PARENT_DDL = [
   "CREATE TABLE IF NOT EXISTS workload_dispatched (run_id TEXT PRIMARY KEY, at_ms INTEGER)",
@@ -107,8 +116,7 @@ export function toolsParent<TBase extends ParentBase>(Base: TBase) {
         plan.run_id,
         now()
       );
-      const input =
-        plan.child === "scripted" ? { steps: plan.steps, resume: plan.resume } : (plan.input as Json);
+      const input = plan.child === "scripted" ? scriptedInput(plan) : (plan.input as Json);
       const child = plan.child === "chat" ? ChatToolChild : ScriptedToolChild;
       const result = await this.runAgentTool(child as never, {
         input,
