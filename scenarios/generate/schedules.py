@@ -215,8 +215,16 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
                 uses.append(Use("list_schedules", "time_range", alias, "workload:listed"))
         if draw(st.booleans()):
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
-            steps.append(TimedStep(at, "request", {"agent": alias, "method": "GET", "path": "/"}))
-            uses.append(Use("on_request", "GET", alias, "request"))
+            # A request is a startup trigger: when a fault cut the agent's first startup short
+            # (a deploy in its warmup), this one may be the startup that sets the schedules up,
+            # and the run is given the time they need from it (or it is not sent).
+            done = _all_done_by(entries, at) if setup == "on_start" else horizon
+            if done is not None:
+                horizon = max(horizon, done)
+                steps.append(
+                    TimedStep(at, "request", {"agent": alias, "method": "GET", "path": "/"})
+                )
+                uses.append(Use("on_request", "GET", alias, "request"))
         if surface.opens("schedules", "destroy_agent") and draw(st.integers(0, 5)) == 0:
             # The agent destroys itself (its rows, its alarm, its sub-agents), at once or by
             # its next alarm; a later call starts it afresh, and its startup may set up again.
