@@ -440,9 +440,11 @@ def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
     """Seed, keepAlive — while any keepAlive lease is held, the alarm fires every
     `keep_alive_interval_ms` (30 s by default) and keeps the agent from idling out.
 
-    For every top-level agent and its own leases (`keep_alive:acquire` / `keep_alive:release`
-    records on the agent; a sub-agent's leases are counted on its root and not followed here):
-    from the moment its first lease of a held period is acquired, and from the end of every
+    For every top-level agent, over its own leases (`keep_alive:acquire` / `keep_alive:release`
+    records on the agent) and its sub-agents' (the seed's sub-agent section: a sub-agent's
+    keepAlive is a lease on its root, whose alarm is the heartbeat; such a lease ends with its
+    release, the sub-agent's incarnation, or its deletion): from the moment its first lease of a
+    held period is acquired, and from the end of every
     alarm run that ends `done` while a lease is held, an `alarm:fired` comes within the
     interval — unless every lease was released, or the incarnation died, first. An `alarm:set`
     outside a run while a lease is held starts the wait anew (the SDK computes the alarm afresh
@@ -457,9 +459,14 @@ def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
     return out
 
 
+def _holder(root: str, lease: TraceRecord) -> str:
+    """Who held a lease, as a violation names it: the root, or its sub-agent."""
+    return root if lease.agent == root else f"{root}'s sub-agent {lease.agent}"
+
+
 def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violation]:
     out: list[Violation] = []
-    held: dict[tuple[int, Any], TraceRecord] = {}
+    held: dict[tuple[str, int, Any], TraceRecord] = {}
     since: TraceRecord | None = None  # what started the current wait for a heartbeat
     running = False
 
@@ -473,8 +480,9 @@ def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violati
                 "keep_alive_heartbeat",
                 agent,
                 str(lease.get("holder")),
-                f"{agent} held keepAlive lease {lease.get('lease')} ({lease.get('holder')}) but "
-                f"its alarm did not fire between {format_sim_time(since.t_ms)} and "
+                f"{_holder(agent, lease)} held keepAlive lease {lease.get('lease')} "
+                f"({lease.get('holder')}) but {agent}'s alarm did not fire between "
+                f"{format_sim_time(since.t_ms)} and "
                 f"{format_sim_time(since.t_ms + interval)} (every {interval} ms while a lease "
                 "is held)",
                 (since.seq,),
@@ -483,8 +491,35 @@ def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violati
         since = None
 
     events = ("keep_alive:acquire", "keep_alive:release", "incarnation:end", "alarm:fired")
-    for record in context.records_of(agent, *events, "alarm:set", *RUN_ENDS):
+    records = context.records_of(agent, *events, "alarm:set", *RUN_ENDS)
+    below = [a for a in context.agents() if a.startswith(agent + "/")]
+    for sub in below:
+        records += context.records_of(sub, "keep_alive:acquire", "keep_alive:release")
+        records += context.records_of(sub, "incarnation:end", "facet:deleted")
+    for record in sorted(records, key=lambda r: r.seq):
         late(record.t_ms)
+        if record.agent != agent:
+            # A sub-agent's lease: held from its acquire to its release, or until the
+            # sub-agent's incarnation ends or the sub-agent (or one above it) is deleted.
+            key = (record.agent, record.inc, record.get("lease"))
+            if record.event == "keep_alive:acquire":
+                if not held:
+                    since = record
+                held[key] = record
+            elif record.event == "keep_alive:release":
+                held.pop(key, None)
+            elif record.event == "incarnation:end":
+                held = {k: v for k, v in held.items() if k[:2] != (record.agent, record.inc)}
+            else:
+                gone = record.agent
+                held = {
+                    k: v
+                    for k, v in held.items()
+                    if not (k[0] == gone or str(k[0]).startswith(gone + "/"))
+                }
+            if not held:
+                since = None
+            continue
         if record.event == "alarm:set":
             # Fibers §3.2: the alarm is computed afresh with the candidate now + interval while
             # a lease is held, so a reschedule between runs slides the heartbeat.
@@ -494,11 +529,13 @@ def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violati
         if record.event == "keep_alive:acquire":
             if not held:
                 since = record
-            held[(record.inc, record.get("lease"))] = record
+            held[(agent, record.inc, record.get("lease"))] = record
         elif record.event == "keep_alive:release":
-            held.pop((record.inc, record.get("lease")), None)
+            held.pop((agent, record.inc, record.get("lease")), None)
         elif record.event == "incarnation:end":
-            held = {key: lease for key, lease in held.items() if key[0] != record.inc}
+            # A root's death takes its sub-agents and their leases with it.
+            held = {key: lease for key, lease in held.items() if key[0] == agent}
+            held = {key: lease for key, lease in held.items() if key[1] != record.inc}
         elif record.event == "alarm:fired":
             running, since = True, None
         else:

@@ -303,8 +303,8 @@ def test_a_held_lease_heartbeats_every_interval() -> None:
     dropped = without(context, lambda r: r.event.startswith("alarm:") and r.t_ms == 6_000)
     (release,) = dropped.events("keep_alive:release", "Worker/w")
     assert messages(dropped, "keep_alive_heartbeat") == [
-        f"Worker/w held keepAlive lease 1 ({release.get('holder')}) but its alarm did not fire "
-        "between 00:00:04.000 and 00:00:06.000 (every 2000 ms while a lease is held)"
+        f"Worker/w held keepAlive lease 1 ({release.get('holder')}) but Worker/w's alarm did not "
+        "fire between 00:00:04.000 and 00:00:06.000 (every 2000 ms while a lease is held)"
     ]
     # Released at 5 s, before the heartbeat was due, the lease asked for nothing more.
     done = [r for r in dropped.events("alarm:done", "Worker/w") if r.t_ms == 4_000][0]
@@ -337,6 +337,43 @@ def test_a_reschedule_while_a_lease_is_held_slides_the_heartbeat() -> None:
 
     assert messages(heartbeat(80_000), "keep_alive_heartbeat") == []
     assert messages(heartbeat(90_000), "keep_alive_heartbeat") == [
-        "Counter/counter held keepAlive lease 1 (keep_alive) but its alarm did not fire between "
-        "00:00:50.000 and 00:01:20.000 (every 30000 ms while a lease is held)"
+        "Counter/counter held keepAlive lease 1 (keep_alive) but Counter/counter's alarm did not "
+        "fire between 00:00:50.000 and 00:01:20.000 (every 30000 ms while a lease is held)"
     ]
+
+
+SIBLINGS = """
+    name: lease-siblings-tools
+    description: a finished run is cleared while its sibling, whose id it prefixes, still sleeps
+    seed: 1
+    agents:
+      parent:
+        workload: tools
+        runs:
+          - {run_id: task-1, detached: true}
+          - {run_id: task-10, detached: true, steps: [{sleep: 10m}, {finish: completed}]}
+    steps:
+      - call: {agent: parent, method: dispatch}
+      - at: 1m
+        call: {agent: parent, method: clear, args: [completed]}
+"""
+
+
+def test_a_sub_agent_s_lease_keeps_its_root_s_heartbeat_going() -> None:
+    """A child's keepAlive is a lease on its root: the root's alarm fires every interval while
+    the child holds it (here a 10-minute sleep), and a root whose heartbeat stops after a
+    sibling's clear (leases matched by a bare prefix of the owner key) is named with the child
+    that held the lease. Once the child's incarnation ends, its lease asks nothing more."""
+    context = scenario_context(SIBLINGS)
+    root, child = "ToolsWorkload/parent", "ToolsWorkload/parent/ScriptedToolChild/task-10"
+    assert context.events("keep_alive:acquire", child)
+    assert messages(context, "keep_alive_heartbeat") == []
+    quiet = without(
+        context, lambda r: r.agent == root and r.event.startswith("alarm:") and r.t_ms > 60_000
+    )
+    found = messages(quiet, "keep_alive_heartbeat")
+    assert found and found[0].startswith(f"{root}'s sub-agent {child} held keepAlive lease 1")
+    clear = next(r for r in quiet.events("rpc", root) if r.get("method") == "clear")
+    end = record(0, 60_000, child, 1, "incarnation:end", reason="crash")
+    ended = with_record(quiet, clear.seq, end)
+    assert messages(ended, "keep_alive_heartbeat") == []
