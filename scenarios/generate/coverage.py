@@ -96,6 +96,10 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "list_fibers status",
         "list_fibers name",
         "list_fibers limit",
+        "keep_alive by hand",
+        "keep_alive nested",
+        "keep_alive_while raises",
+        "keep_alive disposer called twice",
     ),
     "tools": (
         "run_agent_tool awaited",

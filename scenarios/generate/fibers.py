@@ -3,8 +3,10 @@
 `run_fiber` and `start_fiber` (managed) fibers, with and without idempotency keys, that stash
 or not, fail at a drawn step, are cancelled by a call or by a deadline, and are recovered by
 `resume`, `drop` or `throw` (per agent or per fiber); a keepAlive heartbeat and the recovery's
-maximum age are tuned. Starts are called again (duplicate starts), and cancels and deadlines
-are drawn to land on a step's end exactly, a millisecond either side, or anywhere.
+maximum age are tuned; keepAlive leases are also taken by hand (`hold`), nested, around work
+that may raise, their disposers called once or twice. Starts are called again (duplicate
+starts), and cancels and deadlines are drawn to land on a step's end exactly, a millisecond
+either side, or anywhere.
 """
 
 from __future__ import annotations
@@ -171,6 +173,22 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "start_waiting", fiber["name"]))
             uses.append(Use("start_fiber", "wait_for_completion", alias, "workload:waited"))
+        held = surface.opens("fibers", "hold")
+        for _ in range(draw(st.integers(0, 2)) if held else 0):
+            # keepAlive taken by hand, outside any fiber: nested leases, a work that ends on a
+            # heartbeat exactly or beside it, that may raise, disposers called twice.
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            ms = draw(aligned(st, [heartbeat], 0, 4 * heartbeat))
+            depth, fail, twice = draw(st.integers(1, 3)), draw(st.booleans()), draw(st.booleans())
+            steps.append(call(at, alias, "hold", ms, depth, fail, twice))
+            uses.append(Use("keep_alive", "by hand", alias, "workload:held"))
+            if depth > 1:
+                uses.append(Use("keep_alive", "nested", alias, "workload:held"))
+            if fail:
+                uses.append(Use("keep_alive_while", "raises", alias, "workload:held"))
+            if twice:
+                uses.append(Use("keep_alive", "disposer called twice", alias, "workload:held"))
+            horizon = max(horizon, at + ms)
         if surface.opens("fibers", "connect_mcp") and draw(st.booleans()):
             # MCP servers come and go by calls; startup restores them before recovery (F-65).
             added = draw(st.lists(st.sampled_from(MCP_SERVERS), min_size=1, max_size=2))

@@ -106,6 +106,10 @@ def _stashed_step(snapshot: Any) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
+class WorkloadHoldFailed(RuntimeError):
+    """The work a `hold` call does under its leases, scripted to fail."""
+
+
 class FiberWorkload(Agent):
     """Runs `fibers` (class attribute, built from the scenario) and recovers them."""
 
@@ -173,6 +177,30 @@ class FiberWorkload(Agent):
             status=result.status,
         )
         return str(result.status)
+
+    async def hold(self, ms: int, depth: int = 1, fail: bool = False, twice: bool = False) -> int:
+        """keepAlive by hand: take `depth` leases one inside another (`keep_alive`, outermost
+        first), work `ms` inside `keep_alive_while` (its own lease), and give the leases back
+        innermost first, each disposer called twice when `twice` (a disposer is idempotent).
+        With `fail` the work raises, and every lease is given back all the same. Records
+        `workload:held {depth, ms, failed}` once the leases are back; returns `depth`."""
+        disposers = [await self.keep_alive() for _ in range(depth)]
+        failed = False
+        try:
+            await self.keep_alive_while(lambda: self._held_work(ms, fail))
+        except WorkloadHoldFailed:
+            failed = True
+        finally:
+            for dispose in reversed(disposers):
+                for _ in range(2 if twice else 1):
+                    dispose()
+        self.host.trace.emit("workload:held", depth=depth, ms=ms, failed=failed)
+        return depth
+
+    async def _held_work(self, ms: int, fail: bool) -> None:
+        await self.host.clock.sleep(ms)
+        if fail:
+            raise WorkloadHoldFailed(f"the work held for {ms} ms failed")
 
     async def connect_mcp(self, name: str) -> str:
         """`add_mcp_server`: register and connect an MCP server named `name` (durably); its id.

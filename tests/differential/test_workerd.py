@@ -176,10 +176,15 @@ def test_two_files_of_one_name_play_apart(tmp_path: Path) -> None:
     assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)
 
 
-def test_a_scripted_input_s_preview_at_the_limit_agrees_with_the_sdk() -> None:
-    """Scripted children whose inputs carry a brief (`brief:`), making the input's JSON exactly
-    500 characters, 501 ending in an emoji, and short with a whole float: the SDK's previews
-    (whole, cut to 497 and '...' mid-emoji, the float written as an integer) are the port's."""
-    path = STORIES / "scripted-inputs-at-the-preview-limit.yaml"
-    verdicts, _refused = diff_scenarios([str(path)], repeat=1)
-    assert [v.word for v in verdicts] == ["AGREE"], verdicts[0].text()
+def test_previews_at_the_limit_and_keep_alive_by_hand_agree_with_the_sdk() -> None:
+    """Two surfaces generate draws, played on the SDK. Scripted children whose inputs carry a
+    brief (`brief:`), making the input's JSON exactly 500 characters, 501 ending in an emoji,
+    and short with a whole float: the SDK's previews (whole, cut to 497 and '...' mid-emoji,
+    the float written as an integer) are the port's. And keepAlive by hand (`hold`): nested
+    leases around work that raises, disposers called twice, the heartbeat while any is held."""
+    paths = [
+        STORIES / "scripted-inputs-at-the-preview-limit.yaml",
+        STORIES / "keep-alive-by-hand.yaml",
+    ]
+    verdicts, _refused = diff_scenarios([str(p) for p in paths], repeat=1)
+    assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)

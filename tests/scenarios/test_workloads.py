@@ -232,6 +232,46 @@ def test_no_stash_is_lost_under_hostile_faults(seed: int) -> None:
     assert events(result, "workload:stashed") and events(result, "workload:resumed")
 
 
+HOLD = """
+name: hold
+description: keepAlive by hand, nested, failing, disposers twice
+seed: 1
+agents:
+  worker:
+    workload: fibers
+    keep_alive_interval: 2s
+    fibers: [{name: f1, steps: 1, step: 1s}]
+steps:
+  - call: {agent: worker, method: status}
+  - call: {agent: worker, method: hold, args: [5000, 3, true, true], wait: false}
+  - at: 1s
+    call: {agent: worker, method: hold, args: [4000], wait: false}
+  - run_for: 20s
+expect:
+  - invariants: all
+"""
+
+
+def test_hold_takes_nested_leases_by_hand_and_gives_each_back_once() -> None:
+    """Three nested leases and the work's own, given back at 5 s although the work raised and
+    each disposer was called twice; a second hold's two leases from 1 s to 5 s. The heartbeat
+    fires every 2 s while any is held, and not after."""
+    result = run(HOLD)
+    held = [(r.t_ms, dict(r.fields)) for r in result.trace.records if r.event == "workload:held"]
+    assert held == [
+        (5_000, {"depth": 3, "ms": 5000, "failed": True}),
+        (5_000, {"depth": 1, "ms": 4000, "failed": False}),
+    ]
+    leases = [r for r in result.trace.records if r.event.startswith("keep_alive:")]
+    by_hand = [r for r in leases if r.fields.get("holder") == "keep_alive"]
+    assert [r.event for r in by_hand].count("keep_alive:acquire") == 6
+    released = [r.fields["lease"] for r in by_hand if r.event == "keep_alive:release"]
+    assert sorted(released) == sorted(set(released)) and len(released) == 6
+    fires = [r.t_ms for r in result.trace.records if r.event == "alarm:fired"]
+    assert fires[:2] == [2_000, 4_000] and all(t <= 6_000 for t in fires)
+    assert result.passed
+
+
 def test_fiber_workload_is_a_subclass_with_the_plan_as_class_attributes() -> None:
     """Tests can build the class directly; the trace path keeps the base's name."""
     cls = fiber_workload([FiberPlan("a", 2, 1_000)], start="call", recovery="drop")

@@ -34,6 +34,7 @@ const DDL = [
 ];
 
 class WorkloadStepFailed extends Error {}
+class WorkloadHoldFailed extends Error {}
 
 function stashedStep(snapshot: unknown): number | null {
   const step = (snapshot as { step?: unknown } | null)?.step;
@@ -72,6 +73,30 @@ export class FiberWorkload extends HarnessAgent {
     const plan = this.plan(name);
     if (!plan?.managed) throw new Error(`no managed fiber named ${name}`);
     return this.cancelPlan(plan, reason);
+  }
+
+  /** keepAlive by hand, as the port's `hold`: `depth` leases one inside another, the work
+   * inside `keepAliveWhile`, the leases given back innermost first (twice each when `twice`);
+   * a failing work gives them back all the same. */
+  async hold(ms: number, depth = 1, fail = false, twice = false): Promise<number> {
+    const disposers: (() => void)[] = [];
+    for (let i = 0; i < depth; i += 1) disposers.push(await this.keepAlive());
+    let failed = false;
+    try {
+      await this.keepAliveWhile(async () => {
+        await this.pause(ms);
+        if (fail) throw new WorkloadHoldFailed(`the work held for ${ms} ms failed`);
+      });
+    } catch (error) {
+      if (!(error instanceof WorkloadHoldFailed)) throw error;
+      failed = true;
+    } finally {
+      for (const dispose of disposers.reverse()) {
+        for (let i = 0; i < (twice ? 2 : 1); i += 1) dispose();
+      }
+    }
+    record(this.name, "workload:held", { depth, ms, failed });
+    return depth;
   }
 
   async workload_fiber_deadline(payload: { name?: string } | null): Promise<void> {
