@@ -100,6 +100,8 @@ UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
         "start_as",
         "connect_mcp",
         "disconnect_mcp",
+        "open",
+        "close",
     ),
     "schedules": ("recreate", "listing", "open", "close", "destroy_agent"),
     "tools": ("clear",),

@@ -100,6 +100,9 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "keep_alive nested",
         "keep_alive_while raises",
         "keep_alive disposer called twice",
+        "sub_agent fibers of its own",
+        "delete_sub_agent by a call",
+        "sub_agent re-created under its name",
     ),
     "tools": (
         "run_agent_tool awaited",

@@ -15,6 +15,7 @@ from typing import Any
 
 from scenarios.generate.durations import aligned
 from scenarios.generate.parts import Part, Use, call
+from scenarios.generate.schedules import SUB_AGENT_NAMES
 from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.emit import format_duration
 from sim.units import parse_duration_ms
@@ -173,6 +174,8 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "start_waiting", fiber["name"]))
             uses.append(Use("start_fiber", "wait_for_completion", alias, "workload:waited"))
+        if surface.opens("fibers", "open") and not draw(st.integers(0, 2)):
+            horizon = _sub_agents(st, draw, alias, agent, periods, steps, uses, horizon)
         held = surface.opens("fibers", "hold")
         for _ in range(draw(st.integers(0, 2)) if held else 0):
             # keepAlive taken by hand, outside any fiber: nested leases, a work that ends on a
@@ -203,6 +206,42 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()
+
+
+def _sub_agents(
+    st: Any,
+    draw: Any,
+    alias: str,
+    agent: dict[str, Any],
+    periods: list[int],
+    steps: list[Any],
+    uses: list[Use],
+    horizon: int,
+) -> int:
+    """Sub-agents running the agent's fibers: each opened in the first ten seconds (its fibers
+    start then), some closed (deleted with their fibers) and opened again under the same name;
+    the horizon the run needs then (a sub-agent's fibers, from its last opening)."""
+    names = draw(st.sampled_from(SUB_AGENT_NAMES))
+    agent["sub_agents"] = list(names)
+    busy = max(parse_duration_ms(f["step"]) * int(f["steps"]) for f in agent["fibers"])
+    span = max(horizon, 1000)
+    for name in names:
+        at = draw(aligned(st, periods, 0, 10_000))
+        steps.append(call(at, alias, "open", name))
+        uses.append(Use("sub_agent", "fibers of its own", alias, "workload:sub_agent_opened"))
+        horizon = max(horizon, at + busy)
+    for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
+        at = draw(aligned(st, periods, 0, span))
+        steps.append(call(at, alias, "close", name))
+        uses.append(Use("delete_sub_agent", "by a call", alias, "workload:sub_agent_closed"))
+        if draw(st.booleans()):
+            again = at + draw(aligned(st, periods, 0, span))
+            steps.append(call(again, alias, "open", name))
+            uses.append(
+                Use("sub_agent", "re-created under its name", alias, "workload:sub_agent_opened")
+            )
+            horizon = max(horizon, again + busy)
+    return horizon
 
 
 MCP_SERVERS = ("search", "files")

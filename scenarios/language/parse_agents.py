@@ -48,8 +48,8 @@ from scenarios.workloads.schedules import (
     SCHEDULE_SETUPS,
     SchedulePlan,
     schedule_workload,
-    sub_agents_problem,
 )
+from scenarios.workloads.sub_agents import sub_agents_problem
 from scenarios.workloads.tools import TOOL_HOSTS, TOOL_STARTS, DetachedPlan, RunPlan, tools_workload
 from sim.model import text
 
@@ -116,6 +116,9 @@ FIBERS_WORKLOAD = Shape(
         "keep_alive_interval": Duration(doc="The keepAlive heartbeat (keep_alive_interval_ms)."),
         "recovery": Text(
             choices=FIBER_RECOVERIES, default="resume", doc="What the recovery hook does."
+        ),
+        "sub_agents": Seq(
+            Text(), doc="Names of sub-agents running the same fibers, opened by open(name) calls."
         ),
         "options": OPTIONS,
     },
@@ -484,7 +487,13 @@ def _fibers(spec: Fields, options: dict[str, Any]) -> type:
                 "give one of them",
             )
         options["keep_alive_interval_ms"] = interval
-    return fiber_workload(plans, start=spec.get("start"), recovery=spec.get("recovery"))
+    subs = spec.get("sub_agents") or []
+    problem = sub_agents_problem(subs)
+    if problem is not None:
+        spec.bad("sub_agents", problem)
+    return fiber_workload(
+        plans, start=spec.get("start"), recovery=spec.get("recovery"), sub_agents=tuple(subs)
+    )
 
 
 TIMINGS = ("every", "cron", "after", "at")

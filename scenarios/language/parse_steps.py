@@ -383,9 +383,16 @@ def _sub_agent_target(context: StepContext, fields: Fields) -> tuple[str, list[s
             "child: is the sub-agent's class; run_id: is its name",
         )
     spec = context.agents[alias]
-    if names and spec.workload in ("fibers", "chat"):
+    if (
+        names
+        and spec.workload == "chat"
+        or (names and spec.workload == "fibers" and not getattr(spec.cls, "sub_agents", ()))
+    ):
         fields.fail(
-            key, f"{key}: {show(fields.raw(key))}", f"a {spec.workload} workload has no sub-agents"
+            key,
+            f"{key}: {show(fields.raw(key))}",
+            f"a {spec.workload} workload has no sub-agents"
+            + (" (list them in its sub_agents:)" if spec.workload == "fibers" else ""),
         )
     if names and spec.workload == "tools":
         plans = {plan.run_id: plan for plan in cast("type[_ToolsMixin]", spec.cls).runs}

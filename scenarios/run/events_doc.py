@@ -283,8 +283,10 @@ WHEN: dict[str, str] = {
         "runtime's answer beside the spec's over the same rows (listings_match)."
     ),
     "workload:scheduled": "The schedules workload set up one of its schedules.",
-    "workload:sub_agent_closed": "The schedules workload deleted one of its sub-agents.",
-    "workload:sub_agent_opened": "The schedules workload opened a sub-agent and set it up.",
+    "workload:sub_agent_closed": "A schedules or fibers workload deleted one of its sub-agents.",
+    "workload:sub_agent_opened": (
+        "A schedules or fibers workload opened a sub-agent and set it up (or started its fibers)."
+    ),
     "workload:schedule_run": "A schedules-workload callback starts an attempt.",
     "workload:schedule_done": "That attempt finished its work.",
     "workload:schedule_failed": "That attempt's scripted failure struck.",

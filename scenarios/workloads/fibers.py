@@ -46,6 +46,12 @@ from typing import Any, ClassVar
 
 from agents_core import Agent
 from scenarios.workloads.plans import one_of, unique_plans
+from scenarios.workloads.sub_agents import (
+    close_sub_agent,
+    open_sub_agent,
+    sub_agents_problem,
+    sub_class,
+)
 from sim.checkers.models.listings import deleted_fibers, listed_fibers, start_answer
 
 __all__ = [
@@ -59,6 +65,8 @@ __all__ = [
 ]
 
 FIBER_STARTS = ("on_start", "call")
+TWIN_CLASS = "FiberTwin"
+"""The class of a `twin:` sub-agent of a fibers workload."""
 FIBER_RECOVERIES = ("resume", "drop", "throw")
 _MANAGED_DDL = (
     "CREATE TABLE IF NOT EXISTS workload_fiber_ids (name TEXT PRIMARY KEY, fiber_id TEXT, "
@@ -116,6 +124,9 @@ class FiberWorkload(Agent):
     fibers: ClassVar[tuple[FiberPlan, ...]] = ()
     start_on: ClassVar[str] = "on_start"
     recovery: ClassVar[str] = "resume"
+    sub_agents: ClassVar[tuple[str, ...]] = ()
+    """The names of the sub-agents `open(name)` may open: each runs the same fibers, started by
+    the `open` (`scenarios.workloads.sub_agents`: `w1/x`, `twin:w1`)."""
 
     def __init__(self, host: Any, name: str) -> None:
         super().__init__(host, name)
@@ -201,6 +212,26 @@ class FiberWorkload(Agent):
         await self.host.clock.sleep(ms)
         if fail:
             raise WorkloadHoldFailed(f"the work held for {ms} ms failed")
+
+    async def open(self, name: str) -> list[str]:
+        """Open the sub-agent `name` (again, after a `close`) and start its fibers; the names it
+        started. `w1/x` is the sub-agent `x` of the sub-agent `w1`, opened by `w1`."""
+        child = name.partition("/")[0]
+        return await open_sub_agent(self, name, self._sub_class(child), lambda s: s.start())
+
+    async def close(self, name: str) -> bool:
+        """Delete the sub-agent `name` (its storage, its fibers, its own sub-agents); whether its
+        parent still had it. `w1/x` is closed by `w1`."""
+        return await close_sub_agent(self, name, self._sub_class(name.partition("/")[0]))
+
+    @classmethod
+    def _sub_class(cls, child: str) -> type[FiberWorkload]:
+        """The class of this workload's sub-agent `child`: the same fibers, started by its
+        parent's `open`, with the sub-agents named below it (`child/x`) as its own."""
+        made: type[FiberWorkload] = sub_class(
+            cls, child, FiberWorkload, TWIN_CLASS, {"start_on": "call"}
+        )
+        return made
 
     async def connect_mcp(self, name: str) -> str:
         """`add_mcp_server`: register and connect an MCP server named `name` (durably); its id.
@@ -471,10 +502,15 @@ class FiberWorkload(Agent):
 
 
 def fiber_workload(
-    fibers: Sequence[FiberPlan], *, start: str = "on_start", recovery: str = "resume"
+    fibers: Sequence[FiberPlan],
+    *,
+    start: str = "on_start",
+    recovery: str = "resume",
+    sub_agents: Sequence[str] = (),
 ) -> type[FiberWorkload]:
     """A `FiberWorkload` subclass (same name, so trace paths read `FiberWorkload/<alias>`)
-    running `fibers`, started `on_start` or by a `call` to `start`, recovered per `recovery`."""
+    running `fibers`, started `on_start` or by a `call` to `start`, recovered per `recovery`,
+    with the sub-agents `sub_agents` that `open` may open."""
     plans = unique_plans(fibers, FiberPlan, "fiber_workload", lambda p: p.name, "fiber names")
     one_of("start", start, FIBER_STARTS)
     one_of("recovery", recovery, FIBER_RECOVERIES)
@@ -483,10 +519,14 @@ def fiber_workload(
             raise ValueError(f"fiber {plan.name}: recovery must be one of {list(FIBER_RECOVERIES)}")
         if plan.deadline_ms is not None and not plan.managed:
             raise ValueError(f"fiber {plan.name}: only a managed fiber has a deadline")
+    problem = sub_agents_problem(sub_agents)
+    if problem is not None:
+        raise ValueError(problem)
     attributes = {
         "fibers": plans,
         "start_on": start,
         "recovery": recovery,
+        "sub_agents": tuple(sub_agents),
         "__module__": FiberWorkload.__module__,
         "__qualname__": FiberWorkload.__qualname__,
         "__doc__": FiberWorkload.__doc__,

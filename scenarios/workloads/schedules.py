@@ -29,6 +29,13 @@ from typing import Any, ClassVar
 
 from agents_core import Agent, AgentReset, Request, Response
 from scenarios.workloads.plans import one_of, unique_plans
+from scenarios.workloads.sub_agents import (
+    close_sub_agent,
+    instance,
+    open_sub_agent,
+    sub_agents_problem,
+    sub_class,
+)
 from sim.checkers.models.listings import listed_schedules
 from sim.checkers.schedule_store import schedule_of_job
 
@@ -39,7 +46,6 @@ __all__ = [
     "ScheduleWorkload",
     "WorkloadScheduleFailed",
     "schedule_workload",
-    "sub_agents_problem",
 ]
 
 SCHEDULE_SETUPS = ("on_start", "call")
@@ -164,25 +170,13 @@ class ScheduleWorkload(Agent):
     async def open(self, name: str) -> list[str]:
         """Open the sub-agent `name` (again, after a `close`) and set its schedules up; the
         names it created. `w1/x` is the sub-agent `x` of the sub-agent `w1`, opened by `w1`."""
-        child, _, below = name.partition("/")
-        stub = await self.sub_agent(self._sub_class(child), _instance(child))
-        created: list[str] = await (stub.open(below) if below else stub.setup())
-        if not below:
-            self.host.trace.emit("workload:sub_agent_opened", name=child, created=created)
-        return created
+        child = name.partition("/")[0]
+        return await open_sub_agent(self, name, self._sub_class(child), lambda s: s.setup())
 
     async def close(self, name: str) -> bool:
         """Delete the sub-agent `name` (its storage, its own sub-agents, and its schedules on
         the root); whether its parent still had it. `w1/x` is closed by `w1`."""
-        child, _, below = name.partition("/")
-        cls, instance = self._sub_class(child), _instance(child)
-        if below:
-            had: bool = await (await self.sub_agent(cls, instance)).close(below)
-            return had
-        had = self.has_sub_agent(cls, instance)
-        await self.delete_sub_agent(cls, instance)
-        self.host.trace.emit("workload:sub_agent_closed", name=child, had=had)
-        return had
+        return await close_sub_agent(self, name, self._sub_class(name.partition("/")[0]))
 
     async def destroy_agent(self, name: str | None = None, deferred: bool = False) -> bool:
         """`destroy()`: the sub-agent `name` destroys itself (`w1/x` is reached through `w1`;
@@ -193,7 +187,7 @@ class ScheduleWorkload(Agent):
             await self.destroy(deferred=deferred)
             return True
         child, _, below = name.partition("/")
-        stub = await self.sub_agent(self._sub_class(child), _instance(child))
+        stub = await self.sub_agent(self._sub_class(child), instance(child))
         try:
             await stub.destroy_agent(below or None)
         except AgentReset:
@@ -205,29 +199,12 @@ class ScheduleWorkload(Agent):
     @classmethod
     def _sub_class(cls, child: str) -> type[ScheduleWorkload]:
         """The class of this workload's sub-agent `child`: the same schedules, set up by its
-        parent's `open`, with the sub-agents named below it (`child/x`) as its own (made once
-        per workload class and name)."""
-        children = {name.partition("/")[0] for name in cls.sub_agents}
-        if child not in children:
-            raise ValueError(f"no sub-agent named {child!r}; this workload's: {sorted(children)}")
-        made: dict[str, type[ScheduleWorkload]] = cls.__dict__.get("_subs") or {}
-        if child not in made:
-            below = tuple(
-                name.partition("/")[2] for name in cls.sub_agents if name.startswith(child + "/")
-            )
-            made[child] = type(
-                TWIN_CLASS if child.startswith(TWIN) else ScheduleWorkload.__name__,
-                (cls,),
-                {
-                    "sub_agents": below,
-                    "setup_on": "call",
-                    "warmup_ms": 0,
-                    "__module__": cls.__module__,
-                    "__qualname__": cls.__qualname__,
-                },
-            )
-            setattr(cls, "_subs", made)  # noqa: B010 - kept on this class alone, read by __dict__
-        return made[child]
+        parent's `open`, with the sub-agents named below it (`child/x`) as its own."""
+        overrides = {"setup_on": "call", "warmup_ms": 0}
+        made: type[ScheduleWorkload] = sub_class(
+            cls, child, ScheduleWorkload, TWIN_CLASS, overrides
+        )
+        return made
 
     async def cancel(self, name: str) -> bool:
         """Cancel the schedule `name`; False when it is gone already (ran out, or cancelled)."""
@@ -456,27 +433,8 @@ class ScheduleWorkload(Agent):
         return None
 
 
-TWIN = "twin:"
 TWIN_CLASS = "ScheduleTwin"
-"""`twin:w1` names the sub-agent `w1` of a second class, so that two sub-agents of one parent
-share a name (a user's `Researcher/main` beside `Writer/main`)."""
-
-
-def _instance(child: str) -> str:
-    """The sub-agent's own name: `w1` for `w1` and for `twin:w1`."""
-    return child.removeprefix(TWIN)
-
-
-def sub_agents_problem(names: Sequence[str]) -> str | None:
-    """What is wrong with a workload's `sub_agents` names (None: nothing): each is distinct, its
-    steps (`w1/x`) are not empty, and a `:` only in the `twin:` prefix of a step."""
-    steps = [_instance(step) for name in names for step in name.split("/")]
-    if len(set(names)) != len(names) or not all(steps) or any(":" in step for step in steps):
-        return (
-            "sub-agent names must be distinct and not empty, each step of a path (`w1/x`) a "
-            "name, `twin:` the only prefix"
-        )
-    return None
+"""The class of a `twin:` sub-agent of a schedules workload."""
 
 
 def schedule_workload(

@@ -130,7 +130,7 @@ CASES = [
         "workload-key",
         ("    fibers:\n", "    runs: []\n    fibers:\n"),
         "lib/v.yaml:7: agents.worker: unknown key 'runs'; allowed keys: ['fibers', "
-        "'keep_alive_interval', 'options', 'recovery', 'start', 'workload']",
+        "'keep_alive_interval', 'options', 'recovery', 'start', 'sub_agents', 'workload']",
     ),
     (
         "fiber-duplicate",
@@ -198,7 +198,7 @@ CASES = [
         ("    fibers:\n", "    options: {recovery: throw}\n    fibers:\n"),
         "lib/v.yaml:7: agents.worker: options: 'recovery' is part of the workload's "
         "description; write the workload's own keys instead (['workload', 'fibers', 'start', "
-        "'keep_alive_interval', 'recovery', 'options'])",
+        "'keep_alive_interval', 'recovery', 'sub_agents', 'options'])",
     ),
     (
         "fibers-empty",
@@ -224,15 +224,15 @@ CASES = [
         "run-steps-for-think",
         ("{run_id: r1, detached", "{run_id: r1, child: think, detached"),
         "lib/v.yaml:12: agents.parent.runs[1]: steps: [{'sleep': '1m'}, {'finish': "
-        "'completed'}] for a think child; a scripted child plays steps (and may resume them); a"
-        " think or chat child answers its input: from the model",
+        "'completed'}] for a think child; a scripted child plays steps (and may resume them, and "
+        "carry a brief); a think or chat child answers its input: from the model",
     ),
     (
         "run-input-for-scripted",
         ("{run_id: r1, detached", "{run_id: r1, input: hello, detached"),
         "lib/v.yaml:12: agents.parent.runs[1]: input: 'hello' for a scripted child; a scripted "
-        "child plays steps (and may resume them); a think or chat child answers its input: from"
-        " the model",
+        "child plays steps (and may resume them, and carry a brief); a think or chat child answers "
+        "its input: from the model",
     ),
     (
         "run-notify-plain",
@@ -391,7 +391,8 @@ CASES = [
     (
         "evict-fibers-child",
         ("evict: {agent: parent/r1}", "evict: {agent: worker/f}"),
-        "lib/v.yaml:22: step 2 (evict): agent: 'worker/f'; a fibers workload has no sub-agents",
+        "lib/v.yaml:22: step 2 (evict): agent: 'worker/f'; a fibers workload has no sub-agents "
+        "(list them in its sub_agents:)",
     ),
     (
         "evict-bad-path",

@@ -272,6 +272,65 @@ def test_hold_takes_nested_leases_by_hand_and_gives_each_back_once() -> None:
     assert result.passed
 
 
+FIBER_SUBS = """
+name: fiber-subs
+description: sub-agents running fibers, the root evicted mid-way, one closed after
+seed: 1
+agents:
+  worker:
+    workload: fibers
+    start: call
+    keep_alive_interval: 5s
+    fibers: [{name: f1, steps: 3, step: 10s}, {name: f2, steps: 2, step: 7s, managed: true}]
+    sub_agents: [w1, w10, twin:w1, w1/x]
+steps:
+  - call: {agent: worker, method: status}
+  - call: {agent: worker, method: open, args: [w1]}
+  - call: {agent: worker, method: open, args: [w10]}
+  - call: {agent: worker, method: open, args: [twin:w1]}
+  - call: {agent: worker, method: open, args: [w1/x]}
+  - at: 12s
+    evict: {agent: worker}
+  - at: 15s
+    call: {agent: worker, method: close, args: [w1]}
+  - run_for: 2m
+expect:
+  - invariants: all
+"""
+
+
+def test_a_fibers_workload_s_sub_agents_run_its_fibers_and_are_recovered_through_its_alarm() -> (
+    None
+):
+    """Each opened sub-agent (two of one class whose names share a prefix, a twin of another
+    class, one a level down) starts the workload's fibers; the root's eviction takes them all,
+    and the root's alarm recovers each one's fibers; closing `w1` deletes it with `w1/x`, whose
+    fibers never finish, while `w10` and the twin finish theirs."""
+    result = run(FIBER_SUBS)
+    root = "FiberWorkload/worker"
+    subs = {
+        "w1": f"{root}/FiberWorkload/w1",
+        "w10": f"{root}/FiberWorkload/w10",
+        "twin": f"{root}/FiberTwin/w1",
+        "x": f"{root}/FiberWorkload/w1/FiberWorkload/x",
+    }
+    records = result.trace.records
+    opened = [r.fields["name"] for r in records if r.event == "workload:sub_agent_opened"]
+    assert opened == ["w1", "w10", "twin:w1", "x"]
+    for path in subs.values():
+        resumed = [r for r in records if r.agent == path and r.event == "workload:resumed"]
+        assert [r.t_ms for r in resumed] == [15_000, 15_000], path
+    done = {(r.agent, r.fields["name"]) for r in records if r.event == "workload:fiber_done"}
+    assert done == {(subs[s], f) for s in ("w10", "twin") for f in ("f1", "f2")}
+    deleted = {
+        r.agent
+        for r in records
+        if r.event == "incarnation:end" and r.fields.get("reason") == "deleted"
+    }
+    assert deleted == {subs["w1"], subs["x"]}
+    assert result.passed
+
+
 def test_fiber_workload_is_a_subclass_with_the_plan_as_class_attributes() -> None:
     """Tests can build the class directly; the trace path keeps the base's name."""
     cls = fiber_workload([FiberPlan("a", 2, 1_000)], start="call", recovery="drop")
