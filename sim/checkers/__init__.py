@@ -45,6 +45,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `recovery_max_age` | an orphan is dropped for its age exactly when older than the max age |
 | `recovery_backoff` | the recovery alarm backs off 2^k while passes make no progress |
 | `interval_runs_on_time` | an interval runs again one interval after its run completed |
+| `facet_interval_redispatched` | a sub-agent's interval whose dispatch failed is tried again next |
 | `one_shot_retried_when_cut` | a one-shot cut short mid-callback is run again |
 | `failed_finish_redelivered` | S8: a finish whose handler threw is delivered again |
 | `chat_turns_serial` | a chat host runs its turns one at a time |

@@ -1,6 +1,7 @@
 """Invariants of what follows one schedule run: `interval_runs_on_time` (an interval whose run
-completed is run again as soon as its next occurrence is due) and `one_shot_retried_when_cut`
-(a one-shot whose callback an alarm run cut short is run again).
+completed is run again as soon as its next occurrence is due), `facet_interval_redispatched`
+(a sub-agent's interval whose dispatch failed is tried again by the next alarm run) and
+`one_shot_retried_when_cut` (a one-shot whose callback an alarm run cut short is run again).
 
 Both place each `schedule:execute` in the alarm run of its top-level agent that contains it
 (`sim.checkers.alarm_slot.alarm_runs`; a facet's callbacks run, and record their execution, on
@@ -28,7 +29,7 @@ from sim.checkers.schedules import ONE_SHOT, schedule_rows
 from sim.checkers.storage import row_changes
 from sim.trace import TraceRecord, format_sim_time
 
-__all__ = ["interval_runs_on_time", "one_shot_retried_when_cut"]
+__all__ = ["facet_interval_redispatched", "interval_runs_on_time", "one_shot_retried_when_cut"]
 
 HOUSEKEEPING_RPC = "_cf_check_run_fibers_for_facet"
 """The facet scan an alarm runs after its due rows."""
@@ -342,3 +343,77 @@ def _gone(
         ):
             return True
     return False
+
+
+@invariant("facet_interval_redispatched")
+def facet_interval_redispatched(context: CheckContext) -> list[Violation]:
+    """Fibers §4.4, for a sub-agent's rows (0.21.0) — an interval whose dispatch to its
+    sub-agent threw is not left marked running: the failed row is neither run nor advanced, so
+    it stays due, and the root's next alarm run tries it again, not the hung-schedule timeout's.
+
+    For every failed dispatch (`schedule:error` with `attempts` 0 of an interval row that has an
+    owner path, on its top-level agent) in an alarm run R that ended: the first alarm run of
+    that agent fired after R's end that ends `alarm:done` holds a `schedule:execute` of the
+    schedule (in any agent of the tree) or another failed dispatch of it — unless, between the
+    failure and that run's end, the tree saw a death, an alarm run that ended `failed` or
+    `interrupted`, a cancel of the schedule, a deletion, a wiped storage, a memory-limit reset
+    or a storage fault (the statement that clears the running flag may have failed), or a
+    committed turn deleted the row; and unless no such run came before the trace ended. On
+    0.32.0 a failed dispatch yields the job to the driver instead (sdk-0.32 §3.3): not judged.
+    """
+    if context.release in SCHEDULES_ON_JOBS:
+        return []
+    rows = schedule_rows(context)
+    runs = _Runs(context)
+    out: list[Violation] = []
+    failures = [r for r in context.events("schedule:error") if r.get("attempts") == 0]
+    for failure in failures:
+        schedule_id = str(failure.get("id"))
+        row = rows.get(schedule_id)
+        if row is None or row.get("type") != "interval" or not row.get("owner_path"):
+            continue
+        found = _not_redispatched(context, runs, row, failure)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _not_redispatched(
+    context: CheckContext, runs: _Runs, row: Mapping[str, Any], failure: TraceRecord
+) -> Violation | None:
+    root = context.root_of(failure.agent)
+    run = runs.containing(root, failure)
+    if run is None or run.end is None:
+        return None
+    schedule_id = str(row.get("id"))
+    later = [r for r in runs.of(root) if r.fired.seq > run.end.seq]
+    done = next((r for r in later if r.end is not None and r.end.event == "alarm:done"), None)
+    if done is None or done.end is None:
+        return None
+    window = runs.between(failure.seq, done.end.seq + 1)
+    if _excused(context, runs, root, schedule_id, failure, done.end.seq + 1) or any(
+        record.event.startswith("fault:") and _in_tree(record.agent, root) for record in window
+    ):
+        return None
+    if _deleted_by(context, _holder(row, root), schedule_id, done.end.t_ms):
+        return None
+    tried = any(
+        str(record.get("id")) == schedule_id
+        and (
+            record.event == "schedule:execute"
+            or (record.event == "schedule:error" and record.get("attempts") == 0)
+        )
+        for record in runs.between(done.fired.seq, done.end.seq)
+    )
+    if tried:
+        return None
+    return Violation(
+        "facet_interval_redispatched",
+        failure.agent,
+        schedule_id,
+        f"interval schedule {schedule_id} (callback {row.get('callback')}) of the sub-agent at "
+        f"{row.get('owner_path')} failed to dispatch at {_at(failure.t_ms)}, so it stayed due, "
+        f"but the next completed alarm run of {root} ({_at(done.fired.t_ms)} to "
+        f"{_at(done.end.t_ms)}) did not try it again (its row left marked running?)",
+        (failure.seq, done.fired.seq, done.end.seq),
+    )

@@ -59,6 +59,7 @@ INVARIANTS = [
     "recovery_max_age",
     "recovery_backoff",
     "interval_runs_on_time",
+    "facet_interval_redispatched",
     "one_shot_retried_when_cut",
     "failed_finish_redelivered",
     "chat_turns_serial",

@@ -230,3 +230,49 @@ def test_the_catching_tests_fail_with_a_blind_checker(
 ) -> None:
     """Each test above goes red when its checker is replaced by one that finds nothing."""
     fails_with_a_blind_checker(monkeypatch, name, test, cadence)
+
+
+FACET = """
+    name: facet-dispatch
+    description: a sub-agent's interval whose dispatch fails when the sub-agent dies mid-callback
+    seed: 1
+    agents:
+      sched:
+        workload: schedules
+        schedules:
+          - {name: s1, every: 10s, runs: 4, work: 3s}
+        sub_agents: [w1]
+    steps:
+      - call: {agent: sched, method: status}
+      - call: {agent: sched, method: open, args: [w1]}
+      - at: 14s
+        evict: {agent: sched/w1}
+      - run_for: 2m
+"""
+W1 = "ScheduleWorkload/sched/ScheduleWorkload/w1"
+
+
+def test_a_sub_agent_s_interval_whose_dispatch_failed_is_tried_again_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """w1 dies mid-callback at 14 s: the root's dispatch fails, and the root's next alarm run
+    (1 ms later) runs the interval again. With that execution gone from the trace (a running
+    flag left set holds the row until the hung timeout), the checker names the failure and the
+    run that should have tried it; a storage fault in between excuses it."""
+    context = scenario_context(FACET)
+    (failure,) = [r for r in context.events("schedule:error", "ScheduleWorkload/sched")]
+    retried = [r for r in context.events("schedule:execute", W1) if r.t_ms == 14_001]
+    assert failure.t_ms == 14_000 and len(retried) == 1
+    assert check(context, ["facet_interval_redispatched"]) == []
+
+    def caught(ctx: CheckContext) -> None:
+        found = check(ctx, ["facet_interval_redispatched"])
+        assert [v.message for v in found] and "failed to dispatch at 00:00:14.000" in (
+            found[0].message
+        )
+
+    held = without(context, lambda r: r.seq == retried[0].seq)
+    caught(held)
+    fails_with_a_blind_checker(monkeypatch, "facet_interval_redispatched", caught, held)
+    fault = record(0, 14_000, "ScheduleWorkload/sched", 1, "fault:storage_error", statement="x")
+    assert check(with_record(held, failure.seq, fault), ["facet_interval_redispatched"]) == []
