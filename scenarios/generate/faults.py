@@ -90,20 +90,32 @@ def statement_patterns(areas: Sequence[str]) -> list[tuple[str, bool]]:
     return [(heads[verb].format(table), verb != "SELECT") for table in tables for verb in VERBS]
 
 
-def _aimed(st: Any, at: Any, targets: Sequence[str], areas: Sequence[str], how: str) -> Any:
-    """An `arm_storage_fault` at a drawn time on a drawn target: the (skip+1)-th statement of a
-    drawn verb and table fails or crashes (`how`; after its commit only for a write)."""
+def _aimed(
+    st: Any,
+    at: Any,
+    targets: Sequence[str],
+    areas: Sequence[str],
+    how: str,
+    calls: Sequence[TimedStep] = (),
+) -> Any:
+    """An `arm_storage_fault` on a drawn target: the (skip+1)-th statement of a drawn verb and
+    table fails or crashes (`how`; after its commit only for a write), counted from a drawn
+    time, often the instant of one of the workload's calls (so that the call's own
+    statements are the ones counted: an armed fault goes before the workload's steps of its
+    instant) and often the first such statement."""
     patterns = [p for p, write in statement_patterns(areas) if write or how != "crash-after-commit"]
+    before_calls = sorted({step.at_ms for step in calls})
+    when = st.one_of(at, st.sampled_from(before_calls)) if before_calls else at
     return st.builds(
         lambda at_ms, target, pattern, skip: Fault(
             at_ms,
             "arm_storage_fault",
             (("agent", target), ("kind", how), ("match", pattern), ("skip", skip)),
         ),
-        at,
+        when,
         st.sampled_from(list(targets)),
         st.sampled_from(patterns),
-        st.integers(0, 5),
+        st.one_of(st.just(0), st.integers(0, 5)),
     )
 
 
@@ -148,7 +160,8 @@ def fault_steps(
     )
     if aimed:
         for how in STORAGE_FAULTS:
-            options[f"storage:{how}"] = _aimed(st, at, [*agents, *children], areas, how)
+            targets = [*agents, *children]
+            options[f"storage:{how}"] = _aimed(st, at, targets, areas, how, calls)
     drawn = schedules(st, options, max_steps=MAX_FAULTS, base_seed=seed)
     return st.one_of(st.just((seed, [])), drawn.map(_as_steps))
 

@@ -144,9 +144,12 @@ def _merged(
     workload: list[TimedStep], faults: list[TimedStep]
 ) -> tuple[list[TimedStep], list[int]]:
     """The workload's steps and the faults in time order (a fault after the workload's steps of
-    its instant), and the 1-based numbers of the faults."""
-    tagged = [(s.at_ms, 0, i, s) for i, s in enumerate(workload)]
-    tagged += [(s.at_ms, 1, i, s) for i, s in enumerate(faults)]
+    its instant, but an armed storage fault before them: it counts the statements they make),
+    and the 1-based numbers of the faults."""
+    tagged = [(s.at_ms, 1, i, s) for i, s in enumerate(workload)]
+    tagged += [
+        (s.at_ms, 0 if s.action == "arm_storage_fault" else 2, i, s) for i, s in enumerate(faults)
+    ]
     tagged.sort(key=lambda t: (t[0], t[1], t[2]))
-    numbers = [n for n, t in enumerate(tagged, start=1) if t[1] == 1]
+    numbers = [n for n, t in enumerate(tagged, start=1) if t[1] != 1]
     return [t[3] for t in tagged], numbers

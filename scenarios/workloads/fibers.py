@@ -417,7 +417,10 @@ class FiberWorkload(Agent):
                     idempotent=True,
                 )
             if plan.managed:
-                await self.start_fiber(plan.name, body, idempotency_key=key)
+                started = await self.start_fiber(plan.name, body, idempotency_key=key)
+                # The execution is known from the answer, before its body runs (if ever: a
+                # start whose execution cannot begin leaves its row pending, cancellable).
+                self._current_execution(plan, started.fiber_id)
             else:
                 await self.run_fiber(plan.name, body)
         except WorkloadStepFailed:
@@ -427,12 +430,7 @@ class FiberWorkload(Agent):
         aborted = None
         if plan.managed:
             # Which execution is current, and whether a cancel came before it started: one turn.
-            self.sql(
-                "INSERT INTO workload_fiber_ids (name, fiber_id) VALUES (?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET fiber_id = excluded.fiber_id",
-                plan.name,
-                ctx.id,
-            )
+            self._current_execution(plan, ctx.id)
             if self._cancelled(plan):
                 self._stop_cancelled(plan, first_step)
                 return
@@ -462,6 +460,14 @@ class FiberWorkload(Agent):
                 self.host.trace.emit("workload:stashed", fiberId=ctx.id, step=step)
         self._ended(plan, "done")
         self.host.trace.emit("workload:fiber_done", name=plan.name)
+
+    def _current_execution(self, plan: FiberPlan, fiber_id: str) -> None:
+        self.sql(
+            "INSERT INTO workload_fiber_ids (name, fiber_id) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET fiber_id = excluded.fiber_id",
+            plan.name,
+            fiber_id,
+        )
 
     def _stop_cancelled(self, plan: FiberPlan, step: int) -> None:
         """The cooperative end of a cancelled fiber: it returns without doing step `step`."""

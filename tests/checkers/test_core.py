@@ -94,6 +94,7 @@ INVARIANTS = [
     "waited_status_settled",
     "mcp_servers_durable",
     "input_preview_derived",
+    "cancel_settles_fiber",
 ]
 
 

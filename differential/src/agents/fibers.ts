@@ -159,7 +159,13 @@ export class FiberWorkload extends HarnessAgent {
         );
       }
       if (plan.managed) {
-        await this.startFiber(plan.name, body, key ? { idempotencyKey: key } : undefined);
+        const started = await this.startFiber(
+          plan.name,
+          body,
+          key ? { idempotencyKey: key } : undefined
+        );
+        // Known from the answer, before the body runs (if ever), as the port's workload does.
+        this.currentExecution(plan, started.fiberId);
       } else {
         await this.runFiber(plan.name, body);
       }
@@ -168,15 +174,19 @@ export class FiberWorkload extends HarnessAgent {
     }
   }
 
+  private currentExecution(plan: FiberPlan, fiberId: string): void {
+    this.exec(
+      "INSERT INTO workload_fiber_ids (name, fiber_id) VALUES (?, ?) " +
+        "ON CONFLICT (name) DO UPDATE SET fiber_id = excluded.fiber_id",
+      plan.name,
+      fiberId
+    );
+  }
+
   private async steps(plan: FiberPlan, ctx: FiberContext, firstStep: number): Promise<void> {
     let aborted: Promise<void> | null = null;
     if (plan.managed) {
-      this.exec(
-        "INSERT INTO workload_fiber_ids (name, fiber_id) VALUES (?, ?) " +
-          "ON CONFLICT (name) DO UPDATE SET fiber_id = excluded.fiber_id",
-        plan.name,
-        ctx.id
-      );
+      this.currentExecution(plan, ctx.id);
       if (this.cancelledMark(plan)) {
         this.stopCancelled(plan, firstStep);
         return;
