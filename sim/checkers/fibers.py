@@ -23,6 +23,7 @@ from typing import Any
 
 from sim.checkers.core import LIVENESS_GRACE_MS, CheckContext, Violation
 from sim.checkers.registry import invariant
+from sim.checkers.storage import row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["fiber_leases_released", "fiber_runs_once", "fibers_settled", "no_lost_stash"]
@@ -114,7 +115,11 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
     2. no `cf_agents_fibers` (managed ledger) row is `pending` or `running`.
     Neither applies to an agent the platform left asleep (`CheckContext.left_asleep`: its alarm
     given up after its last completed startup, nothing armed): its recovery waits for the next
-    event from outside, as on the platform.
+    event from outside, as on the platform. Nor to a sub-agent's fiber the root never indexed
+    (no committed `cf_agents_facet_runs` row of its run: the registration of §6.9 step 5, made
+    after the sub-agent wrote its run row, was cut short) when the sub-agent was not started
+    again after it: only the indexed runs are driven by the root's alarm, so its recovery
+    waits for the sub-agent's next wake-up, as on the platform.
     """
     if not context.liveness_ran:
         return []
@@ -122,6 +127,7 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
     for agent in context.paths():
         if context.left_asleep(agent) is not None:
             continue
+        unindexed = _unindexed_sleepers(context, agent)
         max_age = int(context.option(agent, "fiber_recovery_max_age_ms"))
         for row in context.table(agent, "cf_agents_runs"):
             fiber_id, name = str(row.get("id")), row.get("name")
@@ -134,6 +140,8 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
             created = int(row.get("created_at") or 0)
             within_age = max_age <= 0 or context.end - created <= max_age + LIVENESS_GRACE_MS
             if last is not None and last.event == "fiber:recovery:failed" and within_age:
+                continue
+            if fiber_id in unindexed:
                 continue
             running = _running_at_end(context, agent, fiber_id)
             if running is not None:
@@ -169,6 +177,8 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
             if ledger.get("status") not in ("pending", "running"):
                 continue
             fiber_id = str(ledger.get("fiber_id"))
+            if fiber_id in unindexed:
+                continue
             started = context.events("fiber:run:started", agent, fiberId=fiber_id)
             out.append(
                 Violation(
@@ -183,6 +193,30 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
     return out
 
 
+def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:
+    """The fibers of sub-agent `agent` whose runs its root never indexed (no committed
+    `cf_agents_facet_runs` row names them) and whose incarnation was the sub-agent's last one
+    started: nothing drives their recovery until the sub-agent wakes again."""
+    root = context.root_of(agent)
+    if root == agent:
+        return set()
+    indexed = {
+        str(change.value("run_id"))
+        for change in row_changes(context.journals.get(root, ()), FACET_RUNS, "run_id")
+        if change.after is not None
+    }
+    starts = context.events("incarnation:start", agent)
+    last_inc = max((r.inc for r in starts), default=None)
+    return {
+        str(r.get("fiberId"))
+        for r in context.events("fiber:run:started", agent)
+        if str(r.get("fiberId")) not in indexed
+        and r.inc == last_inc
+        and context.alive_at_end(agent) is None
+    }
+
+
+FACET_RUNS = "cf_agents_facet_runs"
 FIBER_ENDS = ("fiber:run:completed", "fiber:run:failed")
 
 

@@ -95,6 +95,7 @@ INVARIANTS = [
     "mcp_servers_durable",
     "input_preview_derived",
     "cancel_settles_fiber",
+    "alarm_covers_schedules",
 ]
 
 

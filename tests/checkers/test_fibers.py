@@ -13,6 +13,7 @@ from tests.checkers.agents import (
     inserted,
     record,
     scenario_context,
+    with_record,
     with_row,
     with_rows,
 )
@@ -198,3 +199,39 @@ def test_an_agent_the_platform_left_asleep_owes_its_recovery_to_the_next_wake_up
     later = inserted(context, context.records[-1].seq, woke)
     assert later.left_asleep("FiberWorkload/worker") is None
     assert [v.invariant for v in check(later, ["fibers_settled"])] == ["fibers_settled"]
+
+
+UNINDEXED = """
+    name: unindexed-facet-run
+    description: the root dies while indexing a sub-agent's fiber run
+    seed: 1
+    agents:
+      worker:
+        workload: fibers
+        start: call
+        fibers: [{name: f1, steps: 2, step: 1m, managed: true}]
+        sub_agents: [a]
+    steps:
+      - call: {agent: worker, method: status}
+      - arm_storage_fault:
+          {agent: worker, kind: crash, match: '^INSERT OR REPLACE INTO cf_agents_facet_runs\\b'}
+      - call: {agent: worker, method: open, args: [a], expect_error: AgentEvicted}
+      - run_for: 10m
+"""
+
+
+def test_a_sub_agent_fiber_its_root_never_indexed_waits_for_the_sub_agent_s_wake_up() -> None:
+    """The root dies in the turn that indexes the sub-agent's run (fibers §6.9 step 5, after
+    the sub-agent wrote its run row): no root alarm drives the run's recovery, so the row and
+    the ledger's `running` wait for the sub-agent's next wake-up, and nothing is owed. Once the
+    sub-agent has started again, the row is judged as any other."""
+    context = scenario_context(UNINDEXED)
+    sub = "FiberWorkload/worker/FiberWorkload/a"
+    assert [r["status"] for r in context.table(sub, "cf_agents_fibers")] == ["running"]
+    assert context.table("FiberWorkload/worker", "cf_agents_facet_runs") == []
+    assert check(context, ["fibers_settled"]) == []
+    last = context.records[-1]
+    woke = with_record(context, last.seq, record(0, last.t_ms, sub, 2, "incarnation:start"))
+    assert {v.message.split(" of ")[0] for v in check(woke, ["fibers_settled"])} == {
+        f"fiber {r['fiber_id']} (f1)" for r in context.table(sub, "cf_agents_fibers")
+    } | {f"managed fiber {r['fiber_id']} (f1)" for r in context.table(sub, "cf_agents_fibers")}

@@ -1,0 +1,141 @@
+"""`alarm_covers_schedules`: the alarm slot is armed no later than the schedule rows need it
+(fibers §1.5, §4.1: one alarm multiplexes every source, armed at the earliest candidate), and a
+re-arm that could not read its sources never postpones an alarm already pending (the check-back
+of docs/divergences.md K5).
+
+What the rows need is read from the journal of committed turns (`cf_agents_schedules`,
+replayed by `sim.checkers.storage.row_changes`), never from the runtime: at an `alarm:set` in
+instant t, each row whose last change was committed before t holds its due time (`time` in
+seconds); an interval row marked `running` asks for nothing until its hung timeout. A row
+changed in the instant of the re-arm is not judged (its turn may commit after the record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.registry import invariant
+from sim.checkers.schedule_store import SCHEDULES_ON_JOBS, SCHEDULES_TABLE
+from sim.checkers.storage import row_changes
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = ["alarm_covers_schedules"]
+
+
+@invariant("alarm_covers_schedules")
+def alarm_covers_schedules(context: CheckContext) -> list[Violation]:
+    """Fibers §1.5, §4.1, K5 (0.21.0) — for every `alarm:set` of a top-level agent arming the
+    slot at B in instant t:
+
+    - when a read of the agent failed on storage in t after its previous alarm record (the
+      re-arm may not have read its sources), B is no later than t + `keep_alive_interval_ms`, nor
+      than an alarm still pending then (armed for t or later, not yet fired or deleted);
+    - otherwise B is no later than max(D, t + 1 ms) for the due time D of every schedule row
+      committed before t and not changed in t, an interval row marked `running` excepted.
+
+    On 0.32.0 the rows live in `cf_agents_jobs` with a Lifecycle of its own: not judged.
+    """
+    if context.release in SCHEDULES_ON_JOBS:
+        return []
+    out: list[Violation] = []
+    for agent in sorted(context.alarms):
+        found = _first_uncovered(context, agent)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _first_uncovered(context: CheckContext, agent: str) -> Violation | None:
+    history = _RowHistory(context, agent)
+    interval = int(context.option(agent, "keep_alive_interval_ms"))
+    pending: int | None = None
+    faulted = False
+    events = ("alarm:set", "alarm:deleted", "alarm:fired", "fault:storage_error")
+    for record in context.records_of(agent, *events):
+        if record.event == "fault:storage_error":
+            # A re-arm only reads its sources: a failed read may be one of them.
+            faulted = faulted or str(record.get("statement", "")).lstrip().upper().startswith(
+                "SELECT"
+            )
+            continue
+        if record.event != "alarm:set":
+            pending, faulted = None, False
+            continue
+        at = int(record.get("at") or 0)
+        if faulted:
+            limit = record.t_ms + interval
+            if pending is not None and pending >= record.t_ms:
+                limit = min(limit, pending)
+            if at > limit:
+                why = (
+                    f"a re-arm after a storage fault in its instant armed it at {_at(at)}, "
+                    f"later than {_at(limit)} (the check-back, or the alarm already pending)"
+                )
+                return _violation(agent, record, why)
+        else:
+            row = history.earliest_due(record.t_ms)
+            if row is not None and at > max(row[0], record.t_ms + 1):
+                why = (
+                    f"armed at {_at(at)}, later than schedule {row[1]} needs it (due {_at(row[0])})"
+                )
+                return _violation(agent, record, why)
+        pending, faulted = at, False
+    return None
+
+
+class _RowHistory:
+    """The agent's schedule rows as committed turn by turn, read forward in time: ask
+    `earliest_due` with instants that never decrease."""
+
+    def __init__(self, context: CheckContext, agent: str) -> None:
+        journal = context.journals.get(agent, ())
+        instants: Sequence[int] = context.journal_ms.get(agent, ())
+        self._usable = len(instants) == len(journal)
+        self._changes: list[tuple[int, Any, Mapping[str, Any] | None]] = []
+        if self._usable:
+            for change in row_changes(journal, SCHEDULES_TABLE, "id"):
+                self._changes.append((instants[change.turn - 1], change.key, change.after))
+        self._applied = 0
+        self._rows: dict[Any, Mapping[str, Any]] = {}
+
+    def earliest_due(self, t_ms: int) -> tuple[int, str] | None:
+        """(due ms, id) of the earliest row committed before `t_ms` and unchanged in it."""
+        if not self._usable:
+            return None
+        changes = self._changes
+        while self._applied < len(changes) and changes[self._applied][0] < t_ms:
+            _when, key, after = changes[self._applied]
+            if after is None:
+                self._rows.pop(key, None)
+            else:
+                self._rows[key] = after
+            self._applied += 1
+        touched = set()
+        for when, key, _after in changes[self._applied :]:
+            if when != t_ms:
+                break
+            touched.add(key)
+        due = [
+            (int(row["time"]) * 1000, str(key))
+            for key, row in self._rows.items()
+            if key not in touched
+            and row.get("time") is not None
+            and not (row.get("type") == "interval" and row.get("running") == 1)
+        ]
+        return min(due) if due else None
+
+
+def _at(t_ms: int) -> str:
+    return format_sim_time(t_ms)
+
+
+def _violation(agent: str, record: TraceRecord, why: str) -> Violation:
+    return Violation(
+        "alarm_covers_schedules",
+        agent,
+        str(record.seq),
+        f"{agent}'s alarm slot at {_at(record.t_ms)}: {why}",
+        (record.seq,),
+    )
