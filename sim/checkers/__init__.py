@@ -82,6 +82,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `input_preview_derived` | T-36: a run shows its input's preview, in JavaScript characters |
 | `cancel_settles_fiber` | a managed fiber cancelFiber answered true for is aborted from then on |
 | `alarm_covers_schedules` | the slot is armed by each row's due time; a check-back never delays |
+| `sub_agents_registered` | a sub-agent lives only while its parent's registry lists it |
 """
 
 # Importing a module registers its invariants; `check` runs them in this order: the original
@@ -97,7 +98,7 @@ from sim.checkers import tool_promises, tool_notices, tool_children, tool_regist
 from sim.checkers import stash_snapshots, fiber_promises, schedule_keys  # noqa: F401, I001
 from sim.checkers import fiber_waits, mcp_servers  # noqa: F401, I001
 from sim.checkers import reducer_promises, signal_timing, tool_previews  # noqa: F401, I001
-from sim.checkers import fiber_cancels, alarm_cover  # noqa: F401, I001
+from sim.checkers import fiber_cancels, alarm_cover, sub_agent_lives  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

@@ -119,13 +119,15 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
     (no committed `cf_agents_facet_runs` row of its run: the registration of §6.9 step 5, made
     after the sub-agent wrote its run row, was cut short) when the sub-agent was not started
     again after it: only the indexed runs are driven by the root's alarm, so its recovery
-    waits for the sub-agent's next wake-up, as on the platform.
+    waits for the sub-agent's next wake-up, as on the platform. Nor to a sub-agent its parent's
+    registry no longer lists (a delete that stopped after removing the entry, its storage
+    left): nothing reaches it again.
     """
     if not context.liveness_ran:
         return []
     out: list[Violation] = []
     for agent in context.paths():
-        if context.left_asleep(agent) is not None:
+        if context.left_asleep(agent) is not None or _unlisted(context, agent):
             continue
         unindexed = _unindexed_sleepers(context, agent)
         max_age = int(context.option(agent, "fiber_recovery_max_age_ms"))
@@ -191,6 +193,16 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
                 )
             )
     return out
+
+
+def _unlisted(context: CheckContext, agent: str) -> bool:
+    """Sub-agent `agent` is missing from its parent's final registry (`cf_agents_sub_agents`)."""
+    parts = agent.split("/")
+    if len(parts) < 4:
+        return False
+    parent, cls, name = "/".join(parts[:-2]), parts[-2], parts[-1]
+    registry = context.table(parent, "cf_agents_sub_agents")
+    return not any(r.get("class") == cls and r.get("name") == name for r in registry)
 
 
 def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:

@@ -205,11 +205,13 @@ class RowChange:
         return None if row is None else row.get(column)
 
 
-def row_changes(turns: Sequence[Sequence[Write]], table: str, key: str) -> Iterator[RowChange]:
+def row_changes(
+    turns: Sequence[Sequence[Write]], table: str, key: str | tuple[str, ...]
+) -> Iterator[RowChange]:
     """Every change the journal's committed writes make to the rows of `table` (keyed by column
-    `key`), in commit order: the journal replayed statement by statement, the table read again
-    after each write that names it. Stops at a statement that does not replay (`turns_atomic`
-    reports that)."""
+    `key`, or by a tuple of the columns a tuple names), in commit order: the journal replayed
+    statement by statement, the table read again after each write that names it. Stops at a
+    statement that does not replay (`turns_atomic` reports that)."""
     db = sqlite3.connect(":memory:", isolation_level=None)
     db.row_factory = sqlite3.Row
     db.execute(KV_DDL)
@@ -220,6 +222,8 @@ def row_changes(turns: Sequence[Sequence[Write]], table: str, key: str) -> Itera
             found = db.execute(select_in_key_order(db, table))
         except sqlite3.Error:
             return {}
+        if isinstance(key, tuple):
+            return {tuple(row[k] for k in key): dict(row) for row in found}
         return {row[key]: dict(row) for row in found}
 
     current: dict[Any, dict[str, Any]] = {}

@@ -96,6 +96,7 @@ INVARIANTS = [
     "input_preview_derived",
     "cancel_settles_fiber",
     "alarm_covers_schedules",
+    "sub_agents_registered",
 ]
 
 
