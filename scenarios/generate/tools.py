@@ -26,10 +26,15 @@ from scenarios.hunt.emit import format_duration
 __all__ = ["tools_part"]
 
 CHILDREN = ("scripted", "scripted", "scripted", "think", "chat")
-RUN_IDS = (("r1", "r2", "r3"), ("Beta", "alpha", "Gamma"), ("job-2", "job_1", "Job3"))
-"""Run ids a parent may give its runs: plain, or mixed in case and punctuation as a user's are,
-so that a client lists runs of one order by `localeCompare` of ids that code points sort
-otherwise."""
+RUN_IDS = (
+    ("r1", "r2", "r3"),
+    ("Beta", "alpha", "Gamma"),
+    ("job-2", "job_1", "Job3"),
+    ("task-1", "task-10", "task-2"),
+)
+"""Run ids a parent may give its runs: plain, mixed in case and punctuation as a user's are (so
+that a client lists runs of one order by `localeCompare` of ids that code points sort
+otherwise), or numbered past nine, one id the start of another."""
 HOSTS = ("agent", "agent", "think", "chat")
 INPUTS = (
     "research fibers",
