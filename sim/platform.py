@@ -62,6 +62,9 @@ class Platform:
         self.release = DEFAULT_RELEASE
         """The SDK release deployed now: what every isolate started from here on runs."""
         self.records: dict[str, AgentRecord] = {}
+        self.classes: dict[str, type] = {}
+        """Every agent path ever used -> its class: a deleted sub-agent's stays (its options
+        judge what its trace shows)."""
         self.alarms = Alarms(self)
         self.lifecycle = Lifecycle(self)
         self.upstream = Upstream(self.seeds.stream("latency"))
@@ -110,6 +113,7 @@ class Platform:
             )
             self._bind_storage(record)
             self.records[path] = record
+            self.classes[path] = cls
         elif record.cls is not cls:
             raise ValueError(
                 f"agent path {path} is already used by {record.cls.__module__}."
@@ -144,6 +148,7 @@ class Platform:
             self._bind_storage(record)
             parent.children[path] = record
             self.records[path] = record
+            self.classes[path] = cls
             self._arm_awaited_faults(record)
         elif record.cls is not cls:
             raise ValueError(f"sub-agent path {path} is already used by {record.cls.__qualname__}")

@@ -29,11 +29,13 @@ def alarm_covers_schedules(context: CheckContext) -> list[Violation]:
     """Fibers §1.5, §4.1, K5 (0.21.0) — for every `alarm:set` of a top-level agent arming the
     slot at B in instant t:
 
-    - when a read of the agent failed on storage in t after its previous alarm record (the
-      re-arm may not have read its sources), B is no later than t + `keep_alive_interval_ms`, nor
-      than an alarm still pending then (armed for t or later, not yet fired or deleted);
-    - otherwise B is no later than max(D, t + 1 ms) for the due time D of every schedule row
-      committed before t and not changed in t, an interval row marked `running` excepted.
+    - B is no later than max(D, t + 1 ms) for the due time D of every schedule row committed
+      before t and not changed in t, or inserted in t by a write whose `schedule:create` came
+      before the record (an interval row marked `running` excepted);
+    - except after a read of the agent that failed on storage in t, since its previous alarm
+      record (the re-arm may not have read its sources): then B may instead be a check-back,
+      no later than an alarm still pending (armed for t or later); and in any case no later
+      than t + `keep_alive_interval_ms`.
 
     On 0.32.0 the rows live in `cf_agents_jobs` with a Lifecycle of its own: not judged.
     """
@@ -49,6 +51,7 @@ def alarm_covers_schedules(context: CheckContext) -> list[Violation]:
 
 def _first_uncovered(context: CheckContext, agent: str) -> Violation | None:
     history = _RowHistory(context, agent)
+    created = {str(r.get("id")): r.seq for r in context.events("schedule:create", agent)}
     interval = int(context.option(agent, "keep_alive_interval_ms"))
     pending: int | None = None
     faulted = False
@@ -64,23 +67,25 @@ def _first_uncovered(context: CheckContext, agent: str) -> Violation | None:
             pending, faulted = None, False
             continue
         at = int(record.get("at") or 0)
+        row = history.earliest_due(record.t_ms, record.seq, created)
+        covers = row is None or at <= max(row[0], record.t_ms + 1)
         if faulted:
-            limit = record.t_ms + interval
-            if pending is not None and pending >= record.t_ms:
-                limit = min(limit, pending)
-            if at > limit:
+            # The re-arm read its sources (then it covers the rows) or armed a check-back: one
+            # interval at most, and never later than the alarm already pending.
+            kept = pending is not None and pending >= record.t_ms and at <= pending
+            if at > record.t_ms + interval or not (covers or kept):
+                limit = record.t_ms + interval
+                if pending is not None and pending >= record.t_ms:
+                    limit = min(limit, pending)
                 why = (
-                    f"a re-arm after a storage fault in its instant armed it at {_at(at)}, "
-                    f"later than {_at(limit)} (the check-back, or the alarm already pending)"
+                    f"a re-arm after a failed read in its instant armed it at {_at(at)}, later "
+                    f"than {_at(limit)} (the check-back, or the alarm already pending)"
+                    + ("" if row is None else f" and than schedule {row[1]} needs it")
                 )
                 return _violation(agent, record, why)
-        else:
-            row = history.earliest_due(record.t_ms)
-            if row is not None and at > max(row[0], record.t_ms + 1):
-                why = (
-                    f"armed at {_at(at)}, later than schedule {row[1]} needs it (due {_at(row[0])})"
-                )
-                return _violation(agent, record, why)
+        elif not covers and row is not None:
+            why = f"armed at {_at(at)}, later than schedule {row[1]} needs it (due {_at(row[0])})"
+            return _violation(agent, record, why)
         pending, faulted = at, False
     return None
 
@@ -100,8 +105,12 @@ class _RowHistory:
         self._applied = 0
         self._rows: dict[Any, Mapping[str, Any]] = {}
 
-    def earliest_due(self, t_ms: int) -> tuple[int, str] | None:
-        """(due ms, id) of the earliest row committed before `t_ms` and unchanged in it."""
+    def earliest_due(
+        self, t_ms: int, seq: int, created: Mapping[str, int]
+    ) -> tuple[int, str] | None:
+        """(due ms, id) of the earliest row committed before `t_ms` and unchanged in it, or
+        inserted in it (and nothing more) by a write whose `schedule:create` came before record
+        `seq`: the rows the re-arm at `seq` had to see."""
         if not self._usable:
             return None
         changes = self._changes
@@ -112,16 +121,23 @@ class _RowHistory:
             else:
                 self._rows[key] = after
             self._applied += 1
-        touched = set()
-        for when, key, _after in changes[self._applied :]:
+        rows = dict(self._rows)
+        now: dict[Any, list[tuple[bool, Mapping[str, Any] | None]]] = {}
+        for when, key, after in changes[self._applied :]:
             if when != t_ms:
                 break
-            touched.add(key)
+            existed = key in rows or key in now
+            now.setdefault(key, []).append((existed, after))
+        for key, seen in now.items():
+            inserted = len(seen) == 1 and not seen[0][0] and seen[0][1] is not None
+            if inserted and created.get(str(key), seq) < seq:
+                rows[key] = seen[0][1]  # type: ignore[assignment]
+            else:
+                rows.pop(key, None)
         due = [
             (int(row["time"]) * 1000, str(key))
-            for key, row in self._rows.items()
-            if key not in touched
-            and row.get("time") is not None
+            for key, row in rows.items()
+            if row.get("time") is not None
             and not (row.get("type") == "interval" and row.get("running") == 1)
         ]
         return min(due) if due else None

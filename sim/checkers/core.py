@@ -284,7 +284,8 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
         journal_ms[path] = tuple(record.storage.journal_ms)
         if record.parent is None:
             alarms[path] = record.alarm_at_ms
-        given = getattr(record.cls, "options", None)
+    for path, cls in sorted(platform.classes.items()):
+        given = getattr(cls, "options", None)
         options[path] = dict(given) if isinstance(given, Mapping) else {}
     return CheckContext(
         records=tuple(sim.trace.records),

@@ -6,8 +6,9 @@ The cancel is read from the fibers workload's record `workload:cancel {name, fib
 cancelled}` (`scenarios/workloads/fibers.py`: the workload knows its execution's id from
 `start_fiber`'s answer, so a fiber whose execution never began, its row left `pending`, is
 cancelled too). The ledger is read from the final storage (`cf_agents_fibers` of the agent) and
-from the recovery records (`fiber:recovery:detected {fiberId}`): an aborted fiber is terminal,
-so no recovery pass takes it.
+from the recovery records (`fiber:recovery:attempt {fiberId}`, the hook called): an aborted
+fiber is terminal, so no recovery pass hands it to the hook (a pass may still find the run
+row a dead execution left, and only clear it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def cancel_settles_fiber(context: CheckContext) -> list[Violation]:
     """Fibers §5.8 — `cancelFiber` on a `pending` or `running` managed fiber makes it `aborted`.
 
     For every `workload:cancel` with `cancelled: true` and a `fiberId` X (one whose turn may have
-    rolled back, a crash in its instant, does not count): no `fiber:recovery:detected` of X
+    rolled back, a crash in its instant, does not count): no `fiber:recovery:attempt` of X
     comes after it on the same agent, and X's row in the agent's final ledger, if it is still
     there, is `aborted` — unless the agent's storage was wiped or deleted after the cancel.
     """
@@ -40,13 +41,15 @@ def cancel_settles_fiber(context: CheckContext) -> list[Violation]:
         recovered = next(
             (
                 r
-                for r in context.events("fiber:recovery:detected", cancel.agent)
+                for r in context.events("fiber:recovery:attempt", cancel.agent)
                 if r.seq > cancel.seq and r.get("fiberId") == fiber_id
             ),
             None,
         )
         if recovered is not None:
-            out.append(_violation(cancel, f"recovery took it at {_at(recovered)}", recovered))
+            out.append(
+                _violation(cancel, f"recovery handed it to the hook at {_at(recovered)}", recovered)
+            )
             continue
         rows = [r for r in context.table(cancel.agent, LEDGER) if r.get("fiber_id") == fiber_id]
         if rows and rows[0].get("status") != "aborted":

@@ -23,7 +23,6 @@ from typing import Any
 
 from sim.checkers.core import LIVENESS_GRACE_MS, CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.storage import row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["fiber_leases_released", "fiber_runs_once", "fibers_settled", "no_lost_stash"]
@@ -115,11 +114,12 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
     2. no `cf_agents_fibers` (managed ledger) row is `pending` or `running`.
     Neither applies to an agent the platform left asleep (`CheckContext.left_asleep`: its alarm
     given up after its last completed startup, nothing armed): its recovery waits for the next
-    event from outside, as on the platform. Nor to a sub-agent's fiber the root never indexed
-    (no committed `cf_agents_facet_runs` row of its run: the registration of §6.9 step 5, made
-    after the sub-agent wrote its run row, was cut short) when the sub-agent was not started
-    again after it: only the indexed runs are driven by the root's alarm, so its recovery
-    waits for the sub-agent's next wake-up, as on the platform. Nor to a sub-agent its parent's
+    event from outside, as on the platform. Nor to a sub-agent's fiber whose run the root does
+    not index at the end (no `cf_agents_facet_runs` row of it: the registration of §6.9 step 5,
+    made after the sub-agent wrote its run row, was cut short, or a delete of the sub-agent
+    that stopped half-way dropped it) when the sub-agent was not started again after it: only
+    the indexed runs are driven by the root's alarm, so its recovery waits for the sub-agent's
+    next wake-up, as on the platform. Nor to a sub-agent its parent's
     registry no longer lists (a delete that stopped after removing the entry, its storage
     left): nothing reaches it again.
     """
@@ -206,25 +206,20 @@ def _unlisted(context: CheckContext, agent: str) -> bool:
 
 
 def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:
-    """The fibers of sub-agent `agent` whose runs its root never indexed (no committed
-    `cf_agents_facet_runs` row names them) and whose incarnation was the sub-agent's last one
+    """The fibers of sub-agent `agent` whose runs its root does not index at the end (no
+    `cf_agents_facet_runs` row names them: never registered, or dropped with a delete of the
+    sub-agent that stopped half-way) and whose incarnation was the sub-agent's last one
     started: nothing drives their recovery until the sub-agent wakes again."""
     root = context.root_of(agent)
-    if root == agent:
+    if root == agent or context.alive_at_end(agent) is not None:
         return set()
-    indexed = {
-        str(change.value("run_id"))
-        for change in row_changes(context.journals.get(root, ()), FACET_RUNS, "run_id")
-        if change.after is not None
-    }
+    indexed = {str(row.get("run_id")) for row in context.table(root, FACET_RUNS)}
     starts = context.events("incarnation:start", agent)
     last_inc = max((r.inc for r in starts), default=None)
     return {
         str(r.get("fiberId"))
         for r in context.events("fiber:run:started", agent)
-        if str(r.get("fiberId")) not in indexed
-        and r.inc == last_inc
-        and context.alive_at_end(agent) is None
+        if str(r.get("fiberId")) not in indexed and r.inc == last_inc
     }
 
 

@@ -60,7 +60,7 @@ def test_a_failed_re_arm_keeps_the_earlier_alarm_and_a_later_slot_is_caught(
 
     def caught(ctx: CheckContext) -> None:
         found = messages(ctx)
-        assert len(found) == 1 and "a re-arm after a storage fault" in found[0]
+        assert len(found) == 1 and "a re-arm after a failed read" in found[0]
         assert "later than 00:00:02.000" in found[0]
 
     caught(postponed)

@@ -51,7 +51,7 @@ def test_a_pending_fiber_cancelled_with_true_ends_aborted_and_is_never_recovered
     assert row["status"] == "aborted" and row["started_at"] is None
     assert messages(context) == []
 
-    taken = record(0, 30_000, W, 1, "fiber:recovery:detected", fiberId=fiber_id, fiberName="f1")
+    taken = record(0, 30_000, W, 1, "fiber:recovery:attempt", fiberId=fiber_id, fiberName="f1")
     recovered = with_record(context, cancel.seq, taken, t_ms=30_000)
 
     def caught(ctx: CheckContext) -> None:
@@ -60,7 +60,7 @@ def test_a_pending_fiber_cancelled_with_true_ends_aborted_and_is_never_recovered
         assert found[0].startswith(f"cancelFiber answered true for managed fiber f1 ({fiber_id})")
 
     caught(recovered)
-    assert "recovery took it at 00:00:30.000" in messages(recovered)[0]
+    assert "recovery handed it to the hook at 00:00:30.000" in messages(recovered)[0]
     left = with_row(context, W, "cf_agents_fibers", {"fiber_id": fiber_id}, status="pending")
     assert messages(left) == [
         f"cancelFiber answered true for managed fiber f1 ({fiber_id}) of {W} at 00:00:01.000, "

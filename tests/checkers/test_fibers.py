@@ -220,7 +220,7 @@ UNINDEXED = """
 """
 
 
-def test_a_sub_agent_fiber_its_root_never_indexed_waits_for_the_sub_agent_s_wake_up() -> None:
+def test_a_sub_agent_fiber_its_root_does_not_index_waits_for_the_sub_agent_s_wake_up() -> None:
     """The root dies in the turn that indexes the sub-agent's run (fibers §6.9 step 5, after
     the sub-agent wrote its run row): no root alarm drives the run's recovery, so the row and
     the ledger's `running` wait for the sub-agent's next wake-up, and nothing is owed. Once the
