@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sim.checkers.alarm_slot import RUN_ENDS
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.schedule_store import SCHEDULES_ON_JOBS, SCHEDULES_TABLE
@@ -31,11 +32,12 @@ def alarm_covers_schedules(context: CheckContext) -> list[Violation]:
 
     - B is no later than max(D, t + 1 ms) for the due time D of every schedule row committed
       before t and not changed in t, or inserted in t by a write whose `schedule:create` came
-      before the record (an interval row marked `running` excepted);
+      before the record (an interval row marked `running` excepted, and, during an alarm run,
+      the rows due by its firing, which that run runs);
     - except after a read of the agent that failed on storage in t, since its previous alarm
       record (the re-arm may not have read its sources): then B may instead be a check-back,
-      no later than an alarm still pending (armed for t or later); and in any case no later
-      than t + `keep_alive_interval_ms`.
+      no later than an alarm still pending (armed for t or later) if there is one; and in any
+      case no later than t + `keep_alive_interval_ms`.
 
     On 0.32.0 the rows live in `cf_agents_jobs` with a Lifecycle of its own: not judged.
     """
@@ -55,8 +57,14 @@ def _first_uncovered(context: CheckContext, agent: str) -> Violation | None:
     interval = int(context.option(agent, "keep_alive_interval_ms"))
     pending: int | None = None
     faulted = False
+    fired: int | None = None  # when the alarm run under way fired (its due rows are its own)
     events = ("alarm:set", "alarm:deleted", "alarm:fired", "fault:storage_error")
-    for record in context.records_of(agent, *events):
+    for record in context.records_of(agent, *events, *RUN_ENDS):
+        if record.event in RUN_ENDS:
+            fired = None
+            continue
+        if record.event == "alarm:fired":
+            fired = record.t_ms
         if record.event == "fault:storage_error":
             # A re-arm only reads its sources: a failed read may be one of them.
             faulted = faulted or str(record.get("statement", "")).lstrip().upper().startswith(
@@ -67,20 +75,21 @@ def _first_uncovered(context: CheckContext, agent: str) -> Violation | None:
             pending, faulted = None, False
             continue
         at = int(record.get("at") or 0)
-        row = history.earliest_due(record.t_ms, record.seq, created)
+        row = history.earliest_due(record.t_ms, record.seq, created, fired)
         covers = row is None or at <= max(row[0], record.t_ms + 1)
         if faulted:
             # The re-arm read its sources (then it covers the rows) or armed a check-back: one
-            # interval at most, and never later than the alarm already pending.
-            kept = pending is not None and pending >= record.t_ms and at <= pending
-            if at > record.t_ms + interval or not (covers or kept):
+            # interval at most, and never later than an alarm already pending.
+            waiting = pending is not None and pending >= record.t_ms
+            check_back = at <= record.t_ms + interval and not (waiting and at > (pending or 0))
+            if not (covers or check_back):
                 limit = record.t_ms + interval
-                if pending is not None and pending >= record.t_ms:
+                if waiting and pending is not None:
                     limit = min(limit, pending)
                 why = (
                     f"a re-arm after a failed read in its instant armed it at {_at(at)}, later "
-                    f"than {_at(limit)} (the check-back, or the alarm already pending)"
-                    + ("" if row is None else f" and than schedule {row[1]} needs it")
+                    f"than {_at(limit)} (the check-back, or the alarm already pending) and "
+                    f"than schedule {row[1] if row else '?'} needs it"
                 )
                 return _violation(agent, record, why)
         elif not covers and row is not None:
@@ -106,11 +115,12 @@ class _RowHistory:
         self._rows: dict[Any, Mapping[str, Any]] = {}
 
     def earliest_due(
-        self, t_ms: int, seq: int, created: Mapping[str, int]
+        self, t_ms: int, seq: int, created: Mapping[str, int], fired: int | None = None
     ) -> tuple[int, str] | None:
         """(due ms, id) of the earliest row committed before `t_ms` and unchanged in it, or
         inserted in it (and nothing more) by a write whose `schedule:create` came before record
-        `seq`: the rows the re-arm at `seq` had to see."""
+        `seq`: the rows the re-arm at `seq` had to see; inside an alarm run fired at `fired`,
+        not the rows due by then, which that run runs itself."""
         if not self._usable:
             return None
         changes = self._changes
@@ -139,6 +149,7 @@ class _RowHistory:
             for key, row in rows.items()
             if row.get("time") is not None
             and not (row.get("type") == "interval" and row.get("running") == 1)
+            and (fired is None or int(row["time"]) * 1000 > fired)
         ]
         return min(due) if due else None
 

@@ -25,6 +25,7 @@ from sim.checkers.models.spec_constants import (
     ALARM_RETRY_LIMIT,
 )
 from sim.checkers.registry import invariant
+from sim.checkers.sub_agent_lives import registry_history
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = [
@@ -459,6 +460,15 @@ def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
     return out
 
 
+def _unlisted_by(context: CheckContext, sub: str, after_ms: int, by_ms: int) -> bool:
+    """Sub-agent `sub`'s registry entry on its parent was deleted in [after_ms, by_ms]."""
+    parts = sub.split("/")
+    if len(parts) < 4:
+        return False
+    entries = registry_history(context, "/".join(parts[:-2])).get((parts[-2], parts[-1]), [])
+    return any(after_ms <= when <= by_ms and not present for when, present in entries)
+
+
 def _holder(root: str, lease: TraceRecord) -> str:
     """Who held a lease, as a violation names it: the root, or its sub-agent."""
     return root if lease.agent == root else f"{root}'s sub-agent {lease.agent}"
@@ -471,8 +481,19 @@ def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violati
     running = False
 
     def late(now: int) -> None:
-        nonlocal since
+        nonlocal since, held
         if since is None or running or now <= since.t_ms + interval:
+            return
+        # A sub-agent's lease ends too when its parent's registry drops it (the delete's
+        # clean-up gives its leases up on the root, even if the delete stops after it).
+        due = since.t_ms + interval
+        held = {
+            k: v
+            for k, v in held.items()
+            if k[0] == agent or not _unlisted_by(context, str(k[0]), v.t_ms, due)
+        }
+        if not held:
+            since = None
             return
         lease = next(iter(held.values()))
         out.append(

@@ -406,7 +406,14 @@ def _give_up_hid_completion(
                 (give_up.seq, *(c.seq for c in later[:1])),
             )
         ]
-    if later or not context.had_time_since(row.get("finish_claimed_at")):
+    # The completion may also have been delivered before the give-up (its delivery was under
+    # way when the budget ran out): then nothing was hidden.
+    before = [
+        c
+        for c in calls
+        if c.seq < give_up.seq and c.get("slot") == "finish" and c.get("status") == status
+    ]
+    if later or before or not context.had_time_since(row.get("finish_claimed_at")):
         return []
     return [
         Violation(

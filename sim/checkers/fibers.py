@@ -216,11 +216,20 @@ def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:
     indexed = {str(row.get("run_id")) for row in context.table(root, FACET_RUNS)}
     starts = context.events("incarnation:start", agent)
     last_inc = max((r.inc for r in starts), default=None)
-    return {
+    started = {
         str(r.get("fiberId"))
         for r in context.events("fiber:run:started", agent)
         if str(r.get("fiberId")) not in indexed and r.inc == last_inc
     }
+    # A managed start whose execution never began leaves a `pending` row and no run: no run was
+    # indexed, so only the sub-agent's own next startup finds it (F7 arms the alarm of a
+    # top-level agent; a sub-agent's alarm is its root's, which walks indexed runs only).
+    never_ran = {
+        str(row.get("fiber_id"))
+        for row in context.table(agent, "cf_agents_fibers")
+        if row.get("status") == "pending" and str(row.get("fiber_id")) not in indexed
+    }
+    return started | never_ran
 
 
 FACET_RUNS = "cf_agents_facet_runs"

@@ -21,7 +21,7 @@ from sim.checkers.registry import invariant
 from sim.checkers.storage import row_changes
 from sim.trace import format_sim_time
 
-__all__ = ["sub_agents_registered"]
+__all__ = ["registry_history", "sub_agents_registered"]
 
 REGISTRY = "cf_agents_sub_agents"
 
@@ -41,7 +41,7 @@ def sub_agents_registered(context: CheckContext) -> list[Violation]:
             continue  # a top-level agent has no registry above it
         parent, cls, name = "/".join(parts[:-2]), parts[-2], parts[-1]
         if parent not in histories:
-            histories[parent] = _history(context, parent)
+            histories[parent] = registry_history(context, parent)
         entries = histories[parent].get((cls, name))
         if not entries:
             continue
@@ -69,7 +69,9 @@ def sub_agents_registered(context: CheckContext) -> list[Violation]:
     return out
 
 
-def _history(context: CheckContext, parent: str) -> dict[tuple[Any, Any], list[tuple[int, bool]]]:
+def registry_history(
+    context: CheckContext, parent: str
+) -> dict[tuple[Any, Any], list[tuple[int, bool]]]:
     """(class, name) -> [(instant, present after it)] of the parent's registry, in commit
     order (the last change of each instant)."""
     journal = context.journals.get(parent, ())
