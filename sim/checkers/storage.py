@@ -38,6 +38,7 @@ _INSERT = re.compile(
 )
 _KV_PUT = re.compile(rf"^\s*INSERT\s+INTO\s+{KV_TABLE}\s*\(key,\s*value\)", re.IGNORECASE)
 _KV_DELETE = re.compile(rf"^\s*DELETE\s+FROM\s+{KV_TABLE}\s+WHERE\s+key\s*=\s*\?", re.IGNORECASE)
+_KV_CLEAR = re.compile(rf"^\s*DELETE\s+FROM\s+{KV_TABLE}\s*$", re.IGNORECASE)
 
 
 def replay_journal(turns: Sequence[Sequence[Write]]) -> tuple[sqlite3.Connection, str | None]:
@@ -176,7 +177,9 @@ class KvWrite:
 
 
 def kv_writes(turns: Sequence[Sequence[Write]], prefix: str) -> Iterator[KvWrite]:
-    """The committed puts and deletes of KV keys that start with `prefix`, in commit order."""
+    """The committed puts and deletes of KV keys that start with `prefix`, in commit order. A
+    delete of the whole table (a destroy's wipe) deletes every key written before it."""
+    known: dict[str, None] = {}
     for number, turn in enumerate(turns, start=1):
         for statement, params in turn:
             if _KV_PUT.match(statement) and len(params) >= 2 and str(params[0]).startswith(prefix):
@@ -184,9 +187,15 @@ def kv_writes(turns: Sequence[Sequence[Write]], prefix: str) -> Iterator[KvWrite
                     value = json.loads(params[1])
                 except (TypeError, ValueError):
                     value = params[1]
+                known[str(params[0])] = None
                 yield KvWrite(str(params[0]), value, number)
             elif _KV_DELETE.match(statement) and params and str(params[0]).startswith(prefix):
+                known.pop(str(params[0]), None)
                 yield KvWrite(str(params[0]), None, number)
+            elif _KV_CLEAR.match(statement) and not params:
+                for key in list(known):
+                    yield KvWrite(key, None, number)
+                known.clear()
 
 
 @dataclass(frozen=True)

@@ -118,3 +118,18 @@ def test_a_table_or_a_statement_only_one_side_knows_is_caught(crashed: CheckCont
 def test_a_hand_built_context_without_journals_has_nothing_to_replay() -> None:
     """No journal, no check: a context built by hand is not flagged."""
     assert messages(CheckContext(records=(), storage={W: {"counts": [{"id": 1}]}})) == []
+
+
+def test_a_wipe_of_the_kv_table_deletes_every_key_written_before_it() -> None:
+    """A destroy's wipe journals `DELETE FROM _cf_KV`: every key put before it reads as deleted
+    from then on (a count kept in KV starts afresh), and a key put after it stands."""
+    from sim.checkers.storage import kv_writes
+
+    put = "INSERT INTO _cf_KV (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = ?"
+    turns = [
+        [(put, ("cf:strikes", "1", "1")), (put, ("other", "2", "2"))],
+        [("DELETE FROM _cf_KV", ())],
+        [(put, ("cf:strikes", "1", "1"))],
+    ]
+    writes = [(w.key, w.value, w.turn) for w in kv_writes(turns, "cf:")]
+    assert writes == [("cf:strikes", 1, 1), ("cf:strikes", None, 2), ("cf:strikes", 1, 3)]
