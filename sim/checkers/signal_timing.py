@@ -176,7 +176,8 @@ def milestones_before_finish(context: CheckContext) -> list[Violation]:
     is delivered after m, at all, once the liveness phase ran and had time since m (and P was
     not left asleep). Not judged: an answer held up by a claim whose incarnation died with the
     claim open before that delivery (the claim's 60 s lease keeps the milestone until it runs
-    out; `milestones_once` holds the at most once).
+    out; `milestones_once` holds the at most once), and a milestone reached in the instant its
+    run was delivered `aborted` (a cancel settles the run at once, in that instant).
     """
     out: list[Violation] = []
     for parent in context.paths():
@@ -270,6 +271,8 @@ def _milestone_problem(
         return None
     if _claim_cut(context, parent, history, end):
         return None
+    if end.get("status") == "aborted" and end.t_ms == reached:
+        return None  # cancelled in the instant the milestone was reached: aborted at once
     delivered = f"the run's {end.get('slot')} was delivered at {format_sim_time(end.t_ms)}"
     said = (
         f"was never announced, though {delivered}"
