@@ -255,3 +255,36 @@ def test_a_chat_turn_cut_by_an_eviction_is_refused_with_its_reason() -> None:
     assert cut is not None and cut.why == CHAT_TURN_CUT_WHY
     whole = CHAT_CUT.replace("  - {at: 2s, evict: {agent: assistant, reason: idle}}\n", "")
     assert compile_plan(parse_scenario(whole, "chat-whole.yaml")).skip is None
+
+
+JOINING = """
+name: joining
+description: a client joins an AIChatAgent-like chat host after a turn was asked of it
+seed: 1
+agents:
+  assistant:
+    workload: chat
+    host: chat
+    model: {reply: "on it", chunks: 3, chunk_delay: 4s}
+clients:
+  c: {agent: assistant}
+steps:
+  - STEPS
+"""
+
+
+def test_a_client_joining_a_chat_host_after_a_turn_is_refused_with_its_reason() -> None:
+    """The CI sample's open finding: @cloudflare/ai-chat announces `cf_agent_stream_resuming`
+    to a client that joins while a reply streams and waits for it to ask; the port streams on.
+    A plan whose client connects after a `say` is refused with that reason; one whose client
+    connects first is not refused for it."""
+    from scenarios.diff.plan import CHAT_JOIN_MID_STREAM_WHY
+    from scenarios.language.loader import parse_scenario
+
+    say = "call: {agent: assistant, method: say, args: [hi], wait: false}"
+    after = JOINING.replace("STEPS", f"{say}\n  - at: 4s\n    connect: {{client: c}}")
+    before = JOINING.replace("STEPS", f"connect: {{client: c}}\n  - {say}")
+    refused = compile_plan(parse_scenario(after, "a.yaml"), repeat=1)
+    assert refused.plan is None and refused.skip.why == CHAT_JOIN_MID_STREAM_WHY
+    played = compile_plan(parse_scenario(before, "b.yaml"), repeat=1)
+    assert played.skip is None or played.skip.why != CHAT_JOIN_MID_STREAM_WHY
