@@ -141,7 +141,7 @@ class _RowHistory:
         for key, seen in now.items():
             inserted = len(seen) == 1 and not seen[0][0] and seen[0][1] is not None
             if inserted and created.get(str(key), seq) < seq:
-                rows[key] = seen[0][1]  # type: ignore[assignment]
+                rows[key] = seen[0][1]
             else:
                 rows.pop(key, None)
         due = [
