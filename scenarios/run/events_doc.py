@@ -268,6 +268,7 @@ WHEN: dict[str, str] = {
     ),
     "workload:mcp_added": "A fibers workload registered an MCP server (mcp_servers_durable).",
     "workload:mcp_removed": "A fibers workload removed the MCP servers of one name.",
+    "workload:held": "A fibers workload's hold gave back every keepAlive lease it took by hand.",
     "workload:hook_saw_mcp": "A fibers-workload recovery hook found these MCP servers connected.",
     "workload:duplicates_allowed": (
         "The schedules workload creates a schedule with idempotent: false (schedule_dedupe_keys)."
