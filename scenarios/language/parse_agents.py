@@ -444,6 +444,15 @@ def _unique_name(entry: Fields, earlier: list[str], key: str) -> Any:
     return name
 
 
+def _sub_agents(spec: Fields) -> tuple[str, ...]:
+    """A workload's `sub_agents:` names (`scenarios.workloads.sub_agents`), refused when bad."""
+    subs = tuple(spec.get("sub_agents") or ())
+    problem = sub_agents_problem(subs)
+    if problem is not None:
+        spec.bad("sub_agents", problem)
+    return subs
+
+
 def _fibers(spec: Fields, options: dict[str, Any]) -> type:
     plans: list[FiberPlan] = []
     for index, item, line in _items(spec, "fibers"):
@@ -487,12 +496,9 @@ def _fibers(spec: Fields, options: dict[str, Any]) -> type:
                 "give one of them",
             )
         options["keep_alive_interval_ms"] = interval
-    subs = spec.get("sub_agents") or []
-    problem = sub_agents_problem(subs)
-    if problem is not None:
-        spec.bad("sub_agents", problem)
+    subs = _sub_agents(spec)
     return fiber_workload(
-        plans, start=spec.get("start"), recovery=spec.get("recovery"), sub_agents=tuple(subs)
+        plans, start=spec.get("start"), recovery=spec.get("recovery"), sub_agents=subs
     )
 
 
@@ -559,12 +565,9 @@ def _schedules(spec: Fields) -> type:
                 fiber=entry.get("fiber"),
             )
         )
-    subs = spec.get("sub_agents") or []
-    problem = sub_agents_problem(subs)
-    if problem is not None:
-        spec.bad("sub_agents", problem)
+    subs = _sub_agents(spec)
     return schedule_workload(
-        plans, setup=spec.get("setup"), warmup_ms=spec.get("warmup"), sub_agents=tuple(subs)
+        plans, setup=spec.get("setup"), warmup_ms=spec.get("warmup"), sub_agents=subs
     )
 
 

@@ -25,7 +25,7 @@ from sim.checkers.models.spec_constants import (
     ALARM_RETRY_LIMIT,
 )
 from sim.checkers.registry import invariant
-from sim.checkers.sub_agent_lives import registry_history
+from sim.checkers.sub_agent_registry import registry_entry, registry_history
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = [
@@ -462,10 +462,11 @@ def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
 
 def _unlisted_by(context: CheckContext, sub: str, after_ms: int, by_ms: int) -> bool:
     """Sub-agent `sub`'s registry entry on its parent was deleted in [after_ms, by_ms]."""
-    parts = sub.split("/")
-    if len(parts) < 4:
+    entry = registry_entry(sub)
+    if entry is None:
         return False
-    entries = registry_history(context, "/".join(parts[:-2])).get((parts[-2], parts[-1]), [])
+    parent, cls, name = entry
+    entries = registry_history(context, parent).get((cls, name), [])
     return any(after_ms <= when <= by_ms and not present for when, present in entries)
 
 

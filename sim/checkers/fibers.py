@@ -23,6 +23,7 @@ from typing import Any
 
 from sim.checkers.core import LIVENESS_GRACE_MS, CheckContext, Violation
 from sim.checkers.registry import invariant
+from sim.checkers.sub_agent_registry import REGISTRY, registry_entry
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["fiber_leases_released", "fiber_runs_once", "fibers_settled", "no_lost_stash"]
@@ -197,11 +198,11 @@ def fibers_settled(context: CheckContext) -> list[Violation]:
 
 def _unlisted(context: CheckContext, agent: str) -> bool:
     """Sub-agent `agent` is missing from its parent's final registry (`cf_agents_sub_agents`)."""
-    parts = agent.split("/")
-    if len(parts) < 4:
+    entry = registry_entry(agent)
+    if entry is None:
         return False
-    parent, cls, name = "/".join(parts[:-2]), parts[-2], parts[-1]
-    registry = context.table(parent, "cf_agents_sub_agents")
+    parent, cls, name = entry
+    registry = context.table(parent, REGISTRY)
     return not any(r.get("class") == cls and r.get("name") == name for r in registry)
 
 

@@ -12,18 +12,14 @@ one, for its own.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.storage import row_changes
+from sim.checkers.sub_agent_registry import registry_entry, registry_history
 from sim.trace import format_sim_time
 
-__all__ = ["registry_history", "sub_agents_registered"]
-
-REGISTRY = "cf_agents_sub_agents"
+__all__ = ["sub_agents_registered"]
 
 
 @invariant("sub_agents_registered")
@@ -36,10 +32,10 @@ def sub_agents_registered(context: CheckContext) -> list[Violation]:
     out: list[Violation] = []
     histories: dict[str, dict[tuple[Any, Any], list[tuple[int, bool]]]] = {}
     for start in context.events("incarnation:start"):
-        parts = start.agent.split("/")
-        if len(parts) < 4:
+        entry = registry_entry(start.agent)
+        if entry is None:
             continue  # a top-level agent has no registry above it
-        parent, cls, name = "/".join(parts[:-2]), parts[-2], parts[-1]
+        parent, cls, name = entry
         if parent not in histories:
             histories[parent] = registry_history(context, parent)
         entries = histories[parent].get((cls, name))
@@ -67,26 +63,3 @@ def sub_agents_registered(context: CheckContext) -> list[Violation]:
             )
         )
     return out
-
-
-def registry_history(
-    context: CheckContext, parent: str
-) -> dict[tuple[Any, Any], list[tuple[int, bool]]]:
-    """(class, name) -> [(instant, present after it)] of the parent's registry, in commit
-    order (the last change of each instant)."""
-    journal = context.journals.get(parent, ())
-    instants = context.journal_ms.get(parent, ())
-    out: dict[tuple[Any, Any], list[tuple[int, bool]]] = defaultdict(list)
-    if len(instants) != len(journal):
-        return out
-    for change in row_changes(journal, REGISTRY, ("class", "name")):
-        when = instants[change.turn - 1]
-        changes = out[change.key]
-        if changes and changes[-1][0] == when:
-            changes.pop()
-        changes.append((when, _present(change.after)))
-    return out
-
-
-def _present(row: Mapping[str, Any] | None) -> bool:
-    return row is not None
