@@ -51,10 +51,6 @@ from agents_core.schedules import Schedule, ScheduleTiming
 
 __all__ = ["Agent", "Request", "Response"]
 
-STATE_TABLE_DDL = (
-    "CREATE TABLE IF NOT EXISTS cf_agents_state (id TEXT PRIMARY KEY NOT NULL, state TEXT)"
-)
-STATE_ROW_ID = "cf_state_row_id"
 IDENTITY_FRAME_TYPE = "cf_agent_identity"
 STATE_FRAME_TYPE = "cf_agent_state"
 
@@ -160,6 +156,7 @@ class Agent:
         self._schedule_dispatch = runtime.schedule_dispatch
         self._facets = runtime.facets
         self._tools = runtime.tools
+        self._state_store = runtime.state
         if self._is_facet and host.kv.get("cf_agents_is_facet"):
             # A facet that lived before died on its own: its root still holds the leases that
             # incarnation took. Released at construction, not at startup, because a plain RPC
@@ -184,10 +181,9 @@ class Agent:
     def state(self) -> Any:
         """The persisted state (it survives eviction); `initial_state` until first set."""
         if self._state is _UNSET:
-            # The row's existence alone says the state was set (any JSON value, null too).
-            rows = self.sql("SELECT state FROM cf_agents_state WHERE id = ?", STATE_ROW_ID)
-            if rows:
-                self._state = json.loads(rows[0]["state"])
+            stored = self._state_store.load()
+            if stored is not None:
+                self._state = json.loads(stored)
             else:
                 self._state = copy.deepcopy(self.initial_state)
         return self._state
@@ -200,11 +196,7 @@ class Agent:
             raise TypeError(
                 f"agent state must be JSON-serialisable: {exc}; got {state!r}"
             ) from None
-        upsert = (
-            "INSERT INTO cf_agents_state (id, state) VALUES (?, ?) "
-            "ON CONFLICT(id) DO UPDATE SET state = excluded.state"
-        )
-        self.sql(upsert, STATE_ROW_ID, encoded)
+        self._state_store.save(encoded)
         self._state = json.loads(encoded)
         self._broadcast_protocol({"type": STATE_FRAME_TYPE, "state": self._state})
         self.on_state_update(self._state, "server")

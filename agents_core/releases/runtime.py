@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from agents_core.recovery import Recovery
     from agents_core.schedule_dispatch import ScheduleDispatch
     from agents_core.schedules import Scheduler
+    from agents_core.state_store import StateStore
 
 __all__ = ["AgentPorts", "AgentSchema", "Build", "Runtime"]
 
@@ -66,6 +67,7 @@ class Runtime:
     schedule_dispatch: ScheduleDispatch
     facets: Facets
     tools: AgentTools
+    state: StateStore
     schema: AgentSchema
 
 

@@ -25,6 +25,7 @@ from agents_core.releases.runtime import Runtime
 from agents_core.schedule_dispatch import ScheduleDispatch
 from agents_core.schedules import Scheduler
 from agents_core.schema import SCHEMA_V11
+from agents_core.state_store import StateStore
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
@@ -75,5 +76,6 @@ def build(
         schedule_dispatch=dispatch,
         facets=facets,
         tools=tools,
+        state=StateStore(context),
         schema=SCHEMA_V11,
     )

@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agents_core.agent import STATE_ROW_ID
+from agents_core.state_store import STATE_ROW_ID
 from scenarios.language.fields import show
 from scenarios.language.schema import (
     CallStep,

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from agents_core.agent import STATE_ROW_ID
+from agents_core.state_store import STATE_ROW_ID
 from scenarios.hunt.fault_draws import STORAGE_FAULTS, Schedule
 from scenarios.language.loader import load_scenario
 from scenarios.run.runner import run_scenario

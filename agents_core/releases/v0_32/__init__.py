@@ -25,8 +25,8 @@ from agents_core.releases.v0_32.lifecycle import Lifecycle
 from agents_core.releases.v0_32.mcp_schema import KeyedMcp
 from agents_core.releases.v0_32.replay_numbering import MilestoneReplay
 from agents_core.releases.v0_32.scheduler import Scheduler
+from agents_core.releases.v0_32.state import CapabilityStarts, StateCapability
 from agents_core.schedule_dispatch import ScheduleDispatch
-from agents_core.schema import STATE_DDL
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
@@ -42,8 +42,6 @@ NOT_BUILT: tuple[str, ...] = (
     "§3.5 the prefix cleanup of queue and tasks jobs (the port has no Queue or Tasks "
     "capability), and the owner's retry loop handing a memory-limit reset of a one-shot back to "
     "the root as 0.21.0 does (0.32.0 stops early only for a code-update reset)",
-    "§6.2 the State capability's schema key (cf_agents:state_schema_version), written at its "
-    "startup",
     "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
     "§7.1 a chat child keeping a terminal run's content chunks from its own clients",
     "§7.2 chunks too large to store (a child making unstoredId chunks, CHUNK_MAX_BYTES)",
@@ -57,9 +55,9 @@ NOT_BUILT: tuple[str, ...] = (
 """What of 0.32.0 a run does not model yet (a run on this release behaves as 0.21.0 there)."""
 
 
-SCHEMA = AgentSchema((STATE_DDL, *AGENT_DDL))
-"""Version 14 in KV. It still creates the state table (the SDK's State capability is not a
-component here); the schedules are jobs (the Scheduler moves a 0.21.0 table into them)."""
+SCHEMA = AgentSchema(AGENT_DDL)
+"""Version 14 in KV. The state table is the State capability's (`state.py`); the schedules are
+jobs (the Scheduler moves a 0.21.0 table into them)."""
 
 
 DELIVERY = TerminalDelivery()
@@ -72,11 +70,13 @@ def build(
     """The components of one agent on 0.32.0, in 0.21.0's order (`v0_21`), with each one
     0.32.0 changed swapped in as it is built (what is not yet: `NOT_BUILT`): the FiberRunner
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
-    quietly, the schema of version 14, MCP under its own schema key, the Lifecycle with the
-    job queue and its driver behind the alarm, keepAlive, housekeeping and destroy as its host
-    jobs, the Scheduler on jobs, agent tools' event delivery and replay numbering."""
+    quietly, the schema of version 14, MCP and State under their own schema keys, the
+    Lifecycle with the job queue and its driver behind the alarm, keepAlive, housekeeping and
+    destroy as its host jobs, the Scheduler on jobs, agent tools' event delivery and replay
+    numbering."""
     mcp = KeyedMcp(context, agent._broadcast_protocol)
-    lifecycle = Lifecycle(context, agent, mcp)
+    state = StateCapability(context)
+    lifecycle = Lifecycle(context, agent, CapabilityStarts(mcp, state))
     keep_alive = KeepAlive(context, lifecycle, owner_key)
     fiber_ledger = FiberLedger(context)
     fibers = OutcomeFiberRunner(context, fiber_ledger, keep_alive, lifecycle, agent)
@@ -122,5 +122,6 @@ def build(
         schedule_dispatch=dispatch,
         facets=facets,
         tools=tools,
+        state=state,
         schema=SCHEMA,
     )

@@ -10,11 +10,9 @@ is put: the steps from 11 to 14 are one path, not four. At 14 nothing runs.
 What 0.32.0 adds to the tables: `cf_agents_runs.completed_at`, `.outcome`, `.error_message`
 (a fiber's outcome, written in its `finally`) and `cf_agent_tool_runs.event_delivery`.
 
-The SDK's Agent no longer creates `cf_agents_state` (its State capability does, at startup) nor
-`cf_agents_schedules` (its Scheduler migrates that table to jobs and drops it). The tables this
-port's components of a build still keep are given to `AgentSchema` by the build
-(`v0_32.build`): the state table, and the schedules table while the build's Scheduler is
-0.21.0's.
+The Agent no longer creates `cf_agents_state` (the State capability does, at startup and on
+first need: `state.py`) nor `cf_agents_schedules` (the Scheduler migrates that table to jobs
+and drops it).
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agents_core.schema import DDL as DDL_V11
-from agents_core.schema import LEGACY_STATE_FLAG_ROW_ID, SCHEMA_VERSION_ROW_ID
+from agents_core.schema import SCHEMA_VERSION_ROW_ID
 
 if TYPE_CHECKING:
     from agents_core.host import Host
@@ -116,11 +114,6 @@ class AgentSchema:
             host.sql.execute(statement)
         for statement in ADDED_COLUMNS:
             _add_column_if_not_exists(host, statement)
-        # The state table's legacy flag row (0.32.0's State capability deletes it at startup).
-        if any("cf_agents_state" in statement for statement in self.tables):
-            host.sql.execute(
-                "DELETE FROM cf_agents_state WHERE id = ?", (LEGACY_STATE_FLAG_ROW_ID,)
-            )
         host.kv.put(SCHEMA_VERSION_KEY, CURRENT_SCHEMA_VERSION)
 
 

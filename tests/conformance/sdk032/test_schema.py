@@ -1,5 +1,5 @@
 """Conformance on SDK 0.32.0: the agent schema version 14, kept in the key-value store (spec
-sdk-0.32 §6.1, catalogue J-69, J-70), and MCP's own schema key (§6.2)."""
+sdk-0.32 §6.1, catalogue J-69, J-70), and MCP's and State's own schema keys (§6.2)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agents_core import Agent
 from sim import AgentRef, Simulation
 from tests.conformance.fiber_agents import Recorder
 
@@ -80,3 +81,72 @@ def test_mcp_keeps_its_schema_version_under_its_own_key(sdk: str) -> None:
             sim.fetch(ref)  # startup: MCP's own step, before it restores its servers
             assert columns(sim, ref, "cf_agents_mcp_servers")[:2] == ["id", "name"]
             assert kv(sim, ref, "cf_agents:mcp_schema_version") == "1"
+
+
+class Counter(Agent):
+    """A plain method that reads the state and one that sets it (neither starts the agent)."""
+
+    initial_state = {"count": 0}
+
+    def read(self) -> Any:
+        return self.state
+
+    def bump(self) -> int:
+        count = int(self.state["count"]) + 1
+        self.set_state({"count": count})
+        return count
+
+
+def state_key(sim: Simulation, ref: AgentRef) -> Any:
+    return kv(sim, ref, "cf_agents:state_schema_version")
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_state_keeps_its_schema_version_under_its_own_key(sdk: str) -> None:
+    """0.32.0's State capability puts `cf_agents:state_schema_version = 1` at startup (spec
+    sdk-0.32 §6.2); 0.21.0 has no such key (its agent schema makes the state table)."""
+    with Simulation(seed=zlib.crc32(f"state-key-{sdk}".encode()), sdk=sdk) as sim:
+        ref = sim.agent(Counter, "c")
+        sim.fetch(ref)
+        assert state_key(sim, ref) == ("1" if sdk == "0.32.0" else None)
+        assert sim.call(ref, "bump") == 1
+        sim.evict(ref, "deploy")
+        assert sim.call(ref, "read") == {"count": 1}
+
+
+def test_state_below_its_version_deletes_the_legacy_flag_row_at_startup(
+    sim: Simulation,
+) -> None:
+    """At version 1 the State capability trusts its table and leaves other rows alone; below it
+    (no key) the next startup deletes the legacy `cf_state_was_changed` row and puts 1. The
+    agent's construction alone (a plain RPC) does neither."""
+    ref = sim.agent(Counter, "c")
+    sim.fetch(ref)
+    flag = "INSERT INTO cf_agents_state (id, state) VALUES ('cf_state_was_changed', 'true')"
+    flagged = "SELECT id FROM cf_agents_state WHERE id = 'cf_state_was_changed'"
+    sim.query(ref, flag)
+    sim.evict(ref, "deploy")
+    sim.fetch(ref)
+    assert sim.query(ref, flagged) != []
+    sim.query(ref, "DELETE FROM _cf_KV WHERE key = 'cf_agents:state_schema_version'")
+    sim.evict(ref, "deploy")
+    assert sim.call(ref, "read") == {"count": 0}  # constructed, not started
+    assert sim.query(ref, flagged) != []
+    assert state_key(sim, ref) is None
+    sim.fetch(ref)
+    assert sim.query(ref, flagged) == []
+    assert state_key(sim, ref) == "1"
+
+
+def test_a_cold_agent_makes_its_state_table_on_first_need(sim: Simulation) -> None:
+    """The agent schema no longer makes `cf_agents_state`: a plain RPC (no startup) to an
+    agent without the table or its key reads and sets its state, making the table first."""
+    ref = sim.agent(Counter, "c")
+    sim.fetch(ref)
+    sim.query(ref, "DROP TABLE cf_agents_state")
+    sim.query(ref, "DELETE FROM _cf_KV WHERE key = 'cf_agents:state_schema_version'")
+    sim.evict(ref, "deploy")
+    assert sim.call(ref, "read") == {"count": 0}
+    assert state_key(sim, ref) is None
+    assert sim.call(ref, "bump") == 1
+    assert sim.query(ref, "SELECT id FROM cf_agents_state") == [{"id": "cf_state_row_id"}]
