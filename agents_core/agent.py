@@ -350,12 +350,20 @@ class Agent:
         *,
         retry: Mapping[str, Any] | RetryOptions | None = None,
         idempotent: bool | None = None,
+        recovery_loop: bool | None = None,
     ) -> Schedule:
         """Run `self.<callback>(payload, row)` at a datetime, after a number of seconds, or on
         every occurrence of a cron expression. Cron rows dedupe by default; the others only with
-        `idempotent=True` (spec fibers §4.1)."""
+        `idempotent=True` (spec fibers §4.1). `recovery_loop=True` makes the schedule a member
+        of the memory-limit breaker's recovery loop on 0.32.0 (spec sdk-0.32 §3.2); 0.21.0
+        ignores it."""
         return await self._scheduler.schedule(
-            when, callback, payload, retry=retry, idempotent=idempotent
+            when,
+            callback,
+            payload,
+            retry=retry,
+            idempotent=idempotent,
+            recovery_loop=recovery_loop,
         )
 
     async def schedule_every(

@@ -206,10 +206,20 @@ class Scheduler:
         *,
         retry: Mapping[str, Any] | RetryOptions | None = None,
         idempotent: bool | None = None,
+        recovery_loop: bool | None = None,
     ) -> Schedule:
         """Run `self.<callback>(payload, row)` at a datetime, after a number of seconds, or on
         every occurrence of a cron expression. Cron rows dedupe by default; the others only with
-        `idempotent=True` (spec fibers §4.1)."""
+        `idempotent=True` (spec fibers §4.1).
+
+        `recovery_loop` is 0.32.0's option (spec sdk-0.32 §3.2, the Scheduler that stores it is
+        `releases/v0_32/scheduler.py`). 0.21.0 ignores it without a word, as its SDK does: its
+        `schedule()` reads only `retry` and `idempotent` of the options object
+        (`agents@0.21.0` dist `index.js:1764-1771` `_validateScheduleCallback`, `index.js:1782`
+        `_insertScheduleForOwner`, `index.js:2231` `schedule`), and the key is not in the
+        declared options type (`agent-tool-types-CzGGB-20.d.ts:4145-4153`), so at run time an
+        untyped caller's `recoveryLoop` is dropped, neither refused nor stored. Here it travels
+        down to `_insert_schedule`, which on 0.21.0 does nothing with it."""
         self._check_schedule_callback(callback)
         given_retry = self._check_schedule_retry(retry)
         if not (isinstance(when, datetime | str) or _is_number(when)):
@@ -220,7 +230,12 @@ class Scheduler:
         self._warn_schedule_in_on_start(when, callback, idempotent)
         timing = self._schedule_timing(when)
         schedule, created = await self._store_schedule(
-            timing, callback, payload, retry=given_retry, idempotent=idempotent
+            timing,
+            callback,
+            payload,
+            retry=given_retry,
+            idempotent=idempotent,
+            recovery_loop=recovery_loop,
         )
         if created:
             self._emit("schedule:create", callback=callback, id=schedule.id)
@@ -330,11 +345,12 @@ class Scheduler:
         *,
         retry: Mapping[str, Any] | None,
         idempotent: bool | None,
+        recovery_loop: bool | None = None,
     ) -> tuple[Schedule, bool]:
         """Where this agent's new schedules go: its own table; a facet's, its root's (which
         calls `_insert_schedule` with the facet as the owner)."""
         if self._ctx.is_facet:
-            options = {"retry": retry, "idempotent": idempotent}
+            options = {"retry": retry, "idempotent": idempotent, "recovery_loop": recovery_loop}
             stored: tuple[Schedule, bool] = await self.host.facets.root().call(
                 "_cf_schedule_for_facet",
                 timing,
@@ -351,6 +367,7 @@ class Scheduler:
             payload,
             retry=retry,
             idempotent=idempotent,
+            recovery_loop=recovery_loop,
             owner_path=None,
             owner_path_key=self._schedule_owner_key(),
         )
@@ -363,11 +380,13 @@ class Scheduler:
         *,
         retry: Mapping[str, Any] | None,
         idempotent: bool | None,
+        recovery_loop: bool | None = None,
         owner_path: str | Sequence[Mapping[str, str]] | None,
         owner_path_key: str | None,
     ) -> tuple[Schedule, bool]:
         """Write a row for this owner, or return the row an idempotent request matches; the
-        flag says whether a row was created. Re-arms the alarm either way."""
+        flag says whether a row was created. Re-arms the alarm either way. `recovery_loop` is
+        ignored: 0.21.0's rows have no such column (see `schedule`)."""
         payload_json = encode_payload(payload)
         dedupe = idempotent is not False if timing.recurring else bool(idempotent)
         if dedupe:
@@ -571,6 +590,7 @@ class Scheduler:
             payload,
             retry=options.get("retry"),
             idempotent=options.get("idempotent"),
+            recovery_loop=options.get("recovery_loop"),
             owner_path=owner_path,
             owner_path_key=owner_key,
         )

@@ -3,7 +3,8 @@
 The API and its timing are 0.21.0's (the Scheduler this class extends); what changes is where a
 schedule lives and how it runs. A schedule is one job of `cf_agents_jobs`: `fn` is the callback,
 `time` the due second × 1000, `retry_options` the fully resolved retry, `singleflight` set for
-an interval, `hung_timeout_seconds` the class option. Its payload is the timing envelope
+an interval, `hung_timeout_seconds` the class option, `recovery_loop` the call's option (a
+member of the memory-limit breaker's recovery loop). Its payload is the timing envelope
 `{payload, retry, type, delayInSeconds, cron, intervalSeconds, owner_path, owner_path_key}` with
 the user's payload under `payload` and the caller's own retry under `retry`. The job driver
 runs it: `on_job` emits `schedule:execute` on the first attempt and `schedule:retry` before
@@ -309,9 +310,15 @@ class Scheduler(Scheduler021):
         *,
         retry: Mapping[str, Any] | None,
         idempotent: bool | None,
+        recovery_loop: bool | None = None,
         owner_path: str | Sequence[Mapping[str, str]] | None,
         owner_path_key: str | None,
     ) -> tuple[Schedule, bool]:
+        """Push the schedule's job, or return the job an idempotent request matches. A new job
+        is a member of the breaker's recovery loop when `recovery_loop` is set. A hit that is
+        not one while the call asks for it is pushed again under its id as it is, but with
+        `recovery_loop = 1` and the class's hung timeout (a re-push, which also clears its
+        dispatch marker); a hit re-arms the alarm either way (spec sdk-0.32 §3.2)."""
         payload_json = encode_payload(payload)
         dedupe = idempotent is not False if timing.recurring else bool(idempotent)
         if dedupe:
@@ -319,6 +326,18 @@ class Scheduler(Scheduler021):
             if found is not None:
                 hit, hit_timing = found
                 probe(self._ctx.host, "schedule.idempotent_dedupe")
+                if recovery_loop and not hit.recovery_loop:
+                    await self._jobs.push(
+                        hit.fn,
+                        hit.time,
+                        id=hit.id,
+                        payload=hit.payload,
+                        retry=hit.retry,
+                        singleflight=hit.singleflight,
+                        exclusive=hit.exclusive,
+                        hung_timeout_seconds=self._options.hung_schedule_timeout_seconds,
+                        recovery_loop=True,
+                    )
                 await self._jobs.rearm()
                 return self._to_schedule(hit.id, hit.fn, hit_timing, hit.time // 1000), False
         if owner_path is not None and not isinstance(owner_path, str):
@@ -349,6 +368,7 @@ class Scheduler(Scheduler021):
             },
             singleflight=timing.type == "interval",
             hung_timeout_seconds=self._options.hung_schedule_timeout_seconds,
+            recovery_loop=bool(recovery_loop),
         )
         schedule = Schedule.of(timing, callback=callback, id=job.id, payload=payload, retry=retry)
         return schedule, True

@@ -305,3 +305,123 @@ def test_J050_a_stale_one_shot_backlog_warns_by_capability(sim: Simulation) -> N
     assert len(runs(sim, ref)) == 10
     assert events(sim, ref, "schedule:duplicate_warning") == []
     assert events(sim, ref, "job:backlog_warning") == [{"capability": "scheduler", "count": 10}]
+
+
+# -- §3.2 the recoveryLoop option ---------------------------------------------------------------
+MEMORY_LIMIT = "Durable Object's isolate exceeded its memory limit and was reset."
+
+
+def test_J037_recovery_loop_is_stored_on_the_job(sim: Simulation) -> None:
+    ref = wake(sim)
+    member = sim.call(ref, "schedule", 60, "cb", {"n": 1}, recovery_loop=True)
+    plain = sim.call(ref, "schedule", 60, "cb", {"n": 2})
+    refused = sim.call(ref, "schedule", 60, "cb", {"n": 3}, recovery_loop=False)
+    flags = {r["id"]: r["recovery_loop"] for r in scheduler_jobs(sim, ref)}
+    assert flags == {member.id: 1, plain.id: 0, refused.id: 0}
+    # The option is not part of the Schedule the API returns, nor of the timing envelope.
+    assert json.loads(job(sim, ref, member.id)["payload"]) == {  # type: ignore[index]
+        "payload": {"n": 1},
+        "type": "delayed",
+        "delayInSeconds": 60,
+        "owner_path": None,
+        "owner_path_key": None,
+    }
+
+
+def test_J040_an_idempotent_hit_joins_the_recovery_loop_when_asked(sim: Simulation) -> None:
+    """The hit lacks the flag and the call asks for it: the job is pushed again under its id,
+    as it was (time, payload, retry), flagged; no second job and no `schedule:create`."""
+    ref = wake(sim)
+    t1 = datetime.fromtimestamp(sim.now_ms / 1000 + 100, tz=UTC)
+    t2 = datetime.fromtimestamp(sim.now_ms / 1000 + 900, tz=UTC)
+    first = sim.call(ref, "schedule", t1, "cb", {"p": 1}, idempotent=True, retry=RETRY3)
+    before = job(sim, ref, first.id)
+    assert before is not None and before["recovery_loop"] == 0
+    sim.call(ref, "drop_alarm")
+    again = sim.call(ref, "schedule", t2, "cb", {"p": 1}, idempotent=True, recovery_loop=True)
+    assert (again.id, again.time) == (first.id, first.time)
+    after = job(sim, ref, first.id)
+    assert after is not None
+    assert after["recovery_loop"] == 1
+    unchanged = ("capability", "fn", "time", "payload", "retry_options", "singleflight")
+    assert {k: after[k] for k in unchanged} == {k: before[k] for k in unchanged}
+    assert len(scheduler_jobs(sim, ref)) == 1
+    assert len(events(sim, ref, "schedule:create")) == 1
+    assert sim.alarm_of(ref) == before["time"]  # the hit re-armed the lost alarm
+
+
+def test_J040_a_hit_without_the_ask_or_already_a_member_is_left_alone(sim: Simulation) -> None:
+    ref = wake(sim)
+    plain = sim.call(ref, "schedule", "*/5 * * * *", "cb")
+    member = sim.call(ref, "schedule", "*/7 * * * *", "cb", recovery_loop=True)
+    sim.call(ref, "schedule", "*/5 * * * *", "cb")  # a hit that does not ask: stays out
+    sim.call(ref, "schedule", "*/7 * * * *", "cb")  # a hit that does not ask: stays in
+    flags = {r["id"]: r["recovery_loop"] for r in scheduler_jobs(sim, ref)}
+    assert flags == {plain.id: 0, member.id: 1}
+
+
+def test_J040_the_re_push_clears_the_dispatch_marker(sim: Simulation) -> None:
+    """A one-shot running when an idempotent call adds it to the recovery loop: the re-push
+    clears `running`, so the run's own outcome (delete) no longer applies and the job stays,
+    a member, due again at once (as any re-push during a dispatch, J-21)."""
+    ref = wake(sim)
+    created = sim.call(ref, "schedule", 2, "slow", {"ms": 5_000}, idempotent=True)
+    due = job(sim, ref, created.id)["time"]  # type: ignore[index]
+    sim.run_until(due + 1_000)
+    running = job(sim, ref, created.id)
+    assert running is not None and (running["running"], running["recovery_loop"]) == (1, 0)
+    sim.call(ref, "schedule", 2, "slow", {"ms": 5_000}, idempotent=True, recovery_loop=True)
+    pushed = job(sim, ref, created.id)
+    assert pushed is not None
+    assert (pushed["running"], pushed["execution_started_at"]) == (0, None)
+    assert (pushed["recovery_loop"], pushed["time"]) == (1, due)
+    sim.run_until(due + 4_500)  # the first run ends: its delete is dropped
+    assert len(runs(sim, ref, created.id)) == 1
+    kept = job(sim, ref, created.id)
+    assert kept is not None and kept["recovery_loop"] == 1
+
+
+def test_J034_a_recovery_loop_schedule_backs_off_with_a_strike(sim: Simulation) -> None:
+    """Through the option, a schedule is in the pack the breaker backs off: due before the
+    backoff ends, it moves to it; a schedule outside the loop keeps its time."""
+    ref = wake(sim)
+    boom = sim.call(ref, "schedule", 2, "fail", {"error": MEMORY_LIMIT})
+    member = sim.call(ref, "schedule", 20, "cb", {"n": 1}, recovery_loop=True)
+    plain = sim.call(ref, "schedule", 20, "cb", {"n": 2})
+    due = job(sim, ref, boom.id)["time"]  # type: ignore[index]
+    plain_due = job(sim, ref, plain.id)["time"]  # type: ignore[index]
+    sim.run_until(due + 500)
+    (strike,) = events(sim, ref, "alarm:memory_limit_reset")
+    assert (strike["strikes"], strike["sealed"]) == (1, False)
+    times = {r["id"]: r["time"] for r in scheduler_jobs(sim, ref)}
+    assert times == {boom.id: due + 30_000, member.id: due + 30_000, plain.id: plain_due}
+
+
+def test_J057_a_facet_schedule_can_join_the_recovery_loop(sim: Simulation) -> None:
+    """The option travels with a sub-agent's call to its root, whose job stores it."""
+    from tests.conformance.sub_agent_fixtures import Child, Root
+
+    root = sim.agent(Root, "root")
+    sim.run_for(10_000)
+    created = sim.call(root, "at", [(Child, "c")], "schedule", 5, "tick", recovery_loop=True)
+    (row,) = sim.query(root, "SELECT * FROM cf_agents_jobs WHERE capability = 'scheduler'")
+    assert (row["id"], row["recovery_loop"]) == (created.id, 1)
+
+
+def test_recovery_loop_is_ignored_on_0_21_0() -> None:
+    """0.21.0's `schedule()` reads only `retry` and `idempotent`: the option is neither refused
+    nor stored, and the row is the one the call without it writes."""
+    with Simulation(seed=21, sdk="0.21.0") as old:
+        ref = old.agent(Timed, "a")
+        old.run_for(10_500)
+        with_it = old.call(ref, "schedule", 60, "cb", {"n": 1}, recovery_loop=True)
+        without = old.call(ref, "schedule", 60, "cb", {"n": 2})
+        rows = old.query(ref, "SELECT * FROM cf_agents_schedules ORDER BY payload")
+        assert [r["id"] for r in rows] == [with_it.id, without.id]
+        columns = set(rows[0])
+        assert "recovery_loop" not in columns
+        strip = {"id", "payload"}
+        assert {k: v for k, v in rows[0].items() if k not in strip} == {
+            k: v for k, v in rows[1].items() if k not in strip
+        }
+        assert old.query(ref, "SELECT name FROM sqlite_master WHERE name = 'cf_agents_jobs'") == []
