@@ -198,7 +198,11 @@ class Lifecycle(Protocol):
 
     def delete_all_storage(self) -> None: ...
 
-    def abort(self, reason: str) -> None: ...
+    def abort(self, reason: str, *, retry_alarm: bool = True) -> None:
+        """End this isolate after the current turn (the platform's `ctx.abort(reason)`).
+        `retry_alarm=False` is `ctx.abort(reason, {retryAlarm: false})`: an alarm handler the
+        abort cuts short is not retried by the platform; storage and the alarm slot stay."""
+        ...
 
 
 class TraceSink(Protocol):

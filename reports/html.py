@@ -54,7 +54,7 @@ def render(run: RunReport) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{verdict} {_esc(run.name)} [seed {run.seed}] - agentsim</title>",
-        f"<style>{CSS}</style>",
+        f"<style>{CSS}{_END_CSS}</style>",
         "</head>",
         "<body>",
         _header(run, verdict),
@@ -222,13 +222,25 @@ def _shape(shape: str, status: str, path: str, text: str) -> str:
     )
 
 
+_END_REASONS = (
+    "idle",
+    "deploy",
+    "alarm-limit",
+    "explicit",
+    "crash",
+    "destroyed",
+    "deleted",
+    "reset",
+)
+"""Every `incarnation:end` reason (`sim.platform.EVICTION_REASONS`), in the legend's order."""
+_END_CSS = ".st-reset{--c:#e6c6ec;--d:#8e24aa}"
+"""The colour of a `reset` end (an agent's abort with no alarm retry: 0.32.0's isolate reset
+after a memory-limit strike), beside the other ends' in `_assets.CSS`."""
+
 _LEGEND = (
     '<div class="legend" id="legend">'
     "<div><b>incarnation ended by</b>"
-    + "".join(
-        _swatch(s, s)
-        for s in ("idle", "deploy", "alarm-limit", "explicit", "crash", "destroyed", "deleted")
-    )
+    + "".join(_swatch(s, s) for s in _END_REASONS)
     + _swatch("alive", "alive at the end")
     + "</div><div><b>alarm handler</b>"
     + "".join(_swatch(s, s) for s in ("done", "failed", "killed", "interrupted"))

@@ -4,8 +4,9 @@
   record of the agent, so it survives every eviction, and a due alarm wakes a dead agent.
 - When the alarm fires the slot is consumed (reads null during the handler unless re-armed).
 - A handler that throws, or whose incarnation dies under it, is retried: 2 s, doubling, up to
-  6 retries. A handler still running 15 minutes after it started is killed with its incarnation
-  (reason `alarm-limit`) and retried the same way.
+  6 retries; not when the agent itself ended the incarnation, by destroying itself or by a reset
+  that asked for no retry (`reset`, the slot kept). A handler still running 15 minutes after it
+  started is killed with its incarnation (reason `alarm-limit`) and retried the same way.
 - Two handlers never overlap: a slot that comes due while one runs fires when it ends. A retry
   that comes due then waits the same way and keeps its attempt number, so the limit of six
   retries holds even when the slot was re-armed under a failing handler.
@@ -179,6 +180,12 @@ class Alarms:
             # The agent deleted itself (storage and alarm): nothing is left to retry, nor is
             # an alarm that came due while this handler ran still owed.
             record.alarm_held_attempt = None
+            return
+        if reason == "reset":
+            # The agent aborted itself asking for no retry (`ctx.abort(reason, {retryAlarm:
+            # false})`): the run is not retried; the slot stays as the agent armed it, and a
+            # slot that came due during the run still fires, as after any other end.
+            self._after_run(record)
             return
         self._retry(record, run.attempt)
         self._after_run(record)

@@ -186,14 +186,23 @@ class _Lifecycle(_Fenced):
         if not self._dead():
             self._host._platform.wipe(self._host._record)
 
-    def abort(self, reason: str) -> None:
+    def abort(self, reason: str, *, retry_alarm: bool = True) -> None:
+        """End the incarnation after the current turn. The port's one abort that lets the
+        platform retry a running alarm is destroy's, which has wiped the storage and the alarm
+        first: it ends `destroyed`. `retry_alarm=False` ends it `reset` (`sim.alarms`: no retry
+        of an alarm handler it cuts short; the slot is kept), with the reason as its message."""
         host = self._host
         if self._dead():
             return
         incarnation = host._incarnation
+        platform = host._platform
+        if retry_alarm:
+            end, message = "destroyed", None
+        else:
+            end, message = "reset", reason
         # After the current turn: the code that asked to abort ends its step first.
-        host._platform.kernel.call_soon(
-            lambda: host._platform._end(incarnation, "destroyed") if incarnation.alive else None
+        platform.kernel.call_soon(
+            lambda: platform._end(incarnation, end, message) if incarnation.alive else None
         )
 
 

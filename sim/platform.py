@@ -38,7 +38,21 @@ __all__ = ["AgentEvicted", "AgentRecord", "Incarnation", "Platform", "STARTUP_TR
 STARTUP_TRIGGERS = frozenset({"get", "request", "connect", "message", "close", "alarm", "facet"})
 """Deliveries that run startup first. A plain RPC on a stub is not one (spec fibers §1.4)."""
 
-EVICTION_REASONS = ("idle", "deploy", "alarm-limit", "explicit", "crash", "destroyed", "deleted")
+EVICTION_REASONS = (
+    "idle",
+    "deploy",
+    "alarm-limit",
+    "explicit",
+    "crash",
+    "destroyed",
+    "deleted",
+    "reset",
+)
+"""Why an incarnation ends (`incarnation:end {reason}`). Three are the agents' own doing:
+`destroyed` (destroy's `host.lifecycle.abort`, after it wiped its storage and alarm), `deleted`
+(a parent's `host.facets.delete` of its sub-agent) and `reset` (`host.lifecycle.abort(reason,
+retry_alarm=False)`, the platform's `ctx.abort(reason, {retryAlarm: false})`: 0.32.0's isolate
+reset after a memory-limit strike; no retry of a running alarm, storage and the slot kept)."""
 
 
 def _rpc_starts(agent: Any, method: str | None) -> bool:
@@ -438,13 +452,17 @@ class Platform:
         self._end(incarnation, reason)
         return True
 
-    def _end(self, incarnation: Incarnation, reason: str) -> None:
-        """Death of one incarnation and, first, of every facet living in it."""
+    def _end(self, incarnation: Incarnation, reason: str, message: str | None = None) -> None:
+        """Death of one incarnation and, first, of every facet living in it. `message`: the
+        text an abort gave, recorded with the reason (a reset's)."""
         for facet in list(incarnation.facets.values()):
             if facet.alive:
-                self._end(facet, reason)
+                self._end(facet, reason, message)
         record = incarnation.record
-        self.platform_event(record, "incarnation:end", reason=reason)
+        if message is None:
+            self.platform_event(record, "incarnation:end", reason=reason)
+        else:
+            self.platform_event(record, "incarnation:end", reason=reason, message=message)
         incarnation.alive = False
         incarnation.end_reason = reason
         record.incarnation = None

@@ -173,6 +173,11 @@ _EVICTION_WHY = {
     "alarm-limit": "the platform's 15-minute alarm kill is Python-only (workerd's test pool has "
     "no alarm time limit)",
     "crash": "a crash between two statements is Python-only",
+    "reset": "0.32.0's isolate reset after an alarm memory-limit strike (the agent's own "
+    "ctx.abort(reason, {retryAlarm: false}) of a top-level agent, on a 0 ms timer) is not "
+    "played: the real side reproduces only a sub-agent's own end, and has not been shown to "
+    "follow a top-level agent's abort of itself with the same fresh incarnation and no alarm "
+    "retry",
 }
 
 

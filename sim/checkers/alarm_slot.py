@@ -135,12 +135,15 @@ def alarm_retries(context: CheckContext) -> list[Violation]:
     interrupted alarm handler is run again 2, 4, 8, 16, 32 and 64 s later, then given up.
 
     For every handler run of attempt a that ends `alarm:failed`, or `alarm:interrupted` for any
-    reason but `destroyed` (the agent deleted itself), at time t:
+    reason but `destroyed` (the agent deleted itself) and `reset` (the agent aborted itself
+    asking for no retry, 0.32.0's `ctx.abort(reason, {retryAlarm: false})`), at time t:
     1. if a < 6: the agent's next retry record is `alarm:retry {attempt: a+1, at: t + 2 s * 2**a}`
        written at t, and an `alarm:fired {attempt: a+1}` follows at exactly that time — unless
        that time is not before the end of the trace, or another handler run was running then
        (the retry then waits, as a slot that comes due while a handler runs does);
     2. if a >= 6: `alarm:given_up {attempts: a+1}` is written at t and no retry follows.
+    A run interrupted by a `reset` gets neither: no `alarm:retry` or `alarm:given_up` is written
+    for it.
     And every `alarm:fired` of attempt k > 0 answers its own earlier `alarm:retry {attempt: k,
     at}` of the agent with `at` equal to its time, or earlier when another handler was running
     at `at` (the held retry runs when that one ends, keeping its attempt number; two chains of
@@ -155,6 +158,9 @@ def alarm_retries(context: CheckContext) -> list[Violation]:
         for run in runs:
             end = run.end
             if end is None or end.event == "alarm:done" or end.get("reason") == "destroyed":
+                continue
+            if end.get("reason") == "reset":
+                out += _not_retried(agent, run, end, follow, runs)
                 continue
             out += _retry_of(context, agent, run, end, follow, runs)
         asked: list[TraceRecord] = []  # retries asked for and not yet run, in order
@@ -261,6 +267,34 @@ def _retry_of(
             f"{what} {ended}; its retry (attempt {attempt + 1}) was due at {_at(due)} but "
             "never ran",
             (end.seq, nxt.seq),
+        )
+    ]
+
+
+def _not_retried(
+    agent: str,
+    run: AlarmRun,
+    end: TraceRecord,
+    follow: list[TraceRecord],
+    runs: list[AlarmRun],
+) -> list[Violation]:
+    """A run its agent reset with no retry asked: nothing answers its end (a retry record before
+    the next run starts, if one does, is this run's)."""
+    nxt_run = min((r.fired.seq for r in runs if r.fired.seq > end.seq), default=None)
+    answer = next(
+        (r for r in follow if r.seq > end.seq and (nxt_run is None or r.seq < nxt_run)), None
+    )
+    if answer is None:
+        return []
+    return [
+        Violation(
+            "alarm_retries",
+            agent,
+            "",
+            f"the alarm handler of {agent} (attempt {run.attempt}, started at "
+            f"{_at(run.fired.t_ms)}) was cut short at {_at(end.t_ms)} by a reset that asked for "
+            f"no retry, but the next record is {_describe(answer)}",
+            (end.seq, answer.seq),
         )
     ]
 

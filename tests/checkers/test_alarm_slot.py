@@ -377,3 +377,40 @@ def test_a_sub_agent_s_lease_keeps_its_root_s_heartbeat_going() -> None:
     end = record(0, 60_000, child, 1, "incarnation:end", reason="crash")
     ended = with_record(quiet, clear.seq, end)
     assert messages(ended, "keep_alive_heartbeat") == []
+
+
+# -- a reset: the agent's own abort with no alarm retry (0.32.0's memory-limit breaker) -----------
+def _reset_run(*after: TraceRecord) -> CheckContext:
+    return built(
+        record(0, 0, C, 1, "alarm:set", at=1_000),
+        record(0, 1_000, C, 1, "alarm:fired", attempt=0),
+        record(0, 1_000, C, 1, "alarm:set", at=31_000),
+        record(0, 1_000, C, 1, "incarnation:end", reason="reset", message="asked"),
+        record(0, 1_000, C, 1, "alarm:interrupted", attempt=0, reason="reset"),
+        *after,
+        record(0, 31_000, C, 2, "incarnation:start", trigger="alarm"),
+        record(0, 31_000, C, 2, "alarm:fired", attempt=0),
+        record(0, 31_000, C, 2, "alarm:done", attempt=0),
+        end_ms=60_000,
+    )
+
+
+def test_a_run_cut_short_by_a_reset_is_not_retried() -> None:
+    """`retryAlarm: false`: nothing answers the run; a retry of it is named, and so is a run
+    cut short by any other end and left without its retry."""
+    assert messages(_reset_run(), "alarm_retries") == []
+    retried = _reset_run(record(0, 1_000, C, 0, "alarm:retry", attempt=1, at=3_000))
+    assert any(
+        "by a reset that asked for no retry, but the next record is alarm:retry" in m
+        for m in messages(retried, "alarm_retries")
+    )
+    evicted = built(
+        *(
+            dataclasses.replace(r, fields={**r.fields, "reason": "explicit"})
+            if r.event in ("incarnation:end", "alarm:interrupted")
+            else r
+            for r in _reset_run().records
+        ),
+        end_ms=60_000,
+    )
+    assert any("should have been retried" in m for m in messages(evicted, "alarm_retries"))
