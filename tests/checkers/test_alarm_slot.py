@@ -380,6 +380,29 @@ def test_a_sub_agent_s_lease_keeps_its_root_s_heartbeat_going() -> None:
 
 
 # -- a reset: the agent's own abort with no alarm retry (0.32.0's memory-limit breaker) -----------
+STRUCK = """
+    name: memory-limit-strike-resets
+    description: a one-shot's first attempt hits the memory limit; the isolate is reset
+    seed: 7
+    sdk: "0.32.0"
+    agents:
+      w: {workload: schedules, schedules: [{name: s, after: 5s, fail: 1, fail_as: memory}]}
+    steps:
+      - call: {agent: w, method: status}
+      - run_until: 2m
+"""
+
+
+def test_a_memory_limit_reset_passes_every_invariant() -> None:
+    """The breaker's reset ends the incarnation (`reset`) with no alarm retry; the backed-off
+    alarm runs the schedule in a fresh incarnation; no invariant objects."""
+    struck = scenario_context(STRUCK)
+    ends = [r.get("reason") for r in struck.events("incarnation:end")]
+    assert "reset" in ends
+    assert struck.events("alarm:retry") == []
+    assert [v.message for v in check(struck)] == []
+
+
 def _reset_run(*after: TraceRecord) -> CheckContext:
     return built(
         record(0, 0, C, 1, "alarm:set", at=1_000),

@@ -6,9 +6,13 @@ durable strike count (KV `cf_agents:oom_alarm_strikes`) tolerates up to the limi
 `max_alarm_memory_limit_strikes`, 3) of consecutive resets. Below it the executing job and every
 recovery-loop job due by then are pushed to `now + min(300, 30 × strikes)` s. At it the executing
 job is deleted, every recovery-loop job purged and the count deleted. Each event is recorded once
-and emitted once (`alarm:memory_limit_reset`). A clean alarm clears the count, once nothing of
-the alarm is in flight and no strike was recorded by this incarnation (0.32.0 resets the isolate
-after a strike, so only a fresh one clears it).
+and emitted once (`alarm:memory_limit_reset`). Once the event is handled and the alarm re-armed,
+the isolate is reset: on a 0 ms timer, when the breaker's writes have committed (the SDK awaits
+`storage.sync()` first), the incarnation aborts itself with "Alarm memory-limit strike N/L[
+(sealed)]; resetting isolate (#1825)" and no platform retry of the alarm
+(`ctx.abort(reason, {retryAlarm: false})`, `host.lifecycle.abort(..., retry_alarm=False)`); the
+re-armed alarm wakes a fresh one. A clean alarm clears the count, once nothing of the alarm is
+in flight and no strike was recorded by this incarnation (so only a fresh one clears it).
 """
 
 from __future__ import annotations
@@ -100,6 +104,18 @@ class MemoryLimitBreaker:
             await self._rearm()
         except Exception as exc:  # noqa: BLE001 - the next wake re-arms
             ctx.log("error", f"failed to re-arm the alarm after a memory-limit reset: {exc}")
+        reason = (
+            f"Alarm memory-limit strike {strikes}/{limit}{' (sealed)' if sealed else ''}; "
+            "resetting isolate (#1825)"
+        )
+        with contextlib.suppress(Exception):  # best effort, as the SDK's
+            ctx.host.tasks.wait_until(self._reset_isolate(reason))
+
+    async def _reset_isolate(self, reason: str) -> None:
+        """The SDK's `setTimeout(() => ctx.abort(reason, {retryAlarm: false}), 0)`."""
+        host = self._ctx.host
+        await host.clock.sleep(0)
+        host.lifecycle.abort(reason, retry_alarm=False)
 
     def quiescent(self) -> bool:
         """Nothing of the alarm is in flight and this incarnation recorded no strike: a clean

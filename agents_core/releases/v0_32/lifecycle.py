@@ -12,7 +12,8 @@ It keeps 0.21.0's startup steps and adds what 0.32.0 changed around them:
 - one alarm (§1.4): the startup fallback before startup (`alarm_arriving`), the due jobs (the
   deadman armed before the first), the user's `on_alarm`, then housekeeping and the host jobs'
   sync, all inside the memory-limit breaker; a clean alarm clears the strikes when quiescent;
-  last the re-arm.
+  last the re-arm. A memory-limit reset in a job, `on_alarm` or housekeeping is the breaker's,
+  which re-arms and then resets the isolate (`breaker.py`).
 
 keepAlive, the recovery follow-up and the sub-agents' leases are host jobs (`host_jobs.py`),
 re-derived at the end of startup, at the end of every alarm and whenever that state changes
@@ -274,8 +275,9 @@ class Lifecycle(Lifecycle021):
             except Exception as exc:
                 if not is_memory_limit_reset(exc):
                     raise
-                # Not a job's (startup, on_alarm, housekeeping): 0.21.0's breaker records it.
-                await self._parts._handle_alarm_memory_limit(exc)
+                # Not a job's (on_alarm, housekeeping): the same event, charged to no job
+                # (LC:503-507 hands it to the breaker with no executing row).
+                await breaker.handle(exc, None)
                 return
         finally:
             breaker.alarms_in_flight -= 1

@@ -354,6 +354,161 @@ def test_J034_a_memory_limit_strike_backs_off_the_job_and_the_recovery_loop(
     assert sim.alarm_of(ref) == backoff
 
 
+def _lives(sim: Simulation, ref: AgentRef) -> list[tuple[str, int, int, dict[str, Any]]]:
+    wanted = (
+        "incarnation:start",
+        "incarnation:end",
+        "alarm:fired",
+        "alarm:done",
+        "alarm:failed",
+        "alarm:interrupted",
+        "alarm:retry",
+        "alarm:memory_limit_reset",
+    )
+    return [
+        (r.event, r.t_ms, r.inc, dict(r.fields))
+        for r in sim.trace.records
+        if r.agent == ref.path and r.event in wanted
+    ]
+
+
+def test_J034_the_strike_resets_the_isolate_and_the_backed_off_alarm_wakes_a_fresh_one(
+    sim: Simulation,
+) -> None:
+    """After the strike is handled and the alarm re-armed, the incarnation aborts itself in that
+    instant with `retryAlarm: false` (no platform retry); the backed-off alarm then fires in a
+    new incarnation, which runs the job again."""
+    ref = wake(sim)
+    inc = sim.incarnation_of(ref)
+    at = _memory_limit_alarm(sim, ref)
+    backoff = at + 30_000
+    seen = [e for e in _lives(sim, ref) if e[1] >= at]
+    assert [(event, t, n) for event, t, n, _ in seen] == [
+        ("alarm:fired", at, inc),
+        ("alarm:memory_limit_reset", at, inc),
+        ("alarm:done", at, inc),
+        ("incarnation:end", at, inc),
+    ]
+    assert seen[-1][3] == {
+        "reason": "reset",
+        "message": "Alarm memory-limit strike 1/3; resetting isolate (#1825)",
+    }
+    # The breaker's writes committed before the abort: the backoff and the strike survive it.
+    assert job(sim, ref, "M")["time"] == backoff  # type: ignore[index]
+    assert sim.alarm_of(ref) == backoff
+    sim.run_until(backoff - 1)
+    assert [c["t"] for c in calls(sim, ref, "M")] == [at]  # nothing ran it in between
+    sim.run_until(backoff + 100)
+    later = [e for e in _lives(sim, ref) if e[1] > at]
+    assert [(event, t, n) for event, t, n, _ in later[:2]] == [
+        ("incarnation:start", backoff, inc + 1),
+        ("alarm:fired", backoff, inc + 1),
+    ]
+    assert later[0][3] == {"trigger": "alarm"}
+    assert [c["t"] for c in calls(sim, ref, "M")] == [at, backoff]
+    assert events(sim, ref, "alarm:retry") == []
+
+
+def test_J035_a_sealing_strike_resets_the_isolate_too(sim: Simulation) -> None:
+    ref = wake(sim)
+    sim.call(ref, "put_kv", "cf_agents:oom_alarm_strikes", 2)
+    at = _memory_limit_alarm(sim, ref)
+    ends = [e[3] for e in _lives(sim, ref) if e[0] == "incarnation:end" and e[1] == at]
+    assert ends == [
+        {
+            "reason": "reset",
+            "message": "Alarm memory-limit strike 3/3 (sealed); resetting isolate (#1825)",
+        }
+    ]
+
+
+class Aborting(JobsAgent):
+    """A job of owner `abort` aborts the isolate with no alarm retry (as the breaker's reset
+    does) and then works on, so the abort cuts its alarm short; `on_alarm` strikes on demand."""
+
+    def __init__(self, host: Any, name: str) -> None:
+        super().__init__(host, name)
+        self._lifecycle.use(_AbortingCapability(self))
+
+    async def on_alarm(self) -> None:
+        await super().on_alarm()
+        if self.host.kv.get("strike_in_on_alarm"):
+            self.host.kv.delete("strike_in_on_alarm")
+            raise RuntimeError(MEMORY_LIMIT)
+
+
+class _AbortingCapability:
+    def __init__(self, agent: Aborting) -> None:
+        self._agent = agent
+
+    @property
+    def id(self) -> str:
+        return "abort"
+
+    async def on_start(self) -> None:
+        return None
+
+    async def on_job(self, job: Any, attempt: int) -> Any:
+        agent = self._agent
+        agent.note(f"abort:{job.id}")
+        agent.host.lifecycle.abort("asked", retry_alarm=False)
+        await agent.host.clock.sleep(1_000)
+        agent.note(f"after-abort:{job.id}")
+        return None
+
+    @property
+    def on_job_error(self) -> None:
+        return None
+
+
+def test_J034_an_abort_without_alarm_retry_is_not_retried_by_the_platform(
+    sim: Simulation,
+) -> None:
+    """`retryAlarm: false` on the platform's side: an alarm handler the abort cuts short is not
+    retried (an eviction under a handler is retried 2 s later); the slot keeps what the agent
+    armed (the deadman), which wakes a fresh incarnation."""
+    ref = sim.agent(Aborting, "a")
+    sim.run_for(10_000)
+    at = sim.now_ms + 1_000
+    sim.call(ref, "push", "abort", "fn", at, id="X")
+    inc = sim.incarnation_of(ref)
+    sim.run_until(at + 5_000)
+    seen = [(event, t, fields) for event, t, _, fields in _lives(sim, ref) if t >= at]
+    assert seen == [
+        ("alarm:fired", at, {"attempt": 0}),
+        ("incarnation:end", at, {"reason": "reset", "message": "asked"}),
+        ("alarm:interrupted", at, {"attempt": 0, "reason": "reset"}),
+    ]
+    notes = [n["note"] for n in sim.query(ref, "SELECT note FROM notes ORDER BY rowid")]
+    assert "after-abort:X" not in notes
+    assert sim.alarm_of(ref) == at + 30_000  # the deadman, armed before the dispatch
+    sim.run_until(at + 30_100)
+    assert ("incarnation:start", at + 30_000, inc + 1, {"trigger": "alarm"}) in _lives(sim, ref)
+    assert notes.count("abort:X") == 1
+    assert events(sim, ref, "alarm:retry") == []
+
+
+def test_J034_a_strike_outside_a_job_resets_the_isolate_too(sim: Simulation) -> None:
+    """A memory-limit reset of the user's `on_alarm` is the breaker's as well (charged to no
+    job): the strike is counted, the recovery loop backed off, and the isolate reset."""
+    ref = sim.agent(Aborting, "a")
+    sim.run_for(10_000)
+    now = sim.now_ms
+    sim.call(ref, "push", "work", "fn", now + 10_000, id="loop", recovery_loop=True)
+    sim.call(ref, "put_kv", "strike_in_on_alarm", True)
+    sim.call(ref, "push", "work", "fn", now + 1_000, id="ok")
+    sim.run_for(1_500)
+    (strike,) = events(sim, ref, "alarm:memory_limit_reset")
+    assert (strike["strikes"], strike["sealed"]) == (1, False)
+    assert job(sim, ref, "ok") is None  # it ran before on_alarm, cleanly
+    assert job(sim, ref, "loop")["time"] == now + 1_000 + 30_000  # type: ignore[index]
+    ends = [e[3] for e in _lives(sim, ref) if e[0] == "incarnation:end"]
+    assert ends == [
+        {"reason": "reset", "message": "Alarm memory-limit strike 1/3; resetting isolate (#1825)"}
+    ]
+    assert events(sim, ref, "alarm:failed") == []
+
+
 def test_J035_the_last_strike_seals_and_purges_the_recovery_loop(sim: Simulation) -> None:
     ref = wake(sim)
     now = sim.now_ms
