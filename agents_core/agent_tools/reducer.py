@@ -18,6 +18,9 @@ never double one. So frames are deduped by what they carry:
 * a milestone chunk is, in addition, applied at most once per `(runId, data.sequence)`: a
   milestone already in `run.milestones` changes nothing, not even `parts` (the reducer itself
   enforces this, where the SDK appends a duplicate part, E18);
+* a chunk with `unstoredId` (0.32.0: too large for its child to store, so no `chunkSequence`,
+  and at a wire `sequence` the next chunk shares) is applied at most once per
+  `(parentToolCallId, runId, unstoredId)`, as the SDK's `agentToolEventDedupeKey` keys it;
 * a `data-agent-progress` chunk (ephemeral, never stored, so no `chunkSequence`) is applied every
   time: it only replaces the `progress` projection and adds no part;
 * a milestone chunk without `chunkSequence` (0.32.0 replays a child's milestones from its
@@ -134,6 +137,7 @@ class AgentToolEvents:
         self._state = AgentToolEventsState()
         self._seen_chunks: set[tuple[str, int]] = set()
         self._seen_keys: set[tuple[str, str, int | float]] = set()
+        self._seen_unstored: set[tuple[str, str, str]] = set()
         self._seen_terminals: set[tuple[str, str, int | float, str]] = set()
         self._last_terminal: dict[str, dict[str, Any]] = {}
         self._waiting: dict[str, list[dict[str, Any]]] = {}
@@ -184,6 +188,9 @@ class AgentToolEvents:
         chunk_sequence = _chunk_sequence(event)
         if chunk_sequence is not None:
             return _first_time(self._seen_chunks, (event["runId"], chunk_sequence))
+        unstored = event.get("unstoredId")
+        if isinstance(unstored, str):
+            return _first_time(self._seen_unstored, (key[0], event["runId"], unstored))
         if _chunk_type(event) in (PROGRESS_PART, MILESTONE_PART):
             return True
         return _first_time(self._seen_keys, key)

@@ -361,3 +361,26 @@ def test_J080_a_replay_reads_the_milestones_without_reconciling_the_child(
     assert sim.trace.select("chat:child_run:reconciled") == []
     assert sim.call(child, "inspect_agent_tool_run", "s")["status"] == "error"
     assert len(sim.trace.select("chat:child_run:reconciled")) == 1
+
+
+def test_a_client_keeps_each_unstored_chunk_once_by_its_id() -> None:
+    """Chunks too large to store share a wire sequence and have no `chunkSequence`: the client
+    keeps each once by its `unstoredId` (the SDK's dedupe key), so two of them at sequence 2
+    are both kept, and the same one again (a frame seen twice) is not."""
+
+    def received(sequence: int, event: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "agent-tool-event", "parentToolCallId": "c", "sequence": sequence,
+                "event": {"runId": "r", **event}}  # fmt: skip
+
+    def oversized(text: str, unstored_id: str) -> dict[str, Any]:
+        body = json.dumps({"type": "text-delta", "id": "t", "delta": text})
+        return received(2, {"kind": "chunk", "body": body, "unstoredId": unstored_id})
+
+    client = AgentToolEvents(now_ms=lambda: 0)
+    client.receive(received(0, {"kind": "started", "agentType": "A", "order": 0}))
+    start = json.dumps({"type": "text-start", "id": "t"})
+    client.receive(received(1, {"kind": "chunk", "body": start, "chunkSequence": 0}))
+    assert client.receive(oversized("big ", "u-1"))
+    assert client.receive(oversized("bigger", "u-2"))
+    assert not client.receive(oversized("big ", "u-1"))
+    assert parts_text(client.runs_by_id["r"].parts) == "big bigger"
