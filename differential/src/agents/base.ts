@@ -155,8 +155,12 @@ export function withHarness<TBase extends AgentBase>(Base: TBase) {
     }
 
     /** Every table of this agent's database and of its sub-agents', by path below it
-     * (`""` for its own, `r1`, `r1/g0`, ...). */
-    async harnessTables(): Promise<Tables> {
+     * (`""` for its own, `r1`, `r1/g0`, ...). Not an `async` method: since 0.32.0 the SDK
+     * starts a cold agent before an `async` method entered from outside it (its native-RPC
+     * wrapper, `withAgentContext`), and the harness's read must not start the agent (the
+     * port's read of the tables does not; a startup parked on a virtual-time warm-up would
+     * also wait out blockConcurrencyWhile's real-time limit, no clock being advanced). */
+    harnessTables(): Promise<Tables> {
       return tablesBelow(this, this.ctx.storage.sql);
     }
 
