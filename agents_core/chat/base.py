@@ -60,17 +60,23 @@ class ChatHost(Agent):
 
     def __init__(self, host: Host, name: str) -> None:
         super().__init__(host, name)
+        components = chat_components(self._release.name)
         self._messages = ChatMessages(self._context)
-        self._stream = ResumableStream(self._context)
+        self._stream = ResumableStream(self._context, components.chunk_limit)
         self._recovery_credit = credit = RecoveryCredit(self._context)
         self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
-        components = chat_components(self._release.name)
         self._chat_recovery = components.recovery(
             self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
         )
         self._progress = AgentToolProgress(self._context, self._stream, self._turns, self)
         self._child_adapter = AgentToolChild(
-            self._context, self._stream, self._turns, self._chat_recovery, self._progress, self
+            self._context,
+            self._stream,
+            self._turns,
+            self._chat_recovery,
+            self._progress,
+            self,
+            chunk_limit=components.chunk_limit,
         )
 
     # -- the SDK's surface ----------------------------------------------------------------------

@@ -3,8 +3,9 @@
 A chat host runs the release its agent runs (`Agent._release`); this table is where that
 release picks the chat components that differ between releases, so a release adds or swaps a
 component here and nowhere else (the runtime's own components are picked in
-`agents_core/releases`, which imports nothing of chat). 0.21.0: `ChatRecovery`. 0.32.0:
-`InterruptedAttemptsRecovery` (always on, the interrupted-attempts bound, spec sdk-0.32 §8.1).
+`agents_core/releases`, which imports nothing of chat). 0.21.0: `ChatRecovery`, every chunk
+stored. 0.32.0: `InterruptedAttemptsRecovery` (always on, the interrupted-attempts bound, spec
+sdk-0.32 §8.1), chunks too large to store kept out of the stream (`ChunkSizeLimit`, §7.2).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents_core.chat.chat_recovery import ChatRecovery
+from agents_core.chat.chunk_limit import ChunkSizeLimit, StoreEveryChunk
 from agents_core.chat.interrupted_attempts import InterruptedAttemptsRecovery
 
 __all__ = ["CHAT_RELEASES", "ChatComponents", "chat_components"]
@@ -22,11 +24,13 @@ class ChatComponents:
     """The chat components of one release."""
 
     recovery: type[ChatRecovery]
+    chunk_limit: StoreEveryChunk
+    """Which chunks the stream stores, and which of a run's chunks its tails mark unstored."""
 
 
 CHAT_RELEASES: dict[str, ChatComponents] = {
-    "0.21.0": ChatComponents(recovery=ChatRecovery),
-    "0.32.0": ChatComponents(recovery=InterruptedAttemptsRecovery),
+    "0.21.0": ChatComponents(recovery=ChatRecovery, chunk_limit=StoreEveryChunk()),
+    "0.32.0": ChatComponents(recovery=InterruptedAttemptsRecovery, chunk_limit=ChunkSizeLimit()),
 }
 """Every release the runtime models, with its chat components (a test holds the names equal)."""
 

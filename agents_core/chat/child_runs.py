@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
+from agents_core.chat.chunk_limit import StoreEveryChunk
 from agents_core.chat.tails import AgentToolTails, TailHooks
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
@@ -106,6 +107,8 @@ class AgentToolChild:
         recovery: ChatRecovery,
         progress: AgentToolProgress,
         hooks: ChildRunHooks,
+        *,
+        chunk_limit: StoreEveryChunk | None = None,
     ) -> None:
         self._ctx = ctx
         self._stream = stream
@@ -119,7 +122,7 @@ class AgentToolChild:
         """requestId -> runId (None: the request serves no run), as the snoop learns them."""
         self.last_errors: dict[str, str] = {}
         self.pre_turn_ids: dict[str, set[str]] = {}
-        self.tails = AgentToolTails(ctx, stream, self, hooks)
+        self.tails = AgentToolTails(ctx, stream, self, hooks, chunk_limit)
 
     # -- the adapter (RPC) -------------------------------------------------------------------------
     async def start(self, input: Any, run_id: str) -> dict[str, Any]:

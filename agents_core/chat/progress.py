@@ -217,7 +217,7 @@ class AgentToolProgress:
             # milestone the stream does not hold.
             self._drop_milestone_row(run_id, sequence)
             raise
-        if state is not None and index is not None:  # index is set exactly when state is
+        if state is not None:  # index None: too large to store, still part of the answer
             self._turns.publish_chunk(state, chunk, body, index)
             return
         frame = {"type": CHAT_RESPONSE_TYPE, "id": request_id, "done": False}

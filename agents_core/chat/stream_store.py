@@ -7,7 +7,9 @@ gate commits them together). A stream left `streaming` by a dead incarnation is 
 recovery reads to rebuild the interrupted answer. The one exception to "one stream per turn":
 a recovered turn that serves an agent-tool run continues the stream of the turn it recovers
 (`ResumableStream.adopt`), so the run's chunk indices, its chunks' identity on the wire, never start
-over (seed decision S5; `docs/divergences.md` T9).
+over (seed decision S5; `docs/divergences.md` T9). Which chunks are stored at all is the
+release's (`chunk_limit.py`): 0.32.0 keeps a chunk too large to store out of the stream, so it
+takes no index and no replay has it; 0.21.0 stores every chunk.
 
 `ResumableStream` is the component: it owns both tables and sees the agent through its
 `AgentContext` only. The SDK's counterpart is `ResumableStream` of AIChatAgent and Think (its
@@ -18,6 +20,9 @@ receives are the turn engine's (`turns.py`).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from agents_core.agent_tools.chunk_kinds import stored_chunk_bytes
+from agents_core.chat.chunk_limit import StoreEveryChunk
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
@@ -41,10 +46,11 @@ STREAM_DDL = (
 class ResumableStream:
     """One chat host's stored streams: one per turn, its chunks indexed from 0."""
 
-    __slots__ = ("_ctx",)
+    __slots__ = ("_ctx", "_limit")
 
-    def __init__(self, ctx: AgentContext) -> None:
+    def __init__(self, ctx: AgentContext, limit: StoreEveryChunk | None = None) -> None:
         self._ctx = ctx
+        self._limit = StoreEveryChunk() if limit is None else limit
         for statement in STREAM_DDL:
             ctx.host.sql.execute(statement)
 
@@ -82,9 +88,17 @@ class ResumableStream:
         )
         return int(rows[0]["next"])
 
-    def append(self, stream_id: str, body: str) -> int:
-        """Store one chunk (JSON text); its index in the stream."""
+    def append(self, stream_id: str, body: str) -> int | None:
+        """Store one chunk (JSON text); its index in the stream, or None when the release keeps
+        a chunk of its size out of the stream (it is still broadcast live)."""
         ctx = self._ctx
+        if not self._limit.stores(body):
+            ctx.log(
+                "warn",
+                f"skipping an oversized chunk ({stored_chunk_bytes(body)} bytes) of stream "
+                f"{stream_id}: live clients still receive it, replays do not",
+            )
+            return None
         rows = ctx.sql(
             "SELECT COALESCE(MAX(chunk_index), -1) + 1 AS next FROM cf_ai_chat_stream_chunks "
             "WHERE stream_id = ?",

@@ -6,13 +6,17 @@ backlog (live chunks landing during the drain are parked, then flushed), and ret
 `read_agent_tool_tail(tail_id)` waits for at least one record or the close and returns the
 records (`{"sequence", "body", "chunkSequence"}`), or None once the tail is closed and drained;
 `close_agent_tool_tail(tail_id)` detaches the reader and never cancels the run. Each tail emits a
-record at most once, by a high-water mark on `sequence`. A tail closes when its run settles.
+record at most once, by a high-water mark on `sequence` (a record with an `unstoredId`, below,
+is not stored, so it is emitted once as it comes and moves no mark). A tail closes when its run
+settles.
 
 The snoop runs on every broadcast while any tail or live sequence exists: a chat-response frame
 whose request id maps to an active run advances that run's live sequence and is handed to its
 tails; an `error: true` frame only records the run's last error. Anything else (other types,
 non-string ids, unmapped requests, unparseable or binary frames, empty bodies) passes untouched.
-The frame itself always reaches the child's own clients unchanged.
+The frame itself always reaches the child's own clients unchanged. A chunk the release does not
+store (`chunk_limit.py`, 0.32.0: too large) gets the run's next live sequence without consuming
+it, and a random `unstoredId` on its record.
 
 `AgentToolTails` is the component (owned by the child adapter, `AgentToolChild`): it holds the
 tails and the live sequences; the host's `broadcast` and `_broadcast_chat_frame` hand every
@@ -26,6 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agents_core.agent_tools.chunk_kinds import random_uuid
+from agents_core.chat.chunk_limit import StoreEveryChunk
 from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 
 if TYPE_CHECKING:
@@ -46,9 +52,10 @@ class _Tail:
     waiter: Any = None
 
     def offer(self, record: dict[str, Any]) -> None:
-        if record["sequence"] <= self.high_water:
-            return
-        self.high_water = record["sequence"]
+        if "unstoredId" not in record:
+            if record["sequence"] <= self.high_water:
+                return
+            self.high_water = record["sequence"]
         self.queue.append(record)
         self._wake()
 
@@ -96,15 +103,21 @@ class ChildRuns(Protocol):
 class AgentToolTails:
     """The live tails of one chat host's child runs, and the runs' live sequences."""
 
-    __slots__ = ("_ctx", "_stream", "_child", "_hooks", "_tails", "live_seq")
+    __slots__ = ("_ctx", "_stream", "_child", "_hooks", "_limit", "_tails", "live_seq")
 
     def __init__(
-        self, ctx: AgentContext, stream: ResumableStream, child: ChildRuns, hooks: TailHooks
+        self,
+        ctx: AgentContext,
+        stream: ResumableStream,
+        child: ChildRuns,
+        hooks: TailHooks,
+        limit: StoreEveryChunk | None = None,
     ) -> None:
         self._ctx = ctx
         self._stream = stream
         self._child = child
         self._hooks = hooks
+        self._limit = StoreEveryChunk() if limit is None else limit
         self._tails: dict[str, _Tail] = {}
         self.live_seq: dict[str, int] = {}
         """The next live sequence of each run whose chunks a tail may forward."""
@@ -219,8 +232,11 @@ class AgentToolTails:
         if not isinstance(body, str) or not body:
             return
         sequence = self.live_seq.get(run_id, 0)
-        self.live_seq[run_id] = sequence + 1
-        record = {"sequence": sequence, "body": body, "chunkSequence": chunk_index}
+        unstored = self._limit.unstored(body)
+        self.live_seq[run_id] = sequence if unstored else sequence + 1
+        record: dict[str, Any] = {"sequence": sequence, "body": body, "chunkSequence": chunk_index}
+        if unstored:
+            record["unstoredId"] = random_uuid(self._ctx.host.entropy)
         for tail in list(self._tails.values()):
             if tail.run_id == run_id and not tail.closed:
                 tail.offer_live(record)

@@ -494,18 +494,21 @@ class ChatTurns:
             return False, _message(exc)
 
     # -- frames -------------------------------------------------------------------------------
-    def emit_chunk(self, state: _TurnState, chunk: Mapping[str, Any]) -> int:
-        """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it."""
+    def emit_chunk(self, state: _TurnState, chunk: Mapping[str, Any]) -> int | None:
+        """Store a UI chunk in the turn's stream, apply it to the answer, broadcast it; its
+        index in the stream (None: too large to store, on a release that keeps such out)."""
         body = to_json_text(dict(chunk), "a UI chunk")
         index = self._stream.append(state.stream_id, body)
         self.publish_chunk(state, chunk, body, index)
         return index
 
     def publish_chunk(
-        self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int
+        self, state: _TurnState, chunk: Mapping[str, Any], body: str, index: int | None
     ) -> None:
-        """A chunk stored at `index` of the turn's stream: credit it, apply it, broadcast it."""
-        self._credit.stored_chunk(chunk.get("type"))
+        """A chunk stored at `index` of the turn's stream (None: not stored): credit it if
+        stored, apply it, broadcast it."""
+        if index is not None:
+            self._credit.stored_chunk(chunk.get("type"))
         state.builder.apply(chunk)
         frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
         self._hooks._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)

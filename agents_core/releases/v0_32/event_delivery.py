@@ -14,9 +14,11 @@ unaffected, progress is still observed (`on_progress`) for the chunks it does no
 child keeps everything.
 
 Positionless chunks: forwarded live, a lifecycle chunk, or one too large to store (a record
-with `unstoredId`, carried onto its frame), takes the next sequence without consuming it. A
-terminal run's suppressed chunks still take their position. Stored chunks sent again (a replay)
-each take their own sequence, whatever they are: `replay_numbering.py`.
+with `unstoredId`, carried onto its frame: a 0.32.0 chat child makes such a record for a chunk
+over `CHUNK_MAX_BYTES`, which it does not store, `agents_core/chat/chunk_limit.py`), takes the
+next sequence without consuming it. A terminal run's suppressed chunks still take their
+position. Stored chunks sent again (a replay) each take their own sequence, whatever they are:
+`replay_numbering.py`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agents_core.agent_tools.chunk_kinds import is_lifecycle_chunk
 from agents_core.agent_tools.delivery_policy import EventDeliveryPolicy
 from agents_core.errors import InvalidArgument
 
@@ -34,18 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["TERMINAL", "TerminalDelivery", "is_lifecycle_chunk"]
 
 TERMINAL = "terminal"
-LIFECYCLE_TYPES = ("data-agent-progress", "data-agent-milestone")
-
-
-def is_lifecycle_chunk(body: str) -> bool:
-    """The SDK's `isAgentToolLifecycleChunk`: a progress or milestone part."""
-    if "data-agent-progress" not in body and "data-agent-milestone" not in body:
-        return False
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(parsed, dict) and parsed.get("type") in LIFECYCLE_TYPES
 
 
 class TerminalDelivery(EventDeliveryPolicy):

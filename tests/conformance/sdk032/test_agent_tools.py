@@ -4,6 +4,7 @@ numbering of a replay and a re-attach (spec sdk-0.32 §7, catalogue J-77 … J-8
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from typing import Any
 
@@ -11,10 +12,19 @@ import pytest
 
 from agents_core import Agent
 from agents_core.agent_tools import AgentToolEvents, parts_text
-from agents_core.chat import ChatAgent
+from agents_core.chat import CHAT_RESPONSE_TYPE, ChatAgent
 from agents_core.errors import InvalidArgument
 from sim import AgentRef, Simulation
+from sim.model import ScriptedModel, text
 from tests.agent_tools.scripted_child import NoTailChild, ScriptedChild
+from tests.chat.chat_agents import (
+    HOSTS,
+    AiChatChild,
+    chunk_types,
+    read_tail,
+    row,
+    wait_settled,
+)
 from tests.conformance.test_reattach import HANG, dispatch, restart
 from tests.conformance.test_reattach import Parent as ReattachParent
 from tests.conformance.test_reattach import frames_of as reattach_frames
@@ -361,6 +371,105 @@ def test_J080_a_replay_reads_the_milestones_without_reconciling_the_child(
     assert sim.trace.select("chat:child_run:reconciled") == []
     assert sim.call(child, "inspect_agent_tool_run", "s")["status"] == "error"
     assert len(sim.trace.select("chat:child_run:reconciled")) == 1
+
+
+# -- a chat child's chunk too large to store (§7.2) -----------------------------------------------
+def chat_frames(client: Any, request_id: str) -> list[dict[str, Any]]:
+    """The chat-response frames of one request a client got."""
+    out = []
+    for raw in client.frames:
+        message = json.loads(raw) if isinstance(raw, str) else raw
+        if message.get("type") == CHAT_RESPONSE_TYPE and message.get("id") == request_id:
+            out.append(message)
+    return out
+
+
+def shown_parts(frames: list[dict[str, Any]]) -> list[str]:
+    """The part types of the chunk frames among `frames` (a body that is not an error)."""
+    return [json.loads(f["body"])["type"] for f in frames if f.get("body") and not f.get("error")]
+
+
+BIG = "x" * 3_700_000
+"""Two text deltas of 1 850 000 characters: each is over CHUNK_MAX_BYTES once stored."""
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+@pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+def test_J080_a_chat_child_does_not_store_a_chunk_too_large_and_marks_it_unstored(
+    sim: Simulation, host: type
+) -> None:
+    """A chunk over CHUNK_MAX_BYTES is broadcast to the child's clients and applied to its
+    answer, but not stored: the stream holds start, text-start, text-end and finish at 0..3.
+    The tail hands each oversized chunk on with a random `unstoredId` (distinct UUIDs) and the
+    run's next live sequence, unconsumed (2, 2, then text-end at 2)."""
+    sim.register_model(ScriptedModel(default=text(BIG, chunks=2, delay_ms=100)))
+    ref = sim.agent(host, "c")
+    client = sim.connect(ref)
+    sim.call(ref, "start_agent_tool_run", "go", "run-1")
+    records = read_tail(sim, ref, sim.call(ref, "open_agent_tool_tail", "run-1"))
+    wait_settled(sim, ref, "run-1")
+    kinds = ["start", "text-start", "text-delta", "text-delta", "text-end", "finish"]
+    assert chunk_types(records) == kinds
+    assert [r["sequence"] for r in records] == [0, 1, 2, 2, 2, 3]
+    assert [r["chunkSequence"] for r in records] == [0, 1, None, None, 2, 3]
+    ids = [r.get("unstoredId") for r in records]
+    assert ids[:2] == ids[4:] == [None, None]
+    assert all(isinstance(i, str) and UUID.match(i) for i in ids[2:4]) and ids[2] != ids[3]
+    stored = sim.call(ref, "get_agent_tool_chunks", "run-1")
+    assert [c["sequence"] for c in stored] == [0, 1, 2, 3]
+    assert chunk_types(stored) == ["start", "text-start", "text-end", "finish"]
+    settled = row(sim, ref, "run-1")
+    assert settled is not None
+    assert shown_parts(chat_frames(client, settled["request_id"])) == kinds
+    assert len(sim.trace.select("console:warn", agent=ref.path)) == 2
+    (message,) = [m for m in sim.instance_of(ref).messages if m["role"] == "assistant"]
+    assert parts_text(message["parts"]) == BIG
+
+
+class ChatChildParent(Agent):
+    async def go(self, run_id: str) -> dict[str, Any]:
+        result = await self.run_agent_tool(AiChatChild, input="go", run_id=run_id)
+        return result.to_dict()
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_J080_a_chunk_too_large_to_store_takes_no_position_on_0_32(sdk: str) -> None:
+    """Forwarded live, each chunk too large to store carries the next sequence without
+    consuming it and its `unstoredId` (0.32.0: 1, 2, 3, 3, 3, 4, finished at 5), and a client
+    keeps both oversized deltas though they share a sequence; a replay has only the stored
+    chunks. On 0.21.0 every chunk is stored and takes the next sequence (1 … 6)."""
+    with Simulation(seed=zlib.crc32(f"unstored-{sdk}".encode()), sdk=sdk) as sim:
+        sim.register_model(ScriptedModel(default=text(BIG, chunks=2, delay_ms=100)))
+        parent = sim.agent(ChatChildParent, "p")
+        client = sim.connect(parent)
+        sim.run_for(10)
+        assert sim.call(parent, "go", "r")["status"] == "completed"
+        sim.run_for(10)
+        live = frames(sim, client, "r")
+        unstored = [m["event"].get("unstoredId") for m in live]
+        replayed = bodies(frames(sim, sim.connect(parent), "r"))
+        kinds = ["start", "text-start", "text-delta", "text-delta", "text-end", "finish"]
+        if sdk == "0.21.0":
+            assert [s for s, _, _ in bodies(live)] == [0, 1, 2, 3, 4, 5, 6, 7]
+            assert unstored == [None] * 8
+            assert [part for _, _, part in replayed[1:-1]] == kinds
+        else:
+            assert [s for s, _, _ in bodies(live)] == [0, 1, 2, 3, 3, 3, 4, 5]
+            assert [u is not None for u in unstored] == [False] * 3 + [True] * 2 + [False] * 3
+            assert unstored[3] != unstored[4]
+            assert all("chunkSequence" not in m["event"] for m in live[3:5])
+            assert replayed == [
+                (0, "started", None),
+                (1, "chunk", "start"),
+                (2, "chunk", "text-start"),
+                (3, "chunk", "text-end"),
+                (4, "chunk", "finish"),
+                (5, "finished", None),
+            ]
+        folded = AgentToolEvents(now_ms=lambda: sim.now_ms)
+        for message in live:
+            folded.receive(message)
+        assert parts_text(folded.runs_by_id["r"].parts) == BIG
 
 
 def test_a_client_keeps_each_unstored_chunk_once_by_its_id() -> None:
