@@ -77,6 +77,7 @@ class ChatHost(Agent):
             self._progress,
             self,
             chunk_limit=components.chunk_limit,
+            run_delivery=components.run_delivery,
         )
 
     # -- the SDK's surface ----------------------------------------------------------------------
@@ -128,9 +129,9 @@ class ChatHost(Agent):
         self, input: Any, run_id: str, event_delivery: str | None = None
     ) -> dict[str, Any]:
         """Create the run and start its headless turn in the background; answers at once.
-        `event_delivery` is `"terminal"` when a 0.32.0 parent asked for it (the run's content
-        chunks still reach this child's own clients here)."""
-        return await self._child_adapter.start(input, run_id)
+        `event_delivery` is `"terminal"` when a 0.32.0 parent asked for it: on 0.32.0 the run's
+        chunks are then kept from this child's own clients (`terminal_runs.py`)."""
+        return await self._child_adapter.start(input, run_id, event_delivery)
 
     async def cancel_agent_tool_run(self, run_id: str, reason: str | None = None) -> None:
         """Abort the run (and a recovery turn driving it), seal it `aborted`, close its tails."""
@@ -161,15 +162,16 @@ class ChatHost(Agent):
         """Detach the reader (a pending read returns None); the run goes on."""
         await self._child_adapter.tails.close(tail_id)
 
-    # -- the broadcast snoop (every frame passes the tails' snoop, then goes out unchanged) ----
+    # -- the broadcast snoop (every frame passes the tails' snoop, then goes out unchanged,
+    # unless it is a chunk of a run whose chunks the release keeps from this host's clients) --
     def broadcast(self, frame: Any, exclude: tuple[str, ...] = ()) -> None:
-        self._child_adapter.tails.snoop(frame, None)
-        super().broadcast(frame, exclude)
+        if self._child_adapter.shown(self._child_adapter.tails.snoop(frame, None)):
+            super().broadcast(frame, exclude)
 
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None:
         """Broadcast a chat-response frame (`chunk_index`: its place in the stored stream)."""
-        self._child_adapter.tails.snoop(frame, chunk_index)
-        super().broadcast(frame)
+        if self._child_adapter.shown(self._child_adapter.tails.snoop(frame, chunk_index)):
+            super().broadcast(frame)
 
     # -- the hooks users override -------------------------------------------------------------
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None:

@@ -4,8 +4,10 @@ A chat host runs the release its agent runs (`Agent._release`); this table is wh
 release picks the chat components that differ between releases, so a release adds or swaps a
 component here and nowhere else (the runtime's own components are picked in
 `agents_core/releases`, which imports nothing of chat). 0.21.0: `ChatRecovery`, every chunk
-stored. 0.32.0: `InterruptedAttemptsRecovery` (always on, the interrupted-attempts bound, spec
-sdk-0.32 §8.1), chunks too large to store kept out of the stream (`ChunkSizeLimit`, §7.2).
+stored, every run's chunks shown to the host's own clients. 0.32.0: `InterruptedAttemptsRecovery`
+(always on, the interrupted-attempts bound, spec sdk-0.32 §8.1), chunks too large to store kept
+out of the stream (`ChunkSizeLimit`, §7.2) and a terminal-delivery run's chunks kept from the
+host's own clients (`TerminalRunsHidden`, §7.1).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from agents_core.chat.chat_recovery import ChatRecovery
 from agents_core.chat.chunk_limit import ChunkSizeLimit, StoreEveryChunk
 from agents_core.chat.interrupted_attempts import InterruptedAttemptsRecovery
+from agents_core.chat.terminal_runs import EveryRunShown, TerminalRunsHidden
 
 __all__ = ["CHAT_RELEASES", "ChatComponents", "chat_components"]
 
@@ -26,11 +29,19 @@ class ChatComponents:
     recovery: type[ChatRecovery]
     chunk_limit: StoreEveryChunk
     """Which chunks the stream stores, and which of a run's chunks its tails mark unstored."""
+    run_delivery: EveryRunShown
+    """Which runs' chunks the host keeps from its own clients."""
 
 
 CHAT_RELEASES: dict[str, ChatComponents] = {
-    "0.21.0": ChatComponents(recovery=ChatRecovery, chunk_limit=StoreEveryChunk()),
-    "0.32.0": ChatComponents(recovery=InterruptedAttemptsRecovery, chunk_limit=ChunkSizeLimit()),
+    "0.21.0": ChatComponents(
+        recovery=ChatRecovery, chunk_limit=StoreEveryChunk(), run_delivery=EveryRunShown()
+    ),
+    "0.32.0": ChatComponents(
+        recovery=InterruptedAttemptsRecovery,
+        chunk_limit=ChunkSizeLimit(),
+        run_delivery=TerminalRunsHidden(),
+    ),
 }
 """Every release the runtime models, with its chat components (a test holds the names equal)."""
 

@@ -1,17 +1,20 @@
 """The child side of agents as tools: run rows, the headless turn, cancel, inspect, chunks, and
 the self-heal of rows whose isolate died (spec agent-tools §1.2, §2.5, §6, §7.7).
 
-A parent reaches a chat host through four RPC methods: `start_agent_tool_run(input, run_id)`
-(idempotent by run id; inserts the row and starts the headless turn in the background under
-keepAlive, answering at once), `cancel_agent_tool_run`, `inspect_agent_tool_run` (None iff the
-child has no row) and `get_agent_tool_chunks`; the live tail is in `agents_core.chat.tails`.
+A parent reaches a chat host through four RPC methods: `start_agent_tool_run(input, run_id,
+event_delivery)` (idempotent by run id; inserts the row and starts the headless turn in the
+background under keepAlive, answering at once; a 0.32.0 parent's `"terminal"` is written on the
+row and keeps the run's chunks from the host's own clients, `terminal_runs.py`),
+`cancel_agent_tool_run`, `inspect_agent_tool_run` (None iff the child has no row) and
+`get_agent_tool_chunks`; the live tail is in `agents_core.chat.tails`.
 What differs between the two hosts (tables, row birth status, input message, output and
 summary defaults, inspection fields, terminal guard; spec §11 E25) is in `think.py` and
 `ai_chat.py`; this module holds what they share.
 
 Memory (gone with the isolate): the run's abort controller (its presence means "live in this
 isolate"), requestId -> runId attribution (with negative entries from the snoop), the last
-captured stream error, the pre-turn assistant ids, live sequences and tails. A row left active
+captured stream error, the pre-turn assistant ids, the runs whose chunks are kept from the
+host's clients (learnt again from their rows), live sequences and tails. A row left active
 without a controller is *stale*: when a recovered turn settles, and lazily on inspect, it is
 finalized `completed` if recovery produced a new answer, else `error`, unless recovery is still
 in progress or a turn is streaming.
@@ -20,12 +23,13 @@ in progress or a turn is streaming.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
 from agents_core.chat.chunk_limit import StoreEveryChunk
 from agents_core.chat.tails import AgentToolTails, TailHooks
+from agents_core.chat.terminal_runs import EveryRunShown
 from agents_core.errors import InvalidArgument
 from agents_core.probes import probe
 from agents_core.signals import AbortController
@@ -92,10 +96,12 @@ class AgentToolChild:
         "_recovery",
         "_progress",
         "_hooks",
+        "_run_delivery",
         "controllers",
         "request_runs",
         "last_errors",
         "pre_turn_ids",
+        "terminal_only",
         "tails",
     )
 
@@ -109,6 +115,7 @@ class AgentToolChild:
         hooks: ChildRunHooks,
         *,
         chunk_limit: StoreEveryChunk | None = None,
+        run_delivery: EveryRunShown | None = None,
     ) -> None:
         self._ctx = ctx
         self._stream = stream
@@ -116,17 +123,21 @@ class AgentToolChild:
         self._recovery = recovery
         self._progress = progress
         self._hooks = hooks
+        self._run_delivery = EveryRunShown() if run_delivery is None else run_delivery
         self.controllers: dict[str, AbortController] = {}
         """The runs live in this isolate, by run id."""
         self.request_runs: dict[str, str | None] = {}
         """requestId -> runId (None: the request serves no run), as the snoop learns them."""
         self.last_errors: dict[str, str] = {}
         self.pre_turn_ids: dict[str, set[str]] = {}
+        self.terminal_only: set[str] = set()
+        """The runs whose chunks this host keeps from its own clients (`terminal_runs.py`)."""
         self.tails = AgentToolTails(ctx, stream, self, hooks, chunk_limit)
 
     # -- the adapter (RPC) -------------------------------------------------------------------------
-    async def start(self, input: Any, run_id: str) -> dict[str, Any]:
-        """Create the run and start its headless turn in the background; answers at once."""
+    async def start(self, input: Any, run_id: str, event_delivery: Any = None) -> dict[str, Any]:
+        """Create the run and start its headless turn in the background; answers at once. A run
+        the release keeps from this host's clients (`event_delivery`) is marked so on its row."""
         if not isinstance(run_id, str) or not run_id:
             raise InvalidArgument(f"start_agent_tool_run needs a non-empty run_id, got {run_id!r}")
         self._hooks._ensure_agent_tool_tables()
@@ -135,6 +146,9 @@ class AgentToolChild:
             return cast("dict[str, Any]", await self.inspect(run_id))
         now = self._ctx.host.clock.now_ms()
         self._hooks._insert_agent_tool_row(run_id, input, now)
+        if self._run_delivery.terminal(event_delivery):
+            self._run_delivery.mark(self._ctx, self._hooks._agent_tool_runs_table, run_id)
+            self.terminal_only.add(run_id)
         controller = AbortController()
         self.controllers[run_id] = controller
         self._ctx.host.tasks.wait_until(self._run_in_background(run_id, input, controller))
@@ -189,6 +203,16 @@ class AgentToolChild:
             f"SELECT * FROM {self._hooks._agent_tool_runs_table} WHERE run_id = ?", run_id
         )
         return rows[0] if rows else None
+
+    def note_row(self, row: Mapping[str, Any]) -> None:
+        """An active run's row read in this isolate: remember whether it is a terminal one."""
+        if self._run_delivery.row_terminal(row):
+            self.terminal_only.add(row["run_id"])
+
+    def shown(self, run_id: str | None) -> bool:
+        """Whether a frame the snoop attributed to `run_id` (None: to no run's chunks) goes out
+        to this host's own clients."""
+        return run_id is None or run_id not in self.terminal_only
 
     def _is_stale(self, row: dict[str, Any]) -> bool:
         return (
@@ -250,6 +274,7 @@ class AgentToolChild:
         self.controllers.pop(run_id, None)
         self.last_errors.pop(run_id, None)
         self.pre_turn_ids.pop(run_id, None)
+        self.terminal_only.discard(run_id)
         for request_id, mapped in list(self.request_runs.items()):
             if mapped == run_id or mapped is None:
                 del self.request_runs[request_id]
@@ -262,13 +287,14 @@ class AgentToolChild:
             return
         statuses = self._hooks._agent_tool_active_statuses
         rows = self._ctx.sql(
-            f"SELECT run_id FROM {self._hooks._agent_tool_runs_table} WHERE status IN "
+            f"SELECT * FROM {self._hooks._agent_tool_runs_table} WHERE status IN "
             f"({', '.join('?' for _ in statuses)}) ORDER BY started_at DESC, rowid DESC LIMIT 1",
             *statuses,
         )
         if not rows:
             return
         run_id = rows[0]["run_id"]
+        self.note_row(rows[0])
         self.bind_request(run_id, request_id)
         key = INCIDENT_PREFIX + origin
         incident = self._ctx.host.kv.get(key)

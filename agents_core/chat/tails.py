@@ -14,9 +14,10 @@ The snoop runs on every broadcast while any tail or live sequence exists: a chat
 whose request id maps to an active run advances that run's live sequence and is handed to its
 tails; an `error: true` frame only records the run's last error. Anything else (other types,
 non-string ids, unmapped requests, unparseable or binary frames, empty bodies) passes untouched.
-The frame itself always reaches the child's own clients unchanged. A chunk the release does not
-store (`chunk_limit.py`, 0.32.0: too large) gets the run's next live sequence without consuming
-it, and a random `unstoredId` on its record.
+The snoop answers the run a frame is a chunk of (None for anything else); the frame reaches
+the child's own clients unchanged, unless the release keeps that run's chunks from them
+(`terminal_runs.py`). A chunk the release does not store (`chunk_limit.py`, 0.32.0: too large)
+gets the run's next live sequence without consuming it, and a random `unstoredId` on its record.
 
 `AgentToolTails` is the component (owned by the child adapter, `AgentToolChild`): it holds the
 tails and the live sequences; the host's `broadcast` and `_broadcast_chat_frame` hand every
@@ -92,12 +93,15 @@ class TailHooks(Protocol):
 
 class ChildRuns(Protocol):
     """What the tails use of the child adapter (`AgentToolChild`): its rows and the memory of
-    which request serves which run, and of the last error each run streamed."""
+    which request serves which run, of the last error each run streamed, and of the runs kept
+    from the host's clients (`note_row` learns one from its row)."""
 
     request_runs: dict[str, str | None]
     last_errors: dict[str, str]
+    terminal_only: set[str]
 
     def row(self, run_id: str) -> dict[str, Any] | None: ...
+    def note_row(self, row: Mapping[str, Any]) -> None: ...
 
 
 class AgentToolTails:
@@ -202,35 +206,38 @@ class AgentToolTails:
             self.live_seq.pop(run_id, None)
 
     # -- the snoop ---------------------------------------------------------------------------------
-    def snoop(self, frame: Any, chunk_index: int | None) -> None:
-        if not self._tails and not self.live_seq:
-            return
+    def snoop(self, frame: Any, chunk_index: int | None) -> str | None:
+        """Hand a run's chunk to its tails (or note its error); the run a chunk frame belongs
+        to, None for any other frame."""
+        if not self._tails and not self.live_seq and not self._child.terminal_only:
+            return None
         try:
-            self._forward(frame, chunk_index)
+            return self._forward(frame, chunk_index)
         except Exception as exc:  # noqa: BLE001 - the snoop never breaks a broadcast
             self._ctx.log("error", f"agent-tool broadcast snoop failed: {exc}")
+            return None
 
-    def _forward(self, frame: Any, chunk_index: int | None) -> None:
+    def _forward(self, frame: Any, chunk_index: int | None) -> str | None:
         if isinstance(frame, str):
             try:
                 frame = json.loads(frame)
             except ValueError:
-                return
+                return None
         if not isinstance(frame, Mapping) or frame.get("type") != CHAT_RESPONSE_TYPE:
-            return
+            return None
         request_id = frame.get("id")
         if not isinstance(request_id, str):
-            return
+            return None
         run_id = self._run_for_request(request_id)
         if run_id is None:
-            return
+            return None
         body = frame.get("body")
         if frame.get("error") is True:
             if isinstance(body, str):
                 self._child.last_errors[run_id] = body
-            return
+            return None
         if not isinstance(body, str) or not body:
-            return
+            return None
         sequence = self.live_seq.get(run_id, 0)
         unstored = self._limit.unstored(body)
         self.live_seq[run_id] = sequence if unstored else sequence + 1
@@ -240,6 +247,7 @@ class AgentToolTails:
         for tail in list(self._tails.values()):
             if tail.run_id == run_id and not tail.closed:
                 tail.offer_live(record)
+        return run_id
 
     def _run_for_request(self, request_id: str) -> str | None:
         """The active run a request id belongs to (cached, "none" included)."""
@@ -249,11 +257,13 @@ class AgentToolTails:
         if self._hooks._agent_tool_tables_exist():
             statuses = self._hooks._agent_tool_active_statuses
             rows = self._ctx.sql(
-                f"SELECT run_id FROM {self._hooks._agent_tool_runs_table} WHERE request_id = ? AND "
+                f"SELECT * FROM {self._hooks._agent_tool_runs_table} WHERE request_id = ? AND "
                 f"status IN ({', '.join('?' for _ in statuses)}) ORDER BY started_at DESC LIMIT 1",
                 request_id,
                 *statuses,
             )
             run_id = rows[0]["run_id"] if rows else None
+            if rows:
+                self._child.note_row(rows[0])
         self._child.request_runs[request_id] = run_id
         return run_id

@@ -11,7 +11,8 @@ terminal run's row stores `event_delivery = 'terminal'` (NULL otherwise), and it
 Forwarding a terminal run, the parent shows its clients only lifecycle chunks (a JSON body whose
 `type` is `data-agent-progress` or `data-agent-milestone`); `started` and the terminal event are
 unaffected, progress is still observed (`on_progress`) for the chunks it does not show, and the
-child keeps everything.
+child keeps everything (a 0.32.0 chat child keeps the run's chunks from its own clients,
+`agents_core/chat/terminal_runs.py`).
 
 Positionless chunks: forwarded live, a lifecycle chunk, or one too large to store (a record
 with `unstoredId`, carried onto its frame: a 0.32.0 chat child makes such a record for a chunk

@@ -15,7 +15,7 @@ from agents_core.agent_tools import AgentToolEvents, parts_text
 from agents_core.chat import CHAT_RESPONSE_TYPE, ChatAgent
 from agents_core.errors import InvalidArgument
 from sim import AgentRef, Simulation
-from sim.model import ScriptedModel, text
+from sim.model import ScriptedModel, continuing, text, when
 from tests.agent_tools.scripted_child import NoTailChild, ScriptedChild
 from tests.chat.chat_agents import (
     HOSTS,
@@ -24,6 +24,7 @@ from tests.chat.chat_agents import (
     read_tail,
     row,
     wait_settled,
+    worker_model,
 )
 from tests.conformance.test_reattach import HANG, dispatch, restart
 from tests.conformance.test_reattach import Parent as ReattachParent
@@ -373,7 +374,7 @@ def test_J080_a_replay_reads_the_milestones_without_reconciling_the_child(
     assert len(sim.trace.select("chat:child_run:reconciled")) == 1
 
 
-# -- a chat child's chunk too large to store (§7.2) -----------------------------------------------
+# -- a chat child's side of a terminal run and of a chunk too large to store (§7.1, §7.2) --------
 def chat_frames(client: Any, request_id: str) -> list[dict[str, Any]]:
     """The chat-response frames of one request a client got."""
     out = []
@@ -387,6 +388,98 @@ def chat_frames(client: Any, request_id: str) -> list[dict[str, Any]]:
 def shown_parts(frames: list[dict[str, Any]]) -> list[str]:
     """The part types of the chunk frames among `frames` (a body that is not an error)."""
     return [json.loads(f["body"])["type"] for f in frames if f.get("body") and not f.get("error")]
+
+
+WORK = [["progress", {"fraction": 0.5}], ["progress", {"milestone": "half"}]]
+"""The child's tool reports progress, then a milestone."""
+
+
+def terminal_and_full_runs(sim: Simulation, host: type) -> tuple[AgentRef, Any]:
+    """A chat child with a client, that served run `t` with terminal delivery, then run `f`
+    with the default; each run's tail read to its close."""
+    worker_model(sim, WORK, answer="all done")
+    ref = sim.agent(host, "c")
+    client = sim.connect(ref)
+    for run_id, delivery in (("t", "terminal"), ("f", None)):
+        sim.call(ref, "start_agent_tool_run", "go", run_id, delivery)
+        records = read_tail(sim, ref, sim.call(ref, "open_agent_tool_tail", run_id))
+        assert "text-delta" in chunk_types(records)
+        assert {"data-agent-progress", "data-agent-milestone"} <= set(chunk_types(records))
+        wait_settled(sim, ref, run_id)
+    return ref, client
+
+
+@pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+def test_J079_a_chat_child_keeps_a_terminal_runs_chunks_from_its_own_clients(
+    sim: Simulation, host: type
+) -> None:
+    """A chat child told `event_delivery="terminal"` writes it on its run's row and broadcasts
+    none of that run's chunks to its own clients (as the SDK, progress and milestone parts
+    neither): only the done frame. Its tail still gets every chunk, the child stores them all,
+    and a run with the default delivery shows its chunks, progress and milestone included."""
+    ref, client = terminal_and_full_runs(sim, host)
+    terminal, full = row(sim, ref, "t"), row(sim, ref, "f")
+    assert terminal is not None and full is not None
+    assert terminal["status"] == full["status"] == "completed"
+    assert terminal["event_delivery"] == "terminal"
+    assert full["event_delivery"] is None
+    hidden = chat_frames(client, terminal["request_id"])
+    assert [(f.get("body"), f.get("done")) for f in hidden] == [("", True)]
+    shown = shown_parts(chat_frames(client, full["request_id"]))
+    assert {"text-delta", "data-agent-progress", "data-agent-milestone"} <= set(shown)
+    stored = chunk_types(sim.call(ref, "get_agent_tool_chunks", "t"))
+    assert "text-delta" in stored and "data-agent-milestone" in stored
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_a_chat_childs_own_clients_see_a_terminal_runs_chunks_on_0_21_only(sdk: str) -> None:
+    """0.21.0's chat child knows nothing of `event_delivery`: its clients get every chunk of a
+    run told "terminal", and its row has no such column; 0.32.0 keeps them back."""
+    with Simulation(seed=zlib.crc32(f"child-clients-{sdk}".encode()), sdk=sdk) as sim:
+        ref, client = terminal_and_full_runs(sim, AiChatChild)
+        terminal = row(sim, ref, "t")
+        assert terminal is not None
+        shown = shown_parts(chat_frames(client, terminal["request_id"]))
+        if sdk == "0.21.0":
+            assert "event_delivery" not in terminal
+            assert {"text-delta", "data-agent-progress", "data-agent-milestone"} <= set(shown)
+        else:
+            assert terminal["event_delivery"] == "terminal"
+            assert shown == []
+
+
+@pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+def test_J079_a_chat_child_restarted_mid_run_still_keeps_its_chunks_back(
+    sim: Simulation, host: type
+) -> None:
+    """A terminal run's child evicted mid-answer learns again from the run's row, when its
+    recovered turn is bound to the run, that the run is terminal: the recovered turn's chunks
+    (stored, and handed to a tail) reach no client of the restarted child."""
+    first = text("AAAABBBBCCCCDDDD", chunks=4, delay_ms=1_000)
+    recovered = text("wxyz", chunks=4, delay_ms=500)
+    sim.register_model(
+        ScriptedModel(rules=[when(continuing(), reply=recovered)], default=[first, recovered])
+    )
+    ref = sim.agent(host, "c")
+    before = sim.connect(ref)
+    sim.call(ref, "start_agent_tool_run", "go", "run-1", "terminal")
+    sim.run_for(2_500 - sim.now_ms)
+    sim.evict(ref)
+    woken = sim.agent(host, "c")
+    after = sim.connect(woken)
+    later = read_tail(sim, woken, sim.call(woken, "open_agent_tool_tail", "run-1"))
+    wait_settled(sim, woken, "run-1")
+    (attempt,) = [r.fields for r in sim.trace.select("chat:recovery:attempt")]
+    assert attempt["mode"] == "continue"
+    deltas = [json.loads(r["body"]).get("delta") for r in later]
+    assert "".join(d for d in deltas if d).endswith("wxyz")
+    (rebound,) = [r.fields for r in sim.trace.select("chat:recovery:rebind")]
+    assert rebound["runId"] == "run-1"
+    for client in (before, after):
+        for raw in client.frames:
+            message = json.loads(raw) if isinstance(raw, str) else raw
+            if message.get("type") == CHAT_RESPONSE_TYPE:
+                assert not message.get("body"), message
 
 
 BIG = "x" * 3_700_000
