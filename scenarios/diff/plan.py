@@ -109,7 +109,12 @@ UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
 """Workload kind -> the workload methods its real-side player does not implement yet."""
 UNPLAYED_FIELDS: dict[str, tuple[tuple[str, Any], ...]] = {
     "fibers": (("stash_bytes", 0),),
-    "schedules": (("backoff_ms", None), ("max_backoff_ms", None), ("idempotent", None)),
+    "schedules": (
+        ("backoff_ms", None),
+        ("max_backoff_ms", None),
+        ("idempotent", None),
+        ("recovery_loop", False),
+    ),
 }
 """Workload kind -> the plan fields its real-side player does not read yet, with the value
 that leaves them unused (a plan that sets another is refused)."""

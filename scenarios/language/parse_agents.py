@@ -244,6 +244,11 @@ SCHEDULE = Shape(
         "backoff": Duration(doc="The row's retry base_delay_ms (1ms or more)."),
         "max_backoff": Duration(doc="The row's retry max_delay_ms (1ms or more, >= backoff)."),
         "idempotent": Flag(doc="schedule(idempotent=...) of a one-shot or cron row."),
+        "recovery_loop": Flag(
+            default=False,
+            doc="schedule(recovery_loop=True) of a one-shot or cron row: on 0.32.0 the memory-"
+            "limit breaker backs it off or purges it with the executing job (0.21.0 ignores it).",
+        ),
         "keep_alive": Flag(default=False, doc="Run the work inside keep_alive_while."),
         "fiber": Flag(default=False, doc="Run the work inside run_fiber(name)."),
     },
@@ -540,6 +545,8 @@ def _schedules(spec: Fields) -> type:
             entry.bad("runs", "only a recurring schedule (every or cron) stops after N runs")
         if entry.get("idempotent") is not None and given[0] == "every":
             entry.bad("idempotent", "an every schedule is always idempotent (one row per interval)")
+        if entry.get("recovery_loop") and given[0] == "every":
+            entry.bad("recovery_loop", "an option of schedule(); schedule_every takes none such")
         backoff, most = entry.get("backoff"), entry.get("max_backoff")
         for key, ms in (("backoff", backoff), ("max_backoff", most)):
             if ms is not None and ms < 1:
@@ -561,6 +568,7 @@ def _schedules(spec: Fields) -> type:
                 backoff_ms=backoff,
                 max_backoff_ms=most,
                 idempotent=entry.get("idempotent"),
+                recovery_loop=entry.get("recovery_loop"),
                 keep_alive=entry.get("keep_alive"),
                 fiber=entry.get("fiber"),
             )

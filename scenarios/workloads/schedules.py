@@ -17,7 +17,7 @@ answers over RPC or a GET request; `cancel(name)` cancels one schedule, `recreat
 it and creates it again, `listing(type, start, end)` lists the agent's schedules in a time range
 (`list_schedules`) and writes the runtime's answer beside the spec model's (`workload:listed`,
 held by `listings_match`). A plan may give the row's retry options (`attempts`, `backoff_ms`,
-`max_backoff_ms`) and, for a one-shot or cron row, `idempotent`.
+`max_backoff_ms`) and, for a one-shot or cron row, `idempotent` and `recovery_loop`.
 """
 
 from __future__ import annotations
@@ -96,6 +96,10 @@ class SchedulePlan:
     idempotent: bool | None = None
     """`schedule(idempotent=...)` for a one-shot or cron row; None: True for a one-shot (a setup
     a crash cut short finds the row it wrote), the runtime's default for cron."""
+    recovery_loop: bool = False
+    """`schedule(recovery_loop=True)` for a one-shot or cron row: on 0.32.0 the job is one the
+    memory-limit breaker backs off or purges with the executing one (spec sdk-0.32 §2.5, §3.2);
+    0.21.0 ignores the option. Not for `every` (schedule_every takes no such option)."""
     keep_alive: bool = False
     fiber: bool = False
 
@@ -313,20 +317,21 @@ class ScheduleWorkload(Agent):
             self.host.trace.emit("workload:duplicates_allowed", name=plan.name, kind=plan.kind)
         if plan.every_s is not None:
             return await self.schedule_every(plan.every_s, "workload_tick", payload, retry=retry)
+        options: dict[str, Any] = {"retry": retry}
+        if plan.recovery_loop:
+            options["recovery_loop"] = True
         if plan.cron is not None:
             if plan.idempotent is None:
-                return await self.schedule(plan.cron, "workload_tick", payload, retry=retry)
+                return await self.schedule(plan.cron, "workload_tick", payload, **options)
             return await self.schedule(
-                plan.cron, "workload_tick", payload, retry=retry, idempotent=plan.idempotent
+                plan.cron, "workload_tick", payload, idempotent=plan.idempotent, **options
             )
         when: Any = plan.after_s
         if plan.at_s is not None:
             when = datetime.fromtimestamp(plan.at_s, UTC)
         # Idempotent by default: a setup a crash cut short and ran again finds the row it wrote.
         idempotent = True if plan.idempotent is None else plan.idempotent
-        return await self.schedule(
-            when, "workload_tick", payload, retry=retry, idempotent=idempotent
-        )
+        return await self.schedule(when, "workload_tick", payload, idempotent=idempotent, **options)
 
     async def _cancel(self, name: str, by: str, running: str | None = None) -> bool:
         """Cancel the schedule `name`; `running`: the id of the row whose callback runs now,
@@ -457,6 +462,11 @@ def schedule_workload(
             raise ValueError(f"schedule {plan.name}: runs is for every or cron schedules")
         if plan.idempotent is not None and plan.every_s is not None:
             raise ValueError(f"schedule {plan.name}: an every schedule is always idempotent")
+        if plan.recovery_loop and plan.every_s is not None:
+            raise ValueError(
+                f"schedule {plan.name}: recovery_loop is an option of schedule(), which an "
+                "every schedule does not use"
+            )
         one_of(f"schedule {plan.name}: fail_as", plan.fail_as, FAIL_AS)
     one_of("setup", setup, SCHEDULE_SETUPS)
     if warmup_ms < 0:

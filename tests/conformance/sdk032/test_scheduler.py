@@ -425,3 +425,40 @@ def test_recovery_loop_is_ignored_on_0_21_0() -> None:
             k: v for k, v in rows[1].items() if k not in strip
         }
         assert old.query(ref, "SELECT name FROM sqlite_master WHERE name = 'cf_agents_jobs'") == []
+
+
+def test_recovery_loop_in_the_scenario_language() -> None:
+    """A schedules workload's `recovery_loop: true` reaches schedule(): its job is a member on
+    0.32.0; an `every` schedule refuses the key (schedule_every takes no such option)."""
+    import textwrap
+
+    from scenarios.language.errors import InvalidScenario
+    from scenarios.language.loader import parse_scenario
+
+    text = textwrap.dedent(
+        """
+        name: recovery-loop-key
+        description: two one-shots, one in the recovery loop
+        seed: 3
+        sdk: "0.32.0"
+        agents:
+          w: {workload: schedules, schedules: [{name: a, after: 60s, recovery_loop: true},
+                                               {name: b, after: 60s}]}
+        steps:
+          - call: {agent: w, method: status}
+        """
+    )
+    scenario = parse_scenario(text, "<test>")
+    (spec,) = scenario.agents
+    assert [p.recovery_loop for p in spec.cls.schedules] == [True, False]
+    with Simulation(seed=3, sdk="0.32.0") as run:
+        ref = run.agent(spec.cls, "w")
+        run.run_for(1_000)
+        named = {
+            r["name"]: r["schedule_id"] for r in run.query(ref, "SELECT * FROM workload_schedules")
+        }
+        flags = {r["id"]: r["recovery_loop"] for r in scheduler_jobs(run, ref)}
+        assert {name: flags[id] for name, id in named.items()} == {"a": 1, "b": 0}
+    every = text.replace("after: 60s, recovery_loop: true", "every: 60s, recovery_loop: true")
+    with pytest.raises(InvalidScenario, match="recovery_loop"):
+        parse_scenario(every, "<test>")
