@@ -105,11 +105,16 @@ class StreamForwarder:
             return ForwardOutcome(sequence, tag, forwarded)
         delivery = self._delivery
         terminal_only = delivery.terminal_only(self._store, run_id)
+        broken = False
         try:
             while True:
-                tag, batch = await race(
-                    _tagged("read", child.call("read_agent_tool_tail", tail_id))
-                )
+                try:
+                    tag, batch = await race(
+                        _tagged("read", child.call("read_agent_tool_tail", tail_id))
+                    )
+                except BaseException:
+                    broken = True
+                    raise
                 if tag != "read":
                     return ForwardOutcome(sequence, tag, forwarded)
                 if batch is None:
@@ -133,7 +138,12 @@ class StreamForwarder:
                 if sent:
                     self._agent._on_agent_tool_stream_progress()
         finally:
-            host.tasks.wait_until(self._close_tail_quietly(child, tail_id))
+            # A tail whose read failed died with what it read (the child's incarnation, as the
+            # SDK's stream errors with it): there is nothing to close, and a close sent to an
+            # evicted child would start a new incarnation of it, which cancelling the SDK's
+            # errored stream never does (on 0.32.0 that start runs its startup, §1.3).
+            if not broken:
+                host.tasks.wait_until(self._close_tail_quietly(child, tail_id))
 
     async def _close_tail_once_open(self, child: Any, opening: Any) -> None:
         """A tail whose open lost the race: close it if it ever opens."""

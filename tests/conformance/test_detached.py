@@ -611,6 +611,26 @@ def test_T075_the_warm_fast_path_forwards_and_delivers_before_any_tick(sim: Simu
     assert sim.call(ref, "backbone") == []
 
 
+def test_a_child_evicted_mid_tail_is_left_asleep_until_the_backbone_wakes_it(
+    sim: Simulation,
+) -> None:
+    """The tail a parent reads dies with the child's incarnation (the SDK's stream errors with
+    it): the parent sends no close to the dead child, which would start a new incarnation of
+    it (on 0.32.0 with its startup, resuming its work early). The backbone's next tick wakes it."""
+    ref = sim.agent(Parent, "p")
+    steps = [["text", "a"], ["sleep", 60_000], ["finish", "completed", "ok"]]
+    sim.call(ref, "dispatch", "r1", steps, {"on_finish": "on_detached_done"})
+    sim.run_for(1_000)
+    child = sim.facet(ref, ScriptedChild, "r1")
+    assert sim.evict(child, "explicit")
+    sim.run_for(3_000)  # before the backbone's first tick, at 5 s
+    assert [r for r in sim.trace.select("incarnation:start", agent=child.path) if r.inc > 1] == []
+    assert sim.trace.select("rpc", agent=child.path, method="close_agent_tool_tail") == []
+    sim.run_for(2_000)
+    (woken,) = [r for r in sim.trace.select("incarnation:start", agent=child.path) if r.inc == 2]
+    assert woken.t_ms == 5_000
+
+
 # -- §11 edge cases -----------------------------------------------------------------------------
 def test_E02_a_detached_reissue_says_running_and_keeps_the_cadence(sim: Simulation) -> None:
     """A detached re-issue answers `running` even for a completed run (arming nothing), and for
