@@ -286,9 +286,10 @@ class Facets:
                 self.sql("DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ?", owner_key)
 
     async def _check_facet_lease_holders(self, owner_keys: Sequence[str]) -> None:
-        """On the root: resolve each sub-agent it holds keepAlive leases for. A live one is only
-        looked up; one that died on its own (its root lived on) is constructed again, and its
-        construction drops the leases its dead incarnation still held, which nothing else
+        """On the root: look up each sub-agent it holds keepAlive leases for, hop by hop. A
+        live one is only looked up; one that died on its own (its root lived on) is constructed
+        again, without its startup (nothing of it resumes before the SDK would wake it), and
+        its construction drops the leases its dead incarnation still held, which nothing else
         would ever release (docs/divergences.md F3)."""
         if self._is_facet:
             return
@@ -299,11 +300,15 @@ class Facets:
                 self._log("error", f"keepAlive lease check for {owner_key} failed: {exc}")
 
     async def _cf_resolve_lease_holder(self, steps: list[dict[str, str]]) -> None:
-        """Walk down `steps`, resolving each hop (a gone registry entry ends the walk)."""
+        """Walk down `steps`, looking each hop up without starting it (a gone registry entry
+        ends the walk)."""
         if not steps:
             return
-        child = await self._resolve_registered_child(steps[0])
-        if child is not None and len(steps) > 1:
+        step = steps[0]
+        if not self.has_sub_agent(step["className"], step["name"]):
+            return
+        child = await self.host.facets.look_up_named(step["className"], step["name"])
+        if len(steps) > 1:
             await child.call("_cf_resolve_lease_holder", steps[1:])
 
     async def _cf_check_run_fibers_for_facet(self, steps: list[dict[str, str]]) -> int:

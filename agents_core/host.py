@@ -184,6 +184,11 @@ class Facets(Protocol):
         """The same, by class name (as the registry stores it); LookupError if never created."""
         ...
 
+    def look_up_named(self, class_name: str, name: str) -> Awaitable[AgentStub]:
+        """The child's stub, by class name, without its startup: a live child is only looked
+        up, a dead one is constructed again but not started. LookupError if never created."""
+        ...
+
     def delete(self, cls: type, name: str) -> None:
         """Abort the child (and its children) and wipe their storage."""
         ...

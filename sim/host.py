@@ -149,20 +149,32 @@ class _Facets(_Fenced):
         host = self._host
         if self._dead():
             await Gone()
-        platform = host._platform
-        record = platform.facet_record(host._record, cls, name)
-        caller = SimDeferred(platform.kernel)
-        platform.deliver(record, "facet", None, label="facet", caller=caller)
-        await caller
-        return SimAgentStub(platform, record, host)
+        record = host._platform.facet_record(host._record, cls, name)
+        return await self._reach(record, "facet")
 
     async def resolve_named(self, class_name: str, name: str) -> SimAgentStub:
+        return await self.resolve(self._child(class_name, name).cls, name)
+
+    async def look_up_named(self, class_name: str, name: str) -> SimAgentStub:
+        if self._dead():
+            await Gone()
+        return await self._reach(self._child(class_name, name), "lookup")
+
+    def _child(self, class_name: str, name: str) -> AgentRecord:
         host = self._host
-        path = f"{host._record.path}/{class_name}/{name}"
-        record = host._record.children.get(path)
+        record = host._record.children.get(f"{host._record.path}/{class_name}/{name}")
         if record is None:
             raise LookupError(f"no sub-agent {class_name}/{name} under {host._record.path}")
-        return await self.resolve(record.cls, name)
+        return record
+
+    async def _reach(self, record: AgentRecord, trigger: str) -> SimAgentStub:
+        """The child's live incarnation (a new one if it died), by a delivery with no handler:
+        `facet` runs its startup, `lookup` does not."""
+        platform = self._host._platform
+        caller = SimDeferred(platform.kernel)
+        platform.deliver(record, trigger, None, label=trigger, caller=caller)
+        await caller
+        return SimAgentStub(platform, record, self._host)
 
     def delete(self, cls: type, name: str) -> None:
         host = self._host

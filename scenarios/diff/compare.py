@@ -137,6 +137,14 @@ ALLOWED: tuple[Allowed, ...] = (
         for column in ("identity_version", "identity_name")
     ),
     Allowed(
+        row="F3",
+        why="a sub-agent that died on its own leaves its keepAlive leases on its root: on 0.32.0 "
+        "the SDK keeps the root's `cf:keep-alive` host job for as long as the root lives, the "
+        "port drops those leases (and the job with the last of them) within one interval",
+        table="cf_agents_jobs",
+        where=(("capability", "host"), ("fn", "keepAlive")),
+    ),
+    Allowed(
         row="K3",
         why="the SDK stamps schedule rows with SQLite's unixepoch() (the real clock); the port "
         "with the host clock",

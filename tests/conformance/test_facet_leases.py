@@ -1,7 +1,7 @@
 """A sub-agent that died on its own, its root alive, gets its dead incarnation's keepAlive leases
 dropped from the root as soon as a new incarnation of it is constructed, however it is started:
 by a resolution (startup runs) or by a plain RPC on a stub (startup does not run); and when
-nothing else starts it again, the root's next alarm does (F3)."""
+nothing else calls it again, the root's next alarm constructs it without its startup (F3)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def test_a_facet_evicted_alone_and_never_called_again_is_woken_by_the_roots_next
     sim: Simulation,
 ) -> None:
     """Nobody calls the dead sub-agent again: the root's heartbeat, which its dead lease keeps
-    going, resolves it at the next alarm, the new incarnation drops that lease, and the root's
-    alarm stops instead of firing every interval for as long as the root lives."""
+    going, looks it up at the next alarm, the new incarnation (constructed, not started: nothing
+    of the dead one resumes before the SDK would wake it) drops that lease, and the root's alarm
+    stops instead of firing every interval for as long as the root lives."""
     root = sim.agent(Root, "r")
     sim.call(root, "at", [(Child, "c")], "hold")
     sim.run_for(10)
@@ -56,8 +57,9 @@ def test_a_facet_evicted_alone_and_never_called_again_is_woken_by_the_roots_next
     assert instance._keep_alive_refs == 1
     sim.run_for(40_000)  # past one heartbeat of the root
     starts = [r for r in sim.trace.select("incarnation:start", agent=child.path) if r.inc == 2]
-    assert [r.fields.get("trigger") for r in starts] == ["facet"]
+    assert [r.fields.get("trigger") for r in starts] == ["lookup"]
     assert 10 < starts[0].t_ms <= 10 + 30_000  # within one keepAlive interval of the death
+    assert [r for r in sim.trace.select("startup:begin", agent=child.path) if r.inc == 2] == []
     assert instance._keep_alive_refs == 0
     assert sim.probes.get("facet.dead_incarnation_leases_released") == 1
     sim.run_for(120_000)
