@@ -144,9 +144,11 @@ WHEN: dict[str, str] = {
     "platform:deploy": "A deploy (scripted, or drawn by the fault profile) restarts every "
     "live incarnation; each then ends with reason deploy.",
     "incarnation:start": "A new incarnation of the agent starts, and what triggered it (get, "
-    "rpc, request, connect, alarm, facet, ...).",
+    "rpc, request, connect, alarm, facet, lookup (a root looking a dead sub-agent up without "
+    "starting it), ...).",
     "incarnation:end": "An incarnation dies: idle, deploy, alarm-limit, explicit, crash, "
-    "destroyed or deleted. Nothing of it runs after this record.",
+    "destroyed, deleted or reset (the agent reset its own isolate, with `message` its reason, "
+    "as 0.32.0 does after a memory-limit strike). Nothing of it runs after this record.",
     "startup:begin": "Startup (`on_start` under the input gate) begins, and its trigger.",
     "startup:done": "Startup finished; deliveries held by the input gate may run.",
     "startup:failed": "Startup raised; the incarnation's waiting deliveries fail with it.",
