@@ -568,6 +568,32 @@ def _chat_join_mid_stream_skip(scenario: Scenario) -> Skip | None:
     return None
 
 
+CHAT_STORAGE_WHY = (
+    "on this release the real side's chat agents run @cloudflare/ai-chat {chat}, which keeps a "
+    "chat in tables the port does not model yet (session messages and stream blocks, with "
+    "random message ids inside content hashes: sdk-0.32 section 8, docs/not-built-yet.md), so "
+    "no play of it can agree"
+)
+MODELLED_CHAT_RELEASES = frozenset({"0.10.2"})
+"""The releases of @cloudflare/ai-chat whose storage the port's chat agents keep."""
+
+
+def _chat_storage_skip(scenario: Scenario) -> Skip | None:
+    """Refuses a plan with an agent the real side plays on @cloudflare/ai-chat (a chat host or
+    a chat child) when the release plays a chat release whose storage is not modelled."""
+    from scenarios.diff.workerd import CHAT_RELEASES
+
+    chat = CHAT_RELEASES.get(scenario.sdk)
+    if chat is None or chat in MODELLED_CHAT_RELEASES:
+        return None
+    for spec in scenario.agents:
+        children = [run.child for run in spec.cls.runs] if spec.workload == "tools" else []
+        if _played_class(spec) in (CHAT_TOOLS_PARENT, CHAT_WORKLOAD) or "chat" in children:
+            where = f"agent {spec.alias} (line {spec.line})"
+            return Skip(where, CHAT_STORAGE_WHY.format(chat=chat))
+    return None
+
+
 def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
     """The plan for `scenario`, or why it cannot be played, and its agentsim run."""
     skip = (
@@ -575,6 +601,7 @@ def compile_plan(scenario: Scenario, repeat: int = 3) -> Compiled:
         or _warmups_skip(scenario)
         or _chat_turn_cut_skip(scenario)
         or _chat_join_mid_stream_skip(scenario)
+        or _chat_storage_skip(scenario)
     )
     if skip is not None:
         return Compiled(None, skip, None)

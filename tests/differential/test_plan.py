@@ -288,3 +288,31 @@ def test_a_client_joining_a_chat_host_after_a_turn_is_refused_with_its_reason() 
     assert refused.plan is None and refused.skip.why == CHAT_JOIN_MID_STREAM_WHY
     played = compile_plan(parse_scenario(before, "b.yaml"), repeat=1)
     assert played.skip is None or played.skip.why != CHAT_JOIN_MID_STREAM_WHY
+
+
+@pytest.mark.parametrize("host", ["chat", "workload"])
+def test_a_chat_agent_is_refused_where_its_chat_release_keeps_unmodelled_tables(
+    host: str,
+) -> None:
+    """On 0.32.0 the chat players run @cloudflare/ai-chat 0.12.2, whose session and stream-block
+    tables the port does not model: a plan with a chat host or a chat child is refused there
+    with that reason, and plays on 0.21.0 (ai-chat 0.10.2, which the port models)."""
+    from scenarios.diff.plan import _chat_storage_skip
+    from scenarios.language.loader import parse_scenario
+
+    agent = (
+        'workload: chat\n    host: chat\n    model: {reply: "on it", chunks: 3, chunk_delay: 4s}'
+        if host == "chat"
+        else "workload: tools\n    runs: [{run_id: r1, child: chat, input: hi}]\n"
+        'model:\n  default: {text: "one two", chunks: 2}'
+    )
+    text = JOINING.replace("STEPS", "connect: {client: c}").replace(
+        'workload: chat\n    host: chat\n    model: {reply: "on it", chunks: 3, chunk_delay: 4s}',
+        agent,
+    )
+    scenario = parse_scenario(text, "chatty.yaml")
+    assert _chat_storage_skip(scenario) is None
+    refused = _chat_storage_skip(scenario.on_release("0.32.0"))
+    assert refused is not None and "@cloudflare/ai-chat 0.12.2" in refused.why
+    scripted = text.replace(agent, "workload: tools\n    runs: [{run_id: r1, steps: [{text: a}]}]")
+    assert _chat_storage_skip(parse_scenario(scripted, "s.yaml").on_release("0.32.0")) is None

@@ -37,14 +37,12 @@ __all__ = ["NAME", "NOT_BUILT", "SCHEMA", "build"]
 NAME = "0.32.0"
 
 NOT_BUILT: tuple[str, ...] = (
-    "§2.5 the isolate reset after a memory-limit strike",
-    "§3.2 the recoveryLoop option of schedule()",
+    "§2.5 the breaker for a memory-limit reset during the startup an alarm wake runs (the SDK "
+    "starts inside its alarm handler; the port's platform starts the agent before it)",
     "§3.5 the prefix cleanup of queue and tasks jobs (the port has no Queue or Tasks "
     "capability), and the owner's retry loop handing a memory-limit reset of a one-shot back to "
     "the root as 0.21.0 does (0.32.0 stops early only for a code-update reset)",
     "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
-    "§7.1 a chat child keeping a terminal run's content chunks from its own clients",
-    "§7.2 chunks too large to store (a child making unstoredId chunks, CHUNK_MAX_BYTES)",
     "§8.1 chat recovery's work budget (work_budget_exceeded), stable timeout, debounce, "
     "incident TTL, recovering flag and terminal message",
     "§8.2 the recovering turn outcome and the durable last-terminal record",
