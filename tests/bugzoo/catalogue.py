@@ -1,5 +1,5 @@
-"""The zoo's catalogue: every bug (the measured set and the held-apart set), and which library
-stories belong to which feature area.
+"""The zoo's catalogue: every bug (the measured set, the held-apart set and the SDK 0.32.0 set),
+and which library stories belong to which feature area.
 
 A story's areas come from the classes of its agents (a class named by `class:`, or the one a
 `workload:` builds), looked up along each class's MRO: a developer who changed, say, fiber
@@ -20,6 +20,7 @@ from tests.bugzoo.bugs_held_apart import HELD_APART_BUGS
 from tests.bugzoo.bugs_platform import PLATFORM_BUGS
 from tests.bugzoo.bugs_runtime import RUNTIME_BUGS
 from tests.bugzoo.bugs_tools import TOOL_BUGS
+from tests.bugzoo.bugs_v0_32 import V0_32_BUGS
 from tests.bugzoo.model import Bug
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "BUGS",
     "CLASS_AREAS",
     "HELD_APART",
+    "V0_32",
     "stories_for",
     "story_areas",
     "unknown_classes",
@@ -36,7 +38,10 @@ BUGS: tuple[Bug, ...] = (*PLATFORM_BUGS, *RUNTIME_BUGS, *TOOL_BUGS)
 """The zoo's bugs that a plain run measures (many written beside the stories that show them)."""
 HELD_APART: tuple[Bug, ...] = HELD_APART_BUGS
 """The held-apart set, written without reading the stories; measured with `--held-apart`."""
-ALL_BUGS: tuple[Bug, ...] = (*BUGS, *HELD_APART)
+V0_32: tuple[Bug, ...] = V0_32_BUGS
+"""The SDK 0.32.0 set, in the release's own components, written in the held-apart style;
+hunted on 0.32.0 with `--set v0_32` and reported apart."""
+ALL_BUGS: tuple[Bug, ...] = (*BUGS, *HELD_APART, *V0_32)
 
 _FIBER_AGENT = frozenset({"fibers", "keepalive", "alarm"})
 _TOOL_PARENT = frozenset({"agent_tools", "facets", "keepalive", "schedules", "alarm"})

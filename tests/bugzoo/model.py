@@ -4,7 +4,8 @@ A `Bug` names one file of the tree (relative to the repository root), one or mor
 mistake in one line (`story`), the promise it breaks, and the feature areas whose library
 stories a developer who touched that code would hunt over (`areas`, decided from what the code
 does, never from what the hunt finds); a bug of the held-apart set (`held_apart`) also says what
-a user would see (`seen`). A hunk's `find` text must occur exactly once in the file:
+a user would see (`seen`), and one planted in a release's own components names that release
+(`release`: it is hunted on it). A hunk's `find` text must occur exactly once in the file:
 that is what makes a patch robust to unrelated edits elsewhere in the file, and what
 `test_patches_apply.py` checks against the current tree.
 """
@@ -58,6 +59,9 @@ class Bug:
     spec without reading any story, and reported apart from the others."""
     seen: str = ""
     """What a user of the runtime would notice (the held-apart set says it for every bug)."""
+    release: str = ""
+    """The SDK release whose components the bug is planted in, and the one it is hunted on
+    (`bugs_v0_32.py`: "0.32.0"); empty for a bug in the code every release shares."""
 
 
 def fix(find: str, replace: str) -> Hunk:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bugzoo.catalogue import ALL_BUGS, BUGS, HELD_APART
+from tests.bugzoo.catalogue import ALL_BUGS, BUGS, HELD_APART, V0_32
 from tests.bugzoo.model import AREAS, Bug, PatchError, patched_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,9 +68,23 @@ def test_the_held_apart_set_is_apart_and_says_what_a_user_sees() -> None:
     agents_core, outside the files being restructured, saying what a user would see."""
     assert len(HELD_APART) >= 15
     assert not {bug.id for bug in HELD_APART} & {bug.id for bug in BUGS}
-    assert all(bug.held_apart for bug in HELD_APART)
+    assert all(bug.held_apart and not bug.release for bug in HELD_APART)
     assert not any(bug.held_apart for bug in BUGS)
     for bug in HELD_APART:
         assert bug.file.startswith("agents_core/"), bug.id
         assert bug.file not in _NOT_PLANTED, bug.id
+        assert bug.seen.strip(), bug.id
+
+
+def test_the_v0_32_set_is_in_the_release_components_and_hunted_on_it() -> None:
+    """6 to 8 bugs of the held-apart kind, apart from both other sets, each planted in one of
+    0.32.0's own components (the job queue and driver, the Lifecycle, the Scheduler, the schema
+    keys, the host jobs), hunted on 0.32.0 and saying what a user would see."""
+    assert 6 <= len(V0_32) <= 8
+    ids = {bug.id for bug in V0_32}
+    assert not ids & {bug.id for bug in (*BUGS, *HELD_APART)}
+    assert not any(bug.release for bug in BUGS)
+    for bug in V0_32:
+        assert bug.held_apart and bug.release == "0.32.0", bug.id
+        assert bug.file.startswith("agents_core/releases/v0_32/"), bug.id
         assert bug.seen.strip(), bug.id
