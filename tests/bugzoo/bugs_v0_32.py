@@ -4,9 +4,10 @@ fallback, the migrations, the Scheduler on jobs and the host jobs), written in t
 style: from that code and the spec (`sdk-0.32.md`) alone, without reading any library or hunting
 story, and without looking at what a hunter or a checker catches.
 
-Each is a mistake a developer could make while writing that line (a bound swapped, a clause left
-out of a WHERE, a marker not reset, a field the migration forgets, a write put before the work it
-records, a clock armed after the work it guards), never one shaped to be found. `seen` says what
+Each is a mistake a developer could make while writing that line (a bound swapped, a clause a
+port from 0.21.0 left out, a marker not reset, a field a match or a migration forgets, a write
+put before the work it records, a clock armed after the work it guards), never one shaped to be
+found. `seen` says what
 a user of the runtime would notice. The runner hunts this set on 0.32.0 and reports it apart
 (`python tests/bugzoo/run.py --set v0_32`, which implies `--sdk 0.32.0`).
 """
@@ -71,12 +72,12 @@ DRIVER_BUGS = (
             ),
         ),
         "arms the deadman once the due jobs have been driven instead of before the first dispatch",
-        "when at least one job is due, an alarm 30 s ahead is armed before the first dispatch, so "
-        "an isolate that dies mid-drive still wakes the agent",
+        "when at least one job is due, the alarm is set 30 s ahead before the first dispatch, so "
+        "an isolate that dies mid-drive is woken again 30 s later",
         ALARM,
-        "an agent whose isolate is evicted or crashes while a job's callback runs (after startup "
-        "re-armed the alarm for that same job) is left with no alarm: the interrupted job and "
-        "every job due behind it wait until something else wakes the agent",
+        "after a cold wake, the alarm left armed while the jobs run is startup's re-arm for the "
+        "due job itself (1 ms ahead): a job whose callback kills its isolate (a crash, an "
+        "eviction mid-callback) is retried at once, over and over, instead of every 30 s",
     ),
     on_0_32(
         "platform-failure-keeps-running-marker",
@@ -116,26 +117,20 @@ DRIVER_BUGS = (
 
 QUEUE_BUGS = (
     on_0_32(
-        "hung-row-not-ready-for-the-alarm",
+        "due-jobs-in-id-order",
         "job_queue.py",
         (
             fix(
-                '            "SELECT MIN(time) AS t FROM cf_agents_jobs WHERE singleflight = 0 OR running = 0 "\n'
-                '            "OR coalesce(execution_started_at, 0) + coalesce(hung_timeout_seconds, ?) * 1000 "\n'
-                '            "<= ?",\n'
-                "            DEFAULT_HUNG_TIMEOUT_SECONDS,\n"
-                "            now,\n",
-                '            "SELECT MIN(time) AS t FROM cf_agents_jobs WHERE singleflight = 0 OR running = 0",\n',
+                '"SELECT * FROM cf_agents_jobs WHERE time <= ? ORDER BY time ASC", math.floor(now_ms)',
+                '"SELECT * FROM cf_agents_jobs WHERE time <= ?", math.floor(now_ms)',
             ),
         ),
-        "the alarm's 'ready' query leaves out the clause for a single-flight row already past its "
-        "hung timeout",
-        "a running single-flight job past its hung timeout counts as ready: the alarm comes for "
-        "it and the driver forces it",
+        "the due-jobs query is 0.21.0's, without the ORDER BY time that 0.32.0 added",
+        "the due jobs of one alarm are driven in due-time order, the earliest first",
         ALARM,
-        "an interval whose isolate was evicted mid-callback, and whose agent next wakes after the "
-        "30 s hung timeout (the recheck moment already past), gets no alarm again: it never runs "
-        "until some other job or request wakes the agent",
+        "when one alarm finds several jobs due (after an eviction, a deploy or a failed alarm, "
+        "or two schedules due in the same second), they run in the order of their ids, not their "
+        "times: a schedule due at 10:00:05 can run before the one due at 10:00:00",
     ),
 )
 
