@@ -587,7 +587,7 @@ def _chat_storage_skip(scenario: Scenario) -> Skip | None:
     if chat is None or chat in MODELLED_CHAT_RELEASES:
         return None
     for spec in scenario.agents:
-        children = [run.child for run in spec.cls.runs] if spec.workload == "tools" else []
+        children = [run.child for run in getattr(spec.cls, "runs", ())]
         if _played_class(spec) in (CHAT_TOOLS_PARENT, CHAT_WORKLOAD) or "chat" in children:
             where = f"agent {spec.alias} (line {spec.line})"
             return Skip(where, CHAT_STORAGE_WHY.format(chat=chat))
