@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
+from agents_core.releases.registry import RELEASES
 from scenarios.cli.generate_command import area_list
 from scenarios.cli.inputs import non_negative, positive
 from scenarios.cli.progress import HuntProgress, is_terminal
@@ -62,6 +63,8 @@ def _command_line(args: argparse.Namespace) -> str:
     line = f"agentsim diff --generate {args.generate} --seed {args.seed}"
     if tuple(args.areas) != tuple(AREAS):
         line += f" --areas {','.join(args.areas)}"
+    if args.sdk is not None:
+        line += f" --sdk {args.sdk}"
     return line
 
 
@@ -99,6 +102,9 @@ def diff_generate_command(args: argparse.Namespace, out: TextIO, err: TextIO) ->
                 play=lambda plans: play_plans(plans, project),
                 command=_command_line(args),
                 on_step=step,
+                # A release agentsim models runs the drawn scenarios on it too; another npm
+                # version plays against the default release (where upstream moved).
+                sdk=args.sdk if args.sdk in RELEASES else None,
             )
     except RealSideUnavailable as exc:
         print(f"agentsim diff: cannot run the real side: {exc}", file=err)

@@ -253,14 +253,17 @@ def diff_generated(
     play: Player = play_plans,
     command: str = "",
     on_step: Callable[[str], None] | None = None,
+    sdk: str | None = None,
 ) -> GeneratedDiff:
     """Draw `examples` playable scenarios, play each on both sides, shrink and write every
-    disagreement (see the module docstring). `on_step(label)` after each unit of work."""
+    disagreement (see the module docstring). `on_step(label)` after each unit of work. `sdk`:
+    the release the drawn scenarios run on (their `sdk:` key; None: the default), which `play`
+    must play too."""
     step = on_step or (lambda _label: None)
     how = command or f"agentsim diff --generate {examples} --seed {seed}"
     out = Path(out_dir)
     outcome = GeneratedDiff(examples, seed, tuple(a for a in AREAS if a in areas))
-    scenarios = drawn(examples=examples, seed=seed, areas=areas, surface=REAL_SIDE)
+    scenarios = drawn(examples=examples, seed=seed, areas=areas, sdk=sdk, surface=REAL_SIDE)
     outcome.drawn = len(scenarios)
     pending: dict[str, Compiled] = {}
     by_name: dict[str, tuple[int, Generated]] = {}
