@@ -45,10 +45,14 @@ def generate_areas(areas: Iterable[str]) -> tuple[str, ...] | None:
     return tuple(area for area in order if area in chosen)
 
 
-def _argv(areas: tuple[str, ...] | None, examples: int, seed: int, out: Path) -> list[str]:
+def _argv(
+    areas: tuple[str, ...] | None, examples: int, seed: int, out: Path, sdk: str | None = None
+) -> list[str]:
     argv = ["generate", "--examples", str(examples), "--seed", str(seed), "--out", str(out)]
     if areas is not None:
         argv += ["--areas", ",".join(areas)]
+    if sdk is not None:
+        argv += ["--sdk", sdk]
     return argv
 
 
@@ -60,15 +64,17 @@ def hunt_generate(
     examples: int,
     seed: int,
     limit_s: float,
+    sdk: str | None = None,
 ) -> HuntResult:
-    """One `agentsim generate` run in the planted `tree`, at most `limit_s` seconds."""
+    """One `agentsim generate` run in the planted `tree`, at most `limit_s` seconds; with `sdk`,
+    its scenarios run on that release (and the clean tree replays them on it)."""
     areas = generate_areas(bug_areas)
     out = tree / "agentsim-generate"
     result = HuntResult("generate", 1, (examples,))
     started = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "scenarios.cli", *_argv(areas, examples, seed, out)],
+            [sys.executable, "-m", "scenarios.cli", *_argv(areas, examples, seed, out, sdk)],
             cwd=tree,
             env=environment(tree),
             capture_output=True,
@@ -86,7 +92,7 @@ def hunt_generate(
     files = sorted(out.glob("*.yaml"), key=lambda path: path.stat().st_mtime)
     for path in files:
         outcome = StoryOutcome(path.stem, True, result.seconds, reproducers=(str(path),))
-        if clean_tree_passes(clean, tree, outcome):
+        if clean_tree_passes(clean, tree, outcome, sdk):
             result.found_in = outcome
             break
         result.shared.append(outcome)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tests.bugzoo.hunting import HuntResult
 
-__all__ = ["GENERATE", "HeldApartRow", "held_apart_lines", "row_of"]
+__all__ = ["GENERATE", "HELD_APART_TITLE", "HeldApartRow", "held_apart_lines", "row_of"]
 
 GENERATE = "generate"
 
@@ -90,14 +90,27 @@ def _cell(row: HeldApartRow, tools: Sequence[str], generated: bool) -> str:
     return f"{cell} ({times})"
 
 
-def held_apart_lines(results: Sequence[Any], names: Sequence[str], generate_note: str) -> list[str]:
+HELD_APART_TITLE = (
+    "held-apart set (written without reading the stories; hunted beyond the base runs):"
+)
+
+
+def held_apart_lines(
+    results: Sequence[Any],
+    names: Sequence[str],
+    generate_note: str,
+    *,
+    title: str = HELD_APART_TITLE,
+    label: str = "held-apart",
+) -> list[str]:
     """The held-apart section: a line per bug, then the totals line (`bugzoo held-apart: ...`).
     `names` are the hunters that ran (`generate` among them when it did); `generate_note` says
-    how generate ran, or why it has no column."""
+    how generate ran, or why it has no column. Another set written in the same style (the SDK
+    0.32.0 set) has its own `title` and `label` (`bugzoo v0_32: ...`)."""
     rows = [row_of(result) for result in results]
     generated = GENERATE in names
     tools = [name for name in names if name != GENERATE]
-    lines = ["held-apart set (written without reading the stories; hunted beyond the base runs):"]
+    lines = [title]
     for row in rows:
         text = f"  error: {row.error}" if row.error else _cell(row, tools, generated)
         lines.append(f"  {row.bug_id:<46} {text}")
@@ -114,7 +127,7 @@ def held_apart_lines(results: Sequence[Any], names: Sequence[str], generate_note
     else:
         generate_note = f"generate: {generate_note}"
     lines.append(
-        f"bugzoo held-apart: library base runs caught {library}/{total}, "
+        f"bugzoo {label}: library base runs caught {library}/{total}, "
         f"{' + '.join(tools) or 'no hunter'} beyond the base runs {beyond}/{total}, "
         f"{generate_note}, "
         f"any {either}/{total}; hunts took {sum(per_tool.values()):.0f} s ({times})"

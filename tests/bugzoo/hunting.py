@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,13 @@ class Tool:
     name: str
     budgets: tuple[Budget, ...]
     extra: tuple[str, ...] = ()
+    sdk: str | None = None
+    """The SDK release every run starts on (`--sdk`, over a story's `sdk:` key), and the one
+    the clean tree replays a finding on; None: the story's own."""
+
+    def on_release(self, sdk: str | None) -> Tool:
+        """This tool with its runs on `sdk` (itself when None)."""
+        return self if sdk is None else replace(self, sdk=sdk)
 
     def shares(self, stories: int) -> tuple[int, ...]:
         """The size of the hunt over each story, for a bug with `stories` stories."""
@@ -86,6 +93,8 @@ class Tool:
         args = [self.name, str(story), *self.extra, "--out", str(out)]
         for budget, share in zip(self.budgets, shares, strict=True):
             args += [budget.flag, str(share)]
+        if self.sdk is not None:
+            args += ["--sdk", self.sdk]
         return args
 
     def base_shares(self) -> tuple[int, ...]:
@@ -95,7 +104,8 @@ class Tool:
 
     def describe(self) -> str:
         sizes = ", ".join(f"{b.total} {b.flag.lstrip('-')}" for b in self.budgets)
-        return f"{self.name} ({sizes} per bug)"
+        on = "" if self.sdk is None else f" on SDK {self.sdk}"
+        return f"{self.name} ({sizes} per bug{on})"
 
 
 @dataclass(frozen=True)
@@ -314,12 +324,15 @@ def _check_imported_from(tree: Path, written: dict[str, Any]) -> None:
             )
 
 
-def clean_tree_passes(clean: Path, tree: Path, outcome: StoryOutcome) -> bool:
+def clean_tree_passes(
+    clean: Path, tree: Path, outcome: StoryOutcome, sdk: str | None = None
+) -> bool:
     """Whether the finding is the bug's: some reproducer it wrote (or, for a failure without
     any drawn fault, the story itself) breaks no invariant and the liveness rule on the clean
     tree, with every invariant checked. A finding the clean tree shares is a bug of the tree,
     not of the zoo. As in the hunt, a step whose call failed with the drawn fault itself (the
-    platform telling the caller the truth) is not a finding."""
+    platform telling the caller the truth) is not a finding. With `sdk`, the replay runs on
+    that release, as the hunt did (a story's own `sdk:` key may name another)."""
     tree_library = tree / "scenarios" / "library"
     files = [Path(p) for p in outcome.reproducers] or [tree_library / f"{outcome.story}.yaml"]
     replay = clean / "agentsim-replay" / tree.name
@@ -332,6 +345,8 @@ def clean_tree_passes(clean: Path, tree: Path, outcome: StoryOutcome) -> bool:
         written = replay / f"failures-{number}"
         shutil.rmtree(written, ignore_errors=True)
         args = ["run", str(copy), "--invariants", "all", "--failures", str(written)]
+        if sdk is not None:
+            args += ["--sdk", sdk]
         try:
             done = _agentsim(clean, args, 300)
         except subprocess.TimeoutExpired:
@@ -420,7 +435,7 @@ def _hunt_pass(
             if outcome.crashed:
                 result.crashes.append(outcome)
             if outcome.found:
-                if clean_tree_passes(clean, tree, outcome):
+                if clean_tree_passes(clean, tree, outcome, tool.sdk):
                     if result.found_in is None:
                         result.found_in = outcome
                     if keep_going:

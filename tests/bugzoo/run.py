@@ -15,6 +15,12 @@ either W/Y`.
 the stories), always beyond the base runs, and reports it apart (`held_apart_report.py`): the
 library stories' base runs, fuzz + explore beyond them, the time of each hunt, and last
 `bugzoo held-apart: ...`. The measured set's line is printed for the measured set only.
+
+`--set v0_32` hunts the SDK 0.32.0 set instead (`bugs_v0_32.py`, slips in the release's own
+components written in the held-apart style): each bug on the release it is planted in (every
+fuzz, explore and generate run with `--sdk 0.32.0`, and the clean tree's replay of a finding
+too), hunted and reported as the held-apart set is, under its own title and last line
+`bugzoo v0_32: ...`. `--sdk VERSION` runs every hunt of any set on that release instead.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tests.bugzoo` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from tests.bugzoo.bugs_v0_32 import V0_32_RELEASE  # noqa: E402
 from tests.bugzoo.catalogue import (  # noqa: E402
     ALL_BUGS,
     BUGS,
     HELD_APART,
+    V0_32,
     stories_for,
     unknown_classes,
 )
@@ -52,6 +60,12 @@ from tests.bugzoo.hunting import (  # noqa: E402
 from tests.bugzoo.model import Bug, PatchError, apply_bug  # noqa: E402
 
 LIBRARY = Path("scenarios") / "library"
+SETS = {"measured": BUGS, "held-apart": HELD_APART, "v0_32": V0_32}
+"""The zoo's sets by name (`--set`)."""
+V0_32_TITLE = (
+    f"SDK {V0_32_RELEASE} set (its own components, written without reading the stories; hunted "
+    f"on {V0_32_RELEASE} beyond the base runs):"
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,12 @@ class GenerateRun:
             f"generate ({self.examples} examples, seed {self.seed}, at most {self.limit_s:g} s "
             "per held-apart bug)"
         )
+
+
+def sdk_of(bug: Bug, sdk: str | None) -> str | None:
+    """The release `bug` is hunted on: `--sdk` when given, else the release it is planted in
+    (None for a bug in the code every release shares: each story's own)."""
+    return sdk or bug.release or None
 
 
 @dataclass
@@ -123,6 +143,19 @@ def _parser() -> argparse.ArgumentParser:
         "the base runs, and report it apart (--only may name bugs of either set)",
     )
     parser.add_argument(
+        "--set",
+        choices=sorted(SETS),
+        help="hunt this set of the zoo: measured (the default), held-apart (as --held-apart), "
+        "or v0_32 (slips in SDK 0.32.0's own components, bugs_v0_32.py, each hunted on 0.32.0 "
+        "beyond the base runs and reported apart)",
+    )
+    parser.add_argument(
+        "--sdk",
+        metavar="VERSION",
+        help="run every hunt (fuzz, explore, generate, and the clean tree's replay of a finding) "
+        "on this SDK release (default: a v0_32 bug's own release, else each story's sdk: key)",
+    )
+    parser.add_argument(
         "--hunters",
         metavar="NAMES",
         default="fuzz,explore,generate",
@@ -156,9 +189,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _select(only: str | None, held_apart: bool = False) -> list[Bug]:
+def _set_name(args: argparse.Namespace) -> str:
+    if args.held_apart and args.set not in (None, "held-apart"):
+        raise SystemExit(f"--held-apart and --set {args.set} name two sets; give one")
+    return "held-apart" if args.held_apart else args.set or "measured"
+
+
+def _select(only: str | None, held_apart: bool = False, which: str | None = None) -> list[Bug]:
     if not only:
-        return list(HELD_APART if held_apart else BUGS)
+        return list(SETS[which or ("held-apart" if held_apart else "measured")])
     wanted = [word.strip() for word in only.split(",") if word.strip()]
     known = {bug.id: bug for bug in ALL_BUGS}
     unknown = [word for word in wanted if word not in known]
@@ -181,6 +220,7 @@ def _hunt_bug(
     beyond_base: bool = False,
     keep: bool = False,
     generate: GenerateRun | None = None,
+    sdk: str | None = None,
 ) -> BugResult:
     result = BugResult(bug, len(stories))
     tree = scratch / bug.id
@@ -193,7 +233,9 @@ def _hunt_bug(
             return result
         paths = [tree / LIBRARY / story.name for story in stories]
         for tool in tools:
-            result.hunts[tool.name] = hunt(tree, tool, paths, budget_s, clean, beyond_base)
+            result.hunts[tool.name] = hunt(
+                tree, tool.on_release(sdk), paths, budget_s, clean, beyond_base
+            )
         if generate is not None and bug.held_apart:
             result.hunts[GENERATE] = hunt_generate(
                 tree,
@@ -202,6 +244,7 @@ def _hunt_bug(
                 examples=generate.examples,
                 seed=generate.seed,
                 limit_s=generate.limit_s,
+                **({} if sdk is None else {"sdk": sdk}),
             )
     finally:
         if not keep:
@@ -247,7 +290,7 @@ def _line(result: BugResult, tools: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    bugs = _select(args.only, args.held_apart)
+    bugs = _select(args.only, which=_set_name(args))
     if args.keep:
         # Kept for reading afterwards: a directory of its own in DIR, never removed.
         Path(args.keep).mkdir(parents=True, exist_ok=True)
@@ -290,6 +333,9 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
         )
     if generate is not None:
         described.append(generate.describe())
+    releases = sorted({release for bug in bugs if (release := sdk_of(bug, args.sdk))})
+    if releases:
+        described.append(f"on SDK {', '.join(releases)}")
     _say(f"bugzoo: {len(bugs)} bugs; {'; '.join(described)}; {args.jobs} jobs")
     started = time.monotonic()
     results: list[BugResult] = []
@@ -305,6 +351,7 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
             args.beyond_base or bug.held_apart,
             keep=bool(args.keep),
             generate=generate,
+            sdk=sdk_of(bug, args.sdk),
         )
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -314,9 +361,15 @@ def _run(args: argparse.Namespace, bugs: list[Bug], scratch: Path, clean: Path) 
     _say("")
     _say(f"bugzoo: done in {time.monotonic() - started:.0f} s")
     _report(results, tools, notes)
-    held = [result for result in results if result.bug.held_apart]
+    held = [result for result in results if result.bug.held_apart and not result.bug.release]
     if held:
         for line in held_apart_lines(held, names, generate_note):
+            _say(line)
+    on_release = [result for result in results if result.bug.release]
+    if on_release:
+        for line in held_apart_lines(
+            on_release, names, generate_note, title=V0_32_TITLE, label="v0_32"
+        ):
             _say(line)
     return 0
 

@@ -97,3 +97,15 @@ def test_a_bugs_areas_map_onto_generates() -> None:
     assert generate_areas(("chat", "schedules", "agent_tools")) == ("schedules", "tools", "chat")
     assert generate_areas(("schedules", "facets")) is None
     assert generate_areas(("all",)) is None
+
+
+def test_the_v0_32_set_has_its_own_title_and_last_line() -> None:
+    lines = held_apart_lines(
+        [_Result(BUG, {"fuzz": _hunt("fuzz", 5.0)})],
+        ["fuzz"],
+        "not measured (x)",
+        title="SDK 0.32.0 set:",
+        label="v0_32",
+    )
+    assert lines[0] == "SDK 0.32.0 set:"
+    assert lines[-1].startswith("bugzoo v0_32: library base runs caught 0/1")

@@ -39,7 +39,7 @@ def _fake_segments(
         return outcomes, wall * len(outcomes), False
 
     monkeypatch.setattr(hunting, "run_segment", run_segment)
-    monkeypatch.setattr(hunting, "clean_tree_passes", lambda clean, tree, outcome: True)
+    monkeypatch.setattr(hunting, "clean_tree_passes", lambda clean, tree, outcome, sdk=None: True)
     return calls
 
 
@@ -84,3 +84,36 @@ def test_beyond_the_base_runs_a_miss_is_a_miss(monkeypatch: pytest.MonkeyPatch) 
     _fake_segments(monkeypatch, finds_at=0, base_finds=(0,))
     result = hunting.hunt(Path("tree"), FUZZ, STORIES, 60.0, Path("clean"), beyond_base=True)
     assert result.caught and result.beyond is None and result.ran == 1
+
+
+def test_a_tool_on_a_release_passes_sdk_and_without_one_is_unchanged() -> None:
+    """`--sdk` goes to every run of a tool on a release; a tool without one runs as before."""
+    out = Path("out")
+    assert FUZZ.on_release(None) is FUZZ
+    assert FUZZ.argv(Path("a.yaml"), (10,), out) == [
+        "fuzz",
+        "a.yaml",
+        "--out",
+        "out",
+        "--examples",
+        "10",
+    ]
+    on = FUZZ.on_release("0.32.0")
+    assert on.argv(Path("a.yaml"), (10,), out)[-2:] == ["--sdk", "0.32.0"]
+    assert on.describe() == "fuzz (40 examples per bug on SDK 0.32.0)"
+
+
+def test_the_v0_32_set_is_selected_and_hunted_on_its_release() -> None:
+    """`--set v0_32` selects the 0.32.0 set; its bugs run on 0.32.0 unless `--sdk` says
+    otherwise, and a bug of the shared code runs on each story's own release."""
+    from tests.bugzoo.catalogue import BUGS, V0_32
+    from tests.bugzoo.generate_hunt import _argv
+    from tests.bugzoo.run import _select, sdk_of
+
+    assert _select(None, which="v0_32") == list(V0_32)
+    assert _select(None) == list(BUGS)
+    assert sdk_of(V0_32[0], None) == "0.32.0"
+    assert sdk_of(V0_32[0], "0.21.0") == "0.21.0"
+    assert sdk_of(BUGS[0], None) is None
+    assert _argv(None, 5, 0, Path("o"), "0.32.0")[-2:] == ["--sdk", "0.32.0"]
+    assert "--sdk" not in _argv(None, 5, 0, Path("o"))
