@@ -165,6 +165,33 @@ def test_with_no_shrink_rounds_the_drawn_example_is_written_as_drawn(tmp_path: P
     assert body == replace(original, name="diff-generate-5-1").text().split("name: ", 1)[1]
 
 
+def test_on_a_release_the_drawn_scenarios_run_and_are_written_on_it(tmp_path: Path) -> None:
+    """`sdk`: the drawn scenarios carry that release's `sdk:` key, so the agentsim side runs the
+    release the real side plays, and the written finding replays on it."""
+    outcome = diff_generated(
+        examples=1,
+        seed=5,
+        areas=("schedules",),
+        out_dir=tmp_path,
+        shrink_rounds=0,
+        play=_Silent(),
+        sdk="0.32.0",
+    )
+    (finding,) = outcome.findings
+    scenario = parse_scenario(Path(str(finding.path)).read_text(), str(finding.path))
+    assert scenario.sdk == "0.32.0" and scenario.sdk_in_file == "0.32.0"
+    unset = diff_generated(
+        examples=1,
+        seed=5,
+        areas=("schedules",),
+        out_dir=tmp_path / "d",
+        shrink_rounds=0,
+        play=_Silent(),
+    )
+    text = Path(str(unset.findings[0].path)).read_text()
+    assert parse_scenario(text, "x.yaml").sdk_in_file is None
+
+
 def test_refusals_are_counted_by_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A drawn scenario the plan compiler refuses is not played: the report counts it under
     the compiler's reason."""
