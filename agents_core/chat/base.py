@@ -27,10 +27,9 @@ from agents_core.chat.child_runs import AgentToolChild
 from agents_core.chat.messages import ChatMessages
 from agents_core.chat.parent import run_serialized_delivery
 from agents_core.chat.progress import AgentToolProgress
-from agents_core.chat.recovery_credit import RecoveryCredit
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import _Tail
-from agents_core.chat.turns import ChatTurns, _TurnState
+from agents_core.chat.turns import CHAT_REQUEST_TYPE, ChatTurns, TurnResult, _TurnState
 from agents_core.host import Host
 from agents_core.recovery import FiberRecoveryContext
 from agents_core.signals import AbortController, AbortSignal
@@ -63,7 +62,7 @@ class ChatHost(Agent):
         components = chat_components(self._release.name)
         self._messages = ChatMessages(self._context)
         self._stream = ResumableStream(self._context, components.chunk_limit)
-        self._recovery_credit = credit = RecoveryCredit(self._context)
+        self._recovery_credit = credit = components.progress(self._context)
         self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
         self._chat_recovery = components.recovery(
             self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
@@ -100,9 +99,22 @@ class ChatHost(Agent):
     async def clear_messages(self) -> None:
         """Forget the transcript: queued turns are skipped, the running one is aborted."""
         await self._turns.clear()
+        self._chat_recovery.chat_cleared()
+
+    async def on_connect(self, connection: Any) -> None:
+        """A client connected: on 0.32.0 it learns a recovery in progress (`chat_terminal.py`)."""
+        streaming = self._turns.active_request_id is not None
+        self._chat_recovery.on_connect(connection, streaming)
+        await super().on_connect(connection)
 
     async def on_message(self, connection: Any, message: Any) -> None:
-        """A chat client's request (`cf_agent_use_chat_request`) runs a turn."""
+        """A chat client's request (`cf_agent_use_chat_request`) runs a turn; on 0.32.0 the
+        resume handshake replays the last terminal outcome (`chat_terminal.py`)."""
+        streaming = self._turns.active_request_id is not None
+        if self._chat_recovery.on_message(connection, message, streaming):
+            return
+        if isinstance(message, Mapping) and message.get("type") == CHAT_REQUEST_TYPE:
+            self._chat_recovery.chat_request()
         await self._turns.on_message(connection, message)
 
     def classify_chat_recovery(self, run_id: str | None = None) -> str:
@@ -210,6 +222,9 @@ class ChatHost(Agent):
     def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]:
         """More keys for a turn's fiber snapshot (the agent-tool run it serves)."""
         return self._child_adapter.turn_snapshot_extra(request_id)
+
+    def _on_turn_result(self, result: TurnResult) -> None:
+        self._chat_recovery.turn_ended(result)
 
     def _on_turn_settled(self, request_id: str) -> None:
         self._child_adapter.on_turn_settled(request_id)

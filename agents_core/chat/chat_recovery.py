@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from agents_core.chat.messages import ChatMessages
     from agents_core.chat.recovery_credit import RecoveryCredit
     from agents_core.chat.stream_store import ResumableStream
-    from agents_core.chat.turns import ChatTurns
+    from agents_core.chat.turns import ChatTurns, TurnResult
     from agents_core.context import AgentContext
     from agents_core.fibers import FiberRunner
 
@@ -255,13 +255,7 @@ class ChatRecovery:
                 self.set_incident(key, self._ctx.host.kv.get(key) or {}, "recovered")
                 return
             request_id = self._ctx.host.entropy.nanoid()
-            self._ctx.host.trace.emit(
-                "chat:recovery:attempt",
-                requestId=request_id,
-                originRequestId=origin,
-                mode=decision,
-                attempt=attempt,
-            )
+            self._report_attempt(request_id, origin, decision, attempt)
             self._hooks._rebind_agent_tool_run_for_recovery(request_id, origin)
             plan = TurnPlan(
                 request_id,
@@ -346,13 +340,7 @@ class ChatRecovery:
         answer rebuilt from its stream, end that stream and tell clients the turn is done; no
         new turn, no model call."""
         probe(self._ctx.host, "chat.recovery_found_complete_answer")
-        self._ctx.host.trace.emit(
-            "chat:recovery:attempt",
-            requestId=request_id,
-            originRequestId=origin,
-            mode="complete",
-            attempt=attempt,
-        )
+        self._report_attempt(request_id, origin, "complete", attempt)
         self._messages.persist(answer)
         stream_id, _ = self.interrupted_stream(request_id, snapshot)
         if stream_id is not None:
@@ -362,6 +350,33 @@ class ChatRecovery:
         )
         self._turns.broadcast_messages()
         self._ctx.host.trace.emit("chat:recovery:settled", requestId=request_id, status="completed")
+
+    def _report_attempt(self, request_id: str, origin: str, mode: str, attempt: int) -> None:
+        """A recovered turn starts (or a complete answer is settled): `chat:recovery:attempt`."""
+        self._ctx.host.trace.emit(
+            "chat:recovery:attempt",
+            requestId=request_id,
+            originRequestId=origin,
+            mode=mode,
+            attempt=attempt,
+        )
+
+    # -- what clients learn of a turn (0.21.0: nothing beyond the turn's own frames) -----------
+    def turn_ended(self, result: TurnResult) -> None:
+        """A turn of the queue settled."""
+
+    def chat_request(self) -> None:
+        """A client's chat request arrived (before its turn is queued)."""
+
+    def chat_cleared(self) -> None:
+        """The chat was cleared."""
+
+    def on_connect(self, connection: Any, streaming: bool) -> None:
+        """A client connected (`streaming`: a turn streams now)."""
+
+    def on_message(self, connection: Any, message: Any, streaming: bool) -> bool:
+        """A client's message this component answers (True), else False."""
+        return False
 
     def set_incident(self, key: str, incident: dict[str, Any], status: str) -> None:
         incident = dict(incident)

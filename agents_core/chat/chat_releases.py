@@ -4,8 +4,10 @@ A chat host runs the release its agent runs (`Agent._release`); this table is wh
 release picks the chat components that differ between releases, so a release adds or swaps a
 component here and nowhere else (the runtime's own components are picked in
 `agents_core/releases`, which imports nothing of chat). 0.21.0: `ChatRecovery`, every chunk
-stored, every run's chunks shown to the host's own clients. 0.32.0: `InterruptedAttemptsRecovery`
-(always on, the interrupted-attempts bound, spec sdk-0.32 §8.1), chunks too large to store kept
+stored, every run's chunks shown to the host's own clients, progress counted in credits
+(`RecoveryCredit`). 0.32.0: `InterruptedAttemptsRecovery` (always on, with 0.32.0's budget, the
+recovering flag and the last terminal outcome, spec sdk-0.32 §8.1–8.2), progress counted in
+stream segments (`SegmentProgress`), chunks too large to store kept
 out of the stream (`ChunkSizeLimit`, §7.2) and a terminal-delivery run's chunks kept from the
 host's own clients (`TerminalRunsHidden`, §7.1).
 """
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from agents_core.chat.chat_recovery import ChatRecovery
 from agents_core.chat.chunk_limit import ChunkSizeLimit, StoreEveryChunk
 from agents_core.chat.interrupted_attempts import InterruptedAttemptsRecovery
+from agents_core.chat.recovery_credit import RecoveryCredit
+from agents_core.chat.segment_progress import SegmentProgress
 from agents_core.chat.terminal_runs import EveryRunShown, TerminalRunsHidden
 
 __all__ = ["CHAT_RELEASES", "ChatComponents", "chat_components"]
@@ -27,6 +31,8 @@ class ChatComponents:
     """The chat components of one release."""
 
     recovery: type[ChatRecovery]
+    progress: type[RecoveryCredit]
+    """The progress marker chat recovery reads (0.21.0 credits, 0.32.0 stream segments)."""
     chunk_limit: StoreEveryChunk
     """Which chunks the stream stores, and which of a run's chunks its tails mark unstored."""
     run_delivery: EveryRunShown
@@ -35,10 +41,14 @@ class ChatComponents:
 
 CHAT_RELEASES: dict[str, ChatComponents] = {
     "0.21.0": ChatComponents(
-        recovery=ChatRecovery, chunk_limit=StoreEveryChunk(), run_delivery=EveryRunShown()
+        recovery=ChatRecovery,
+        progress=RecoveryCredit,
+        chunk_limit=StoreEveryChunk(),
+        run_delivery=EveryRunShown(),
     ),
     "0.32.0": ChatComponents(
         recovery=InterruptedAttemptsRecovery,
+        progress=SegmentProgress,
         chunk_limit=ChunkSizeLimit(),
         run_delivery=TerminalRunsHidden(),
     ),

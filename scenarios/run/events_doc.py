@@ -248,9 +248,13 @@ WHEN: dict[str, str] = {
         "0.32.0: a chat turn's recovery incident is opened (its first interruption)."
     ),
     "chat:recovery:scheduled": "An interrupted chat turn is scheduled for recovery.",
-    "chat:recovery:attempt": "Chat recovery tries to complete the interrupted answer.",
+    "chat:recovery:attempt": "Chat recovery tries to complete the interrupted answer (0.32.0: "
+    "each wake that judges the turn reports it, before anything runs).",
     "chat:recovery:settled": "Chat recovery ended the turn: its status.",
     "chat:recovery:exhausted": "Chat recovery gave up after its attempts: why.",
+    "chat:recovery:skipped": (
+        "0.32.0: chat recovery stopped without giving up: why (a turn waiting on the client)."
+    ),
     "mcp:connected": "An MCP server connection was made or restored at startup.",
     # -- the built-in workloads (scenarios.workloads) ----------------------------------------
     "workload:stashed": "A fibers-workload step stashed its progress.",
