@@ -43,9 +43,11 @@ NOT_BUILT: tuple[str, ...] = (
     "capability), and the owner's retry loop handing a memory-limit reset of a one-shot back to "
     "the root as 0.21.0 does (0.32.0 stops early only for a code-update reset)",
     "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
-    "§8.1 chat recovery's work budget (work_budget_exceeded), stable timeout, debounce, "
-    "incident TTL, recovering flag and terminal message",
-    "§8.2 the recovering turn outcome and the durable last-terminal record",
+    "§8.1 chat recovery's recovery_aborted reason (the shouldKeepRecovering hook), its "
+    "onExhausted hook and chat:recovery:completed/failed events, incidents keyed by the latest "
+    "user message and deleted on completion, and the partial answer saved on a give-up",
+    "§8.2 the recovering turn outcome (a stalled stream routed back into recovery) and a chat "
+    "client reducer that keeps such a turn open",
     "§8.3 top-level chat turns as Task runs instead of fibers",
     "§8 the storage of @cloudflare/ai-chat 0.12.2, the chat release built for 0.32.0 (session "
     "messages and stream blocks)",
