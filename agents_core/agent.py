@@ -154,6 +154,7 @@ class Agent:
         self._recovery = runtime.recovery
         self._scheduler = runtime.scheduler
         self._schedule_dispatch = runtime.schedule_dispatch
+        self._queue = runtime.queue
         self._facets = runtime.facets
         self._tools = runtime.tools
         self._state_store = runtime.state
@@ -407,6 +408,40 @@ class Agent:
         """This agent's schedules, filtered by `id`, `type` and a `time_range` of `{"start",
         "end"}` datetimes (inclusive, in whole seconds; a missing bound is open)."""
         return await self._scheduler.list_schedules(**filters)
+
+    # -- queue --------------------------------------------------------------------------------
+    async def queue(
+        self,
+        callback: str,
+        payload: Any = None,
+        *,
+        retry: Mapping[str, Any] | RetryOptions | None = None,
+        id: str | None = None,
+    ) -> str:
+        """Run `self.<callback>(payload, item)` in the background, in queue order, with retries;
+        the item's id. 0.21.0 runs it from this incarnation at once; 0.32.0 from the alarm (it
+        survives eviction), where an `id` of a pending item replaces that item."""
+        return await self._queue.queue(callback, payload, retry=retry, id=id)
+
+    async def dequeue(self, id: str) -> bool | None:
+        """Drop the pending item `id` (0.32.0 says whether it did; 0.21.0 returns None)."""
+        return await self._queue.dequeue(id)
+
+    async def dequeue_all(self) -> int | None:
+        """Drop every pending item (0.32.0 says how many; 0.21.0 returns None)."""
+        return await self._queue.dequeue_all()
+
+    async def dequeue_all_by_callback(self, callback: str) -> int | None:
+        """Drop every pending item of `callback` (0.32.0 says how many; 0.21.0 returns None)."""
+        return await self._queue.dequeue_all_by_callback(callback)
+
+    async def get_queue(self, id: str) -> dict[str, Any] | None:
+        """The pending item `id`, or None."""
+        return await self._queue.get_queue(id)
+
+    async def get_queues(self, key: str, value: Any) -> list[dict[str, Any]]:
+        """The pending items whose payload's `key` is `value`."""
+        return await self._queue.get_queues(key, value)
 
     # -- recovery -----------------------------------------------------------------------------
     async def on_fiber_recovered(self, ctx: FiberRecoveryContext) -> Any:
@@ -814,6 +849,14 @@ class Agent:
         self, owner_key: str, filters: dict[str, Any]
     ) -> list[Schedule]:
         return self._scheduler.list_for_facet(owner_key, filters)
+
+    async def _cf_route_queue(self, owner: dict[str, str], message: dict[str, Any]) -> Any:
+        return await self._queue.on_route(owner, message)
+
+    async def _cf_dispatch_queued_item(
+        self, item: dict[str, Any], steps: list[dict[str, str]]
+    ) -> bool:
+        return await self._queue.dispatch_down(item, steps)
 
     async def _cf_acquire_facet_keep_alive(self, owner_key: str) -> str:
         return await self._keep_alive.acquire_for_facet(owner_key)

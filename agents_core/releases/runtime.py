@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from agents_core.agent_tools.hooks import AgentToolHooks
 from agents_core.fibers import FiberParts
 from agents_core.lifecycle import LifecycleParts
+from agents_core.queue import QueueHooks
 from agents_core.recovery import RecoveryHooks
 from agents_core.schedule_dispatch import DispatchHooks
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from agents_core.keep_alive import KeepAlive
     from agents_core.lifecycle import Lifecycle
     from agents_core.mcp import Mcp
+    from agents_core.queue import QueueApi
     from agents_core.recovery import Recovery
     from agents_core.schedule_dispatch import ScheduleDispatch
     from agents_core.schedules import Scheduler
@@ -38,7 +40,7 @@ __all__ = ["AgentPorts", "AgentSchema", "Build", "Runtime"]
 
 
 class AgentPorts(
-    LifecycleParts, FiberParts, RecoveryHooks, DispatchHooks, AgentToolHooks, Protocol
+    LifecycleParts, FiberParts, RecoveryHooks, DispatchHooks, QueueHooks, AgentToolHooks, Protocol
 ):
     """The agent as its components see it: every port of theirs at once."""
 
@@ -65,6 +67,7 @@ class Runtime:
     recovery: Recovery
     scheduler: Scheduler
     schedule_dispatch: ScheduleDispatch
+    queue: QueueApi
     facets: Facets
     tools: AgentTools
     state: StateStore

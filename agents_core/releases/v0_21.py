@@ -4,9 +4,10 @@ Its components, built in this order for every agent (the order is observable whe
 constructor or an installed source touches storage): MCP; the Lifecycle, which owns the alarm
 slot and asks its sources for candidates (0.21.0's `_scheduleNextAlarm`); KeepAlive, a
 candidate of the alarm; the fiber ledger, runner and recovery; the Scheduler on
-`cf_agents_schedules` and its dispatch; the sub-agents (Facets); the agent tools. The alarm's
-sources are installed in 0.21.0's order: the due schedules, the keepAlive heartbeat, the
-recovery follow-up, the sub-agents' fiber leases.
+`cf_agents_schedules` and its dispatch; the Queue (`cf_agents_queues`, made on its first use);
+the sub-agents (Facets); the agent tools. The alarm's sources are installed in 0.21.0's order:
+the due schedules, the keepAlive heartbeat, the recovery follow-up, the sub-agents' fiber
+leases.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from agents_core.fibers import FiberRunner
 from agents_core.keep_alive import KeepAlive
 from agents_core.lifecycle import Lifecycle
 from agents_core.mcp import Mcp
+from agents_core.queue import Queue
 from agents_core.recovery import Recovery
 from agents_core.releases.runtime import Runtime
 from agents_core.schedule_dispatch import ScheduleDispatch
@@ -48,6 +50,7 @@ def build(
     recovery = Recovery(context, fibers, fiber_ledger, agent)
     scheduler = Scheduler(context, lifecycle, agent, self_path, owner_key)
     dispatch = ScheduleDispatch(context, lifecycle, agent)
+    queue = Queue(context, agent)
     facets = Facets(
         context,
         agent,
@@ -74,6 +77,7 @@ def build(
         recovery=recovery,
         scheduler=scheduler,
         schedule_dispatch=dispatch,
+        queue=queue,
         facets=facets,
         tools=tools,
         state=StateStore(context),

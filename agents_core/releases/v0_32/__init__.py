@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agents_core.agent_tools.components import AgentTools
-from agents_core.facets import Facets
 from agents_core.fiber_ledger import FiberLedger
 from agents_core.keep_alive import KeepAlive
 from agents_core.releases.runtime import Runtime
@@ -23,6 +22,7 @@ from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
 from agents_core.releases.v0_32.host_jobs import HostJobs
 from agents_core.releases.v0_32.lifecycle import Lifecycle
 from agents_core.releases.v0_32.mcp_schema import KeyedMcp
+from agents_core.releases.v0_32.queue import QueueCapability, QueueFacets
 from agents_core.releases.v0_32.replay_numbering import MilestoneReplay
 from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.releases.v0_32.state import CapabilityStarts, StateCapability
@@ -72,8 +72,9 @@ def build(
     that writes a fiber's outcome into its run row, the Recovery that settles finished rows
     quietly, the schema of version 14, MCP and State under their own schema keys, the
     Lifecycle with the job queue and its driver behind the alarm, keepAlive, housekeeping and
-    destroy as its host jobs, the Scheduler on jobs, agent tools' event delivery and replay
-    numbering."""
+    destroy as its host jobs, the Scheduler on jobs, the Queue on jobs (installed right after
+    the Scheduler, and pruned with a sub-tree's schedules), agent tools' event delivery and
+    replay numbering."""
     mcp = KeyedMcp(context, agent._broadcast_protocol)
     state = StateCapability(context)
     lifecycle = Lifecycle(context, agent, CapabilityStarts(mcp, state))
@@ -83,8 +84,10 @@ def build(
     recovery = FinishedRowRecovery(context, fibers, fiber_ledger, agent)
     scheduler = Scheduler(context, lifecycle, agent, self_path, owner_key)
     lifecycle.use(scheduler)
+    queue = QueueCapability(context, lifecycle, agent, self_path, owner_key)
+    lifecycle.use(queue)
     dispatch = ScheduleDispatch(context, lifecycle, agent)
-    facets = Facets(
+    facets = QueueFacets(
         context,
         agent,
         self_path,
@@ -93,6 +96,7 @@ def build(
         recovery=recovery,
         dispatch=dispatch,
         scheduler=scheduler,
+        queue=queue,
     )
     host_jobs = HostJobs(
         context,
@@ -120,6 +124,7 @@ def build(
         recovery=recovery,
         scheduler=scheduler,
         schedule_dispatch=dispatch,
+        queue=queue,
         facets=facets,
         tools=tools,
         state=state,
