@@ -20,7 +20,7 @@ counterpart is the Agent's sub-agent API (`subAgent`, `hasSubAgent`, `listSubAge
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, unquote
 
@@ -354,14 +354,20 @@ class Facets:
         return dispatched
 
     # -- pruning ---------------------------------------------------------------------------------
+    def _drop_owned_under(self, under: Callable[[str | None], bool], key: str) -> None:
+        """The rows a pruned sub-tree owns, before its fiber leases: its schedules. `under`
+        tells an owner path at or below it; `key` is its owner key."""
+        self._scheduler.drop_owned_under(under)
+
     async def _cf_cleanup_facet_prefix(self, prefix: list[dict[str, str]]) -> None:
-        """On the root: drop every schedule and fiber lease owned at or below `prefix`."""
+        """On the root: drop every schedule (and what else `_drop_owned_under` names) and fiber
+        lease owned at or below `prefix`."""
 
         def under(text: str | None) -> bool:
             path = _parse_owner_path(text)
             return path is not None and path[: len(prefix)] == prefix
 
-        self._scheduler.drop_owned_under(under)
+        self._drop_owned_under(under, encode_owner_path(prefix))
         for row in self.sql("SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"):
             if under(row["owner_path"]):
                 self.sql(

@@ -185,6 +185,11 @@ WHEN: dict[str, str] = {
     "with its incarnation.",
     "alarm:interrupted": "The incarnation running the alarm handler died (deploy, eviction, "
     "crash) before the handler ended.",
+    "queue:create": "`queue` stored an item (a sub-agent announces its own).",
+    "queue:retry": "A queued item's callback raised and is retried (its attempt, of at most "
+    "maxAttempts).",
+    "queue:error": "A queued item's callback failed for good (its attempts spent; on 0.32.0 "
+    "attempts 0 when the root could not reach its sub-agent); the item is dropped.",
     "alarm:memory_limit_reset": "The runtime's alarm hit the memory limit again and again; "
     "it resets (or seals) the schedule table as the SDK does.",
     # -- keepAlive ---------------------------------------------------------------------------

@@ -39,10 +39,9 @@ NAME = "0.32.0"
 NOT_BUILT: tuple[str, ...] = (
     "§2.5 the breaker for a memory-limit reset during the startup an alarm wake runs (the SDK "
     "starts inside its alarm handler; the port's platform starts the agent before it)",
-    "§3.5 the prefix cleanup of queue and tasks jobs (the port has no Queue or Tasks "
-    "capability), and the owner's retry loop handing a memory-limit reset of a one-shot back to "
-    "the root as 0.21.0 does (0.32.0 stops early only for a code-update reset)",
-    "§6.4 the migration of cf_agents_queues to jobs (the port has no Queue capability)",
+    "§3.5 the prefix cleanup of tasks jobs (the port has no Tasks capability), and the "
+    "owner's retry loop handing a memory-limit reset of a one-shot back to the root as 0.21.0 "
+    "does (0.32.0 stops early only for a code-update reset)",
     "§8.1 chat recovery's recovery_aborted reason (the shouldKeepRecovering hook), its "
     "onExhausted hook and chat:recovery:completed/failed events, incidents keyed by the latest "
     "user message and deleted on completion, and the partial answer saved on a give-up",

@@ -41,12 +41,25 @@ from agents_core.schedule_dispatch import is_memory_limit_reset
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
 
-__all__ = ["STARTING_SCHEDULE_CALLS", "Capability", "HostJobSync", "Jobs", "Lifecycle"]
+__all__ = ["STARTING_CALLS", "Capability", "HostJobSync", "Jobs", "Lifecycle"]
 
-STARTING_SCHEDULE_CALLS = frozenset(
-    {"schedule", "schedule_every", "cancel_schedule", "get_schedule_by_id", "list_schedules"}
+STARTING_CALLS = frozenset(
+    {
+        "schedule",
+        "schedule_every",
+        "cancel_schedule",
+        "get_schedule_by_id",
+        "list_schedules",
+        "queue",
+        "dequeue",
+        "dequeue_all",
+        "dequeue_all_by_callback",
+        "get_queue",
+        "get_queues",
+    }
 )
-"""The Scheduler's calls, which await the Lifecycle's startup before they act (§1.3)."""
+"""The Scheduler's and the Queue's calls, which await the Lifecycle's startup before they act
+(§1.3; the Queue's `push`, `cancel`, `get` and `list` await `lifecycle.ready()`)."""
 
 
 class Capability(Protocol):
@@ -216,7 +229,7 @@ class Lifecycle(Lifecycle021):
         schedule calls, which wait for startup (spec sdk-0.32 §1.3)."""
         if method.startswith("_"):
             return False
-        if method in STARTING_SCHEDULE_CALLS:
+        if method in STARTING_CALLS:
             return True
         for cls in type(self._parts).__mro__:
             found = cls.__dict__.get(method)

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agents_core.errors import InvalidArgument
-from agents_core.facets import Facets, _parse_owner_path, encode_owner_path
+from agents_core.facets import Facets
 from agents_core.options import RetryOptions
 from agents_core.queue import (
     QueueHooks,
@@ -508,23 +508,7 @@ class QueueFacets(Facets):
         )
         self._queue = queue
 
-    async def _cf_cleanup_facet_prefix(self, prefix: list[dict[str, str]]) -> None:
-        """On the root: drop every schedule, queue item and fiber lease owned at or below
-        `prefix`."""
-        key = encode_owner_path(prefix)
-
-        def under(text: str | None) -> bool:
-            path = _parse_owner_path(text)
-            return path is not None and path[: len(prefix)] == prefix
-
-        self._scheduler.drop_owned_under(under)
+    def _drop_owned_under(self, under: Callable[[str | None], bool], key: str) -> None:
+        """Its schedules, then its queue items (the SDK's `cleanupPrefix` order)."""
+        super()._drop_owned_under(under, key)
         self._queue.drop_owned_under(key)
-        for row in self.sql("SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"):
-            if under(row["owner_path"]):
-                self.sql(
-                    "DELETE FROM cf_agents_facet_runs WHERE owner_path_key = ? AND run_id = ?",
-                    row["owner_path_key"],
-                    row["run_id"],
-                )
-        self._keep_alive.release_facet_leases_under(key)
-        await self._lifecycle.host_work_changed()

@@ -262,3 +262,14 @@ def test_J007_a_schedule_call_over_rpc_runs_startup_first(sim: Simulation) -> No
     before = len(notes(sim, ref))
     sim.call(ref, "list_schedules")
     assert notes(sim, ref)[before:] == ["start:work", "start:bare", "on_start"]
+
+
+@pytest.mark.parametrize("call", [("get_queues", "k", 1), ("dequeue_all",)])
+def test_a_queue_call_over_rpc_runs_startup_first(sim: Simulation, call: tuple[Any, ...]) -> None:
+    """As the Scheduler's, the Queue's calls await the Lifecycle's startup (its `push`,
+    `cancel`, `get` and `list` await `lifecycle.ready()`)."""
+    ref = wake(sim, Called)
+    sim.evict(ref)
+    before = len(notes(sim, ref))
+    sim.call(ref, *call)
+    assert notes(sim, ref)[before:] == ["start:work", "start:bare", "on_start"]
