@@ -800,6 +800,11 @@ class Agent:
         """The platform delivers an alarm next, before startup (0.32.0 arms a fallback here)."""
         self._lifecycle.alarm_arriving()
 
+    async def _cf_alarm_startup_failed(self, error: BaseException) -> bool:
+        """The startup an alarm delivery ran failed: whether the alarm handles it itself (0.32.0
+        starts inside its alarm handler, whose breaker takes a memory-limit reset)."""
+        return await self._lifecycle.alarm_startup_failed(error)
+
     async def _cf_alarm(self) -> None:
         set_current_agent(self)
         await self.alarm()

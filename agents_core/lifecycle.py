@@ -147,6 +147,12 @@ class Lifecycle:
         """The platform is about to deliver an alarm, before startup runs: nothing to do on
         0.21.0 (0.32.0 arms its startup fallback here)."""
 
+    async def alarm_startup_failed(self, error: BaseException) -> bool:
+        """The startup an alarm wake ran failed with `error`: whether the alarm handles it. On
+        0.21.0 never: the platform's start (partyserver's) runs before the alarm handler and
+        its memory-limit breaker, so the failure is the alarm's (the platform retries it)."""
+        return False
+
     async def rearm_logged(self) -> None:
         """`rearm` from background work: a failure is logged, not raised."""
         try:

@@ -37,8 +37,6 @@ __all__ = ["NAME", "NOT_BUILT", "SCHEMA", "build"]
 NAME = "0.32.0"
 
 NOT_BUILT: tuple[str, ...] = (
-    "§2.5 the breaker for a memory-limit reset during the startup an alarm wake runs (the SDK "
-    "starts inside its alarm handler; the port's platform starts the agent before it)",
     "§3.5 the prefix cleanup of tasks jobs (the port has no Tasks capability), and the "
     "owner's retry loop handing a memory-limit reset of a one-shot back to the root as 0.21.0 "
     "does (0.32.0 stops early only for a code-update reset)",

@@ -223,6 +223,21 @@ class Lifecycle(Lifecycle021):
     def alarm_arriving(self) -> None:
         self.driver.arm_startup_fallback()
 
+    async def alarm_startup_failed(self, error: BaseException) -> bool:
+        """The alarm runs startup inside its memory-limit breaker (`runAlarm`, spec sdk-0.32
+        §1.4, §2.5): a memory-limit reset during that startup is a strike charged to no job
+        (the breaker backs the recovery loop off, re-arms and resets the isolate) and the alarm
+        ends quietly; any other startup failure stays the alarm's."""
+        if not is_memory_limit_reset(error):
+            return False
+        breaker = self.breaker
+        breaker.alarms_in_flight += 1
+        try:
+            await breaker.handle(error, None)
+        finally:
+            breaker.alarms_in_flight -= 1
+        return True
+
     def rpc_starts(self, method: str) -> bool:
         """An RPC runs startup first when it calls a user's `async` method (defined by the
         agent's own classes, not the runtime's; not a `_` name, not a property) or one of the

@@ -529,3 +529,50 @@ def test_J036_a_clean_alarm_clears_the_strike_count(sim: Simulation) -> None:
     sim.run_for(1_500)
     assert calls(sim, ref, "ok")
     assert sim.call(ref, "get_kv", "cf_agents:oom_alarm_strikes") is None
+
+
+class OomOnStart(JobsAgent):
+    """Its next startup hits a memory-limit reset once the `oom_once` key is set."""
+
+    async def on_start(self) -> None:
+        if self.host.kv.get("oom_once"):
+            self.host.kv.delete("oom_once")
+            raise RuntimeError(MEMORY_LIMIT)
+        await super().on_start()
+
+
+def test_a_memory_limit_reset_in_an_alarm_wakes_startup_is_a_strike(sim: Simulation) -> None:
+    """The alarm runs startup inside its breaker (spec sdk-0.32 §1.4, §2.5): a memory-limit
+    reset in the startup of an alarm wake is a strike charged to no job. The recovery loop is
+    backed off, the alarm is not retried by the platform, the isolate is reset, and the
+    backed-off job runs in a fresh incarnation."""
+    ref = sim.agent(OomOnStart, "a")
+    sim.run_for(10_000)
+    due = sim.now_ms + 1_000
+    sim.call(ref, "push", "work", "fn", due, id="loop", recovery_loop=True)
+    sim.call(ref, "put_kv", "oom_once", True)
+    sim.evict(ref)
+    sim.run_for(1_500)
+    (event,) = events(sim, ref, "alarm:memory_limit_reset")
+    assert (event["strikes"], event["sealed"]) == (1, False)
+    assert job(sim, ref, "loop")["time"] == due + 30_000
+    assert calls(sim, ref, "loop") == []
+    assert sim.trace.select("alarm:retry", agent=ref.path) == []
+    assert sim.trace.select("incarnation:end", agent=ref.path)[-1].get("reason") == "reset"
+    sim.run_for(30_000)
+    assert [c["attempt"] for c in calls(sim, ref, "loop")] == [1]
+
+
+def test_a_strike_in_an_alarm_wakes_startup_keeps_every_invariant(sim: Simulation) -> None:
+    """The platform's rules and the runtime's promises hold around such a strike (the alarm
+    ends without a retry, the reset ends the incarnation, the next wake starts afresh)."""
+    from sim.checkers import check
+    from sim.checkers.core import context_from
+
+    ref = sim.agent(OomOnStart, "a")
+    sim.run_for(10_000)
+    sim.call(ref, "push", "work", "fn", sim.now_ms + 1_000, id="loop", recovery_loop=True)
+    sim.call(ref, "put_kv", "oom_once", True)
+    sim.evict(ref)
+    sim.run_for(60_000)
+    assert check(context_from(sim)) == []
