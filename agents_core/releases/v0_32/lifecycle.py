@@ -156,6 +156,13 @@ class Lifecycle(Lifecycle021):
             raise RuntimeError("Lifecycle capabilities must be added before startup")
         self._capabilities.append(capability)
 
+    def capability(self, id: str) -> Capability | None:
+        """The installed capability of that id (a framework host reaches the agent's Tasks)."""
+        for capability in self._capabilities:
+            if capability.id == id:
+                return capability
+        return None
+
     def install_host_jobs(self, host_jobs: HostJobSync) -> None:
         """The agent's own jobs (owner `host`): their sync, and their dispatch (host jobs have
         no error hook)."""
