@@ -19,6 +19,11 @@ from scenarios.generate.surface import FULL, Surface
 from scenarios.hunt.emit import format_duration
 from sim.units import parse_duration_ms
 
+CRON_FAULT_SLACK = 2
+"""Occurrences a cron is given beyond its runs and failing attempts: a drawn fault may cost it
+one (a storage fault inside a run, a crash before its row moved on), and a sparse expression's
+next occurrence can be a month away, past any run's limit."""
+
 __all__ = ["schedules_part"]
 
 KINDS = ("delayed", "scheduled", "cron", "interval")
@@ -41,11 +46,13 @@ def _schedule(
         horizon, period = every * (runs + fail), every
     elif kind == "cron":
         runs = draw(st.integers(1, 3))
-        # A run whose attempts all fail is not done: the schedule needs one occurrence more.
-        expression = draw(crons(st).filter(lambda e: due_within(e, runs + fail) is not None))
+        # A run whose attempts all fail is not done: the schedule needs one occurrence more;
+        # and a drawn fault may cost an occurrence too (`CRON_FAULT_SLACK`).
+        needed = runs + fail + CRON_FAULT_SLACK
+        expression = draw(crons(st).filter(lambda e: due_within(e, needed) is not None))
         entry.update(cron=expression, runs=runs)
         uses += [Use("cron", form, alias, "schedule:execute") for form in forms_of(expression)]
-        horizon = due_within(expression, runs + fail) or 0
+        horizon = due_within(expression, needed) or 0
         period = _cron_gap(expression, runs)
     else:
         at = draw(seconds(st, 0, 3600))
@@ -325,7 +332,7 @@ def _done_by(entry: dict[str, Any], at_ms: int) -> int | None:
     tries = int(entry.get("runs", 1)) + int(entry.get("fail", 0))
     work = parse_duration_ms(entry["work"]) if "work" in entry else 0
     if "cron" in entry:
-        due = due_within(entry["cron"], tries, start_ms=at_ms)
+        due = due_within(entry["cron"], tries + CRON_FAULT_SLACK, start_ms=at_ms)
         if due is None:
             return None
     elif "every" in entry:

@@ -165,6 +165,17 @@ def test_a_cron_created_again_late_counts_its_occurrences_from_the_call() -> Non
     assert done is not None and done >= third
 
 
+def test_a_sub_agent_opened_late_is_given_two_occurrences_more_than_its_cron_needs() -> None:
+    """A cron on the first of the month every three hours, opened at 10h39m to run three
+    times after one failing attempt, has exactly four occurrences left that day: a drawn fault
+    costing one of them would leave its last run a month away, past any run's limit (a
+    generated scenario on 0.32.0 once failed liveness so). Two occurrences more must fit, and
+    here they do not, so the sub-agent is not opened there (None)."""
+    entry = {"name": "s2", "cron": "42-51/12 */3 1 1-11 *", "runs": 3, "fail": 1}
+    assert _done_by(entry, 38_347_000) is None
+    assert _done_by(entry, 0) is not None  # from midnight, eight occurrences fit that day
+
+
 @given(expression=crons(st), runs=st.integers(1, 3))
 @DRAWS
 def test_drawn_crons_use_the_field_forms_they_are_named_by(expression: str, runs: int) -> None:
