@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from agents_core.durable_memo import RUN_ROW_DELETE, RUN_ROW_INSERT, RUN_ROW_SNAPSHOT
 from agents_core.errors import InvalidArgument, NotInFiber
@@ -38,7 +38,15 @@ if TYPE_CHECKING:
     from agents_core.keep_alive import KeepAlive
     from agents_core.lifecycle import Lifecycle
 
-__all__ = ["FiberContext", "FiberParts", "FiberRunner", "stash_current_fiber"]
+__all__ = [
+    "FiberContext",
+    "FiberParts",
+    "FiberRunner",
+    "stash_current_fiber",
+    "with_fiber_stash",
+]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -68,6 +76,21 @@ def stash_current_fiber(data: Any) -> None:
     if frame is None:
         raise NotInFiber("stash() called outside a fiber")
     frame.stash(data)
+
+
+async def with_fiber_stash(
+    fiber_id: str, stash: Callable[[Any], None], fn: Callable[[], Awaitable[T]]
+) -> T:
+    """Run `fn()` with `stash` as the current fiber's checkpoint (0.32.0's `_withFiberStash`,
+    for a chat turn that runs as a Task instead of a fiber)."""
+    outer = _current_fiber.get()
+    frame = _Frame(fiber_id, stash)
+    _current_fiber.set(frame)
+    try:
+        return await fn()
+    finally:
+        if _current_fiber.get() is frame:
+            _current_fiber.set(outer)
 
 
 class FiberParts(Protocol):

@@ -64,6 +64,7 @@ class ChatHost(Agent):
         self._stream = ResumableStream(self._context, components.chunk_limit)
         self._recovery_credit = credit = components.progress(self._context)
         self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
+        self._turn_runner = components.turn_runner(self._context, self, self._lifecycle)
         self._chat_recovery = components.recovery(
             self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
         )
@@ -201,6 +202,18 @@ class ChatHost(Agent):
         return self.system_prompt
 
     # -- the runtime's entries -----------------------------------------------------------------
+    async def _run_chat_turn(
+        self,
+        request_id: str,
+        continuation: bool,
+        fn: Callable[[Any], Awaitable[Any]],
+        *,
+        initial_snapshot: Any,
+        wrap: Callable[[Any], Any],
+    ) -> Any:
+        """Run a turn's body in what the release gives it (`turn_runners.py`)."""
+        return await self._turn_runner.run(request_id, continuation, fn, initial_snapshot, wrap)
+
     async def _handle_internal_fiber_recovery(self, ctx: FiberRecoveryContext) -> bool:
         if not is_chat_turn_fiber(ctx.name):
             return bool(await super()._handle_internal_fiber_recovery(ctx))
@@ -234,6 +247,10 @@ class ChatHost(Agent):
 
     def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any:
         return self._child_adapter.stream_for_recovered_turn(request_id, payload)
+
+    def _has_orphaned_task_turn(self) -> bool:
+        """A live chat-turn Task run no turn of this incarnation runs (never on 0.21.0)."""
+        return self._turn_runner.has_orphaned_turn()
 
     async def _after_chat_recovery(self, request_id: str | None) -> None:
         await self._child_adapter.after_recovery()

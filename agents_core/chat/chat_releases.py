@@ -9,7 +9,8 @@ stored, every run's chunks shown to the host's own clients, progress counted in 
 recovering flag and the last terminal outcome, spec sdk-0.32 §8.1–8.2), progress counted in
 stream segments (`SegmentProgress`), chunks too large to store kept
 out of the stream (`ChunkSizeLimit`, §7.2) and a terminal-delivery run's chunks kept from the
-host's own clients (`TerminalRunsHidden`, §7.1).
+host's own clients (`TerminalRunsHidden`, §7.1), and a top-level agent's turns run as Task
+runs instead of fibers (`TaskTurns`, §8.3; 0.21.0's `FiberTurns`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from agents_core.chat.interrupted_attempts import InterruptedAttemptsRecovery
 from agents_core.chat.recovery_credit import RecoveryCredit
 from agents_core.chat.segment_progress import SegmentProgress
 from agents_core.chat.terminal_runs import EveryRunShown, TerminalRunsHidden
+from agents_core.chat.turn_runners import FiberTurns, TaskTurns
 
 __all__ = ["CHAT_RELEASES", "ChatComponents", "chat_components"]
 
@@ -37,6 +39,8 @@ class ChatComponents:
     """Which chunks the stream stores, and which of a run's chunks its tails mark unstored."""
     run_delivery: EveryRunShown
     """Which runs' chunks the host keeps from its own clients."""
+    turn_runner: type[FiberTurns]
+    """What a chat turn runs in (0.21.0 a fiber; 0.32.0 a Task run at the top level)."""
 
 
 CHAT_RELEASES: dict[str, ChatComponents] = {
@@ -45,12 +49,14 @@ CHAT_RELEASES: dict[str, ChatComponents] = {
         progress=RecoveryCredit,
         chunk_limit=StoreEveryChunk(),
         run_delivery=EveryRunShown(),
+        turn_runner=FiberTurns,
     ),
     "0.32.0": ChatComponents(
         recovery=InterruptedAttemptsRecovery,
         progress=SegmentProgress,
         chunk_limit=ChunkSizeLimit(),
         run_delivery=TerminalRunsHidden(),
+        turn_runner=TaskTurns,
     ),
 }
 """Every release the runtime models, with its chat components (a test holds the names equal)."""

@@ -123,6 +123,11 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             for message in self._messages.all()
         )
 
+    def _has_orphaned_turn(self) -> bool:
+        """A chat turn's fiber row, or (a top-level agent's turns being Task runs) its Task run,
+        that no turn of this incarnation runs."""
+        return super()._has_orphaned_turn() or self._hooks._has_orphaned_task_turn()
+
     # -- the wake: an interrupted turn's fiber -----------------------------------------------------
     def _sweep_stale_incidents(self, now: int) -> None:
         kv = self._ctx.host.kv

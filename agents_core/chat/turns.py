@@ -2,9 +2,10 @@
 
 `save_messages` submits a turn that persists its messages when it starts. Turns queue FIFO (one
 runs at a time); clearing the chat bumps a generation so turns still queued are `skipped` and
-the running one is aborted. A turn runs inside `_run_fiber_with_stash_wrapper` under the name
-`__cf_internal_chat_turn:<requestId>`, with a snapshot naming the turn, so that when the
-incarnation dies mid-turn chat recovery finds it (`agents_core.chat.chat_recovery`).
+the running one is aborted. A turn runs in what its release gives it (`_run_chat_turn`,
+`turn_runners.py`: the fiber `__cf_internal_chat_turn:<requestId>`, or on 0.32.0 at the top
+level a Task run), with a snapshot naming the turn, so that when the incarnation dies mid-turn
+chat recovery finds it (`agents_core.chat.chat_recovery`).
 
 Inside a turn: open a stream to `model_service`, store each UI chunk in the resumable stream
 and broadcast it as a `cf_agent_use_chat_response` frame; when the model calls tools, run them
@@ -16,7 +17,7 @@ turn's status `error`.
 
 `ChatTurns` is the component: it owns the queue, the clear generation and the running turns,
 writes the transcript through `ChatMessages` and the chunks through `ResumableStream`, and
-reaches the host through `TurnHooks` (the user's tools and prompt, the fiber a turn runs in, the
+reaches the host through `TurnHooks` (the user's tools and prompt, what a turn runs in, the
 broadcast snoop and the recovery credit). The SDK's counterpart is the hosts' turn machinery
 (AIChatAgent's `onChatMessage` loop and `saveMessages`, Think's `TurnQueue`).
 """
@@ -150,9 +151,10 @@ class TurnHooks(Protocol):
     def max_steps(self) -> int: ...
     def get_tools(self) -> Mapping[str, Any]: ...
     def get_system_prompt(self) -> str | None: ...
-    async def _run_fiber_with_stash_wrapper(
+    async def _run_chat_turn(
         self,
-        name: str,
+        request_id: str,
+        continuation: bool,
         fn: Callable[[Any], Awaitable[Any]],
         *,
         initial_snapshot: Any,
@@ -310,8 +312,9 @@ class ChatTurns:
         async def body(_ctx: Any) -> TurnResult:
             return await self._run_turn(plan, message_id, generation)
 
-        result: TurnResult = await self._hooks._run_fiber_with_stash_wrapper(
-            CHAT_TURN_FIBER_PREFIX + plan.request_id,
+        result: TurnResult = await self._hooks._run_chat_turn(
+            plan.request_id,
+            plan.continue_message_id is not None,
             body,
             initial_snapshot=snapshot,
             wrap=lambda data: {**snapshot, "data": data},

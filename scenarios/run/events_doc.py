@@ -208,6 +208,15 @@ WHEN: dict[str, str] = {
     "queue; it replaces the duplicate warning there).",
     "job:slow_dispatch": "A job's dispatch has run longer than its hung timeout (0.32.0); it "
     "is warned about once and runs on.",
+    # -- Tasks (0.32.0; a top-level chat turn is one) ----------------------------------------
+    "task:accepted": "A Task run was accepted (its row written, its wake job pushed).",
+    "task:attempt:started": "An attempt claimed the run (a new generation) and runs its handler.",
+    "task:attempt:interrupted": "The run was still claimed by an attempt that is gone (its "
+    "isolate died); a new attempt takes it over, from the step left running.",
+    "task:step:started": "An attempt of a `step.do` starts its callback.",
+    "task:step:completed": "That callback returned; its result is journaled.",
+    "task:completed": "The run's handler returned (a run not retained is deleted).",
+    "task:failed": "The run failed for good (its handler, or its definition missing).",
     # -- fibers and recovery -----------------------------------------------------------------
     "fiber:run:started": "`runFiber` starts a fiber (managed or not).",
     "fiber:run:completed": "The fiber's function returned; its row is deleted.",

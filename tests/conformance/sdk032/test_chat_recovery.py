@@ -130,7 +130,7 @@ def evict_and_wake(sim: Simulation, host: type, ref: AgentRef, after_ms: int) ->
     sim.run_for(after_ms)
     sim.evict(ref)
     sim.agent(host, ref.path.split("/")[-1])
-    sim.run_for(1)
+    sim.run_for(10)  # the wake alarm drives the Task run, then the recovery job (§8.3)
 
 
 def frames_of(client: Any, frame_type: str) -> list[dict[str, Any]]:
