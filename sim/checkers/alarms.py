@@ -17,7 +17,12 @@ from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.schedule_store import SCHEDULES_ON_JOBS, deletion_instants, stored_schedules
+from sim.checkers.schedule_store import (
+    SCHEDULES_ON_JOBS,
+    deletion_instants,
+    insertion_instants,
+    stored_schedules,
+)
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["SCHEDULE_LATENESS_MS", "durable_work", "no_leaked_keep_alive", "schedules_fire"]
@@ -146,6 +151,22 @@ def _cancel_cut_by_a_fault(context: CheckContext, made: TraceRecord, schedule_id
     return any(t in faults for t in deletion_instants(context, holder, schedule_id))
 
 
+def _left_by_a_failed_push(context: CheckContext, path: str, schedule_id: str) -> bool:
+    """0.32.0's job push writes the row and then reads it back; when a storage fault fails the
+    read, the call raises before it re-arms the alarm (the SDK's `rearmAfter` too) and before
+    `schedule:create`. The row then waits, unarmed, for the holder's next re-arm (a later job
+    mutation or alarm; a startup with no host job to change re-arms nothing, as the SDK's
+    `_syncHostJobs`). Such a row, never announced and written at an instant a storage fault hit
+    its holder, is not owed while no later `alarm:set` of the holder came."""
+    if context.release not in SCHEDULES_ON_JOBS:
+        return False
+    faults = {r.t_ms for r in context.events("fault:storage_error", agent=path)}
+    written = [t for t in insertion_instants(context, path, schedule_id) if t in faults]
+    if not written:
+        return False
+    return not any(r.t_ms > written[-1] for r in context.events("alarm:set", agent=path))
+
+
 def _describe(schedule_id: str, row: Mapping[str, Any] | None, callback: Any) -> str:
     kind = f"{row.get('type')}, " if row is not None else ""
     return f"schedule {schedule_id} ({kind}callback {callback})"
@@ -180,8 +201,10 @@ def schedules_fire(context: CheckContext) -> list[Violation]:
         if row.get("type") == "interval" and row.get("running") == 1:
             due_ms = (int(row.get("execution_started_at") or 0) + hung_s) * 1000
         created = creates.get(schedule_id, [])
-        if context.end - due_ms > SCHEDULE_LATENESS_MS and not any(
-            e.t_ms >= due_ms for e in executes.get(schedule_id, ())
+        if (
+            context.end - due_ms > SCHEDULE_LATENESS_MS
+            and not any(e.t_ms >= due_ms for e in executes.get(schedule_id, ()))
+            and not (not created and _left_by_a_failed_push(context, path, schedule_id))
         ):
             ran = executes.get(schedule_id, [])
             last = f" (last ran at {format_sim_time(ran[-1].t_ms)})" if ran else ""

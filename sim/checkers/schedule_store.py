@@ -23,6 +23,7 @@ __all__ = [
     "SCHEDULES_TABLE",
     "deletion_instants",
     "inserted_schedules",
+    "insertion_instants",
     "schedule_of_job",
     "stored_schedules",
 ]
@@ -89,6 +90,20 @@ def inserted_schedules(
         row = schedule_of_job(job)
         if row is not None:
             yield row
+
+
+def insertion_instants(context: CheckContext, path: str, schedule_id: str) -> list[int]:
+    """When (sim ms) committed turns of `path` wrote the schedule `schedule_id`'s row anew."""
+    table = JOBS_TABLE if _on_jobs(context) else SCHEDULES_TABLE
+    instants = context.journal_ms.get(path, ())
+    return [
+        instants[change.turn - 1]
+        for change in row_changes(context.journals.get(path, ()), table, "id")
+        if change.key == schedule_id
+        and change.before is None
+        and change.after is not None
+        and change.turn - 1 < len(instants)
+    ]
 
 
 def deletion_instants(context: CheckContext, path: str, schedule_id: str) -> list[int]:

@@ -15,6 +15,7 @@ import dataclasses
 import pytest
 
 from sim.checkers import alarms, check
+from sim.checkers.schedule_store import stored_schedules
 from sim.checkers.storage import replay_journal
 from sim.trace import TraceRecord
 from tests.checkers.agents import scenario_context
@@ -77,6 +78,52 @@ def test_a_cancel_whose_rearm_failed_on_0_32_is_a_cancel(monkeypatch: pytest.Mon
     monkeypatch.setattr(alarms, "_cancel_cut_by_a_fault", lambda *args: False)
     (lost,) = check(context, ["schedules_fire"])
     assert "disappeared without firing or being cancelled" in lost.message
+
+
+PUSH_CUT = """
+name: push-cut
+description: a re-creation whose job push fails reading its row back, on 0.32.0
+seed: 0
+sdk: "0.32.0"
+agents:
+  sched:
+    workload: schedules
+    setup: call
+    schedules:
+      - {name: s1, after: "30s"}
+steps:
+  - {at: 0s, call: {agent: sched, method: setup}}
+  - at: 10s
+    arm_storage_fault:
+      {agent: sched, kind: error, match: "^SELECT [*] FROM cf_agents_jobs WHERE id", skip: 1}
+  - at: 10s
+    call: {agent: sched, method: recreate, args: [s1], may_fail_with: StorageError}
+WAKE"""
+
+
+def test_a_row_left_by_a_failed_push_on_0_32_waits_for_a_re_arm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0.32.0's push writes the row, then reads it back: a storage fault on the read raises
+    before the re-arm and before `schedule:create` (the SDK's `rearmAfter` too). The agent idles
+    out with the row due and no alarm: not owed until a later re-arm of the holder (a job
+    mutation: then it fires). Without the excuse the row would read as lost."""
+    context = scenario_context(PUSH_CUT.replace("WAKE", ""))
+    assert context.events("fault:storage_error", agent=S)
+    (pushed,) = [
+        str(row["id"])
+        for row in stored_schedules(context, S)
+        if not context.events("schedule:create", id=row["id"])
+    ]
+    assert check(context, ["schedules_fire"]) == []
+    recreate = "  - {at: 200s, call: {agent: sched, method: recreate, args: [s1]}}"
+    woken = scenario_context(PUSH_CUT.replace("WAKE", recreate))
+    assert not alarms._left_by_a_failed_push(woken, S, pushed)  # a later re-arm came
+    (fired,) = woken.events("schedule:execute", id=pushed)
+    assert 200_000 <= fired.t_ms <= 200_001  # overdue since 40 s: the re-arm made it fire
+    monkeypatch.setattr(alarms, "_left_by_a_failed_push", lambda *args: False)
+    (lost,) = check(context, ["schedules_fire"])
+    assert pushed in lost.message and "had not fired" in lost.message
 
 
 STARTUP_SCHEDULES = """
