@@ -213,6 +213,12 @@ def milestones_stored(context: CheckContext) -> list[Violation]:
     return out
 
 
+ATTEMPTS_DEBOUNCED = frozenset({"0.32.0"})
+"""Releases whose chat recovery numbers a wake's attempt by the incident, not by a count of
+wakes (sdk-0.32 §8.1): the attempt stays as it was for a wake within 30 s of the last with no
+progress between, and goes back to 1 once the turn made progress."""
+
+
 @invariant("chat_recovery_attempts_count")
 def chat_recovery_attempts_count(context: CheckContext) -> list[Violation]:
     """Chat recovery — the attempts to recover an interrupted turn are counted durably, so they
@@ -224,7 +230,8 @@ def chat_recovery_attempts_count(context: CheckContext) -> list[Violation]:
     written in a turn that may have rolled back (0 before the first), and is exactly one more
     than the one just before it unless an `incarnation:end` of the agent lies between them (an
     attempt counted and then cut short before its record) — for the first, between the origin's
-    first `chat:recovery:scheduled` and it.
+    first `chat:recovery:scheduled` and it. On a release in `ATTEMPTS_DEBOUNCED` an attempt
+    may also repeat the last number (a debounced wake) or go back to 1 (progress was made).
     """
     out: list[Violation] = []
     attempts: dict[tuple[str, str], list[TraceRecord]] = defaultdict(list)
@@ -245,7 +252,9 @@ def chat_recovery_attempts_count(context: CheckContext) -> list[Violation]:
             )
             died = any(since < seq < record.seq for seq in deaths)
             problem = None
-            if value <= durable:
+            if value <= durable and not (
+                context.release in ATTEMPTS_DEBOUNCED and value in (1, last)
+            ):
                 problem = f"numbered an attempt {value} again after attempt {durable}"
             elif value > last + 1 and not died:
                 problem = f"skipped from attempt {last} to {value} with no restart between"

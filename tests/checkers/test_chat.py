@@ -241,6 +241,24 @@ def test_recovery_attempts_counted_again_or_skipped_are_caught(chats) -> None:
     ]
 
 
+def test_on_0_32_an_attempt_may_repeat_or_go_back_to_one_but_not_skip(chats) -> None:
+    """0.32.0 numbers a wake's attempt by the incident: a debounced wake repeats the last
+    number and progress sends it back to 1, so neither is caught there; an attempt that goes
+    down to another number, or skips one with no restart between, still is."""
+    newer = dataclasses.replace(chats, release="0.32.0")
+    first, second = newer.events("chat:recovery:attempt", RESEARCH)
+    assert second.get("attempt") == 2
+    name = "chat_recovery_attempts_count"
+    assert messages(rewritten(newer, second, attempt=1), name) == []  # back to 1
+    assert messages(with_record(newer, second.seq, second), name) == []  # 2 repeated
+    third = with_record(newer, second.seq, second, attempt=3)
+    (three,) = third.events("chat:recovery:attempt", RESEARCH, attempt=3)
+    down = with_record(third, three.seq, three, attempt=2)
+    (problem,) = messages(down, name)
+    assert "numbered an attempt 2 again after attempt 3" in problem
+    assert messages(with_record(newer, first.seq, first, attempt=3), name) != []  # a skip
+
+
 @pytest.mark.parametrize(
     ("name", "test"),
     [
