@@ -38,15 +38,17 @@ __all__ = ["NAME", "NOT_BUILT", "SCHEMA", "build"]
 NAME = "0.32.0"
 
 NOT_BUILT: tuple[str, ...] = (
-    "§3.5 the prefix cleanup of tasks jobs (the port has no Tasks capability), and the "
-    "owner's retry loop handing a memory-limit reset of a one-shot back to the root as 0.21.0 "
-    "does (0.32.0 stops early only for a code-update reset)",
+    "§3.5 the prefix cleanup of a pruned sub-tree's tasks jobs (Task runs routed from a "
+    "sub-agent are not modelled), and the owner's retry loop handing a memory-limit reset of a "
+    "one-shot back to the root as 0.21.0 does (0.32.0 stops early only for a code-update reset)",
     "§8.1 chat recovery's recovery_aborted reason (the shouldKeepRecovering hook), its "
     "onExhausted hook and chat:recovery:completed/failed events, incidents keyed by the latest "
     "user message and deleted on completion, and the partial answer saved on a give-up",
     "§8.2 the recovering turn outcome (a stalled stream routed back into recovery) and a chat "
     "client reducer that keeps such a turn open",
-    "§8.3 top-level chat turns as Task runs instead of fibers",
+    "§8.3 chat recovery's continuations as Task runs (__cf_internal_chat_recovery; they are "
+    "_chatRecoveryContinue schedules here), and of the Tasks capability: run, cancel, list and "
+    "delete, sleeps, steps of more than one attempt, the one-day step timeout",
     "§8 the storage of @cloudflare/ai-chat 0.12.2, the chat release built for 0.32.0 (session "
     "messages and stream blocks)",
 )
