@@ -41,7 +41,32 @@ MILESTONE_PART = "data-agent-milestone"
 FIBER_ENDS = ("fiber:run:completed", "fiber:run:failed")
 
 
+CHAT_TURN_TASK = "__cf_internal_chat_turn"
+"""The Task definition a top-level chat host's turn runs as on 0.32.0 (sdk-0.32 §8.3)."""
+TASK_ENDS = ("task:completed", "task:failed")
+
+
+def _turn(record: TraceRecord) -> tuple[str, str] | None:
+    """A chat turn's start or end record as (`start` or `end`, the turn's id: its fiber's or
+    its Task run's), or None for any other record."""
+    if record.event == "fiber:run:started":
+        if str(record.get("fiberName")).startswith(CHAT_TURN_FIBER_PREFIX):
+            return ("start", f"fiber:{record.get('fiberId')}")
+        return None
+    if record.event in FIBER_ENDS:
+        return ("end", f"fiber:{record.get('fiberId')}")
+    if record.get("definition") != CHAT_TURN_TASK:
+        return None
+    if record.event == "task:attempt:started":
+        return ("start", f"task:{record.get('runId')}")
+    if record.event in TASK_ENDS:
+        return ("end", f"task:{record.get('runId')}")
+    return None
+
+
 def _request(record: TraceRecord) -> str:
+    if record.event.startswith("task:"):
+        return str(record.get("runId"))
     return str(record.get("fiberName"))[len(CHAT_TURN_FIBER_PREFIX) :]
 
 
@@ -50,19 +75,29 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
     """Chat turns — a chat host runs its turns one at a time, in the order they were submitted:
     a turn starts only once the one before it ended.
 
-    For every agent and each of its incarnations, between the `fiber:run:started` of a chat-turn
-    fiber (named `__cf_internal_chat_turn:<requestId>`) and its end (`fiber:run:completed` or
-    `fiber:run:failed` of that fiber id) no other chat-turn fiber starts. A turn fiber that
-    neither took its keepAlive lease (`keep_alive:acquire {holder: fiber:<id>}`) nor ended in
-    that incarnation is left out: its setup threw (an initial snapshot write failed) before its
-    body ran, and such a fiber has no end record (fibers §5.2), so it holds no later turn back.
-    A sub-agent deleted (`facet:deleted`) and made again under its name is a new agent whose
-    incarnations count from 1 again: the turns of the deleted one ended with it.
+    A turn is a chat-turn fiber (named `__cf_internal_chat_turn:<requestId>`: `fiber:run:started`
+    to `fiber:run:completed` or `fiber:run:failed` of that fiber id) or, on 0.32.0 for a
+    top-level host, an attempt of a Task run of definition `__cf_internal_chat_turn`
+    (`task:attempt:started` to `task:completed` or `task:failed` of that run id). For every
+    agent and each of its incarnations, between a turn's start and its end no other turn
+    starts. A turn that neither ended in that incarnation nor (a fiber) took its keepAlive lease
+    (`keep_alive:acquire {holder: fiber:<id>}`) is left out: a fiber whose setup threw (an
+    initial snapshot write failed) before its body ran has no end record (fibers §5.2), and an
+    attempt its incarnation died in holds no later incarnation's turn back. A sub-agent deleted
+    (`facet:deleted`) and made again under its name is a new agent whose incarnations count
+    from 1 again: the turns of the deleted one ended with it.
     """
     out: list[Violation] = []
+    events = (
+        "fiber:run:started",
+        *FIBER_ENDS,
+        "task:attempt:started",
+        *TASK_ENDS,
+        "keep_alive:acquire",
+        "facet:deleted",
+    )
     for agent in context.agents():
-        running: dict[tuple[int, int], TraceRecord] = {}
-        events = ("fiber:run:started", *FIBER_ENDS, "keep_alive:acquire", "facet:deleted")
+        running: dict[tuple[int, int], tuple[TraceRecord, str]] = {}
         records, lives, life = [], [], 0
         for record in context.records_of(agent, *events):
             if record.event == "facet:deleted":
@@ -70,43 +105,42 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
                 continue
             records.append(record)
             lives.append(life)
-        ran = {
-            (life, r.inc, r.get("fiberId"))
-            for r, life in zip(records, lives, strict=True)
-            if r.event in FIBER_ENDS
-        }
-        ran |= {
-            (life, r.inc, str(r.get("holder"))[len("fiber:") :])
-            for r, life in zip(records, lives, strict=True)
-            if r.event == "keep_alive:acquire" and str(r.get("holder")).startswith("fiber:")
-        }
+        ran: set[tuple[int, int, str]] = set()
         for record, life in zip(records, lives, strict=True):
-            if record.event == "keep_alive:acquire":
+            turn = _turn(record)
+            if turn is not None and turn[0] == "end":
+                ran.add((life, record.inc, turn[1]))
+            holder = str(record.get("holder"))
+            if record.event == "keep_alive:acquire" and holder.startswith("fiber:"):
+                ran.add((life, record.inc, holder))
+        for record, life in zip(records, lives, strict=True):
+            turn = _turn(record)
+            if turn is None:
                 continue
-            if not str(record.get("fiberName")).startswith(CHAT_TURN_FIBER_PREFIX):
-                continue
-            if (life, record.inc, record.get("fiberId")) not in ran:
+            kind, turn_id = turn
+            if (life, record.inc, turn_id) not in ran:
                 continue
             key = (life, record.inc)
             current = running.get(key)
-            if record.event in FIBER_ENDS:
-                if current is not None and current.get("fiberId") == record.get("fiberId"):
+            if kind == "end":
+                if current is not None and current[1] == turn_id:
                     del running[key]
                 continue
             if current is not None:
+                started = current[0]
                 out.append(
                     Violation(
                         "chat_turns_serial",
                         agent,
                         _request(record),
                         f"chat turn {_request(record)} of {agent} started at "
-                        f"{_at(record.t_ms)} while turn {_request(current)} (started at "
-                        f"{_at(current.t_ms)}) was still running; turns run one at a time",
-                        (current.seq, record.seq),
+                        f"{_at(record.t_ms)} while turn {_request(started)} (started at "
+                        f"{_at(started.t_ms)}) was still running; turns run one at a time",
+                        (started.seq, record.seq),
                     )
                 )
                 break
-            running[key] = record
+            running[key] = (record, turn_id)
     return out
 
 

@@ -132,6 +132,21 @@ def test_a_turn_started_while_another_runs_is_caught(chats) -> None:
     assert messages(chats, "chat_turns_serial") == []
 
 
+def test_on_0_32_a_top_level_hosts_turns_are_task_runs_held_to_one_at_a_time() -> None:
+    """0.32.0 runs a top-level chat host's turns as Task runs: they are one at a time too, and a
+    turn's attempt started while the one before it runs is caught."""
+    newer = scenario_context(CHATS.replace("    seed: 17", '    seed: 17\n    sdk: "0.32.0"'))
+    assert newer.release == "0.32.0"
+    starts = newer.events("task:attempt:started", SUPPORT, definition="__cf_internal_chat_turn")
+    assert len(starts) >= 2
+    assert messages(newer, "chat_turns_serial") == []
+    early = with_record(newer, starts[0].seq, starts[1])
+    (problem,) = messages(early, "chat_turns_serial")
+    second, first = starts[1].get("runId"), starts[0].get("runId")
+    assert f"chat turn {second} of {SUPPORT} started at" in problem
+    assert f"while turn {first} (started at 00:00:00.000) was still running" in problem
+
+
 REMADE = """
     name: chat-child-remade
     description: A chat child cut by a deploy mid-turn is cleared (deleted) and made again.
