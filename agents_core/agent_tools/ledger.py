@@ -218,7 +218,7 @@ class DeliveryLedger:
             else:
                 await invoke()
             try:
-                self.write_delivered_mark(run_id, slot, result.status)
+                self.write_delivered_mark(run_id, slot, result.status, now)
             except Exception as exc:
                 # The handlers ran, so the delivery stands and only its mark is owed: never
                 # the hooks again in this incarnation. A detached run's backbone tick comes
@@ -246,11 +246,17 @@ class DeliveryLedger:
             await release_after(complete)
         return True
 
-    def write_delivered_mark(self, run_id: str, slot: str, status: str) -> None:
+    def write_delivered_mark(self, run_id: str, slot: str, status: str, claimed_at: int) -> None:
+        """The slot is delivered: its hooks ran for the claim taken at `claimed_at`. The mark
+        lands only on the row that claim is on (divergence A20): a run cleared and dispatched
+        again under its id while the hooks ran is a new row, whose own slot stays owed (the
+        SDK marks any row of that id, so the new run's give-up or finish is never delivered)."""
         self._ctx.sql(
-            f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",
+            f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? "
+            f"WHERE run_id = ? AND {slot}_claimed_at = ?",
             self._ctx.host.clock.now_ms(),
             run_id,
+            claimed_at,
         )
         self._ctx.host.trace.emit("hook:delivered", runId=run_id, slot=slot, status=status)
 
@@ -260,7 +266,7 @@ class DeliveryLedger:
         handled = (row["run_id"], slot, row[f"{slot}_claimed_at"])
         if handled not in self._claims_handled or row[f"{slot}_delivered_at"] is not None:
             return False
-        self.write_delivered_mark(row["run_id"], slot, row["status"])
+        self.write_delivered_mark(row["run_id"], slot, row["status"], row[f"{slot}_claimed_at"])
         self._claims_handled.discard(handled)
         probe(self._ctx.host, "ledger.handled_slot_marked")
         return True

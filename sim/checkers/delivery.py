@@ -122,6 +122,30 @@ def _crash_between(
     )
 
 
+def _delivered_by_life(context: CheckContext, lives: Lives) -> dict[Key, list[TraceRecord]]:
+    """The `hook:delivered` records by (parent, run id, slot, life), each in the life of the
+    handler calls it closes: the last `hook:on_agent_tool_finish` or `hook:on_finish` of that
+    run and slot before it. A slow handler of a run cleared meanwhile ends after the run id's
+    next run began, and its mark is the old run's (A20); a mark with no handler call before it
+    falls in its life as `_by_run_slot` places it."""
+    calls: dict[tuple[str, str, str], list[tuple[int, int]]] = defaultdict(list)
+    for event in HOOK_EVENTS:
+        for (agent, run_id, slot, life), records in _by_run_slot(context, event, lives).items():
+            calls[(agent, run_id, slot)] += [(r.seq, life) for r in records]
+    for seqs in calls.values():
+        seqs.sort()
+    out: dict[Key, list[TraceRecord]] = defaultdict(list)
+    for (agent, run_id, slot, life), records in _by_run_slot(
+        context, "hook:delivered", lives
+    ).items():
+        for record in records:
+            before = [lf for seq, lf in calls.get((agent, run_id, slot), ()) if seq < record.seq]
+            out[(agent, run_id, slot, before[-1] if before else life)].append(record)
+    for records in out.values():
+        records.sort(key=lambda r: r.seq)
+    return out
+
+
 @invariant("exactly_once_finish")
 def exactly_once_finish(context: CheckContext) -> list[Violation]:
     """S8 — finish delivery is exactly once normally and at least once across a crash.
@@ -146,7 +170,7 @@ def exactly_once_finish(context: CheckContext) -> list[Violation]:
     """
     out: list[Violation] = []
     lives = _run_lives(context)
-    delivered = _by_run_slot(context, "hook:delivered", lives)
+    delivered = _delivered_by_life(context, lives)
     for key, records in sorted(delivered.items()):
         agent, run_id, slot, _ = key
         for first, second in zip(records, records[1:], strict=False):

@@ -475,3 +475,45 @@ def test_a_child_turn_started_again_after_the_finish_is_a_new_run() -> None:
         "run r of ToolParent/p delivered its finish slot twice (at 00:00:00.000 and "
         "00:04:10.000) with no crash between"
     ]
+
+
+REISSUED_WHILE_HOOK_RUNS = """
+name: reissued-while-its-hook-runs
+description: >
+  a detached run gives up at once and its on_finish works for 1m40s; the runs are cleared
+  meanwhile and the same run id is dispatched again, hanging past its own budget
+seed: 0
+agents:
+  parent:
+    workload: tools
+    runs:
+      - run_id: r1
+        detached: {max_budget: "9m26s", no_progress_budget: "1s", on_finish_work: "1m40s"}
+        steps: [{sleep: "1s"}, {progress: {fraction: 0.0}}, {hang: true}]
+        resume: false
+steps:
+  - {at: 0s, call: {agent: parent, method: dispatch, wait: false}}
+  - {at: 52s, call: {agent: parent, method: clear, wait: false}}
+  - {at: 1m14s, call: {agent: parent, method: dispatch, args: [r1], wait: false}}
+expect:
+  - invariants: all
+"""
+"""Drawn by `agentsim generate --seed 2027` (shrunk), where the first run's late delivered mark
+landed on the second run's row: its give-up was never delivered, its hanging child never torn
+down, and its keepAlive lease kept the parent's heartbeat going for good."""
+
+
+def test_a_run_id_reissued_while_its_old_hook_runs_gets_its_own_delivery() -> None:
+    """The old run's mark lands on its own (deleted) row only (A20): the new run under the same
+    id is given up and delivered in its own right, its child torn down, and the run settles.
+    The checker counts the old run's late `hook:delivered` in the old run's life."""
+    context = scenario_context(REISSUED_WHILE_HOOK_RUNS)
+    P = "ToolsWorkload/parent"
+    marks = context.events("hook:delivered", P, runId="r1", slot="give_up")
+    calls = context.events("hook:on_finish", P, runId="r1", slot="give_up")
+    assert len(marks) == 2 and len(calls) == 2
+    assert calls[1].t_ms > context.events("rpc", P, method="dispatch")[-1].t_ms
+    assert context.events("rpc", f"{P}/ScriptedToolChild/r1", method="cancel_agent_tool_run")
+    assert check(context) == []
+    (row,) = context.table(P, RUNS)
+    assert row["give_up_delivered_at"] is not None
