@@ -58,6 +58,10 @@ def _turn(record: TraceRecord) -> tuple[str, str] | None:
     if record.get("definition") != CHAT_TURN_TASK:
         return None
     if record.event == "task:attempt:started":
+        # Only the first attempt runs the turn: a turn's step allows one attempt, and a later
+        # one (its run re-driven after the isolate died) hands the turn to chat recovery.
+        if record.get("attempt") != 1:
+            return None
         return ("start", f"task:{record.get('runId')}")
     if record.event in TASK_ENDS:
         return ("end", f"task:{record.get('runId')}")
@@ -77,8 +81,9 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
 
     A turn is a chat-turn fiber (named `__cf_internal_chat_turn:<requestId>`: `fiber:run:started`
     to `fiber:run:completed` or `fiber:run:failed` of that fiber id) or, on 0.32.0 for a
-    top-level host, an attempt of a Task run of definition `__cf_internal_chat_turn`
-    (`task:attempt:started` to `task:completed` or `task:failed` of that run id). For every
+    top-level host, the first attempt of a Task run of definition `__cf_internal_chat_turn`
+    (`task:attempt:started {attempt: 1}` to `task:completed` or `task:failed` of that run id; a
+    later attempt only hands the interrupted turn to chat recovery). For every
     agent and each of its incarnations, between a turn's start and its end no other turn
     starts. A turn that neither ended in that incarnation nor (a fiber) took its keepAlive lease
     (`keep_alive:acquire {holder: fiber:<id>}`) is left out: a fiber whose setup threw (an

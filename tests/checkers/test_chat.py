@@ -145,6 +145,9 @@ def test_on_0_32_a_top_level_hosts_turns_are_task_runs_held_to_one_at_a_time() -
     second, first = starts[1].get("runId"), starts[0].get("runId")
     assert f"chat turn {second} of {SUPPORT} started at" in problem
     assert f"while turn {first} (started at 00:00:00.000) was still running" in problem
+    # A later attempt of a turn's run only hands the interrupted turn to chat recovery.
+    handoff = with_record(newer, starts[0].seq, starts[1], attempt=2)
+    assert messages(handoff, "chat_turns_serial") == []
 
 
 REMADE = """
