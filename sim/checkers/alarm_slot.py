@@ -470,6 +470,11 @@ def _follow_slot(context: CheckContext, agent: str) -> list[Violation]:
     return out
 
 
+STARTUP_HOLDS_REARMS = frozenset({"0.32.0"})
+"""Releases whose Lifecycle holds the re-arms asked for during startup and, when the startup
+fails, arms the startup fallback instead (sdk-0.32 §1.2, J-04)."""
+
+
 @invariant("keep_alive_heartbeat")
 def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
     """Seed, keepAlive — while any keepAlive lease is held, the alarm fires every
@@ -485,7 +490,8 @@ def keep_alive_heartbeat(context: CheckContext) -> list[Violation]:
     outside a run while a lease is held starts the wait anew (the SDK computes the alarm afresh
     with the candidate now + interval, so a reschedule slides the heartbeat). While a handler
     runs the heartbeat waits for it; after a run that failed or was interrupted the platform's
-    retries (`alarm_retries`) govern the next fire.
+    retries (`alarm_retries`) govern the next fire; on a release in `STARTUP_HOLDS_REARMS`, so
+    does the startup fallback after a `startup:failed` of the agent.
     """
     out: list[Violation] = []
     for agent in sorted(context.alarms):
@@ -548,6 +554,8 @@ def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violati
 
     events = ("keep_alive:acquire", "keep_alive:release", "incarnation:end", "alarm:fired")
     records = context.records_of(agent, *events, "alarm:set", *RUN_ENDS)
+    if context.release in STARTUP_HOLDS_REARMS:
+        records += context.records_of(agent, "startup:failed")
     below = [a for a in context.agents() if a.startswith(agent + "/")]
     for sub in below:
         records += context.records_of(sub, "keep_alive:acquire", "keep_alive:release")
@@ -581,6 +589,11 @@ def _heartbeat(context: CheckContext, agent: str, interval: int) -> list[Violati
             # a lease is held, so a reschedule between runs slides the heartbeat.
             if held and not running:
                 since = record
+            continue
+        if record.event == "startup:failed":
+            # 0.32.0 holds a startup's re-arms, and one that fails arms its fallback instead
+            # (at least 30 s on, J-04): that alarm, or the platform's retry, is the next fire.
+            since = None
             continue
         if record.event == "keep_alive:acquire":
             if not held:

@@ -315,6 +315,25 @@ def test_a_held_lease_heartbeats_every_interval() -> None:
     assert messages(early, "keep_alive_heartbeat") == []
 
 
+def test_on_0_32_a_failed_startup_hands_the_heartbeat_to_its_fallback() -> None:
+    """0.32.0 holds a startup's re-arms and, when the startup fails, arms its fallback instead
+    (J-04): a lease taken in that startup is not owed a heartbeat before the next fire. On
+    0.21.0, whose keepAlive arms the alarm at once, the same gap is a missed heartbeat."""
+    with Simulation(3) as sim:
+        ref = sim.agent(Worker, "w")
+        sim.call(ref, "work", 4)
+        sim.quiesce(3_600_000)
+        context = context_from(sim)
+    dropped = without(context, lambda r: r.event.startswith("alarm:") and r.t_ms == 6_000)
+    done = [r for r in dropped.events("alarm:done", "Worker/w") if r.t_ms == 4_000][0]
+    failed = record(0, 4_000, "Worker/w", done.inc, "startup:failed", error="StorageError")
+    failing = with_record(dropped, done.seq, failed)
+    assert messages(dataclasses.replace(failing, release="0.32.0"), "keep_alive_heartbeat") == []
+    assert (
+        len(messages(dataclasses.replace(failing, release="0.21.0"), "keep_alive_heartbeat")) == 1
+    )
+
+
 def test_a_reschedule_while_a_lease_is_held_slides_the_heartbeat() -> None:
     """Fibers §3.2: any `_scheduleNextAlarm` while a lease is held sets the heartbeat to now +
     interval again, so an `alarm:set` between two fires starts the wait anew; an alarm set
