@@ -39,12 +39,14 @@ AGENT_TOOL_BUGS = (
                 "            else:\n"
                 "                await invoke()\n"
                 "            try:\n"
-                "                self.write_delivered_mark(run_id, slot, result.status)\n",
+                "                self.write_delivered_mark(run_id, slot, result.status, now)\n",
                 "        async def complete() -> None:\n"
                 "            self._ctx.sql(\n"
-                '                f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? WHERE run_id = ?",\n'
+                '                f"UPDATE cf_agent_tool_runs SET {slot}_delivered_at = ? "\n'
+                '                f"WHERE run_id = ? AND {slot}_claimed_at = ?",\n'
                 "                self._ctx.host.clock.now_ms(),\n"
                 "                run_id,\n"
+                "                now,\n"
                 "            )\n"
                 "            if serialize:\n"
                 "                await self._agent._run_serialized_delivery(invoke)\n"
