@@ -58,8 +58,8 @@ def _turn(record: TraceRecord) -> tuple[str, str] | None:
     if record.get("definition") != CHAT_TURN_TASK:
         return None
     if record.event == "task:attempt:started":
-        # Only the first attempt runs the turn: a turn's step allows one attempt, and a later
-        # one (its run re-driven after the isolate died) hands the turn to chat recovery.
+        # Only the first attempt may run the turn: a turn's step allows one attempt, and a
+        # later one (its run re-driven after the isolate died) hands the turn to chat recovery.
         if record.get("attempt") != 1:
             return None
         return ("start", f"task:{record.get('runId')}")
@@ -100,6 +100,7 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
         *TASK_ENDS,
         "keep_alive:acquire",
         "facet:deleted",
+        "chat:recovery:detected",
     )
     for agent in context.agents():
         running: dict[tuple[int, int], tuple[TraceRecord, str]] = {}
@@ -111,10 +112,27 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
             records.append(record)
             lives.append(life)
         ran: set[tuple[int, int, str]] = set()
+        detected = [r.seq for r in records if r.event == "chat:recovery:detected"]
+        opened: dict[tuple[int, int, str], int] = {}
         for record, life in zip(records, lives, strict=True):
             turn = _turn(record)
-            if turn is not None and turn[0] == "end":
-                ran.add((life, record.inc, turn[1]))
+            if turn is None:
+                continue
+            key3 = (life, record.inc, turn[1])
+            if turn[0] == "start":
+                opened[key3] = record.seq
+            else:
+                began = opened.get(key3)
+                # A Task-run attempt that hands its turn to chat recovery (no live turn to run
+                # in it: its caller failed, or its isolate died) is not a turn; one whose
+                # attempt a hand-off fell within is left unjudged too (records cannot tell
+                # whose hand-off it was).
+                if turn[1].startswith("task:") and any(
+                    began is not None and began < seq < record.seq for seq in detected
+                ):
+                    continue
+                ran.add(key3)
+        for record, life in zip(records, lives, strict=True):
             holder = str(record.get("holder"))
             if record.event == "keep_alive:acquire" and holder.startswith("fiber:"):
                 ran.add((life, record.inc, holder))

@@ -148,6 +148,11 @@ def test_on_0_32_a_top_level_hosts_turns_are_task_runs_held_to_one_at_a_time() -
     # A later attempt of a turn's run only hands the interrupted turn to chat recovery.
     handoff = with_record(newer, starts[0].seq, starts[1], attempt=2)
     assert messages(handoff, "chat_turns_serial") == []
+    # So does a first attempt with no live turn to run (its caller failed): a chat recovery
+    # detected within an attempt marks it as a hand-off, which is not judged.
+    real = [r for r in early.events("task:attempt:started", SUPPORT) if r.get("runId") == second]
+    detected = record(0, real[-1].t_ms, SUPPORT, real[-1].inc, "chat:recovery:detected")
+    assert messages(with_record(early, real[-1].seq, detected), "chat_turns_serial") == []
 
 
 REMADE = """
