@@ -13,9 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["OPTION_RANGES", "AgentOptions", "RetryOptions", "resolve_options", "resolve_retry"]
+if TYPE_CHECKING:
+    from agents_core.host import Entropy
+
+__all__ = [
+    "OPTION_RANGES",
+    "AgentOptions",
+    "RetryOptions",
+    "jitter_backoff_ms",
+    "resolve_options",
+    "resolve_retry",
+]
 
 DEFAULT_KEEP_ALIVE_INTERVAL_MS = 30_000
 MAX_OPTION_MS = 366 * 86_400_000
@@ -29,6 +39,14 @@ class RetryOptions:
     max_attempts: int = 3
     base_delay_ms: int | float = 100
     max_delay_ms: int | float = 3_000
+
+
+def jitter_backoff_ms(
+    entropy: Entropy, attempt: int, base_ms: int | float, max_ms: int | float
+) -> int:
+    """The wait before the retry after failed attempt `attempt` (the SDK's `jitterBackoff`,
+    full jitter): `floor(random × min(2^attempt × base, max))` ms, one draw of `entropy`."""
+    return int(entropy.random() * min(2**attempt * base_ms, max_ms))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.errors import AgentsError, InvalidArgument
-from agents_core.options import RetryOptions, resolve_retry
+from agents_core.options import RetryOptions, jitter_backoff_ms, resolve_retry
 from agents_core.schedule_dispatch import retry_from_json, retry_to_json
 from agents_core.stored_names import callback_method
 
@@ -307,8 +307,8 @@ class Queue:
                 except Exception:
                     if attempt >= retry.max_attempts:
                         raise
-                upper = min(2**attempt * int(retry.base_delay_ms), int(retry.max_delay_ms))
-                await host.clock.sleep(int(host.entropy.random() * upper))
+                base, cap = int(retry.base_delay_ms), int(retry.max_delay_ms)
+                await host.clock.sleep(jitter_backoff_ms(host.entropy, attempt, base, cap))
                 attempt += 1
         except Exception as error:  # noqa: BLE001 - reported, then the row goes, as in the SDK
             self._ctx.log(

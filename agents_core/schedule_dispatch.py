@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.durable_memo import SCHEDULES
-from agents_core.options import resolve_retry
+from agents_core.options import jitter_backoff_ms, resolve_retry
 from agents_core.probes import probe
 from agents_core.stored_names import callback_method
 
@@ -339,8 +339,11 @@ class ScheduleDispatch:
                 if attempt >= retry.max_attempts:
                     await self._schedule_attempts_exhausted(row, exc, retry.max_attempts)
                     return
-            upper_ms = min(2**attempt * retry.base_delay_ms, retry.max_delay_ms)
-            await self.host.clock.sleep(int(self.host.entropy.random() * upper_ms))
+            await self.host.clock.sleep(
+                jitter_backoff_ms(
+                    self.host.entropy, attempt, retry.base_delay_ms, retry.max_delay_ms
+                )
+            )
             attempt += 1
 
     async def _schedule_attempts_exhausted(

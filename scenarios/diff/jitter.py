@@ -1,9 +1,9 @@
 """The port's retry jitter, carried to the real side: every fraction the Python run drew for a
 schedule callback's retry backoff, with the instant and the agent that drew it.
 
-The port draws its full-jitter backoff (`agents_core/schedule_dispatch.py`: `int(random() *
-min(2**attempt * base, max))` ms before attempt `attempt + 1`) from the host's seeded
-`entropy.random()`, the simulation's `runtime` stream; the SDK draws the same formula
+The port draws its full-jitter backoff (`jitter_backoff_ms` in `agents_core/options.py`:
+`int(random() * min(2**attempt * base, max))` ms before attempt `attempt + 1`) from the host's
+seeded `entropy.random()`, the simulation's `runtime` stream; the SDK draws the same formula
 (`jitterBackoff` in `agents/dist/retries.js`) from `Math.random`. The trace shows no draw, only
 its effect (the `schedule:retry` record a backoff later), so the run's `runtime` stream is
 watched while the scenario runs: each draw becomes `{t, agent, fraction}` in draw order, and the

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agents_core.options import jitter_backoff_ms
 from agents_core.probes import probe
 from agents_core.releases.v0_32.job_queue import (
     SCHEDULER_CAPABILITY,
@@ -220,8 +221,7 @@ class JobDriver:
             except Exception as error:
                 if attempt + 1 > n or is_code_update_reset(error) or is_memory_limit_reset(error):
                     raise
-                upper = min(2**attempt * base, cap)
-                await host.clock.sleep(int(host.entropy.random() * upper))
+                await host.clock.sleep(jitter_backoff_ms(host.entropy, attempt, base, cap))
                 attempt += 1
                 if job.capability == SCHEDULER_CAPABILITY:
                     probe(host, "schedule.callback_retried")

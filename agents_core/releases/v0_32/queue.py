@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.errors import InvalidArgument
 from agents_core.facets import Facets
-from agents_core.options import RetryOptions
+from agents_core.options import RetryOptions, jitter_backoff_ms
 from agents_core.queue import (
     QueueHooks,
     call_on_error,
@@ -373,7 +373,7 @@ class QueueCapability:
                 except Exception as error:
                     if attempt + 1 > attempts or is_code_update_reset(error):
                         raise
-                await host.clock.sleep(int(host.entropy.random() * min(2**attempt * base, cap)))
+                await host.clock.sleep(jitter_backoff_ms(host.entropy, attempt, base, cap))
                 attempt += 1
         except Exception as error:
             if is_platform_failure(error):
