@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.errors import InvalidArgument
 from agents_core.facets import Facets
+from agents_core.jsontext import parse_json_text
 from agents_core.options import RetryOptions, jitter_backoff_ms
 from agents_core.queue import (
     QueueHooks,
@@ -154,12 +155,7 @@ class QueueCapability:
                         f"payload is not valid JSON: {exc}",
                     )
                     continue
-            retry: Any = None
-            if isinstance(row["retry_options"], str):
-                try:
-                    retry = json.loads(row["retry_options"])
-                except ValueError:
-                    retry = None
+            _, retry = parse_json_text(row["retry_options"])  # invalid JSON reads as none
             envelope["owner_path"] = None
             envelope["owner_path_key"] = None
             await self._jobs.push(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
+from agents_core.jsontext import parse_json_text
 from agents_core.options import resolve_retry
 from agents_core.probes import probe
 from agents_core.releases.v0_32.job_driver import is_platform_failure
@@ -130,12 +131,7 @@ class Scheduler(Scheduler021):
                         f"payload is not valid JSON: {exc}",
                     )
                     continue
-            retry: Any = None
-            if isinstance(row["retry_options"], str):
-                try:
-                    retry = json.loads(row["retry_options"])
-                except ValueError:
-                    retry = None
+            _, retry = parse_json_text(row["retry_options"])  # invalid JSON reads as none
             if retry is not None:
                 envelope["retry"] = retry
             envelope["type"] = row["type"]
