@@ -93,6 +93,7 @@ class Facets:
         "_recovery",
         "_dispatch",
         "_scheduler",
+        "_prune_owned",
         "_self_path",
         "_is_facet",
         "_destroyed",
@@ -116,6 +117,7 @@ class Facets:
         recovery: Recovery,
         dispatch: ScheduleDispatch,
         scheduler: Scheduler,
+        prune_owned: Sequence[Callable[[str], object]] = (),
     ) -> None:
         self._agent = agent
         """The agent: its RPC entries are called by name on a root, its class names it."""
@@ -124,6 +126,9 @@ class Facets:
         self._recovery = recovery
         self._dispatch = dispatch
         self._scheduler = scheduler
+        self._prune_owned = tuple(prune_owned)
+        """What else a pruned sub-tree owns on the root, dropped by its owner key after its
+        schedules (0.32.0: its queue items, the SDK's `cleanupPrefix` order)."""
         self._self_path = self_path
         self._is_facet = ctx.is_facet
         self._destroyed = False
@@ -354,20 +359,17 @@ class Facets:
         return dispatched
 
     # -- pruning ---------------------------------------------------------------------------------
-    def _drop_owned_under(self, under: Callable[[str | None], bool], key: str) -> None:
-        """The rows a pruned sub-tree owns, before its fiber leases: its schedules. `under`
-        tells an owner path at or below it; `key` is its owner key."""
-        self._scheduler.drop_owned_under(under)
-
     async def _cf_cleanup_facet_prefix(self, prefix: list[dict[str, str]]) -> None:
-        """On the root: drop every schedule (and what else `_drop_owned_under` names) and fiber
-        lease owned at or below `prefix`."""
+        """On the root: drop every schedule (then what `prune_owned` names) and fiber lease
+        owned at or below `prefix`."""
 
         def under(text: str | None) -> bool:
             path = _parse_owner_path(text)
             return path is not None and path[: len(prefix)] == prefix
 
-        self._drop_owned_under(under, encode_owner_path(prefix))
+        self._scheduler.drop_owned_under(under)
+        for prune in self._prune_owned:
+            prune(encode_owner_path(prefix))
         for row in self.sql("SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"):
             if under(row["owner_path"]):
                 self.sql(

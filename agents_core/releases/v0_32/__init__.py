@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agents_core.agent_tools.components import AgentTools
+from agents_core.facets import Facets
 from agents_core.fiber_ledger import FiberLedger
 from agents_core.keep_alive import KeepAlive
 from agents_core.releases.runtime import Runtime
@@ -22,7 +23,7 @@ from agents_core.releases.v0_32.finished_rows import FinishedRowRecovery
 from agents_core.releases.v0_32.host_jobs import HostJobs
 from agents_core.releases.v0_32.lifecycle import Lifecycle
 from agents_core.releases.v0_32.mcp_schema import KeyedMcp
-from agents_core.releases.v0_32.queue import QueueCapability, QueueFacets
+from agents_core.releases.v0_32.queue import QueueCapability
 from agents_core.releases.v0_32.replay_numbering import MilestoneReplay
 from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.releases.v0_32.state import CapabilityStarts, StateCapability
@@ -89,7 +90,7 @@ def build(
     lifecycle.use(queue)
     lifecycle.use(Tasks(context, lifecycle, agent.on_error))
     dispatch = ScheduleDispatch(context, lifecycle, agent)
-    facets = QueueFacets(
+    facets = Facets(
         context,
         agent,
         self_path,
@@ -98,7 +99,7 @@ def build(
         recovery=recovery,
         dispatch=dispatch,
         scheduler=scheduler,
-        queue=queue,
+        prune_owned=(queue.drop_owned_under,),
     )
     host_jobs = HostJobs(
         context,

@@ -21,8 +21,9 @@ its key): the sub-agent sends each call to its root's Queue and announces `queue
 When due, the root walks down to the owner hop by hop; the owner runs the callback with its own
 retries (a platform failure goes back to the root, which keeps the job). A hop whose registry
 entry has gone prunes that sub-tree on the root (its schedules, queue items and fiber leases:
-`QueueFacets`), and the item is not run; a walk that throws (not a platform failure) is reported
-with `attempts: 0` and the job yields, due again at once.
+the build gives Facets `drop_owned_under` to prune with), and the item is not run; a walk that
+throws (not a platform failure) is reported with `attempts: 0` and the job yields, due again at
+once.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agents_core.errors import InvalidArgument
-from agents_core.facets import Facets
 from agents_core.jsontext import parse_json_text
 from agents_core.options import RetryOptions, jitter_backoff_ms
 from agents_core.queue import (
@@ -50,14 +50,10 @@ from agents_core.stored_names import callback_method
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
-    from agents_core.keep_alive import KeepAlive
-    from agents_core.recovery import Recovery
     from agents_core.releases.v0_32.job_queue import Job
     from agents_core.releases.v0_32.lifecycle import Lifecycle
-    from agents_core.schedule_dispatch import ScheduleDispatch
-    from agents_core.schedules import Scheduler
 
-__all__ = ["QUEUE_CAPABILITY", "QueueCapability", "QueueFacets"]
+__all__ = ["QUEUE_CAPABILITY", "QueueCapability"]
 
 QUEUE_CAPABILITY = "queue"
 """The capability of the jobs `queue()` writes (the SDK's `Queue`)."""
@@ -470,41 +466,3 @@ class QueueCapability:
             if await self._jobs.cancel(item["id"]):
                 cancelled += 1
         return cancelled
-
-
-class QueueFacets(Facets):
-    """The sub-agents of an agent that has a Queue: pruning a sub-tree on the root also drops
-    its queue items, right after its schedules (the SDK's `cleanupPrefix`: the scheduler's,
-    then the queue's, then the fiber leases)."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(
-        self,
-        ctx: AgentContext,
-        agent: object,
-        self_path: list[dict[str, str]],
-        *,
-        lifecycle: Lifecycle,
-        keep_alive: KeepAlive,
-        recovery: Recovery,
-        dispatch: ScheduleDispatch,
-        scheduler: Scheduler,
-        queue: QueueCapability,
-    ) -> None:
-        super().__init__(
-            ctx,
-            agent,
-            self_path,
-            lifecycle=lifecycle,
-            keep_alive=keep_alive,
-            recovery=recovery,
-            dispatch=dispatch,
-            scheduler=scheduler,
-        )
-        self._queue = queue
-
-    def _drop_owned_under(self, under: Callable[[str | None], bool], key: str) -> None:
-        """Its schedules, then its queue items (the SDK's `cleanupPrefix` order)."""
-        super()._drop_owned_under(under, key)
-        self._queue.drop_owned_under(key)
