@@ -318,3 +318,12 @@ def test_recovery_scan_records_are_no_fiber_of_their_own() -> None:
     assert "<th>fibers</th><td>2 " in stats
     assert 'href="#e6"' in html and 'href="#e8"' in html  # marks at one instant merge
     assert "fiber:recovery:backoff  at=2020 delayMs=2000" in html
+
+
+def test_the_legend_names_every_way_an_incarnation_ends() -> None:
+    """`reports` imports nothing of `sim`, so its legend keeps its own list of the reasons an
+    incarnation ends: it must be the platform's, in the same order."""
+    from reports.html import _END_REASONS
+    from sim.platform import EVICTION_REASONS
+
+    assert _END_REASONS == EVICTION_REASONS
