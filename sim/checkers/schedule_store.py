@@ -94,27 +94,23 @@ def inserted_schedules(
 
 def insertion_instants(context: CheckContext, path: str, schedule_id: str) -> list[int]:
     """When (sim ms) committed turns of `path` wrote the schedule `schedule_id`'s row anew."""
-    table = JOBS_TABLE if _on_jobs(context) else SCHEDULES_TABLE
-    instants = context.journal_ms.get(path, ())
-    return [
-        instants[change.turn - 1]
-        for change in row_changes(context.journals.get(path, ()), table, "id")
-        if change.key == schedule_id
-        and change.before is None
-        and change.after is not None
-        and change.turn - 1 < len(instants)
-    ]
+    return _instants(context, path, schedule_id, inserted=True)
 
 
 def deletion_instants(context: CheckContext, path: str, schedule_id: str) -> list[int]:
     """When (sim ms) committed turns of `path` deleted the schedule `schedule_id`'s row."""
+    return _instants(context, path, schedule_id, inserted=False)
+
+
+def _instants(context: CheckContext, path: str, schedule_id: str, *, inserted: bool) -> list[int]:
+    """When committed turns of `path` made (`inserted`) or removed the schedule's row."""
     table = JOBS_TABLE if _on_jobs(context) else SCHEDULES_TABLE
     instants = context.journal_ms.get(path, ())
     return [
         instants[change.turn - 1]
         for change in row_changes(context.journals.get(path, ()), table, "id")
         if change.key == schedule_id
-        and change.before is not None
-        and change.after is None
+        and (change.before is None) == inserted
+        and (change.after is None) != inserted
         and change.turn - 1 < len(instants)
     ]
