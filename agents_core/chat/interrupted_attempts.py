@@ -176,17 +176,24 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         in_flight = existing_or_new["attemptsInFlight"]
         incident["attemptsInFlight"] = in_flight if verdict.reason is None else in_flight[:-1]
         host.kv.put(key, incident)
-        fields = {
-            "requestId": request_id,
-            "originRequestId": origin,
-            "attempt": incident["attempt"],
-            "maxAttempts": config.max_attempts,
-            "recoveryKind": kind,
-        }
         if existing is None:
-            host.trace.emit("chat:recovery:detected", **fields)
-        # `mode`: the port's word for what recovery will do.
-        host.trace.emit("chat:recovery:attempt", **fields, mode="complete" if finished else kind)
+            host.trace.emit(
+                "chat:recovery:detected",
+                requestId=request_id,
+                originRequestId=origin,
+                attempt=incident["attempt"],
+                maxAttempts=config.max_attempts,
+                recoveryKind=kind,
+            )
+        host.trace.emit(
+            "chat:recovery:attempt",
+            requestId=request_id,
+            originRequestId=origin,
+            attempt=incident["attempt"],
+            maxAttempts=config.max_attempts,
+            recoveryKind=kind,
+            mode="complete" if finished else kind,  # the port's word for what recovery will do
+        )
         if verdict.reason is not None:
             self._exhaust(key, incident, verdict.reason, request_id)
             return True
