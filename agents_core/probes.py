@@ -253,6 +253,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "a Think-like host started again and found durable submissions whose turn a dead "
         "isolate was running"
     ),
+    "chat.submission_drain_unleased": (
+        "a Think-like host drained its durable submissions without a keepAlive lease, because "
+        "taking one failed"
+    ),
     "chat.progress_trailing_flush": (
         "a coalesced progress value was sent when its 200 ms window ended (S4's trailing flush)"
     ),

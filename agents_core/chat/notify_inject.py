@@ -189,7 +189,18 @@ class ThinkSubmissions:
     async def _drain(self) -> None:
         """Run pending submissions oldest first, one turn each, until none is left."""
         try:
-            dispose = await self._hooks.keep_alive()
+            try:
+                dispose = await self._hooks.keep_alive()
+            except Exception as exc:  # noqa: BLE001 - the lease only keeps the isolate awake
+                # The submissions are stored: draining them without the lease loses nothing an
+                # eviction would not hand to the next startup anyway, whereas giving up leaves
+                # them pending until some later restart (a notice nobody sees meanwhile).
+                self._ctx.log("warn", f"keepAlive for the submission drain failed ({exc})")
+                probe(self._ctx.host, "chat.submission_drain_unleased")
+
+                def dispose() -> None:
+                    return None
+
             try:
                 failures = 0
                 while True:

@@ -22,6 +22,7 @@ from sim.model import (
     tool_calls,
     when,
 )
+from sim.sqlite import StorageError
 from tests.agent_tools.scripted_child import ScriptedChild
 from tests.chat.chat_agents import user
 from tests.conformance.test_detached import StubbornChild
@@ -128,6 +129,23 @@ class CancellingAiChatParent(_Canceller, AiChatParent):
     pass
 
 
+class LeaselessThinkParent(ThinkParent):
+    """Taking the keepAlive lease that drains the notice's submission fails once (a storage
+    fault in the write that arms the heartbeat)."""
+
+    fail_next_lease = False
+
+    async def _cf_detached_notify_finish(self: Any, run: Any, lifecycle: Any) -> None:
+        self.fail_next_lease = True
+        await super()._cf_detached_notify_finish(run, lifecycle)
+
+    async def keep_alive(self: Any) -> Any:
+        if self.fail_next_lease:
+            self.fail_next_lease = False
+            raise StorageError("injected storage fault (statement: the heartbeat's write)")
+        return await super().keep_alive()
+
+
 class SilentThinkParent(ThinkParent):
     silent_completion = True
 
@@ -230,6 +248,21 @@ def test_a_think_submission_cut_off_mid_turn_is_settled_error_and_its_turn_recov
     )
     assert [role for role, _ in said(sim, ref)] == ["user", "assistant"]
     assert sim.probes["chat.submission_interrupted"] == 1
+
+
+def test_a_think_notice_is_drained_though_the_drain_cannot_take_its_lease(
+    sim: Simulation,
+) -> None:
+    """The drain's keepAlive lease fails: the stored submission is drained without it, so the
+    notice is announced and answered now, not left pending until some later restart."""
+    reply_model(sim, text("Reading the findings now."))
+    ref = sim.agent(LeaselessThinkParent, "p")
+    sim.call(ref, "dispatch", "notify-run", [["finish", "completed", "done"]], {"notify": True})
+    sim.run_for(10_000)
+    (submission,) = submissions(sim, ref)
+    assert submission["status"] == "completed"
+    assert [role for role, _ in said(sim, ref)] == ["user", "assistant"]
+    assert sim.probes["chat.submission_drain_unleased"] == 1
 
 
 def test_T077_aichat_notify_injects_one_user_turn_across_a_redelivery(sim: Simulation) -> None:
