@@ -12,8 +12,9 @@ from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from sim import Simulation
 from sim.model import ScriptedModel, stall, text
 from tests.chat.chat_agents import HOSTS, read_tail, row
+from tests.releases import on_both_releases
 
-pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+pytestmark = [pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__), on_both_releases]
 
 
 def stalled_run(sim: Simulation, host: type, tail: bool = True) -> tuple[Any, str, str | None]:

@@ -18,6 +18,9 @@ from tests.conformance.test_reattach import (
     restart,
     row_of,
 )
+from tests.releases import on_both_releases
+
+pytestmark = on_both_releases
 
 QUICK = [["text", "Hello "], ["sleep", 50], ["text", "world"], ["finish", "completed", "done"]]
 
@@ -275,13 +278,23 @@ def test_T042_a_detached_reissue_keeps_the_backbone_cadence(sim: Simulation) -> 
     sim.call(ref, "background")
     sim.run_for(6_000)  # the first tick ran at 5 s and armed the next one (index 1, 15 s)
 
+    table, callback = (
+        ("cf_agents_schedules", "callback")
+        if sim.release == "0.21.0"
+        else ("cf_agents_jobs", "capability = 'scheduler' AND fn")
+    )
+
     def ticks() -> list[tuple[int, str]]:
+        # 0.32.0's job keeps the time in milliseconds and the payload inside its envelope.
+        if sim.release == "0.21.0":
+            scale, payload = 1, lambda text: text
+        else:
+            scale, payload = 1000, lambda text: json.dumps(json.loads(text)["payload"])
         return [
-            (r["time"], r["payload"])
+            (r["time"] // scale, payload(r["payload"]))
             for r in sim.query(
                 ref,
-                "SELECT time, payload FROM cf_agents_schedules "
-                "WHERE callback = '_cfDetachedReconcileTick'",
+                f"SELECT time, payload FROM {table} WHERE {callback} = '_cfDetachedReconcileTick'",
             )
         ]
 
@@ -289,7 +302,7 @@ def test_T042_a_detached_reissue_keeps_the_backbone_cadence(sim: Simulation) -> 
     assert [json.loads(p)["cadenceIndex"] for _, p in before] == [1]
     assert sim.call(ref, "background") == "running"
     assert ticks() == before
-    sim.query(ref, "DELETE FROM cf_agents_schedules")
+    sim.query(ref, f"DELETE FROM {table} WHERE {callback} = '_cfDetachedReconcileTick'")
     assert sim.call(ref, "background") == "running"
     (tick,) = ticks()
     assert json.loads(tick[1]) == {"cadenceIndex": 0}
