@@ -1,8 +1,9 @@
 """Shared fixtures: a fresh simulation per test, seeded by the test's own name (stable).
 
 The simulation runs the default release unless the test is parametrized over `sim` indirectly
-(`tests.releases.on_both_releases`): then it runs the release named by the parameter, with the
-seed the test would have without that parameter, so both releases play the same draws.
+(`tests.releases.on_both_releases`, `on_release("0.21.0")`): then it runs the release named by
+the parameter, with the seed the test would have without that parameter, so both releases play
+the same draws.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Running a test on each SDK release the runtime models, and reading what differs between them.
 
 `on_both_releases` parametrizes a test's `sim` fixture (tests/conftest.py) over every release;
-a test so marked pins behaviour that `docs/divergences.md` says holds on both. The helpers
+a test so marked pins behaviour that `docs/divergences.md` says holds on both. `on_release(NAME)`
+runs a test on that release alone: a test that pins what 0.21.0 did where 0.32.0 changed it
+(spec sdk-0.32 says what changed) runs on 0.21.0 whatever the default is. The helpers
 below read the stored schedules and name their statements whichever release the simulation
 runs: 0.21.0 keeps them in `cf_agents_schedules`, 0.32.0 as scheduler jobs in
 `cf_agents_jobs` (spec sdk-0.32 §3.1).
@@ -13,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from agents_core.releases.registry import RELEASES
+from agents_core.releases.registry import RELEASES, release_named
 from sim import AgentRef, Simulation
 
 __all__ = [
     "RELEASE_NAMES",
     "alarm_computation",
     "on_both_releases",
+    "on_release",
     "schedule_insert",
     "schedule_read",
     "schedule_table",
@@ -31,6 +34,12 @@ RELEASE_NAMES: tuple[str, ...] = tuple(RELEASES)
 
 on_both_releases = pytest.mark.parametrize("sim", RELEASE_NAMES, indirect=True)
 """Run the test once per release (its `sim` fixture runs that release)."""
+
+
+def on_release(name: str) -> pytest.MarkDecorator:
+    """Run the test on release `name` only (its `sim` fixture runs that release), for behaviour
+    the other releases changed; an unknown name is refused with those modelled."""
+    return pytest.mark.parametrize("sim", [release_named(name).name], indirect=True)
 
 
 def alarm_computation(sim: Simulation) -> str:
