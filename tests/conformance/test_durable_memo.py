@@ -22,7 +22,7 @@ from tests.conformance.test_schedules import (
     strikes_stored,
 )
 from tests.conformance.test_schedules import Recorder as ScheduleRecorder
-from tests.releases import on_both_releases
+from tests.releases import on_both_releases, on_release
 
 KV_READ = "SELECT value FROM _cf_KV WHERE key = ?"
 """The key-value read: the destroy flag's, and the memory-limit strikes'."""
@@ -54,6 +54,7 @@ def count_statements(sim: Simulation) -> Counter[tuple[int, str]]:
     return seen
 
 
+@on_release("0.21.0")
 def test_heartbeats_read_the_destroy_flag_and_run_rows_once_per_incarnation(
     sim: Simulation,
 ) -> None:
@@ -95,6 +96,7 @@ def test_a_run_row_planted_by_user_sql_is_recovered_by_the_next_heartbeat(
     assert run_rows(sim, ref) == []
 
 
+@on_release("0.21.0")
 def test_a_strike_after_a_clean_alarm_is_cleared_by_the_next_clean_alarm(
     sim: Simulation,
 ) -> None:
@@ -114,6 +116,7 @@ def test_a_strike_after_a_clean_alarm_is_cleared_by_the_next_clean_alarm(
     assert strikes_stored(sim, ref) is None
 
 
+@on_release("0.21.0")
 def test_schedules_written_while_the_table_was_known_empty_still_fire(sim: Simulation) -> None:
     """Heartbeats learn that no schedule is stored and stop reading the table; a schedule the
     runtime writes afterwards, and a row user SQL plants, still fire when due."""

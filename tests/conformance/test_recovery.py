@@ -28,7 +28,7 @@ from tests.conformance.fiber_agents import (
     sleep,
     stash,
 )
-from tests.releases import on_both_releases
+from tests.releases import on_both_releases, on_release
 
 HOUR_MS = 3_600_000
 LONG = sleep(600_000)
@@ -506,6 +506,7 @@ def test_an_internal_handler_past_its_timeout_fails_the_attempt_and_keeps_the_ro
     assert sim.probes["fiber.recovery_failed_row_kept"] == 1
 
 
+@on_release("0.21.0")
 def test_F124_a_second_scan_during_a_scan_returns_at_once(sim: Simulation) -> None:
     """While a scan started by a duplicate waiting start_fiber is in slow hooks, the scans of
     three alarms (the first also starting the incarnation) return at once: each orphan's hook
@@ -761,6 +762,7 @@ def test_F110_a_killed_managed_fiber_takes_the_hooks_result(sim: Simulation) -> 
     assert run_rows(sim, ref) == []
 
 
+@on_release("0.21.0")
 def test_F111_a_duplicate_waiting_start_after_restart_gets_the_recovered_result(
     sim: Simulation,
 ) -> None:

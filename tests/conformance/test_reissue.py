@@ -30,7 +30,7 @@ from tests.conformance.test_reattach import (
     row_of,
     texts,
 )
-from tests.releases import on_both_releases
+from tests.releases import on_both_releases, on_release
 
 RESEARCH = agent_tool(
     ResumingChild,
@@ -143,6 +143,7 @@ def test_T043_evicted_parent_collects_without_restarting_the_child(sim: Simulati
     assert stored_texts(sim, child) == ["a", "b", "c"]
 
 
+@on_release("0.21.0")
 def test_T044_reissue_give_up_rebroadcasts_stored_chunks(sim: Simulation) -> None:
     """A re-issue whose re-attach gives up with `no-progress` sends the child's stored chunks
     again from sequence 1 and returns `interrupted`/`no-progress` with the child still

@@ -25,7 +25,7 @@ from agents_core.schedule_dispatch import (
 from sim import Simulation
 from sim.simulation import AgentRef
 from sim.sqlite import KV_TABLE
-from tests.releases import alarm_computation, on_both_releases, stored_schedules
+from tests.releases import alarm_computation, on_both_releases, on_release, stored_schedules
 
 SUPERSEDED = "Durable Object reset because its code was updated."
 CONNECTION_LOST = "Network connection lost."
@@ -130,6 +130,7 @@ def at(sim: Simulation, seconds_from_now: float) -> datetime:
 
 
 # -- F-16 … F-21: creating, cancelling, reading --------------------------------------------------
+@on_both_releases
 def test_F016_cancel_schedule_reports_whether_a_row_was_removed(sim: Simulation) -> None:
     """cancel_schedule answers False for an unknown id, True (and deletes) for an existing one."""
     ref = sim.agent(Recorder, "a")
@@ -137,7 +138,7 @@ def test_F016_cancel_schedule_reports_whether_a_row_was_removed(sim: Simulation)
     created = sim.call(ref, "schedule", 60, "tick")
     assert sim.alarm_of(ref) == 60_000
     assert sim.call(ref, "cancel_schedule", created.id) is True
-    assert schedule_rows(sim, ref) == []
+    assert stored_schedules(sim, ref) == []
     assert events(sim, ref, "schedule:cancel") == [{"callback": "tick", "id": created.id}]
     assert sim.alarm_of(ref) is None
     assert sim.call(ref, "cancel_schedule", created.id) is False
@@ -169,6 +170,7 @@ def test_F017_returned_schedules_expose_no_storage_columns(sim: Simulation) -> N
     assert internal.isdisjoint(f.name for f in fields(fetched))
 
 
+@on_both_releases
 def test_F019_same_cron_callback_and_payload_returns_the_existing_row(sim: Simulation) -> None:
     """Scheduling one cron again with the same callback and payload returns the same id and
     keeps one row, however often it is called."""
@@ -176,11 +178,12 @@ def test_F019_same_cron_callback_and_payload_returns_the_existing_row(sim: Simul
     first = sim.call(ref, "schedule", "*/5 * * * *", "tick", {"k": 1})
     ids = {sim.call(ref, "schedule", "*/5 * * * *", "tick", {"k": 1}).id for _ in range(10)}
     assert ids == {first.id}
-    assert [r["id"] for r in schedule_rows(sim, ref)] == [first.id]
+    assert [r["id"] for r in stored_schedules(sim, ref)] == [first.id]
     assert len(events(sim, ref, "schedule:create")) == 1
     assert sim.probes["schedule.idempotent_dedupe"] >= 1
 
 
+@on_both_releases
 def test_F020_cron_differing_in_expression_payload_or_opted_out_adds_a_row(
     sim: Simulation,
 ) -> None:
@@ -192,10 +195,12 @@ def test_F020_cron_differing_in_expression_payload_or_opted_out_adds_a_row(
     opted_out = sim.call(ref, "schedule", "*/5 * * * *", "tick", {"k": 1}, idempotent=False)
     ids = [base.id, other_cron.id, other_payload.id, opted_out.id]
     assert len(set(ids)) == 4
-    assert [r["id"] for r in schedule_rows(sim, ref)] == ids
+    # 0.32.0's jobs table is WITHOUT ROWID: its rows come back in id order, not in call order.
+    assert sorted(r["id"] for r in stored_schedules(sim, ref)) == sorted(ids)
     assert len(events(sim, ref, "schedule:create")) == 4
 
 
+@on_both_releases
 def test_F021_one_shots_dedupe_only_when_asked(sim: Simulation) -> None:
     """Delayed and Date schedules with idempotent=True and the same callback and payload share
     one row (time ignored); without the flag each call adds a row."""
@@ -207,11 +212,11 @@ def test_F021_one_shots_dedupe_only_when_asked(sim: Simulation) -> None:
     dated = sim.call(ref, "schedule", at(sim, 120), "tick", {"p": 1}, idempotent=True)
     dated_again = sim.call(ref, "schedule", at(sim, 500), "tick", {"p": 1}, idempotent=True)
     assert dated.type == "scheduled" and dated_again.id == dated.id
-    assert len(schedule_rows(sim, ref)) == 2
+    assert len(stored_schedules(sim, ref)) == 2
 
     plain = [sim.call(ref, "schedule", 60, "other", {"p": 1}).id for _ in range(2)]
     assert plain[0] != plain[1]
-    assert len(schedule_rows(sim, ref)) == 4
+    assert len(stored_schedules(sim, ref)) == 4
 
 
 # -- F-23: the on_start warning ------------------------------------------------------------------
@@ -238,6 +243,7 @@ def at_clock(agent: Agent, seconds_from_now: int) -> datetime:
     return datetime.fromtimestamp(agent.host.clock.now_ms() // 1000 + seconds_from_now, tz=UTC)
 
 
+@on_release("0.21.0")
 def test_F023_one_shot_scheduled_in_on_start_without_idempotent_warns(sim: Simulation) -> None:
     """A non-string schedule in on_start without idempotent warns once per callback per startup
     and still creates its rows; idempotent=True or False silences it."""
@@ -257,6 +263,7 @@ def test_F023_one_shot_scheduled_in_on_start_without_idempotent_warns(sim: Simul
 
 
 # -- F-24 … F-32: intervals ----------------------------------------------------------------------
+@on_release("0.21.0")
 def test_F024_schedule_every_dedupes_on_callback_interval_and_payload(sim: Simulation) -> None:
     """schedule_every(30, "tick") twice keeps one row; another interval or payload adds one."""
     ref = sim.agent(Recorder, "a")
@@ -297,6 +304,7 @@ def test_F026_dedupe_onto_an_overdue_interval_fires_it(sim: Simulation) -> None:
     assert run_times(sim, ref) == [60_001]
 
 
+@on_release("0.21.0")
 def test_F028_an_interval_whose_callback_throws_stays_scheduled(sim: Simulation) -> None:
     """After its callback fails every attempt, the interval row is still there and advanced."""
     ref = sim.agent(Recorder, "a")
@@ -311,6 +319,7 @@ def test_F028_an_interval_whose_callback_throws_stays_scheduled(sim: Simulation)
     assert len(sim.trace.select("alarm:failed", agent=ref.path)) == 0
 
 
+@on_release("0.21.0")
 def test_F029_running_flag_is_cleared_after_an_interval_run(sim: Simulation) -> None:
     """A due interval row runs its callback and ends with running = 0."""
     ref = sim.agent(Recorder, "a")
@@ -333,6 +342,7 @@ def start_interval_and_evict_mid_run(sim: Simulation) -> AgentRef:
     return ref
 
 
+@on_release("0.21.0")
 def test_F030_an_interval_still_running_is_skipped(sim: Simulation) -> None:
     """A row with running = 1 that started 5 s ago is skipped by the alarm."""
     ref = start_interval_and_evict_mid_run(sim)
@@ -351,6 +361,7 @@ def test_F032_a_running_interval_arms_the_alarm_at_its_hung_deadline(sim: Simula
     assert sim.alarm_of(ref) == (10 + 30) * 1000
 
 
+@on_release("0.21.0")
 def test_an_interval_stuck_running_is_rerun_30s_after_it_started(sim: Simulation) -> None:
     """After an eviction mid-run, the interval is forced to run again at its hung deadline."""
     ref = start_interval_and_evict_mid_run(sim)
@@ -364,6 +375,7 @@ def test_an_interval_stuck_running_is_rerun_30s_after_it_started(sim: Simulation
 
 
 # -- F-33: many stale one-shots ------------------------------------------------------------------
+@on_release("0.21.0")
 def test_F033_many_due_one_shots_all_run_and_fifteen_of_one_callback_warn(
     sim: Simulation,
 ) -> None:
@@ -385,6 +397,7 @@ def test_F033_many_due_one_shots_all_run_and_fifteen_of_one_callback_warn(
 
 
 # -- F-35 … F-38: failures of one-shot rows --------------------------------------------------------
+@on_both_releases
 def test_F035_an_ordinary_error_is_swallowed_and_the_row_deleted(sim: Simulation) -> None:
     """A one-shot failing with an ordinary error, even one that mentions an upgraded script,
     lets the alarm resolve and is deleted after its attempts."""
@@ -395,7 +408,7 @@ def test_F035_an_ordinary_error_is_swallowed_and_the_row_deleted(sim: Simulation
     sim.run_for(10_000)
     assert len(sim.trace.select("alarm:failed", agent=ref.path)) == 0
     assert len(sim.trace.select("alarm:done", agent=ref.path)) == 1
-    assert schedule_rows(sim, ref) == []
+    assert stored_schedules(sim, ref) == []
     assert [(e["id"], e["attempts"]) for e in events(sim, ref, "schedule:error")] == [
         (plain.id, 3),
         (mention.id, 3),
@@ -403,6 +416,7 @@ def test_F035_an_ordinary_error_is_swallowed_and_the_row_deleted(sim: Simulation
     assert [r["error"] for r in sim.query(ref, "SELECT error FROM errors")] == ["boom", lookalike]
 
 
+@on_release("0.21.0")
 def test_F036_a_transient_outliving_its_retries_defers_the_row(sim: Simulation) -> None:
     """'Network connection lost.' on every attempt: all attempts run, the alarm rejects and the
     row stays for the platform's retry; if a later attempt succeeds, the row is consumed."""
@@ -427,6 +441,7 @@ def test_F036_a_transient_outliving_its_retries_defers_the_row(sim: Simulation) 
     assert sim.probes["schedule.callback_retried"] >= 1
 
 
+@on_release("0.21.0")
 def test_F037_a_supersede_error_defers_at_once(sim: Simulation) -> None:
     """A supersede error on attempt 2 of 5 stops the attempts: attempt 3 never runs in that
     alarm and the row remains; the platform's retry runs it on the new code."""
@@ -456,6 +471,7 @@ def strikes_stored(sim: Simulation, ref: AgentRef) -> int | None:
     return json.loads(rows[0]["value"]) if rows else None
 
 
+@on_release("0.21.0")
 def test_F038_memory_limit_resets_back_off_then_seal(sim: Simulation) -> None:
     """Strikes 1 and 2 resolve the alarm and push the row back 30 s then 60 s; strike 3 purges it;
     a clean alarm in between resets the count."""
@@ -493,6 +509,15 @@ def test_F038_memory_limit_resets_back_off_then_seal(sim: Simulation) -> None:
 
 
 # -- beyond the catalogue ------------------------------------------------------------------------
+MISUSE_ON_0_32 = {
+    r"Callback must be a string.*got 123": r"^Callback must be a string$",
+    r"self\.nope is not a function": (
+        r'^Unknown scheduled callback "nope": not registered on this Scheduler$'
+    ),
+}
+"""The refusals 0.32.0's Scheduler words otherwise (sdk-0.32 J-38), by 0.21.0's `match`."""
+
+
 @pytest.mark.parametrize(
     ("method", "args", "kwargs", "error", "match"),
     [
@@ -528,6 +553,7 @@ def test_F038_memory_limit_resets_back_off_then_seal(sim: Simulation) -> None:
         ("schedule_every", (10, "nope"), {}, InvalidArgument, r"self\.nope is not a function"),
     ],
 )
+@on_both_releases
 def test_misuse_is_refused_with_the_value_and_creates_no_row(
     sim: Simulation,
     method: str,
@@ -536,14 +562,18 @@ def test_misuse_is_refused_with_the_value_and_creates_no_row(
     error: type[Exception],
     match: str,
 ) -> None:
-    """Each misuse raises an error that shows the bad value, and writes nothing."""
+    """Each misuse raises an error that shows the bad value, and writes nothing (0.32.0's
+    Scheduler words two of the refusals its own way)."""
     ref = sim.agent(Recorder, "a")
+    if sim.release != "0.21.0":
+        match = MISUSE_ON_0_32.get(match, match)
     with pytest.raises(error, match=match):
         sim.call(ref, method, *args, **kwargs)
-    assert schedule_rows(sim, ref) == []
+    assert stored_schedules(sim, ref) == []
     assert sim.alarm_of(ref) is None
 
 
+@on_release("0.21.0")
 def test_cron_schedules_fire_on_their_minutes_and_collapse_missed_ones(sim: Simulation) -> None:
     """'*/5 * * * *' made at 00:01:01 runs at 00:05, 00:10, 00:15; a run that outlasts the next
     occurrences is followed by one run at the next occurrence after it ends."""
@@ -579,17 +609,18 @@ def test_due_callbacks_run_one_after_another(sim: Simulation) -> None:
     assert run_times(sim, ref) == [5_000, 5_700, 6_400]
 
 
+@on_both_releases
 def test_a_one_shot_killed_mid_run_runs_again(sim: Simulation) -> None:
     """An eviction during a one-shot's callback leaves the row; the retried alarm re-runs it."""
     ref = sim.agent(Recorder, "a")
     created = sim.call(ref, "schedule", 10, "slow", {"ms": 5_000})
     sim.run_until(12_000)
     sim.evict(ref, "deploy")
-    assert [r["id"] for r in schedule_rows(sim, ref)] == [created.id]
+    assert [r["id"] for r in stored_schedules(sim, ref)] == [created.id]
     sim.run_until(30_000)
     assert run_times(sim, ref) == [10_000, 14_000]
     assert len(sim.trace.select("alarm:interrupted", agent=ref.path)) == 1
-    assert schedule_rows(sim, ref) == []
+    assert stored_schedules(sim, ref) == []
 
 
 def test_a_past_date_runs_one_millisecond_later(sim: Simulation) -> None:
@@ -603,6 +634,7 @@ def test_a_past_date_runs_one_millisecond_later(sim: Simulation) -> None:
     assert run_times(sim, ref) == [50_001]
 
 
+@on_release("0.21.0")
 def test_the_callback_gets_the_payload_and_the_raw_row(sim: Simulation) -> None:
     """The callback's arguments are the parsed payload and the storage row with its internal
     columns and its payload still JSON text."""
@@ -644,6 +676,7 @@ def test_retries_use_the_class_defaults_with_full_jitter(sim: Simulation) -> Non
     assert [e["attempts"] for e in events(sim, ref, "schedule:error")] == [4, 1]
 
 
+@on_release("0.21.0")
 def test_rows_with_a_missing_method_or_bad_payload_are_dropped(sim: Simulation) -> None:
     """A due row naming no method is deleted without running; one whose payload is not JSON is
     reported with attempts 0 and deleted."""
@@ -658,6 +691,7 @@ def test_rows_with_a_missing_method_or_bad_payload_are_dropped(sim: Simulation) 
     assert (error["id"], error["attempts"]) == ("badjson01", 0)
 
 
+@on_release("0.21.0")
 def test_recurring_rows_never_defer_platform_errors(sim: Simulation) -> None:
     """A cron row failing with 'Network connection lost.' is reported and advanced; the alarm
     resolves."""
@@ -670,17 +704,20 @@ def test_recurring_rows_never_defer_platform_errors(sim: Simulation) -> None:
     assert schedule_rows(sim, ref)[0]["time"] == 120
 
 
+@on_both_releases
 def test_list_and_get_are_scoped_and_never_show_keep_alive(sim: Simulation) -> None:
     """keepAlive has no row; list filters by id, type and time range; get misses with None."""
     ref = sim.agent(Recorder, "a")
     sim.call(ref, "hold_keep_alive")
     assert sim.call(ref, "list_schedules") == []
-    assert schedule_rows(sim, ref) == []
+    assert stored_schedules(sim, ref) == []
     assert sim.alarm_of(ref) == 30_000
     delayed = sim.call(ref, "schedule", 100, "tick")
     every = sim.call(ref, "schedule_every", 50, "tick")
     listed = sim.call(ref, "list_schedules")
-    assert [s.id for s in listed] == [delayed.id, every.id]
+    # 0.21.0 lists in the order the rows were written, 0.32.0 by time (its queue's `list`).
+    in_order = [delayed.id, every.id] if sim.release == "0.21.0" else [every.id, delayed.id]
+    assert [s.id for s in listed] == in_order
     assert [s.id for s in sim.call(ref, "list_schedules", type="interval")] == [every.id]
     assert [s.id for s in sim.call(ref, "list_schedules", id=delayed.id)] == [delayed.id]
     window = {"start": at(sim, 60), "end": None}
@@ -736,6 +773,7 @@ def test_a_schedule_whose_alarm_could_not_be_armed_still_fires(sim: Simulation) 
     assert stored_schedules(sim, ref) == []
 
 
+@on_both_releases
 def test_the_deprecated_sync_reads_see_the_agents_own_rows(sim: Simulation) -> None:
     """`get_schedule` / `get_schedules` (the SDK's deprecated synchronous `getSchedule` /
     `getSchedules`) answer as the async pair does on a top-level agent: same rows, same filters,
@@ -746,7 +784,9 @@ def test_the_deprecated_sync_reads_see_the_agents_own_rows(sim: Simulation) -> N
     assert sim.call(ref, "get_schedule", delayed.id) == delayed
     assert sim.call(ref, "get_schedule", "missing00") is None
     assert sim.call(ref, "get_schedules") == sim.call(ref, "list_schedules")
-    assert [s.id for s in sim.call(ref, "get_schedules")] == [delayed.id, every.id]
+    # 0.21.0 lists in the order the rows were written, 0.32.0 by time (its queue's `list`).
+    in_order = [delayed.id, every.id] if sim.release == "0.21.0" else [every.id, delayed.id]
+    assert [s.id for s in sim.call(ref, "get_schedules")] == in_order
     assert [s.id for s in sim.call(ref, "get_schedules", type="interval")] == [every.id]
     assert [s.id for s in sim.call(ref, "get_schedules", id=delayed.id)] == [delayed.id]
     window = {"start": at(sim, 60), "end": None}

@@ -11,6 +11,7 @@ from typing import Any
 from agents_core import Agent
 from agents_core.schema import CURRENT_SCHEMA_VERSION, SCHEMA_VERSION_ROW_ID
 from sim import Simulation
+from tests.releases import on_release
 
 LEGACY_ROW = "cf_state_was_changed"
 
@@ -50,6 +51,7 @@ def test_the_state_row_alone_is_the_stored_state_in_a_later_incarnation(sim: Sim
     assert sim.call(ref, "bump") == 2
 
 
+@on_release("0.21.0")
 def test_a_schema_migration_deletes_the_legacy_flag_row(sim: Simulation) -> None:
     """Storage left by a runtime of the earlier layout (schema version below the current one,
     the flag row beside the state row): the next startup migrates the schema and deletes the

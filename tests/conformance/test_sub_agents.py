@@ -38,7 +38,7 @@ from tests.conformance.sub_agent_fixtures import (
     root_instance,
     schedule_rows,
 )
-from tests.releases import alarm_computation, on_both_releases
+from tests.releases import alarm_computation, on_both_releases, on_release
 
 
 def wake(sim: Simulation, name: str = "r") -> AgentRef:
@@ -162,6 +162,7 @@ def test_a_sub_agent_whose_keep_alive_fails_at_the_root_leaves_no_heartbeat(
 
 
 # -- schedules of a sub-agent live on the root ----------------------------------------------
+@on_release("0.21.0")
 def test_F041_sub_agent_interval_schedule_is_idempotent_and_stays_recurring(
     sim: Simulation,
 ) -> None:
@@ -187,6 +188,7 @@ def test_F041_sub_agent_interval_schedule_is_idempotent_and_stays_recurring(
     assert journal(sim, root, "tick") == []
 
 
+@on_release("0.21.0")
 def test_F042_sub_agent_cancels_its_schedule_through_the_root(sim: Simulation) -> None:
     """A child's cancel_schedule removes its row from the root, which the root itself could not
     cancel by id; nothing runs afterwards."""
@@ -227,6 +229,7 @@ def test_sync_schedule_reads_throw_in_a_sub_agent_while_the_async_pair_works(
     assert sim.call(root, "get_schedules") == []
 
 
+@on_release("0.21.0")
 def test_F046_grandchild_schedules_dispatch_hop_by_hop_and_die_with_an_ancestor(
     sim: Simulation,
 ) -> None:
@@ -266,6 +269,7 @@ def test_F046_grandchild_schedules_dispatch_hop_by_hop_and_die_with_an_ancestor(
     assert len(pruned) == 4 and {p["callback"] for p in pruned} == {"tick"}
 
 
+@on_release("0.21.0")
 def test_a_schedule_whose_owner_is_no_longer_registered_is_pruned_unrun(sim: Simulation) -> None:
     """When the root's alarm dispatches a sub-agent's schedule and the owner's registry entry
     is gone (a lost write), nothing runs: the root prunes that sub-tree's rows and observes the
@@ -280,6 +284,7 @@ def test_a_schedule_whose_owner_is_no_longer_registered_is_pruned_unrun(sim: Sim
     assert sim.probes["facet.schedule_owner_gone_pruned"] == 1
 
 
+@on_release("0.21.0")
 def test_a_sub_agent_schedule_whose_dispatch_throws_is_left_to_run_again(
     sim: Simulation,
 ) -> None:
@@ -296,6 +301,7 @@ def test_a_sub_agent_schedule_whose_dispatch_throws_is_left_to_run_again(
     assert sim.probes["schedule.facet_dispatch_failed"] == 1
 
 
+@on_release("0.21.0")
 def test_F047_names_with_slashes_or_like_wildcards_do_not_prune_siblings(
     sim: Simulation,
 ) -> None:
@@ -467,6 +473,7 @@ def test_F118_stale_leases_are_pruned_when_the_facet_has_no_rows_or_no_registry_
     assert sim.probes["facet.stale_fiber_lease_pruned"] >= 1
 
 
+@on_release("0.21.0")
 def test_F119_internal_recovery_in_a_child_schedules_a_continuation_the_root_runs(
     sim: Simulation,
 ) -> None:
@@ -628,19 +635,35 @@ def test_a_facet_has_no_alarm_slot_of_its_own(sim: Simulation) -> None:
     assert sim.alarm_of(root) is None
 
 
+@on_both_releases
 def test_a_facet_dies_with_its_root_and_starts_again_when_next_resolved(sim: Simulation) -> None:
     """A facet keeps its identity in its own KV; a deploy of the root ends the facet too, and
-    the next resolution by the parent gives it a new incarnation that runs its startup again."""
+    the next resolution by the parent gives it a new incarnation that runs its startup again.
+    On 0.32.0 the same KV also holds the schema versions (sdk-0.32 §6.1, §6.2)."""
     root = wake(sim)
     child = sim.facet(root, Child, "c")
     sim.call(root, "at", [(Child, "c")], "tick")
     assert sim.incarnation_of(child) == 1
-    identity = {k: json.loads(v) for k, v in kv(sim, child).items()}
+    stored = {k: json.loads(v) for k, v in kv(sim, child).items()}
+    versions = {k: v for k, v in stored.items() if k.startswith("cf_agents:")}
+    identity = {k: v for k, v in stored.items() if k not in versions}
     assert identity == {
         "cf_agents_is_facet": True,
         "cf_agents_facet_name": "c",
         "cf_agents_parent_path": [{"className": "Root", "name": "r"}],
     }
+    assert versions == (
+        {}
+        if sim.release == "0.21.0"
+        else {
+            "cf_agents:schema_version": 14,
+            "cf_agents:schedules_schema_version": 2,
+            "cf_agents:queue_schema_version": 1,
+            "cf_agents:tasks_schema_version": 1,
+            "cf_agents:mcp_schema_version": 1,
+            "cf_agents:state_schema_version": 1,
+        }
+    )
 
     assert sim.evict(root, "deploy") is True
     assert events(sim, child, "incarnation:end") == [{"reason": "deploy"}]
