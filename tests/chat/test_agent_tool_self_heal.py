@@ -13,7 +13,7 @@ from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from sim import Simulation
 from sim.model import ScriptedModel, continuing, fail, stall, text, when
 from tests.chat.chat_agents import HOSTS, ThinkChild, chunk_types, row, user
-from tests.releases import on_both_releases
+from tests.releases import on_both_releases, on_release
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
@@ -105,6 +105,7 @@ def test_T098_cancel_aborts_an_in_flight_recovery_turn(sim: Simulation, host: ty
 @pytest.mark.parametrize(
     ("mode", "first", "at_ms"), [("continue", SLOW, 2_500), ("retry", SILENT, 1_000)]
 )
+@on_release("0.21.0")
 def test_T100_the_newest_active_row_is_rebound_to_the_recovered_turn(
     sim: Simulation, host: type, mode: str, first: Any, at_ms: int
 ) -> None:

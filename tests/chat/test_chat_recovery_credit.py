@@ -18,7 +18,7 @@ from sim import AgentRef, Simulation
 from sim.model import ScriptedModel, stall, text
 from tests.chat.chat_agents import ThinkChild, user
 from tests.chat.test_chat_parent_notify import PARENTS
-from tests.releases import on_both_releases
+from tests.releases import on_both_releases, on_release
 
 parents = pytest.mark.parametrize("host", PARENTS, ids=lambda c: c.__name__)
 
@@ -31,6 +31,7 @@ def credit(sim: Simulation, ref: AgentRef) -> dict[str, Any] | None:
 
 # -- T-150: parent credit ---------------------------------------------------------------------
 @parents
+@on_release("0.21.0")
 def test_T150_forwarded_child_chunks_credit_at_most_once_per_window(
     sim: Simulation, host: type
 ) -> None:

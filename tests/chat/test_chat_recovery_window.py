@@ -13,6 +13,7 @@ from agents_core.chat.chat_recovery import INCIDENT_PREFIX
 from sim import AgentRef, Simulation
 from sim.model import ScriptedModel, continuing, stall, text, when
 from tests.chat.chat_agents import HOSTS, user
+from tests.releases import on_release
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
@@ -39,6 +40,7 @@ def interrupt_repeatedly(
             between(sim)
 
 
+@on_release("0.21.0")
 def test_a_turn_that_makes_no_progress_is_given_up_after_the_window(
     sim: Simulation, host: type
 ) -> None:
@@ -65,6 +67,7 @@ def test_a_turn_that_makes_no_progress_is_given_up_after_the_window(
     assert sim.probes["chat.recovery_no_progress_timeout"] == 1
 
 
+@on_release("0.21.0")
 def test_a_turn_that_streams_between_interruptions_keeps_being_recovered(
     sim: Simulation, host: type
 ) -> None:
@@ -82,6 +85,7 @@ def test_a_turn_that_streams_between_interruptions_keeps_being_recovered(
     assert incident(sim, ref)["status"] == "attempting"
 
 
+@on_release("0.21.0")
 def test_a_forwarded_child_chunk_counts_as_the_parents_progress(
     sim: Simulation, host: type
 ) -> None:

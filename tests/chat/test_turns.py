@@ -23,7 +23,7 @@ from sim.model import (
     when,
 )
 from tests.chat.chat_agents import HOSTS, journal, user, worker_model
-from tests.releases import on_both_releases
+from tests.releases import on_both_releases, on_release
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
@@ -329,6 +329,7 @@ def test_a_turn_interrupted_while_its_tool_ran_reruns_the_call_with_its_id(
     assert answer["parts"][0]["state"] == "output-available" and texts(answer) == "Done."
 
 
+@on_release("0.21.0")
 def test_recovery_gives_up_after_max_attempts(sim: Simulation, host: type) -> None:
     """A turn interrupted more often than `max_chat_recovery_attempts` is not run again."""
 
