@@ -17,14 +17,16 @@ from agents_core.fiber_ledger import FiberLedger
 from agents_core.fibers import FiberRunner
 from agents_core.keep_alive import KeepAlive
 from agents_core.recovery import Recovery
+from agents_core.releases.registry import RELEASES
+from agents_core.releases.v0_32.host_jobs import HOST_JOB_KEEP_ALIVE_ID, HostJobs
 from scenarios import load_scenario, run_scenario
 from tests.scenarios.helpers import LIBRARY, library_files
 
 KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 
-def run(name: str, seed: int | None = None) -> Any:
-    return run_scenario(load_scenario(LIBRARY / f"{name}.yaml"), seed=seed)
+def run(name: str, seed: int | None = None, sdk: str | None = None) -> Any:
+    return run_scenario(load_scenario(LIBRARY / f"{name}.yaml").on_release(sdk), seed=seed)
 
 
 def test_the_library_tells_at_least_twenty_stories() -> None:
@@ -60,7 +62,18 @@ def _stash_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _no_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0.21.0: a held lease asks the alarm for no heartbeat.
     monkeypatch.setattr(KeepAlive, "alarm_candidates", lambda self, now: [])
+    # 0.32.0: the heartbeat is the host job cf:keep-alive; every sync of the host jobs drops it.
+    sync = HostJobs.sync
+
+    async def sync_without_heartbeat(self: HostJobs) -> None:
+        await sync(self)
+        jobs = self._lifecycle.jobs
+        if jobs.get(HOST_JOB_KEEP_ALIVE_ID) is not None:
+            await jobs.cancel(HOST_JOB_KEEP_ALIVE_ID)
+
+    monkeypatch.setattr(HostJobs, "sync", sync_without_heartbeat)
 
 
 def _recovery_without_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,16 +115,17 @@ REGRESSIONS: list[tuple[str, Breakage, str]] = [
 ]
 
 
+@pytest.mark.parametrize("sdk", list(RELEASES))
 @pytest.mark.parametrize(
     ("name", "breakage", "named"), REGRESSIONS, ids=[r[0] for r in REGRESSIONS]
 )
 def test_a_story_fails_when_the_promise_it_tells_is_broken(
-    monkeypatch: pytest.MonkeyPatch, name: str, breakage: Breakage, named: str
+    monkeypatch: pytest.MonkeyPatch, name: str, breakage: Breakage, named: str, sdk: str
 ) -> None:
-    """With the runtime broken where the story's promise lives, the scenario fails, and one of
-    its failure sentences names the expectation that caught it."""
-    assert run(name).passed
+    """With the runtime broken where the story's promise lives, the scenario fails on each
+    release, and one of its failure sentences names the expectation that caught it."""
+    assert run(name, sdk=sdk).passed
     breakage(monkeypatch)
-    result = run(name)
+    result = run(name, sdk=sdk)
     assert not result.passed
     assert any(named in failure for failure in result.failures), result.report()

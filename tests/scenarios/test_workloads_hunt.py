@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agents_core.releases.registry import RELEASES
 from scenarios import load_scenario, parse_scenario, run_scenario
 from scenarios.language.errors import InvalidScenario
 from scenarios.run.runner import ScenarioResult
@@ -17,6 +18,11 @@ from tests.scenarios.helpers import workload_scenario
 
 def run(text: str, seed: int | None = None) -> ScenarioResult:
     return run_scenario(parse_scenario(text, "w.yaml"), seed)
+
+
+def on_release(text: str, sdk: str) -> str:
+    """The scenario text with its `sdk:` key naming `sdk`."""
+    return text.replace("seed: 1\n", f'seed: 1\nsdk: "{sdk}"\n', 1)
 
 
 def events(result: ScenarioResult, event: str, **fields: object) -> list[dict]:
@@ -112,19 +118,22 @@ def test_one_shots_run_once_and_a_restart_sets_nothing_up_again() -> None:
     assert times(result, "workload:schedule_done") == [20_000, 60_000]
 
 
-def test_warmup_holds_the_input_gate_while_startup_awaits() -> None:
-    """A plain RPC sent during the warmup is delivered only after startup:done."""
+@pytest.mark.parametrize("sdk", list(RELEASES))
+def test_warmup_holds_the_input_gate_while_startup_awaits(sdk: str) -> None:
+    """A plain RPC sent during the warmup is delivered only after startup:done: on 0.21.0 it
+    waits at the input gate, on 0.32.0 its `async` method joins the startup under way
+    (sdk-0.32 §1.3, J-08)."""
     steps = (
         "  - call: {agent: s, method: status, wait: false}\n"
         "  - at: 1s\n    call: {agent: s, method: status, wait: false}\n  - run_until: 1m\n"
     )
-    result = run(
-        workload_scenario(scheduler("{name: a, after: 10s}", settings="    warmup: 3s\n"), steps)
-    )
+    text = workload_scenario(scheduler("{name: a, after: 10s}", settings="    warmup: 3s\n"), steps)
+    result = run(on_release(text, sdk))
     assert result.passed, result.report()
     assert times(result, "startup:done") == [3_000]
     assert times(result, "delivery:begin", trigger="rpc") == [3_000, 3_000]
-    assert result.probes.get("platform.delivery_waited_at_gate")
+    waited = result.probes.get("platform.delivery_waited_at_gate")
+    assert waited if sdk == "0.21.0" else waited is None
 
 
 def test_setup_call_and_cancel() -> None:
@@ -143,13 +152,15 @@ def test_setup_call_and_cancel() -> None:
     assert {e["name"] for e in events(result, "workload:schedule_run")} == {"b"}
 
 
-def test_a_cancel_that_fails_is_tried_again_and_the_schedule_stops() -> None:
+@pytest.mark.parametrize("sdk", list(RELEASES))
+def test_a_cancel_that_fails_is_tried_again_and_the_schedule_stops(sdk: str) -> None:
     """runs: 2 cancels the interval after its second run, and that cancel fails on a storage
     error: the schedule is not taken for cancelled, so the retried run cancels it and it
     stops (marked first, it would have run on for good)."""
-    fault = "  - arm_storage_fault: {agent: s, kind: error, match: '^DELETE FROM cf_agents_sch'}\n"
+    table = "cf_agents_schedules" if sdk == "0.21.0" else "cf_agents_jobs"
+    fault = f"  - arm_storage_fault: {{agent: s, kind: error, match: '^DELETE FROM {table}'}}\n"
     plan = scheduler("{name: p, every: 10s, runs: 2, work: 1s}")
-    result = run(workload_scenario(plan, fault + WAKE, ALL))
+    result = run(on_release(workload_scenario(plan, fault + WAKE, ALL), sdk))
     assert result.passed, result.report()
     # The failed cancel fails the second run's callback; its in-process retry runs it again.
     first, second, retried = times(result, "workload:schedule_run")

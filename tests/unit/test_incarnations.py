@@ -8,6 +8,7 @@ import pytest
 
 from agents_core import Agent, Request
 from sim import AgentEvicted, Simulation
+from tests.releases import on_release
 
 
 class Journal(Agent):
@@ -91,6 +92,7 @@ def test_startup_is_triggered_by_requests_connections_and_get(
     assert journal(sim, ref).count("start") == 2
 
 
+@on_release("0.21.0")
 def test_plain_rpc_on_a_stale_stub_does_not_run_startup(sim: Simulation) -> None:
     """After an eviction, an RPC on the old stub runs without on_start; a request then starts it."""
     ref = sim.agent(Journal, "j")
@@ -237,6 +239,7 @@ def test_closing_a_simulation_ends_live_tasks_quietly() -> None:
     assert sim.platform.kernel.graveyard == []
 
 
+@on_release("0.21.0")
 def test_a_current_schema_is_not_recreated_by_each_incarnation(sim: Simulation) -> None:
     """The first incarnation creates the tables and records both schema markers; later ones
     only read them."""
