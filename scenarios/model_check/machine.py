@@ -10,6 +10,9 @@ resolved or deleted, a sub-agent made, deleted and made again, an agent-tool run
 sub-agent dies with it) or lets time run. The model is told the same and says what the call
 must answer; after every rule, an invariant compares the model with every committed table.
 
+The machine runs SDK 0.21.0 whatever the default release is: the model and the tables it reads
+(`cf_agents_schedules` and its columns) are 0.21.0's; 0.32.0 keeps schedules as jobs.
+
 `registry_machine(root=..., model=...)` builds the machine class; a test passes a root class
 with a planted mistake or a model with one, and the machine must report it.
 `run_registry_machine(...)` runs it with a fixed seed (`derandomize`), no example database and
@@ -43,6 +46,8 @@ RUN_IDS = ("t1", "t2", "t3")
 CRONS = ("* * * * *", "*/5 * * * *", "0 * * * *", "15,45 * * * *", "30 */2 * * * *", "@hourly")
 TABLES = ("cf_agents_schedules", "cf_agents_runs", "cf_agents_fibers", "cf_agents_sub_agents")
 STEPS_MS = (1, 999, 1_000, 5_000, 29_999, 30_000, 61_000, 300_000)
+RELEASE = "0.21.0"
+"""The SDK release the machine runs: the one whose tables `TABLES` and the model describe."""
 
 
 class ModelMismatch(AssertionError):
@@ -64,7 +69,7 @@ def registry_machine(
     class RegistryMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.sim = Simulation(seed=seed)
+            self.sim = Simulation(seed=seed, sdk=RELEASE)
             self.root = self.sim.agent(root, "r")
             self.sim.run_for(0)
             self.model = model(root.__name__, "r", RegistryChild.__name__, "ScriptedToolChild")
