@@ -132,10 +132,11 @@ class ToolParent(Agent):
 
 
 # -- running a scenario -------------------------------------------------------------------------
-def scenario_context(text: str, seed: int | None = None) -> CheckContext:
+def scenario_context(text: str, seed: int | None = None, sdk: str | None = None) -> CheckContext:
     """Run a scenario written inline (its steps, then its liveness phase) and return the
-    context checkers read; its steps must all succeed."""
-    scenario = parse_scenario(textwrap.dedent(text), "<test>")
+    context checkers read; its steps must all succeed. `sdk`: the release it runs on, over its
+    `sdk:` key (a story whose checks read what one release does names it)."""
+    scenario = parse_scenario(textwrap.dedent(text), "<test>").on_release(sdk)
     seed = scenario.seed if seed is None else seed
     with Simulation(seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
         steps = StepRunner(sim, scenario)

@@ -48,7 +48,7 @@ def _moved(context: CheckContext, seq: int, at: int) -> CheckContext:
 def test_a_failed_re_arm_keeps_the_earlier_alarm_and_a_later_slot_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    context = scenario_context(STORY)
+    context = scenario_context(STORY, sdk="0.21.0")  # 0.21.0's re-arm and alarm writes
     faults = context.events("fault:storage_error", S)
     assert len(faults) == 1 and faults[0].get("statement").startswith("SELECT MIN(time)")
     sets = context.records_of(S, "alarm:set")

@@ -54,7 +54,7 @@ def test_a_lease_never_released_is_a_leaked_keep_alive() -> None:
 
 def test_an_alarm_kept_for_a_schedule_or_a_fiber_row_is_explained() -> None:
     """The same heartbeat is explained while a schedule row (or a fiber row) needs the alarm."""
-    with Simulation(33) as sim:
+    with Simulation(33, sdk="0.21.0") as sim:  # 0.21.0's schedules table
         ref = sim.agent(Ticker, "t")
         sim.call(ref, "acquire")
         sim.call(ref, "later", 86_400)

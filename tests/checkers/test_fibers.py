@@ -190,7 +190,7 @@ def test_an_agent_the_platform_left_asleep_owes_its_recovery_to_the_next_wake_up
     and a later request crashes too: the orphaned run row waits for the next event from
     outside, as on the platform. A startup that completed after the give-up (and recovered
     nothing) would owe the recovery."""
-    context = scenario_context(ASLEEP)
+    context = scenario_context(ASLEEP, sdk="0.21.0")  # 0.21.0 gives the alarm up (no fallback)
     (given_up,) = context.events("alarm:given_up")
     assert context.left_asleep("FiberWorkload/worker") == given_up
     assert context.table("FiberWorkload/worker", "cf_agents_runs") != []

@@ -44,7 +44,8 @@ LIVES = """
 
 @pytest.fixture(scope="module")
 def lives() -> CheckContext:
-    return scenario_context(LIVES)
+    # On 0.21.0 a plain RPC on a stale stub runs without startup (sdk-0.32 §1.3).
+    return scenario_context(LIVES, sdk="0.21.0")
 
 
 def messages(context: CheckContext, name: str) -> list[str]:

@@ -31,7 +31,7 @@ steps:
 
 
 def breaker_run(limit: int = 3) -> CheckContext:
-    return scenario_context(STORY.format(limit=limit))
+    return scenario_context(STORY.format(limit=limit), sdk="0.21.0")  # 0.21.0's breaker
 
 
 def strikes(context: CheckContext) -> list[object]:
@@ -135,7 +135,7 @@ def test_the_breakers_writes_are_best_effort() -> None:
     """fibers §4.6: each write of the breaker is tried on its own and a failure skipped, so a
     seal whose row DELETE fails still clears the count and swallows the reset (generate found
     the port re-raising the storage error: the alarm failed, the count stayed at the budget)."""
-    context = scenario_context(SEAL_FAILS)
+    context = scenario_context(SEAL_FAILS, sdk="0.21.0")
     assert [r.get("sealed") for r in context.events("alarm:memory_limit_reset", W)] == [True]
     assert context.events("fault:storage_error", W)
     assert not [

@@ -50,7 +50,7 @@ POISON = """
 
 @pytest.fixture(scope="module")
 def poison() -> CheckContext:
-    return scenario_context(POISON)
+    return scenario_context(POISON, sdk="0.21.0")  # 0.21.0's recovery alarm and its backoff
 
 
 @pytest.fixture(scope="module")
@@ -354,7 +354,7 @@ def test_a_fiber_whose_setup_failed_is_not_running_when_its_orphan_is_recovered(
     delete fails too: it stopped before its function ran (`fiber:setup_failed`), so recovering
     its orphaned row in the same incarnation is not recovering a running fiber. Without that
     record the fiber would look as if it were still running."""
-    context = scenario_context(SETUP_FAILS)
+    context = scenario_context(SETUP_FAILS, sdk="0.21.0")
     (stopped,) = context.events("fiber:setup_failed")
     fiber = stopped.get("fiberId")
     (attempt,) = [

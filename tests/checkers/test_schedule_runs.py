@@ -43,7 +43,7 @@ CADENCE = """
 
 @pytest.fixture(scope="module")
 def cadence() -> CheckContext:
-    return scenario_context(CADENCE)
+    return scenario_context(CADENCE, sdk="0.21.0")  # 0.21.0's schedule rows
 
 
 def schedule_id(context: CheckContext, name: str) -> str:
@@ -83,7 +83,7 @@ def test_an_interval_whose_running_flag_stays_set_is_caught(monkeypatch) -> None
         self.sql("UPDATE cf_agents_schedules SET time = ? WHERE id = ?", next_s, row["id"])
 
     monkeypatch.setattr(ScheduleDispatch, "_advance_schedule_row", advance_keeping_the_flag)
-    stuck = scenario_context(CADENCE)
+    stuck = scenario_context(CADENCE, sdk="0.21.0")  # the broken dispatch is 0.21.0's
     poll = schedule_id(stuck, "poll")
     assert [r.t_ms for r in executions(stuck, "poll")][:2] == [5_000, 42_000]
     assert check(stuck, ["schedules_fire"]) == []
@@ -259,7 +259,7 @@ def test_a_sub_agent_s_interval_whose_dispatch_failed_is_tried_again_next(
     (1 ms later) runs the interval again. With that execution gone from the trace (a running
     flag left set holds the row until the hung timeout), the checker names the failure and the
     run that should have tried it; a storage fault in between excuses it."""
-    context = scenario_context(FACET)
+    context = scenario_context(FACET, sdk="0.21.0")
     (failure,) = [r for r in context.events("schedule:error", "ScheduleWorkload/sched")]
     retried = [r for r in context.events("schedule:execute", W1) if r.t_ms == 14_001]
     assert failure.t_ms == 14_000 and len(retried) == 1

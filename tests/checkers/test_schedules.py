@@ -21,7 +21,7 @@ T = "Ticker/t"
 def ticking() -> Iterator[tuple[CheckContext, str, str, str]]:
     """A 30 s one-shot, a 60 s interval and a two-minute cron, for ten minutes with a deploy at
     3m20s (the heartbeat-free ticker is woken by its alarm), then a one-minute liveness phase."""
-    with Simulation(34) as sim:
+    with Simulation(34, sdk="0.21.0") as sim:  # 0.21.0's schedules table
         ref = sim.agent(Ticker, "t")
         once = sim.call(ref, "later", 30)
         every = sim.call(ref, "every", 60)
@@ -149,7 +149,7 @@ def test_a_runtime_cron_that_answers_too_soon_is_caught(monkeypatch: pytest.Monk
 
     for module in (agents_core.schedules, agents_core.schedule_dispatch):
         monkeypatch.setattr(module, "next_cron_time_ms", next_minute)
-    with Simulation(34) as sim:
+    with Simulation(34, sdk="0.21.0") as sim:  # 0.21.0's schedules table
         ref = sim.agent(Ticker, "t")
         cron = sim.call(ref, "on_cron", "*/2 * * * *")
         sim.run_for(400_000)

@@ -33,7 +33,7 @@ def messages(context: CheckContext) -> list[str]:
 
 @pytest.fixture(scope="module")
 def crashed() -> CheckContext:
-    return scenario_context(CRASH_MID_TURN)
+    return scenario_context(CRASH_MID_TURN, sdk="0.21.0")  # 0.21.0's statements
 
 
 def test_a_crash_mid_turn_leaves_exactly_the_committed_turns(crashed: CheckContext) -> None:
@@ -62,11 +62,11 @@ def test_a_rollback_that_lets_the_dying_turn_land_is_caught(
     mid_turn = CRASH_MID_TURN.replace(
         'match: "INSERT INTO counts", skip: 2', 'match: "ON CONFLICT\\\\(id\\\\)", skip: 3'
     )
-    healthy = scenario_context(mid_turn)
+    healthy = scenario_context(mid_turn, sdk="0.21.0")
     assert [r["source"] for r in healthy.table(W, "counts")] == ["work", "increment"]
     assert messages(healthy) == []
     monkeypatch.setattr(FaultyStorage, "rollback_turn", rollback_that_commits)
-    assert messages(scenario_context(mid_turn)) == [
+    assert messages(scenario_context(mid_turn, sdk="0.21.0")) == [
         f"the committed storage of {W} is not what its 3 committed turns give: row 2 of its "
         'table counts is {"at_ms": 5000, "id": 2, "source": "work"}, but its committed turns '
         'give {"at_ms": 65000, "id": 2, "source": "increment"}'

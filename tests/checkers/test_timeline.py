@@ -49,7 +49,7 @@ TIMELINE = """
 
 @pytest.fixture(scope="module")
 def reconnected() -> CheckContext:
-    return scenario_context(TIMELINE)
+    return scenario_context(TIMELINE, sdk="0.21.0")  # 0.21.0's frame numbering
 
 
 def messages(context: CheckContext) -> list[str]:

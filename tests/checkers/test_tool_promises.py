@@ -102,8 +102,8 @@ def messages(context: CheckContext, name: str) -> list[str]:
     return [v.message for v in check(context, [name])]
 
 
-def library(name: str) -> CheckContext:
-    return scenario_context((LIBRARY / f"{name}.yaml").read_text(encoding="utf-8"))
+def library(name: str, sdk: str | None = None) -> CheckContext:
+    return scenario_context((LIBRARY / f"{name}.yaml").read_text(encoding="utf-8"), sdk=sdk)
 
 
 def changed(context: CheckContext, target: TraceRecord, **changes: object) -> CheckContext:
@@ -405,7 +405,8 @@ def test_a_child_run_row_written_new_twice_is_caught(retried: CheckContext) -> N
 
 @pytest.fixture(scope="module")
 def chatted() -> CheckContext:
-    return library("hunt-chat-host-tools-progress-milestones")
+    # 0.21.0's chat recovery: a recovered turn's rebind and its turn (sdk-0.32 §8).
+    return library("hunt-chat-host-tools-progress-milestones", sdk="0.21.0")
 
 
 def test_a_chat_child_s_recovered_turns_are_one_turn(chatted: CheckContext) -> None:
