@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, TextIO
 
-from agents_core.releases.registry import RELEASES
+from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
 from scenarios.cli.generate_command import area_list
 from scenarios.cli.inputs import non_negative, positive
 from scenarios.cli.progress import HuntProgress, is_terminal
@@ -81,7 +81,8 @@ def diff_generate_command(args: argparse.Namespace, out: TextIO, err: TextIO) ->
     shown = HuntProgress(
         out, err, "diff --generate", None, lambda: found[0], terminal=is_terminal(out)
     )
-    project = project_for(args.sdk)
+    # Without --sdk the drawn scenarios run on the default release: the real side plays it too.
+    project = project_for(DEFAULT_RELEASE if args.sdk is None else args.sdk)
 
     def step(label: str) -> None:
         if label.startswith("shrank"):

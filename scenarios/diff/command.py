@@ -8,7 +8,8 @@ scenario file named on the command line that the real side cannot play at all, a
 where the real side cannot run).
 
 The release: a scenario plays the npm version of `agents` that `--sdk` names, else its file's
-`sdk:` key, else the pinned project's (`differential/package.json`); the agentsim side runs the
+`sdk:` key, else the default release, 0.32.0 (`differential/package.json` pins 0.21.0; another
+version is installed beside it once, under `differential/.sdk/`); the agentsim side runs the
 same release when agentsim models it. A story that upgrades in the middle (`deploy: {sdk:
 ...}`) is refused: the real side plays one worker bundle per play (`plan.UPGRADE_WHY`).
 """
@@ -113,8 +114,9 @@ def diff_scenarios(
     scenarios = [(_on_release(load_scenario(str(path)), sdk), named) for path, named in files]
     compiled = [(s, named, compile_plan(s, repeat)) for s, named in scenarios]
     # Each scenario plays the npm version it names: --sdk, else its file's sdk: key, else the
-    # pinned project's; the plans of one version are played together.
-    by_version: dict[str | None, list[dict]] = {}
+    # default release (the pinned project when that is its version); the plans of one version
+    # are played together.
+    by_version: dict[str, list[dict]] = {}
     keys: dict[int, str] = {}
     for index, (scenario, _named, result) in enumerate(compiled):
         if result.plan is not None:
@@ -150,9 +152,10 @@ def _on_release(scenario: Scenario, sdk: str | None) -> Scenario:
     return scenario.on_release(sdk) if sdk in RELEASES else scenario
 
 
-def _version(scenario: Scenario, sdk: str | None) -> str | None:
-    """The npm version of `agents` the real side plays `scenario` on (None: the pinned one)."""
-    return sdk if sdk is not None else scenario.sdk_in_file
+def _version(scenario: Scenario, sdk: str | None) -> str:
+    """The npm version of `agents` the real side plays `scenario` on: `--sdk`, else the release
+    the agentsim side runs (the file's `sdk:` key, else the default release)."""
+    return sdk if sdk is not None else scenario.sdk
 
 
 def diff_command(paths: list[str], repeat: int, sdk: str | None, out: TextIO, err: TextIO) -> int:

@@ -45,6 +45,9 @@ CHAT_RELEASES = {"0.32.0": "0.12.2"}
 use there (the pinned project's for any other version)."""
 
 
+NO_NODE = "node is not installed (the real side runs the SDK in workerd through Node 20+)"
+
+
 class RealSideUnavailable(RuntimeError):
     """Node, npm or the installed project is missing (the sentence says which and the fix)."""
 
@@ -60,7 +63,7 @@ class Play:
 def missing_reason(project: Path = PROJECT) -> str | None:
     """Why the real side cannot run here, or None."""
     if shutil.which("node") is None:
-        return "node is not installed (the real side runs the SDK in workerd through Node 20+)"
+        return NO_NODE
     if not (project / "node_modules" / "@cloudflare" / "vitest-pool-workers").is_dir():
         return f"the npm project is not installed: run `npm ci` in {project}"
     return None
@@ -77,8 +80,13 @@ def project_for(sdk: str | None) -> Path:
     pinned one)."""
     if sdk is None or sdk == pinned_version():
         return PROJECT
+    if shutil.which("node") is None:
+        raise RealSideUnavailable(NO_NODE)
     if shutil.which("npm") is None:
-        raise RealSideUnavailable("npm is not installed; --sdk needs it to install that version")
+        raise RealSideUnavailable(
+            f"npm is not installed; playing agents@{sdk} needs it to install that version beside "
+            f"the pinned one ({pinned_version()})"
+        )
     target = PROJECT / ".sdk" / sdk
     target.mkdir(parents=True, exist_ok=True)
     # The worker, its agents and the runner are copied afresh every time (an installed copy

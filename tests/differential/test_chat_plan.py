@@ -12,11 +12,22 @@ from scenarios.diff import plan as plan_module
 from scenarios.diff.model_plan import model_description, reply_description, seeded_latency
 from scenarios.diff.plan import compile_plan
 from scenarios.language.loader import load_scenario, parse_scenario
+from scenarios.language.schema import Scenario
 from sim.model import call, fail, stall, text, tool_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "scenarios" / "library"
 STORY = Path(__file__).resolve().parent / "stories" / "chat-child-answers-as-a-tool.yaml"
+
+
+# 0.32.0's chat players run @cloudflare/ai-chat 0.12.2, whose storage the port does not model
+# yet (docs/not-built-yet.md): a chat plan is refused there, so these play on 0.21.0.
+def load_on_0_21(path: str | Path) -> Scenario:
+    return load_scenario(path).on_release("0.21.0")
+
+
+def parse_on_0_21(text: str, path: str = "<scenario>") -> Scenario:
+    return parse_scenario(text, path).on_release("0.21.0")
 
 
 def test_every_reply_kind_is_described_with_its_chunks_and_delays() -> None:
@@ -48,7 +59,7 @@ def test_a_model_section_becomes_rules_in_order_with_their_predicates() -> None:
     """The hunt story's model: its three rules in order (after_tool, then the two `asked` with
     `offers`), each reply list kept, and the default; its tool-call replies give no delay, so
     the seeded latency is named."""
-    scenario = load_scenario(str(LIBRARY / "hunt-chat-host-tools-progress-milestones.yaml"))
+    scenario = load_on_0_21(str(LIBRARY / "hunt-chat-host-tools-progress-milestones.yaml"))
     described = model_description(scenario.models)["model"]
     keys = ("asked", "offers", "after_tool", "continuing")
     rules = [tuple(r[k] for k in keys) for r in described["rules"]]
@@ -66,7 +77,7 @@ def test_a_model_section_becomes_rules_in_order_with_their_predicates() -> None:
 def test_a_chat_child_story_compiles_with_its_model_and_runs() -> None:
     """The chat child story is played: the parent's run plans name the chat children, and the
     plan carries the model's default reply (four chunks, 700 ms apart)."""
-    compiled = compile_plan(load_scenario(str(STORY)), repeat=1)
+    compiled = compile_plan(load_on_0_21(str(STORY)), repeat=1)
     assert compiled.skip is None and compiled.plan is not None
     runs = compiled.plan["agents"]["parent"]["options"]["runs"]
     assert [(r["run_id"], r["child"]) for r in runs] == [("outline", "chat"), ("summary", "chat")]
@@ -84,7 +95,7 @@ def test_the_chat_child_recovery_story_compiles_once_its_refusal_is_lifted(
     3.5 s evicting the parent (which takes its chat children with it)."""
     name = "chat-child-recovered-keeps-chunk-numbers"
     monkeypatch.delitem(plan_module.DIVERGENT_STORIES, name)
-    compiled = compile_plan(load_scenario(str(LIBRARY / f"{name}.yaml")), repeat=1)
+    compiled = compile_plan(load_on_0_21(str(LIBRARY / f"{name}.yaml")), repeat=1)
     assert compiled.skip is None and compiled.plan is not None
     evictions = [(a["t"], a["agent"]) for a in compiled.plan["actions"] if a["do"] == "evict"]
     assert evictions == [(3_500, "parent")]
@@ -112,12 +123,12 @@ def test_a_chat_child_whose_model_has_no_delay_is_refused_naming_the_service() -
     """A reply without `delay` streams at the port's seeded latency, which the real side's
     scripted model cannot draw: refused before agentsim runs, naming the model service. With a
     delay the same story compiles."""
-    compiled = compile_plan(parse_scenario(_SEEDED), repeat=1)
+    compiled = compile_plan(parse_on_0_21(_SEEDED), repeat=1)
     assert compiled.skip is not None and compiled.python is None
     assert compiled.skip.where == "model service model"
     assert "seeded latency" in compiled.skip.why
     timed = _SEEDED.replace("chunks: 2}", "chunks: 2, delay: 250ms}")
-    assert compile_plan(parse_scenario(timed), repeat=1).plan is not None
+    assert compile_plan(parse_on_0_21(timed), repeat=1).plan is not None
 
 
 def test_a_chat_host_parent_is_played_as_the_sdks_chat_agent() -> None:
@@ -127,14 +138,14 @@ def test_a_chat_host_parent_is_played_as_the_sdks_chat_agent() -> None:
     crashes its chat host is refused for its storage fault, which only agentsim can play."""
     story = _SEEDED.replace("    runs:", "    host: chat\n    runs:")
     story = story.replace('{run_id: a, child: chat, input: "hello"}', "{run_id: a, detached: true}")
-    compiled = compile_plan(parse_scenario(story), repeat=1)
+    compiled = compile_plan(parse_on_0_21(story), repeat=1)
     assert compiled.skip is not None and compiled.skip.where == "model service model"
     timed = story.replace("chunks: 2}", "chunks: 2, delay: 250ms}")
-    plan = compile_plan(parse_scenario(timed), repeat=1).plan
+    plan = compile_plan(parse_on_0_21(timed), repeat=1).plan
     assert plan is not None and plan["agents"]["parent"]["class"] == "AiChatToolsWorkload"
-    think = compile_plan(parse_scenario(timed.replace("host: chat", "host: think")), repeat=1)
+    think = compile_plan(parse_on_0_21(timed.replace("host: chat", "host: think")), repeat=1)
     assert think.skip is not None and "@cloudflare/think" in think.skip.why
-    crash = load_scenario(str(LIBRARY / "chat-reply-complete-at-crash-not-repeated.yaml"))
+    crash = load_on_0_21(str(LIBRARY / "chat-reply-complete-at-crash-not-repeated.yaml"))
     skip = compile_plan(crash, repeat=1).skip
     assert skip is not None and "arm_storage_fault" in skip.where
 
@@ -144,7 +155,7 @@ def test_a_chat_workload_streams_from_its_own_model_service() -> None:
     (`model/<alias>`); only that service's script is checked for seeded latency (the scenario's
     default `model`, never asked, has none given). A Think-like chat workload is refused."""
     story = STORY.parent / "chat-workload-answers-in-turn.yaml"
-    compiled = compile_plan(load_scenario(str(story)), repeat=1)
+    compiled = compile_plan(load_on_0_21(str(story)), repeat=1)
     assert compiled.skip is None and compiled.plan is not None
     support = compiled.plan["agents"]["support"]
     assert support["class"] == "AiChatWorkload"
@@ -152,7 +163,7 @@ def test_a_chat_workload_streams_from_its_own_model_service() -> None:
     reply = compiled.plan["models"]["model/support"]["default"]
     assert reply == [{"text": "Happy to help with that.", "chunks": 3, "delay_ms": 400}]
     think = story.read_text().replace("host: chat", "host: think")
-    refused = compile_plan(parse_scenario(think), repeat=1).skip
+    refused = compile_plan(parse_on_0_21(think), repeat=1).skip
     assert refused is not None and "Think-like chat workload" in refused.why
 
 
@@ -161,5 +172,5 @@ def test_a_think_child_is_still_refused() -> None:
     story = _SEEDED.replace("child: chat", "child: think").replace(
         "chunks: 2}", "chunks: 2, delay: 250ms}"
     )
-    compiled = compile_plan(parse_scenario(story), repeat=1)
+    compiled = compile_plan(parse_on_0_21(story), repeat=1)
     assert compiled.skip is not None and "think child" in compiled.skip.why

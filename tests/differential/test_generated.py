@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
 from scenarios.cli import main
 from scenarios.diff import generated as diff_generated_module
 from scenarios.diff.generated import diff_generated
@@ -166,8 +167,10 @@ def test_with_no_shrink_rounds_the_drawn_example_is_written_as_drawn(tmp_path: P
 
 
 def test_on_a_release_the_drawn_scenarios_run_and_are_written_on_it(tmp_path: Path) -> None:
-    """`sdk`: the drawn scenarios carry that release's `sdk:` key, so the agentsim side runs the
-    release the real side plays, and the written finding replays on it."""
+    """`sdk` (a release other than the default): the drawn scenarios carry that release's `sdk:`
+    key, so the agentsim side runs the release the real side plays, and the written finding
+    replays on it; without `sdk` they carry none and run the default."""
+    other = next(name for name in RELEASES if name != DEFAULT_RELEASE)
     outcome = diff_generated(
         examples=1,
         seed=5,
@@ -175,11 +178,11 @@ def test_on_a_release_the_drawn_scenarios_run_and_are_written_on_it(tmp_path: Pa
         out_dir=tmp_path,
         shrink_rounds=0,
         play=_Silent(),
-        sdk="0.32.0",
+        sdk=other,
     )
     (finding,) = outcome.findings
     scenario = parse_scenario(Path(str(finding.path)).read_text(), str(finding.path))
-    assert scenario.sdk == "0.32.0" and scenario.sdk_in_file == "0.32.0"
+    assert scenario.sdk == other and scenario.sdk_in_file == other
     unset = diff_generated(
         examples=1,
         seed=5,
