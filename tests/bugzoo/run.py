@@ -21,6 +21,8 @@ components written in the held-apart style): each bug on the release it is plant
 fuzz, explore and generate run with `--sdk 0.32.0`, and the clean tree's replay of a finding
 too), hunted and reported as the held-apart set is, under its own title and last line
 `bugzoo v0_32: ...`. `--sdk VERSION` runs every hunt of any set on that release instead.
+The measured and held-apart sets are hunted on 0.21.0, the release they were written for and
+measured on, whatever the default release is.
 """
 
 from __future__ import annotations
@@ -83,10 +85,15 @@ class GenerateRun:
         )
 
 
-def sdk_of(bug: Bug, sdk: str | None) -> str | None:
+ZOO_RELEASE = "0.21.0"
+"""The release the measured and held-apart sets were written for and measured on: a bug that
+names no release of its own is hunted there, whatever the default release is."""
+
+
+def sdk_of(bug: Bug, sdk: str | None) -> str:
     """The release `bug` is hunted on: `--sdk` when given, else the release it is planted in
-    (None for a bug in the code every release shares: each story's own)."""
-    return sdk or bug.release or None
+    (`ZOO_RELEASE` for the measured and held-apart sets)."""
+    return sdk or bug.release or ZOO_RELEASE
 
 
 @dataclass

@@ -64,7 +64,8 @@ def test_a_site_is_reached_exactly_by_a_step_before_its_base_step(occurrence: in
     time it ran in the base run."""
     scenario = parse_scenario(TALLY, "tally.yaml")
     base = run_scenario(scenario, record_statements=True)
-    updates = [s for s in statement_sites(scenario, base.statements) if s.kind == "UPDATE"]
+    sites = statement_sites(scenario, base.statements)
+    updates = [s for s in sites if s.kind == "UPDATE" and s.table == "tally"]
     site = updates[occurrence]
     fault = f"{{agent: t, kind: error, match: '{site.pattern}', skip: {site.skip}}}"
     step = f"  - arm_storage_fault: {fault}\n"
@@ -86,9 +87,11 @@ def test_target_of_writes_sub_agents_as_a_step_names_them() -> None:
 
 def test_a_leak_behind_one_user_update_is_found_with_a_plain_reproducer(tmp_path: Path) -> None:
     """The bug shows only when a statement inside the leased section fails; the aimed fuzzer
-    finds it in few examples and the reproducer names the statement shape it hit."""
+    finds it in few examples and the reproducer names the statement shape it hit. On 0.21.0:
+    0.32.0 runs many more statements of its own (its job queue and Tasks), among which 30
+    examples do not reach the leased section's."""
     path = tmp_path / "tally.yaml"
-    path.write_text(TALLY)
+    path.write_text(TALLY.replace("seed: 4\n", 'seed: 4\nsdk: "0.21.0"\n'))
     outcome = fuzz_scenario(path, examples=30, invariants_only=True)
     assert outcome.found, outcome.report()
     text = Path(outcome.path).read_text()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_core.releases.registry import RELEASES
+from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
 from scenarios.hunt.emit import with_sdk
 from scenarios.hunt.fault_draws import FAULT_KINDS, UPGRADE
 from scenarios.hunt.fuzz import FUZZ_KINDS, fuzz_scenario
@@ -54,20 +54,24 @@ def test_a_drawn_upgrade_is_a_deploy_bringing_the_newer_release(tmp_path: Path) 
 
 
 def test_fuzz_on_another_release_writes_it_into_the_reproducer(tmp_path: Path) -> None:
+    """A release other than the file's own (the default: SESSION names none) is written into
+    the reproducer as its `sdk:` key."""
+    other = next(name for name in RELEASES if name != DEFAULT_RELEASE)
     path = tmp_path / "session.yaml"
     path.write_text(SESSION)
     outcome = fuzz_scenario(
-        path, examples=20, kinds=("repeat",), invariants_only=True, sdk=NEW, out_dir=tmp_path
+        path, examples=20, kinds=("repeat",), invariants_only=True, sdk=other, out_dir=tmp_path
     )
     assert outcome.found, outcome.report()
     text = Path(outcome.path).read_text()
-    assert f'\nsdk: "{NEW}"\n' in text
-    assert load_scenario(outcome.path).sdk == NEW
+    assert f'\nsdk: "{other}"\n' in text
+    assert load_scenario(outcome.path).sdk == other
 
 
 def test_explore_on_another_release_writes_it_into_the_reproducer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    other = next(name for name in RELEASES if name != DEFAULT_RELEASE)
     monkeypatch.chdir(tmp_path)
     base = tmp_path / "split.yaml"
     base.write_text(SPLIT)
@@ -82,15 +86,15 @@ def test_explore_on_another_release_writes_it_into_the_reproducer(
         "--out",
         "found",
         "--sdk",
-        NEW,
+        other,
     )
     assert code == 1
     runs = [line for line in out.splitlines() if line.startswith("  run it: agentsim run ")]
     reproducer = runs[0].removeprefix("  run it: agentsim run ")
     text = Path(reproducer).read_text()
     assert text.startswith(f"# Found by `agentsim explore {base} --crash-points 60")
-    assert f"--sdk {NEW}`" in text.splitlines()[0]
-    assert load_scenario(reproducer).sdk == NEW
+    assert f"--sdk {other}`" in text.splitlines()[0]
+    assert load_scenario(reproducer).sdk == other
 
 
 def test_with_sdk_replaces_the_key_or_puts_it_after_the_seed() -> None:
