@@ -13,7 +13,7 @@ from agents_core.chat.turns import CHAT_RESPONSE_TYPE
 from sim import Simulation
 from sim.model import ScriptedModel, continuing, fail, stall, text, when
 from tests.chat.chat_agents import HOSTS, ThinkChild, chunk_types, row, user
-from tests.releases import on_both_releases, on_release
+from tests.releases import on_both_releases
 
 pytestmark = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
@@ -105,19 +105,24 @@ def test_T098_cancel_aborts_an_in_flight_recovery_turn(sim: Simulation, host: ty
 @pytest.mark.parametrize(
     ("mode", "first", "at_ms"), [("continue", SLOW, 2_500), ("retry", SILENT, 1_000)]
 )
-@on_release("0.21.0")
+@on_both_releases
 def test_T100_the_newest_active_row_is_rebound_to_the_recovered_turn(
     sim: Simulation, host: type, mode: str, first: Any, at_ms: int
 ) -> None:
     """On a CONTINUE and on a RETRY, the recovered turn's new request id is bound to the run
-    (row and memory) before it streams, so a tail sees its frames."""
+    (row and memory) before it streams, so a tail sees its frames. The attempt record names
+    that new id on 0.21.0; on 0.32.0 it names the interrupted turn's (its origin)."""
     ref = interrupt(sim, host, first, text("wxyz", chunks=4, delay_ms=500), at_ms)
     before = row(sim, ref, "run-1")["request_id"]
     sim.agent(host, "c")
     sim.run_while(lambda: not sim.trace.select("chat:recovery:rebind"))
     (attempt,) = recovery_attempts(sim)
     assert attempt["mode"] == mode
-    assert row(sim, ref, "run-1")["request_id"] == attempt["requestId"] != before
+    (rebind,) = sim.trace.select("chat:recovery:rebind")
+    recovered = rebind.get("requestId")
+    assert row(sim, ref, "run-1")["request_id"] == recovered != before
+    named = recovered if sim.release == "0.21.0" else before
+    assert (attempt["requestId"], attempt["originRequestId"]) == (named, before)
     tail = sim.call(ref, "open_agent_tool_tail", "run-1")
     records = []
     while (batch := sim.call(ref, "read_agent_tool_tail", tail)) is not None:
