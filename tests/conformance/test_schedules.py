@@ -146,6 +146,7 @@ def test_F016_cancel_schedule_reports_whether_a_row_was_removed(sim: Simulation)
     assert runs(sim, ref) == []
 
 
+@on_both_releases
 def test_F017_returned_schedules_expose_no_storage_columns(sim: Simulation) -> None:
     """A delayed schedule reads back with exactly callback, delayInSeconds, id, payload, retry,
     time and type."""
@@ -280,6 +281,7 @@ def test_F024_schedule_every_dedupes_on_callback_interval_and_payload(sim: Simul
     ]
 
 
+@on_both_releases
 def test_F025_dedupe_onto_an_interval_rearms_a_lost_alarm(sim: Simulation) -> None:
     """With the alarm deleted, calling schedule_every again with the same arguments re-arms it."""
     ref = sim.agent(Recorder, "a")
@@ -291,6 +293,7 @@ def test_F025_dedupe_onto_an_interval_rearms_a_lost_alarm(sim: Simulation) -> No
     assert sim.alarm_of(ref) == created.time * 1000 == 30_000
 
 
+@on_both_releases
 def test_F026_dedupe_onto_an_overdue_interval_fires_it(sim: Simulation) -> None:
     """An overdue interval row with no alarm runs right after schedule_every dedupes onto it."""
     ref = sim.agent(Recorder, "a")
@@ -354,6 +357,7 @@ def test_F030_an_interval_still_running_is_skipped(sim: Simulation) -> None:
     assert any("previous execution still running" in w for w in warnings(sim, ref))
 
 
+@on_both_releases
 def test_F032_a_running_interval_arms_the_alarm_at_its_hung_deadline(sim: Simulation) -> None:
     """With only a running, not yet hung interval row, the alarm is (started + 30 s) × 1000."""
     ref = start_interval_and_evict_mid_run(sim)
@@ -592,6 +596,7 @@ def test_cron_schedules_fire_on_their_minutes_and_collapse_missed_ones(sim: Simu
     assert starts[:2] == [1_020_000, 1_200_000]  # 1_080_000 and 1_140_000 collapsed
 
 
+@on_both_releases
 def test_an_interval_counts_from_the_end_of_each_run(sim: Simulation) -> None:
     """A 10 s interval whose runs take 3 s starts at 10 s, 23 s, 36 s."""
     ref = sim.agent(Recorder, "a")
@@ -600,6 +605,7 @@ def test_an_interval_counts_from_the_end_of_each_run(sim: Simulation) -> None:
     assert run_times(sim, ref) == [10_000, 23_000, 36_000]
 
 
+@on_both_releases
 def test_due_callbacks_run_one_after_another(sim: Simulation) -> None:
     """Rows due in one alarm are awaited in turn: each starts when the previous one ended."""
     ref = sim.agent(Recorder, "a")
@@ -623,6 +629,7 @@ def test_a_one_shot_killed_mid_run_runs_again(sim: Simulation) -> None:
     assert stored_schedules(sim, ref) == []
 
 
+@on_both_releases
 def test_a_past_date_runs_one_millisecond_later(sim: Simulation) -> None:
     """A datetime in the past makes an overdue row, armed at now + 1 ms."""
     ref = sim.agent(Recorder, "a")
@@ -653,6 +660,7 @@ class PatientRecorder(Recorder):
     options = {"retry": {"max_attempts": 4, "base_delay_ms": 1_000, "max_delay_ms": 5_000}}
 
 
+@on_both_releases
 def test_retries_use_the_class_defaults_with_full_jitter(sim: Simulation) -> None:
     """The class's retry options apply; each wait is below min(2^attempt × base, max), and a
     schedule's own retry options override the class's."""
