@@ -2,7 +2,9 @@
 
 `release_named("0.21.0")` gives that release's `build`; a name the runtime does not model is
 refused with the list of those it does. Adding a release is adding its module here: its
-`build` picks the components it shares with the others and those it swaps.
+`build` picks the components it shares with the others and those it swaps. The default is the
+newest release, 0.32.0; a run picks 0.21.0 by naming it (`sdk: "0.21.0"`, `--sdk 0.21.0`,
+`Simulation(sdk="0.21.0")`, `--agentsim-sdk 0.21.0`).
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ RELEASES: dict[str, Release] = {
 }
 """Every release the runtime models, oldest first."""
 
-DEFAULT_RELEASE = v0_21.NAME
-"""The release of a run that names none: the newest one modelled in full (0.32.0 becomes the
-default once nothing of it is left unbuilt)."""
+DEFAULT_RELEASE = v0_32.NAME
+"""The release of a run that names none: the newest one. While its `not_built` lists anything,
+a run on it is a preview and the tools say so (docs/not-built-yet.md)."""
 
 
 class UnknownRelease(InvalidArgument):

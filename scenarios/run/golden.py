@@ -14,8 +14,8 @@ it (the diff is worth reviewing) but reports the failures. The command for peopl
 `agentsim golden [--update] PATH...`.
 
 Golden traces are kept per release. `NAME.golden` is the run on the release the file gives (its
-`sdk:` key, or the default release); `agentsim golden --sdk 0.32.0` runs it on another release
-and keeps that run in `NAME.sdk-0.32.0.golden` beside it.
+`sdk:` key, or the default release, 0.32.0); `agentsim golden --sdk 0.21.0` runs it on another
+release and keeps that run in `NAME.sdk-0.21.0.golden` beside it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ SUFFIX = ".golden"
 
 def golden_path(scenario_path: str | Path, sdk: str | None = None) -> Path:
     """`library/idle-eviction.yaml` -> `library/idle-eviction.golden`; with `sdk` (a release
-    other than the file's own) `library/idle-eviction.sdk-0.32.0.golden`."""
+    other than the file's own) `library/idle-eviction.sdk-0.21.0.golden`."""
     path = Path(scenario_path)
     if sdk is None:
         return path.with_suffix(SUFFIX)

@@ -116,7 +116,7 @@ def test_order_names_the_record_that_came_too_early() -> None:
     )
     assert run(LOSSY + order).failures == (
         "x.yaml:11: expect 1 (order): expected record 2 of the order, 'platform:deploy', after "
-        "'workload:resumed' of worker (first at 00:00:26.000, #68); it only happened before: "
+        "'workload:resumed' of worker (first at 00:00:26.000, #106); it only happened before: "
         "platform:deploy platform at 00:00:25.000 (cause='scripted')",
     )
 

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from agents_core.releases.registry import RELEASES
 from scenarios import load_scenario, parse_scenario, run_scenario
 from scenarios.cli import main
 from scenarios.run.golden import check_golden, golden_path, golden_text, update_golden
 from tests.scenarios.helpers import BASE, LIBRARY, edit, library_files
-
-NEWER = "0.32.0"
 
 
 @pytest.mark.parametrize("path", library_files(), ids=lambda p: p.stem)
@@ -24,12 +23,19 @@ def test_library_scenario_matches_its_golden_trace(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", library_files(), ids=lambda p: p.stem)
-def test_library_scenario_matches_its_golden_trace_on_the_newer_release(path: Path) -> None:
-    """Every story runs on 0.32.0 too (its expectations of either release are marked `sdk:`),
-    and that run's short log is kept in NAME.sdk-0.32.0.golden."""
-    check = check_golden(path, sdk=NEWER)
-    if not check.ok:
-        pytest.fail(check.explain(), pytrace=False)
+def test_library_scenario_matches_its_golden_trace_on_the_other_releases(path: Path) -> None:
+    """Every story runs on every release (its expectations of one release are marked `sdk:`),
+    and the run on a release other than the file's own is kept in NAME.sdk-VERSION.golden:
+    NAME.sdk-0.21.0.golden beside a file on the default, NAME.sdk-0.32.0.golden beside one
+    whose `sdk:` key names 0.21.0."""
+    own = load_scenario(path).sdk
+    others = [check_golden(path, sdk=name) for name in RELEASES if name != own]
+    assert [check.golden.name for check in others] == [
+        f"{path.stem}.sdk-{name}.golden" for name in RELEASES if name != own
+    ]
+    failing = [check.explain() for check in others if not check.ok]
+    if failing:
+        pytest.fail("\n".join(failing), pytrace=False)
 
 
 def test_every_golden_file_belongs_to_a_scenario() -> None:

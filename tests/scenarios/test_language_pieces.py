@@ -124,7 +124,7 @@ def test_a_sub_agent_never_created_is_a_failure_naming_those_that_were() -> None
     assert failure == (
         "x.yaml:36: expect 1 (state): cannot read parent/import/deeper: "
         "ToolsWorkload/parent/ScriptedToolChild/import has no sub-agent named 'deeper' at "
-        "00:16:50.000 (its sub-agents: [])"
+        "00:17:20.000 (its sub-agents: [])"
     )
 
 

@@ -197,22 +197,23 @@ def test_the_releases_a_run_runs_on_count_its_upgrades() -> None:
 def test_golden_sdk_keeps_a_trace_per_release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if DEFAULT_RELEASE != OLD:
-        pytest.skip("the default release is the newest")
-    path = _write(tmp_path, _upgrade_story().replace(f'sdk: "{OLD}"\n', "", 1), "up.yaml")
+    """A file without the key keeps its default-release run in NAME.golden and another
+    release's run in NAME.sdk-VERSION.golden."""
+    other = next(name for name in RELEASES if name != DEFAULT_RELEASE)
+    path = _write(tmp_path, story(after=DEFAULT_RELEASE), "up.yaml")
     assert main(["golden", "--update", str(path)]) == 0
     assert (tmp_path / "up.golden").is_file()
     assert not list(tmp_path.glob("up.sdk-*.golden"))
     capsys.readouterr()
-    assert main(["golden", str(path), "--sdk", NEW]) == 1
+    assert main(["golden", str(path), "--sdk", other]) == 1
     out = capsys.readouterr().out
-    assert f"agentsim golden --update {path} --sdk {NEW}" in out
-    # On NEW from the start the first calls return NEW: the story's expectations fail, so
-    # the golden file is written and reported failing; it is the NEW one.
-    main(["golden", "--update", str(path), "--sdk", NEW])
-    kept = tmp_path / f"up.sdk-{NEW}.golden"
+    assert f"agentsim golden --update {path} --sdk {other}" in out
+    # On the other release the calls return that release: the story's expectations fail, so
+    # the golden file is written and reported failing; it is the other release's.
+    main(["golden", "--update", str(path), "--sdk", other])
+    kept = tmp_path / f"up.sdk-{other}.golden"
     assert kept.is_file()
-    assert f"on SDK release {NEW}" in kept.read_text(encoding="utf-8").splitlines()[0]
+    assert f"on SDK release {other}" in kept.read_text(encoding="utf-8").splitlines()[0]
 
 
 def release_expectations(expect: str) -> str:
