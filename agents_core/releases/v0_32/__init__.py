@@ -3,8 +3,8 @@
 It is modelled in part, as a preview: `build` starts from the components 0.21.0 shares with it
 and swaps in each 0.32.0 component as it is built (this package holds them). `NOT_BUILT` names,
 by section of the spec, what a run on this release does not model yet; the CLI says so on every
-run that picks it, and `docs/not-built-yet.md` keeps the same list. Until it is empty the
-default release stays 0.21.0.
+run that picks it, and `docs/not-built-yet.md` keeps the same list. It is the default release
+all the same: until the list is empty, a run that names no release is a preview.
 """
 
 from __future__ import annotations
