@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from agents_core.lifecycle import Lifecycle
 
 __all__ = [
-    "ANNOUNCED",
     "DUPLICATE_SCHEDULE_THRESHOLD",
     "OOM_ALARM_STRIKES_KEY",
     "DispatchHooks",
@@ -55,8 +54,6 @@ MEMORY_LIMIT_BACKOFF_MAX_S = 300
 MEMORY_LIMIT_BACKOFF_STEP_S = 30
 _CAUSE_DEPTH_MAX = 8
 _ONE_SHOT_TYPES = ("delayed", "scheduled")
-ANNOUNCED = "announced_by_root"
-"""A routed row's mark: its root emitted `schedule:execute` (0.32.0), so the owner does not."""
 
 # The platform's own wording, matched closely so that an application error which merely mentions
 # an upgrade is not taken for one (SDK `retries.ts`).
@@ -285,10 +282,7 @@ class ScheduleDispatch:
 
     async def _execute_schedule_callback(self, row: dict[str, Any]) -> None:
         """Call `self.<callback>(payload, row)` with retries (§4.3). Returns normally when the row
-        counts as executed; raises only the deferred failures of one-shot rows. A row marked
-        `ANNOUNCED` was announced by the root that routed it here (sdk-0.32 §3.5): this agent
-        runs it without a `schedule:execute` of its own."""
-        announced = bool(row.pop(ANNOUNCED, False))
+        counts as executed; raises only the deferred failures of one-shot rows."""
         callback, schedule_id = row["callback"], row["id"]
         method = callback_method(self._hooks, callback)
         if method is None:
@@ -308,8 +302,7 @@ class ScheduleDispatch:
             )
             return
         one_shot = row["type"] in _ONE_SHOT_TYPES
-        if not announced:
-            self._emit("schedule:execute", callback=callback, id=schedule_id)
+        self._emit("schedule:execute", callback=callback, id=schedule_id)
         attempt = 1
         while True:
             if attempt > 1:

@@ -99,6 +99,7 @@ def build(
         recovery=recovery,
         dispatch=dispatch,
         scheduler=scheduler,
+        run_routed=scheduler.execute_routed,
         prune_owned=(queue.drop_owned_under,),
     )
     host_jobs = HostJobs(
