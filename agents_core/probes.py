@@ -31,6 +31,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "0.32.0: chat recovery gave a turn up because its interrupted attempts (the original "
         "turn and each attempt whose isolate died) reached max_interrupted_attempts"
     ),
+    "chat.recovery_aborted_by_caller": (
+        "0.32.0: chat recovery gave a turn up because chat_recovery's should_keep_recovering "
+        "answered False (recovery_aborted)"
+    ),
     "chat.recovery_found_complete_answer": (
         "chat recovery found an interrupted turn whose stream already held the answer's finish "
         "chunk (it died in its last step) and persisted that answer instead of continuing it"

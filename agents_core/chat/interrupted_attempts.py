@@ -6,8 +6,10 @@ Recovery runs whatever `chat_recovery` says (`recovery_config.py`).
 **The wake.** When the fiber scan offers an interrupted turn, the incident is judged by
 `recovery_budget.evaluate_incident`: the no-progress window, the work budget (the progress
 marker counts stream segments, `segment_progress.py`), the interrupted attempts, the attempt
-counter with its 30 s debounce. Incidents with no attempt for an hour are deleted first (the
-TTL sweep). A new incident reports `chat:recovery:detected`; every wake then reports
+counter with its 30 s debounce; then, on a wake after the first that no bound gave up, the
+caller's `should_keep_recovering` (a `chat_recovery` option), whose `False` gives the turn up
+with `recovery_aborted`. Incidents with no attempt for an hour are deleted first (the TTL
+sweep). A new incident reports `chat:recovery:detected`; every wake then reports
 `chat:recovery:attempt` (`attempt`, `maxAttempts`, `recoveryKind`: `continue` when the
 interrupted answer has content, else `retry`). A spent budget gives the turn up at once:
 `chat:recovery:exhausted` with the reason, and the clients get the terminal message as the
@@ -49,6 +51,8 @@ from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery
 from agents_core.chat.chat_terminal import DEFAULT_TURN_ERROR, ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
+    RECOVERY_ABORTED,
+    ask_caller,
     evaluate_incident,
     stale_incident,
 )
@@ -165,6 +169,15 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         )
         partial, finished = self._rebuild_interrupted_answer(request_id, snapshot)
         kind = "continue" if partial is not None and partial["parts"] else "retry"
+        verdict = await ask_caller(
+            verdict,
+            config,
+            incident_id=origin,
+            request_id=request_id,
+            recovery_kind=kind,
+            now=now,
+            on_error=self._caller_hook_failed,
+        )
         incident = {
             **verdict.incident,
             "originRequestId": origin,
@@ -294,6 +307,11 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             return
         self._exhaust(key, dict(incident), STABLE_TIMEOUT, incident.get("requestId") or "")
 
+    def _caller_hook_failed(self, error: Exception) -> None:
+        """`should_keep_recovering` raised: the recovery goes on (a broken hook must not
+        wedge the turn), and the error is logged."""
+        self._ctx.log("error", f"chat_recovery's should_keep_recovering raised: {error!r}")
+
     def _exhausted_reason(self, incident: dict[str, Any]) -> str | None:
         """The budget is judged at the wake (`claim`) and, for interrupted attempts, by the
         callback; the 0.21.0 check before each attempt is gone."""
@@ -308,6 +326,8 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             probe(self._ctx.host, "chat.recovery_no_progress_timeout")
         elif reason == "max_attempts_exceeded":
             probe(self._ctx.host, "chat.recovery_exhausted")
+        elif reason == RECOVERY_ABORTED:
+            probe(self._ctx.host, "chat.recovery_aborted_by_caller")
         incident = {**incident, "reason": reason}
         super().set_incident(key, incident, "exhausted")
         origin = incident.get("originRequestId")
