@@ -208,13 +208,17 @@ WHEN: dict[str, str] = {
     "queue; it replaces the duplicate warning there).",
     "job:slow_dispatch": "A job's dispatch has run longer than its hung timeout (0.32.0); it "
     "is warned about once and runs on.",
-    # -- Tasks (0.32.0; a top-level chat turn is one) ----------------------------------------
+    # -- Tasks (0.32.0: a top-level chat turn, a recovery continuation) --------------------
     "task:accepted": "A Task run was accepted (its row written, its wake job pushed).",
     "task:attempt:started": "An attempt claimed the run (a new generation) and runs its handler.",
     "task:attempt:interrupted": "The run was still claimed by an attempt that is gone (its "
     "isolate died); a new attempt takes it over, from the step left running.",
     "task:step:started": "An attempt of a `step.do` starts its callback.",
+    "task:step:retry": "A `step.do` whose earlier attempt failed below its retry limit runs "
+    "again, once its retry time has come.",
     "task:step:completed": "That callback returned; its result is journaled.",
+    "task:waiting": "A sleep or a step's retry ended the attempt: the run waits until `wakeAt`, "
+    "when its wake job drives the next attempt.",
     "task:completed": "The run's handler returned (a run not retained is deleted).",
     "task:failed": "The run failed for good (its handler, or its definition missing).",
     # -- fibers and recovery -----------------------------------------------------------------

@@ -1,25 +1,29 @@
-"""0.32.0's Tasks capability, as far as a chat host's attached turn needs it (spec sdk-0.32 §6.5,
-§8.3).
+"""0.32.0's Tasks capability, as far as a chat host's turns and recovery continuations need it
+(spec sdk-0.32 §6.5, §8.3).
 
 Every 0.32.0 agent installs Tasks on its Lifecycle (capability `tasks`). A run is a row of
 `cf_agents_task_runs` (state `pending`, `running`, `waiting`, `completed`, `failed`,
-`cancelled`, claimed by a `generation`, with a deadline `next_at`), its `step.do` journal the rows
-of `cf_agents_task_steps`; both tables are made at startup while
+`cancelled`, claimed by a `generation`, with a deadline `next_at`), its step journal the rows
+of `cf_agents_task_steps` (`task_steps.py`); both tables are made at startup while
 `cf_agents:tasks_schema_version` is below 1. A run's deadline is mirrored into the job queue as
 one job `task:<runId>` (fn `wake`, one attempt), re-pushed or cancelled whenever the deadline or
 the state changes.
 
 What is modelled (the rest of the capability is not: `run`, `handle`, `list`, `cancel`,
-`delete`, sleeps, step retries, step timeouts, runs routed from a sub-agent, the memory-limit
-breaker's policy for a run):
+`delete`, step timeouts, runs routed from a sub-agent, the memory-limit breaker's policy for a
+run):
 
-- `run_attached(definition, input, ...)`: accept the run (`pending`, deadline now, its wake job
-  pushed) and drive its first attempt in the caller, to the end of the handler;
+- accepting a run of a registered (`__cf`) definition: the row `pending` with its deadline now
+  and its wake job pushed, under the caller's run id (by default `task_<nanoid>`); a run id or
+  an idempotency key already held joins that run instead (`accepted` false);
+  `run_attached` then drives the first attempt in the caller, to its next durable boundary
+  (the SDK's `__DO_NOT_USE_WILL_BREAK__runAttached`); `enqueue` leaves it to the wake job, so
+  the attempt runs under an alarm (`__DO_NOT_USE_WILL_BREAK__enqueue`);
 - an attempt claims the run (`running`, a new generation, the attempt number up by one,
   deadline `now + 330 000`: the default step timeout and the claim slack) and runs the handler
-  with a `TaskStep` whose `do(name, config, fn)` journals the step (`running`, then `completed`
-  with its JSON result or `failed`); a step journaled `completed` returns its result again, one
-  left `running` by a lost attempt runs again as its next attempt;
+  with a `TaskStep` (`do` and `sleep`, `task_steps.py`); an attempt a sleep or a step's retry
+  suspends parks the run `waiting` until then (`task:waiting`), and the wake job drives the
+  next attempt at that time;
 - a run that completes or fails settles (fenced by its generation) and, with `retain` false, is
   deleted with its steps; its wake job is cancelled;
 - startup: the tables under the schema key, then every `running` run still claimed wakes now
@@ -27,28 +31,36 @@ breaker's policy for a run):
   drives the run again (an attempt still live in this isolate only has its claim moved on), within
   a 5 s budget, after which the attempt goes on in the background;
 - the capability's events (`task:accepted`, `task:attempt:started`,
-  `task:attempt:interrupted`, `task:step:started`, `task:step:completed`, `task:completed`,
-  `task:failed`), published through the Lifecycle.
+  `task:attempt:interrupted`, `task:step:started`, `task:step:retry`, `task:step:completed`,
+  `task:waiting`, `task:completed`, `task:failed`), published through the Lifecycle.
 
 Decisions where the port differs in form: the SDK installs Tasks after MCP and State (A:1957);
 the port runs those two inside 0.21.0's startup steps, so Tasks' `on_start` runs with the
 Scheduler's and the Queue's, before them (only the order of their startup statements differs).
-A step's timeout is not raced (no turn runs for a day here), and a step's callback error is not
-retried (the only definition, a chat turn, allows one attempt; another limit is refused).
+A step's timeout is not raced (no step here runs near its bound).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents_core.errors import InvalidArgument
 from agents_core.releases.v0_32.job_driver import is_platform_failure
 from agents_core.releases.v0_32.schema_keys import TASKS_SCHEMA
-from agents_core.schedule_dispatch import is_code_update_reset, is_memory_limit_reset
+from agents_core.releases.v0_32.task_steps import (
+    AttemptSuperseded,
+    StepContext,
+    StepJournal,
+    TaskDefinition,
+    TaskStep,
+    TaskSuspension,
+    deserialize,
+    error_summary,
+    serialize,
+)
 from agents_core.signals import AbortController, AbortSignal
 
 if TYPE_CHECKING:
@@ -70,13 +82,11 @@ TASKS_CAPABILITY = "tasks"
 WAKE_JOB_PREFIX = "task:"
 WAKE_JOB_FN = "wake"
 WAKE_JOB_RETRY: Mapping[str, int] = {"maxAttempts": 1}
-DEFAULT_STEP_RETRY_LIMIT = 5
 DEFAULT_STEP_TIMEOUT_MS = 300_000
 CLAIM_SLACK_MS = 30_000
 CLAIM_TIMEOUT_MS = DEFAULT_STEP_TIMEOUT_MS + CLAIM_SLACK_MS
 """A claimed attempt's deadline: the durable wake when its isolate disappears."""
 DISPATCH_BUDGET_MS = 5_000
-MAX_NAME_LENGTH = 256
 LIVE_STATES = ("pending", "waiting", "running")
 
 TASK_RUNS_DDL = """CREATE TABLE IF NOT EXISTS cf_agents_task_runs (
@@ -125,137 +135,6 @@ TASK_STEPS_DDL = """CREATE TABLE IF NOT EXISTS cf_agents_task_steps (
         completed_at INTEGER,
         PRIMARY KEY (run_id, step_name)
       ) WITHOUT ROWID"""
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """What a `step.do` callback receives."""
-
-    attempt: int
-    idempotency_key: str
-    signal: AbortSignal
-
-
-TaskDefinition = Callable[[Any, "TaskStep"], Awaitable[Any]]
-StepCallback = Callable[[StepContext], Awaitable[Any]]
-
-
-class AttemptSuperseded(Exception):  # noqa: N818 - the SDK's AttemptSupersededError
-    """Another attempt claimed the run: this one unwinds without settling anything."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(
-            f'Task attempt superseded: run "{run_id}" is no longer claimed by this execution '
-            "attempt"
-        )
-
-
-class TaskStepFailed(Exception):  # noqa: N818 - a journaled step error, raised again
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = name
-
-
-def _serialize(value: Any) -> str | None:
-    """JSON text of a value (None, JavaScript's `undefined`, is column NULL)."""
-    if value is None:
-        return None
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _deserialize(stored: Any) -> Any:
-    return None if stored is None else json.loads(stored)
-
-
-def _error_summary(error: BaseException) -> tuple[str, str]:
-    name = getattr(error, "error_name", None) or (
-        "Error" if type(error) is Exception else type(error).__name__
-    )
-    return str(name), str(error)
-
-
-class TaskStep:
-    """The `step` one attempt of a run hands its handler (the SDK's `ReplayStep`, `do` only)."""
-
-    __slots__ = ("_tasks", "_run_id", "_definition", "_generation", "_signal", "_used")
-
-    def __init__(
-        self, tasks: Tasks, run_id: str, definition: str, generation: str, signal: AbortSignal
-    ) -> None:
-        self._tasks = tasks
-        self._run_id = run_id
-        self._definition = definition
-        self._generation = generation
-        self._signal = signal
-        self._used: set[str] = set()
-
-    async def do(self, name: str, config: Mapping[str, Any] | None, fn: StepCallback) -> Any:
-        """Run `fn` once as the journaled step `name`; its result (JSON) on a replay."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument("Step names must be non-empty strings")
-        if len(name) > MAX_NAME_LENGTH:
-            raise InvalidArgument(f'Step name exceeds 256 characters: "{name[:40]}…"')
-        if name.startswith("__cf"):
-            raise InvalidArgument('Step names must not use the reserved "__cf" prefix')
-        if name in self._used:
-            raise InvalidArgument(f'Duplicate step name "{name}" in one Task run')
-        self._used.add(name)
-        retries = (config or {}).get("retries") or {}
-        limit = retries.get("limit", DEFAULT_STEP_RETRY_LIMIT)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidArgument(
-                f"Invalid step retries.limit: expected an integer >= 1, got {limit}"
-            )
-        if limit != 1:
-            # A failed attempt below the limit parks the step `waiting` for a backoff: not modelled.
-            raise InvalidArgument("the port models Task steps with retries.limit 1 only")
-        tasks = self._tasks
-        row = tasks._read_step(self._run_id, name)
-        if row is None:
-            tasks._insert_step(self._run_id, self._generation, name)
-            return await self._execute(name, 1, fn)
-        if row["kind"] != "do":
-            raise InvalidArgument(f'step "{name}" was journaled as a {row["kind"]} step')
-        if row["state"] == "completed":
-            return _deserialize(row["result"])
-        if row["state"] == "failed":
-            raise TaskStepFailed(
-                row["error_name"] or "Error", row["error_message"] or "Step failed"
-            )
-        attempt = tasks._claim_step_attempt(self._run_id, self._generation, name)
-        return await self._execute(name, attempt, fn)
-
-    async def _execute(self, name: str, attempt: int, fn: StepCallback) -> Any:
-        tasks = self._tasks
-        run_id = self._run_id
-        tasks._emit(
-            "task:step:started",
-            runId=run_id,
-            definition=self._definition,
-            step=name,
-            attempt=attempt,
-        )
-        context = StepContext(attempt, f"{run_id}:{name}", self._signal)
-        try:
-            result = await fn(context)
-        except AttemptSuperseded:
-            raise
-        except Exception as error:
-            if is_code_update_reset(error) or is_memory_limit_reset(error):
-                raise
-            if is_platform_failure(error):
-                raise  # the limit is 1: this attempt was the last
-            tasks._fail_step(run_id, self._generation, name, error)
-            raise
-        tasks._complete_step(run_id, self._generation, name, result)
-        tasks._emit(
-            "task:step:completed",
-            runId=run_id,
-            definition=self._definition,
-            step=name,
-            attempt=attempt,
-        )
-        return result
 
 
 @dataclass
@@ -364,35 +243,92 @@ class Tasks:
         definition: str,
         input: Any,
         *,
-        run_id: str,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
         retain: bool = True,
         metadata: Any = None,
     ) -> dict[str, Any]:
-        """Accept a run of a registered definition and drive its first attempt here, to its end
-        (the SDK's `__DO_NOT_USE_WILL_BREAK__runAttached`); its receipt."""
+        """Accept a run of a registered definition and drive its first attempt here, to its
+        next durable boundary (the SDK's `__DO_NOT_USE_WILL_BREAK__runAttached`); its receipt."""
+        receipt = await self._accept(definition, input, run_id, idempotency_key, retain, metadata)
+        if receipt["accepted"]:
+            await self._execute_run(receipt["runId"])
+        return receipt
+
+    async def enqueue(
+        self,
+        definition: str,
+        input: Any,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        retain: bool = True,
+        metadata: Any = None,
+    ) -> dict[str, Any]:
+        """Accept a run of a registered definition and leave its first attempt to its wake job,
+        so that it runs under an alarm (the SDK's `__DO_NOT_USE_WILL_BREAK__enqueue`); its
+        receipt."""
+        return await self._accept(definition, input, run_id, idempotency_key, retain, metadata)
+
+    async def _accept(
+        self,
+        definition: str,
+        input: Any,
+        run_id: str | None,
+        idempotency_key: str | None,
+        retain: bool,
+        metadata: Any,
+    ) -> dict[str, Any]:
         if definition not in self._definitions:
             raise InvalidArgument(
                 f'Unknown Task definition "{definition}": not declared on this Tasks'
             )
         await self._lc.start()  # `lifecycle.ready()`
-        existing = self._run_row(run_id)
+        if run_id == "":
+            raise InvalidArgument("runId must be a non-empty string when provided")
+        if idempotency_key == "":
+            raise InvalidArgument("idempotencyKey must be a non-empty string when provided")
+        existing = None if run_id is None else self._run_row(run_id)
+        if existing is None and idempotency_key is not None:
+            keyed = self._ctx.sql(
+                "SELECT * FROM cf_agents_task_runs WHERE idempotency_key = ?", idempotency_key
+            )
+            existing = keyed[0] if keyed else None
         if existing is not None:
+            held = existing["run_id"]
             if existing["definition"] != definition:
+                what = "run ID" if run_id is not None else "idempotency key"
                 raise InvalidArgument(
-                    f'Task run "{run_id}" already belongs to definition '
-                    f'"{existing["definition"]}"; refusing to reuse its run ID for "{definition}"'
+                    f'Task run "{held}" already belongs to definition '
+                    f'"{existing["definition"]}"; refusing to reuse its {what} for "{definition}"'
                 )
-            await self._sync_wake(run_id)
-            return {"runId": run_id, "definition": definition, "accepted": False}
+            key = existing["idempotency_key"]
+            if idempotency_key is not None and key != idempotency_key:
+                carried = "none" if key is None else f'"{key}"'
+                raise InvalidArgument(
+                    f'Task run "{held}" carries idempotency key {carried}; refusing to join '
+                    f'it with conflicting key "{idempotency_key}"'
+                )
+            await self._sync_wake(held)
+            return {
+                "runId": held,
+                "definition": definition,
+                "accepted": False,
+                "state": existing["state"],
+                "createdAt": existing["created_at"],
+            }
+        if run_id is None:
+            run_id = f"task_{self._ctx.host.entropy.nanoid()}"
         now = self._now()
         self._ctx.sql(
             "INSERT INTO cf_agents_task_runs (run_id, definition, input, state, metadata, "
             "idempotency_key, retain, attempt, next_at, cancel_requested, created_at, updated_at) "
-            "VALUES (?, ?, ?, 'pending', ?, NULL, ?, 0, ?, 0, ?, ?)",
+            "VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, 0, ?, ?)",
             run_id,
             definition,
-            _serialize(input),
-            _serialize(metadata),
+            serialize(input),
+            serialize(metadata),
+            idempotency_key,
             1 if retain else 0,
             now,
             now,
@@ -400,8 +336,13 @@ class Tasks:
         )
         await self._sync_wake(run_id)
         self._emit("task:accepted", runId=run_id, definition=definition, accepted=True)
-        await self._execute_run(run_id)
-        return {"runId": run_id, "definition": definition, "accepted": True}
+        return {
+            "runId": run_id,
+            "definition": definition,
+            "accepted": True,
+            "state": "pending",
+            "createdAt": now,
+        }
 
     def created_at(self, run_id: str) -> int | None:
         row = self._run_row(run_id)
@@ -467,15 +408,19 @@ class Tasks:
     ) -> None:
         run_id = row["run_id"]
         definition = row["definition"]
-        step = TaskStep(self, run_id, definition, generation, signal)
+        journal = StepJournal(self._ctx, run_id, generation)
+        step = TaskStep(journal, definition, signal, self._emit, self._now)
         try:
-            result = await handler(_deserialize(row["input"]), step)
+            result = await handler(deserialize(row["input"]), step)
         except AttemptSuperseded:
+            return
+        except TaskSuspension as suspension:
+            await self._park(run_id, definition, generation, suspension)
             return
         except Exception as error:
             if is_platform_failure(error):
                 raise
-            summary = _error_summary(error)
+            summary = error_summary(error)
             if await self._settle_failed(run_id, generation, summary):
                 self._ctx.log(
                     "error",
@@ -496,13 +441,37 @@ class Tasks:
             "WHERE run_id = ? AND generation = ? AND state = 'running'",
             run_id,
             generation,
-            _serialize(result),
+            serialize(result),
             now,
             now,
         )
         if written:
             self._emit("task:completed", runId=run_id, definition=definition)
             await self._finish_settlement(run_id, row)
+
+    async def _park(
+        self, run_id: str, definition: str, generation: str, suspension: TaskSuspension
+    ) -> None:
+        """A sleep or a step's retry ended the attempt: the run waits until the wake time."""
+        written = self._fenced(
+            "UPDATE cf_agents_task_runs SET state = 'waiting', wait_reason = ?, next_at = ?, "
+            "generation = NULL, updated_at = ? "
+            "WHERE run_id = ? AND generation = ? AND state = 'running'",
+            run_id,
+            generation,
+            suspension.reason,
+            suspension.wake_at,
+            self._now(),
+        )
+        if written:
+            self._emit(
+                "task:waiting",
+                runId=run_id,
+                definition=definition,
+                reason=suspension.reason,
+                wakeAt=suspension.wake_at,
+            )
+            await self._sync_wake(run_id)
 
     async def _settle_failed(
         self, run_id: str, generation: str | None, error: tuple[str, str]
@@ -541,75 +510,6 @@ class Tasks:
             self._ctx.sql("DELETE FROM cf_agents_task_steps WHERE run_id = ?", run_id)
             self._ctx.sql("DELETE FROM cf_agents_task_runs WHERE run_id = ?", run_id)
         await self._sync_wake(run_id)
-
-    # -- the step journal (what `TaskStep` writes) ----------------------------------------------
-    def _assert_current(self, run_id: str, generation: str) -> None:
-        row = self._run_row(run_id)
-        if row is None or row["generation"] != generation:
-            raise AttemptSuperseded(run_id)
-
-    def _read_step(self, run_id: str, name: str) -> dict[str, Any] | None:
-        rows = self._ctx.sql(
-            "SELECT * FROM cf_agents_task_steps WHERE run_id = ? AND step_name = ?", run_id, name
-        )
-        return rows[0] if rows else None
-
-    def _insert_step(self, run_id: str, generation: str, name: str) -> None:
-        self._assert_current(run_id, generation)
-        now = self._now()
-        self._ctx.sql(
-            "INSERT INTO cf_agents_task_steps (run_id, step_name, kind, state, attempt, next_at, "
-            "created_at, started_at, updated_at) VALUES (?, ?, 'do', 'running', 1, NULL, ?, ?, ?)",
-            run_id,
-            name,
-            now,
-            now,
-            now,
-        )
-
-    def _claim_step_attempt(self, run_id: str, generation: str, name: str) -> int:
-        self._assert_current(run_id, generation)
-        now = self._now()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'running', attempt = attempt + 1, "
-            "next_at = NULL, started_at = ?, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            now,
-            now,
-            run_id,
-            name,
-        )
-        rows = self._ctx.sql(
-            "SELECT attempt FROM cf_agents_task_steps WHERE run_id = ? AND step_name = ?",
-            run_id,
-            name,
-        )
-        return int(rows[0]["attempt"]) if rows else 1
-
-    def _complete_step(self, run_id: str, generation: str, name: str, result: Any) -> None:
-        self._assert_current(run_id, generation)
-        now = self._now()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'completed', result = ?, next_at = NULL, "
-            "completed_at = ?, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            _serialize(result),
-            now,
-            now,
-            run_id,
-            name,
-        )
-
-    def _fail_step(self, run_id: str, generation: str, name: str, error: BaseException) -> None:
-        self._assert_current(run_id, generation)
-        error_name, message = _error_summary(error)
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'failed', error_name = ?, error_message = ?, "
-            "next_at = NULL, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            error_name,
-            message,
-            self._now(),
-            run_id,
-            name,
-        )
 
     # -- the run's wake job ---------------------------------------------------------------------
     def _refresh_claim(self, run_id: str) -> None:
