@@ -24,6 +24,7 @@ from agents_core.chat.chat_recovery import (
 )
 from agents_core.chat.chat_releases import chat_components
 from agents_core.chat.child_runs import AgentToolChild
+from agents_core.chat.continuation_runners import RecoveryHooks
 from agents_core.chat.messages import ChatMessages
 from agents_core.chat.parent import run_serialized_delivery
 from agents_core.chat.progress import AgentToolProgress
@@ -65,8 +66,15 @@ class ChatHost(Agent):
         self._recovery_credit = credit = components.progress(self._context)
         self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
         self._turn_runner = components.turn_runner(self._context, self, self._lifecycle)
+        continuations = components.continuation_runner(self._context, self, self._lifecycle)
         self._chat_recovery = components.recovery(
-            self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
+            self._context,
+            self._messages,
+            self._stream,
+            self._turns,
+            self._fibers,
+            credit,
+            RecoveryHooks(self, continuations),
         )
         self._progress = AgentToolProgress(self._context, self._stream, self._turns, self)
         self._child_adapter = AgentToolChild(
