@@ -133,7 +133,8 @@ class Facets:
         dispatch's retry loop, or 0.32.0's dispatch message through its Scheduler's."""
         self._prune_owned = tuple(prune_owned)
         """What else a pruned sub-tree owns on the root, dropped by its owner key after its
-        schedules (0.32.0: its queue items, the SDK's `cleanupPrefix` order)."""
+        schedules (0.32.0: the wakes of its Task runs, then its queue items, the SDK's
+        `cleanupPrefix` order)."""
         self._self_path = self_path
         self._is_facet = ctx.is_facet
         self._destroyed = False

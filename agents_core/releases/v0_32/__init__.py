@@ -27,7 +27,7 @@ from agents_core.releases.v0_32.queue import QueueCapability
 from agents_core.releases.v0_32.replay_numbering import MilestoneReplay
 from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.releases.v0_32.state import CapabilityStarts, StateCapability
-from agents_core.releases.v0_32.tasks import Tasks
+from agents_core.releases.v0_32.tasks import TASKS_CAPABILITY, Tasks
 from agents_core.schedule_dispatch import ScheduleDispatch
 
 if TYPE_CHECKING:
@@ -100,7 +100,12 @@ def build(
         dispatch=dispatch,
         scheduler=scheduler,
         run_routed=scheduler.execute_routed,
-        prune_owned=(queue.drop_owned_under,),
+        # After the schedules, in the SDK's `cleanupPrefix` order: the wakes of Task runs a
+        # pruned sub-tree routed here (its runs are its own rows), then its queue items.
+        prune_owned=(
+            lifecycle.jobs_for(TASKS_CAPABILITY).cancel_routed_under,
+            queue.drop_owned_under,
+        ),
     )
     host_jobs = HostJobs(
         context,

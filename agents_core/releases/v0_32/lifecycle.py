@@ -22,9 +22,10 @@ re-derived at the end of startup, at the end of every alarm and whenever that st
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.lifecycle import Lifecycle as Lifecycle021
@@ -115,6 +116,28 @@ class Jobs:
 
     async def rearm(self) -> None:
         await self._lifecycle.rearm()
+
+    def routed_under(self, prefix: str) -> builtins.list[Job]:
+        """This owner's jobs routed from the sub-agent whose key is `prefix` or from one below
+        it: a payload naming an `owner_path`, whose `owner_path_key` (else that path) is
+        `prefix` or starts with `prefix + "/"` (the SDK's `cleanupRoutePrefix` match)."""
+        out = []
+        for job in self.list():
+            payload = job.payload
+            if not isinstance(payload, Mapping) or not payload.get("owner_path"):
+                continue
+            key = payload.get("owner_path_key")
+            if key is None:
+                key = payload["owner_path"]
+            if key == prefix or str(key).startswith(f"{prefix}/"):
+                out.append(job)
+        return out
+
+    def cancel_routed_under(self, prefix: str) -> None:
+        """Cancel every job `routed_under(prefix)` (a pruned sub-tree's), without a re-arm: the
+        prune that calls this re-arms once when it is done."""
+        for job in self.routed_under(prefix):
+            self._lifecycle.queue.cancel(self._owner, job.id)
 
 
 class Lifecycle(Lifecycle021):
