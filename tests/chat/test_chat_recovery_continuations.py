@@ -252,6 +252,73 @@ def test_an_eviction_during_the_backoff_keeps_the_wake_time(sim: Simulation, hos
     assert attempts[1].inc > attempts[0].inc
 
 
+def failing_continuation(host: type, failures: int) -> type:
+    """`host` whose continuation callback raises for its first `failures` calls."""
+
+    async def _chat_recovery_continue(self: Any, payload: Any, _row: Any = None) -> None:
+        cls = type(self)
+        cls.calls += 1
+        if cls.calls <= failures:
+            raise RuntimeError(f"continuation failed ({cls.calls})")
+        await host._chat_recovery_continue(self, payload, _row)
+
+    return type(
+        f"Failing{failures}{host.__name__}",
+        (host,),
+        {"calls": 0, "_chat_recovery_continue": _chat_recovery_continue},
+    )
+
+
+@on_0_32
+@each_host
+def test_a_failed_continuation_step_is_retried_100_ms_later(sim: Simulation, host: type) -> None:
+    """The callback raises once: the step waits its retry delay (100 ms), the run is parked
+    `waiting` (`retry`), and the run's next attempt retries the step (`task:step:retry`,
+    attempt 2), which hands the turn off."""
+    flaky = failing_continuation(host, 1)
+    ref, model = interrupt_a_turn(sim, flaky)
+    run_until_accepted(sim, ref)
+    (run,) = recovery_runs(sim, ref)
+    run_id = run["run_id"]
+    sim.run_for(60_000)
+    (failed_at,) = [r.t_ms for r in sim.trace.select("task:step:started", runId=run_id, attempt=1)]
+    (waiting,) = events(sim, ref, "task:waiting", runId=run_id)
+    assert (waiting["reason"], waiting["wakeAt"]) == ("retry", failed_at + 100)
+    (retry,) = sim.trace.select("task:step:retry", runId=run_id)
+    assert (retry.get("step"), retry.get("attempt")) == ("continuation", 2)
+    assert retry.t_ms >= failed_at + 100
+    started = events(sim, ref, "task:attempt:started", runId=run_id)
+    assert [e["attempt"] for e in started] == [1, 2]
+    assert [e["attempt"] for e in events(sim, ref, "task:step:completed", runId=run_id)] == [2]
+    assert flaky.calls == 2
+    assert recovery_runs(sim, ref) == []
+    (incident,) = sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX).values()
+    assert incident["status"] == "recovered"
+    assert len(model.requests) == 2
+
+
+@on_0_32
+@each_host
+def test_a_continuation_step_failing_three_times_fails_the_run(sim: Simulation, host: type) -> None:
+    """Three attempts, 100 ms then 200 ms apart, and the step is spent: the run fails
+    (`task:failed`) and, not retained, is deleted with its steps and its wake job."""
+    broken = failing_continuation(host, 99)
+    ref, model = interrupt_a_turn(sim, broken)
+    run_until_accepted(sim, ref)
+    (run,) = recovery_runs(sim, ref)
+    run_id = run["run_id"]
+    sim.run_for(60_000)
+    starts = sim.trace.select("task:step:started", runId=run_id)
+    assert [r.get("attempt") for r in starts] == [1, 2, 3]
+    assert [b.t_ms - a.t_ms for a, b in zip(starts, starts[1:], strict=False)] == [100, 200]
+    assert [e["error"] for e in events(sim, ref, "task:failed", runId=run_id)] == ["RuntimeError"]
+    assert broken.calls == 3
+    assert recovery_runs(sim, ref) == []
+    assert sim.query(ref, "SELECT * FROM cf_agents_task_steps WHERE run_id = ?", run_id) == []
+    assert sim.query(ref, "SELECT id FROM cf_agents_jobs WHERE id = ?", f"task:{run_id}") == []
+    assert len(model.requests) == 1, "no recovered turn ran"
+
+
 class Parent(Agent):
     """A plain root whose sub-agent is a chat host."""
 
