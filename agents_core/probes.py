@@ -35,6 +35,10 @@ RUNTIME_PROBES: dict[str, str] = {
         "0.32.0: chat recovery gave a turn up because chat_recovery's should_keep_recovering "
         "answered False (recovery_aborted)"
     ),
+    "chat.stalled_turn_recovering": (
+        "0.32.0: a turn's model stream sent nothing for chat_stream_stall_timeout_ms and chat "
+        "recovery took the turn over (the request ends with the outcome recovering)"
+    ),
     "chat.recovery_found_complete_answer": (
         "chat recovery found an interrupted turn whose stream already held the answer's finish "
         "chunk (it died in its last step) and persisted that answer instead of continuing it"

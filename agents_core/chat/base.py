@@ -50,6 +50,9 @@ class ChatHost(Agent):
     chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
     """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
     this long (measured from the last recovery that found progress, or the first detection)."""
+    chat_stream_stall_timeout_ms: ClassVar[int] = 0
+    """The SDK's `chatStreamStallTimeoutMs`: on 0.32.0, a turn whose model stream sends no chunk
+    for this long is routed back into chat recovery (0: no watchdog; 0.21.0 has none)."""
     chat_recovery: ClassVar[Any] = None
     """The SDK's `chatRecovery` field: a mapping of options or True/False/None. Read by 0.32.0
     (`agents_core/chat/recovery_config.py`), where recovery is always on; 0.21.0's
@@ -243,6 +246,16 @@ class ChatHost(Agent):
     def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]:
         """More keys for a turn's fiber snapshot (the agent-tool run it serves)."""
         return self._child_adapter.turn_snapshot_extra(request_id)
+
+    def _stream_stall_timeout_ms(self) -> int:
+        """How long a turn's model stream may stay silent (0: for ever; `ChatRecovery`)."""
+        return self._chat_recovery.stream_stall_timeout_ms()
+
+    async def _route_stalled_turn(
+        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+    ) -> str | None:
+        """A turn's model stream stalled: `scheduled`, `exhausted`, or None to fail the turn."""
+        return await self._chat_recovery.route_stall(request_id, snapshot, partial)
 
     def _on_turn_result(self, result: TurnResult) -> None:
         self._chat_recovery.turn_ended(result)

@@ -234,7 +234,8 @@ class ChatRecovery:
             else:
                 mode = "continue" if partial is not None and partial["parts"] else "retry"
             ctx = ChatRecoveryContext(payload["requestId"], origin, attempt, mode, partial)
-            decision = await self._hooks.on_chat_recovery(ctx) or mode
+            # A stalled turn's recovery was decided when the stall was routed (0.32.0).
+            decision = payload.get("decision") or await self._hooks.on_chat_recovery(ctx) or mode
             if decision not in RECOVERY_DECISIONS:
                 raise ValueError(
                     f"on_chat_recovery must return 'continue', 'retry', 'skip', 'complete' or "
@@ -273,11 +274,12 @@ class ChatRecovery:
             else:
                 probe(self._ctx.host, "chat.recovery_retried")
             result = await self._turns.submit(plan)
-            status = "recovered" if result.status == "completed" else "failed"
-            self.set_incident(key, self._ctx.host.kv.get(key) or {}, status)
-            self._ctx.host.trace.emit(
-                "chat:recovery:settled", requestId=request_id, status=result.status
-            )
+            if not result.recovering:  # else it stalled and its own recovery is scheduled
+                status = "recovered" if result.status == "completed" else "failed"
+                self.set_incident(key, self._ctx.host.kv.get(key) or {}, status)
+                self._ctx.host.trace.emit(
+                    "chat:recovery:settled", requestId=request_id, status=result.status
+                )
         except Exception as exc:  # noqa: BLE001 - a recovery failure is recorded, never raised
             self.set_incident(key, self._ctx.host.kv.get(key) or {}, "failed")
             self._ctx.log("error", f"chat recovery of turn {origin} failed: {exc}")
@@ -361,6 +363,19 @@ class ChatRecovery:
             mode=mode,
             attempt=attempt,
         )
+
+    # -- a stalled model stream (0.21.0: no watchdog) ---------------------------------------------
+    def stream_stall_timeout_ms(self) -> int:
+        """How long a turn's model stream may send nothing before it counts as stalled; 0:
+        no watchdog."""
+        return 0
+
+    async def route_stall(
+        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+    ) -> str | None:
+        """Take a stalled turn into recovery: `scheduled` (its continuation is scheduled),
+        `exhausted` (it was given up), or None (the stall fails the turn)."""
+        return None
 
     # -- what clients learn of a turn (0.21.0: nothing beyond the turn's own frames) -----------
     def turn_ended(self, result: TurnResult) -> None:

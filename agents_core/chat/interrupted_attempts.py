@@ -34,6 +34,12 @@ stable_timeout_retry`); else the turn is given up with `stable_timeout`, as abov
 waiting on a client interaction (a part in `approval-requested`) is budget-free: no bound gives
 it up and its no-progress clock stays fresh.
 
+**A stalled stream** (§8.2; the host's `chat_stream_stall_timeout_ms`, 0 = no watchdog): the
+turn engine offers the stalled turn to `route_stall`, which judges its incident as a wake does
+but counts no interrupted attempt and bumps `transientRetries`; a spent budget gives the turn
+up, `on_chat_recovery`'s `skip` declines (the stall then fails the request), and otherwise the
+continuation is scheduled at once and the request ends with the outcome `recovering`.
+
 **Clients.** Each turn's end sets the last terminal outcome (`chat_terminal.py`): an error
 records it, a completion or an abort clears it, as do a new chat request and a clear; a client
 that reconnects learns it over the resume handshake. A client that connects while no turn
@@ -47,7 +53,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery
+from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery, ChatRecoveryContext
 from agents_core.chat.chat_terminal import DEFAULT_TURN_ERROR, ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
@@ -189,24 +195,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         in_flight = existing_or_new["attemptsInFlight"]
         incident["attemptsInFlight"] = in_flight if verdict.reason is None else in_flight[:-1]
         host.kv.put(key, incident)
-        if existing is None:
-            host.trace.emit(
-                "chat:recovery:detected",
-                requestId=request_id,
-                originRequestId=origin,
-                attempt=incident["attempt"],
-                maxAttempts=config.max_attempts,
-                recoveryKind=kind,
-            )
-        host.trace.emit(
-            "chat:recovery:attempt",
-            requestId=request_id,
-            originRequestId=origin,
-            attempt=incident["attempt"],
-            maxAttempts=config.max_attempts,
-            recoveryKind=kind,
-            mode="complete" if finished else kind,  # the port's word for what recovery will do
-        )
+        self._report_look(existing is None, incident, kind, "complete" if finished else kind)
         if verdict.reason is not None:
             self._exhaust(key, incident, verdict.reason, request_id)
             return True
@@ -215,6 +204,112 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         finally:
             self.status.set_recovering(True, origin)
             self._drop_attempt(key, attempt["token"])
+
+    def _report_look(self, first: bool, incident: dict[str, Any], kind: str, mode: str) -> None:
+        """`chat:recovery:detected` for a new incident, then `chat:recovery:attempt` (`mode`
+        is the port's word for what recovery will do)."""
+        trace = self._ctx.host.trace
+        request_id, origin = incident["requestId"], incident["originRequestId"]
+        max_attempts = self.config.max_attempts
+        if first:
+            trace.emit(
+                "chat:recovery:detected",
+                requestId=request_id,
+                originRequestId=origin,
+                attempt=incident["attempt"],
+                maxAttempts=max_attempts,
+                recoveryKind=kind,
+            )
+        trace.emit(
+            "chat:recovery:attempt",
+            requestId=request_id,
+            originRequestId=origin,
+            attempt=incident["attempt"],
+            maxAttempts=max_attempts,
+            recoveryKind=kind,
+            mode=mode,
+        )
+
+    # -- a stalled model stream (§8.2) ------------------------------------------------------------
+    def stream_stall_timeout_ms(self) -> int:
+        """The host's `chat_stream_stall_timeout_ms` (0, or anything but a positive integer:
+        no watchdog)."""
+        window = getattr(self._hooks, "chat_stream_stall_timeout_ms", 0)
+        return window if isinstance(window, int) and window > 0 else 0
+
+    async def route_stall(
+        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+    ) -> str | None:
+        """Judge the stalled turn's incident as a wake does, but counting no interrupted
+        attempt and leaving the attempts in flight alone; then ask `on_chat_recovery` (its
+        `skip` declines: the stall fails the turn), count a transient retry and schedule the
+        continuation with no delay, under the same incident (the decision travels with it, so
+        the continuation does not ask again)."""
+        host = self._ctx.host
+        now = host.clock.now_ms()
+        origin = snapshot.get("originRequestId") or request_id
+        key = INCIDENT_PREFIX + origin
+        self._sweep_stale_incidents(now)
+        stored = host.kv.get(key)
+        existing = dict(stored) if isinstance(stored, dict) else None
+        config = self.config
+        kind = "continue" if partial["parts"] else "retry"
+        verdict = evaluate_incident(
+            existing,
+            newly_interrupted=0,
+            progress_now=self._credit.count(),
+            awaiting_client=self.awaiting_client_interaction(),
+            config=config,
+            now=now,
+        )
+        verdict = await ask_caller(
+            verdict,
+            config,
+            incident_id=origin,
+            request_id=request_id,
+            recovery_kind=kind,
+            now=now,
+            on_error=self._caller_hook_failed,
+        )
+        incident = {
+            **verdict.incident,
+            "originRequestId": origin,
+            "requestId": request_id,
+            "runId": snapshot.get("runId", verdict.incident.get("runId")),
+            "recoveryKind": kind,
+            "updatedAt": now,
+        }
+        host.kv.put(key, incident)
+        self._report_look(existing is None, incident, kind, kind)
+        if verdict.reason is not None:
+            self._exhaust(key, incident, verdict.reason, request_id)
+            return "exhausted"
+        try:
+            ctx = ChatRecoveryContext(request_id, origin, incident["attempt"], kind, partial)
+            decision = await self._hooks.on_chat_recovery(ctx) or kind
+        except Exception as exc:  # noqa: BLE001 - the stall then fails the turn
+            self.set_incident(key, incident, "failed")
+            self._ctx.log("error", f"on_chat_recovery raised for a stalled turn: {exc!r}")
+            return None
+        if decision == "skip":
+            self._skip(key, incident, "continue_disabled")
+            return None
+        retries = (incident.get("transientRetries") or 0) + 1
+        self.set_incident(key, {**incident, "transientRetries": retries}, "scheduled")
+        self.status.set_recovering(True, origin)
+        host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
+        payload = {
+            "requestId": request_id,
+            "originRequestId": origin,
+            "snapshot": snapshot,
+            "decision": decision,
+        }
+        # A recovered turn's stall chains a new continuation (the SDK's `chained_retry`): it
+        # must not join one of the incident's earlier continuations.
+        chained = snapshot.get("trigger") == "recovery"
+        await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=not chained)
+        probe(host, "chat.stalled_turn_recovering")
+        return "scheduled"
 
     # -- a recovery callback ----------------------------------------------------------------------
     async def continue_turn(self, payload: Any) -> None:

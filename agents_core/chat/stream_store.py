@@ -117,7 +117,9 @@ class ResumableStream:
         return index
 
     def finish(self, stream_id: str, status: str) -> None:
-        """End the stream with the turn's status (`completed`, `error`, `aborted`)."""
+        """End the stream with the turn's status (`completed`, `error`, `aborted`), or with
+        `recovering` for a request that stalled while recovery continues its turn (0.32.0; the
+        SDK keeps that outcome beside a `completed` status)."""
         ctx = self._ctx
         ctx.sql(
             "UPDATE cf_ai_chat_stream_metadata SET status = ?, completed_at = ? WHERE id = ?",

@@ -15,6 +15,14 @@ commits in a step of its own; the assistant message is persisted after it, at th
 failure, in-band or raised, becomes one error frame (`error: true`, body = the message) and the
 turn's status `error`.
 
+A stream stall (0.32.0, when the host sets `chat_stream_stall_timeout_ms`: no model chunk for
+that long) is offered to chat recovery (`_route_stalled_turn`). When recovery schedules the
+turn's continuation, this request stops with the outcome `recovering`: its stream ends
+`recovering`, its `done` frame says `outcome: "recovering"`, its partial answer is persisted and
+its status is `aborted` (as the SDK's stream result is); the same turn goes on under a new
+request. When recovery gives the turn up, its terminal message was the turn's last frame and the
+stream ends `error`; when recovery declines, the stall is an ordinary model failure.
+
 `ChatTurns` is the component: it owns the queue, the clear generation and the running turns,
 writes the transcript through `ChatMessages` and the chunks through `ResumableStream`, and
 reaches the host through `TurnHooks` (the user's tools and prompt, what a turn runs in, the
@@ -46,6 +54,7 @@ __all__ = [
     "CHAT_MESSAGES_TYPE",
     "CHAT_RESPONSE_TYPE",
     "CHAT_TURN_FIBER_PREFIX",
+    "RECOVERING_OUTCOME",
     "ChatTurnContext",
     "ChatTurns",
     "TurnHooks",
@@ -70,6 +79,9 @@ class _Signal:
 
 _END = _Signal("<end of stream>")
 _ABORTED = _Signal("<aborted>")
+_STALLED = _Signal("<stalled>")
+RECOVERING_OUTCOME = "recovering"
+"""The outcome of a request that stopped while recovery continues its turn (sdk-0.32 §8.2)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,9 @@ class TurnResult:
     message_id: str | None = None
     cleared: bool = False
     """The chat was cleared while the turn was queued or running."""
+    recovering: bool = False
+    """The turn's outcome is `recovering` (its status `aborted`): it stalled and chat recovery
+    continues it under a new request."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"requestId": self.request_id, "status": self.status}
@@ -126,6 +141,8 @@ class _TurnState:
     builder: MessageBuilder
     controller: AbortController
     aborted: Any
+    snapshot: dict[str, Any]
+    """The turn's own snapshot (what chat recovery reads to continue it)."""
     started: bool = False
 
 
@@ -161,6 +178,10 @@ class TurnHooks(Protocol):
         wrap: Callable[[Any], Any],
     ) -> Any: ...
     def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]: ...
+    def _stream_stall_timeout_ms(self) -> int: ...
+    async def _route_stalled_turn(
+        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+    ) -> str | None: ...
     def _on_turn_settled(self, request_id: str) -> None: ...
     def _on_turn_result(self, result: TurnResult) -> None: ...
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
@@ -310,7 +331,7 @@ class ChatTurns:
             snapshot["streamFrom"] = self._stream.length(plan.stream_id)
 
         async def body(_ctx: Any) -> TurnResult:
-            return await self._run_turn(plan, message_id, generation)
+            return await self._run_turn(plan, message_id, generation, snapshot)
 
         result: TurnResult = await self._hooks._run_chat_turn(
             plan.request_id,
@@ -322,7 +343,9 @@ class ChatTurns:
         return result
 
     # -- one turn -----------------------------------------------------------------------------
-    async def _run_turn(self, plan: TurnPlan, message_id: str, generation: int) -> TurnResult:
+    async def _run_turn(
+        self, plan: TurnPlan, message_id: str, generation: int, snapshot: dict[str, Any]
+    ) -> TurnResult:
         rid = plan.request_id
         controller = AbortController()
         if plan.signal is not None:
@@ -336,7 +359,7 @@ class ChatTurns:
             probe(self._ctx.host, "chat.recovered_turn_continued_stream")
         else:
             stream_id = self._stream.start(rid)
-        state = _TurnState(plan, stream_id, builder, controller, aborted)
+        state = _TurnState(plan, stream_id, builder, controller, aborted, snapshot)
         self.controllers[rid] = controller
         self.states[rid] = state
         self.active_request_id = rid
@@ -344,17 +367,26 @@ class ChatTurns:
         _current_turn.set(ChatTurnContext(self._hooks, rid, plan.trigger))
         outer_agent = set_current_agent(self._hooks)  # the ambient agent tools (agent_tool) run for
         closed = False
+        outcome: str | None = None
         try:
             status, error = await self._drive_turn(state)
+            if status == "stalled":
+                status, error, outcome = await self._route_stall(state)
             if controller.signal.aborted and status != "error":
                 status, error = "aborted", None
             cleared = generation != self.generation
             keep = bool(builder.parts) and not cleared
             if keep:
                 self._messages.persist(builder.message)
-            self._stream.finish(state.stream_id, status)
-            done = {"type": CHAT_RESPONSE_TYPE, "id": rid, "body": "", "done": True}
-            self._hooks._broadcast_chat_frame(done)
+            if outcome == "exhausted":
+                # Recovery gave the turn up: its terminal message was the turn's last frame.
+                self._stream.finish(state.stream_id, "error")
+            else:
+                self._stream.finish(state.stream_id, outcome or status)
+                done = {"type": CHAT_RESPONSE_TYPE, "id": rid, "body": "", "done": True}
+                if outcome == RECOVERING_OUTCOME:
+                    done["outcome"] = RECOVERING_OUTCOME
+                self._hooks._broadcast_chat_frame(done)
             if keep:
                 self.broadcast_messages()
         except GeneratorExit:
@@ -373,8 +405,33 @@ class ChatTurns:
                 self.active_request_id = None
             self._hooks._on_turn_settled(rid)
         return TurnResult(
-            rid, status, error, stream_id=state.stream_id, message_id=message_id, cleared=cleared
+            rid,
+            status,
+            error,
+            stream_id=state.stream_id,
+            message_id=message_id,
+            cleared=cleared,
+            recovering=outcome == RECOVERING_OUTCOME,
         )
+
+    async def _route_stall(self, state: _TurnState) -> tuple[str, str | None, str | None]:
+        """The model stream stalled: offer the turn to chat recovery, with its snapshot
+        pointing past its stored chunks (the continuation builds on the persisted partial
+        answer alone); (status, error, outcome)."""
+        snapshot = {
+            **state.snapshot,
+            "streamId": state.stream_id,
+            "streamFrom": self._stream.length(state.stream_id),
+        }
+        partial = MessageBuilder(state.builder.message).message
+        routed = await self._hooks._route_stalled_turn(state.plan.request_id, snapshot, partial)
+        if routed == "scheduled":
+            return "aborted", None, RECOVERING_OUTCOME
+        if routed == "exhausted":
+            return "aborted", None, "exhausted"
+        window = self._hooks._stream_stall_timeout_ms()
+        message = f"Chat stream stalled: no model chunk for {window} ms"
+        return "error", self._fail(state, message), None
 
     async def _drive_turn(self, state: _TurnState) -> tuple[str, str | None]:
         signal = state.controller.signal
@@ -397,6 +454,8 @@ class ChatTurns:
                     return "error", self._fail(state, _message(exc))
                 if chunk is _ABORTED:
                     return "aborted", None
+                if chunk is _STALLED:
+                    return "stalled", None
                 if chunk is _END:
                     break
                 if not isinstance(chunk, Mapping):
@@ -461,7 +520,15 @@ class ChatTurns:
             except StopAsyncIteration:
                 return _END
 
-        return await self._ctx.host.tasks.race(pull(), state.aborted)
+        window = self._hooks._stream_stall_timeout_ms()
+        if window <= 0:
+            return await self._ctx.host.tasks.race(pull(), state.aborted)
+
+        async def watchdog() -> Any:
+            await self._ctx.host.clock.sleep(window)
+            return _STALLED
+
+        return await self._ctx.host.tasks.race(pull(), state.aborted, watchdog())
 
     async def _run_tools(self, state: _TurnState, calls: list[dict[str, Any]]) -> Any:
         tools = self._hooks.get_tools()
