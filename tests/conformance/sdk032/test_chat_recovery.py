@@ -280,8 +280,8 @@ def test_a_busy_host_delays_the_recovery_then_gives_it_up(sim: Simulation, host:
     assert len(model.requests) == 2, "the recovery never ran the model"
     scheduled = [
         r
-        for r in sim.trace.select("schedule:create")
-        if r.get("callback") == "_chatRecoveryContinue"
+        for r in sim.trace.select("task:accepted")
+        if r.get("definition") == "__cf_internal_chat_recovery"
     ]
     assert len(scheduled) == 3, "the wake's, then one retry per stable timeout below the cap"
     assert [f["body"] for f in client.frames if f.get("error") and f.get("done")] == ["gave up"]
