@@ -30,7 +30,7 @@ from agents_core.chat.parent import run_serialized_delivery
 from agents_core.chat.progress import AgentToolProgress
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import _Tail
-from agents_core.chat.turns import CHAT_REQUEST_TYPE, ChatTurns, TurnResult, _TurnState
+from agents_core.chat.turns import CHAT_REQUEST_TYPE, ChatTurns, TurnResult, TurnState
 from agents_core.host import Host
 from agents_core.recovery import FiberRecoveryContext
 from agents_core.signals import AbortController, AbortSignal
@@ -325,7 +325,7 @@ class ChatHost(Agent):
 
     # -- read by tests and fixtures -----------------------------------------------------------
     @property
-    def _turn_states(self) -> dict[str, _TurnState]:
+    def _turn_states(self) -> dict[str, TurnState]:
         """The running turns by request id."""
         return self._turns.states
 
