@@ -35,6 +35,21 @@ RUNTIME_PROBES: dict[str, str] = {
         "0.32.0: chat recovery gave a turn up because chat_recovery's should_keep_recovering "
         "answered False (recovery_aborted)"
     ),
+    "chat.recovery_completed_incident_deleted": (
+        "0.32.0: a recovered chat turn completed and its recovery incident was deleted "
+        "(chat:recovery:completed)"
+    ),
+    "chat.recovery_gave_up_partial_saved": (
+        "0.32.0: chat recovery gave a turn up whose stream was still open and persisted the "
+        "partial answer it held"
+    ),
+    "chat.recovery_on_exhausted_raised": (
+        "0.32.0: chat_recovery's on_exhausted hook raised; the give-up went on to the clients"
+    ),
+    "chat.recovery_stable_timeout": (
+        "0.32.0: chat recovery gave a turn up because the host stayed busy past "
+        "stable_timeout_ms on every attempt (stable_timeout)"
+    ),
     "chat.stalled_turn_recovering": (
         "0.32.0: a turn's model stream sent nothing for chat_stream_stall_timeout_ms and chat "
         "recovery took the turn over (the request ends with the outcome recovering)"

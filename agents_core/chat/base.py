@@ -244,8 +244,10 @@ class ChatHost(Agent):
 
     # -- the steps of the turns and of chat recovery that serve an agent-tool run -------------
     def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]:
-        """More keys for a turn's fiber snapshot (the agent-tool run it serves)."""
-        return self._child_adapter.turn_snapshot_extra(request_id)
+        """More keys for a turn's fiber snapshot (the agent-tool run it serves; on 0.32.0 the
+        latest user message, which names its recovery incident)."""
+        extra = self._child_adapter.turn_snapshot_extra(request_id)
+        return {**extra, **self._chat_recovery.turn_snapshot_extra()}
 
     def _stream_stall_timeout_ms(self) -> int:
         """How long a turn's model stream may stay silent (0: for ever; `ChatRecovery`)."""
@@ -263,8 +265,8 @@ class ChatHost(Agent):
     def _on_turn_settled(self, request_id: str) -> None:
         self._child_adapter.on_turn_settled(request_id)
 
-    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None:
-        self._child_adapter.rebind_for_recovery(request_id, origin)
+    def _rebind_agent_tool_run_for_recovery(self, request_id: str, incident_key: str) -> None:
+        self._child_adapter.rebind_for_recovery(request_id, incident_key)
 
     def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any:
         return self._child_adapter.stream_for_recovered_turn(request_id, payload)

@@ -104,7 +104,7 @@ class ChatRecoveryHooks(Protocol):
         self, when: Any, callback: str, payload: Any = None, *, idempotent: bool | None = None
     ) -> Any: ...
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
-    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None: ...
+    def _rebind_agent_tool_run_for_recovery(self, request_id: str, incident_key: str) -> None: ...
     def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any: ...
     async def _after_chat_recovery(self, request_id: str | None) -> None: ...
     def _has_orphaned_task_turn(self) -> bool: ...
@@ -171,9 +171,14 @@ class ChatRecovery:
         return True
 
     # -- running the recovered turn --------------------------------------------------------------
+    def incident_key_of(self, payload: Any) -> str:
+        """The KV key of the incident a continuation's payload belongs to (0.21.0: the origin
+        request id's)."""
+        return INCIDENT_PREFIX + str(payload["originRequestId"])
+
     async def continue_turn(self, payload: Any) -> None:
         origin = payload["originRequestId"]
-        key = INCIDENT_PREFIX + origin
+        key = self.incident_key_of(payload)
         incident = self._ctx.host.kv.get(key)
         if incident is None or incident.get("status") != "scheduled":
             return
@@ -224,7 +229,7 @@ class ChatRecovery:
 
     async def _run(self, payload: dict[str, Any], attempt: int) -> None:
         origin = payload["originRequestId"]
-        key = INCIDENT_PREFIX + origin
+        key = self.incident_key_of(payload)
         dispose = await self._hooks.keep_alive()
         try:
             snapshot = payload.get("snapshot") or {}
@@ -246,7 +251,7 @@ class ChatRecovery:
             if decision == "continue" and (partial is None or not partial["parts"]):
                 decision = "retry"
             if decision == "skip":
-                self.set_incident(key, self._ctx.host.kv.get(key) or {}, "failed")
+                self._recovery_ended(key, "skipped", "continue_disabled")
                 await self._hooks._after_chat_recovery(None)
                 return
             if decision == "complete":
@@ -254,11 +259,11 @@ class ChatRecovery:
                 self._complete_interrupted_answer(
                     payload["requestId"], origin, attempt, partial, snapshot
                 )
-                self.set_incident(key, self._ctx.host.kv.get(key) or {}, "recovered")
+                self._recovery_ended(key, "completed")
                 return
             request_id = self._ctx.host.entropy.nanoid()
             self._report_attempt(request_id, origin, decision, attempt)
-            self._hooks._rebind_agent_tool_run_for_recovery(request_id, origin)
+            self._hooks._rebind_agent_tool_run_for_recovery(request_id, key)
             plan = TurnPlan(
                 request_id,
                 trigger="recovery",
@@ -275,18 +280,24 @@ class ChatRecovery:
                 probe(self._ctx.host, "chat.recovery_retried")
             result = await self._turns.submit(plan)
             if not result.recovering:  # else it stalled and its own recovery is scheduled
-                status = "recovered" if result.status == "completed" else "failed"
-                self.set_incident(key, self._ctx.host.kv.get(key) or {}, status)
+                outcome = result.status if result.status in ("completed", "skipped") else "failed"
+                self._recovery_ended(key, outcome, result.error)
                 self._ctx.host.trace.emit(
                     "chat:recovery:settled", requestId=request_id, status=result.status
                 )
         except Exception as exc:  # noqa: BLE001 - a recovery failure is recorded, never raised
-            self.set_incident(key, self._ctx.host.kv.get(key) or {}, "failed")
+            self._recovery_ended(key, "failed", str(exc))
             self._ctx.log("error", f"chat recovery of turn {origin} failed: {exc}")
         finally:
             self.live.discard(origin)
             dispose()
         await self._hooks._after_chat_recovery(None)
+
+    def _recovery_ended(self, key: str, outcome: str, reason: str | None = None) -> None:
+        """The recovered turn ended: `completed`, `skipped` or `failed` (with why). 0.21.0 keeps
+        the incident, `recovered` for a completed turn and `failed` for any other."""
+        status = "recovered" if outcome == "completed" else "failed"
+        self.set_incident(key, self._ctx.host.kv.get(key) or {}, status)
 
     def _rebuild_interrupted_answer(
         self, request_id: str, snapshot: dict[str, Any]
@@ -363,6 +374,10 @@ class ChatRecovery:
             mode=mode,
             attempt=attempt,
         )
+
+    def turn_snapshot_extra(self) -> dict[str, Any]:
+        """More keys for a turn's snapshot (0.21.0: none)."""
+        return {}
 
     # -- a stalled model stream (0.21.0: no watchdog) ---------------------------------------------
     def stream_stall_timeout_ms(self) -> int:

@@ -106,6 +106,10 @@ class ChatStatus:
         record = self._ctx.host.kv.get(CHAT_LAST_TERMINAL_KEY)
         return record if isinstance(record, dict) else None
 
+    def deliver_terminal(self, request_id: str, body: str) -> None:
+        """Send every client the turn's terminal error frame."""
+        self._broadcast(self.terminal_frame(request_id, body))
+
     def terminal_frame(self, request_id: str, body: str) -> dict[str, Any]:
         return {
             "type": CHAT_RESPONSE_TYPE,

@@ -25,7 +25,8 @@ chat release picks (`chat_releases.py`).
   A failure before the hand-off fails the step's attempt and is retried; an eviction before it
   leaves the run claimed, and the next isolate's startup wakes it again.
 
-The incident id is the port's: the origin request id its KV key ends with. The port's recovery
+The incident id is the payload's `incidentId` (`recovery_incidents.incident_id`: the request
+first interrupted and the latest user message), else its origin request id. The port's recovery
 has one callback, which decides itself whether to continue or retry the turn; a run naming
 `_chatRecoveryRetry` (the SDK enqueues one for a turn with nothing streamed) reaches the same
 callback. Where the port differs (docs/divergences.md): a sub-agent keeps 0.21.0's schedules,
@@ -157,7 +158,8 @@ class TaskContinuations(ScheduledContinuations):
         if self._ctx.is_facet:
             return await super().schedule(when, callback, payload, idempotent=idempotent)
         input = continuation_input(callback, payload, when)
-        incident = input["data"].get("originRequestId")
+        data = input["data"]
+        incident = data.get("incidentId", data.get("originRequestId"))
         metadata: dict[str, Any] = {"callback": callback}
         if isinstance(incident, str):
             metadata["incidentId"] = incident

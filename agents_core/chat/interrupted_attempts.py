@@ -1,7 +1,8 @@
 """0.32.0's chat recovery: always on, judged by 0.32.0's budget at each wake, and telling
 clients what it does (spec sdk-0.32 §8.1, §8.2).
 
-Recovery runs whatever `chat_recovery` says (`recovery_config.py`).
+Recovery runs whatever `chat_recovery` says (`recovery_config.py`). An incident is the turn
+first interrupted and the latest user message it answers (`recovery_incidents.py`).
 
 **The wake.** When the fiber scan offers an interrupted turn, the incident is judged by
 `recovery_budget.evaluate_incident`: the no-progress window, the work budget (the progress
@@ -11,20 +12,16 @@ caller's `should_keep_recovering` (a `chat_recovery` option), whose `False` give
 with `recovery_aborted`. Incidents with no attempt for an hour are deleted first (the TTL
 sweep). A new incident reports `chat:recovery:detected`; every wake then reports
 `chat:recovery:attempt` (`attempt`, `maxAttempts`, `recoveryKind`: `continue` when the
-interrupted answer has content, else `retry`). A spent budget gives the turn up at once:
-`chat:recovery:exhausted` with the reason, and the clients get the terminal message as the
-turn's error frame (the `terminal_message` option, by default "The assistant was interrupted
-and could not recover. Please try again."), which is also kept as the last terminal outcome.
-Otherwise the recovery is scheduled and the `cf:chat:recovering` flag set (`chat_terminal.py`).
+interrupted answer has content, else `retry`). A spent budget gives the turn up at once
+(`RecoveryIncidents.give_up`: the partial answer saved, `chat:recovery:exhausted`, the
+`on_exhausted` hook, the terminal message to clients). Otherwise the recovery is scheduled and
+the `cf:chat:recovering` flag set (`chat_terminal.py`).
 
-**Interrupted attempts.** An incident counts the attempts whose isolate died: the original
-turn (when it is first detected) and every later attempt that died before it finished. The
-isolate that died cannot write that down, so the next one does: each attempt (the wake of an
-interrupted turn, and each recovery callback) records itself under `attemptsInFlight` with its
-isolate, and whoever looks next counts each other isolate found there once and drops its
-entries. A wake drops its own entry once it has scheduled the recovery; a callback drops its
-own when its turn settles. Once `max_interrupted_attempts` (5) are counted the turn is given up
-with `interrupted_attempts_exceeded`, by the wake or by the callback, and nothing runs again.
+**Interrupted attempts** (`attempts_in_flight.py`): the original turn, when first detected, and
+every later attempt whose isolate died before it finished. A wake drops its own entry once it
+has scheduled the recovery; a callback drops its own when its turn settles. Once
+`max_interrupted_attempts` (5) are counted the turn is given up with
+`interrupted_attempts_exceeded`, by the wake or by the callback, and nothing runs again.
 
 **The callback.** It first waits for the host to be stable, at most `stable_timeout_ms` (10 s):
 no turn running or queued. When the time runs out: a turn waiting on a client interaction is
@@ -32,7 +29,8 @@ parked (incident `skipped`, `awaiting_client_interaction`); else, while `attempt
 `max_attempts`, the recovery is tried again 3 s later with `attempt` one higher (`reason:
 stable_timeout_retry`); else the turn is given up with `stable_timeout`, as above. A turn
 waiting on a client interaction (a part in `approval-requested`) is budget-free: no bound gives
-it up and its no-progress clock stays fresh.
+it up and its no-progress clock stays fresh. The recovered turn's end settles the incident:
+completed (deleted), failed or skipped (`RecoveryIncidents.settle`).
 
 **A stalled stream** (§8.2; the host's `chat_stream_stall_timeout_ms`, 0 = no watchdog): the
 turn engine offers the stalled turn to `route_stall`, which judges its incident as a wake does
@@ -44,25 +42,23 @@ continuation is scheduled at once and the request ends with the outcome `recover
 records it, a completion or an abort clears it, as do a new chat request and a clear; a client
 that reconnects learns it over the resume handshake. A client that connects while no turn
 streams is told that a recovery is in progress.
-
-The isolate here is the incarnation: a number the platform gives each one, so counting needs no
-random draw.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agents_core.chat.attempts_in_flight import AttemptsInFlight
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery, ChatRecoveryContext
 from agents_core.chat.chat_terminal import DEFAULT_TURN_ERROR, ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
-    RECOVERY_ABORTED,
     ask_caller,
     evaluate_incident,
     stale_incident,
 )
 from agents_core.chat.recovery_config import ChatRecoveryConfig, resolve_chat_recovery_config
+from agents_core.chat.recovery_incidents import RecoveryIncidents, incident_id, incident_key
 from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX, TurnResult
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
@@ -78,13 +74,18 @@ _SETTLED_STATUSES = frozenset({"recovered", "failed", "skipped"})
 class InterruptedAttemptsRecovery(ChatRecovery):
     """The ChatRecovery of 0.32.0: its options always on, its budget, its client status."""
 
-    __slots__ = ("_attempt_tokens", "status")
+    __slots__ = ("attempts", "status", "incidents")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._attempt_tokens = 0
+        self.attempts = AttemptsInFlight(self._ctx)
+        """The attempts each incident records as running (`attempts_in_flight.py`)."""
         self.status = ChatStatus(self._ctx, self._hooks._broadcast_chat_frame)
         """The recovering flag and the last terminal outcome."""
+        self.incidents = RecoveryIncidents(
+            self._ctx, self._messages, self._stream, self.status, lambda: self.config
+        )
+        """How an incident ends: settled or given up (`recovery_incidents.py`)."""
 
     @property
     def config(self) -> ChatRecoveryConfig:
@@ -95,27 +96,6 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             max_attempts=hooks.max_chat_recovery_attempts,
             no_progress_timeout_ms=hooks.chat_recovery_no_progress_timeout_ms,
         )
-
-    # -- the attempts in flight -------------------------------------------------------------------
-    def _isolate(self) -> int:
-        return self._ctx.host.incarnation_number
-
-    def _new_attempt(self) -> dict[str, Any]:
-        self._attempt_tokens += 1
-        isolate = self._isolate()
-        return {"isolate": isolate, "token": f"{isolate}:{self._attempt_tokens}"}
-
-    def _count_dead_isolates(self, incident: dict[str, Any], attempt: dict[str, Any]) -> int:
-        """Count each other isolate that left attempts, drop their entries, add `attempt`;
-        how many were counted."""
-        recorded = incident.get("attemptsInFlight") or []
-        mine = [a for a in recorded if a.get("isolate") == attempt["isolate"]]
-        dead = {a.get("isolate") for a in recorded if a.get("isolate") != attempt["isolate"]}
-        interrupted = (incident.get("interruptedAttempts") or 0) + len(dead)
-        if interrupted:
-            incident["interruptedAttempts"] = interrupted
-        incident["attemptsInFlight"] = [*mine, attempt]
-        return len(dead)
 
     def _over_budget(self, incident: dict[str, Any]) -> bool:
         limit = self.config.max_interrupted_attempts
@@ -138,6 +118,34 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         that no turn of this incarnation runs."""
         return super()._has_orphaned_turn() or self._hooks._has_orphaned_task_turn()
 
+    # -- which incident ------------------------------------------------------------------------
+    def _latest_user_message_id(self) -> str | None:
+        for message in reversed(self._messages.all()):
+            if message.get("role") == "user" and isinstance(message.get("id"), str):
+                return str(message["id"])
+        return None
+
+    def turn_snapshot_extra(self) -> dict[str, Any]:
+        """A turn's snapshot names the latest user message it answers (its incident's)."""
+        latest = self._latest_user_message_id()
+        return {} if latest is None else {"latestUserMessageId": latest}
+
+    def _incident_of(self, origin: str, snapshot: dict[str, Any] | None) -> tuple[str, str]:
+        """The incident id and key of a turn first interrupted as `origin`, answering the user
+        message its snapshot names (the transcript's latest when it names none)."""
+        latest = (snapshot or {}).get("latestUserMessageId")
+        if not isinstance(latest, str):
+            latest = self._latest_user_message_id()
+        found = incident_id(origin, latest)
+        return found, incident_key(found)
+
+    def incident_key_of(self, payload: Any) -> str:
+        found = payload.get("incidentId")
+        if isinstance(found, str):
+            return incident_key(found)
+        snapshot = payload.get("snapshot")
+        return self._incident_of(payload["originRequestId"], snapshot)[1]
+
     # -- the wake: an interrupted turn's fiber -----------------------------------------------------
     def _sweep_stale_incidents(self, now: int) -> None:
         kv = self._ctx.host.kv
@@ -151,18 +159,18 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         origin = snapshot.get("originRequestId") or request_id
         host = self._ctx.host
         now = host.clock.now_ms()
-        key = INCIDENT_PREFIX + origin
+        found, key = self._incident_of(origin, snapshot)
         self._sweep_stale_incidents(now)
         stored = host.kv.get(key)
         existing = dict(stored) if isinstance(stored, dict) else None
-        attempt = self._new_attempt()
+        attempt = self.attempts.new()
         if existing is None:
             newly_interrupted = 1
             existing_or_new: dict[str, Any] = {"attemptsInFlight": [attempt]}
         else:
             existing_or_new = dict(existing)
             interrupted_before = existing_or_new.get("interruptedAttempts") or 0
-            newly_interrupted = self._count_dead_isolates(existing_or_new, attempt)
+            newly_interrupted = self.attempts.count_dead(existing_or_new, attempt)
             existing_or_new["interruptedAttempts"] = interrupted_before
         config = self.config
         verdict = evaluate_incident(
@@ -178,15 +186,17 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         verdict = await ask_caller(
             verdict,
             config,
-            incident_id=origin,
+            incident_id=found,
             request_id=request_id,
             recovery_kind=kind,
             now=now,
             on_error=self._caller_hook_failed,
+            recovery_root_request_id=origin,
         )
         incident = {
             **verdict.incident,
             "originRequestId": origin,
+            "incidentId": found,
             "requestId": request_id,
             "runId": snapshot.get("runId", verdict.incident.get("runId")),
             "recoveryKind": kind,
@@ -197,13 +207,32 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         host.kv.put(key, incident)
         self._report_look(existing is None, incident, kind, "complete" if finished else kind)
         if verdict.reason is not None:
-            self._exhaust(key, incident, verdict.reason, request_id)
+            stream_id, _ = self.interrupted_stream(request_id, snapshot)
+            await self.incidents.give_up(
+                key,
+                incident,
+                verdict.reason,
+                request_id,
+                partial=partial,
+                stream_id=stream_id,
+                created_at=ctx.created_at,
+            )
             return True
         try:
-            return await super().claim(ctx)
+            incident.update(status="scheduled")
+            host.kv.put(key, incident)
+            host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
+            payload = {
+                "requestId": request_id,
+                "originRequestId": origin,
+                "incidentId": found,
+                "snapshot": snapshot,
+            }
+            await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=True)
+            return True
         finally:
             self.status.set_recovering(True, origin)
-            self._drop_attempt(key, attempt["token"])
+            self.attempts.drop(key, attempt["token"])
 
     def _report_look(self, first: bool, incident: dict[str, Any], kind: str, mode: str) -> None:
         """`chat:recovery:detected` for a new incident, then `chat:recovery:attempt` (`mode`
@@ -248,7 +277,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         host = self._ctx.host
         now = host.clock.now_ms()
         origin = snapshot.get("originRequestId") or request_id
-        key = INCIDENT_PREFIX + origin
+        found, key = self._incident_of(origin, None)
         self._sweep_stale_incidents(now)
         stored = host.kv.get(key)
         existing = dict(stored) if isinstance(stored, dict) else None
@@ -265,15 +294,17 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         verdict = await ask_caller(
             verdict,
             config,
-            incident_id=origin,
+            incident_id=found,
             request_id=request_id,
             recovery_kind=kind,
             now=now,
             on_error=self._caller_hook_failed,
+            recovery_root_request_id=origin,
         )
         incident = {
             **verdict.incident,
             "originRequestId": origin,
+            "incidentId": found,
             "requestId": request_id,
             "runId": snapshot.get("runId", verdict.incident.get("runId")),
             "recoveryKind": kind,
@@ -282,17 +313,26 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         host.kv.put(key, incident)
         self._report_look(existing is None, incident, kind, kind)
         if verdict.reason is not None:
-            self._exhaust(key, incident, verdict.reason, request_id)
+            # The stalled turn persists its own partial answer as it ends.
+            await self.incidents.give_up(
+                key,
+                incident,
+                verdict.reason,
+                request_id,
+                partial=partial,
+                stream_id=snapshot.get("streamId"),
+                save_partial=False,
+            )
             return "exhausted"
         try:
             ctx = ChatRecoveryContext(request_id, origin, incident["attempt"], kind, partial)
             decision = await self._hooks.on_chat_recovery(ctx) or kind
         except Exception as exc:  # noqa: BLE001 - the stall then fails the turn
-            self.set_incident(key, incident, "failed")
+            self.incidents.settle(key, "failed", str(exc) or type(exc).__name__)
             self._ctx.log("error", f"on_chat_recovery raised for a stalled turn: {exc!r}")
             return None
         if decision == "skip":
-            self._skip(key, incident, "continue_disabled")
+            self.incidents.settle(key, "skipped", "continue_disabled")
             return None
         retries = (incident.get("transientRetries") or 0) + 1
         self.set_incident(key, {**incident, "transientRetries": retries}, "scheduled")
@@ -301,6 +341,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         payload = {
             "requestId": request_id,
             "originRequestId": origin,
+            "incidentId": found,
             "snapshot": snapshot,
             "decision": decision,
         }
@@ -314,18 +355,18 @@ class InterruptedAttemptsRecovery(ChatRecovery):
     # -- a recovery callback ----------------------------------------------------------------------
     async def continue_turn(self, payload: Any) -> None:
         origin = payload["originRequestId"]
-        key = INCIDENT_PREFIX + origin
+        key = self.incident_key_of(payload)
         incident = self._ctx.host.kv.get(key)
         if not isinstance(incident, dict) or incident.get("status") != "scheduled":
             return
         incident = dict(incident)
-        attempt = self._new_attempt()
-        self._count_dead_isolates(incident, attempt)
+        attempt = self.attempts.new()
+        self.attempts.count_dead(incident, attempt)
         payload = {**payload, "attempt": attempt}
         if not self.awaiting_client_interaction() and self._over_budget(incident):
             incident["attemptsInFlight"] = incident["attemptsInFlight"][:-1]
             self._ctx.host.kv.put(key, incident)
-            self._exhaust(key, incident, INTERRUPTED_ATTEMPTS_EXCEEDED, payload["requestId"])
+            await self._give_up_callback(key, incident, INTERRUPTED_ATTEMPTS_EXCEEDED, payload)
             await self._hooks._after_chat_recovery(None)
             return
         self.set_incident(key, incident, "attempting")
@@ -370,12 +411,12 @@ class InterruptedAttemptsRecovery(ChatRecovery):
 
     async def _stable_timeout(self, payload: dict[str, Any]) -> None:
         """The host stayed busy: park, try again in 3 s, or give the turn up."""
-        key = INCIDENT_PREFIX + payload["originRequestId"]
+        key = self.incident_key_of(payload)
         incident = self._ctx.host.kv.get(key)
         if not isinstance(incident, dict):
             return
         if self.awaiting_client_interaction():
-            self._skip(key, incident, "awaiting_client_interaction")
+            self.incidents.settle(key, "skipped", "awaiting_client_interaction")
             return
         self._ctx.log("warn", "chat recovery timed out waiting for a stable state")
         attempt = incident.get("attempt") or 0
@@ -400,55 +441,33 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             return
         if incident.get("status") == "exhausted":
             return
-        self._exhaust(key, dict(incident), STABLE_TIMEOUT, incident.get("requestId") or "")
+        await self._give_up_callback(key, dict(incident), STABLE_TIMEOUT, payload)
+
+    async def _give_up_callback(
+        self, key: str, incident: dict[str, Any], reason: str, payload: dict[str, Any]
+    ) -> None:
+        """A continuation gives its turn up: the partial answer is the interrupted turn's."""
+        request_id = payload["requestId"]
+        raw = payload.get("snapshot")
+        snapshot = raw if isinstance(raw, dict) else {}
+        partial, _ = self._rebuild_interrupted_answer(request_id, snapshot)
+        stream_id, _ = self.interrupted_stream(request_id, snapshot)
+        await self.incidents.give_up(
+            key,
+            incident,
+            reason,
+            incident.get("requestId") or request_id,
+            partial=partial,
+            stream_id=stream_id,
+        )
 
     def _caller_hook_failed(self, error: Exception) -> None:
         """`should_keep_recovering` raised: the recovery goes on (a broken hook must not
         wedge the turn), and the error is logged."""
         self._ctx.log("error", f"chat_recovery's should_keep_recovering raised: {error!r}")
 
-    def _exhausted_reason(self, incident: dict[str, Any]) -> str | None:
-        """The budget is judged at the wake (`claim`) and, for interrupted attempts, by the
-        callback; the 0.21.0 check before each attempt is gone."""
-        return None
-
-    def _exhaust(self, key: str, incident: dict[str, Any], reason: str, request_id: str) -> None:
-        """Give the turn up: the incident `exhausted`, `chat:recovery:exhausted`, the terminal
-        message to clients and as the last terminal outcome, the recovering flag cleared."""
-        if reason == INTERRUPTED_ATTEMPTS_EXCEEDED:
-            probe(self._ctx.host, "chat.recovery_interrupted_attempts_exceeded")
-        elif reason == "no_progress_timeout":
-            probe(self._ctx.host, "chat.recovery_no_progress_timeout")
-        elif reason == "max_attempts_exceeded":
-            probe(self._ctx.host, "chat.recovery_exhausted")
-        elif reason == RECOVERY_ABORTED:
-            probe(self._ctx.host, "chat.recovery_aborted_by_caller")
-        incident = {**incident, "reason": reason}
-        super().set_incident(key, incident, "exhausted")
-        origin = incident.get("originRequestId")
-        self._ctx.host.trace.emit(
-            "chat:recovery:exhausted",
-            requestId=request_id,
-            originRequestId=origin,
-            attempt=incident.get("attempt", 0),
-            reason=reason,
-        )
-        message = self.config.terminal_message
-        self._hooks._broadcast_chat_frame(self.status.terminal_frame(request_id, message))
-        self.status.record_terminal(request_id, message)
-        self.status.set_recovering(False)
-        self._ctx.log("warn", f"chat recovery of turn {origin} gave up: {reason}")
-
-    def _skip(self, key: str, incident: dict[str, Any], reason: str) -> None:
-        """Stop recovering without giving the turn up (the incident stays, `skipped`)."""
-        self.set_incident(key, {**incident, "reason": reason}, "skipped")
-        self._ctx.host.trace.emit(
-            "chat:recovery:skipped",
-            requestId=incident.get("requestId"),
-            originRequestId=incident.get("originRequestId"),
-            attempt=incident.get("attempt", 0),
-            reason=reason,
-        )
+    def _recovery_ended(self, key: str, outcome: str, reason: str | None = None) -> None:
+        self.incidents.settle(key, outcome, reason)
 
     def set_incident(self, key: str, incident: dict[str, Any], status: str) -> None:
         super().set_incident(key, incident, status)
@@ -458,20 +477,11 @@ class InterruptedAttemptsRecovery(ChatRecovery):
     def _report_attempt(self, request_id: str, origin: str, mode: str, attempt: int) -> None:
         """`chat:recovery:attempt` is reported by the wake that judges the incident."""
 
-    def _drop_attempt(self, key: str, token: str) -> None:
-        incident = self._ctx.host.kv.get(key)
-        if not isinstance(incident, dict):
-            return
-        recorded = incident.get("attemptsInFlight") or []
-        remaining = [a for a in recorded if a.get("token") != token]
-        if len(remaining) != len(recorded):
-            self._ctx.host.kv.put(key, {**incident, "attemptsInFlight": remaining})
-
     def _finish_attempt(self, payload: dict[str, Any]) -> None:
         """The callback's turn settled in this isolate: its entry goes."""
         token = (payload.get("attempt") or {}).get("token")
         if token is not None:
-            self._drop_attempt(INCIDENT_PREFIX + payload["originRequestId"], token)
+            self.attempts.drop(self.incident_key_of(payload), token)
 
     # -- what clients learn -----------------------------------------------------------------------
     def turn_ended(self, result: TurnResult) -> None:

@@ -80,7 +80,8 @@ class ChatRecoveryProgressContext:
     """What `should_keep_recovering` decides on (the SDK's `ChatRecoveryProgressContext`)."""
 
     incident_id: str
-    """The incident's key tail (the request id of the turn first interrupted)."""
+    """The incident's id: `<recovery root request id>:<latest user message id>`
+    (`recovery_incidents.incident_id`)."""
     request_id: str
     recovery_root_request_id: str
     attempt: int
@@ -183,6 +184,7 @@ async def ask_caller(
     recovery_kind: str,
     now: int,
     on_error: Callable[[Exception], None],
+    recovery_root_request_id: str | None = None,
 ) -> IncidentVerdict:
     """`verdict`, or the same incident given up with `recovery_aborted` when the caller's
     `should_keep_recovering` answers `False` (only `False`: any other answer goes on). Not
@@ -196,7 +198,7 @@ async def ask_caller(
     ctx = ChatRecoveryProgressContext(
         incident_id=incident_id,
         request_id=request_id,
-        recovery_root_request_id=incident_id,
+        recovery_root_request_id=recovery_root_request_id or request_id,
         attempt=incident["attempt"],
         max_attempts=config.max_attempts,
         recovery_kind=recovery_kind,

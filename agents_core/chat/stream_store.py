@@ -128,6 +128,14 @@ class ResumableStream:
             stream_id,
         )
 
+    def is_streaming(self, stream_id: str) -> bool:
+        """The stream is still open: its turn neither ended it nor lived to (the SDK's
+        active stream, which a restart restores from the `streaming` row)."""
+        rows = self._ctx.sql(
+            "SELECT status FROM cf_ai_chat_stream_metadata WHERE id = ?", stream_id
+        )
+        return bool(rows) and rows[0]["status"] == "streaming"
+
     def for_request(self, request_id: str | None) -> str | None:
         """The (latest) stream of a turn."""
         if request_id is None:

@@ -92,8 +92,11 @@ def test_a_continuation_is_an_enqueued_task_run_of_the_recovery_definition(
         detected["requestId"],
         origin,
     )
-    assert json.loads(run["metadata"]) == {"callback": CONTINUE, "incidentId": origin}
-    assert run["idempotency_key"] == f"chat-recovery:{CONTINUE}:{origin}"
+    incident_id = data["data"]["incidentId"]
+    (question,) = [m for m in sim.instance_of(ref).messages if m["role"] == "user"]
+    assert incident_id == f"{origin}:{question['id']}"
+    assert json.loads(run["metadata"]) == {"callback": CONTINUE, "incidentId": incident_id}
+    assert run["idempotency_key"] == f"chat-recovery:{CONTINUE}:{incident_id}"
     assert (run["state"], run["retain"]) == ("pending", 0)
     assert sim.query(ref, "SELECT fn FROM cf_agents_jobs WHERE id = ?", f"task:{run_id}") == [
         {"fn": "wake"}
@@ -106,7 +109,7 @@ def test_a_continuation_is_an_enqueued_task_run_of_the_recovery_definition(
         "continuation"
     ]
     assert [e["runId"] for e in events(sim, ref, "task:completed", definition=RECOVERY)] == [run_id]
-    assert sim.instance_of(ref).host.kv.get(INCIDENT_PREFIX + origin)["status"] == "recovered"
+    assert sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX) == {}, "completed: deleted"
     assert len(model.requests) == 2
     assert sim.instance_of(ref).messages[-1]["role"] == "assistant"
 
@@ -143,8 +146,7 @@ def test_the_continuation_runs_after_an_eviction_between_its_enqueue_and_its_wak
     assert [e["attempt"] for e in started] == [1]
     assert sim.trace.select("task:attempt:started", runId=run["run_id"])[0].inc == 3
     assert recovery_runs(sim, ref) == []
-    (incident,) = sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX).values()
-    assert incident["status"] == "recovered"
+    assert sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX) == {}, "completed: deleted"
     assert len(model.requests) == 2
     assert continuation_schedules(sim, ref) == []
 
@@ -169,8 +171,7 @@ def test_a_continuation_attempt_killed_midway_runs_again_in_the_next_isolate(
     steps = sim.trace.select("task:step:completed", runId=run_id)
     assert [(r.get("step"), r.inc) for r in steps] == [("continuation", crash.inc + 1)]
     assert recovery_runs(sim, ref) == []
-    (incident,) = sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX).values()
-    assert incident["status"] == "recovered"
+    assert sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX) == {}, "completed: deleted"
     assert len(model.requests) == 2
 
 
@@ -292,8 +293,7 @@ def test_a_failed_continuation_step_is_retried_100_ms_later(sim: Simulation, hos
     assert [e["attempt"] for e in events(sim, ref, "task:step:completed", runId=run_id)] == [2]
     assert flaky.calls == 2
     assert recovery_runs(sim, ref) == []
-    (incident,) = sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX).values()
-    assert incident["status"] == "recovered"
+    assert sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX) == {}, "completed: deleted"
     assert len(model.requests) == 2
 
 

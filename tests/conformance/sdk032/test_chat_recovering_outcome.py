@@ -67,7 +67,7 @@ def test_a_stalled_stream_stops_its_request_as_recovering_and_the_turn_goes_on(
     """The stream goes silent after half an answer: 60 s later the request ends with `done`
     and `outcome: "recovering"` (its stream `recovering`, its partial answer persisted, its
     status `aborted`), the recovering indicator goes on, and recovery continues the same
-    answer under a new request, which ends `completed`; the incident is `recovered`."""
+    answer under a new request, which ends `completed`; the incident is then deleted."""
     agent = watched(host)
     model = sim.register_model(
         ScriptedModel(default=[HalfThenSilence(), text("answer", delay_ms=20_000)])
@@ -102,8 +102,9 @@ def test_a_stalled_stream_stops_its_request_as_recovering_and_the_turn_goes_on(
     ends = [f for f in responses(client) if f.get("done")]
     assert len(ends) == 2 and ends[1]["id"] != first["requestId"] and "outcome" not in ends[1]
     assert stream_status(sim, ref, ends[1]["id"]) == "completed"
-    assert incident(sim, ref)["status"] == "recovered"
-    assert incident(sim, ref)["transientRetries"] == 1
+    assert sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX) == {}
+    (completed,) = sim.trace.select("chat:recovery:completed")
+    assert completed.get("originRequestId") == first["requestId"]
     assert sim.instance_of(ref).host.kv.get("cf:chat:recovering") is None
     assert [r.get("reason") for r in sim.trace.select("chat:recovery:exhausted")] == []
     assert len(sim.trace.select("chat:recovery:detected")) == 1
@@ -219,6 +220,31 @@ def test_a_declined_stall_is_an_ordinary_error(sim: Simulation, host: type) -> N
     assert len(model.requests) == 1
     (end,) = chat_client_view(client.frames)["ended"]
     assert end.outcome == "error" and "stalled" in str(end.error)
+
+
+@pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+def test_an_on_chat_recovery_that_raises_for_a_stall_fails_the_recovery(
+    sim: Simulation, host: type
+) -> None:
+    """`on_chat_recovery` raising for a stalled turn: the stall fails the request, and the
+    incident is `failed` with the error as its reason, reported by `chat:recovery:failed`."""
+
+    class Raising(watched(host)):  # type: ignore[misc]
+        async def on_chat_recovery(self, ctx: Any) -> str | None:
+            raise RuntimeError("policy service down")
+
+    sim.register_model(ScriptedModel(default=HalfThenSilence()))
+    ref = sim.agent(Raising, "c")
+    call = sim.start_call(ref, "save_messages", [user("go")])
+    sim.run_for(STALL_MS + 30_000)
+    result = sim.wait(call)
+    assert result["status"] == "error" and "stalled" in result["error"]
+    stored = incident(sim, ref)
+    assert (stored["status"], stored["reason"]) == ("failed", "policy service down")
+    (failed,) = sim.trace.select("chat:recovery:failed")
+    assert failed.get("reason") == "policy service down"
+    assert failed.get("originRequestId") == result["requestId"]
+    assert sim.trace.select("chat:recovery:scheduled") == []
 
 
 def test_without_the_watchdog_a_silent_stream_is_waited_for(sim: Simulation) -> None:

@@ -68,9 +68,12 @@ def test_should_keep_recovering_false_gives_the_turn_up_with_recovery_aborted(
     assert asked == [] and not sim.trace.select("chat:recovery:exhausted")
     detected_at = incident(sim, ref)["detectedAt"]
     origin = incident(sim, ref)["originRequestId"]
+    found = incident(sim, ref)["incidentId"]
     evict_and_wake(sim, vetoed, ref, 40_000)
     (ctx,) = asked
-    assert (ctx.incident_id, ctx.recovery_root_request_id) == (origin, origin)
+    (question,) = [m for m in sim.instance_of(ref).messages if m["role"] == "user"]
+    assert found == f"{origin}:{question['id']}"
+    assert (ctx.incident_id, ctx.recovery_root_request_id) == (found, origin)
     assert (ctx.attempt, ctx.max_attempts, ctx.recovery_kind) == (2, 10, "retry")
     assert ctx.work == 0 and 40_000 < ctx.age_ms <= sim.now_ms - detected_at
     (exhausted,) = sim.trace.select("chat:recovery:exhausted")
