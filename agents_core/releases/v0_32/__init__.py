@@ -27,7 +27,7 @@ from agents_core.releases.v0_32.queue import QueueCapability
 from agents_core.releases.v0_32.replay_numbering import MilestoneReplay
 from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.releases.v0_32.state import CapabilityStarts, StateCapability
-from agents_core.releases.v0_32.tasks import TASKS_CAPABILITY, Tasks
+from agents_core.releases.v0_32.tasks import TASKS_CAPABILITY, Tasks, declared_on
 from agents_core.schedule_dispatch import ScheduleDispatch
 
 if TYPE_CHECKING:
@@ -74,8 +74,8 @@ def build(
     quietly, the schema of version 14, MCP and State under their own schema keys, the
     Lifecycle with the job queue and its driver behind the alarm, keepAlive, housekeeping and
     destroy as its host jobs, the Scheduler on jobs, the Queue on jobs (installed right after
-    the Scheduler, and pruned with a sub-tree's schedules), the Tasks capability (as much of it
-    as a chat host's attached turns need, `tasks.py`), agent tools' event delivery and replay
+    the Scheduler, and pruned with a sub-tree's schedules), the Tasks capability (`tasks.py`, the
+    agent's `task_definitions` its definitions), agent tools' event delivery and replay
     numbering."""
     mcp = KeyedMcp(context, agent._broadcast_protocol)
     state = StateCapability(context)
@@ -88,7 +88,7 @@ def build(
     lifecycle.use(scheduler)
     queue = QueueCapability(context, lifecycle, agent, self_path, owner_key)
     lifecycle.use(queue)
-    lifecycle.use(Tasks(context, lifecycle, agent.on_error))
+    lifecycle.use(Tasks(context, lifecycle, agent.on_error, declared_on(agent)))
     dispatch = ScheduleDispatch(context, lifecycle, agent)
     facets = Facets(
         context,

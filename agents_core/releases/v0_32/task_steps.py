@@ -1,49 +1,69 @@
-"""The step journal of one Task run's attempt: `step.do` and `step.sleep` (spec sdk-0.32 §6.5,
-§8.3).
+"""The `step` one attempt of a Task run hands its handler: `do`, `sleep`, `sleep_until`,
+`status`, `idempotency_key` and `interrupted` (spec sdk-0.32 §6.5, §8.3).
 
-A run's steps are rows of `cf_agents_task_steps` (`kind` `do` or `sleep`; `state` `running`,
-`waiting`, `completed`, `failed`). Every write is fenced by the attempt's generation: an attempt
-another one superseded unwinds (`AttemptSuperseded`) without touching the journal. A step
-journaled `completed` gives its result again on replay; a `failed` one raises its error again.
+A run's steps are rows of `cf_agents_task_steps` (`task_journal.py`). A step journaled
+`completed` gives its result again on replay; a `failed` one raises its error again; a journal
+row of the other kind raises `TaskReplayDivergedError`. Step names are non-empty, at most 256
+characters, never `__cf`-prefixed, and unique within one replay (`DuplicateTaskStepError`); at
+each step boundary the run's cancellation request, if any, ends the attempt
+(`TaskCancellation`); a run journals at most 10 000 steps.
 
-- `do(name, config, fn)` runs `fn` under the step's retry policy (`retries.limit`, 5 by
-  default; `retries.delay` in ms, 1 s by default; `retries.backoff` `constant`, `linear` or
-  `exponential`, the default, never more than a day). A failed call below the limit parks the
-  step `waiting` until its retry time and suspends the attempt; the run's next attempt claims
-  the step again (`task:step:retry`). At the limit the step is journaled `failed` and the error
-  raised, except a platform failure, which is raised unjournaled so the job driver keeps the
-  run's wake (a code-update or memory-limit reset is raised at once, whatever the attempt).
-- `sleep(name, duration_ms)` journals its wake time the first time it is reached (the first
-  write wins) and suspends the attempt until then; a sleep already due is journaled
-  `completed` at once.
+- `do(name, [config,] fn)` calls `fn(StepContext)` under the step's policy: `retries.limit`
+  (attempts in all, 5 by default), `retries.delay` (1 s by default) and `retries.backoff`
+  (`constant`, `linear` or `exponential`, the default, never more than a day), and `timeout`
+  (one attempt's bound, 5 minutes by default). Durations are ms or text (`"1 day"`). The
+  callback's own signal (`StepContext.signal`) aborts when the attempt times out or the run is
+  cancelled; once it has, the attempt ends with the abort's reason whatever the callback
+  answers: a timed-out attempt is a failed one (`Error: Step "<name>" attempt <n> timed out
+  after <ms>ms`), a cancelled one ends the attempt (the run settles `cancelled`). The callback
+  runs in the attempt's task, so one that ignores its signal ends the attempt only when it
+  returns (the SDK abandons it at once: docs/divergences.md T18).
+  A failed call below the limit parks the step `waiting` until its retry time and suspends the
+  attempt; the run's next attempt claims the step again (`task:step:retry`). At the limit, or
+  for a `NonRetryableError` or a result that cannot be serialized, the step is journaled
+  `failed` and the error raised, except a platform failure, which is raised unjournaled so the
+  job driver keeps the run's wake (a code-update or memory-limit reset is raised at once).
+- `sleep(name, duration)` / `sleep_until(name, when)` journal a wake time the first time they
+  are reached (the first write wins) and suspend the attempt until then; one already due is
+  journaled `completed` at once.
+- `status(message)` writes the run's `status_message`; an attempt after the first stays silent
+  until it reaches new ground (a journal miss, or a step still waiting or running), so replayed
+  progress is not published again.
 
-A suspension (`TaskSuspension`, a `BaseException` so that a callback's `except Exception`
-cannot swallow it) ends the attempt: the capability parks the run `waiting` with the wake time
-as its deadline. What is not modelled: the step timeout (no step here runs near its bound: a
-chat turn's day, a continuation's 15 minutes, which returns at its model hand-off), `status()`,
-`sleepUntil`, cancellation at a step boundary, durations written as text, the 10 000-step
-ceiling.
+A suspension (`TaskSuspension`) ends the attempt: the capability parks the run `waiting` with
+the wake time as its deadline.
 """
 
 from __future__ import annotations
 
-import json
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any
 
 from agents_core.errors import InvalidArgument
 from agents_core.releases.v0_32.job_driver import is_platform_failure
+from agents_core.releases.v0_32.task_errors import (
+    AttemptSuperseded,
+    DuplicateTaskStepError,
+    TaskCancellation,
+    TaskReplayDivergedError,
+    TaskSerializationError,
+    TaskStepFailed,
+    TaskSuspension,
+    is_non_retryable,
+)
+from agents_core.releases.v0_32.task_journal import StepJournal
+from agents_core.releases.v0_32.task_values import deserialize, parse_task_duration
 from agents_core.schedule_dispatch import is_code_update_reset, is_memory_limit_reset
-from agents_core.signals import AbortSignal
-
-if TYPE_CHECKING:
-    from agents_core.context import AgentContext
+from agents_core.signals import AbortController, AbortSignal
 
 __all__ = [
     "AttemptSuperseded",
     "StepContext",
     "StepJournal",
+    "StepPolicy",
     "TaskDefinition",
     "TaskStep",
     "TaskStepFailed",
@@ -53,14 +73,22 @@ __all__ = [
 DEFAULT_STEP_RETRY_LIMIT = 5
 DEFAULT_STEP_RETRY_DELAY_MS = 1_000
 DEFAULT_STEP_BACKOFF = "exponential"
+DEFAULT_STEP_TIMEOUT_MS = 300_000
 MAX_RETRY_DELAY_MS = 24 * 60 * 60 * 1_000
 MAX_NAME_LENGTH = 256
+MAX_STEPS_PER_RUN = 10_000
 BACKOFFS = ("constant", "linear", "exponential")
+TIMEOUT_POLL_MS = 5_000
+"""A step's timeout timer sleeps in slices of this, stopping once the step has ended: a timer
+nothing can withdraw would otherwise outlive a short step by up to its timeout (a day for a
+chat turn), and the platform counts a pending timer as work still to do."""
 
 
 @dataclass(frozen=True)
 class StepContext:
-    """What a `step.do` callback receives."""
+    """What a `step.do` callback receives: its attempt (from 1), the step's stable
+    `idempotency_key` (`<runId>:<name>`), and the signal that aborts on its timeout or on the
+    run's cancellation."""
 
     attempt: int
     idempotency_key: str
@@ -68,71 +96,22 @@ class StepContext:
 
 
 TaskDefinition = Callable[[Any, "TaskStep"], Awaitable[Any]]
-StepCallback = Callable[[StepContext], Awaitable[Any]]
-
-
-class AttemptSuperseded(Exception):  # noqa: N818 - the SDK's AttemptSupersededError
-    """Another attempt claimed the run: this one unwinds without settling anything."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(
-            f'Task attempt superseded: run "{run_id}" is no longer claimed by this execution '
-            "attempt"
-        )
-
-
-class TaskStepFailed(Exception):  # noqa: N818 - a journaled step error, raised again
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = name
-
-
-class TaskSuspension(BaseException):
-    """The attempt ends here and the run waits until `wake_at` (a sleep or a step's retry)."""
-
-    def __init__(self, wake_at: int, reason: str) -> None:
-        super().__init__(f"Task run suspended until {wake_at} ({reason})")
-        self.wake_at = wake_at
-        self.reason = reason
-
-
-def serialize(value: Any) -> str | None:
-    """JSON text of a value (None, JavaScript's `undefined`, is column NULL)."""
-    if value is None:
-        return None
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def deserialize(stored: Any) -> Any:
-    return None if stored is None else json.loads(stored)
-
-
-def error_summary(error: BaseException) -> tuple[str, str]:
-    name = getattr(error, "error_name", None) or (
-        "Error" if type(error) is Exception else type(error).__name__
-    )
-    return str(name), str(error)
-
-
-def _duration_ms(value: Any, what: str) -> int:
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise InvalidArgument(
-            f"Invalid {what}: expected a non-negative number of milliseconds, got {value!r}"
-        )
-    return int(value)
+StepCallback = Callable[[StepContext], Any]
 
 
 @dataclass(frozen=True)
 class StepPolicy:
-    """One `step.do`'s retry policy, its config over the capability's defaults."""
+    """One `step.do`'s retry and timeout policy, its config over the capability's defaults."""
 
     limit: int
     delay_ms: int
     backoff: str
+    timeout_ms: int
 
     @classmethod
     def of(cls, config: Mapping[str, Any] | None) -> StepPolicy:
-        retries = (config or {}).get("retries") or {}
+        config = config or {}
+        retries = config.get("retries") or {}
         limit = retries.get("limit", DEFAULT_STEP_RETRY_LIMIT)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidArgument(
@@ -145,10 +124,16 @@ class StepPolicy:
                 f"Invalid step retries.backoff: expected one of {', '.join(BACKOFFS)}, "
                 f"got {backoff!r}"
             )
+        timeout = config.get("timeout")
         return cls(
             limit,
-            DEFAULT_STEP_RETRY_DELAY_MS if delay is None else _duration_ms(delay, "retries.delay"),
+            DEFAULT_STEP_RETRY_DELAY_MS
+            if delay is None
+            else parse_task_duration(delay, "step retries.delay"),
             backoff,
+            DEFAULT_STEP_TIMEOUT_MS
+            if timeout is None
+            else parse_task_duration(timeout, "step timeout"),
         )
 
     def retry_delay_ms(self, failed_attempt: int) -> int:
@@ -162,132 +147,19 @@ class StepPolicy:
         return min(delay, MAX_RETRY_DELAY_MS)
 
 
-class StepJournal:
-    """The step rows of one run, written for one attempt (fenced by its generation)."""
-
-    __slots__ = ("_ctx", "run_id", "_generation")
-
-    def __init__(self, ctx: AgentContext, run_id: str, generation: str) -> None:
-        self._ctx = ctx
-        self.run_id = run_id
-        self._generation = generation
-
-    def _now(self) -> int:
-        return self._ctx.host.clock.now_ms()
-
-    def _assert_current(self) -> None:
-        rows = self._ctx.sql(
-            "SELECT generation FROM cf_agents_task_runs WHERE run_id = ?", self.run_id
-        )
-        if not rows or rows[0]["generation"] != self._generation:
-            raise AttemptSuperseded(self.run_id)
-
-    def read(self, name: str) -> dict[str, Any] | None:
-        rows = self._ctx.sql(
-            "SELECT * FROM cf_agents_task_steps WHERE run_id = ? AND step_name = ?",
-            self.run_id,
-            name,
-        )
-        return rows[0] if rows else None
-
-    def insert_do(self, name: str) -> None:
-        self._assert_current()
-        now = self._now()
-        self._ctx.sql(
-            "INSERT INTO cf_agents_task_steps (run_id, step_name, kind, state, attempt, next_at, "
-            "created_at, started_at, updated_at) VALUES (?, ?, 'do', 'running', 1, NULL, ?, ?, ?)",
-            self.run_id,
-            name,
-            now,
-            now,
-            now,
-        )
-
-    def insert_sleep(self, name: str, wake_at: int) -> None:
-        self._assert_current()
-        now = self._now()
-        self._ctx.sql(
-            "INSERT INTO cf_agents_task_steps (run_id, step_name, kind, state, attempt, next_at, "
-            "created_at, started_at, updated_at) "
-            "VALUES (?, ?, 'sleep', 'waiting', 0, ?, ?, NULL, ?)",
-            self.run_id,
-            name,
-            wake_at,
-            now,
-            now,
-        )
-
-    def insert_completed_sleep(self, name: str) -> None:
-        self._assert_current()
-        now = self._now()
-        self._ctx.sql(
-            "INSERT INTO cf_agents_task_steps (run_id, step_name, kind, state, attempt, next_at, "
-            "created_at, completed_at, updated_at) "
-            "VALUES (?, ?, 'sleep', 'completed', 0, NULL, ?, ?, ?)",
-            self.run_id,
-            name,
-            now,
-            now,
-            now,
-        )
-
-    def claim_attempt(self, name: str) -> int:
-        self._assert_current()
-        now = self._now()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'running', attempt = attempt + 1, "
-            "next_at = NULL, started_at = ?, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            now,
-            now,
-            self.run_id,
-            name,
-        )
-        row = self.read(name)
-        return int(row["attempt"]) if row else 1
-
-    def complete(self, name: str, result: Any) -> None:
-        self._assert_current()
-        now = self._now()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'completed', result = ?, next_at = NULL, "
-            "completed_at = ?, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            serialize(result),
-            now,
-            now,
-            self.run_id,
-            name,
-        )
-
-    def fail(self, name: str, error: BaseException) -> None:
-        self._assert_current()
-        error_name, message = error_summary(error)
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'failed', error_name = ?, error_message = ?, "
-            "next_at = NULL, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            error_name,
-            message,
-            self._now(),
-            self.run_id,
-            name,
-        )
-
-    def wait(self, name: str, wake_at: int) -> None:
-        self._assert_current()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'waiting', next_at = ?, updated_at = ? "
-            "WHERE run_id = ? AND step_name = ?",
-            wake_at,
-            self._now(),
-            self.run_id,
-            name,
-        )
-
-
 class TaskStep:
-    """The `step` one attempt of a run hands its handler (the SDK's `ReplayStep`: `do` and
-    `sleep`)."""
+    """The `step` one attempt of a run hands its handler (the SDK's `ReplayStep`)."""
 
-    __slots__ = ("_journal", "_definition", "_signal", "_emit", "_now", "_used")
+    __slots__ = (
+        "_journal",
+        "_definition",
+        "_signal",
+        "_emit",
+        "_now",
+        "_used",
+        "_live",
+        "interrupted",
+    )
 
     def __init__(
         self,
@@ -296,6 +168,9 @@ class TaskStep:
         signal: AbortSignal,
         emit: Callable[..., None],
         now: Callable[[], int],
+        *,
+        starts_live: bool = True,
+        interrupted: Mapping[str, Any] | None = None,
     ) -> None:
         self._journal = journal
         self._definition = definition
@@ -303,6 +178,10 @@ class TaskStep:
         self._emit = emit
         self._now = now
         self._used: set[str] = set()
+        self._live = starts_live
+        self.interrupted = interrupted
+        """`{name, attempt}` of the step a lost attempt left running, or None (a first
+        attempt, or one after a clean suspension)."""
 
     def _enter(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -312,27 +191,57 @@ class TaskStep:
         if name.startswith("__cf"):
             raise InvalidArgument('Step names must not use the reserved "__cf" prefix')
         if name in self._used:
-            raise InvalidArgument(f'Duplicate step name "{name}" in one Task run')
+            raise DuplicateTaskStepError(name)
         self._used.add(name)
+        cancellation = self._journal.cancellation_requested()
+        if cancellation is not None:
+            raise TaskCancellation(cancellation[0])
 
-    async def do(self, name: str, config: Mapping[str, Any] | None, fn: StepCallback) -> Any:
-        """Run `fn` as the journaled step `name` under its retry policy; its result (JSON)
-        on a replay."""
+    def idempotency_key(self, name: str) -> str:
+        """The key `do(name, …)`'s callback gets: the same on every attempt and replay."""
+        return f"{self._journal.run_id}:{name}"
+
+    async def status(self, message: str) -> None:
+        """The run's progress message (silent while replaying completed ground)."""
+        if self._live:
+            self._journal.write_status(str(message))
+
+    async def do(
+        self,
+        name: str,
+        config_or_fn: Mapping[str, Any] | StepCallback | None,
+        fn: StepCallback | None = None,
+    ) -> Any:
+        """Run `fn` as the journaled step `name` under its policy (`do(name, fn)` or
+        `do(name, config, fn)`); its result (JSON) on a replay."""
+        config = None if callable(config_or_fn) else config_or_fn
+        callback = config_or_fn if callable(config_or_fn) else fn
+        if not callable(callback):
+            raise InvalidArgument(f'step.do("{name}") requires a callback')
         policy = StepPolicy.of(config)
         self._enter(name)
         journal = self._journal
         row = journal.read(name)
         if row is None:
+            self._live = True
+            if journal.count() >= MAX_STEPS_PER_RUN:
+                raise Exception(  # noqa: TRY002 - the SDK's plain Error, name "Error"
+                    f"Run exceeded {MAX_STEPS_PER_RUN} steps; split the work across multiple "
+                    "Task runs"
+                )
             journal.insert_do(name)
-            return await self._execute(name, 1, policy, fn)
+            return await self._execute(name, 1, policy, callback)
         if row["kind"] != "do":
-            raise InvalidArgument(f'step "{name}" was journaled as a {row["kind"]} step')
+            raise TaskReplayDivergedError(
+                name, f"journaled as a {row['kind']} step but replayed as a do step"
+            )
         if row["state"] == "completed":
             return deserialize(row["result"])
         if row["state"] == "failed":
             raise TaskStepFailed(
                 row["error_name"] or "Error", row["error_message"] or "Step failed"
             )
+        self._live = True
         if row["state"] == "waiting":
             wake_at = row["next_at"] if row["next_at"] is not None else self._now()
             if self._now() < wake_at:
@@ -345,33 +254,55 @@ class TaskStep:
                 step=name,
                 attempt=attempt,
             )
-            return await self._execute(name, attempt, policy, fn)
-        return await self._execute(name, journal.claim_attempt(name), policy, fn)
+            return await self._execute(name, attempt, policy, callback)
+        return await self._execute(name, journal.claim_attempt(name), policy, callback)
 
-    async def sleep(self, name: str, duration_ms: int) -> None:
-        """Wait `duration_ms` from the first time this step is reached, across attempts."""
-        duration = _duration_ms(duration_ms, "sleep duration")
+    async def sleep(self, name: str, duration: int | float | str) -> None:
+        """Wait `duration` (ms or text) from the first time this step is reached."""
+        duration_ms = parse_task_duration(duration, "sleep duration")
+        await self._sleep_at(name, lambda: self._now() + duration_ms)
+
+    async def sleep_until(self, name: str, when: int | float | datetime) -> None:
+        """Wait until `when` (epoch ms, or an aware datetime), recorded the first time."""
+        wake_at = when.timestamp() * 1_000 if isinstance(when, datetime) else when
+        if (
+            not isinstance(wake_at, int | float)
+            or isinstance(wake_at, bool)
+            or wake_at != wake_at
+            or wake_at in (float("inf"), float("-inf"))
+        ):
+            raise InvalidArgument(f'Invalid sleep_until time for step "{name}": {when!r}')
+        await self._sleep_at(name, lambda: int(wake_at))
+
+    async def _sleep_at(self, name: str, wake_time: Callable[[], int]) -> None:
         self._enter(name)
         journal = self._journal
         row = journal.read(name)
         if row is None:
-            wake_at = self._now() + duration
+            self._live = True
+            wake_at = wake_time()
             if wake_at <= self._now():
                 journal.insert_completed_sleep(name)
                 return
             journal.insert_sleep(name, wake_at)
             raise TaskSuspension(wake_at, "sleep")
         if row["kind"] != "sleep":
-            raise InvalidArgument(f'step "{name}" was journaled as a {row["kind"]} step')
+            raise TaskReplayDivergedError(
+                name, f"journaled as a {row['kind']} step but replayed as a sleep step"
+            )
         if row["state"] == "completed":
             return
+        self._live = True
         wake_at = row["next_at"] or 0
         if self._now() < wake_at:
             raise TaskSuspension(wake_at, "sleep")
         journal.complete(name, None)
 
-    async def _execute(self, name: str, attempt: int, policy: StepPolicy, fn: StepCallback) -> Any:
+    async def _execute(
+        self, name: str, attempt: int, policy: StepPolicy, callback: StepCallback
+    ) -> Any:
         journal = self._journal
+        journal.refresh_claim()
         self._emit(
             "task:step:started",
             runId=journal.run_id,
@@ -379,27 +310,78 @@ class TaskStep:
             step=name,
             attempt=attempt,
         )
-        context = StepContext(attempt, f"{journal.run_id}:{name}", self._signal)
         try:
-            result = await fn(context)
+            result = await self._call(name, attempt, policy, callback)
+            journal.complete(name, result)
+            self._emit(
+                "task:step:completed",
+                runId=journal.run_id,
+                definition=self._definition,
+                step=name,
+                attempt=attempt,
+            )
+            return result
         except AttemptSuperseded:
             raise
-        except Exception as error:
+        except (Exception, TaskCancellation) as error:
+            cancellation = journal.cancellation_requested()
+            if cancellation is not None:
+                raise TaskCancellation(cancellation[0]) from None
+            if isinstance(error, TaskCancellation):
+                raise
             if is_code_update_reset(error) or is_memory_limit_reset(error):
                 raise
-            if attempt >= policy.limit:
-                if not is_platform_failure(error):
-                    journal.fail(name, error)
+            if is_platform_failure(error) and attempt >= policy.limit:
+                raise
+            if (
+                is_non_retryable(error)
+                or isinstance(error, TaskSerializationError)
+                or attempt >= policy.limit
+            ):
+                journal.fail(name, error)
                 raise
             wake_at = self._now() + policy.retry_delay_ms(attempt)
             journal.wait(name, wake_at)
             raise TaskSuspension(wake_at, "retry") from error
-        journal.complete(name, result)
-        self._emit(
-            "task:step:completed",
-            runId=journal.run_id,
-            definition=self._definition,
-            step=name,
-            attempt=attempt,
-        )
-        return result
+
+    async def _call(
+        self, name: str, attempt: int, policy: StepPolicy, callback: StepCallback
+    ) -> Any:
+        """The callback, under its own signal, which the attempt's timeout or the run's
+        cancellation aborts: once aborted, whatever the callback ends with, the attempt ends
+        with the abort's reason (the timeout's error, or the cancellation)."""
+        host = self._journal.host
+        controller = AbortController()
+        settled = False
+        self._signal.add_listener(lambda reason: None if settled else controller.abort(reason))
+
+        async def expire() -> None:
+            deadline = host.clock.now_ms() + policy.timeout_ms
+            while not settled and host.clock.now_ms() < deadline:
+                await host.clock.sleep(min(TIMEOUT_POLL_MS, deadline - host.clock.now_ms()))
+            if not settled:
+                controller.abort(
+                    Exception(
+                        f'Step "{name}" attempt {attempt} timed out after {policy.timeout_ms}ms'
+                    )
+                )
+
+        host.tasks.wait_until(expire())
+        signal = controller.signal
+        try:
+            outcome = callback(StepContext(attempt, self.idempotency_key(name), signal))
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+        except (Exception, TaskCancellation):
+            if signal.aborted:
+                raise _abort_error(signal.reason) from None
+            raise
+        finally:
+            settled = True
+        if signal.aborted:
+            raise _abort_error(signal.reason)
+        return outcome
+
+
+def _abort_error(reason: Any) -> BaseException:
+    return reason if isinstance(reason, BaseException) else Exception(str(reason))
