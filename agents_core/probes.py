@@ -46,6 +46,10 @@ RUNTIME_PROBES: dict[str, str] = {
     "chat.recovery_on_exhausted_raised": (
         "0.32.0: chat_recovery's on_exhausted hook raised; the give-up went on to the clients"
     ),
+    "chat.recovery_redeferred": (
+        "0.32.0: a recovered chat turn failed on the platform after its continuation handed it "
+        "off, and the continuation was enqueued again 3 s later"
+    ),
     "chat.recovery_stable_timeout": (
         "0.32.0: chat recovery gave a turn up because the host stayed busy past "
         "stable_timeout_ms on every attempt (stable_timeout)"

@@ -101,7 +101,13 @@ class ChatRecoveryHooks(Protocol):
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None: ...
     async def keep_alive(self) -> Callable[[], None]: ...
     async def schedule(
-        self, when: Any, callback: str, payload: Any = None, *, idempotent: bool | None = None
+        self,
+        when: Any,
+        callback: str,
+        payload: Any = None,
+        *,
+        idempotent: bool | None = None,
+        run_id: str | None = None,
     ) -> Any: ...
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
     def _rebind_agent_tool_run_for_recovery(self, request_id: str, incident_key: str) -> None: ...
@@ -278,6 +284,7 @@ class ChatRecovery:
                 plan.continue_message_id = partial["id"]
             else:
                 probe(self._ctx.host, "chat.recovery_retried")
+            self._turn_starting(payload)
             result = await self._turns.submit(plan)
             if not result.recovering:  # else it stalled and its own recovery is scheduled
                 outcome = result.status if result.status in ("completed", "skipped") else "failed"
@@ -286,12 +293,22 @@ class ChatRecovery:
                     "chat:recovery:settled", requestId=request_id, status=result.status
                 )
         except Exception as exc:  # noqa: BLE001 - a recovery failure is recorded, never raised
+            if self._hands_back(key, exc):
+                raise
             self._recovery_ended(key, "failed", str(exc))
             self._ctx.log("error", f"chat recovery of turn {origin} failed: {exc}")
         finally:
             self.live.discard(origin)
             dispose()
         await self._hooks._after_chat_recovery(None)
+
+    def _turn_starting(self, payload: dict[str, Any]) -> None:
+        """The recovered turn is about to be queued (0.21.0: nothing to tell)."""
+
+    def _hands_back(self, key: str, error: Exception) -> bool:
+        """Whether the recovery's failure `error` goes back to the continuation instead of
+        being recorded (0.21.0: never)."""
+        return False
 
     def _recovery_ended(self, key: str, outcome: str, reason: str | None = None) -> None:
         """The recovered turn ended: `completed`, `skipped` or `failed` (with why). 0.21.0 keeps

@@ -20,10 +20,13 @@ chat release picks (`chat_releases.py`).
   wake time, and an eviction in between leaves the durable deadline to wake it), then runs the
   step `continuation` (three attempts, 100 ms apart and doubling, within 15 minutes), whose
   callback is the host's `_chat_recovery_continue`. That callback returns once the recovered
-  turn is handed to the background (`ChatRecovery.continue_turn`): the step completes there,
-  and the run with it, while the turn goes on (as a Task run of its own, `turn_runners.py`).
-  A failure before the hand-off fails the step's attempt and is retried; an eviction before it
-  leaves the run claimed, and the next isolate's startup wakes it again.
+  turn is about to start (`recovery_handoff.py`): the step completes there, and the run with
+  it, while the turn goes on (as a Task run of its own, `turn_runners.py`). A failure before
+  the hand-off fails the step's attempt and is retried; an eviction before it leaves the run
+  claimed, and the next isolate's startup wakes it again. A platform failure of the turn after
+  the hand-off enqueues the continuation again: a run keyed by a random run id (the three tries
+  of that enqueue, 50–500 ms apart, share it), with `delaySeconds: 3` and no idempotency key
+  (`schedule(..., run_id=...)`; a sub-agent schedules it, 3 s later).
 
 The incident id is the payload's `incidentId` (`recovery_incidents.incident_id`: the request
 first interrupted and the latest user message), else its origin request id. The port's recovery
@@ -31,10 +34,7 @@ has one callback, which decides itself whether to continue or retry the turn; a 
 `_chatRecoveryRetry` (the SDK enqueues one for a turn with nothing streamed) reaches the same
 callback. Where the port differs (docs/divergences.md): a sub-agent keeps 0.21.0's schedules,
 whereas the SDK enqueues its Task run in the sub-agent's own Tasks with its wake mirrored into
-the root's alarm (runs routed from a sub-agent are not modelled); and the SDK's re-enqueue of a
-continuation whose turn failed on the platform after the hand-off (three tries, 50–500 ms, a
-fresh run keyed by a random id, 3 s later) is not modelled, because the port's recovered turn
-records every failure of its own and never hands one back to the continuation.
+the root's alarm (runs routed from a sub-agent are not modelled).
 
 The SDK's counterparts: agents/chat's `createChatRecoveryTaskDefinition`,
 `chatRecoveryTaskRunOptions`, `dispatchChatRecoveryToHandoff`, and ai-chat's
@@ -96,8 +96,15 @@ class ScheduledContinuations:
         self._hooks = hooks
 
     async def schedule(
-        self, when: Any, callback: str, payload: Any = None, *, idempotent: bool | None = None
+        self,
+        when: Any,
+        callback: str,
+        payload: Any = None,
+        *,
+        idempotent: bool | None = None,
+        run_id: str | None = None,
     ) -> Any:
+        """`run_id` names a Task run (a schedule has none to name)."""
         return await self._hooks.schedule(when, callback, payload, idempotent=idempotent)
 
 
@@ -131,6 +138,7 @@ class _TasksPort(Protocol):
         definition: str,
         input: Any,
         *,
+        run_id: str | None,
         idempotency_key: str | None,
         retain: bool,
         metadata: Any,
@@ -153,7 +161,13 @@ class TaskContinuations(ScheduledContinuations):
         tasks.register(CHAT_RECOVERY_DEFINITION, self._definition)
 
     async def schedule(
-        self, when: Any, callback: str, payload: Any = None, *, idempotent: bool | None = None
+        self,
+        when: Any,
+        callback: str,
+        payload: Any = None,
+        *,
+        idempotent: bool | None = None,
+        run_id: str | None = None,
     ) -> Any:
         if self._ctx.is_facet:
             return await super().schedule(when, callback, payload, idempotent=idempotent)
@@ -167,7 +181,12 @@ class TaskContinuations(ScheduledContinuations):
         if idempotent and isinstance(incident, str):
             key = f"{INITIAL_KEY_PREFIX}{callback}:{incident}"
         return await self._tasks.enqueue(
-            CHAT_RECOVERY_DEFINITION, input, idempotency_key=key, retain=False, metadata=metadata
+            CHAT_RECOVERY_DEFINITION,
+            input,
+            run_id=run_id,
+            idempotency_key=key,
+            retain=False,
+            metadata=metadata,
         )
 
     async def _definition(self, input: Any, step: TaskStep) -> None:
@@ -201,6 +220,14 @@ class RecoveryHooks:
         return getattr(self._host, name)
 
     async def schedule(
-        self, when: Any, callback: str, payload: Any = None, *, idempotent: bool | None = None
+        self,
+        when: Any,
+        callback: str,
+        payload: Any = None,
+        *,
+        idempotent: bool | None = None,
+        run_id: str | None = None,
     ) -> Any:
-        return await self._continuations.schedule(when, callback, payload, idempotent=idempotent)
+        return await self._continuations.schedule(
+            when, callback, payload, idempotent=idempotent, run_id=run_id
+        )

@@ -29,8 +29,11 @@ parked (incident `skipped`, `awaiting_client_interaction`); else, while `attempt
 `max_attempts`, the recovery is tried again 3 s later with `attempt` one higher (`reason:
 stable_timeout_retry`); else the turn is given up with `stable_timeout`, as above. A turn
 waiting on a client interaction (a part in `approval-requested`) is budget-free: no bound gives
-it up and its no-progress clock stays fresh. The recovered turn's end settles the incident:
-completed (deleted), failed or skipped (`RecoveryIncidents.settle`).
+it up and its no-progress clock stays fresh. The callback returns once the recovered turn is
+about to start (`recovery_handoff.py`): a failure before is the callback's (its step is
+retried), a platform failure of the turn after it re-enqueues the callback 3 s later. The
+turn's end settles the incident: completed (deleted), failed or skipped
+(`RecoveryIncidents.settle`).
 
 **A stalled stream** (§8.2; the host's `chat_stream_stall_timeout_ms`, 0 = no watchdog): the
 turn engine offers the stalled turn to `route_stall`, which judges its incident as a wake does
@@ -46,18 +49,23 @@ streams is told that a recovery is in progress.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agents_core.chat.attempts_in_flight import AttemptsInFlight
-from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery, ChatRecoveryContext
+from agents_core.chat.chat_recovery import ChatRecovery, ChatRecoveryContext
 from agents_core.chat.chat_terminal import DEFAULT_TURN_ERROR, ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
     ask_caller,
     evaluate_incident,
-    stale_incident,
 )
 from agents_core.chat.recovery_config import ChatRecoveryConfig, resolve_chat_recovery_config
+from agents_core.chat.recovery_handoff import (
+    dispatch_to_handoff,
+    is_platform_failure,
+    wait_until_stable,
+)
 from agents_core.chat.recovery_incidents import RecoveryIncidents, incident_id, incident_key
 from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX, TurnResult
 from agents_core.probes import probe
@@ -74,11 +82,13 @@ _SETTLED_STATUSES = frozenset({"recovered", "failed", "skipped"})
 class InterruptedAttemptsRecovery(ChatRecovery):
     """The ChatRecovery of 0.32.0: its options always on, its budget, its client status."""
 
-    __slots__ = ("attempts", "status", "incidents")
+    __slots__ = ("attempts", "status", "incidents", "_handoffs")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.attempts = AttemptsInFlight(self._ctx)
+        self._handoffs: dict[Any, Callable[[], None]] = {}
+        """The hand-off signal of each recovery attempt this isolate runs, by its token."""
         """The attempts each incident records as running (`attempts_in_flight.py`)."""
         self.status = ChatStatus(self._ctx, self._hooks._broadcast_chat_frame)
         """The recovering flag and the last terminal outcome."""
@@ -147,12 +157,6 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         return self._incident_of(payload["originRequestId"], snapshot)[1]
 
     # -- the wake: an interrupted turn's fiber -----------------------------------------------------
-    def _sweep_stale_incidents(self, now: int) -> None:
-        kv = self._ctx.host.kv
-        for key, incident in kv.list(INCIDENT_PREFIX).items():
-            if stale_incident(incident, now):
-                kv.delete(key)
-
     async def claim(self, ctx: Any) -> bool:
         snapshot = ctx.snapshot if isinstance(ctx.snapshot, dict) else {}
         request_id = snapshot.get("requestId") or ctx.name[len(CHAT_TURN_FIBER_PREFIX) :]
@@ -160,7 +164,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         host = self._ctx.host
         now = host.clock.now_ms()
         found, key = self._incident_of(origin, snapshot)
-        self._sweep_stale_incidents(now)
+        self.incidents.sweep(now)
         stored = host.kv.get(key)
         existing = dict(stored) if isinstance(stored, dict) else None
         attempt = self.attempts.new()
@@ -205,7 +209,9 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         in_flight = existing_or_new["attemptsInFlight"]
         incident["attemptsInFlight"] = in_flight if verdict.reason is None else in_flight[:-1]
         host.kv.put(key, incident)
-        self._report_look(existing is None, incident, kind, "complete" if finished else kind)
+        self.incidents.report_look(
+            existing is None, incident, kind, "complete" if finished else kind
+        )
         if verdict.reason is not None:
             stream_id, _ = self.interrupted_stream(request_id, snapshot)
             await self.incidents.give_up(
@@ -234,31 +240,6 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             self.status.set_recovering(True, origin)
             self.attempts.drop(key, attempt["token"])
 
-    def _report_look(self, first: bool, incident: dict[str, Any], kind: str, mode: str) -> None:
-        """`chat:recovery:detected` for a new incident, then `chat:recovery:attempt` (`mode`
-        is the port's word for what recovery will do)."""
-        trace = self._ctx.host.trace
-        request_id, origin = incident["requestId"], incident["originRequestId"]
-        max_attempts = self.config.max_attempts
-        if first:
-            trace.emit(
-                "chat:recovery:detected",
-                requestId=request_id,
-                originRequestId=origin,
-                attempt=incident["attempt"],
-                maxAttempts=max_attempts,
-                recoveryKind=kind,
-            )
-        trace.emit(
-            "chat:recovery:attempt",
-            requestId=request_id,
-            originRequestId=origin,
-            attempt=incident["attempt"],
-            maxAttempts=max_attempts,
-            recoveryKind=kind,
-            mode=mode,
-        )
-
     # -- a stalled model stream (§8.2) ------------------------------------------------------------
     def stream_stall_timeout_ms(self) -> int:
         """The host's `chat_stream_stall_timeout_ms` (0, or anything but a positive integer:
@@ -278,7 +259,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         now = host.clock.now_ms()
         origin = snapshot.get("originRequestId") or request_id
         found, key = self._incident_of(origin, None)
-        self._sweep_stale_incidents(now)
+        self.incidents.sweep(now)
         stored = host.kv.get(key)
         existing = dict(stored) if isinstance(stored, dict) else None
         config = self.config
@@ -311,7 +292,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             "updatedAt": now,
         }
         host.kv.put(key, incident)
-        self._report_look(existing is None, incident, kind, kind)
+        self.incidents.report_look(existing is None, incident, kind, kind)
         if verdict.reason is not None:
             # The stalled turn persists its own partial answer as it ends.
             await self.incidents.give_up(
@@ -371,7 +352,48 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             return
         self.set_incident(key, incident, "attempting")
         self.live.add(origin)
-        self._ctx.host.tasks.wait_until(self._run(payload, incident.get("attempt") or 1))
+        number = incident.get("attempt") or 1
+
+        async def attempt_run(started: Callable[[], None]) -> None:
+            self._handoffs[attempt["token"]] = started
+            try:
+                await self._run(payload, number)
+            except Exception as error:
+                if is_platform_failure(error):
+                    await self._hooks._after_chat_recovery(None)
+                raise
+            finally:
+                self._handoffs.pop(attempt["token"], None)
+
+        async def redefer(run_id: str) -> None:
+            probe(self._ctx.host, "chat.recovery_redeferred")
+            retry = {k: v for k, v in payload.items() if k != "attempt"}
+            delay = CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS
+            schedule = self._hooks.schedule
+            await schedule(delay, CHAT_RECOVERY_CALLBACK, retry, idempotent=False, run_id=run_id)
+
+        def detached_error(error: BaseException) -> None:
+            self._ctx.log("error", f"chat recovery continuation of turn {origin} failed: {error!r}")
+
+        await dispatch_to_handoff(
+            self._ctx.host, attempt_run, redefer=redefer, on_detached_error=detached_error
+        )
+
+    def _turn_starting(self, payload: dict[str, Any]) -> None:
+        """The hand-off: the continuation that started this attempt returns."""
+        started = self._handoffs.get((payload.get("attempt") or {}).get("token"))
+        if started is not None:
+            started()
+
+    def _hands_back(self, key: str, error: Exception) -> bool:
+        """A platform failure goes back to the continuation (re-run or re-enqueued), with the
+        incident `scheduled` again for it."""
+        if not is_platform_failure(error):
+            return False
+        incident = self._ctx.host.kv.get(key)
+        if isinstance(incident, dict):
+            self.set_incident(key, incident, "scheduled")
+        return True
 
     async def _run(self, payload: dict[str, Any], attempt: int) -> None:
         try:
@@ -386,28 +408,14 @@ class InterruptedAttemptsRecovery(ChatRecovery):
 
     async def _wait_until_stable(self) -> bool:
         """Wait, at most `stable_timeout_ms`, for no turn to run or be queued; whether it
-        came (a turn waiting on a client interaction never does: the port's client cannot
-        answer one while the recovery waits)."""
-        clock = self._ctx.host.clock
-        tasks = self._ctx.host.tasks
-        deadline = clock.now_ms() + self.config.stable_timeout_ms
-        if not self._turns.queue_busy() and not self.awaiting_client_interaction():
-            return True
-        dispose = await self._hooks.keep_alive()
-        try:
-            while self._turns.queue_busy():
-                remaining = deadline - clock.now_ms()
-                if remaining <= 0:
-                    return False
-                await tasks.race(self._turns.tail, clock.sleep(remaining))
-            if self.awaiting_client_interaction():
-                remaining = deadline - clock.now_ms()
-                if remaining > 0:
-                    await clock.sleep(remaining)
-                return False
-            return True
-        finally:
-            dispose()
+        came (`recovery_handoff.wait_until_stable`)."""
+        return await wait_until_stable(
+            self._ctx.host,
+            self._turns,
+            self._hooks.keep_alive,
+            self.config.stable_timeout_ms,
+            self.awaiting_client_interaction,
+        )
 
     async def _stable_timeout(self, payload: dict[str, Any]) -> None:
         """The host stayed busy: park, try again in 3 s, or give the turn up."""

@@ -1,6 +1,6 @@
-"""0.32.0's recovery incidents: which turn an incident is, how it ends, and how a turn is given
-up (spec sdk-0.32 §8.1; the SDK's `chatRecoveryIncidentId`, `updateIncident` and
-`runChatRecoveryExhaustion`).
+"""0.32.0's recovery incidents: which turn an incident is, how each look at it is reported, how
+it ends, and how a turn is given up (spec sdk-0.32 §8.1; the SDK's `chatRecoveryIncidentId`,
+`updateIncident` and `runChatRecoveryExhaustion`).
 
 **Identity.** An incident is the turn first interrupted *and* the latest user message it
 answers: its id is `<recovery root request id>:<latest user message id>` (the message id empty
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
+from agents_core.chat.recovery_budget import stale_incident
 from agents_core.probes import probe
 
 if TYPE_CHECKING:
@@ -115,6 +116,38 @@ class RecoveryIncidents:
         self._stream = stream
         self._status = status
         self._config = config
+
+    def sweep(self, now: int) -> None:
+        """Delete every incident with no attempt for longer than the TTL (an hour)."""
+        kv = self._ctx.host.kv
+        for key, incident in kv.list(INCIDENT_PREFIX).items():
+            if stale_incident(incident, now):
+                kv.delete(key)
+
+    def report_look(self, first: bool, incident: dict[str, Any], kind: str, mode: str) -> None:
+        """`chat:recovery:detected` for a new incident, then `chat:recovery:attempt` (`mode`
+        is the port's word for what recovery will do)."""
+        trace = self._ctx.host.trace
+        request_id, origin = incident["requestId"], incident["originRequestId"]
+        max_attempts = self._config().max_attempts
+        if first:
+            trace.emit(
+                "chat:recovery:detected",
+                requestId=request_id,
+                originRequestId=origin,
+                attempt=incident["attempt"],
+                maxAttempts=max_attempts,
+                recoveryKind=kind,
+            )
+        trace.emit(
+            "chat:recovery:attempt",
+            requestId=request_id,
+            originRequestId=origin,
+            attempt=incident["attempt"],
+            maxAttempts=max_attempts,
+            recoveryKind=kind,
+            mode=mode,
+        )
 
     def settle(self, key: str, outcome: str, reason: str | None = None) -> None:
         """The recovery of the incident at `key` ended: `completed` (deleted), `failed` or
