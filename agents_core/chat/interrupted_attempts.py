@@ -54,7 +54,7 @@ from typing import Any
 
 from agents_core.chat.attempts_in_flight import AttemptsInFlight
 from agents_core.chat.chat_recovery import ChatRecovery, ChatRecoveryContext
-from agents_core.chat.chat_terminal import DEFAULT_TURN_ERROR, ChatStatus
+from agents_core.chat.chat_terminal import ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
     ask_caller,
@@ -112,16 +112,8 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         return bool((incident.get("interruptedAttempts") or 0) >= limit)
 
     def awaiting_client_interaction(self) -> bool:
-        """The transcript holds a part waiting on the client: a tool call asking for approval
-        (the port's tools all run on the server, so no other part can wait on a client)."""
-        return any(
-            message.get("role") == "assistant"
-            and any(
-                isinstance(part, dict) and part.get("state") == "approval-requested"
-                for part in message.get("parts") or []
-            )
-            for message in self._messages.all()
-        )
+        """The transcript holds a part waiting on the client (`ChatMessages`)."""
+        return self._messages.awaits_client_interaction()
 
     def _has_orphaned_turn(self) -> bool:
         """A chat turn's fiber row, or (a top-level agent's turns being Task runs) its Task run,
@@ -493,10 +485,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
 
     # -- what clients learn -----------------------------------------------------------------------
     def turn_ended(self, result: TurnResult) -> None:
-        if result.status in ("completed", "aborted"):
-            self.status.clear_terminal()
-        elif result.status == "error":
-            self.status.record_terminal(result.request_id, result.error or DEFAULT_TURN_ERROR)
+        self.status.turn_ended(result.request_id, result.status, result.error)
 
     def chat_request(self) -> None:
         self.status.clear_terminal()
@@ -505,9 +494,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         self.status.clear_terminal()
 
     def on_connect(self, connection: Any, streaming: bool) -> None:
-        frame = None if streaming else self.status.recovering_frame()
-        if frame is not None:
-            connection.send(frame)
+        self.status.on_connect(connection, streaming)
 
     def on_message(self, connection: Any, message: Any, streaming: bool) -> bool:
         return self.status.on_message(connection, message, streaming)
