@@ -50,6 +50,7 @@ from agents_core.releases.registry import release_named
 from agents_core.schedules import Schedule, ScheduleTiming
 
 if TYPE_CHECKING:
+    from agents_core.releases.v0_32.breaker import MemoryLimitContext
     from agents_core.releases.v0_32.tasks import TaskDefinition, Tasks
 
 __all__ = ["Agent", "Request", "Response"]
@@ -248,6 +249,13 @@ class Agent:
 
     async def on_alarm(self) -> None:
         """Runs at the start of every alarm, before the due schedules (empty by default)."""
+
+    async def on_alarm_memory_limit(self, context: MemoryLimitContext) -> None:
+        """0.32.0: an alarm's memory-limit breaker recorded a strike (sealed or not), after the
+        executing job's policy and the capabilities' own (`context`: `sealed`, `next_time`,
+        `executing`, `purged_recovery_loop_jobs`). An error here is dropped: the isolate
+        resets either way. A plain agent has no policy of its own; a chat host seals its live
+        recoveries on a sealing strike. Never called on 0.21.0 (its breaker has no hook)."""
 
     # -- keepAlive ----------------------------------------------------------------------------
     async def keep_alive(self) -> Callable[[], None]:

@@ -327,6 +327,10 @@ RUNTIME_PROBES: dict[str, str] = {
     "alarm.memory_limit_sealed": (
         "an alarm hit the memory-limit strike budget and the executing schedule was purged"
     ),
+    "job.memory_limit_in_handed_off_work": (
+        "work a job's dispatch handed off (track_alarm_work) settled with a memory-limit reset: "
+        "a strike against that job"
+    ),
     "facet.recovery_driven_by_root": (
         "the root's alarm housekeeping ran a sub-agent's fiber recovery scan"
     ),

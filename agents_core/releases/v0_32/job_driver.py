@@ -6,10 +6,11 @@ A backlog of ten or more due jobs of one owner warns (`job:backlog_warning`). A 
 job still running is skipped until its hung timeout has passed, then forced. Each dispatch runs
 the owner's `on_job` with up to `retry.max_attempts` attempts and the jittered backoff. A
 watchdog warns once (`job:slow_dispatch`) when the dispatch outlives the hung timeout, without
-interrupting it. A final platform failure keeps the job (its dispatch marker cleared, its time
-unchanged) and leaves the alarm by raising. Any other final failure goes to the owner's
-`on_job_error`, whose outcome (None: delete) is applied as a dispatch's would be. A job whose
-owner is not installed is dropped.
+interrupting it. A dispatch runs in the alarm scope of its job (`breaker.alarm_scope`: work it
+hands off is charged to that job). A final platform failure keeps the job (its dispatch marker
+cleared, its time unchanged) and leaves the alarm by raising. Any other final failure goes to
+the owner's `on_job_error`, whose outcome (None: delete) is applied as a dispatch's would be. A
+job whose owner is not installed is dropped.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.options import jitter_backoff_ms
 from agents_core.probes import probe
+from agents_core.releases.v0_32.breaker import alarm_scope
 from agents_core.releases.v0_32.job_queue import (
     SCHEDULER_CAPABILITY,
     Job,
@@ -184,7 +186,8 @@ class JobDriver:
         host.tasks.wait_until(self._watch_slow_dispatch(row, finished))
         outcome: Any = None
         try:
-            outcome = await self._try_n(dispatch.on_job, job, max_attempts, base, cap)
+            async with alarm_scope(row):
+                outcome = await self._try_n(dispatch.on_job, job, max_attempts, base, cap)
         except Exception as error:  # noqa: BLE001 - classified below, as the SDK does
             if self._disabled():
                 return
