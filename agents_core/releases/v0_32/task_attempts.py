@@ -47,13 +47,14 @@ CLAIM_TIMEOUT_MS = DEFAULT_STEP_TIMEOUT_MS + CLAIM_SLACK_MS
 
 
 class _Active:
-    __slots__ = ("generation", "controller", "done")
+    __slots__ = ("generation", "controller", "settled")
 
-    def __init__(self, generation: str, controller: AbortController, done: Any) -> None:
+    def __init__(self, generation: str, controller: AbortController, settled: Any) -> None:
         self.generation = generation
         self.controller = controller
-        self.done = done
-        """Resolved when the attempt has ended (however)."""
+        self.settled = settled
+        """Settles as the attempt ends: rejected with what it raised (a platform failure),
+        else resolved."""
 
 
 class Attempts:
@@ -92,6 +93,12 @@ class Attempts:
 
     def active(self, run_id: str) -> bool:
         return run_id in self._active
+
+    def settled(self, run_id: str) -> Any | None:
+        """The deferred the run's attempt running here settles as it ends (None: no attempt
+        runs here); what a wake hands off to the memory-limit breaker."""
+        active = self._active.get(run_id)
+        return None if active is None else active.settled
 
     def abort(self, run_id: str, reason: BaseException) -> bool:
         """Abort the signal of the run's attempt running here; whether there was one."""
@@ -164,10 +171,13 @@ class Attempts:
         )
         try:
             await self._run_attempt(row, handler, generation, step)
+        except Exception as error:
+            active.settled.reject(error)
+            raise
         finally:
             if self._active.get(run_id) is active:
                 del self._active[run_id]
-            active.done.resolve(None)
+            active.settled.resolve(None)
 
     async def _run_attempt(
         self, row: Mapping[str, Any], handler: TaskDefinition, generation: str, step: TaskStep

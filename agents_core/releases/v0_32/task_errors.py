@@ -5,7 +5,8 @@ attempt without failing it.
 Errors (subclasses of `Exception`): `NonRetryableError` (raised by a step callback: the step
 fails at once, whatever its retry budget; any error whose name is `NonRetryableError` counts),
 `DuplicateTaskStepError`, `TaskReplayDivergedError`, `MissingTaskDefinitionError`,
-`TaskSerializationError`, and two the engine uses inside an attempt: `AttemptSuperseded` (another
+`TaskSerializationError`, `TaskMemoryLimitSealed` (what a run the memory-limit breaker sealed
+fails with; never raised), and two the engine uses inside an attempt: `AttemptSuperseded` (another
 attempt holds the run) and `TaskStepFailed` (a step journaled `failed`, raised again on replay).
 
 Signals (subclasses of `BaseException`, so that a handler's `except Exception` around
@@ -22,6 +23,7 @@ __all__ = [
     "MissingTaskDefinitionError",
     "NonRetryableError",
     "TaskCancellation",
+    "TaskMemoryLimitSealed",
     "TaskReplayDivergedError",
     "TaskSerializationError",
     "TaskStepFailed",
@@ -81,6 +83,17 @@ class MissingTaskDefinitionError(_NamedError):
             "declare it again (or a successor under the same name) to let the run finish."
         )
         self.definition = definition
+
+
+class TaskMemoryLimitSealed(_NamedError):
+    """The alarm memory-limit breaker sealed at its strike limit while this run's wake (or
+    work it handed off) was what struck: the run fails with this error (spec sdk-0.32 §2.5)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This run's alarms hit the Durable Object memory limit on consecutive attempts and "
+            "the alarm memory-limit breaker sealed them (#1825); start a new run to try again."
+        )
 
 
 class TaskSerializationError(_NamedError):

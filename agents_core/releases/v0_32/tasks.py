@@ -35,6 +35,11 @@ re-pushed or cancelled whenever the deadline or the state changes (`task_wakes.p
 - `get`, `get_by_idempotency_key`, `list(definition=, status=, limit=100)` (newest first) read
   runs as snapshots; `delete(status=, settled_before=, limit=100)` removes settled runs with
   their journals (oldest settlement first) and answers how many.
+- The memory-limit breaker (spec sdk-0.32 §2.5): a wake whose attempt outlives the dispatch
+  budget, or that finds the attempt still running here, hands the attempt to the breaker
+  (`track_alarm_work`). A strike charged to a run's wake (`on_memory_limit`) strips the run's
+  claim and pushes its deadline to the backoff; a sealing one fails the run with
+  `TaskMemoryLimitSealed`.
 - Events, through the Lifecycle: `task:accepted`, `task:attempt:started`,
   `task:attempt:interrupted`, `task:step:started`, `task:step:retry`, `task:step:completed`,
   `task:waiting`, `task:completed`, `task:failed`, `task:cancelled`, `task:deleted`.
@@ -46,7 +51,7 @@ types forbid one; its code would delete the run: docs/divergences.md T19), and `
 unknown state. `settled_before` is epoch ms or an aware datetime (the SDK's `Date`). A step's
 callback runs in the attempt's own task, so one that ignores its signal is not cut off at its
 timeout or a cancel (T18). Not modelled: runs accepted on a sub-agent (their wake routed to
-the root), the memory-limit breaker's policy for a run, capability-wide step defaults (an
+the root, and the breaker's policy routed back to them), capability-wide step defaults (an
 Agent's Tasks takes none).
 """
 
@@ -62,6 +67,7 @@ from agents_core.releases.v0_32.schema_keys import TASKS_SCHEMA
 from agents_core.releases.v0_32.task_attempts import CLAIM_TIMEOUT_MS, Attempts
 from agents_core.releases.v0_32.task_errors import (
     TaskCancellation,
+    TaskMemoryLimitSealed,
 )
 from agents_core.releases.v0_32.task_handle import TaskHandle
 from agents_core.releases.v0_32.task_settle import Settlement
@@ -79,11 +85,12 @@ from agents_core.releases.v0_32.task_store import (
     TaskStore,
     snapshot,
 )
-from agents_core.releases.v0_32.task_values import serialize
+from agents_core.releases.v0_32.task_values import error_summary, serialize
 from agents_core.releases.v0_32.task_wakes import WAKE_JOB_PREFIX, RunWakes
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
+    from agents_core.releases.v0_32.breaker import MemoryLimitContext
     from agents_core.releases.v0_32.job_queue import Job
     from agents_core.releases.v0_32.lifecycle import Lifecycle
 
@@ -181,15 +188,60 @@ class Tasks:
             payload["runId"] if isinstance(payload, Mapping) else job.id[len(WAKE_JOB_PREFIX) :]
         )
         wakes = self._wakes
-        if self._attempts.active(run_id):
+        attempts = self._attempts
+        if attempts.active(run_id):
             wakes.refresh_claim(run_id, self._now() + CLAIM_TIMEOUT_MS)
+            self._lc.track_alarm_work(attempts.settled(run_id))
             return wakes.outcome(run_id)
         host = self._ctx.host
-        attempt = host.tasks.wait_until(self._attempts.execute(run_id))
+        attempt = host.tasks.wait_until(attempts.execute(run_id))
         # An attempt that fails first fails the wake (a platform failure leaves the alarm); one
-        # still running after the budget goes on in the background.
+        # still running after the budget goes on in the background, in the breaker's domain.
         await host.tasks.race(attempt, host.clock.sleep(DISPATCH_BUDGET_MS))
+        if not attempt.done():
+            self._lc.track_alarm_work(attempts.settled(run_id) or attempt)
         return wakes.outcome(run_id)
+
+    async def on_memory_limit(self, context: MemoryLimitContext) -> None:
+        """The breaker's policy for the run whose wake struck (`_apply_memory_limit`); a strike
+        charged to another owner's job, or to none, is not Tasks'. A wake routed from a
+        sub-agent (its payload names an `owner_path`) would be the sub-agent's to apply; such
+        runs are not modelled."""
+        job = context.executing
+        if job is None or job.capability != TASKS_CAPABILITY:
+            return
+        payload = job.payload
+        if isinstance(payload, Mapping) and payload.get("owner_path"):
+            return
+        run_id = (
+            payload["runId"]
+            if isinstance(payload, Mapping) and isinstance(payload.get("runId"), str)
+            else job.id[len(WAKE_JOB_PREFIX) :]
+        )
+        await self._apply_memory_limit(run_id, context)
+
+    async def _apply_memory_limit(self, run_id: str, context: MemoryLimitContext) -> None:
+        """A sealing strike fails the run (`TaskMemoryLimitSealed`, `task:failed`). Below the
+        limit its claim is stripped and its deadline pushed to the backoff (never pulled in):
+        the row keeps its state, so a struck `running` run is an interrupted attempt when it
+        runs again, and the next incarnation's startup leaves a run without a claim alone
+        instead of waking it at once (which would undo the backoff)."""
+        if context.sealed:
+            await self._settlement.failed(run_id, None, error_summary(TaskMemoryLimitSealed()))
+            return
+        if context.next_time is None:
+            return
+        backoff = context.next_time
+        self._store.write(
+            "UPDATE cf_agents_task_runs SET generation = NULL, next_at = CASE "
+            "WHEN next_at IS NULL OR next_at < ? THEN ? ELSE next_at END, updated_at = ? "
+            "WHERE run_id = ? AND state IN ('pending', 'waiting', 'running')",
+            backoff,
+            backoff,
+            self._now(),
+            run_id,
+        )
+        await self._wakes.sync(run_id)
 
     # -- definitions ----------------------------------------------------------------------------
     def register(self, name: str, definition: TaskDefinition) -> None:
