@@ -46,6 +46,12 @@ RUNTIME_PROBES: dict[str, str] = {
     "chat.recovery_on_exhausted_raised": (
         "0.32.0: chat_recovery's on_exhausted hook raised; the give-up went on to the clients"
     ),
+    "chat.recovery_sealed_out_of_memory": (
+        "the alarm memory-limit breaker sealed and chat recovery gave a live incident up"
+    ),
+    "chat.recovery_out_of_memory": (
+        "chat recovery gave a turn up with out_of_memory (the memory-limit breaker sealed)"
+    ),
     "chat.recovery_redeferred": (
         "0.32.0: a recovered chat turn failed on the platform after its continuation handed it "
         "off, and the continuation was enqueued again 3 s later"

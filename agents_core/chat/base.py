@@ -14,7 +14,7 @@ it and differ only where the SDK's two hosts differ (spec agent-tools §11 E25).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agents_core.agent import Agent
 from agents_core.chat.chat_recovery import (
@@ -34,6 +34,9 @@ from agents_core.chat.turns import CHAT_REQUEST_TYPE, ChatTurns, TurnResult, Tur
 from agents_core.host import Host
 from agents_core.recovery import FiberRecoveryContext
 from agents_core.signals import AbortController, AbortSignal
+
+if TYPE_CHECKING:
+    from agents_core.releases.v0_32.breaker import MemoryLimitContext
 
 __all__ = ["ChatHost"]
 
@@ -203,6 +206,13 @@ class ChatHost(Agent):
         (None). `complete` is only taken for an answer streamed in full; otherwise the
         framework's choice stands."""
         return None
+
+    async def on_alarm_memory_limit(self, context: MemoryLimitContext) -> None:
+        """0.32.0: on a sealing strike of the alarm memory-limit breaker, chat recovery gives
+        every live incident up with `out_of_memory` (the SDK's `_cf_sealMemoryLimitedRecovery`);
+        call `super()` from an override to keep that."""
+        if context.sealed:
+            await self._chat_recovery.seal_memory_limited()
 
     def get_tools(self) -> Mapping[str, Any]:
         """Server tools by name; each has `description`, `input_schema` and

@@ -109,6 +109,7 @@ class ChatRecoveryHooks(Protocol):
         idempotent: bool | None = None,
         run_id: str | None = None,
     ) -> Any: ...
+    def track_alarm_work(self, work: Any) -> bool: ...
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
     def _rebind_agent_tool_run_for_recovery(self, request_id: str, incident_key: str) -> None: ...
     def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any: ...
@@ -454,6 +455,10 @@ class ChatRecovery:
             if status in _FAILED_STATUSES or status == "attempting":
                 return "failed"
         return "none"
+
+    async def seal_memory_limited(self) -> None:
+        """The alarm memory-limit breaker sealed at its strike limit (0.32.0's host hook). On
+        0.21.0 it is never called: that release's breaker tells no host."""
 
     def _has_orphaned_turn(self) -> bool:
         """A chat-turn fiber row no turn of this incarnation runs: recovery has yet to see it."""

@@ -44,7 +44,7 @@ The SDK's counterparts: agents/chat's `createChatRecoveryTaskDefinition`,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.errors import InvalidArgument
@@ -107,6 +107,11 @@ class ScheduledContinuations:
         """`run_id` names a Task run (a schedule has none to name)."""
         return await self._hooks.schedule(when, callback, payload, idempotent=idempotent)
 
+    def track_alarm_work(self, work: Any) -> bool:
+        """Hand a continuation's turn to the alarm's memory-limit breaker (0.21.0's breaker
+        takes none: nothing is tracked)."""
+        return False
+
 
 def continuation_input(callback: Any, data: Any, delay_seconds: Any) -> dict[str, Any]:
     """A continuation run's input, checked as its handler checks it (the SDK's
@@ -148,7 +153,7 @@ class _TasksPort(Protocol):
 class TaskContinuations(ScheduledContinuations):
     """0.32.0: a top-level agent's continuations as Task runs; a sub-agent's as schedules."""
 
-    __slots__ = ("_tasks",)
+    __slots__ = ("_tasks", "_track")
 
     def __init__(self, ctx: AgentContext, hooks: ContinuationRunnerHooks, lifecycle: Any) -> None:
         super().__init__(ctx, hooks, lifecycle)
@@ -156,6 +161,7 @@ class TaskContinuations(ScheduledContinuations):
         if tasks is None:
             raise RuntimeError("a 0.32.0 chat host needs the agent's Tasks capability")
         self._tasks: _TasksPort = tasks
+        self._track = cast("Callable[[Any], bool]", lifecycle.track_alarm_work)
         # Registered by every host's constructor, on every wake, so that a run a dead isolate
         # left finds its definition again (the SDK registers it on a sub-agent too).
         tasks.register(CHAT_RECOVERY_DEFINITION, self._definition)
@@ -189,6 +195,11 @@ class TaskContinuations(ScheduledContinuations):
             metadata=metadata,
         )
 
+    def track_alarm_work(self, work: Any) -> bool:
+        """The Lifecycle's `track_alarm_work`: a continuation's turn, handed off, stays in the
+        memory-limit breaker's domain of the alarm that ran the continuation."""
+        return self._track(work)
+
     async def _definition(self, input: Any, step: TaskStep) -> None:
         checked = continuation_input(
             input.get("callback") if isinstance(input, Mapping) else None,
@@ -208,7 +219,8 @@ class TaskContinuations(ScheduledContinuations):
 
 class RecoveryHooks:
     """The chat host as chat recovery reaches it: every hook is the host's (a subclass's
-    override included), except `schedule`, which goes to the release's continuation runner."""
+    override included), except `schedule` and `track_alarm_work`, which go to the release's
+    continuation runner."""
 
     __slots__ = ("_host", "_continuations")
 
@@ -231,3 +243,6 @@ class RecoveryHooks:
         return await self._continuations.schedule(
             when, callback, payload, idempotent=idempotent, run_id=run_id
         )
+
+    def track_alarm_work(self, work: Any) -> bool:
+        return self._continuations.track_alarm_work(work)

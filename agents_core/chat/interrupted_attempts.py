@@ -41,6 +41,10 @@ but counts no interrupted attempt and bumps `transientRetries`; a spent budget g
 up, `on_chat_recovery`'s `skip` declines (the stall then fails the request), and otherwise the
 continuation is scheduled at once and the request ends with the outcome `recovering`.
 
+**The memory-limit breaker** (§2.5): when it seals, every live incident is given up with
+`out_of_memory` (`seal_memory_limited`, from the host's `on_alarm_memory_limit`); a
+continuation hands its recovered turn to the breaker at the hand-off (`recovery_handoff.py`).
+
 **Clients.** Each turn's end sets the last terminal outcome (`chat_terminal.py`): an error
 records it, a completion or an abort clears it, as do a new chat request and a clear; a client
 that reconnects learns it over the resume handshake. A client that connects while no turn
@@ -53,7 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents_core.chat.attempts_in_flight import AttemptsInFlight
-from agents_core.chat.chat_recovery import ChatRecovery, ChatRecoveryContext
+from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery, ChatRecoveryContext
 from agents_core.chat.chat_terminal import ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
@@ -71,10 +75,18 @@ from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX, TurnResult
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
 
-__all__ = ["INTERRUPTED_ATTEMPTS_EXCEEDED", "STABLE_TIMEOUT", "InterruptedAttemptsRecovery"]
+__all__ = [
+    "INTERRUPTED_ATTEMPTS_EXCEEDED",
+    "OUT_OF_MEMORY",
+    "STABLE_TIMEOUT",
+    "InterruptedAttemptsRecovery",
+]
 
 INTERRUPTED_ATTEMPTS_EXCEEDED = "interrupted_attempts_exceeded"
 STABLE_TIMEOUT = "stable_timeout"
+OUT_OF_MEMORY = "out_of_memory"
+_ACTIVE_STATUSES = frozenset({"detected", "scheduled", "attempting"})
+"""Statuses of an incident whose recovery is still live (a seal gives these up)."""
 _SETTLED_STATUSES = frozenset({"recovered", "failed", "skipped"})
 """Statuses that end a recovery: the recovering flag goes."""
 
@@ -368,7 +380,11 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             self._ctx.log("error", f"chat recovery continuation of turn {origin} failed: {error!r}")
 
         await dispatch_to_handoff(
-            self._ctx.host, attempt_run, redefer=redefer, on_detached_error=detached_error
+            self._ctx.host,
+            attempt_run,
+            track=self._hooks.track_alarm_work,
+            redefer=redefer,
+            on_detached_error=detached_error,
         )
 
     def _turn_starting(self, payload: dict[str, Any]) -> None:
@@ -460,6 +476,30 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             partial=partial,
             stream_id=stream_id,
         )
+
+    # -- the memory-limit breaker sealed (§2.5) ----------------------------------------------------
+    async def seal_memory_limited(self) -> None:
+        """Give every live incident (`detected`, `scheduled`, `attempting`) up with
+        `out_of_memory`, in key order, as any give-up does (`RecoveryIncidents.give_up`): the
+        alarms that carried its recovery kept hitting the memory limit, and the breaker purged
+        them (the SDK's `_cf_sealMemoryLimitedRecovery`). It runs at the alarm's outermost
+        frame, where these writes can land. The interrupted answer is not rebuilt: the incident
+        keeps no snapshot of its turn (the SDK reads the partial text off the stream; the port
+        tells `on_exhausted` none)."""
+        kv = self._ctx.host.kv
+        for key, stored in sorted(kv.list(INCIDENT_PREFIX).items()):
+            if not isinstance(stored, dict) or stored.get("status") not in _ACTIVE_STATUSES:
+                continue
+            probe(self._ctx.host, "chat.recovery_sealed_out_of_memory")
+            request_id = str(stored.get("requestId") or stored.get("originRequestId") or "")
+            await self.incidents.give_up(
+                key,
+                dict(stored),
+                OUT_OF_MEMORY,
+                request_id,
+                partial=None,
+                stream_id=self._stream.for_request(request_id),
+            )
 
     def _caller_hook_failed(self, error: Exception) -> None:
         """`should_keep_recovering` raised: the recovery goes on (a broken hook must not

@@ -8,8 +8,11 @@ The continuation (a Task run's step, or a sub-agent's schedule) calls `dispatch_
 with the recovery attempt, which it starts in the background. The call returns when the attempt
 signals that its turn starts (`started`) or when the attempt ends without one (a complete answer
 settled, a skip, a stable-state timeout). A failure before the hand-off is the continuation's:
-the call raises it, so the step's retries (or the schedule's) run the attempt again. After the
-hand-off the turn belongs to the background: a platform failure (`is_platform_failure`: a
+the call raises it, so the step's retries (or the schedule's) run the attempt again. At the
+hand-off the continuation hands the attempt to `track` (the Lifecycle's `track_alarm_work`), so
+that the turn stays in the alarm's memory-limit breaker domain: a memory-limit reset of the turn
+is a strike against the continuation's job (spec sdk-0.32 §2.5, §8.3). After the hand-off the
+turn belongs to the background: a platform failure (`is_platform_failure`: a
 platform transient or a memory-limit reset) re-enqueues the continuation through `redefer`,
 tried three times 50–500 ms apart (full jitter) with one run id shared by the tries, because no
 continuation owns the incident any longer and it would be left behind; any other failure is
@@ -51,12 +54,15 @@ async def dispatch_to_handoff(
     host: Host,
     attempt: Callable[[Callable[[], None]], Awaitable[None]],
     *,
+    track: Callable[[Any], bool],
     redefer: Callable[[str], Awaitable[Any]],
     on_detached_error: Callable[[BaseException], None],
 ) -> None:
     """Start `attempt(started)` in the background and return once it calls `started()` or
-    ends; raise what it raised before `started()` (module docstring)."""
+    ends; raise what it raised before `started()`; at the hand-off, give the attempt (a
+    deferred settled as it ends) to `track` (module docstring)."""
     handoff = host.tasks.deferred()
+    turn = host.tasks.deferred()
     handed_off = False
 
     def started() -> None:
@@ -69,6 +75,7 @@ async def dispatch_to_handoff(
         try:
             await attempt(started)
         except Exception as error:  # noqa: BLE001 - settled here: raised, re-enqueued or reported
+            turn.reject(error)
             if not handed_off:
                 handoff.reject(error)
             elif is_platform_failure(error):
@@ -76,10 +83,15 @@ async def dispatch_to_handoff(
             else:
                 on_detached_error(error)
             return
-        started()
+        turn.resolve(None)
+        handoff.resolve(None)  # it ended without a hand-off: nothing goes on to track
 
     host.tasks.wait_until(detached())
     await handoff
+    if handed_off:
+        # Tracked even when the turn has already settled (it may fail in the instant it
+        # starts): its memory-limit reset is still this continuation's strike.
+        track(turn)
 
 
 async def _redefer(

@@ -265,6 +265,8 @@ class RecoveryIncidents:
             probe(host, "chat.recovery_stable_timeout")
         elif reason == "max_attempts_exceeded":
             probe(host, "chat.recovery_exhausted")
+        elif reason == "out_of_memory":
+            probe(host, "chat.recovery_out_of_memory")
 
     async def _tell_hook(
         self, config: ChatRecoveryConfig, context: ChatRecoveryExhaustedContext

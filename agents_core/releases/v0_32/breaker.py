@@ -19,8 +19,9 @@ incarnation aborts itself with "Alarm memory-limit strike N/L[ (sealed)]; resett
 `host.lifecycle.abort(..., retry_alarm=False)`); the re-armed alarm wakes a fresh one.
 
 Work a dispatch hands off and returns before (`track_alarm_work`, the SDK's `trackAlarmWork`)
-stays in the breaker's domain: the alarm scope (`alarm_scope`: the job being dispatched, or none
-while the agent's own alarm hooks run) travels with the tasks started in it, and a memory-limit
+stays in the breaker's domain: the alarm scope (`scope`: the job being dispatched, or none
+while the agent's own alarm hooks run; each breaker's own, as each SDK JobDriver has its own
+async-local scope) travels with the tasks started in it, and a memory-limit
 reset that the handed-off work settles with is a strike against the job that handed it off. A
 clean alarm clears the count once the incarnation is quiescent: no alarm in flight, no handed-off
 work outstanding, and no strike recorded by this incarnation (so only a fresh one clears it); the
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from agents_core.context import AgentContext
     from agents_core.releases.v0_32.job_queue import JobQueue
 
-__all__ = ["MemoryLimitBreaker", "MemoryLimitContext", "alarm_scope"]
+__all__ = ["MemoryLimitBreaker", "MemoryLimitContext"]
 
 _BACKOFF_MAX_S = 300
 _BACKOFF_STEP_S = 30
@@ -75,23 +76,13 @@ class _Strike:
 
 @dataclass(frozen=True)
 class _Scope:
+    breaker: MemoryLimitBreaker
     executing: Mapping[str, Any] | None
 
 
 _current_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
     "agents_core_alarm_scope", default=None
 )
-
-
-@contextlib.asynccontextmanager
-async def alarm_scope(executing: Mapping[str, Any] | None) -> AsyncIterator[None]:
-    """Run the block in the alarm's breaker domain, charged to `executing` (a job row), or to
-    no job; tasks started inside keep it (the SDK's `AsyncLocalStorage` alarm scope)."""
-    token = _current_scope.set(_Scope(executing))
-    try:
-        yield
-    finally:
-        _current_scope.reset(token)
 
 
 class MemoryLimitBreaker:
@@ -229,12 +220,22 @@ class MemoryLimitBreaker:
         host.lifecycle.abort(reason, retry_alarm=False)
 
     # -- handed-off work --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def scope(self, executing: Mapping[str, Any] | None) -> AsyncIterator[None]:
+        """Run the block in this breaker's alarm scope, charged to `executing` (a job row), or
+        to no job; tasks started inside keep it (the SDK's async-local alarm scope)."""
+        token = _current_scope.set(_Scope(self, executing))
+        try:
+            yield
+        finally:
+            _current_scope.reset(token)
+
     def track_alarm_work(self, work: Awaitable[Any]) -> bool:
         """Keep `work` (a task or a deferred a dispatch handed off) in the breaker's domain,
-        charged to the job of the alarm scope it is called in. False outside any alarm scope
-        (nothing is tracked); tracking the same work again does nothing more."""
+        charged to the job of the alarm scope it is called in. False outside this breaker's
+        alarm scopes (nothing is tracked); tracking the same work again does nothing more."""
         scope = _current_scope.get()
-        if scope is None:
+        if scope is None or scope.breaker is not self:
             return False
         if any(tracked is work for tracked in self._outstanding):
             return True

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.lifecycle import Lifecycle as Lifecycle021
 from agents_core.lifecycle import LifecycleParts, StartupStep
-from agents_core.releases.v0_32.breaker import MemoryLimitBreaker, MemoryLimitContext, alarm_scope
+from agents_core.releases.v0_32.breaker import MemoryLimitBreaker, MemoryLimitContext
 from agents_core.releases.v0_32.job_driver import (
     AttributedPlatformFailure,
     Dispatch,
@@ -175,9 +175,6 @@ class Lifecycle(Lifecycle021):
         self._rearm_requested_during_start = False
         self._pending_events: list[tuple[str, dict[str, Any]]] = []
         self._alarms_disabled = False
-        self.driver = JobDriver(
-            ctx, self.queue, self._resolve_dispatch, self.alarms_disabled, self.emit_event
-        )
         self.breaker = MemoryLimitBreaker(
             ctx,
             self.queue,
@@ -186,6 +183,14 @@ class Lifecycle(Lifecycle021):
             self._memory_limit,
             self.alarms_disabled,
             parts._clear_alarm_memory_limit_strikes,
+        )
+        self.driver = JobDriver(
+            ctx,
+            self.queue,
+            self._resolve_dispatch,
+            self.alarms_disabled,
+            self.emit_event,
+            self.breaker.scope,
         )
 
     # -- capabilities and their jobs ------------------------------------------------------------
@@ -396,7 +401,7 @@ class Lifecycle(Lifecycle021):
         if parts._destroyed:
             return
         # The agent's own alarm hooks run in the alarm scope of no job (the SDK's host alarm).
-        async with alarm_scope(None):
+        async with self.breaker.scope(None):
             await parts.on_alarm()
             if parts._destroyed:
                 return

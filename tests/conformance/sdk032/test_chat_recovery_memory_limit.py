@@ -1,0 +1,112 @@
+"""Chat recovery and the alarm memory-limit breaker on 0.32.0 (spec sdk-0.32 §2.5, §8.3; the
+0.32.0 dist's `dispatchChatRecoveryToHandoff` and ai-chat's `_cf_sealMemoryLimitedRecovery`): a
+continuation hands its recovered turn to the breaker at the hand-off, so a memory-limit reset of
+that turn is a strike against the continuation's job; and when the breaker seals, every live
+recovery incident is given up with `out_of_memory`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agents_core.chat import current_chat_turn
+from agents_core.chat.chat_recovery import INCIDENT_PREFIX
+from sim import AgentRef, Simulation
+from sim.model import ScriptedModel, text
+from tests.chat.chat_agents import HOSTS, user
+
+on_0_32 = pytest.mark.parametrize("sim", ["0.32.0"], indirect=True)
+each_host = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+
+RECOVERY = "__cf_internal_chat_recovery"
+MEMORY_LIMIT = "Durable Object's isolate exceeded its memory limit and was reset."
+STRIKES = "cf_agents:oom_alarm_strikes"
+
+
+def striking_once_in_recovery(host: type, limit: int = 3) -> type:
+    """`host` whose recovered turn hits a memory-limit reset the first time it asks for its
+    system prompt (after the continuation handed it off), its breaker sealing at `limit`."""
+    struck: list[bool] = []
+
+    def get_system_prompt(self: Any) -> str | None:
+        turn = current_chat_turn()
+        if turn is not None and turn.trigger == "recovery" and not struck:
+            struck.append(True)
+            raise RuntimeError(MEMORY_LIMIT)
+        return None
+
+    options = {**host.options, "max_alarm_memory_limit_strikes": limit}
+    return type(
+        f"Striking{host.__name__}",
+        (host,),
+        {"get_system_prompt": get_system_prompt, "options": options},
+    )
+
+
+def interrupt_a_turn(sim: Simulation, host: type) -> tuple[AgentRef, ScriptedModel]:
+    """A turn streaming slowly, its isolate killed 2 s in, the agent woken again."""
+    model = sim.register_model(ScriptedModel(default=text("the answer", chunks=4, delay_ms=5_000)))
+    ref = sim.agent(host, "c")
+    sim.start_call(ref, "save_messages", [user("go")])
+    sim.run_for(2_000)
+    sim.evict(ref)
+    sim.agent(host, "c")
+    return ref, model
+
+
+def events(sim: Simulation, ref: AgentRef, name: str, **match: Any) -> list[Any]:
+    return sim.trace.select(name, agent=ref.path, **match)
+
+
+@on_0_32
+@each_host
+def test_a_memory_limit_reset_of_the_handed_off_turn_strikes_the_continuation(
+    sim: Simulation, host: type
+) -> None:
+    """The recovered turn hits a memory-limit reset after its continuation returned: the
+    breaker counts a strike then (charged to the continuation's wake job), the isolate is
+    reset, and the continuation enqueued again answers the turn in a fresh incarnation."""
+    ref, model = interrupt_a_turn(sim, striking_once_in_recovery(host))
+    sim.run_for(60_000)
+    first = events(sim, ref, "task:accepted", definition=RECOVERY)[0]
+    (handed_off,) = events(sim, ref, "task:step:completed", runId=first.get("runId"))
+    (strike,) = events(sim, ref, "alarm:memory_limit_reset")
+    assert strike.t_ms >= handed_off.t_ms
+    assert (strike.get("strikes"), strike.get("sealed")) == (1, False)
+    resets = [e for e in events(sim, ref, "incarnation:end") if e.get("reason") == "reset"]
+    assert [(e.t_ms, e.get("message")) for e in resets] == [
+        (strike.t_ms, "Alarm memory-limit strike 1/3; resetting isolate (#1825)")
+    ]
+    assert sim.probes["chat.recovery_redeferred"] == 1
+    # The fresh incarnation answers the turn (the struck turn's own run, left claimed, is
+    # recovered as well), nothing fails, and a later clean alarm clears the count.
+    assert sim.trace.select("chat:recovery:completed")
+    assert sim.trace.select("chat:recovery:failed") == []
+    assert sim.trace.select("chat:recovery:exhausted") == []  # below the limit: no seal
+    assert len(model.requests) >= 2
+    assert sim.instance_of(ref).messages[-1]["role"] == "assistant"
+    assert sim.instance_of(ref).host.kv.get(STRIKES) is None
+
+
+@on_0_32
+@each_host
+def test_a_sealing_strike_gives_the_live_incident_up_out_of_memory(
+    sim: Simulation, host: type
+) -> None:
+    """At the strike limit the breaker seals: the incident the recovery was carrying is given
+    up with `out_of_memory` in that instant (reported; the clients told the terminal
+    message), and it stays so: the continuation enqueued again finds it settled and leaves it.
+    (The struck turn's own run, left claimed, is a new interrupted turn to the next
+    incarnation.)"""
+    ref, _model = interrupt_a_turn(sim, striking_once_in_recovery(host, limit=1))
+    sim.run_for(60_000)
+    (strike,) = events(sim, ref, "alarm:memory_limit_reset")
+    assert (strike.get("strikes"), strike.get("sealed")) == (1, True)
+    (exhausted,) = sim.trace.select("chat:recovery:exhausted")
+    assert (exhausted.t_ms, exhausted.get("reason")) == (strike.t_ms, "out_of_memory")
+    origin = exhausted.get("originRequestId")
+    incidents = sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX).values()
+    (sealed,) = [i for i in incidents if i["originRequestId"] == origin]
+    assert (sealed["status"], sealed["reason"]) == ("exhausted", "out_of_memory")
+    assert sim.probes["chat.recovery_sealed_out_of_memory"] == 1
