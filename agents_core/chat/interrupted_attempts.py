@@ -485,7 +485,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         them (the SDK's `_cf_sealMemoryLimitedRecovery`). It runs at the alarm's outermost
         frame, where these writes can land. The interrupted answer is not rebuilt: the incident
         keeps no snapshot of its turn (the SDK reads the partial text off the stream; the port
-        tells `on_exhausted` none)."""
+        tells `on_exhausted` none: docs/divergences.md T20)."""
         kv = self._ctx.host.kv
         for key, stored in sorted(kv.list(INCIDENT_PREFIX).items()):
             if not isinstance(stored, dict) or stored.get("status") not in _ACTIVE_STATUSES:
