@@ -153,3 +153,28 @@ def test_the_count_is_cleared_when_the_last_handed_off_work_settles_cleanly(
 def test_outside_an_alarm_nothing_is_tracked(sim: Simulation) -> None:
     ref = wake(sim)
     assert sim.call(ref, "track_here") is False
+
+
+@on_0_32
+def test_one_reset_seen_by_two_hand_offs_is_one_strike_charged_to_both_jobs(
+    sim: Simulation,
+) -> None:
+    """Two jobs' handed-off work hits the same memory-limit reset: one strike is counted and
+    emitted, each job is backed off, and the isolate is reset once."""
+    ref = wake(sim)
+    at = sim.now_ms + 1_000
+    for id in ("H1", "H2"):
+        sim.call(
+            ref, "push", "handoff", "fn", at, id=id, payload={"ms": 2_000, "error": MEMORY_LIMIT}
+        )
+    sim.run_for(4_000)
+    struck_at = at + 2_000
+    (event,) = sim.trace.select("alarm:memory_limit_reset", agent=ref.path)
+    assert (event.t_ms, event.get("strikes")) == (struck_at, 1)
+    assert sim.call(ref, "get_kv", STRIKES) == 1
+    times = {r["id"]: r["time"] for r in sim.query(ref, "SELECT id, time FROM cf_agents_jobs")}
+    assert times == {"H1": struck_at + 30_000, "H2": struck_at + 30_000}
+    resets = [
+        e for e in sim.trace.select("incarnation:end", agent=ref.path) if e.get("reason") == "reset"
+    ]
+    assert len(resets) == 1
