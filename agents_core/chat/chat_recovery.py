@@ -240,8 +240,11 @@ class ChatRecovery:
         dispose = await self._hooks.keep_alive()
         try:
             snapshot = payload.get("snapshot") or {}
+            lost = self._snapshot_lost(snapshot)
             partial, finished = self._rebuild_interrupted_answer(payload["requestId"], snapshot)
-            if finished:
+            if lost:
+                mode = "continue"
+            elif finished:
                 mode = "complete"
             else:
                 mode = "continue" if partial is not None and partial["parts"] else "retry"
@@ -253,9 +256,18 @@ class ChatRecovery:
                     f"on_chat_recovery must return 'continue', 'retry', 'skip', 'complete' or "
                     f"None, got {decision!r}"
                 )
+            last_answer: dict[str, Any] | None = None
+            if lost and decision != "skip":
+                last_answer = self._messages.last_assistant()
+                if last_answer is None:
+                    self._recovery_ended(key, "skipped")
+                    await self._hooks._after_chat_recovery(None)
+                    return
+                decision = "continue"
             if decision == "complete" and not finished:
                 decision = mode
-            if decision == "continue" and (partial is None or not partial["parts"]):
+            has_parts = partial is not None and bool(partial["parts"])
+            if decision == "continue" and last_answer is None and not has_parts:
                 decision = "retry"
             if decision == "skip":
                 self._recovery_ended(key, "skipped", "continue_disabled")
@@ -278,7 +290,10 @@ class ChatRecovery:
                 attempt=attempt,
                 stream_id=self._hooks._stream_for_recovered_turn(request_id, payload),
             )
-            if decision == "continue":
+            if last_answer is not None:
+                probe(self._ctx.host, "chat.recovery_continued")
+                plan.continue_message_id = last_answer["id"]
+            elif decision == "continue":
                 probe(self._ctx.host, "chat.recovery_continued")
                 assert partial is not None
                 self._messages.persist(partial)
@@ -302,6 +317,11 @@ class ChatRecovery:
             self.live.discard(origin)
             dispose()
         await self._hooks._after_chat_recovery(None)
+
+    def _snapshot_lost(self, snapshot: dict[str, Any]) -> bool:
+        """Whether the interrupted turn left no snapshot, so that its recovery can only
+        continue the transcript's last answer (0.21.0: a fiber row always holds one)."""
+        return False
 
     def _turn_starting(self, payload: dict[str, Any]) -> None:
         """The recovered turn is about to be queued (0.21.0: nothing to tell)."""

@@ -17,6 +17,16 @@ interrupted answer has content, else `retry`). A spent budget gives the turn up 
 `on_exhausted` hook, the terminal message to clients). Otherwise the recovery is scheduled and
 the `cf:chat:recovering` flag set (`chat_terminal.py`).
 
+**A turn with no snapshot.** A platform failure that ends a turn's body (a memory-limit or
+code-update reset) leaves its Task run claimed, but the turn's step deletes its snapshot as the
+body unwinds, and the breaker syncs storage before the reset (`turn_runners.py`). The next
+incarnation then recovers the run with nothing naming its recovery root or the user message it
+answered: a new incident `<requestId>:`, of kind `continue`, whose continuation extends the
+transcript's last assistant message, or is skipped when there is none (the SDK continues the
+last turn or skips it). So a struck recovered turn is two incidents, as in the SDK: the
+continuation enqueued again after the strike answers the user message, and the snapshot-less one
+adds no answer of its own when the interrupted turn had none.
+
 **Interrupted attempts** (`attempts_in_flight.py`): the original turn, when first detected, and
 every later attempt whose isolate died before it finished. A wake drops its own entry once it
 has scheduled the recovery; a callback drops its own when its turn settles. Once
@@ -161,13 +171,26 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         return self._incident_of(payload["originRequestId"], snapshot)[1]
 
     # -- the wake: an interrupted turn's fiber -----------------------------------------------------
+    def _snapshot_lost(self, snapshot: dict[str, Any]) -> bool:
+        """The turn's Task run was driven again with no snapshot in KV: the turn's own step
+        deleted it as a platform failure (a memory-limit or code-update reset) ended the body,
+        and the run, left claimed, is the next incarnation's to recover."""
+        return "requestId" not in snapshot
+
     async def claim(self, ctx: Any) -> bool:
         snapshot = ctx.snapshot if isinstance(ctx.snapshot, dict) else {}
         request_id = snapshot.get("requestId") or ctx.name[len(CHAT_TURN_FIBER_PREFIX) :]
         origin = snapshot.get("originRequestId") or request_id
         host = self._ctx.host
         now = host.clock.now_ms()
-        found, key = self._incident_of(origin, snapshot)
+        lost = self._snapshot_lost(snapshot)
+        if lost:
+            # Nothing names the turn's recovery root or the user message it answered: a new
+            # incident `<requestId>:`, which can only continue the transcript's last answer.
+            found = incident_id(origin, None)
+            key = incident_key(found)
+        else:
+            found, key = self._incident_of(origin, snapshot)
         self.incidents.sweep(now)
         stored = host.kv.get(key)
         existing = dict(stored) if isinstance(stored, dict) else None
@@ -190,7 +213,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             now=now,
         )
         partial, finished = self._rebuild_interrupted_answer(request_id, snapshot)
-        kind = "continue" if partial is not None and partial["parts"] else "retry"
+        kind = "continue" if lost or (partial is not None and partial["parts"]) else "retry"
         verdict = await ask_caller(
             verdict,
             config,

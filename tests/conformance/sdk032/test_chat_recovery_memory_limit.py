@@ -79,13 +79,20 @@ def test_a_memory_limit_reset_of_the_handed_off_turn_strikes_the_continuation(
         (strike.t_ms, "Alarm memory-limit strike 1/3; resetting isolate (#1825)")
     ]
     assert sim.probes["chat.recovery_redeferred"] == 1
-    # The fresh incarnation answers the turn (the struck turn's own run, left claimed, is
-    # recovered as well), nothing fails, and a later clean alarm clears the count.
-    assert sim.trace.select("chat:recovery:completed")
+    # The fresh incarnation answers the turn once: the struck turn's own run, left claimed and
+    # its snapshot deleted as its body unwound, is a snapshot-less incident with no answer to
+    # continue (skipped); nothing fails, and a later clean alarm clears the count.
+    detected = sim.trace.select("chat:recovery:detected")
+    (completed,) = sim.trace.select("chat:recovery:completed")
+    (skipped,) = sim.trace.select("chat:recovery:skipped")
+    assert [completed.get("originRequestId"), skipped.get("originRequestId")] == [
+        e.get("originRequestId") for e in detected
+    ]
     assert sim.trace.select("chat:recovery:failed") == []
     assert sim.trace.select("chat:recovery:exhausted") == []  # below the limit: no seal
-    assert len(model.requests) >= 2
-    assert sim.instance_of(ref).messages[-1]["role"] == "assistant"
+    assert len(model.requests) == 2
+    roles = [m["role"] for m in sim.instance_of(ref).messages]
+    assert roles == ["user", "assistant"]
     assert sim.instance_of(ref).host.kv.get(STRIKES) is None
 
 
@@ -97,8 +104,8 @@ def test_a_sealing_strike_gives_the_live_incident_up_out_of_memory(
     """At the strike limit the breaker seals: the incident the recovery was carrying is given
     up with `out_of_memory` in that instant (reported; the clients told the terminal
     message), and it stays so: the continuation enqueued again finds it settled and leaves it.
-    (The struck turn's own run, left claimed, is a new interrupted turn to the next
-    incarnation.)"""
+    The struck turn's own run, left claimed with no snapshot, is a new incident to the next
+    incarnation, which has no answer to continue and is skipped: no model request runs."""
     ref, _model = interrupt_a_turn(sim, striking_once_in_recovery(host, limit=1))
     sim.run_for(60_000)
     (strike,) = events(sim, ref, "alarm:memory_limit_reset")
@@ -110,3 +117,6 @@ def test_a_sealing_strike_gives_the_live_incident_up_out_of_memory(
     (sealed,) = [i for i in incidents if i["originRequestId"] == origin]
     assert (sealed["status"], sealed["reason"]) == ("exhausted", "out_of_memory")
     assert sim.probes["chat.recovery_sealed_out_of_memory"] == 1
+    (skipped,) = sim.trace.select("chat:recovery:skipped")
+    assert skipped.get("originRequestId") != origin
+    assert len(_model.requests) == 1  # only the turn first interrupted asked the model
