@@ -63,12 +63,16 @@ __all__ = [
     "ChatRecoveryHooks",
     "DEFAULT_NO_PROGRESS_TIMEOUT_MS",
     "INCIDENT_PREFIX",
+    "PARTIAL_PERSISTED",
     "is_chat_turn_fiber",
 ]
 
 INCIDENT_PREFIX = "cf:chat-recovery:incident:"
 """The SDK's KV prefix of recovery incidents (the key's tail is ours: the origin request id)."""
 RECOVERY_DECISIONS = ("continue", "retry", "skip", "complete")
+PARTIAL_PERSISTED = "partialPersisted"
+"""A continuation's payload key: an earlier attempt of it already persisted the partial answer
+(0.32.0's continuation enqueued again after its turn failed on the platform)."""
 DEFAULT_NO_PROGRESS_TIMEOUT_MS = 300_000
 _LIVE_STATUSES = ("scheduled", "attempting")
 _FAILED_STATUSES = ("failed", "exhausted")
@@ -242,6 +246,10 @@ class ChatRecovery:
             snapshot = payload.get("snapshot") or {}
             lost = self._snapshot_lost(snapshot)
             partial, finished = self._rebuild_interrupted_answer(payload["requestId"], snapshot)
+            if payload.get(PARTIAL_PERSISTED) and partial is not None:
+                # The stream's chunks are in the persisted message already (which a later turn
+                # may have extended): applying them again would repeat them.
+                partial = self._messages.by_id(partial["id"]) or partial
             if lost:
                 mode = "continue"
             elif finished:

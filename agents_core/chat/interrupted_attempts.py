@@ -67,7 +67,12 @@ from collections.abc import Callable
 from typing import Any
 
 from agents_core.chat.attempts_in_flight import AttemptsInFlight
-from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery, ChatRecoveryContext
+from agents_core.chat.chat_recovery import (
+    INCIDENT_PREFIX,
+    PARTIAL_PERSISTED,
+    ChatRecovery,
+    ChatRecoveryContext,
+)
 from agents_core.chat.chat_terminal import ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
@@ -394,7 +399,9 @@ class InterruptedAttemptsRecovery(ChatRecovery):
 
         async def redefer(run_id: str) -> None:
             probe(self._ctx.host, "chat.recovery_redeferred")
+            # Enqueued after the hand-off, so the partial answer, if continued, is persisted.
             retry = {k: v for k, v in payload.items() if k != "attempt"}
+            retry[PARTIAL_PERSISTED] = True
             delay = CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS
             schedule = self._hooks.schedule
             await schedule(delay, CHAT_RECOVERY_CALLBACK, retry, idempotent=False, run_id=run_id)

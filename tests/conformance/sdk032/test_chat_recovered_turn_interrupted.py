@@ -88,6 +88,32 @@ def test_a_struck_recovered_turn_continues_the_last_answer(sim: Simulation, host
 
 @on_0_32
 @each_host
+def test_a_struck_continuation_keeps_the_partial_answer_once(sim: Simulation, host: type) -> None:
+    """The interrupted turn had streamed a part: its recovery persists it and continues it, and
+    is struck. The snapshot-less incident continues that answer, and so does the continuation
+    enqueued again (the SDK's continuation of the last assistant message, which a turn that
+    extends it does not change): one answer, the interrupted part in it once."""
+    model = sim.register_model(
+        ScriptedModel(default=text("the answer is long", chunks=4, delay_ms=5_000))
+    )
+    striking = striking_once_in_recovery(host)
+    ref = sim.agent(striking, "c")
+    sim.start_call(ref, "save_messages", [user("go")])
+    sim.run_for(12_000)  # two chunks streamed
+    sim.evict(ref)
+    sim.agent(striking, "c")
+    sim.run_for(80_000)
+    (answer,) = answers(sim, ref)
+    texts = [part["text"] for part in answer["parts"]]
+    assert texts == ["the a", "the answer is long", "the answer is long"]
+    detected = recovery_events(sim, "detected")
+    assert [e.get("recoveryKind") for e in detected] == ["continue", "continue"]
+    assert len(recovery_events(sim, "completed")) == 2
+    assert len(model.requests) == 3
+
+
+@on_0_32
+@each_host
 def test_an_evicted_recovered_turn_stays_one_incident(sim: Simulation, host: type) -> None:
     """A recovered turn evicted mid-stream keeps its snapshot: the next incarnation recovers
     it under the same incident (same root, same user message), and the turn is answered once."""
