@@ -76,6 +76,7 @@ from agents_core.chat.chat_recovery import (
 from agents_core.chat.chat_terminal import ChatStatus
 from agents_core.chat.recovery_budget import (
     CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
+    IncidentVerdict,
     ask_caller,
     evaluate_incident,
 )
@@ -219,25 +220,9 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         )
         partial, finished = self._rebuild_interrupted_answer(request_id, snapshot)
         kind = "continue" if lost or (partial is not None and partial["parts"]) else "retry"
-        verdict = await ask_caller(
-            verdict,
-            config,
-            incident_id=found,
-            request_id=request_id,
-            recovery_kind=kind,
-            now=now,
-            on_error=self._caller_hook_failed,
-            recovery_root_request_id=origin,
+        verdict, incident = await self._vetted_incident(
+            verdict, config, found, request_id, origin, snapshot, kind, now
         )
-        incident = {
-            **verdict.incident,
-            "originRequestId": origin,
-            "incidentId": found,
-            "requestId": request_id,
-            "runId": snapshot.get("runId", verdict.incident.get("runId")),
-            "recoveryKind": kind,
-            "updatedAt": now,
-        }
         in_flight = existing_or_new["attemptsInFlight"]
         incident["attemptsInFlight"] = in_flight if verdict.reason is None else in_flight[:-1]
         host.kv.put(key, incident)
@@ -304,25 +289,9 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             config=config,
             now=now,
         )
-        verdict = await ask_caller(
-            verdict,
-            config,
-            incident_id=found,
-            request_id=request_id,
-            recovery_kind=kind,
-            now=now,
-            on_error=self._caller_hook_failed,
-            recovery_root_request_id=origin,
+        verdict, incident = await self._vetted_incident(
+            verdict, config, found, request_id, origin, snapshot, kind, now
         )
-        incident = {
-            **verdict.incident,
-            "originRequestId": origin,
-            "incidentId": found,
-            "requestId": request_id,
-            "runId": snapshot.get("runId", verdict.incident.get("runId")),
-            "recoveryKind": kind,
-            "updatedAt": now,
-        }
         host.kv.put(key, incident)
         self.incidents.report_look(existing is None, incident, kind, kind)
         if verdict.reason is not None:
@@ -530,6 +499,41 @@ class InterruptedAttemptsRecovery(ChatRecovery):
                 partial=None,
                 stream_id=self._stream.for_request(request_id),
             )
+
+    async def _vetted_incident(
+        self,
+        verdict: IncidentVerdict,
+        config: ChatRecoveryConfig,
+        found: str,
+        request_id: str,
+        origin: str,
+        snapshot: dict[str, Any],
+        kind: str,
+        now: int,
+    ) -> tuple[IncidentVerdict, dict[str, Any]]:
+        """A look's budget verdict once `should_keep_recovering` had its say (`ask_caller`),
+        and the incident it stores: the verdict's, named by this look's turn and kind (a wake
+        and a stall judge alike, spec sdk-0.32 §8.1, §8.2)."""
+        verdict = await ask_caller(
+            verdict,
+            config,
+            incident_id=found,
+            request_id=request_id,
+            recovery_kind=kind,
+            now=now,
+            on_error=self._caller_hook_failed,
+            recovery_root_request_id=origin,
+        )
+        incident = {
+            **verdict.incident,
+            "originRequestId": origin,
+            "incidentId": found,
+            "requestId": request_id,
+            "runId": snapshot.get("runId", verdict.incident.get("runId")),
+            "recoveryKind": kind,
+            "updatedAt": now,
+        }
+        return verdict, incident
 
     def _caller_hook_failed(self, error: Exception) -> None:
         """`should_keep_recovering` raised: the recovery goes on (a broken hook must not
