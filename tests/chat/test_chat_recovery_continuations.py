@@ -15,6 +15,7 @@ from agents_core.errors import InvalidArgument
 from sim import AgentRef, Simulation
 from sim.model import ScriptedModel, stall, text
 from tests.chat.chat_agents import HOSTS, user
+from tests.chat.interrupted_turns import interrupt_a_turn
 from tests.releases import stored_schedules
 
 RECOVERY = "__cf_internal_chat_recovery"
@@ -50,19 +51,6 @@ def continuation_schedules(sim: Simulation, ref: AgentRef) -> list[Any]:
         if r.get("callback") == CONTINUE
     ]
     return traced + [s for s in stored_schedules(sim, ref) if s["callback"] == CONTINUE]
-
-
-def interrupt_a_turn(sim: Simulation, host: type, delay_ms: int = 5_000) -> tuple[AgentRef, Any]:
-    """A turn streaming slowly, its isolate killed 2 s in, the agent woken again."""
-    model = sim.register_model(
-        ScriptedModel(default=text("the answer", chunks=4, delay_ms=delay_ms))
-    )
-    ref = sim.agent(host, "c")
-    sim.start_call(ref, "save_messages", [user("go")])
-    sim.run_for(2_000)
-    sim.evict(ref)
-    sim.agent(host, "c")
-    return ref, model
 
 
 def run_until_accepted(sim: Simulation, ref: AgentRef, count: int = 1) -> None:

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from agents_core.chat import current_chat_turn
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
-from sim import AgentRef, Simulation
-from sim.model import ScriptedModel, text
-from tests.chat.chat_agents import HOSTS, user
+from sim import Simulation
+from tests.chat.chat_agents import HOSTS
+from tests.chat.interrupted_turns import events, interrupt_a_turn, raising_once_in_recovery
 from tests.releases import on_both_releases
 
 RECOVERY = "__cf_internal_chat_recovery"
@@ -27,31 +26,7 @@ each_host = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
 def failing_once_in_recovery(host: type, message: str) -> type:
     """`host` whose system prompt raises `message` the first time a recovered turn asks it."""
-    failed: list[bool] = []
-
-    def get_system_prompt(self: Any) -> str | None:
-        turn = current_chat_turn()
-        if turn is not None and turn.trigger == "recovery" and not failed:
-            failed.append(True)
-            raise RuntimeError(message)
-        return None
-
-    return type(f"Flaky{host.__name__}", (host,), {"get_system_prompt": get_system_prompt})
-
-
-def interrupt_a_turn(sim: Simulation, host: type) -> tuple[AgentRef, ScriptedModel]:
-    """A turn streaming slowly, its isolate killed 2 s in, the agent woken again."""
-    model = sim.register_model(ScriptedModel(default=text("the answer", chunks=4, delay_ms=5_000)))
-    ref = sim.agent(host, "c")
-    sim.start_call(ref, "save_messages", [user("go")])
-    sim.run_for(2_000)
-    sim.evict(ref)
-    sim.agent(host, "c")
-    return ref, model
-
-
-def events(sim: Simulation, ref: AgentRef, name: str, **match: Any) -> list[Any]:
-    return sim.trace.select(name, agent=ref.path, **match)
+    return raising_once_in_recovery(host, message, prefix="Flaky")
 
 
 @on_0_32

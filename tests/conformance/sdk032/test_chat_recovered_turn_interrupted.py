@@ -21,10 +21,7 @@ from sim import AgentRef, Simulation
 from sim.chat_client_view import chat_client_view
 from sim.model import ScriptedModel, text
 from tests.chat.chat_agents import HOSTS, user
-from tests.conformance.sdk032.test_chat_recovery_memory_limit import (
-    interrupt_a_turn,
-    striking_once_in_recovery,
-)
+from tests.chat.interrupted_turns import interrupt_a_turn, striking_once_in_recovery
 
 on_0_32 = pytest.mark.parametrize("sim", ["0.32.0"], indirect=True)
 each_host = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
@@ -117,12 +114,7 @@ def test_a_struck_continuation_keeps_the_partial_answer_once(sim: Simulation, ho
 def test_an_evicted_recovered_turn_stays_one_incident(sim: Simulation, host: type) -> None:
     """A recovered turn evicted mid-stream keeps its snapshot: the next incarnation recovers
     it under the same incident (same root, same user message), and the turn is answered once."""
-    model = sim.register_model(ScriptedModel(default=text("the answer", chunks=4, delay_ms=5_000)))
-    ref = sim.agent(host, "c")
-    sim.start_call(ref, "save_messages", [user("go")])
-    sim.run_for(2_000)
-    sim.evict(ref)
-    sim.agent(host, "c")
+    ref, model = interrupt_a_turn(sim, host)
     sim.run_for(7_000)  # the recovered turn has streamed a chunk
     sim.evict(ref)
     sim.agent(host, "c")

@@ -6,57 +6,18 @@ recovery incident is given up with `out_of_memory`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from agents_core.chat import current_chat_turn
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
-from sim import AgentRef, Simulation
-from sim.model import ScriptedModel, text
-from tests.chat.chat_agents import HOSTS, user
+from sim import Simulation
+from tests.chat.chat_agents import HOSTS
+from tests.chat.interrupted_turns import events, interrupt_a_turn, striking_once_in_recovery
 
 on_0_32 = pytest.mark.parametrize("sim", ["0.32.0"], indirect=True)
 each_host = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
 
 RECOVERY = "__cf_internal_chat_recovery"
-MEMORY_LIMIT = "Durable Object's isolate exceeded its memory limit and was reset."
 STRIKES = "cf_agents:oom_alarm_strikes"
-
-
-def striking_once_in_recovery(host: type, limit: int = 3) -> type:
-    """`host` whose recovered turn hits a memory-limit reset the first time it asks for its
-    system prompt (after the continuation handed it off), its breaker sealing at `limit`."""
-    struck: list[bool] = []
-
-    def get_system_prompt(self: Any) -> str | None:
-        turn = current_chat_turn()
-        if turn is not None and turn.trigger == "recovery" and not struck:
-            struck.append(True)
-            raise RuntimeError(MEMORY_LIMIT)
-        return None
-
-    options = {**host.options, "max_alarm_memory_limit_strikes": limit}
-    return type(
-        f"Striking{host.__name__}",
-        (host,),
-        {"get_system_prompt": get_system_prompt, "options": options},
-    )
-
-
-def interrupt_a_turn(sim: Simulation, host: type) -> tuple[AgentRef, ScriptedModel]:
-    """A turn streaming slowly, its isolate killed 2 s in, the agent woken again."""
-    model = sim.register_model(ScriptedModel(default=text("the answer", chunks=4, delay_ms=5_000)))
-    ref = sim.agent(host, "c")
-    sim.start_call(ref, "save_messages", [user("go")])
-    sim.run_for(2_000)
-    sim.evict(ref)
-    sim.agent(host, "c")
-    return ref, model
-
-
-def events(sim: Simulation, ref: AgentRef, name: str, **match: Any) -> list[Any]:
-    return sim.trace.select(name, agent=ref.path, **match)
 
 
 @on_0_32
