@@ -37,12 +37,17 @@ from typing import TYPE_CHECKING, Any
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.jsontext import parse_json_text
-from agents_core.options import RetryOptions, jitter_backoff_ms, resolve_retry
+from agents_core.options import RetryOptions, resolve_retry
 from agents_core.probes import probe
 from agents_core.releases.v0_32.job_driver import is_platform_failure
 from agents_core.releases.v0_32.job_queue import SCHEDULER_CAPABILITY
 from agents_core.releases.v0_32.schema_keys import SCHEDULES_SCHEMA
-from agents_core.schedule_dispatch import call_on_error, is_code_update_reset, retry_to_json
+from agents_core.schedule_dispatch import (
+    call_on_error,
+    call_with_retries,
+    is_code_update_reset,
+    retry_to_json,
+)
 from agents_core.schedules import (
     TIME_RANGE_END_MAX_S,
     Schedule,
@@ -268,33 +273,18 @@ class Scheduler(Scheduler021):
         retry = resolve_retry(_retry_of(message.get("retry")), self._options.retry)
         one_shot = timing["type"] in _ONE_SHOT_TYPES
         schedule = self._to_schedule(id, fn, timing, 0).to_dict()
-        attempt = 1
-        while True:
-            if attempt > 1:
-                probe(self.host, "schedule.callback_retried")
-                self._emit(
-                    "schedule:retry",
-                    callback=fn,
-                    id=id,
-                    attempt=attempt,
-                    maxAttempts=retry.max_attempts,
-                )
-            try:
-                result = method(timing.get("payload"), schedule)
-                if inspect.isawaitable(result):
-                    await result
-                return
-            except Exception as error:
-                last = attempt >= retry.max_attempts
-                if last or (one_shot and is_code_update_reset(error)):
-                    await self._routed_attempts_exhausted(id, fn, one_shot, error, retry)
-                    return
-            await self.host.clock.sleep(
-                jitter_backoff_ms(
-                    self.host.entropy, attempt, retry.base_delay_ms, retry.max_delay_ms
-                )
-            )
-            attempt += 1
+
+        async def failed(error: Exception, attempt: int) -> bool:
+            last = attempt >= retry.max_attempts
+            if last or (one_shot and is_code_update_reset(error)):
+                await self._routed_attempts_exhausted(id, fn, one_shot, error, retry)
+                return True
+            return False
+
+        payload = timing.get("payload")
+        await call_with_retries(
+            self.host, self._emit, fn, id, retry, lambda: method(payload, schedule), failed
+        )
 
     async def _routed_attempts_exhausted(
         self, id: str, fn: str, one_shot: bool, error: Exception, retry: RetryOptions
