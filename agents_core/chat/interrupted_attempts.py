@@ -244,14 +244,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         try:
             incident.update(status="scheduled")
             host.kv.put(key, incident)
-            host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
-            payload = {
-                "requestId": request_id,
-                "originRequestId": origin,
-                "incidentId": found,
-                "snapshot": snapshot,
-            }
-            await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=True)
+            await self._schedule_continuation(request_id, origin, found, snapshot, idempotent=True)
             return True
         finally:
             self.status.set_recovering(True, origin)
@@ -319,18 +312,12 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         retries = (incident.get("transientRetries") or 0) + 1
         self.set_incident(key, {**incident, "transientRetries": retries}, "scheduled")
         self.status.set_recovering(True, origin)
-        host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
-        payload = {
-            "requestId": request_id,
-            "originRequestId": origin,
-            "incidentId": found,
-            "snapshot": snapshot,
-            "decision": decision,
-        }
         # A recovered turn's stall chains a new continuation (the SDK's `chained_retry`): it
         # must not join one of the incident's earlier continuations.
         chained = snapshot.get("trigger") == "recovery"
-        await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=not chained)
+        await self._schedule_continuation(
+            request_id, origin, found, snapshot, idempotent=not chained, decision=decision
+        )
         probe(host, "chat.stalled_turn_recovering")
         return "scheduled"
 
@@ -499,6 +486,30 @@ class InterruptedAttemptsRecovery(ChatRecovery):
                 partial=None,
                 stream_id=self._stream.for_request(request_id),
             )
+
+    async def _schedule_continuation(
+        self,
+        request_id: str,
+        origin: str,
+        found: str,
+        snapshot: dict[str, Any],
+        *,
+        idempotent: bool,
+        decision: str | None = None,
+    ) -> None:
+        """Report the incident `found` scheduled and schedule its continuation, at once (a
+        stall's carries the `decision` already taken, so the continuation does not ask again)."""
+        host = self._ctx.host
+        host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
+        payload: dict[str, Any] = {
+            "requestId": request_id,
+            "originRequestId": origin,
+            "incidentId": found,
+            "snapshot": snapshot,
+        }
+        if decision is not None:
+            payload["decision"] = decision
+        await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=idempotent)
 
     async def _vetted_incident(
         self,
