@@ -153,6 +153,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "destroy a sub-agent itself",
         "keep_alive by hand in a sub-agent",
         "evict a sub-agent alone",
+        "sub_agent the parent's only work",
     ),
     "chat": (
         "chat host think",

@@ -3,12 +3,14 @@
 A `schedules` or `fibers` agent that always keeps sub-agents (`FACET_NAMES`): two or three of
 one parent, whose names are a prefix of one another (`w1`, `w10`; `a`, `a-b`), of two classes
 under one name (`w1`, `twin:w1`), or nested (`w1/x`, `w1/w1`); each keeps the parent's
-schedules or runs its fibers, and a fibers agent's sub-agents take keepAlive by hand too. They
-are closed at any time (before they were opened, or twice) and opened again, and evicted alone
-while their parent lives (`Part.faults`: the area's own evictions, counted as faults). The
-other areas draw sub-agents now and then; here every scenario has them, so their combinations
-(a schedule's dispatch to a sub-agent that is gone, leases of sub-agents whose paths share a
-prefix, one name in two classes) come often.
+schedules or runs its fibers, and a fibers agent's sub-agents take keepAlive by hand too. Half
+the parents are hubs that do no work of their own (their schedules set up, their fibers
+started, only by calls never made), so nothing of theirs hides what the sub-agents hold. The
+sub-agents are closed at any time (before they were opened, or twice) and opened again, and
+evicted alone while their parent lives (`Part.faults`: the area's own evictions, counted as
+faults). The other areas draw sub-agents now and then; here every scenario has them, so their
+combinations (a schedule's dispatch to a sub-agent that is gone, leases of sub-agents whose
+paths share a prefix, one name in two classes) come often.
 """
 
 from __future__ import annotations
@@ -38,6 +40,25 @@ FACET_NAMES: tuple[tuple[str, ...], ...] = (
 TWIN_CLASSES = {"schedules": "ScheduleTwin", "fibers": "FiberTwin"}
 """The class of a `twin:` sub-agent, by the parent's workload."""
 WORKLOADS = ("schedules", "fibers")
+SETS_TO_WORK = {"schedules": ("setup", "call"), "fibers": ("start", "call")}
+"""The field that leaves a parent's own work to a call, by workload."""
+OWN_WORK = {
+    "schedules": ("setup", "recreate"),
+    "fibers": ("start", "start_again", "start_waiting", "start_as", "hold"),
+}
+"""The parent's calls that give it work of its own (schedules, fibers, leases), by workload."""
+OWN_PAIRS = frozenset(
+    {
+        "setup by a call",
+        "schedule re-created",
+        "start again (duplicate)",
+        "start_fiber same key again",
+        "start_fiber wait_for_completion",
+        "start_fiber explicit fiber_id",
+        "keep_alive by hand",
+    }
+)
+"""The pairs only those calls use."""
 REASONS = ("explicit", "idle")
 
 
@@ -77,10 +98,29 @@ def facets_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
     @st.composite
     def part(draw: Any) -> Part:
         base: Part = draw(_parents(st, alias, surface))
-        agent = base.agents[alias]
+        agent = dict(base.agents[alias])
         workload, names = agent["workload"], tuple(agent["sub_agents"])
         times = sorted({step.at_ms for step in base.steps if step.at_ms > 0}) or [1000]
-        faults, uses = [], list(base.uses)
+        steps, uses = base.steps, list(base.uses)
+        if draw(st.booleans()):
+            # A hub: the parent does no work of its own, so what its sub-agents hold (their
+            # leases, their rows on it) is all there is, and nothing of its own hides a loss.
+            field, value = SETS_TO_WORK[workload]
+            agent[field] = value
+            steps = tuple(
+                step
+                for step in steps
+                if not (
+                    step.action == "call"
+                    and step.args["agent"] == alias
+                    and step.args["method"] in OWN_WORK[workload]
+                )
+            )
+            uses = [use for use in uses if use.pair not in OWN_PAIRS]
+            uses.append(
+                Use("sub_agent", "the parent's only work", alias, "workload:sub_agent_opened")
+            )
+        faults = []
         for _ in range(draw(st.integers(0, 2))):
             at = draw(aligned(st, times, 0, max(base.horizon_ms, 1000)))
             name = draw(st.sampled_from(names))
@@ -90,8 +130,8 @@ def facets_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             )
             uses.append(Use("evict", "a sub-agent alone", alias, "incarnation:end"))
         return Part(
-            base.agents,
-            base.steps,
+            {alias: agent},
+            steps,
             base.clients,
             tuple(uses),
             base.horizon_ms,

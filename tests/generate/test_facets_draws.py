@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scenarios.generate import FULL, scenarios
-from scenarios.generate.facets import FACET_NAMES
+from scenarios.generate.facets import FACET_NAMES, OWN_WORK, SETS_TO_WORK
 from scenarios.generate.faults import FAULT_NOTE
 from scenarios.language.loader import parse_scenario
 
@@ -50,3 +50,21 @@ def test_a_surface_without_sub_agents_leaves_the_area_out(generated) -> None:
 def test_the_area_alone_on_a_surface_without_sub_agents_is_refused() -> None:
     with pytest.raises(ValueError, match="opens no sub-agents"):
         scenarios(st, ("facets",), surface=CLOSED)
+
+
+@given(generated=scenarios(st, ("facets",)))
+@settings(max_examples=40, deadline=None, database=None)
+def test_a_hub_parent_gets_no_work_of_its_own(generated) -> None:
+    """A hub leaves its own work to a call (`setup: call`, `start: call`) and no step makes
+    one: its sub-agents' work is all it holds."""
+    hubs = {u.alias for u in generated.uses if u.pair == "sub_agent the parent's only work"}
+    for alias in hubs:
+        agent = generated.agents[alias]
+        field, value = SETS_TO_WORK[agent["workload"]]
+        assert agent[field] == value
+        own = OWN_WORK[agent["workload"]]
+        assert not [
+            s
+            for s in generated.steps
+            if s.action == "call" and s.args["agent"] == alias and s.args["method"] in own
+        ]
