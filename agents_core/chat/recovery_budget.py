@@ -20,7 +20,7 @@ each catching its own failure:
   attempt), and otherwise grows by one; past `max_attempts` the turn is given up
   (`max_attempts_exceeded`);
 - **transient retries**: each stalled stream routed back into recovery bumps
-  `transientRetries` (`interrupted_attempts.py`); once they reach `max_attempts` the next look
+  `transientRetries` (`incident_looks.py`); once they reach `max_attempts` the next look
   gives the turn up with `max_attempts_exceeded` too;
 - **the caller**: `should_keep_recovering` (`ask_caller`) is asked on a look that is not the
   first and that no bound above gave up, with the attempt within `max_attempts`; `False` gives
