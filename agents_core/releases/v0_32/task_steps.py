@@ -247,7 +247,13 @@ class TaskStep:
             if self._now() < wake_at:
                 raise TaskSuspension(wake_at, "retry")
             attempt = journal.claim_attempt(name)
-            self._report_step("task:step:retry", name, attempt)
+            self._emit(
+                "task:step:retry",
+                runId=journal.run_id,
+                definition=self._definition,
+                step=name,
+                attempt=attempt,
+            )
             return await self._execute(name, attempt, policy, callback)
         return await self._execute(name, journal.claim_attempt(name), policy, callback)
 
@@ -292,27 +298,28 @@ class TaskStep:
             raise TaskSuspension(wake_at, "sleep")
         journal.complete(name, None)
 
-    def _report_step(self, event: str, name: str, attempt: int) -> None:
-        """Emit `event` (`task:step:started`, `completed` or `retry`) for this attempt of the
-        step `name` of the run."""
-        self._emit(
-            event,
-            runId=self._journal.run_id,
-            definition=self._definition,
-            step=name,
-            attempt=attempt,
-        )
-
     async def _execute(
         self, name: str, attempt: int, policy: StepPolicy, callback: StepCallback
     ) -> Any:
         journal = self._journal
         journal.refresh_claim()
-        self._report_step("task:step:started", name, attempt)
+        self._emit(
+            "task:step:started",
+            runId=journal.run_id,
+            definition=self._definition,
+            step=name,
+            attempt=attempt,
+        )
         try:
             result = await self._call(name, attempt, policy, callback)
             journal.complete(name, result)
-            self._report_step("task:step:completed", name, attempt)
+            self._emit(
+                "task:step:completed",
+                runId=journal.run_id,
+                definition=self._definition,
+                step=name,
+                attempt=attempt,
+            )
             return result
         except AttemptSuperseded:
             raise
