@@ -77,19 +77,6 @@ def partial_text(partial: dict[str, Any] | None) -> str:
     )
 
 
-def _settled_fields(incident: dict[str, Any]) -> dict[str, Any]:
-    """What `chat:recovery:completed` and `chat:recovery:failed` report of the incident, in
-    the order they report it."""
-    return {
-        "requestId": incident.get("requestId"),
-        "originRequestId": incident.get("originRequestId"),
-        "incidentId": incident.get("incidentId"),
-        "attempt": incident.get("attempt", 0),
-        "maxAttempts": incident.get("maxAttempts"),
-        "recoveryKind": incident.get("recoveryKind"),
-    }
-
-
 @dataclass(frozen=True)
 class ChatRecoveryExhaustedContext:
     """What `on_exhausted` is told of a turn recovery gave up (the SDK's
@@ -143,16 +130,24 @@ class RecoveryIncidents:
         trace = self._ctx.host.trace
         request_id, origin = incident["requestId"], incident["originRequestId"]
         max_attempts = self._config().max_attempts
-        look = {
-            "requestId": request_id,
-            "originRequestId": origin,
-            "attempt": incident["attempt"],
-            "maxAttempts": max_attempts,
-            "recoveryKind": kind,
-        }
         if first:
-            trace.emit("chat:recovery:detected", **look)
-        trace.emit("chat:recovery:attempt", **look, mode=mode)
+            trace.emit(
+                "chat:recovery:detected",
+                requestId=request_id,
+                originRequestId=origin,
+                attempt=incident["attempt"],
+                maxAttempts=max_attempts,
+                recoveryKind=kind,
+            )
+        trace.emit(
+            "chat:recovery:attempt",
+            requestId=request_id,
+            originRequestId=origin,
+            attempt=incident["attempt"],
+            maxAttempts=max_attempts,
+            recoveryKind=kind,
+            mode=mode,
+        )
 
     def settle(self, key: str, outcome: str, reason: str | None = None) -> None:
         """The recovery of the incident at `key` ended: `completed` (deleted), `failed` or
@@ -171,9 +166,26 @@ class RecoveryIncidents:
         trace = self._ctx.host.trace
         if outcome == "completed":
             probe(self._ctx.host, "chat.recovery_completed_incident_deleted")
-            trace.emit("chat:recovery:completed", **_settled_fields(incident))
+            trace.emit(
+                "chat:recovery:completed",
+                requestId=incident.get("requestId"),
+                originRequestId=incident.get("originRequestId"),
+                incidentId=incident.get("incidentId"),
+                attempt=incident.get("attempt", 0),
+                maxAttempts=incident.get("maxAttempts"),
+                recoveryKind=incident.get("recoveryKind"),
+            )
         elif outcome == "failed":
-            trace.emit("chat:recovery:failed", **_settled_fields(incident), reason=reason)
+            trace.emit(
+                "chat:recovery:failed",
+                requestId=incident.get("requestId"),
+                originRequestId=incident.get("originRequestId"),
+                incidentId=incident.get("incidentId"),
+                attempt=incident.get("attempt", 0),
+                maxAttempts=incident.get("maxAttempts"),
+                recoveryKind=incident.get("recoveryKind"),
+                reason=reason,
+            )
         elif outcome == "skipped":
             trace.emit(
                 "chat:recovery:skipped",
