@@ -20,7 +20,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast, overload
 
 from agents_core import observability
 from agents_core.agent_tools.notify import completion_text, milestone_text
@@ -48,6 +48,10 @@ from agents_core.probes import probe
 from agents_core.recovery import FiberRecoveryContext
 from agents_core.releases.registry import release_named
 from agents_core.schedules import Schedule, ScheduleTiming
+
+if TYPE_CHECKING:
+    from agents_core.releases.v0_32.breaker import MemoryLimitContext
+    from agents_core.releases.v0_32.tasks import TaskDefinition, Tasks
 
 __all__ = ["Agent", "Request", "Response"]
 
@@ -246,6 +250,13 @@ class Agent:
     async def on_alarm(self) -> None:
         """Runs at the start of every alarm, before the due schedules (empty by default)."""
 
+    async def on_alarm_memory_limit(self, context: MemoryLimitContext) -> None:
+        """0.32.0: an alarm's memory-limit breaker recorded a strike (sealed or not), after the
+        executing job's policy and the capabilities' own (`context`: `sealed`, `next_time`,
+        `executing`, `purged_recovery_loop_jobs`). An error here is dropped: the isolate
+        resets either way. A plain agent has no policy of its own; a chat host seals its live
+        recoveries on a sealing strike. Never called on 0.21.0 (its breaker has no hook)."""
+
     # -- keepAlive ----------------------------------------------------------------------------
     async def keep_alive(self) -> Callable[[], None]:
         """Take a lease; returns its disposer (synchronous and idempotent)."""
@@ -408,6 +419,26 @@ class Agent:
         """This agent's schedules, filtered by `id`, `type` and a `time_range` of `{"start",
         "end"}` datetimes (inclusive, in whole seconds; a missing bound is open)."""
         return await self._scheduler.list_schedules(**filters)
+
+    # -- tasks (0.32.0) -----------------------------------------------------------------------
+    task_definitions: Mapping[str, TaskDefinition] | None = None
+    """The agent's Task definitions, by name (0.32.0): each `async (input, step) -> result`.
+    Read again on every dispatch, so a property returning bound methods is the way to declare
+    them; a run of a name no longer declared fails (`MissingTaskDefinitionError`)."""
+
+    @property
+    def tasks(self) -> Tasks:
+        """0.32.0's Tasks capability (`agents_core/releases/v0_32/tasks.py`): `run`, `handle`,
+        `get`, `get_by_idempotency_key`, `list`, `cancel`, `delete`. An agent on 0.21.0 has no
+        such attribute (AttributeError), as an SDK 0.21.0 agent has no `this.tasks`."""
+        lookup = getattr(self._lifecycle, "capability", None)
+        tasks = lookup("tasks") if lookup is not None else None
+        if tasks is None:
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute 'tasks': agents "
+                f"{self._release.name} has no Tasks capability (0.32.0 added it)"
+            )
+        return cast("Tasks", tasks)
 
     # -- queue --------------------------------------------------------------------------------
     async def queue(

@@ -20,7 +20,7 @@ counterpart is the Agent's sub-agent API (`subAgent`, `hasSubAgent`, `listSubAge
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, unquote
 
@@ -93,6 +93,7 @@ class Facets:
         "_recovery",
         "_dispatch",
         "_scheduler",
+        "_run_routed",
         "_prune_owned",
         "_self_path",
         "_is_facet",
@@ -117,6 +118,7 @@ class Facets:
         recovery: Recovery,
         dispatch: ScheduleDispatch,
         scheduler: Scheduler,
+        run_routed: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         prune_owned: Sequence[Callable[[str], object]] = (),
     ) -> None:
         self._agent = agent
@@ -126,9 +128,13 @@ class Facets:
         self._recovery = recovery
         self._dispatch = dispatch
         self._scheduler = scheduler
+        self._run_routed = run_routed or dispatch._execute_schedule_callback
+        """How this agent runs a schedule its root routed down to it: 0.21.0's row through the
+        dispatch's retry loop, or 0.32.0's dispatch message through its Scheduler's."""
         self._prune_owned = tuple(prune_owned)
         """What else a pruned sub-tree owns on the root, dropped by its owner key after its
-        schedules (0.32.0: its queue items, the SDK's `cleanupPrefix` order)."""
+        schedules (0.32.0: the wakes of its Task runs, then its queue items, the SDK's
+        `cleanupPrefix` order)."""
         self._self_path = self_path
         self._is_facet = ctx.is_facet
         self._destroyed = False
@@ -335,8 +341,9 @@ class Facets:
 
     # -- schedules of a facet live on the root (the Scheduler routes them) ------------------
     async def _dispatch_facet_schedule(self, row: dict[str, Any]) -> bool:
-        """On the root: walk the row's owner path hop by hop and run the callback in the owner;
-        False (nothing executed) when a hop's registry entry is gone (that sub-tree is pruned)."""
+        """On the root: walk the owner path of a due schedule (0.21.0's row, 0.32.0's dispatch
+        message: both carry its `id` and `owner_path`) hop by hop and run it in the owner; False
+        (nothing executed) when a hop's registry entry is gone (that sub-tree is pruned)."""
         path = _parse_owner_path(row["owner_path"])
         if path is None:
             raise InvalidArgument(
@@ -348,7 +355,7 @@ class Facets:
         self, row: dict[str, Any], steps: list[dict[str, str]]
     ) -> bool:
         if not steps:
-            await self._dispatch._execute_schedule_callback(row)
+            await self._run_routed(row)
             return True
         child = await self._resolve_registered_child(steps[0])
         if child is None:

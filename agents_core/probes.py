@@ -31,6 +31,39 @@ RUNTIME_PROBES: dict[str, str] = {
         "0.32.0: chat recovery gave a turn up because its interrupted attempts (the original "
         "turn and each attempt whose isolate died) reached max_interrupted_attempts"
     ),
+    "chat.recovery_aborted_by_caller": (
+        "0.32.0: chat recovery gave a turn up because chat_recovery's should_keep_recovering "
+        "answered False (recovery_aborted)"
+    ),
+    "chat.recovery_completed_incident_deleted": (
+        "0.32.0: a recovered chat turn completed and its recovery incident was deleted "
+        "(chat:recovery:completed)"
+    ),
+    "chat.recovery_gave_up_partial_saved": (
+        "0.32.0: chat recovery gave a turn up whose stream was still open and persisted the "
+        "partial answer it held"
+    ),
+    "chat.recovery_on_exhausted_raised": (
+        "0.32.0: chat_recovery's on_exhausted hook raised; the give-up went on to the clients"
+    ),
+    "chat.recovery_sealed_out_of_memory": (
+        "the alarm memory-limit breaker sealed and chat recovery gave a live incident up"
+    ),
+    "chat.recovery_out_of_memory": (
+        "chat recovery gave a turn up with out_of_memory (the memory-limit breaker sealed)"
+    ),
+    "chat.recovery_redeferred": (
+        "0.32.0: a recovered chat turn failed on the platform after its continuation handed it "
+        "off, and the continuation was enqueued again 3 s later"
+    ),
+    "chat.recovery_stable_timeout": (
+        "0.32.0: chat recovery gave a turn up because the host stayed busy past "
+        "stable_timeout_ms on every attempt (stable_timeout)"
+    ),
+    "chat.stalled_turn_recovering": (
+        "0.32.0: a turn's model stream sent nothing for chat_stream_stall_timeout_ms and chat "
+        "recovery took the turn over (the request ends with the outcome recovering)"
+    ),
     "chat.recovery_found_complete_answer": (
         "chat recovery found an interrupted turn whose stream already held the answer's finish "
         "chunk (it died in its last step) and persisted that answer instead of continuing it"
@@ -299,6 +332,10 @@ RUNTIME_PROBES: dict[str, str] = {
     ),
     "alarm.memory_limit_sealed": (
         "an alarm hit the memory-limit strike budget and the executing schedule was purged"
+    ),
+    "job.memory_limit_in_handed_off_work": (
+        "work a job's dispatch handed off (track_alarm_work) settled with a memory-limit reset: "
+        "a strike against that job"
     ),
     "facet.recovery_driven_by_root": (
         "the root's alarm housekeeping ran a sub-agent's fiber recovery scan"

@@ -22,7 +22,7 @@ import inspect
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agents_core.cron import next_cron_time_ms
@@ -33,10 +33,11 @@ from agents_core.stored_names import callback_method
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
+    from agents_core.host import Host
     from agents_core.lifecycle import Lifecycle
+    from agents_core.options import RetryOptions
 
 __all__ = [
-    "ANNOUNCED",
     "DUPLICATE_SCHEDULE_THRESHOLD",
     "OOM_ALARM_STRIKES_KEY",
     "DispatchHooks",
@@ -46,6 +47,7 @@ __all__ = [
     "is_platform_transient",
     "retry_from_json",
     "call_on_error",
+    "call_with_retries",
     "retry_to_json",
 ]
 
@@ -55,8 +57,6 @@ MEMORY_LIMIT_BACKOFF_MAX_S = 300
 MEMORY_LIMIT_BACKOFF_STEP_S = 30
 _CAUSE_DEPTH_MAX = 8
 _ONE_SHOT_TYPES = ("delayed", "scheduled")
-ANNOUNCED = "announced_by_root"
-"""A routed row's mark: its root emitted `schedule:execute` (0.32.0), so the owner does not."""
 
 # The platform's own wording, matched closely so that an application error which merely mentions
 # an upgrade is not taken for one (SDK `retries.ts`).
@@ -285,10 +285,7 @@ class ScheduleDispatch:
 
     async def _execute_schedule_callback(self, row: dict[str, Any]) -> None:
         """Call `self.<callback>(payload, row)` with retries (§4.3). Returns normally when the row
-        counts as executed; raises only the deferred failures of one-shot rows. A row marked
-        `ANNOUNCED` was announced by the root that routed it here (sdk-0.32 §3.5): this agent
-        runs it without a `schedule:execute` of its own."""
-        announced = bool(row.pop(ANNOUNCED, False))
+        counts as executed; raises only the deferred failures of one-shot rows."""
         callback, schedule_id = row["callback"], row["id"]
         method = callback_method(self._hooks, callback)
         if method is None:
@@ -308,43 +305,32 @@ class ScheduleDispatch:
             )
             return
         one_shot = row["type"] in _ONE_SHOT_TYPES
-        if not announced:
-            self._emit("schedule:execute", callback=callback, id=schedule_id)
-        attempt = 1
-        while True:
-            if attempt > 1:
-                probe(self.host, "schedule.callback_retried")
-                self._emit(
-                    "schedule:retry",
-                    callback=callback,
-                    id=schedule_id,
-                    attempt=attempt,
-                    maxAttempts=retry.max_attempts,
+        self._emit("schedule:execute", callback=callback, id=schedule_id)
+
+        async def failed(exc: Exception, attempt: int) -> bool:
+            if one_shot and is_code_update_reset(exc):
+                probe(self.host, "schedule.one_shot_deferred_to_platform")
+                self._log(
+                    "warn",
+                    f'Deferring scheduled callback "{callback}" to a fresh invocation after '
+                    "a Durable Object code-update reset; the one-shot row is preserved and "
+                    "the alarm will re-run on new code.",
                 )
-            try:
-                result = method(payload, dict(row))
-                if inspect.isawaitable(result):
-                    await result
-                return
-            except Exception as exc:
-                if one_shot and is_code_update_reset(exc):
-                    probe(self.host, "schedule.one_shot_deferred_to_platform")
-                    self._log(
-                        "warn",
-                        f'Deferring scheduled callback "{callback}" to a fresh invocation after '
-                        "a Durable Object code-update reset; the one-shot row is preserved and "
-                        "the alarm will re-run on new code.",
-                    )
-                    raise
-                if attempt >= retry.max_attempts:
-                    await self._schedule_attempts_exhausted(row, exc, retry.max_attempts)
-                    return
-            await self.host.clock.sleep(
-                jitter_backoff_ms(
-                    self.host.entropy, attempt, retry.base_delay_ms, retry.max_delay_ms
-                )
-            )
-            attempt += 1
+                raise exc
+            if attempt >= retry.max_attempts:
+                await self._schedule_attempts_exhausted(row, exc, retry.max_attempts)
+                return True
+            return False
+
+        await call_with_retries(
+            self.host,
+            self._emit,
+            callback,
+            schedule_id,
+            retry,
+            lambda: method(payload, dict(row)),
+            failed,
+        )
 
     async def _schedule_attempts_exhausted(
         self, row: dict[str, Any], error: Exception, max_attempts: int
@@ -455,6 +441,45 @@ class ScheduleDispatch:
         if isinstance(prior, int) and prior > 0:
             self.host.kv.delete(OOM_ALARM_STRIKES_KEY)
         memo.strikes_clear = True
+
+
+async def call_with_retries(
+    host: Host,
+    emit: Callable[..., None],
+    callback: str,
+    schedule_id: str,
+    retry: RetryOptions,
+    call: Callable[[], Any],
+    failed: Callable[[Exception, int], Awaitable[bool]],
+) -> None:
+    """Run a schedule's callback (`call`, awaited when it answers an awaitable) until it
+    returns, with `schedule:retry` before each later attempt and a jittered backoff between
+    (§4.3; the 0.21.0 alarm's rows and 0.32.0's routed ones alike). After a failure,
+    `failed(error, attempt)` answers True to stop (the schedule counts as run) or False to try
+    again; it raises to defer the schedule to the platform."""
+    attempt = 1
+    while True:
+        if attempt > 1:
+            probe(host, "schedule.callback_retried")
+            emit(
+                "schedule:retry",
+                callback=callback,
+                id=schedule_id,
+                attempt=attempt,
+                maxAttempts=retry.max_attempts,
+            )
+        try:
+            result = call()
+            if inspect.isawaitable(result):
+                await result
+            return
+        except Exception as exc:
+            if await failed(exc, attempt):
+                return
+        await host.clock.sleep(
+            jitter_backoff_ms(host.entropy, attempt, retry.base_delay_ms, retry.max_delay_ms)
+        )
+        attempt += 1
 
 
 async def call_on_error(hooks: DispatchHooks, error: BaseException) -> None:

@@ -1,6 +1,9 @@
 """What a simulated client shows: the runtime's client-side reducer (`AgentToolEvents`, the
 `useAgentToolEvents` analogue) fed the frames one client received, read back as plain data.
 
+`chat_turns_view` is the chat side: which requests ended and how, and the turn being recovered
+(`sim.chat_client_view`, spec sdk-0.32 §8.2).
+
 This is the subject a checker judges, not an oracle: `client_timeline_exact` compares what
 `reduce_client_frames` returns with the independent model in `sim.checkers.models.ui_parts`, and
 the checkers of `sim.checkers.reducer_promises` compare what `client_view` returns with the one
@@ -14,9 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from agents_core.agent_tools import AgentToolEvents
+from sim.chat_client_view import chat_client_view
 from sim.trace import TraceRecord
 
-__all__ = ["ClientRunView", "ClientView", "client_view", "reduce_client_frames"]
+__all__ = ["ClientRunView", "ClientView", "chat_turns_view", "client_view", "reduce_client_frames"]
 
 ClientRunView = dict[str, Any]
 """`{"parts": [...], "milestones": [(name, sequence), ...], "status": str}` of one run."""
@@ -74,3 +78,9 @@ def client_view(records: Iterable[TraceRecord]) -> ClientView:
         },
         "unbound": [run.run_id for run in state.unbound_runs],
     }
+
+
+def chat_turns_view(records: Iterable[TraceRecord]) -> dict[str, Any]:
+    """What the client's chat-turn bookkeeping shows once every `connection:frame` record went
+    through it once (`sim.chat_client_view.chat_client_view`)."""
+    return chat_client_view(record.get("frame") for record in records)

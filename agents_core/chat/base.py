@@ -14,7 +14,7 @@ it and differ only where the SDK's two hosts differ (spec agent-tools §11 E25).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agents_core.agent import Agent
 from agents_core.chat.chat_recovery import (
@@ -24,15 +24,19 @@ from agents_core.chat.chat_recovery import (
 )
 from agents_core.chat.chat_releases import chat_components
 from agents_core.chat.child_runs import AgentToolChild
+from agents_core.chat.continuation_runners import RecoveryHooks
 from agents_core.chat.messages import ChatMessages
 from agents_core.chat.parent import run_serialized_delivery
 from agents_core.chat.progress import AgentToolProgress
 from agents_core.chat.stream_store import ResumableStream
 from agents_core.chat.tails import _Tail
-from agents_core.chat.turns import CHAT_REQUEST_TYPE, ChatTurns, TurnResult, _TurnState
+from agents_core.chat.turns import CHAT_REQUEST_TYPE, ChatTurns, TurnResult, TurnState
 from agents_core.host import Host
 from agents_core.recovery import FiberRecoveryContext
 from agents_core.signals import AbortController, AbortSignal
+
+if TYPE_CHECKING:
+    from agents_core.releases.v0_32.breaker import MemoryLimitContext
 
 __all__ = ["ChatHost"]
 
@@ -49,6 +53,9 @@ class ChatHost(Agent):
     chat_recovery_no_progress_timeout_ms: ClassVar[int] = DEFAULT_NO_PROGRESS_TIMEOUT_MS
     """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
     this long (measured from the last recovery that found progress, or the first detection)."""
+    chat_stream_stall_timeout_ms: ClassVar[int] = 0
+    """The SDK's `chatStreamStallTimeoutMs`: on 0.32.0, a turn whose model stream sends no chunk
+    for this long is routed back into chat recovery (0: no watchdog; 0.21.0 has none)."""
     chat_recovery: ClassVar[Any] = None
     """The SDK's `chatRecovery` field: a mapping of options or True/False/None. Read by 0.32.0
     (`agents_core/chat/recovery_config.py`), where recovery is always on; 0.21.0's
@@ -65,8 +72,15 @@ class ChatHost(Agent):
         self._recovery_credit = credit = components.progress(self._context)
         self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
         self._turn_runner = components.turn_runner(self._context, self, self._lifecycle)
+        continuations = components.continuation_runner(self._context, self, self._lifecycle)
         self._chat_recovery = components.recovery(
-            self._context, self._messages, self._stream, self._turns, self._fibers, credit, self
+            self._context,
+            self._messages,
+            self._stream,
+            self._turns,
+            self._fibers,
+            credit,
+            RecoveryHooks(self, continuations),
         )
         self._progress = AgentToolProgress(self._context, self._stream, self._turns, self)
         self._child_adapter = AgentToolChild(
@@ -193,6 +207,13 @@ class ChatHost(Agent):
         framework's choice stands."""
         return None
 
+    async def on_alarm_memory_limit(self, context: MemoryLimitContext) -> None:
+        """0.32.0: on a sealing strike of the alarm memory-limit breaker, chat recovery gives
+        every live incident up with `out_of_memory` (the SDK's `_cf_sealMemoryLimitedRecovery`);
+        call `super()` from an override to keep that."""
+        if context.sealed:
+            await self._chat_recovery.seal_memory_limited()
+
     def get_tools(self) -> Mapping[str, Any]:
         """Server tools by name; each has `description`, `input_schema` and
         `async execute(input, tool_call_id=..., signal=...)`."""
@@ -233,8 +254,20 @@ class ChatHost(Agent):
 
     # -- the steps of the turns and of chat recovery that serve an agent-tool run -------------
     def _turn_snapshot_extra(self, request_id: str) -> dict[str, Any]:
-        """More keys for a turn's fiber snapshot (the agent-tool run it serves)."""
-        return self._child_adapter.turn_snapshot_extra(request_id)
+        """More keys for a turn's fiber snapshot (the agent-tool run it serves; on 0.32.0 the
+        latest user message, which names its recovery incident)."""
+        extra = self._child_adapter.turn_snapshot_extra(request_id)
+        return {**extra, **self._chat_recovery.turn_snapshot_extra()}
+
+    def _stream_stall_timeout_ms(self) -> int:
+        """How long a turn's model stream may stay silent (0: for ever; `ChatRecovery`)."""
+        return self._chat_recovery.stream_stall_timeout_ms()
+
+    async def _route_stalled_turn(
+        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+    ) -> str | None:
+        """A turn's model stream stalled: `scheduled`, `exhausted`, or None to fail the turn."""
+        return await self._chat_recovery.route_stall(request_id, snapshot, partial)
 
     def _on_turn_result(self, result: TurnResult) -> None:
         self._chat_recovery.turn_ended(result)
@@ -242,8 +275,8 @@ class ChatHost(Agent):
     def _on_turn_settled(self, request_id: str) -> None:
         self._child_adapter.on_turn_settled(request_id)
 
-    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None:
-        self._child_adapter.rebind_for_recovery(request_id, origin)
+    def _rebind_agent_tool_run_for_recovery(self, request_id: str, incident_key: str) -> None:
+        self._child_adapter.rebind_for_recovery(request_id, incident_key)
 
     def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any:
         return self._child_adapter.stream_for_recovered_turn(request_id, payload)
@@ -304,7 +337,7 @@ class ChatHost(Agent):
 
     # -- read by tests and fixtures -----------------------------------------------------------
     @property
-    def _turn_states(self) -> dict[str, _TurnState]:
+    def _turn_states(self) -> dict[str, TurnState]:
         """The running turns by request id."""
         return self._turns.states
 

@@ -63,12 +63,16 @@ __all__ = [
     "ChatRecoveryHooks",
     "DEFAULT_NO_PROGRESS_TIMEOUT_MS",
     "INCIDENT_PREFIX",
+    "PARTIAL_PERSISTED",
     "is_chat_turn_fiber",
 ]
 
 INCIDENT_PREFIX = "cf:chat-recovery:incident:"
 """The SDK's KV prefix of recovery incidents (the key's tail is ours: the origin request id)."""
 RECOVERY_DECISIONS = ("continue", "retry", "skip", "complete")
+PARTIAL_PERSISTED = "partialPersisted"
+"""A continuation's payload key: an earlier attempt of it already persisted the partial answer
+(0.32.0's continuation enqueued again after its turn failed on the platform)."""
 DEFAULT_NO_PROGRESS_TIMEOUT_MS = 300_000
 _LIVE_STATUSES = ("scheduled", "attempting")
 _FAILED_STATUSES = ("failed", "exhausted")
@@ -101,10 +105,17 @@ class ChatRecoveryHooks(Protocol):
     async def on_chat_recovery(self, ctx: ChatRecoveryContext) -> str | None: ...
     async def keep_alive(self) -> Callable[[], None]: ...
     async def schedule(
-        self, when: Any, callback: str, payload: Any = None, *, idempotent: bool | None = None
+        self,
+        when: Any,
+        callback: str,
+        payload: Any = None,
+        *,
+        idempotent: bool | None = None,
+        run_id: str | None = None,
     ) -> Any: ...
+    def track_alarm_work(self, work: Any) -> bool: ...
     def _broadcast_chat_frame(self, frame: Any, chunk_index: int | None = None) -> None: ...
-    def _rebind_agent_tool_run_for_recovery(self, request_id: str, origin: str) -> None: ...
+    def _rebind_agent_tool_run_for_recovery(self, request_id: str, incident_key: str) -> None: ...
     def _stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any: ...
     async def _after_chat_recovery(self, request_id: str | None) -> None: ...
     def _has_orphaned_task_turn(self) -> bool: ...
@@ -171,9 +182,14 @@ class ChatRecovery:
         return True
 
     # -- running the recovered turn --------------------------------------------------------------
+    def incident_key_of(self, payload: Any) -> str:
+        """The KV key of the incident a continuation's payload belongs to (0.21.0: the origin
+        request id's)."""
+        return INCIDENT_PREFIX + str(payload["originRequestId"])
+
     async def continue_turn(self, payload: Any) -> None:
         origin = payload["originRequestId"]
-        key = INCIDENT_PREFIX + origin
+        key = self.incident_key_of(payload)
         incident = self._ctx.host.kv.get(key)
         if incident is None or incident.get("status") != "scheduled":
             return
@@ -224,28 +240,45 @@ class ChatRecovery:
 
     async def _run(self, payload: dict[str, Any], attempt: int) -> None:
         origin = payload["originRequestId"]
-        key = INCIDENT_PREFIX + origin
+        key = self.incident_key_of(payload)
         dispose = await self._hooks.keep_alive()
         try:
             snapshot = payload.get("snapshot") or {}
+            lost = self._snapshot_lost(snapshot)
             partial, finished = self._rebuild_interrupted_answer(payload["requestId"], snapshot)
-            if finished:
+            if payload.get(PARTIAL_PERSISTED) and partial is not None:
+                # The stream's chunks are in the persisted message already (which a later turn
+                # may have extended): applying them again would repeat them.
+                partial = self._messages.by_id(partial["id"]) or partial
+            if lost:
+                mode = "continue"
+            elif finished:
                 mode = "complete"
             else:
                 mode = "continue" if partial is not None and partial["parts"] else "retry"
             ctx = ChatRecoveryContext(payload["requestId"], origin, attempt, mode, partial)
-            decision = await self._hooks.on_chat_recovery(ctx) or mode
+            # A stalled turn's recovery was decided when the stall was routed (0.32.0).
+            decision = payload.get("decision") or await self._hooks.on_chat_recovery(ctx) or mode
             if decision not in RECOVERY_DECISIONS:
                 raise ValueError(
                     f"on_chat_recovery must return 'continue', 'retry', 'skip', 'complete' or "
                     f"None, got {decision!r}"
                 )
+            last_answer: dict[str, Any] | None = None
+            if lost and decision != "skip":
+                last_answer = self._messages.last_assistant()
+                if last_answer is None:
+                    self._recovery_ended(key, "skipped")
+                    await self._hooks._after_chat_recovery(None)
+                    return
+                decision = "continue"
             if decision == "complete" and not finished:
                 decision = mode
-            if decision == "continue" and (partial is None or not partial["parts"]):
+            has_parts = partial is not None and bool(partial["parts"])
+            if decision == "continue" and last_answer is None and not has_parts:
                 decision = "retry"
             if decision == "skip":
-                self.set_incident(key, self._ctx.host.kv.get(key) or {}, "failed")
+                self._recovery_ended(key, "skipped", "continue_disabled")
                 await self._hooks._after_chat_recovery(None)
                 return
             if decision == "complete":
@@ -253,11 +286,11 @@ class ChatRecovery:
                 self._complete_interrupted_answer(
                     payload["requestId"], origin, attempt, partial, snapshot
                 )
-                self.set_incident(key, self._ctx.host.kv.get(key) or {}, "recovered")
+                self._recovery_ended(key, "completed")
                 return
             request_id = self._ctx.host.entropy.nanoid()
             self._report_attempt(request_id, origin, decision, attempt)
-            self._hooks._rebind_agent_tool_run_for_recovery(request_id, origin)
+            self._hooks._rebind_agent_tool_run_for_recovery(request_id, key)
             plan = TurnPlan(
                 request_id,
                 trigger="recovery",
@@ -265,26 +298,52 @@ class ChatRecovery:
                 attempt=attempt,
                 stream_id=self._hooks._stream_for_recovered_turn(request_id, payload),
             )
-            if decision == "continue":
+            if last_answer is not None:
+                probe(self._ctx.host, "chat.recovery_continued")
+                plan.continue_message_id = last_answer["id"]
+            elif decision == "continue":
                 probe(self._ctx.host, "chat.recovery_continued")
                 assert partial is not None
                 self._messages.persist(partial)
                 plan.continue_message_id = partial["id"]
             else:
                 probe(self._ctx.host, "chat.recovery_retried")
+            self._turn_starting(payload)
             result = await self._turns.submit(plan)
-            status = "recovered" if result.status == "completed" else "failed"
-            self.set_incident(key, self._ctx.host.kv.get(key) or {}, status)
-            self._ctx.host.trace.emit(
-                "chat:recovery:settled", requestId=request_id, status=result.status
-            )
+            if not result.recovering:  # else it stalled and its own recovery is scheduled
+                outcome = result.status if result.status in ("completed", "skipped") else "failed"
+                self._recovery_ended(key, outcome, result.error)
+                self._ctx.host.trace.emit(
+                    "chat:recovery:settled", requestId=request_id, status=result.status
+                )
         except Exception as exc:  # noqa: BLE001 - a recovery failure is recorded, never raised
-            self.set_incident(key, self._ctx.host.kv.get(key) or {}, "failed")
+            if self._hands_back(key, exc):
+                raise
+            self._recovery_ended(key, "failed", str(exc))
             self._ctx.log("error", f"chat recovery of turn {origin} failed: {exc}")
         finally:
             self.live.discard(origin)
             dispose()
         await self._hooks._after_chat_recovery(None)
+
+    def _snapshot_lost(self, snapshot: dict[str, Any]) -> bool:
+        """Whether the interrupted turn left no snapshot, so that its recovery can only
+        continue the transcript's last answer (0.21.0: a fiber row always holds one)."""
+        return False
+
+    def _turn_starting(self, payload: dict[str, Any]) -> None:
+        """The recovered turn is about to be queued (0.21.0: nothing to tell)."""
+
+    def _hands_back(self, key: str, error: Exception) -> bool:
+        """Whether the recovery's failure `error` goes back to the continuation instead of
+        being recorded (0.21.0: never)."""
+        return False
+
+    def _recovery_ended(self, key: str, outcome: str, reason: str | None = None) -> None:
+        """The recovered turn ended: `completed`, `skipped` or `failed` (with why). 0.21.0 keeps
+        the incident, `recovered` for a completed turn and `failed` for any other."""
+        status = "recovered" if outcome == "completed" else "failed"
+        self.set_incident(key, self._ctx.host.kv.get(key) or {}, status)
 
     def _rebuild_interrupted_answer(
         self, request_id: str, snapshot: dict[str, Any]
@@ -362,6 +421,23 @@ class ChatRecovery:
             attempt=attempt,
         )
 
+    def turn_snapshot_extra(self) -> dict[str, Any]:
+        """More keys for a turn's snapshot (0.21.0: none)."""
+        return {}
+
+    # -- a stalled model stream (0.21.0: no watchdog) ---------------------------------------------
+    def stream_stall_timeout_ms(self) -> int:
+        """How long a turn's model stream may send nothing before it counts as stalled; 0:
+        no watchdog."""
+        return 0
+
+    async def route_stall(
+        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+    ) -> str | None:
+        """Take a stalled turn into recovery: `scheduled` (its continuation is scheduled),
+        `exhausted` (it was given up), or None (the stall fails the turn)."""
+        return None
+
     # -- what clients learn of a turn (0.21.0: nothing beyond the turn's own frames) -----------
     def turn_ended(self, result: TurnResult) -> None:
         """A turn of the queue settled."""
@@ -407,6 +483,10 @@ class ChatRecovery:
             if status in _FAILED_STATUSES or status == "attempting":
                 return "failed"
         return "none"
+
+    async def seal_memory_limited(self) -> None:
+        """The alarm memory-limit breaker sealed at its strike limit (0.32.0's host hook). On
+        0.21.0 it is never called: that release's breaker tells no host."""
 
     def _has_orphaned_turn(self) -> bool:
         """A chat-turn fiber row no turn of this incarnation runs: recovery has yet to see it."""

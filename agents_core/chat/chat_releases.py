@@ -10,7 +10,9 @@ recovering flag and the last terminal outcome, spec sdk-0.32 §8.1–8.2), progr
 stream segments (`SegmentProgress`), chunks too large to store kept
 out of the stream (`ChunkSizeLimit`, §7.2) and a terminal-delivery run's chunks kept from the
 host's own clients (`TerminalRunsHidden`, §7.1), and a top-level agent's turns run as Task
-runs instead of fibers (`TaskTurns`, §8.3; 0.21.0's `FiberTurns`).
+runs instead of fibers (`TaskTurns`, §8.3; 0.21.0's `FiberTurns`), and so do its recovery
+continuations instead of schedules (`TaskContinuations`, §8.3; 0.21.0's
+`ScheduledContinuations`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from agents_core.chat.chat_recovery import ChatRecovery
 from agents_core.chat.chunk_limit import ChunkSizeLimit, StoreEveryChunk
+from agents_core.chat.continuation_runners import ScheduledContinuations, TaskContinuations
 from agents_core.chat.interrupted_attempts import InterruptedAttemptsRecovery
 from agents_core.chat.recovery_credit import RecoveryCredit
 from agents_core.chat.segment_progress import SegmentProgress
@@ -41,6 +44,9 @@ class ChatComponents:
     """Which runs' chunks the host keeps from its own clients."""
     turn_runner: type[FiberTurns]
     """What a chat turn runs in (0.21.0 a fiber; 0.32.0 a Task run at the top level)."""
+    continuation_runner: type[ScheduledContinuations]
+    """What a recovery continuation runs as (0.21.0 a schedule; 0.32.0 a Task run at the top
+    level)."""
 
 
 CHAT_RELEASES: dict[str, ChatComponents] = {
@@ -50,6 +56,7 @@ CHAT_RELEASES: dict[str, ChatComponents] = {
         chunk_limit=StoreEveryChunk(),
         run_delivery=EveryRunShown(),
         turn_runner=FiberTurns,
+        continuation_runner=ScheduledContinuations,
     ),
     "0.32.0": ChatComponents(
         recovery=InterruptedAttemptsRecovery,
@@ -57,6 +64,7 @@ CHAT_RELEASES: dict[str, ChatComponents] = {
         chunk_limit=ChunkSizeLimit(),
         run_delivery=TerminalRunsHidden(),
         turn_runner=TaskTurns,
+        continuation_runner=TaskContinuations,
     ),
 }
 """Every release the runtime models, with its chat components (a test holds the names equal)."""

@@ -95,7 +95,21 @@ class ChatStatus:
             frame["id"] = flag["requestId"]
         return frame
 
+    def on_connect(self, connection: Any, streaming: bool) -> None:
+        """A client connected: while no turn streams, it gets the flag's frame, if any."""
+        frame = None if streaming else self.recovering_frame()
+        if frame is not None:
+            connection.send(frame)
+
     # -- the last terminal outcome ----------------------------------------------------------
+    def turn_ended(self, request_id: str, status: str, error: str | None) -> None:
+        """A turn ended: an error is recorded as the last terminal outcome, a completion or an
+        abort clears it."""
+        if status in ("completed", "aborted"):
+            self.clear_terminal()
+        elif status == "error":
+            self.record_terminal(request_id, error or DEFAULT_TURN_ERROR)
+
     def record_terminal(self, request_id: str, body: str) -> None:
         self._ctx.host.kv.put(CHAT_LAST_TERMINAL_KEY, {"requestId": request_id, "body": body})
 
@@ -105,6 +119,10 @@ class ChatStatus:
     def pending_terminal(self) -> dict[str, Any] | None:
         record = self._ctx.host.kv.get(CHAT_LAST_TERMINAL_KEY)
         return record if isinstance(record, dict) else None
+
+    def deliver_terminal(self, request_id: str, body: str) -> None:
+        """Send every client the turn's terminal error frame."""
+        self._broadcast(self.terminal_frame(request_id, body))
 
     def terminal_frame(self, request_id: str, body: str) -> dict[str, Any]:
         return {

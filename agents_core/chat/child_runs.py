@@ -281,8 +281,9 @@ class AgentToolChild:
         self.tails.close_run(run_id)
 
     # -- self-heal ---------------------------------------------------------------------------------
-    def rebind_for_recovery(self, request_id: str, origin: str) -> None:
-        """Bind the newest active run to the recovered turn, so its frames stay attributable."""
+    def rebind_for_recovery(self, request_id: str, incident_key: str) -> None:
+        """Bind the newest active run to the recovered turn, so its frames stay attributable
+        (and note the run on the recovery's incident, at `incident_key`)."""
         if not self._hooks._agent_tool_tables_exist():
             return
         statuses = self._hooks._agent_tool_active_statuses
@@ -296,10 +297,9 @@ class AgentToolChild:
         run_id = rows[0]["run_id"]
         self.note_row(rows[0])
         self.bind_request(run_id, request_id)
-        key = INCIDENT_PREFIX + origin
-        incident = self._ctx.host.kv.get(key)
+        incident = self._ctx.host.kv.get(incident_key)
         if incident is not None:
-            self._ctx.host.kv.put(key, {**incident, "runId": run_id})
+            self._ctx.host.kv.put(incident_key, {**incident, "runId": run_id})
         self._ctx.host.trace.emit("chat:recovery:rebind", runId=run_id, requestId=request_id)
 
     def stream_for_recovered_turn(self, request_id: str, payload: dict[str, Any]) -> Any:

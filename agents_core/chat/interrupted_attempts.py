@@ -1,28 +1,18 @@
 """0.32.0's chat recovery: always on, judged by 0.32.0's budget at each wake, and telling
 clients what it does (spec sdk-0.32 §8.1, §8.2).
 
-Recovery runs whatever `chat_recovery` says (`recovery_config.py`).
+Recovery runs whatever `chat_recovery` says (`recovery_config.py`). An incident is the turn
+first interrupted and the latest user message it answers (`recovery_incidents.py`). The wake
+that claims an interrupted turn, a turn recovered with no snapshot and a stalled stream are
+judged in `incident_looks.py` (`IncidentLooks`, this class's base); this module holds the
+callback that runs the continuation, the seal of the memory-limit breaker and what clients
+learn.
 
-**The wake.** When the fiber scan offers an interrupted turn, the incident is judged by
-`recovery_budget.evaluate_incident`: the no-progress window, the work budget (the progress
-marker counts stream segments, `segment_progress.py`), the interrupted attempts, the attempt
-counter with its 30 s debounce. Incidents with no attempt for an hour are deleted first (the
-TTL sweep). A new incident reports `chat:recovery:detected`; every wake then reports
-`chat:recovery:attempt` (`attempt`, `maxAttempts`, `recoveryKind`: `continue` when the
-interrupted answer has content, else `retry`). A spent budget gives the turn up at once:
-`chat:recovery:exhausted` with the reason, and the clients get the terminal message as the
-turn's error frame (the `terminal_message` option, by default "The assistant was interrupted
-and could not recover. Please try again."), which is also kept as the last terminal outcome.
-Otherwise the recovery is scheduled and the `cf:chat:recovering` flag set (`chat_terminal.py`).
-
-**Interrupted attempts.** An incident counts the attempts whose isolate died: the original
-turn (when it is first detected) and every later attempt that died before it finished. The
-isolate that died cannot write that down, so the next one does: each attempt (the wake of an
-interrupted turn, and each recovery callback) records itself under `attemptsInFlight` with its
-isolate, and whoever looks next counts each other isolate found there once and drops its
-entries. A wake drops its own entry once it has scheduled the recovery; a callback drops its
-own when its turn settles. Once `max_interrupted_attempts` (5) are counted the turn is given up
-with `interrupted_attempts_exceeded`, by the wake or by the callback, and nothing runs again.
+**Interrupted attempts** (`attempts_in_flight.py`): the original turn, when first detected, and
+every later attempt whose isolate died before it finished. A wake drops its own entry once it
+has scheduled the recovery; a callback drops its own when its turn settles. Once
+`max_interrupted_attempts` (5) are counted the turn is given up with
+`interrupted_attempts_exceeded`, by the wake or by the callback, and nothing runs again.
 
 **The callback.** It first waits for the host to be stable, at most `stable_timeout_ms` (10 s):
 no turn running or queued. When the time runs out: a turn waiting on a client interaction is
@@ -30,199 +20,134 @@ parked (incident `skipped`, `awaiting_client_interaction`); else, while `attempt
 `max_attempts`, the recovery is tried again 3 s later with `attempt` one higher (`reason:
 stable_timeout_retry`); else the turn is given up with `stable_timeout`, as above. A turn
 waiting on a client interaction (a part in `approval-requested`) is budget-free: no bound gives
-it up and its no-progress clock stays fresh.
+it up and its no-progress clock stays fresh. The callback returns once the recovered turn is
+about to start (`recovery_handoff.py`): a failure before is the callback's (its step is
+retried), a platform failure of the turn after it re-enqueues the callback 3 s later. The
+turn's end settles the incident: completed (deleted), failed or skipped
+(`RecoveryIncidents.settle`).
+
+**The memory-limit breaker** (§2.5): when it seals, every live incident is given up with
+`out_of_memory` (`seal_memory_limited`, from the host's `on_alarm_memory_limit`); a
+continuation hands its recovered turn to the breaker at the hand-off (`recovery_handoff.py`).
 
 **Clients.** Each turn's end sets the last terminal outcome (`chat_terminal.py`): an error
 records it, a completion or an abort clears it, as do a new chat request and a clear; a client
 that reconnects learns it over the resume handshake. A client that connects while no turn
 streams is told that a recovery is in progress.
-
-The isolate here is the incarnation: a number the platform gives each one, so counting needs no
-random draw.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from agents_core.chat.chat_recovery import INCIDENT_PREFIX, ChatRecovery
-from agents_core.chat.chat_terminal import DEFAULT_TURN_ERROR, ChatStatus
-from agents_core.chat.recovery_budget import (
-    CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS,
-    evaluate_incident,
-    stale_incident,
+from agents_core.chat.chat_recovery import INCIDENT_PREFIX, PARTIAL_PERSISTED
+from agents_core.chat.incident_looks import IncidentLooks
+from agents_core.chat.recovery_budget import CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS
+from agents_core.chat.recovery_handoff import (
+    dispatch_to_handoff,
+    is_platform_failure,
+    wait_until_stable,
 )
-from agents_core.chat.recovery_config import ChatRecoveryConfig, resolve_chat_recovery_config
-from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX, TurnResult
+from agents_core.chat.turns import TurnResult
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
 
-__all__ = ["INTERRUPTED_ATTEMPTS_EXCEEDED", "STABLE_TIMEOUT", "InterruptedAttemptsRecovery"]
+__all__ = [
+    "INTERRUPTED_ATTEMPTS_EXCEEDED",
+    "OUT_OF_MEMORY",
+    "STABLE_TIMEOUT",
+    "InterruptedAttemptsRecovery",
+]
 
 INTERRUPTED_ATTEMPTS_EXCEEDED = "interrupted_attempts_exceeded"
 STABLE_TIMEOUT = "stable_timeout"
-_SETTLED_STATUSES = frozenset({"recovered", "failed", "skipped"})
-"""Statuses that end a recovery: the recovering flag goes."""
+OUT_OF_MEMORY = "out_of_memory"
+_ACTIVE_STATUSES = frozenset({"detected", "scheduled", "attempting"})
+"""Statuses of an incident whose recovery is still live (a seal gives these up)."""
 
 
-class InterruptedAttemptsRecovery(ChatRecovery):
+class InterruptedAttemptsRecovery(IncidentLooks):
     """The ChatRecovery of 0.32.0: its options always on, its budget, its client status."""
 
-    __slots__ = ("_attempt_tokens", "status")
+    __slots__ = ("_handoffs",)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._attempt_tokens = 0
-        self.status = ChatStatus(self._ctx, self._hooks._broadcast_chat_frame)
-        """The recovering flag and the last terminal outcome."""
+        self._handoffs: dict[Any, Callable[[], None]] = {}
+        """The hand-off signal of each recovery attempt this isolate runs, by its token."""
 
-    @property
-    def config(self) -> ChatRecoveryConfig:
-        """The host's `chat_recovery`, resolved (read each time: a class may change it)."""
-        hooks = self._hooks
-        return resolve_chat_recovery_config(
-            getattr(hooks, "chat_recovery", None),
-            max_attempts=hooks.max_chat_recovery_attempts,
-            no_progress_timeout_ms=hooks.chat_recovery_no_progress_timeout_ms,
-        )
-
-    # -- the attempts in flight -------------------------------------------------------------------
-    def _isolate(self) -> int:
-        return self._ctx.host.incarnation_number
-
-    def _new_attempt(self) -> dict[str, Any]:
-        self._attempt_tokens += 1
-        isolate = self._isolate()
-        return {"isolate": isolate, "token": f"{isolate}:{self._attempt_tokens}"}
-
-    def _count_dead_isolates(self, incident: dict[str, Any], attempt: dict[str, Any]) -> int:
-        """Count each other isolate that left attempts, drop their entries, add `attempt`;
-        how many were counted."""
-        recorded = incident.get("attemptsInFlight") or []
-        mine = [a for a in recorded if a.get("isolate") == attempt["isolate"]]
-        dead = {a.get("isolate") for a in recorded if a.get("isolate") != attempt["isolate"]}
-        interrupted = (incident.get("interruptedAttempts") or 0) + len(dead)
-        if interrupted:
-            incident["interruptedAttempts"] = interrupted
-        incident["attemptsInFlight"] = [*mine, attempt]
-        return len(dead)
-
+    # -- a recovery callback ----------------------------------------------------------------------
     def _over_budget(self, incident: dict[str, Any]) -> bool:
         limit = self.config.max_interrupted_attempts
         return bool((incident.get("interruptedAttempts") or 0) >= limit)
 
-    def awaiting_client_interaction(self) -> bool:
-        """The transcript holds a part waiting on the client: a tool call asking for approval
-        (the port's tools all run on the server, so no other part can wait on a client)."""
-        return any(
-            message.get("role") == "assistant"
-            and any(
-                isinstance(part, dict) and part.get("state") == "approval-requested"
-                for part in message.get("parts") or []
-            )
-            for message in self._messages.all()
-        )
-
-    def _has_orphaned_turn(self) -> bool:
-        """A chat turn's fiber row, or (a top-level agent's turns being Task runs) its Task run,
-        that no turn of this incarnation runs."""
-        return super()._has_orphaned_turn() or self._hooks._has_orphaned_task_turn()
-
-    # -- the wake: an interrupted turn's fiber -----------------------------------------------------
-    def _sweep_stale_incidents(self, now: int) -> None:
-        kv = self._ctx.host.kv
-        for key, incident in kv.list(INCIDENT_PREFIX).items():
-            if stale_incident(incident, now):
-                kv.delete(key)
-
-    async def claim(self, ctx: Any) -> bool:
-        snapshot = ctx.snapshot if isinstance(ctx.snapshot, dict) else {}
-        request_id = snapshot.get("requestId") or ctx.name[len(CHAT_TURN_FIBER_PREFIX) :]
-        origin = snapshot.get("originRequestId") or request_id
-        host = self._ctx.host
-        now = host.clock.now_ms()
-        key = INCIDENT_PREFIX + origin
-        self._sweep_stale_incidents(now)
-        stored = host.kv.get(key)
-        existing = dict(stored) if isinstance(stored, dict) else None
-        attempt = self._new_attempt()
-        if existing is None:
-            newly_interrupted = 1
-            existing_or_new: dict[str, Any] = {"attemptsInFlight": [attempt]}
-        else:
-            existing_or_new = dict(existing)
-            interrupted_before = existing_or_new.get("interruptedAttempts") or 0
-            newly_interrupted = self._count_dead_isolates(existing_or_new, attempt)
-            existing_or_new["interruptedAttempts"] = interrupted_before
-        config = self.config
-        verdict = evaluate_incident(
-            existing,
-            newly_interrupted=newly_interrupted,
-            progress_now=self._credit.count(),
-            awaiting_client=self.awaiting_client_interaction(),
-            config=config,
-            now=now,
-        )
-        partial, finished = self._rebuild_interrupted_answer(request_id, snapshot)
-        kind = "continue" if partial is not None and partial["parts"] else "retry"
-        incident = {
-            **verdict.incident,
-            "originRequestId": origin,
-            "requestId": request_id,
-            "runId": snapshot.get("runId", verdict.incident.get("runId")),
-            "recoveryKind": kind,
-            "updatedAt": now,
-        }
-        in_flight = existing_or_new["attemptsInFlight"]
-        incident["attemptsInFlight"] = in_flight if verdict.reason is None else in_flight[:-1]
-        host.kv.put(key, incident)
-        if existing is None:
-            host.trace.emit(
-                "chat:recovery:detected",
-                requestId=request_id,
-                originRequestId=origin,
-                attempt=incident["attempt"],
-                maxAttempts=config.max_attempts,
-                recoveryKind=kind,
-            )
-        host.trace.emit(
-            "chat:recovery:attempt",
-            requestId=request_id,
-            originRequestId=origin,
-            attempt=incident["attempt"],
-            maxAttempts=config.max_attempts,
-            recoveryKind=kind,
-            mode="complete" if finished else kind,  # the port's word for what recovery will do
-        )
-        if verdict.reason is not None:
-            self._exhaust(key, incident, verdict.reason, request_id)
-            return True
-        try:
-            return await super().claim(ctx)
-        finally:
-            self.status.set_recovering(True, origin)
-            self._drop_attempt(key, attempt["token"])
-
-    # -- a recovery callback ----------------------------------------------------------------------
     async def continue_turn(self, payload: Any) -> None:
         origin = payload["originRequestId"]
-        key = INCIDENT_PREFIX + origin
+        key = self.incident_key_of(payload)
         incident = self._ctx.host.kv.get(key)
         if not isinstance(incident, dict) or incident.get("status") != "scheduled":
             return
         incident = dict(incident)
-        attempt = self._new_attempt()
-        self._count_dead_isolates(incident, attempt)
+        attempt = self.attempts.new()
+        self.attempts.count_dead(incident, attempt)
         payload = {**payload, "attempt": attempt}
         if not self.awaiting_client_interaction() and self._over_budget(incident):
             incident["attemptsInFlight"] = incident["attemptsInFlight"][:-1]
             self._ctx.host.kv.put(key, incident)
-            self._exhaust(key, incident, INTERRUPTED_ATTEMPTS_EXCEEDED, payload["requestId"])
+            await self._give_up_callback(key, incident, INTERRUPTED_ATTEMPTS_EXCEEDED, payload)
             await self._hooks._after_chat_recovery(None)
             return
         self.set_incident(key, incident, "attempting")
         self.live.add(origin)
-        self._ctx.host.tasks.wait_until(self._run(payload, incident.get("attempt") or 1))
+        number = incident.get("attempt") or 1
+
+        async def attempt_run(started: Callable[[], None]) -> None:
+            self._handoffs[attempt["token"]] = started
+            try:
+                await self._run(payload, number)
+            except Exception as error:
+                if is_platform_failure(error):
+                    await self._hooks._after_chat_recovery(None)
+                raise
+            finally:
+                self._handoffs.pop(attempt["token"], None)
+
+        async def redefer(run_id: str) -> None:
+            probe(self._ctx.host, "chat.recovery_redeferred")
+            # Enqueued after the hand-off, so the partial answer, if continued, is persisted.
+            retry = {k: v for k, v in payload.items() if k != "attempt"}
+            retry[PARTIAL_PERSISTED] = True
+            delay = CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS
+            schedule = self._hooks.schedule
+            await schedule(delay, CHAT_RECOVERY_CALLBACK, retry, idempotent=False, run_id=run_id)
+
+        def detached_error(error: BaseException) -> None:
+            self._ctx.log("error", f"chat recovery continuation of turn {origin} failed: {error!r}")
+
+        await dispatch_to_handoff(
+            self._ctx.host,
+            attempt_run,
+            track=self._hooks.track_alarm_work,
+            redefer=redefer,
+            on_detached_error=detached_error,
+        )
+
+    def _turn_starting(self, payload: dict[str, Any]) -> None:
+        """The hand-off: the continuation that started this attempt returns."""
+        started = self._handoffs.get((payload.get("attempt") or {}).get("token"))
+        if started is not None:
+            started()
+
+    def _hands_back(self, key: str, error: Exception) -> bool:
+        """A platform failure goes back to the continuation (re-run or re-enqueued), with the
+        incident `scheduled` again for it."""
+        if not is_platform_failure(error):
+            return False
+        incident = self._ctx.host.kv.get(key)
+        if isinstance(incident, dict):
+            self.set_incident(key, incident, "scheduled")
+        return True
 
     async def _run(self, payload: dict[str, Any], attempt: int) -> None:
         try:
@@ -237,37 +162,23 @@ class InterruptedAttemptsRecovery(ChatRecovery):
 
     async def _wait_until_stable(self) -> bool:
         """Wait, at most `stable_timeout_ms`, for no turn to run or be queued; whether it
-        came (a turn waiting on a client interaction never does: the port's client cannot
-        answer one while the recovery waits)."""
-        clock = self._ctx.host.clock
-        tasks = self._ctx.host.tasks
-        deadline = clock.now_ms() + self.config.stable_timeout_ms
-        if not self._turns.queue_busy() and not self.awaiting_client_interaction():
-            return True
-        dispose = await self._hooks.keep_alive()
-        try:
-            while self._turns.queue_busy():
-                remaining = deadline - clock.now_ms()
-                if remaining <= 0:
-                    return False
-                await tasks.race(self._turns.tail, clock.sleep(remaining))
-            if self.awaiting_client_interaction():
-                remaining = deadline - clock.now_ms()
-                if remaining > 0:
-                    await clock.sleep(remaining)
-                return False
-            return True
-        finally:
-            dispose()
+        came (`recovery_handoff.wait_until_stable`)."""
+        return await wait_until_stable(
+            self._ctx.host,
+            self._turns,
+            self._hooks.keep_alive,
+            self.config.stable_timeout_ms,
+            self.awaiting_client_interaction,
+        )
 
     async def _stable_timeout(self, payload: dict[str, Any]) -> None:
         """The host stayed busy: park, try again in 3 s, or give the turn up."""
-        key = INCIDENT_PREFIX + payload["originRequestId"]
+        key = self.incident_key_of(payload)
         incident = self._ctx.host.kv.get(key)
         if not isinstance(incident, dict):
             return
         if self.awaiting_client_interaction():
-            self._skip(key, incident, "awaiting_client_interaction")
+            self.incidents.settle(key, "skipped", "awaiting_client_interaction")
             return
         self._ctx.log("warn", "chat recovery timed out waiting for a stable state")
         attempt = incident.get("attempt") or 0
@@ -292,78 +203,65 @@ class InterruptedAttemptsRecovery(ChatRecovery):
             return
         if incident.get("status") == "exhausted":
             return
-        self._exhaust(key, dict(incident), STABLE_TIMEOUT, incident.get("requestId") or "")
+        await self._give_up_callback(key, dict(incident), STABLE_TIMEOUT, payload)
 
-    def _exhausted_reason(self, incident: dict[str, Any]) -> str | None:
-        """The budget is judged at the wake (`claim`) and, for interrupted attempts, by the
-        callback; the 0.21.0 check before each attempt is gone."""
-        return None
-
-    def _exhaust(self, key: str, incident: dict[str, Any], reason: str, request_id: str) -> None:
-        """Give the turn up: the incident `exhausted`, `chat:recovery:exhausted`, the terminal
-        message to clients and as the last terminal outcome, the recovering flag cleared."""
-        if reason == INTERRUPTED_ATTEMPTS_EXCEEDED:
-            probe(self._ctx.host, "chat.recovery_interrupted_attempts_exceeded")
-        elif reason == "no_progress_timeout":
-            probe(self._ctx.host, "chat.recovery_no_progress_timeout")
-        elif reason == "max_attempts_exceeded":
-            probe(self._ctx.host, "chat.recovery_exhausted")
-        incident = {**incident, "reason": reason}
-        super().set_incident(key, incident, "exhausted")
-        origin = incident.get("originRequestId")
-        self._ctx.host.trace.emit(
-            "chat:recovery:exhausted",
-            requestId=request_id,
-            originRequestId=origin,
-            attempt=incident.get("attempt", 0),
-            reason=reason,
-        )
-        message = self.config.terminal_message
-        self._hooks._broadcast_chat_frame(self.status.terminal_frame(request_id, message))
-        self.status.record_terminal(request_id, message)
-        self.status.set_recovering(False)
-        self._ctx.log("warn", f"chat recovery of turn {origin} gave up: {reason}")
-
-    def _skip(self, key: str, incident: dict[str, Any], reason: str) -> None:
-        """Stop recovering without giving the turn up (the incident stays, `skipped`)."""
-        self.set_incident(key, {**incident, "reason": reason}, "skipped")
-        self._ctx.host.trace.emit(
-            "chat:recovery:skipped",
-            requestId=incident.get("requestId"),
-            originRequestId=incident.get("originRequestId"),
-            attempt=incident.get("attempt", 0),
-            reason=reason,
+    async def _give_up_callback(
+        self, key: str, incident: dict[str, Any], reason: str, payload: dict[str, Any]
+    ) -> None:
+        """A continuation gives its turn up: the partial answer is the interrupted turn's."""
+        request_id = payload["requestId"]
+        raw = payload.get("snapshot")
+        snapshot = raw if isinstance(raw, dict) else {}
+        partial, _ = self._rebuild_interrupted_answer(request_id, snapshot)
+        stream_id, _ = self.interrupted_stream(request_id, snapshot)
+        await self.incidents.give_up(
+            key,
+            incident,
+            reason,
+            incident.get("requestId") or request_id,
+            partial=partial,
+            stream_id=stream_id,
         )
 
-    def set_incident(self, key: str, incident: dict[str, Any], status: str) -> None:
-        super().set_incident(key, incident, status)
-        if status in _SETTLED_STATUSES:
-            self.status.set_recovering(False)
+    # -- the memory-limit breaker sealed (§2.5) ----------------------------------------------------
+    async def seal_memory_limited(self) -> None:
+        """Give every live incident (`detected`, `scheduled`, `attempting`) up with
+        `out_of_memory`, in key order, as any give-up does (`RecoveryIncidents.give_up`): the
+        alarms that carried its recovery kept hitting the memory limit, and the breaker purged
+        them (the SDK's `_cf_sealMemoryLimitedRecovery`). It runs at the alarm's outermost
+        frame, where these writes can land. The interrupted answer is not rebuilt: the incident
+        keeps no snapshot of its turn (the SDK reads the partial text off the stream; the port
+        tells `on_exhausted` none: docs/divergences.md T20)."""
+        kv = self._ctx.host.kv
+        for key, stored in sorted(kv.list(INCIDENT_PREFIX).items()):
+            if not isinstance(stored, dict) or stored.get("status") not in _ACTIVE_STATUSES:
+                continue
+            probe(self._ctx.host, "chat.recovery_sealed_out_of_memory")
+            request_id = str(stored.get("requestId") or stored.get("originRequestId") or "")
+            await self.incidents.give_up(
+                key,
+                dict(stored),
+                OUT_OF_MEMORY,
+                request_id,
+                partial=None,
+                stream_id=self._stream.for_request(request_id),
+            )
+
+    def _recovery_ended(self, key: str, outcome: str, reason: str | None = None) -> None:
+        self.incidents.settle(key, outcome, reason)
 
     def _report_attempt(self, request_id: str, origin: str, mode: str, attempt: int) -> None:
         """`chat:recovery:attempt` is reported by the wake that judges the incident."""
-
-    def _drop_attempt(self, key: str, token: str) -> None:
-        incident = self._ctx.host.kv.get(key)
-        if not isinstance(incident, dict):
-            return
-        recorded = incident.get("attemptsInFlight") or []
-        remaining = [a for a in recorded if a.get("token") != token]
-        if len(remaining) != len(recorded):
-            self._ctx.host.kv.put(key, {**incident, "attemptsInFlight": remaining})
 
     def _finish_attempt(self, payload: dict[str, Any]) -> None:
         """The callback's turn settled in this isolate: its entry goes."""
         token = (payload.get("attempt") or {}).get("token")
         if token is not None:
-            self._drop_attempt(INCIDENT_PREFIX + payload["originRequestId"], token)
+            self.attempts.drop(self.incident_key_of(payload), token)
 
     # -- what clients learn -----------------------------------------------------------------------
     def turn_ended(self, result: TurnResult) -> None:
-        if result.status in ("completed", "aborted"):
-            self.status.clear_terminal()
-        elif result.status == "error":
-            self.status.record_terminal(result.request_id, result.error or DEFAULT_TURN_ERROR)
+        self.status.turn_ended(result.request_id, result.status, result.error)
 
     def chat_request(self) -> None:
         self.status.clear_terminal()
@@ -372,9 +270,7 @@ class InterruptedAttemptsRecovery(ChatRecovery):
         self.status.clear_terminal()
 
     def on_connect(self, connection: Any, streaming: bool) -> None:
-        frame = None if streaming else self.status.recovering_frame()
-        if frame is not None:
-            connection.send(frame)
+        self.status.on_connect(connection, streaming)
 
     def on_message(self, connection: Any, message: Any, streaming: bool) -> bool:
         return self.status.on_message(connection, message, streaming)

@@ -157,6 +157,25 @@ class ChatMessages:
         )
         return json.loads(rows[0]["message"]) if rows else None
 
+    def last_assistant(self) -> dict[str, Any] | None:
+        """The transcript's last assistant message (the one a continuation extends)."""
+        for message in reversed(self.all()):
+            if message.get("role") == "assistant":
+                return dict(message)
+        return None
+
+    def awaits_client_interaction(self) -> bool:
+        """The transcript holds a part waiting on the client: a tool call asking for approval
+        (the port's tools all run on the server, so no other part can wait on a client)."""
+        return any(
+            message.get("role") == "assistant"
+            and any(
+                isinstance(part, dict) and part.get("state") == "approval-requested"
+                for part in message.get("parts") or []
+            )
+            for message in self.all()
+        )
+
     def persist(self, message: Mapping[str, Any]) -> None:
         """Save one message: update it in place, or append it."""
         ctx = self._ctx

@@ -18,19 +18,26 @@ each catching its own failure:
 - **attempts**: `attempt` starts at 1, goes back to 1 when the marker rose, stays put when the
   last attempt was less than 30 s ago (the debounce: one deploy's bunched wakes are one
   attempt), and otherwise grows by one; past `max_attempts` the turn is given up
-  (`max_attempts_exceeded`).
+  (`max_attempts_exceeded`);
+- **transient retries**: each stalled stream routed back into recovery bumps
+  `transientRetries` (`incident_looks.py`); once they reach `max_attempts` the next look
+  gives the turn up with `max_attempts_exceeded` too;
+- **the caller**: `should_keep_recovering` (`ask_caller`) is asked on a look that is not the
+  first and that no bound above gave up, with the attempt within `max_attempts`; `False` gives
+  the turn up with `recovery_aborted`. A hook that raises is logged and counts as "go on".
 
-The reasons rank in that order: interrupted attempts, work, no progress, then attempts (the
-SDK's `recovery_aborted`, a caller's `shouldKeepRecovering` veto, sits between the last two; the
-port has no such hook). The first look never gives up on work, progress or attempts. A turn
-waiting on a client interaction is budget-free: nothing gives it up, and its no-progress clock
-is kept at now.
+The reasons rank in that order: interrupted attempts, work, no progress, the caller's veto, then
+attempts. The first look never gives up on work, progress or attempts. A turn waiting on a
+client interaction is budget-free: nothing gives it up, the caller is not asked, and its
+no-progress clock is kept at now.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agents_core.chat.recovery_config import ChatRecoveryConfig
@@ -39,7 +46,10 @@ __all__ = [
     "CHAT_RECOVERY_ALARM_DEBOUNCE_MS",
     "CHAT_RECOVERY_INCIDENT_TTL_MS",
     "CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS",
+    "RECOVERY_ABORTED",
+    "ChatRecoveryProgressContext",
     "IncidentVerdict",
+    "ask_caller",
     "evaluate_incident",
     "stale_incident",
 ]
@@ -50,6 +60,8 @@ CHAT_RECOVERY_INCIDENT_TTL_MS = 3_600_000
 """An incident with no attempt for longer than this is abandoned: the next wake deletes it."""
 CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS = 3
 """A recovery that found the host busy for `stable_timeout_ms` tries again this much later."""
+RECOVERY_ABORTED = "recovery_aborted"
+"""The reason of a turn the caller's `should_keep_recovering` gave up."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,28 @@ class IncidentVerdict:
     """The incident to store (a new dict; `status` is `attempting` or `exhausted`)."""
     reason: str | None
     """Why the budget is spent; None to go on."""
+    caller_may_veto: bool = False
+    """Not the first look, not waiting on the client, no bound spent and the attempt within
+    `max_attempts`: `should_keep_recovering` is asked (`ask_caller`)."""
+
+
+@dataclass(frozen=True)
+class ChatRecoveryProgressContext:
+    """What `should_keep_recovering` decides on (the SDK's `ChatRecoveryProgressContext`)."""
+
+    incident_id: str
+    """The incident's id: `<recovery root request id>:<latest user message id>`
+    (`recovery_incidents.incident_id`)."""
+    request_id: str
+    recovery_root_request_id: str
+    attempt: int
+    max_attempts: int
+    recovery_kind: str
+    """`continue` (the interrupted answer has content) or `retry`."""
+    work: float
+    """Stream segments the progress marker rose since the incident opened."""
+    age_ms: int
+    """Since the incident was first detected."""
 
 
 def stale_incident(incident: Any, now: int) -> bool:
@@ -97,6 +131,8 @@ def evaluate_incident(
     over_work = seen and not math.isinf(limit) and progress - baseline > limit
     interrupted = (old.get("interruptedAttempts") or 0) + newly_interrupted
     over_interrupted = not awaiting_client and interrupted >= config.max_interrupted_attempts
+    transient = old.get("transientRetries") or 0
+    over_transient = seen and not awaiting_client and transient >= config.max_attempts
     last_attempt = old.get("lastAttemptAt")
     debounced = (
         seen
@@ -118,7 +154,7 @@ def evaluate_incident(
             reason = "work_budget_exceeded"
         elif no_progress:
             reason = "no_progress_timeout"
-        elif attempt > config.max_attempts:
+        elif over_transient or attempt > config.max_attempts:
             reason = "max_attempts_exceeded"
     incident = {
         **old,
@@ -135,4 +171,48 @@ def evaluate_incident(
         incident["interruptedAttempts"] = interrupted
     if reason is not None:
         incident["reason"] = reason
-    return IncidentVerdict(incident, reason)
+    caller_may_veto = seen and not awaiting_client and reason is None
+    return IncidentVerdict(incident, reason, caller_may_veto)
+
+
+async def ask_caller(
+    verdict: IncidentVerdict,
+    config: ChatRecoveryConfig,
+    *,
+    incident_id: str,
+    request_id: str,
+    recovery_kind: str,
+    now: int,
+    on_error: Callable[[Exception], None],
+    recovery_root_request_id: str | None = None,
+) -> IncidentVerdict:
+    """`verdict`, or the same incident given up with `recovery_aborted` when the caller's
+    `should_keep_recovering` answers `False` (only `False`: any other answer goes on). Not
+    asked when `verdict.caller_may_veto` is False or no hook is set; a hook that raises is
+    reported to `on_error` and the verdict stands."""
+    hook = config.should_keep_recovering
+    if hook is None or not verdict.caller_may_veto:
+        return verdict
+    incident = verdict.incident
+    detected = incident.get("detectedAt", now)
+    ctx = ChatRecoveryProgressContext(
+        incident_id=incident_id,
+        request_id=request_id,
+        recovery_root_request_id=recovery_root_request_id or request_id,
+        attempt=incident["attempt"],
+        max_attempts=config.max_attempts,
+        recovery_kind=recovery_kind,
+        work=incident["progress"] - incident["workBaseline"],
+        age_ms=now - (detected if isinstance(detected, int) else now),
+    )
+    try:
+        answer = hook(ctx)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except Exception as exc:  # noqa: BLE001 - a broken hook must not wedge the turn
+        on_error(exc)
+        return verdict
+    if answer is not False:
+        return verdict
+    given_up = {**incident, "status": "exhausted", "reason": RECOVERY_ABORTED}
+    return replace(verdict, incident=given_up, reason=RECOVERY_ABORTED, caller_may_veto=False)

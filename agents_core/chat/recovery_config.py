@@ -7,15 +7,18 @@ for 0.21.0 simply gets the defaults. The options, in snake case: `max_attempts` 
 1), `stable_timeout_ms` (10 000), `no_progress_timeout_ms` (300 000), `max_recovery_work`
 (10 000 stream segments; `inf` allowed), `max_interrupted_attempts` (5, the original attempt
 counted; a number >= 0 becomes `max(1, floor)`, `inf` disables the bound; else the deprecated
-`max_oom_retries` + 1) and `terminal_message`. Where the mapping gives no `max_attempts` or
-`no_progress_timeout_ms`, the host's own `max_chat_recovery_attempts` and
+`max_oom_retries` + 1), `terminal_message`, `should_keep_recovering` (the caller's veto,
+consulted by `recovery_budget.ask_caller`) and `on_exhausted` (told each give-up,
+`recovery_incidents.py`); the two hooks are kept only when set to something truthy, as the SDK
+copies `shouldKeepRecovering` and `onExhausted` only when given). Where the mapping gives no
+`max_attempts` or `no_progress_timeout_ms`, the host's own `max_chat_recovery_attempts` and
 `chat_recovery_no_progress_timeout_ms` stand (the port's knobs for those two).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +46,12 @@ class ChatRecoveryConfig:
     max_recovery_work: float
     max_interrupted_attempts: float
     terminal_message: str
+    should_keep_recovering: Callable[..., Any] | None = None
+    """Called with a `ChatRecoveryProgressContext` on a wake no hard bound gave up; `False`
+    (or an awaitable of it) gives the turn up with `recovery_aborted`."""
+    on_exhausted: Callable[..., Any] | None = None
+    """Called (and awaited when it returns an awaitable) with a `ChatRecoveryExhaustedContext`
+    each time recovery gives a turn up, before the clients get the terminal message."""
 
 
 def _number(value: Any) -> bool:
@@ -60,6 +69,8 @@ def resolve_chat_recovery_config(
     window: Any = custom.get("no_progress_timeout_ms", no_progress_timeout_ms)
     work: Any = custom.get("max_recovery_work")
     message = custom.get("terminal_message")
+    veto = custom.get("should_keep_recovering")
+    on_exhausted = custom.get("on_exhausted")
     return ChatRecoveryConfig(
         max_attempts=max(1, math.floor(attempts)),
         stable_timeout_ms=max(0, math.floor(stable)),
@@ -67,6 +78,8 @@ def resolve_chat_recovery_config(
         max_recovery_work=work if _number(work) and work >= 0 else DEFAULT_MAX_RECOVERY_WORK,
         max_interrupted_attempts=_max_interrupted_attempts(custom),
         terminal_message=message if isinstance(message, str) else DEFAULT_TERMINAL_MESSAGE,
+        should_keep_recovering=veto if veto else None,
+        on_exhausted=on_exhausted if on_exhausted else None,
     )
 
 

@@ -117,7 +117,9 @@ class ResumableStream:
         return index
 
     def finish(self, stream_id: str, status: str) -> None:
-        """End the stream with the turn's status (`completed`, `error`, `aborted`)."""
+        """End the stream with the turn's status (`completed`, `error`, `aborted`), or with
+        `recovering` for a request that stalled while recovery continues its turn (0.32.0; the
+        SDK keeps that outcome beside a `completed` status)."""
         ctx = self._ctx
         ctx.sql(
             "UPDATE cf_ai_chat_stream_metadata SET status = ?, completed_at = ? WHERE id = ?",
@@ -125,6 +127,14 @@ class ResumableStream:
             ctx.host.clock.now_ms(),
             stream_id,
         )
+
+    def is_streaming(self, stream_id: str) -> bool:
+        """The stream is still open: its turn neither ended it nor lived to (the SDK's
+        active stream, which a restart restores from the `streaming` row)."""
+        rows = self._ctx.sql(
+            "SELECT status FROM cf_ai_chat_stream_metadata WHERE id = ?", stream_id
+        )
+        return bool(rows) and rows[0]["status"] == "streaming"
 
     def for_request(self, request_id: str | None) -> str | None:
         """The (latest) stream of a turn."""

@@ -13,7 +13,8 @@ text and read back with `parse_scenario`, so what runs and what a reproducer say
 | `durations.py` | times drawn to hit a boundary exactly, one millisecond either side, or anywhere |
 | `cron.py` | cron expressions in every field form |
 | `parts.py` | `Part`: an area's agents, clients and timed steps, and the API/option pairs it uses |
-| `schedules.py`, `fibers.py`, `tools.py`, `chat.py` | one area each |
+| `schedules.py`, `fibers.py`, `tools.py`, `chat.py`, `facets.py` | one area each |
+| `models.py` | the scenario's `model:`: replies in chunks, a tool child's work before them |
 | `faults.py` | the platform's faults beside the workload (fuzz's drawing) |
 | `document.py` | a drawn scenario, and its YAML text |
 | `surface.py` | `Surface`: the choices a caller lets the strategies draw (all, by default) |

@@ -62,6 +62,12 @@ TABLES: dict[str, tuple[str, ...]] = {
         "cf_ai_chat_stream_chunks",
         "cf_think_submissions",
     ),
+    "facets": (
+        "cf_agents_sub_agents",
+        "cf_agents_facet_runs",
+        "cf_agents_fibers",
+        "cf_agents_runs",
+    ),
     "chat": (
         "cf_ai_chat_agent_messages",
         "cf_ai_chat_stream_chunks",
@@ -72,7 +78,8 @@ TABLES: dict[str, tuple[str, ...]] = {
 }
 """The SDK's tables an area's agents read and write (both releases': `cf_agents_jobs` is
 0.32.0's, `cf_agents_schedules` 0.21.0's), and those every agent has ("all"): the state, and
-the rows its alarm is armed from."""
+the rows its alarm is armed from. A `facets` parent and its sub-agents: the registry, the
+root's index of their fiber runs, and the fibers they run."""
 VERBS = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 

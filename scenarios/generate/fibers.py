@@ -76,9 +76,13 @@ LIST_STATUSES: tuple[Any, ...] = (
 """The status filters a `listing` call draws: none, one status, two, and the empty list."""
 
 
-def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
+def fibers_part(
+    st: Any, alias: str, surface: Surface = FULL, facets: tuple[tuple[str, ...], ...] = ()
+) -> Any:
     """A strategy of `Part`: one `fibers` agent named `alias`, using only the methods and plan
-    fields `surface` keeps open."""
+    fields `surface` keeps open. `facets`: the sub-agent lists the agent always draws one of
+    (the `facets` area), whose closes may come at any time, before an open or twice, and
+    which take keepAlive by hand themselves; without, it draws sub-agents now and then."""
 
     @st.composite
     def part(draw: Any) -> Part:
@@ -174,24 +178,19 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             steps.append(call(at, alias, "start_waiting", fiber["name"]))
             uses.append(Use("start_fiber", "wait_for_completion", alias, "workload:waited"))
-        if surface.opens("fibers", "open") and not draw(st.integers(0, 2)):
-            horizon = _sub_agents(st, draw, alias, agent, periods, steps, uses, horizon)
+        if facets:
+            names = draw(st.sampled_from(facets))
+            horizon = _sub_agents(
+                st, draw, alias, agent, periods, steps, uses, horizon, names, loose=True
+            )
+            for _ in range(draw(st.integers(0, 3))):
+                horizon = _hold(st, draw, alias, periods, heartbeat, steps, uses, horizon, names)
+        elif surface.opens("fibers", "open") and not draw(st.integers(0, 2)):
+            names = draw(st.sampled_from(SUB_AGENT_NAMES))
+            horizon = _sub_agents(st, draw, alias, agent, periods, steps, uses, horizon, names)
         held = surface.opens("fibers", "hold")
         for _ in range(draw(st.integers(0, 2)) if held else 0):
-            # keepAlive taken by hand, outside any fiber: nested leases, a work that ends on a
-            # heartbeat exactly or beside it, that may raise, disposers called twice.
-            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
-            ms = draw(aligned(st, [heartbeat], 0, 4 * heartbeat))
-            depth, fail, twice = draw(st.integers(1, 3)), draw(st.booleans()), draw(st.booleans())
-            steps.append(call(at, alias, "hold", ms, depth, fail, twice))
-            uses.append(Use("keep_alive", "by hand", alias, "workload:held"))
-            if depth > 1:
-                uses.append(Use("keep_alive", "nested", alias, "workload:held"))
-            if fail:
-                uses.append(Use("keep_alive_while", "raises", alias, "workload:held"))
-            if twice:
-                uses.append(Use("keep_alive", "disposer called twice", alias, "workload:held"))
-            horizon = max(horizon, at + ms)
+            horizon = _hold(st, draw, alias, periods, heartbeat, steps, uses, horizon)
         if surface.opens("fibers", "connect_mcp") and draw(st.booleans()):
             # MCP servers come and go by calls; startup restores them before recovery (F-65).
             added = draw(st.lists(st.sampled_from(MCP_SERVERS), min_size=1, max_size=2))
@@ -208,6 +207,41 @@ def fibers_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
     return part()
 
 
+def _hold(
+    st: Any,
+    draw: Any,
+    alias: str,
+    periods: list[int],
+    heartbeat: int,
+    steps: list[Any],
+    uses: list[Use],
+    horizon: int,
+    names: tuple[str, ...] = (),
+) -> int:
+    """keepAlive taken by hand, outside any fiber (by the agent, or with `names` by one of
+    those sub-agents, whose leases the root keeps under its path): nested leases, a work that
+    ends on a heartbeat exactly or beside it, that may raise, disposers called twice; the
+    horizon the run needs then."""
+    at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+    ms = draw(aligned(st, [heartbeat], 0, 4 * heartbeat))
+    depth, fail, twice = draw(st.integers(1, 3)), draw(st.booleans()), draw(st.booleans())
+    if names:
+        steps.append(
+            call(at, alias, "hold_in", draw(st.sampled_from(names)), ms, depth, fail, twice)
+        )
+        uses.append(Use("keep_alive", "by hand in a sub-agent", alias, "workload:held"))
+    else:
+        steps.append(call(at, alias, "hold", ms, depth, fail, twice))
+        uses.append(Use("keep_alive", "by hand", alias, "workload:held"))
+    if depth > 1:
+        uses.append(Use("keep_alive", "nested", alias, "workload:held"))
+    if fail:
+        uses.append(Use("keep_alive_while", "raises", alias, "workload:held"))
+    if twice:
+        uses.append(Use("keep_alive", "disposer called twice", alias, "workload:held"))
+    return max(horizon, at + ms)
+
+
 def _sub_agents(
     st: Any,
     draw: Any,
@@ -217,11 +251,13 @@ def _sub_agents(
     steps: list[Any],
     uses: list[Use],
     horizon: int,
+    names: tuple[str, ...],
+    loose: bool = False,
 ) -> int:
-    """Sub-agents running the agent's fibers: each opened in the first ten seconds (its fibers
-    start then), some closed (deleted with their fibers) and opened again under the same name;
-    the horizon the run needs then (a sub-agent's fibers, from its last opening)."""
-    names = draw(st.sampled_from(SUB_AGENT_NAMES))
+    """Sub-agents `names` running the agent's fibers: each opened in the first ten seconds (its
+    fibers start then), some closed (deleted with their fibers) and opened again under the same
+    name; the horizon the run needs then (a sub-agent's fibers, from its last opening). The
+    closes come at any time, before an open too; `loose`: up to three, a name maybe twice."""
     agent["sub_agents"] = list(names)
     busy = max(parse_duration_ms(f["step"]) * int(f["steps"]) for f in agent["fibers"])
     span = max(horizon, 1000)
@@ -230,7 +266,8 @@ def _sub_agents(
         steps.append(call(at, alias, "open", name))
         uses.append(Use("sub_agent", "fibers of its own", alias, "workload:sub_agent_opened"))
         horizon = max(horizon, at + busy)
-    for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
+    closed = st.lists(st.sampled_from(names), max_size=3 if loose else 2, unique=not loose)
+    for name in draw(closed):
         at = draw(aligned(st, periods, 0, span))
         steps.append(call(at, alias, "close", name))
         uses.append(Use("delete_sub_agent", "by a call", alias, "workload:sub_agent_closed"))

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agents_core.releases.registry import DEFAULT_RELEASE
+from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
 from scenarios.generate.coverage import Coverage, reached_uses
 from scenarios.generate.document import Generated
 from scenarios.generate.seeded import seed_only
@@ -87,7 +87,8 @@ def _strategy(
 ) -> Any:
     """The drawn scenarios: on release `sdk` (None: the default), with upgrade deploys drawn
     when `upgrade` asks for them and a newer release exists, of the choices `surface` keeps
-    open."""
+    open. A release with older ones before it is also reached by an upgrade: some scenarios
+    start on an older release and a drawn deploy brings `sdk` mid-run."""
     start = DEFAULT_RELEASE if sdk is None else sdk
     return scenarios(
         _hypothesis().strategies,
@@ -95,8 +96,16 @@ def _strategy(
         invariants=invariants,
         sdk=None if start == DEFAULT_RELEASE else start,
         upgrades=newer_releases(start) if upgrade else (),
+        older=_older(start),
         surface=surface,
     )
+
+
+def _older(release: str) -> tuple[str, ...]:
+    """The modelled releases before `release`, oldest first: a run may start on one and
+    upgrade to `release`."""
+    order = list(RELEASES)
+    return tuple(order[: order.index(release)]) if release in order else ()
 
 
 @dataclass(frozen=True)

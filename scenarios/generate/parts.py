@@ -53,6 +53,9 @@ class Part:
     uses: tuple[Use, ...] = ()
     horizon_ms: int = 0
     """How long after the start the part may still be busy with what it was asked to do."""
+    faults: tuple[TimedStep, ...] = ()
+    """Platform faults the area draws itself (a sub-agent evicted alone), beside those drawn
+    over the whole scenario: they are marked and judged as faults."""
 
 
 def call(at_ms: int, alias: str, method: str, *args: Any) -> TimedStep:

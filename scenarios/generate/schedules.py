@@ -125,15 +125,21 @@ def _schedule(
     return entry, uses, horizon + work * 4 + 60_000
 
 
-def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
+def schedules_part(
+    st: Any, alias: str, surface: Surface = FULL, facets: tuple[tuple[str, ...], ...] = ()
+) -> Any:
     """A strategy of `Part`: one `schedules` agent named `alias`, using only the methods and
-    plan fields `surface` keeps open."""
+    plan fields `surface` keeps open. `facets`: the sub-agent lists the agent always draws one
+    of (the `facets` area), whose closes may come at any time, before an open or twice;
+    without, it draws sub-agents now and then."""
 
     @st.composite
     def part(draw: Any) -> Part:
         count = draw(st.integers(1, 3))
         subs: tuple[str, ...] = ()
-        if surface.opens("schedules", "open") and not draw(st.integers(0, 2)):
+        if facets:
+            subs = draw(st.sampled_from(facets))
+        elif surface.opens("schedules", "open") and not draw(st.integers(0, 2)):
             subs = draw(st.sampled_from(SUB_AGENT_NAMES))
         entries, uses, horizon = [], [], 0
         for index in range(count):
@@ -194,7 +200,7 @@ def schedules_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             uses.append(Use("cancel_schedule", "by a call", alias, "schedule:cancel"))
         if subs:
             horizon = _sub_agents(
-                st, draw, alias, agent, subs, entries, periods, steps, uses, horizon
+                st, draw, alias, agent, subs, entries, periods, steps, uses, horizon, bool(facets)
             )
         recreated = entries if surface.opens("schedules", "recreate") else []
         for entry in draw(st.lists(st.sampled_from(recreated), max_size=2)) if recreated else []:
@@ -280,10 +286,12 @@ def _sub_agents(
     steps: list[Any],
     uses: list[Use],
     horizon: int,
+    loose: bool = False,
 ) -> int:
     """Sub-agents keeping the same schedules (their rows on this root, under their owner
     paths): each opened in the first ten seconds, some closed (deleted with their rows) and
-    opened again under the same name; the horizon the run needs then."""
+    opened again under the same name; the horizon the run needs then. `loose`: a close may
+    come at any time (before the open, or a second time) and up to three are drawn."""
     agent["sub_agents"] = list(names)
     span = horizon
     for name in names:
@@ -296,8 +304,9 @@ def _sub_agents(
         steps.append(call(at, alias, "open", name))
         uses.append(Use("sub_agent", "schedules of its own", alias, "workload:sub_agent_opened"))
         horizon = max(horizon, done)
-    for name in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)):
-        at = draw(aligned(st, periods, 10_001, max(span, 10_002)))
+    closed = st.lists(st.sampled_from(names), max_size=3 if loose else 2, unique=not loose)
+    for name in draw(closed):
+        at = draw(aligned(st, periods, 0 if loose else 10_001, max(span, 10_002)))
         if draw(st.integers(0, 2)) == 0:
             # The sub-agent destroys itself: its parent deletes it, as a close would.
             steps.append(call(at, alias, "destroy_agent", name))

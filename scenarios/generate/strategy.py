@@ -16,13 +16,15 @@ from typing import Any
 from scenarios.generate.chat import chat_part
 from scenarios.generate.document import Generated
 from scenarios.generate.durations import aligned
-from scenarios.generate.faults import fault_steps, profiles
+from scenarios.generate.facets import facets_part, facets_problem
+from scenarios.generate.faults import FAULT_NOTE, fault_steps, profiles
 from scenarios.generate.fibers import fibers_part
-from scenarios.generate.parts import Part, TimedStep
+from scenarios.generate.models import model_busy_ms, timed_model, working_model
+from scenarios.generate.parts import Part, TimedStep, Use
 from scenarios.generate.schedules import schedules_part
 from scenarios.generate.surface import FULL, Surface
 from scenarios.generate.tools import tools_part
-from scenarios.hunt.emit import format_duration
+from scenarios.hunt.fault_draws import times
 
 __all__ = ["AREAS", "LIVENESS_MARGIN_MS", "scenarios"]
 
@@ -31,11 +33,14 @@ AREAS: dict[str, tuple[str, Callable[[Any, str, Surface], Any]]] = {
     "fibers": ("worker", cache(fibers_part)),
     "tools": ("parent", cache(tools_part)),
     "chat": ("assistant", cache(chat_part)),
+    "facets": ("hub", cache(facets_part)),
 }
 """Area name -> (the alias of its first agent, the strategy of its part). Each part's strategy
 is built once per alias: building one (Hypothesis reads a composite's source) costs more than
 drawing from it, and a scenario draws its parts anew in every example and shrink step."""
 LIVENESS_MARGIN_MS = 3_600_000
+OLDER_START_ODDS = 3
+"""One scenario in this many starts on an older release and upgrades mid-run, when there is one."""
 MAX_HORIZON_MS = 200 * 86_400_000
 
 
@@ -51,16 +56,25 @@ def scenarios(
     name: str = "generated",
     sdk: str | None = None,
     upgrades: Sequence[str] = (),
+    older: Sequence[str] = (),
     surface: Surface = FULL,
 ) -> Any:
     """A strategy of `Generated` over `areas` (names of `AREAS`). `sdk`: the release each
     scenario starts on, written as its `sdk:` key (None: none, the default). `upgrades`: the
-    newer releases a drawn deploy may bring (none: no upgrade is drawn). `surface`: the choices
-    the draws may make (`FULL`: all of them)."""
+    newer releases a drawn deploy may bring (none: no upgrade is drawn). `older`: releases
+    before `sdk` that a scenario may start on instead, one in `OLDER_START_ODDS`, upgraded to
+    `sdk` by a deploy drawn over the run (so `sdk`'s migration of an older release's state
+    runs too). `surface`: the choices the draws may make (`FULL`: all of them)."""
     unknown = [area for area in areas if area not in AREAS]
     if unknown or not areas:
         raise ValueError(f"unknown area(s) {unknown or list(areas)}; known: {list(AREAS)}")
     ordered = [area for area in AREAS if area in areas]
+    problem = facets_problem(surface)
+    if "facets" in ordered and problem is not None:
+        # A surface that opens no sub-agents (the real side's) leaves the area nothing.
+        ordered.remove("facets")
+        if not ordered:
+            raise ValueError(f"the facets area cannot be drawn: {problem}")
 
     @st.composite
     def scenario(draw: Any) -> Generated:
@@ -76,7 +90,11 @@ def scenarios(
         agents = {alias: agent for part in parts for alias, agent in part.agents.items()}
         clients = {name: alias for part in parts for name, alias in part.clients.items()}
         workload = sorted((s for part in parts for s in part.steps), key=lambda s: s.at_ms)
-        horizon = min(MAX_HORIZON_MS, max([60_000, *(part.horizon_ms for part in parts)]))
+        uses = [use for part in parts for use in part.uses]
+        model = draw(_model(st, surface, agents))
+        uses += _model_uses(model, agents)
+        busy = model_busy_ms(model) if {"tools", "chat"} & set(chosen) else 0
+        horizon = min(MAX_HORIZON_MS, max([60_000, *(part.horizon_ms + busy for part in parts)]))
         children = [
             f"{alias}/{run['run_id']}"
             for alias, agent in agents.items()
@@ -107,9 +125,17 @@ def scenarios(
                 aimed=surface.aimed_storage,
             )
         )
+        own = [TimedStep(s.at_ms, s.action, s.args, FAULT_NOTE) for p in parts for s in p.faults]
+        faults = [*faults, *own]
         steps, numbers = _merged(workload, faults)
         profile = draw(profiles(st, surface))
-        model = draw(timed_model(st)) if surface.timed_models else None
+        start = sdk
+        if older and sdk is not None and draw(st.integers(1, OLDER_START_ODDS)) == OLDER_START_ODDS:
+            # Drawn after the rest: shrunk away, it leaves the rest of the scenario as it was.
+            start = draw(st.sampled_from(list(older)))
+            upgrade_at = draw(st.one_of(aligned(st, periods, 0, horizon), times(st, horizon)))
+            faults = [*faults, TimedStep(upgrade_at, "deploy", {"sdk": sdk}, FAULT_NOTE)]
+            steps, numbers = _merged(workload, faults)
         return Generated(
             name=name,
             seed=seed,
@@ -118,26 +144,59 @@ def scenarios(
             steps=tuple(steps),
             fault_numbers=frozenset(numbers),
             clients=clients,
-            uses=tuple(use for part in parts for use in part.uses),
+            uses=tuple(uses),
             invariants=tuple(invariants),
             liveness_ms=min(366 * 86_400_000, 2 * horizon + LIVENESS_MARGIN_MS),
             areas=tuple(chosen),
-            sdk=sdk,
+            sdk=start,
             model=model,
         )
 
     return scenario()
 
 
-def timed_model(st: Any) -> Any:
-    """The scenario's default model: a reply in one to five chunks, a drawn delay apart."""
-    return st.builds(
-        lambda chunks, delay: {
-            "default": {"text": "one two three four five", "chunks": chunks, "delay": delay}
-        },
-        st.integers(1, 5),
-        aligned(st, [1000], 1, 5000).map(format_duration),
-    )
+def _model(st: Any, surface: Surface, agents: dict[str, Any]) -> Any:
+    """The scenario's `model:` (None: the built-in one): on a surface that asks for timed
+    replies, always a timed one; else, when a chat host or a chat tool child would answer from
+    it, none, a timed one or a working one, each about as often."""
+    if surface.timed_models:
+        return timed_model(st)
+    hosts, workers = _answered_by_the_model(agents)
+    if not hosts and not workers:
+        return st.none()
+    return st.one_of(st.none(), timed_model(st), working_model(st))
+
+
+def _answered_by_the_model(agents: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The chat hosts without a model of their own, and the tools parents with a chat child."""
+    hosts = [
+        alias
+        for alias, agent in agents.items()
+        if agent.get("workload") == "chat" and "model" not in agent
+    ]
+    workers = [
+        alias
+        for alias, agent in agents.items()
+        if agent.get("workload") == "tools"
+        and any(run.get("child", "scripted") != "scripted" for run in agent["runs"])
+    ]
+    return hosts, workers
+
+
+def _model_uses(model: dict[str, Any] | None, agents: dict[str, Any]) -> list[Use]:
+    """The pairs a drawn model adds: a chat host answering from it in chunks, a chat tool
+    child calling its work tool."""
+    if model is None:
+        return []
+    hosts, workers = _answered_by_the_model(agents)
+    uses = [
+        Use("model", "the scenario's, in chunks", alias, "workload:answered") for alias in hosts
+    ]
+    if "rules" in model:
+        uses += [
+            Use("child", "calls its work tool", alias, "workload:reported") for alias in workers
+        ]
+    return uses
 
 
 def _merged(

@@ -4,9 +4,9 @@ Awaited and detached runs of scripted, Think-like and AIChatAgent-like children,
 or a chat host parent; detached runs with drawn budgets (`max_budget`, `no_progress_budget`),
 a flaky or slow `on_finish`, `notify` and narrated milestones on a chat host; children that
 report progress, milestones, text and streams of UI message chunks of every kind (text,
-reasoning, tool calls and their outcomes, data parts by id, step boundaries, sources), sleep,
-finish with an error, hang until a budget gives
-up on them, or stay silent after a restart (`resume: false`), and carry a brief in their input
+reasoning, tool calls and their outcomes, data parts by id and their updates, step boundaries,
+sources), sleep, finish with an error, hang until a budget gives up on them, or stay silent
+after a restart (`resume: false`), and carry a brief in their input
 that puts its JSON at the preview's limit exactly or beside it; a cap on concurrent runs.
 Runs are dispatched, dispatched again under the same run id (a re-issue) and cancelled, at
 times drawn to land on a child's sleep or a budget exactly, a millisecond either side, or
@@ -94,13 +94,17 @@ def _stream(st: Any, draw: Any) -> tuple[list[dict[str, Any]], str]:
         elif end == "error":
             chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": "no"})
     elif kind == "data":
-        chunk: dict[str, Any] = {"type": draw(st.sampled_from(("data-status", "data-sources")))}
-        if draw(st.booleans()):
-            chunk["id"] = draw(st.sampled_from(("d1", "d2")))
-        chunk["data"] = {"n": draw(st.integers(0, 2))}
-        if not draw(st.integers(0, 3)):
-            chunk["transient"] = True
-        chunks.append(chunk)
+        # A part and its updates: later chunks of one id replace the part of their type and
+        # id, and one of the other type under the same id is a part of its own.
+        ident = draw(st.sampled_from(("d1", "d2"))) if draw(st.booleans()) else None
+        for _ in range(draw(st.integers(1, 3))):
+            chunk: dict[str, Any] = {"type": draw(st.sampled_from(("data-status", "data-sources")))}
+            if ident is not None:
+                chunk["id"] = ident
+            chunk["data"] = {"n": draw(st.integers(0, 2))}
+            if not draw(st.integers(0, 3)):
+                chunk["transient"] = True
+            chunks.append(chunk)
     elif kind == "step":
         chunks.append({"type": draw(st.sampled_from(("start-step", "finish-step")))})
     elif draw(st.booleans()):

@@ -208,15 +208,23 @@ WHEN: dict[str, str] = {
     "queue; it replaces the duplicate warning there).",
     "job:slow_dispatch": "A job's dispatch has run longer than its hung timeout (0.32.0); it "
     "is warned about once and runs on.",
-    # -- Tasks (0.32.0; a top-level chat turn is one) ----------------------------------------
+    # -- Tasks (0.32.0: an agent's own runs, a top-level chat turn, a recovery continuation) -
     "task:accepted": "A Task run was accepted (its row written, its wake job pushed).",
     "task:attempt:started": "An attempt claimed the run (a new generation) and runs its handler.",
     "task:attempt:interrupted": "The run was still claimed by an attempt that is gone (its "
     "isolate died); a new attempt takes it over, from the step left running.",
     "task:step:started": "An attempt of a `step.do` starts its callback.",
+    "task:step:retry": "A `step.do` whose earlier attempt failed below its retry limit runs "
+    "again, once its retry time has come.",
     "task:step:completed": "That callback returned; its result is journaled.",
+    "task:waiting": "A sleep or a step's retry ended the attempt: the run waits until `wakeAt`, "
+    "when its wake job drives the next attempt.",
     "task:completed": "The run's handler returned (a run not retained is deleted).",
     "task:failed": "The run failed for good (its handler, or its definition missing).",
+    "task:cancelled": "The run settled `cancelled`: `cancel` found it not running here, or its "
+    "running attempt reached a step boundary (or its running step was aborted) after the "
+    "request; `reason` as given.",
+    "task:deleted": "`delete` removed a settled run and its steps.",
     # -- fibers and recovery -----------------------------------------------------------------
     "fiber:run:started": "`runFiber` starts a fiber (managed or not).",
     "fiber:run:completed": "The fiber's function returned; its row is deleted.",
@@ -259,15 +267,27 @@ WHEN: dict[str, str] = {
     "chat:recovery:rebind": "Chat recovery re-binds an interrupted turn's agent-tool run to "
     "the recovering request.",
     "chat:recovery:detected": (
-        "0.32.0: a chat turn's recovery incident is opened (its first interruption)."
+        "0.32.0: a chat turn's recovery incident is opened (its first interruption, or its "
+        "first stalled model stream)."
     ),
-    "chat:recovery:scheduled": "An interrupted chat turn is scheduled for recovery.",
+    "chat:recovery:scheduled": "An interrupted chat turn is scheduled for recovery (0.32.0: "
+    "also a turn whose model stream stalled).",
     "chat:recovery:attempt": "Chat recovery tries to complete the interrupted answer (0.32.0: "
-    "each wake that judges the turn reports it, before anything runs).",
+    "each wake, or stall, that judges the turn reports it, before anything runs).",
     "chat:recovery:settled": "Chat recovery ended the turn: its status.",
+    "chat:recovery:completed": (
+        "0.32.0: a recovered chat turn completed; its incident (`incidentId`: the request first "
+        "interrupted and the latest user message) is deleted."
+    ),
+    "chat:recovery:failed": (
+        "0.32.0: a chat turn's recovery failed (the recovered turn ended in an error or was "
+        "aborted, recovery raised, or on_chat_recovery raised for a stall): why; the incident "
+        "stays, `failed`."
+    ),
     "chat:recovery:exhausted": "Chat recovery gave up after its attempts: why.",
     "chat:recovery:skipped": (
-        "0.32.0: chat recovery stopped without giving up: why (a turn waiting on the client)."
+        "0.32.0: chat recovery stopped without giving up: why (a turn waiting on the client, "
+        "on_chat_recovery's skip, or a stalled turn's recovery declined)."
     ),
     "mcp:connected": "An MCP server connection was made or restored at startup.",
     # -- the built-in workloads (scenarios.workloads) ----------------------------------------

@@ -34,7 +34,9 @@ a recovery hook that finds servers connected writes `workload:hook_saw_mcp`, hel
 interrupted execution by hand (`resolve_fiber`), `forget(status, settled_before, limit)`
 deletes terminal rows (`delete_fibers`) and `listing(status, name, limit)` lists the ledger
 (`list_fibers`), each writing the runtime's answer beside the spec model's (`workload:deleted`,
-`workload:listed`, held by `listings_match`). A plan's
+`workload:listed`, held by `listings_match`). `hold(ms, depth, fail, twice)` takes keepAlive
+by hand (`workload:held`), and `hold_in(name, ...)` has the sub-agent `name` do so, its leases
+kept on the root under its path. A plan's
 `stash_bytes` pads every stash, so stashes come in several sizes.
 """
 
@@ -48,6 +50,7 @@ from agents_core import Agent
 from scenarios.workloads.plans import one_of, unique_plans
 from scenarios.workloads.sub_agents import (
     close_sub_agent,
+    instance,
     open_sub_agent,
     sub_agents_problem,
     sub_class,
@@ -207,6 +210,19 @@ class FiberWorkload(Agent):
                     dispose()
         self.host.trace.emit("workload:held", depth=depth, ms=ms, failed=failed)
         return depth
+
+    async def hold_in(
+        self, name: str, ms: int, depth: int = 1, fail: bool = False, twice: bool = False
+    ) -> int:
+        """`hold` in the sub-agent `name` (`w1/x` through `w1`, `twin:w1` of the twin class):
+        its leases are facet leases, kept on the root under its path. Returns `depth`."""
+        child, _, below = name.partition("/")
+        stub = await self.sub_agent(self._sub_class(child), instance(child))
+        if below:
+            held: int = await stub.hold_in(below, ms, depth, fail, twice)
+        else:
+            held = await stub.hold(ms, depth, fail, twice)
+        return held
 
     async def _held_work(self, ms: int, fail: bool) -> None:
         await self.host.clock.sleep(ms)

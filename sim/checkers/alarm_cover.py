@@ -7,7 +7,9 @@ What the rows need is read from the journal of committed turns (`cf_agents_sched
 replayed by `sim.checkers.storage.row_changes`), never from the runtime: at an `alarm:set` in
 instant t, each row whose last change was committed before t holds its due time (`time` in
 seconds); an interval row marked `running` asks for nothing until its hung timeout. A row
-changed in the instant of the re-arm is not judged (its turn may commit after the record).
+changed in the instant of the re-arm is not judged (its turn may commit after the record), nor
+is a re-arm whose incarnation crashed later in its instant (its turn may have rolled back; the
+slot the platform put back is judged instead).
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ def _first_uncovered(context: CheckContext, agent: str) -> Violation | None:
             continue
         if record.event != "alarm:set":
             pending, faulted = None, False
+            continue
+        if not record.get("rolled_back") and context.may_have_rolled_back(record):
+            # Its turn may have rolled back with the crash in its instant, and the platform put
+            # the slot back (`alarm:set {rolled_back}`): judged are the rows committed and the
+            # slot as the rollback left it.
             continue
         at = int(record.get("at") or 0)
         row = history.earliest_due(record.t_ms, record.seq, created, fired)

@@ -96,7 +96,8 @@ class CheckContext:
     """Agent path -> the instant (ms) each turn of its journal committed, index for index."""
     release: str | None = None
     """The SDK release the run's agents ran (`0.21.0`, `0.32.0`); None when unknown (a
-    hand-built context), which checkers read as 0.21.0's rules."""
+    hand-built context), which checkers read as 0.21.0's rules. In a run that upgraded
+    (`upgraded`), the release it ended on."""
 
     def __post_init__(self) -> None:
         records = tuple(self.records)
@@ -137,6 +138,13 @@ class CheckContext:
         for record in self.records:
             index[record.event].append(record)
         return index
+
+    @cached_property
+    def upgraded(self) -> bool:
+        """Whether a deploy brought another SDK release during the run (`platform:deploy` with
+        an `sdk`, written only when the release changes): its agents ran, and stored what they
+        stored, under more than one release."""
+        return any(record.get("sdk") for record in self.events("platform:deploy"))
 
     def events(self, event: str, agent: str | None = None, **fields: Any) -> list[TraceRecord]:
         """Records of one event (in trace order), optionally of one agent and with field values."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
+from sim.checkers.storage import row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["cancel_settles_fiber"]
@@ -29,7 +30,9 @@ def cancel_settles_fiber(context: CheckContext) -> list[Violation]:
     For every `workload:cancel` with `cancelled: true` and a `fiberId` X (one whose turn may have
     rolled back, a crash in its instant, does not count): no `fiber:recovery:attempt` of X
     comes after it on the same agent, and X's row in the agent's final ledger, if it is still
-    there, is `aborted` — unless the agent's storage was wiped or deleted after the cancel.
+    there, is `aborted` — unless the agent's storage was wiped or deleted after the cancel. A
+    recovery after a `deleteFibers` took X's row is not the cancel's to answer for: the run row
+    is left, and with no ledger row it is recovered as an unmanaged fiber's.
     """
     out: list[Violation] = []
     for cancel in context.events("workload:cancel"):
@@ -46,7 +49,7 @@ def cancel_settles_fiber(context: CheckContext) -> list[Violation]:
             ),
             None,
         )
-        if recovered is not None:
+        if recovered is not None and not _row_deleted(context, cancel, recovered):
             out.append(
                 _violation(cancel, f"recovery handed it to the hook at {_at(recovered)}", recovered)
             )
@@ -55,6 +58,24 @@ def cancel_settles_fiber(context: CheckContext) -> list[Violation]:
         if rows and rows[0].get("status") != "aborted":
             out.append(_violation(cancel, f"its row ends {rows[0].get('status')!r}", None))
     return out
+
+
+def _row_deleted(context: CheckContext, cancel: TraceRecord, recovered: TraceRecord) -> bool:
+    """The fiber's ledger row was deleted (`deleteFibers` takes an aborted row, and never the
+    run row, fibers §5.8) by a turn committed from the cancel's instant to the recovery's:
+    recovery then finds a run with no ledger row, as an unmanaged fiber's, and hands it to the
+    hook. Read from the agent's journal of committed turns."""
+    instants = context.journal_ms.get(cancel.agent, ())
+    for change in row_changes(context.journals.get(cancel.agent, ()), LEDGER, "fiber_id"):
+        if (
+            change.key == cancel.get("fiberId")
+            and change.before is not None
+            and change.after is None
+            and change.turn - 1 < len(instants)
+            and cancel.t_ms <= instants[change.turn - 1] <= recovered.t_ms
+        ):
+            return True
+    return False
 
 
 def _reset_after(context: CheckContext, cancel: TraceRecord) -> bool:

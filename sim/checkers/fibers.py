@@ -215,12 +215,17 @@ def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:
     if root == agent or context.alive_at_end(agent) is not None:
         return set()
     indexed = {str(row.get("run_id")) for row in context.table(root, FACET_RUNS)}
+    # The last incarnation started, by trace order: a sub-agent deleted and created again
+    # under its name numbers its incarnations from 1 again.
     starts = context.events("incarnation:start", agent)
-    last_inc = max((r.inc for r in starts), default=None)
+    last = max(starts, key=lambda r: r.seq) if starts else None
     started = {
         str(r.get("fiberId"))
         for r in context.events("fiber:run:started", agent)
-        if str(r.get("fiberId")) not in indexed and r.inc == last_inc
+        if str(r.get("fiberId")) not in indexed
+        and last is not None
+        and r.inc == last.inc
+        and r.seq > last.seq
     }
     # A managed start whose execution never began leaves a `pending` row and no run: no run was
     # indexed, so only the sub-agent's own next startup finds it (F7 arms the alarm of a

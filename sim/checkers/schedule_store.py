@@ -39,6 +39,23 @@ def _on_jobs(context: CheckContext) -> bool:
     return context.release in SCHEDULES_ON_JOBS
 
 
+def _tables(context: CheckContext) -> tuple[str, ...]:
+    """The tables the run's schedules were stored in: its release's, or, in a run that upgraded
+    from 0.21.0 to 0.32.0, both (rows written before the upgrade are 0.21.0's, moved to jobs by
+    the migration; a row's last shape wins)."""
+    if context.upgraded and _on_jobs(context):
+        return (SCHEDULES_TABLE, JOBS_TABLE)
+    return (JOBS_TABLE,) if _on_jobs(context) else (SCHEDULES_TABLE,)
+
+
+def _in_shape(table: str, rows: Iterator[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    """`rows` of `table` in 0.21.0's row shape (a job that is not a schedule left out)."""
+    for row in rows:
+        shaped = dict(row) if table == SCHEDULES_TABLE else schedule_of_job(row)
+        if shaped is not None:
+            yield shaped
+
+
 def schedule_of_job(job: Mapping[str, Any]) -> dict[str, Any] | None:
     """A 0.32.0 job of the `scheduler` capability in 0.21.0's row shape (`time` and
     `execution_started_at` in seconds, the timing out of the payload); None for any other job."""
@@ -69,27 +86,20 @@ def schedule_of_job(job: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def stored_schedules(context: CheckContext, path: str) -> list[dict[str, Any]]:
     """The schedules stored by the agent `path` at the end of the run."""
-    if not _on_jobs(context):
-        return [dict(r) for r in context.table(path, SCHEDULES_TABLE)]
-    out = []
-    for job in context.table(path, JOBS_TABLE):
-        row = schedule_of_job(job)
-        if row is not None:
-            out.append(row)
-    return out
+    return [
+        row
+        for table in _tables(context)
+        for row in _in_shape(table, iter(context.table(path, table)))
+    ]
 
 
 def inserted_schedules(
     context: CheckContext, journal: Sequence[Sequence[Write]]
 ) -> Iterator[dict[str, Any]]:
-    """Every schedule a journal's committed writes insert, in commit order."""
-    if not _on_jobs(context):
-        yield from inserted_rows(journal, SCHEDULES_TABLE)
-        return
-    for job in inserted_rows(journal, JOBS_TABLE):
-        row = schedule_of_job(job)
-        if row is not None:
-            yield row
+    """Every schedule a journal's committed writes insert, in commit order (in a run that
+    upgraded, those of 0.21.0's table first)."""
+    for table in _tables(context):
+        yield from _in_shape(table, iter(inserted_rows(journal, table)))
 
 
 def insertion_instants(context: CheckContext, path: str, schedule_id: str) -> list[int]:
@@ -104,10 +114,10 @@ def deletion_instants(context: CheckContext, path: str, schedule_id: str) -> lis
 
 def _instants(context: CheckContext, path: str, schedule_id: str, *, inserted: bool) -> list[int]:
     """When committed turns of `path` made (`inserted`) or removed the schedule's row."""
-    table = JOBS_TABLE if _on_jobs(context) else SCHEDULES_TABLE
     instants = context.journal_ms.get(path, ())
     return [
         instants[change.turn - 1]
+        for table in _tables(context)
         for change in row_changes(context.journals.get(path, ()), table, "id")
         if change.key == schedule_id
         and (change.before is None) == inserted

@@ -1,9 +1,10 @@
 """The `generate` hunt of one bug: `agentsim generate` with a fixed seed, under a time limit.
 
 Unlike fuzz and explore, generate takes no story: it draws whole scenarios over its own areas
-(`schedules`, `fibers`, `tools`, `chat`). A bug's zoo areas are mapped onto those from what the
-code does (a fiber's keepAlive lease is drawn by the fibers part, a schedule's alarm by the
-schedules part); a bug in sub-agents or in the platform draws from every area. One run per bug,
+(`schedules`, `fibers`, `tools`, `chat`, `facets`). A bug's zoo areas are mapped onto those from
+what the code does (a fiber's keepAlive lease is drawn by the fibers part, a schedule's alarm by
+the schedules part, a sub-agent by the facets part); a bug in the platform draws from every
+area. One run per bug,
 `--examples` drawn from `--seed`, cut at the time limit; generate writes each finding's shrunk
 reproducer as it goes (`generate-SEED-N.yaml`), so a run the limit cuts still leaves what it
 found. A finding is the bug's when one of its reproducers passes on the clean tree with every
@@ -29,8 +30,9 @@ GENERATE_AREAS: dict[str, tuple[str, ...]] = {
     "keepalive": ("fibers",),
     "agent_tools": ("tools",),
     "chat": ("chat",),
+    "facets": ("facets",),
 }
-"""Zoo area -> generate's areas; an area not named here (`facets`, `all`) draws from all."""
+"""Zoo area -> generate's areas; an area not named here (`all`) draws from all."""
 
 
 def generate_areas(areas: Iterable[str]) -> tuple[str, ...] | None:
@@ -41,7 +43,7 @@ def generate_areas(areas: Iterable[str]) -> tuple[str, ...] | None:
         if mapped is None:
             return None
         chosen.update(mapped)
-    order = ("schedules", "fibers", "tools", "chat")
+    order = ("schedules", "fibers", "tools", "chat", "facets")
     return tuple(area for area in order if area in chosen)
 
 
@@ -67,7 +69,8 @@ def hunt_generate(
     sdk: str | None = None,
 ) -> HuntResult:
     """One `agentsim generate` run in the planted `tree`, at most `limit_s` seconds; with `sdk`,
-    its scenarios run on that release (and the clean tree replays them on it)."""
+    its scenarios test that release (each reproducer names the release it starts on, which
+    the clean tree's replay keeps)."""
     areas = generate_areas(bug_areas)
     out = tree / "agentsim-generate"
     result = HuntResult("generate", 1, (examples,))
@@ -92,7 +95,9 @@ def hunt_generate(
     files = sorted(out.glob("*.yaml"), key=lambda path: path.stat().st_mtime)
     for path in files:
         outcome = StoryOutcome(path.stem, True, result.seconds, reproducers=(str(path),))
-        if clean_tree_passes(clean, tree, outcome, sdk):
+        # No `--sdk` on the replay: a reproducer names the release it starts on, and one
+        # that starts on an older release and upgrades mid-run must replay that way.
+        if clean_tree_passes(clean, tree, outcome):
             result.found_in = outcome
             break
         result.shared.append(outcome)

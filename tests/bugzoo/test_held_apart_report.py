@@ -95,7 +95,7 @@ def test_generate_is_a_column_of_its_own() -> None:
 def test_a_bugs_areas_map_onto_generates() -> None:
     assert generate_areas(("fibers", "keepalive")) == ("fibers",)
     assert generate_areas(("chat", "schedules", "agent_tools")) == ("schedules", "tools", "chat")
-    assert generate_areas(("schedules", "facets")) is None
+    assert generate_areas(("schedules", "facets")) == ("schedules", "facets")
     assert generate_areas(("all",)) is None
 
 

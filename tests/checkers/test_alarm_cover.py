@@ -70,3 +70,40 @@ def test_a_failed_re_arm_keeps_the_earlier_alarm_and_a_later_slot_is_caught(
     late = messages(_moved(context, plain.seq, 61_000))
     assert len(late) == 1 and "later than schedule" in late[0] and "(due 00:01:00.000)" in late[0]
     fails_with_a_blind_checker(monkeypatch, "alarm_covers_schedules", caught, postponed)
+
+
+ROLLED_BACK = """
+    name: rearm-rolled-back
+    description: a re-create whose turn crashes after the re-arms; the rollback puts the slot back
+    seed: 1
+    agents:
+      sched:
+        workload: schedules
+        schedules:
+          - {name: s1, after: 2m}
+          - {name: s2, after: 5m}
+    steps:
+      - call: {agent: sched, method: status}
+      - at: 30s
+        arm_storage_fault:
+          {agent: sched, kind: crash, match: '^INSERT INTO workload_schedules\\b', skip: 0}
+      - at: 30s
+        call: {agent: sched, method: recreate, args: [s1], may_fail_with: AgentEvicted}
+      - run_for: 10m
+"""
+
+
+def test_a_re_arm_in_a_turn_that_rolled_back_is_not_judged() -> None:
+    """The re-create deletes s1 (due at 2 m) and re-arms for later, then its turn crashes: the
+    platform puts the slot back at 2 m (`alarm:set {rolled_back}`), and the rows it was judged
+    by are the committed ones, so the uncommitted re-arms are not judged; a slot the rollback
+    put back later than the row is still caught."""
+    context = scenario_context(ROLLED_BACK)
+    sets = [r for r in context.records_of(S, "alarm:set") if r.t_ms == 30_000]
+    undone = [r for r in sets if not r.get("rolled_back")]
+    (restored,) = [r for r in sets if r.get("rolled_back")]
+    assert restored.get("at") == 120_000
+    assert undone and all(r.get("at") > 120_000 for r in undone)
+    assert messages(context) == []
+    late = messages(_moved(context, restored.seq, 121_000))
+    assert len(late) == 1 and "(due 00:02:00.000)" in late[0]

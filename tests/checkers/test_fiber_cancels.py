@@ -5,6 +5,8 @@ left it pending (recovered 30 s later) or a final row of another status is caugh
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sim.checkers import CheckContext, check
@@ -67,3 +69,45 @@ def test_a_pending_fiber_cancelled_with_true_ends_aborted_and_is_never_recovered
         "so it is aborted, but its row ends 'pending'"
     ]
     fails_with_a_blind_checker(monkeypatch, "cancel_settles_fiber", caught, recovered)
+
+
+FORGOTTEN = """
+    name: cancel-then-forget
+    description: an interrupted managed fiber cancelled, its aborted row deleted, then recovered
+    seed: 1
+    agents:
+      worker:
+        workload: fibers
+        keep_alive_interval: 30s
+        fibers: [{name: f1, steps: 1, step: 30s1ms, stash: false, managed: true}]
+    steps:
+      - call: {agent: worker, method: status}
+      - at: 6s
+        deploy: {}
+      - at: 10s
+        call: {agent: worker, method: status}
+      - at: 19s
+        call: {agent: worker, method: cancel, args: [f1]}
+      - at: 20s
+        call: {agent: worker, method: forget, args: [aborted]}
+      - run_for: 5m
+"""
+
+
+def test_a_cancelled_fiber_whose_row_was_deleted_is_recovered_as_one_without_a_row() -> None:
+    """`deleteFibers` takes the aborted row and leaves the run row the deploy left (fibers §5.8:
+    it never touches `cf_agents_runs`): recovery then finds a run with no ledger row, as an
+    unmanaged fiber's, and hands it to the hook. Without the delete, the same hand-off is
+    caught."""
+    context = scenario_context(FORGOTTEN)
+    (cancel,) = context.events("workload:cancel", W)
+    assert cancel.get("cancelled") is True
+    (attempt,) = [
+        r
+        for r in context.events("fiber:recovery:attempt", W)
+        if r.seq > cancel.seq and r.get("fiberId") == cancel.get("fiberId")
+    ]
+    assert context.table(W, "cf_agents_fibers") == []
+    assert messages(context) == []
+    kept = dataclasses.replace(context, journals={})
+    assert messages(kept) and "recovery handed it to the hook" in messages(kept)[0]

@@ -235,3 +235,42 @@ def test_a_sub_agent_fiber_its_root_does_not_index_waits_for_the_sub_agent_s_wak
     assert {v.message.split(" of ")[0] for v in check(woke, ["fibers_settled"])} == {
         f"fiber {r['fiber_id']} (f1)" for r in context.table(sub, "cf_agents_fibers")
     } | {f"managed fiber {r['fiber_id']} (f1)" for r in context.table(sub, "cf_agents_fibers")}
+
+
+REOPENED_UNINDEXED = """
+    name: reopened-unindexed-facet-run
+    description: a sub-agent deleted after two incarnations, opened again, its run not indexed
+    seed: 1
+    agents:
+      worker:
+        workload: fibers
+        start: call
+        fibers: [{name: f1, steps: 2, step: 1m, managed: true}]
+        sub_agents: [a]
+    steps:
+      - call: {agent: worker, method: status}
+      - call: {agent: worker, method: open, args: [a]}
+      - evict: {agent: worker/a}
+      - run_for: 1m
+      - call: {agent: worker, method: close, args: [a]}
+      - arm_storage_fault:
+          {agent: worker, kind: crash, match: '^INSERT OR REPLACE INTO cf_agents_facet_runs\\b'}
+      - call: {agent: worker, method: open, args: [a], expect_error: AgentEvicted}
+      - run_for: 10m
+"""
+
+
+def test_a_sub_agent_opened_again_counts_its_incarnations_afresh() -> None:
+    """A sub-agent deleted and created again under its name numbers its incarnations from 1
+    again: its last incarnation is the last one started, not the highest number, so the run
+    the root did not index after the re-creation waits for its wake-up as above."""
+    context = scenario_context(REOPENED_UNINDEXED)
+    sub = "FiberWorkload/worker/FiberWorkload/a"
+    starts = context.events("incarnation:start", sub)
+    assert [r.inc for r in starts][-1] < max(r.inc for r in starts)
+    assert context.table("FiberWorkload/worker", "cf_agents_facet_runs") == []
+    assert context.table(sub, "cf_agents_runs") != []
+    assert check(context, ["fibers_settled"]) == []
+    last = context.records[-1]
+    woke = with_record(context, last.seq, record(0, last.t_ms, sub, 2, "incarnation:start"))
+    assert check(woke, ["fibers_settled"]) != []

@@ -96,3 +96,33 @@ def test_an_agent_gone_at_the_end_is_judged_by_its_rows_alone() -> None:
     gone = dataclasses.replace(context, options={})
     assert check(retried_once_more(context), ["schedule_attempts_bounded"]) != []
     assert check(retried_once_more(gone), ["schedule_attempts_bounded"]) == []
+
+
+class Sparing(Failing):
+    """Its class allows 2 attempts; the row it plans allows 4."""
+
+    options = {"retry": {"max_attempts": 2, **FAST}}
+
+
+def test_a_row_written_before_an_upgrade_is_judged_by_its_own_options() -> None:
+    """A run that starts on 0.21.0 and upgrades to 0.32.0 after its schedule ran: the row, in
+    0.21.0's table (since deleted), allowed 4 attempts, not its class's 2, and an attempt more
+    is still caught."""
+    with Simulation(3, sdk="0.21.0") as sim:
+        ref = sim.agent(Sparing, "f")
+        sim.call(ref, "plan", {"max_attempts": 4, **FAST})
+        sim.run_for(60_000)
+        sim.deploy(sdk="0.32.0")
+        sim.run_for(60_000)
+        context = context_from(sim)
+    assert context.upgraded and context.release == "0.32.0"
+    assert calls(context) == 4
+    assert check(context, ["schedule_attempts_bounded"]) == []
+    last = context.events("schedule:retry")[-1]
+    extra = dataclasses.replace(last, seq=len(context.records), fields={**last.fields})
+    more = dataclasses.replace(context, records=(*context.records, extra))
+    (violation,) = check(more, ["schedule_attempts_bounded"])
+    assert violation.message.endswith(
+        "was called 5 times in the run that began at "
+        "00:00:05.000, its retry options allowing 4 attempts"
+    )

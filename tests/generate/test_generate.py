@@ -325,7 +325,7 @@ def test_the_report_lists_what_no_run_reached(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert code == 0, out
     assert "probes never reached (" in out and "fiber.cleanup_delete_failed" in out
-    assert "API/option pairs: " in out and " of 8 reached in 3 runs" in out
+    assert "API/option pairs: " in out and " of 9 reached in 3 runs" in out
     assert "3 scenarios drawn over chat (seed 4)" in out
 
 

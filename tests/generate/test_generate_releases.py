@@ -1,6 +1,6 @@
 """`agentsim generate --sdk` and `--upgrade`: the drawn scenarios name the release they start
-on when it is not the default, and upgrade deploys are drawn only when asked for (without it a
-seed draws the very files it drew before)."""
+on when it is not the default, a newer release is also reached by scenarios that start on an
+older one and upgrade mid-run, and other upgrade deploys are drawn only when asked for."""
 
 from __future__ import annotations
 
@@ -19,26 +19,48 @@ def _texts(paths: list[Path]) -> list[str]:
     return [path.read_text(encoding="utf-8") for path in paths]
 
 
+def _upgrades(paths: list[Path]) -> list[str]:
+    return [
+        step.sdk
+        for path in paths
+        for step in load_scenario(path).steps
+        if isinstance(step, DeployStep) and step.sdk is not None
+    ]
+
+
 def test_the_release_is_written_when_it_is_not_the_default(tmp_path: Path) -> None:
     plain = write_generated(examples=4, seed=5, out_dir=tmp_path / "a")
     on_default = write_generated(examples=4, seed=5, out_dir=tmp_path / "b", sdk=DEFAULT_RELEASE)
     other = write_generated(examples=4, seed=5, out_dir=tmp_path / "c", sdk=OTHER)
     assert _texts(plain) == _texts(on_default)
     assert all("\nsdk:" not in text for text in _texts(plain))
-    assert [load_scenario(path).sdk for path in other] == [OTHER] * len(other)
-    stripped = [text.replace(f'sdk: "{OTHER}"\n', "") for text in _texts(other)]
-    assert stripped == _texts(plain)  # the same draws, on another release
+    assert all(f'sdk: "{load_scenario(path).sdk}"\n' in path.read_text() for path in other)
+    # The first example is the simplest, the plain start: the same scenario, on the release.
+    first = [text.replace(f'sdk: "{OTHER}"\n', "") for text in _texts(other)[:1]]
+    assert first == _texts(plain)[:1]
+
+
+def test_a_newer_release_is_reached_by_an_upgrade_too(tmp_path: Path) -> None:
+    """Asked for the newest release, some scenarios start on an older one and a drawn deploy
+    (a fault step) brings the newest mid-run, once; the others start on the newest and never
+    deploy another release. On the oldest, none starts elsewhere."""
+    files = write_generated(examples=30, seed=3, out_dir=tmp_path / "a", sdk=NEWEST)
+    older = [path for path in files if load_scenario(path).sdk != NEWEST]
+    on_newest = [path for path in files if load_scenario(path).sdk == NEWEST]
+    assert older and on_newest
+    assert {load_scenario(path).sdk for path in older} <= set(list(RELEASES)[:-1])
+    for path in older:
+        assert _upgrades([path]) == [NEWEST]
+        line = next(text for text in path.read_text().splitlines() if "deploy: {sdk:" in text)
+        assert "# a platform fault drawn beside the workload" in path.read_text()
+        assert NEWEST in line
+    assert _upgrades(on_newest) == []
+    oldest = write_generated(examples=30, seed=3, out_dir=tmp_path / "b", sdk=OLDEST)
+    assert {load_scenario(path).sdk for path in oldest} == {OLDEST}
 
 
 def test_upgrades_are_drawn_only_when_asked_for(tmp_path: Path) -> None:
-    def upgrades(paths: list[Path]) -> list[str]:
-        return [
-            step.sdk
-            for path in paths
-            for step in load_scenario(path).steps
-            if isinstance(step, DeployStep) and step.sdk is not None
-        ]
-
+    upgrades = _upgrades
     plain = write_generated(examples=30, seed=3, out_dir=tmp_path / "a", sdk=OLDEST)
     assert upgrades(plain) == []
     # An upgrade is one fault kind among several, drawn or not per example by swarm testing:
@@ -52,4 +74,5 @@ def test_upgrades_are_drawn_only_when_asked_for(tmp_path: Path) -> None:
     ]
     assert upgrades(asked) and set(upgrades(asked)) <= set(list(RELEASES)[1:])
     newest = write_generated(examples=10, seed=3, out_dir=tmp_path / "c", sdk=NEWEST, upgrade=True)
-    assert upgrades(newest) == []  # nothing newer to bring
+    on_newest = [path for path in newest if load_scenario(path).sdk == NEWEST]
+    assert on_newest and upgrades(on_newest) == []  # nothing newer to bring

@@ -27,7 +27,7 @@ from agents_core.releases.v0_32.queue import QueueCapability
 from agents_core.releases.v0_32.replay_numbering import MilestoneReplay
 from agents_core.releases.v0_32.scheduler import Scheduler
 from agents_core.releases.v0_32.state import CapabilityStarts, StateCapability
-from agents_core.releases.v0_32.tasks import Tasks
+from agents_core.releases.v0_32.tasks import TASKS_CAPABILITY, Tasks, declared_on
 from agents_core.schedule_dispatch import ScheduleDispatch
 
 if TYPE_CHECKING:
@@ -39,19 +39,26 @@ __all__ = ["NAME", "NOT_BUILT", "SCHEMA", "build"]
 NAME = "0.32.0"
 
 NOT_BUILT: tuple[str, ...] = (
-    "§3.5 the prefix cleanup of a pruned sub-tree's tasks jobs (Task runs routed from a "
-    "sub-agent are not modelled), and the owner's retry loop handing a memory-limit reset of a "
-    "one-shot back to the root as 0.21.0 does (0.32.0 stops early only for a code-update reset)",
-    "§8.1 chat recovery's recovery_aborted reason (the shouldKeepRecovering hook), its "
-    "onExhausted hook and chat:recovery:completed/failed events, incidents keyed by the latest "
-    "user message and deleted on completion, and the partial answer saved on a give-up",
-    "§8.2 the recovering turn outcome (a stalled stream routed back into recovery) and a chat "
-    "client reducer that keeps such a turn open",
-    "§8.3 chat recovery's continuations as Task runs (__cf_internal_chat_recovery; they are "
-    "_chatRecoveryContinue schedules here), and of the Tasks capability: run, cancel, list and "
-    "delete, sleeps, steps of more than one attempt, the one-day step timeout",
-    "§8 the storage of @cloudflare/ai-chat 0.12.2, the chat release built for 0.32.0 (session "
-    "messages and stream blocks)",
+    "§2.5, §3.5 and §6.5 Task runs accepted on a sub-agent (their wake routed to the root's "
+    "queue as task:<ownerKey>:<runId>, the route's syncWake, dispatch and memoryLimit messages), "
+    "and with them the breaker's policy for such a run and the root tracking its dispatch as "
+    "alarm work; a sub-agent's chat recovery continuations, which the SDK runs as such routed "
+    "Task runs, are schedules here (docs/divergences.md T15)",
+    "§6.5 a Task step callback that ignores its signal, cut off at its timeout or a cancel "
+    "(it ends when it returns, its answer dropped for the reason: docs/divergences.md T18)",
+    "§8.1 of chat recovery as the dist has it beyond the spec: a scheduled recovery the user "
+    "cancels (cancelScheduledRecovery, user_cancelled), the conversation_changed skip, the wake "
+    "saving the partial answer and completing the stream before it schedules (T17) and "
+    "onChatRecovery's persist: false, the give-up sending its terminal message before it seals "
+    "and making up an incident when the stored one is missing, chat:recovery:exhausted with the "
+    "whole exhausted context, a separate _chatRecoveryRetry path, and the partial answer a "
+    "sealed recovery tells onExhausted (T20)",
+    "§8.2 a stalled stream's transient read errors routed into recovery with backoff (T16), the "
+    "stall watchdog timing tool execution, the continuation flag on frames, and the recovering "
+    "outcome replayed to a client that reconnects over the resume handshake",
+    "§8 the storage of @cloudflare/ai-chat 0.12.2, the chat release built for 0.32.0: Sessions "
+    "(cf_agents_session_* tables, and the lift of cf_ai_chat_agent_messages into them) and "
+    "streams packed in cf_agents_streams / cf_agents_stream_blocks",
 )
 """What of 0.32.0 a run does not model yet (a run on this release behaves as 0.21.0 there)."""
 
@@ -74,8 +81,8 @@ def build(
     quietly, the schema of version 14, MCP and State under their own schema keys, the
     Lifecycle with the job queue and its driver behind the alarm, keepAlive, housekeeping and
     destroy as its host jobs, the Scheduler on jobs, the Queue on jobs (installed right after
-    the Scheduler, and pruned with a sub-tree's schedules), the Tasks capability (as much of it
-    as a chat host's attached turns need, `tasks.py`), agent tools' event delivery and replay
+    the Scheduler, and pruned with a sub-tree's schedules), the Tasks capability (`tasks.py`, the
+    agent's `task_definitions` its definitions), agent tools' event delivery and replay
     numbering."""
     mcp = KeyedMcp(context, agent._broadcast_protocol)
     state = StateCapability(context)
@@ -88,7 +95,7 @@ def build(
     lifecycle.use(scheduler)
     queue = QueueCapability(context, lifecycle, agent, self_path, owner_key)
     lifecycle.use(queue)
-    lifecycle.use(Tasks(context, lifecycle, agent.on_error))
+    lifecycle.use(Tasks(context, lifecycle, agent.on_error, declared_on(agent)))
     dispatch = ScheduleDispatch(context, lifecycle, agent)
     facets = Facets(
         context,
@@ -99,7 +106,13 @@ def build(
         recovery=recovery,
         dispatch=dispatch,
         scheduler=scheduler,
-        prune_owned=(queue.drop_owned_under,),
+        run_routed=scheduler.execute_routed,
+        # After the schedules, in the SDK's `cleanupPrefix` order: the wakes of Task runs a
+        # pruned sub-tree routed here (its runs are its own rows), then its queue items.
+        prune_owned=(
+            lifecycle.jobs_for(TASKS_CAPABILITY).cancel_routed_under,
+            queue.drop_owned_under,
+        ),
     )
     host_jobs = HostJobs(
         context,

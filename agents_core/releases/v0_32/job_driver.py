@@ -6,10 +6,11 @@ A backlog of ten or more due jobs of one owner warns (`job:backlog_warning`). A 
 job still running is skipped until its hung timeout has passed, then forced. Each dispatch runs
 the owner's `on_job` with up to `retry.max_attempts` attempts and the jittered backoff. A
 watchdog warns once (`job:slow_dispatch`) when the dispatch outlives the hung timeout, without
-interrupting it. A final platform failure keeps the job (its dispatch marker cleared, its time
-unchanged) and leaves the alarm by raising. Any other final failure goes to the owner's
-`on_job_error`, whose outcome (None: delete) is applied as a dispatch's would be. A job whose
-owner is not installed is dropped.
+interrupting it. A dispatch runs in the alarm scope of its job (`MemoryLimitBreaker.scope`: work it
+hands off is charged to that job). A final platform failure keeps the job (its dispatch marker
+cleared, its time unchanged) and leaves the alarm by raising. Any other final failure goes to
+the owner's `on_job_error`, whose outcome (None: delete) is applied as a dispatch's would be. A
+job whose owner is not installed is dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import inspect
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +93,7 @@ async def _settle(value: Any) -> Any:
 class JobDriver:
     """One agent's alarm event loop over its job queue (one per incarnation)."""
 
-    __slots__ = ("_ctx", "_queue", "_resolve", "_disabled", "_emit")
+    __slots__ = ("_ctx", "_queue", "_resolve", "_disabled", "_emit", "_scope")
 
     def __init__(
         self,
@@ -100,6 +102,7 @@ class JobDriver:
         resolve: Callable[[str], Dispatch | None],
         disabled: Callable[[], bool],
         emit: Callable[..., None],
+        scope: Callable[[Mapping[str, Any] | None], AbstractAsyncContextManager[None]],
     ) -> None:
         self._ctx = ctx
         self._queue = queue
@@ -109,6 +112,8 @@ class JobDriver:
         """The alarms were disabled (destroy): no dispatch starts and no outcome is applied."""
         self._emit = emit
         """The Lifecycle's event emit."""
+        self._scope = scope
+        """The breaker's alarm scope, a dispatch's charged to its job."""
 
     def arm_startup_fallback(self) -> None:
         """While the queue holds a job, arm `max(next, now + 30 000)`: a startup that throws or
@@ -184,7 +189,8 @@ class JobDriver:
         host.tasks.wait_until(self._watch_slow_dispatch(row, finished))
         outcome: Any = None
         try:
-            outcome = await self._try_n(dispatch.on_job, job, max_attempts, base, cap)
+            async with self._scope(row):
+                outcome = await self._try_n(dispatch.on_job, job, max_attempts, base, cap)
         except Exception as error:  # noqa: BLE001 - classified below, as the SDK does
             if self._disabled():
                 return

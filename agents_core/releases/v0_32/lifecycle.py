@@ -13,7 +13,9 @@ It keeps 0.21.0's startup steps and adds what 0.32.0 changed around them:
   deadman armed before the first), the user's `on_alarm`, then housekeeping and the host jobs'
   sync, all inside the memory-limit breaker; a clean alarm clears the strikes when quiescent;
   last the re-arm. A memory-limit reset in a job, `on_alarm` or housekeeping is the breaker's,
-  which re-arms and then resets the isolate (`breaker.py`).
+  which re-arms and then resets the isolate (`breaker.py`), and so is one of work a dispatch
+  handed off (`track_alarm_work`); a strike's hooks are the capabilities' `on_memory_limit`,
+  then the agent's `on_alarm_memory_limit`.
 
 keepAlive, the recovery follow-up and the sub-agents' leases are host jobs (`host_jobs.py`),
 re-derived at the end of startup, at the end of every alarm and whenever that state changes
@@ -22,14 +24,15 @@ re-derived at the end of startup, at the end of every alarm and whenever that st
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agents_core.lifecycle import Lifecycle as Lifecycle021
 from agents_core.lifecycle import LifecycleParts, StartupStep
-from agents_core.releases.v0_32.breaker import MemoryLimitBreaker
+from agents_core.releases.v0_32.breaker import MemoryLimitBreaker, MemoryLimitContext
 from agents_core.releases.v0_32.job_driver import (
     AttributedPlatformFailure,
     Dispatch,
@@ -64,7 +67,9 @@ STARTING_CALLS = frozenset(
 
 class Capability(Protocol):
     """A part of the agent installed on the Lifecycle: its id (the owner of its jobs), its
-    part of startup, and its jobs' dispatch (`on_job_error` may be None)."""
+    part of startup, and its jobs' dispatch (`on_job_error` may be None). A capability may also
+    have `async on_memory_limit(context: MemoryLimitContext)`, its policy for a memory-limit
+    strike (the SDK's optional `onMemoryLimit`; `breaker.py`)."""
 
     @property
     def id(self) -> str: ...
@@ -74,6 +79,10 @@ class Capability(Protocol):
 
     @property
     def on_job_error(self) -> Callable[[Job, int, BaseException], Awaitable[Any]] | None: ...
+
+
+class _MemoryLimitHost(Protocol):
+    async def on_alarm_memory_limit(self, context: MemoryLimitContext) -> None: ...
 
 
 class HostJobSync(Protocol):
@@ -116,6 +125,28 @@ class Jobs:
     async def rearm(self) -> None:
         await self._lifecycle.rearm()
 
+    def routed_under(self, prefix: str) -> builtins.list[Job]:
+        """This owner's jobs routed from the sub-agent whose key is `prefix` or from one below
+        it: a payload naming an `owner_path`, whose `owner_path_key` (else that path) is
+        `prefix` or starts with `prefix + "/"` (the SDK's `cleanupRoutePrefix` match)."""
+        out = []
+        for job in self.list():
+            payload = job.payload
+            if not isinstance(payload, Mapping) or not payload.get("owner_path"):
+                continue
+            key = payload.get("owner_path_key")
+            if key is None:
+                key = payload["owner_path"]
+            if key == prefix or str(key).startswith(f"{prefix}/"):
+                out.append(job)
+        return out
+
+    def cancel_routed_under(self, prefix: str) -> None:
+        """Cancel every job `routed_under(prefix)` (a pruned sub-tree's), without a re-arm: the
+        prune that calls this re-arms once when it is done."""
+        for job in self.routed_under(prefix):
+            self._lifecycle.queue.cancel(self._owner, job.id)
+
 
 class Lifecycle(Lifecycle021):
     """One agent's Lifecycle on 0.32.0 (one per incarnation)."""
@@ -144,10 +175,23 @@ class Lifecycle(Lifecycle021):
         self._rearm_requested_during_start = False
         self._pending_events: list[tuple[str, dict[str, Any]]] = []
         self._alarms_disabled = False
-        self.driver = JobDriver(
-            ctx, self.queue, self._resolve_dispatch, self.alarms_disabled, self.emit_event
+        self.breaker = MemoryLimitBreaker(
+            ctx,
+            self.queue,
+            self.rearm,
+            self.emit_event,
+            self._memory_limit,
+            self.alarms_disabled,
+            parts._clear_alarm_memory_limit_strikes,
         )
-        self.breaker = MemoryLimitBreaker(ctx, self.queue, self.rearm, self.emit_event)
+        self.driver = JobDriver(
+            ctx,
+            self.queue,
+            self._resolve_dispatch,
+            self.alarms_disabled,
+            self.emit_event,
+            self.breaker.scope,
+        )
 
     # -- capabilities and their jobs ------------------------------------------------------------
     def use(self, capability: Capability) -> None:
@@ -195,6 +239,31 @@ class Lifecycle(Lifecycle021):
 
     def alarms_disabled(self) -> bool:
         return self._alarms_disabled
+
+    # -- the memory-limit breaker's hooks and handed-off work ----------------------------------
+    async def _memory_limit(self, context: MemoryLimitContext) -> None:
+        """A strike's policy hooks: each capability's `on_memory_limit` in install order (one
+        that fails is logged and the next still runs: the isolate resets either way), then the
+        agent's `on_alarm_memory_limit` (its error goes back to the breaker, which drops it)."""
+        for capability in self._capabilities:
+            hook = getattr(capability, "on_memory_limit", None)
+            if hook is None:
+                continue
+            try:
+                await hook(context)
+            except Exception as error:  # noqa: BLE001 - logged; the next capability runs
+                self._ctx.log(
+                    "error", f"Lifecycle capability memory-limit policy failed: {error!r}"
+                )
+        host = cast("_MemoryLimitHost", self._parts)
+        await host.on_alarm_memory_limit(context)
+
+    def track_alarm_work(self, work: Any) -> bool:
+        """Keep work a dispatch handed off (a task or a deferred) in the memory-limit breaker's
+        domain: a memory-limit reset it settles with is a strike against the job that handed it
+        off (the SDK's `lifecycle.trackAlarmWork`). False when called outside an alarm's
+        dispatch or hooks (nothing is tracked)."""
+        return self.breaker.track_alarm_work(work)
 
     async def disable_alarms(self) -> None:
         """Destroy's teardown: no re-arm, fallback or deadman any more, and no alarm."""
@@ -316,8 +385,8 @@ class Lifecycle(Lifecycle021):
                 return
         finally:
             breaker.alarms_in_flight -= 1
-            if clean and breaker.quiescent() and not self._alarms_disabled:
-                self._parts._clear_alarm_memory_limit_strikes()
+            if clean and not self._alarms_disabled:
+                breaker.clear_when_quiescent()
         await self.rearm()
 
     async def _run_alarm_body(self) -> None:
@@ -331,11 +400,13 @@ class Lifecycle(Lifecycle021):
         await self.driver.drive_due_jobs()
         if parts._destroyed:
             return
-        await parts.on_alarm()
-        if parts._destroyed:
-            return
-        await parts._check_run_fibers()
-        await parts._check_facet_run_fibers()
-        if parts._destroyed or self._host_jobs is None:
-            return
-        await self._host_jobs.sync()
+        # The agent's own alarm hooks run in the alarm scope of no job (the SDK's host alarm).
+        async with self.breaker.scope(None):
+            await parts.on_alarm()
+            if parts._destroyed:
+                return
+            await parts._check_run_fibers()
+            await parts._check_facet_run_fibers()
+            if parts._destroyed or self._host_jobs is None:
+                return
+            await self._host_jobs.sync()

@@ -387,15 +387,9 @@ class QueueCapability:
     def drop_owned_under(self, prefix: str) -> None:
         """On a root: delete every item owned by the sub-agent whose key is `prefix` or by one
         below it (the caller re-arms once its prune is done)."""
-        for job, envelope in self._owned():
-            key = envelope.get("owner_path_key")
-            if key is None:
-                key = envelope.get("owner_path")
-            if not envelope.get("owner_path") or key is None:
-                continue
-            if key != prefix and not str(key).startswith(f"{prefix}/"):
-                continue
-            self._lc.queue.cancel(QUEUE_CAPABILITY, job.id)
+        for job in self._jobs.routed_under(prefix):
+            if _is_item_envelope(job.payload):
+                self._lc.queue.cancel(QUEUE_CAPABILITY, job.id)
 
     # -- storage ---------------------------------------------------------------------------------
     def _owned(self) -> list[tuple[Job, Mapping[str, Any]]]:

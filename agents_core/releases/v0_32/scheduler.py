@@ -14,10 +14,16 @@ interval after it finished (in ms), a one-shot is deleted. `on_job_error` report
 ordinary failure (`schedule:error`, `on_error`) and returns the same recurrence. The schedule
 events go through the Lifecycle (held during startup); a cancel is emitted after the delete.
 
-A sub-agent's schedule is a job of its root whose envelope names the owner; when due the root
-walks down to the owner, which announces and runs the callback with 0.21.0's in-process retries
-(its row is handed over in 0.21.0's shape); a walk that throws (not a platform failure) is
-reported with `attempts: 0` and the job yields, due again at once.
+A sub-agent's schedule is a job of its root whose envelope names the owner. When due, the root
+announces it and walks down to the owner with a dispatch message (the job's id, callback,
+envelope and stored retry), and the owner runs it (`execute_routed`, spec §3.5) with a retry
+loop of its own: the stored retry over the owner's class defaults, no further attempt after a
+code-update reset of a one-shot, and the `Schedule` built from the envelope alone (its `time`
+is 0, as the SDK builds it there). A one-shot's final platform failure (a memory-limit reset
+included) goes back to the root, whose driver retries the walk and then keeps the job; any
+other final failure is the owner's `schedule:error` and `on_error`. A walk that throws (not a
+platform failure) is reported on the root with `attempts: 0` and the job yields, due again at
+once.
 """
 
 from __future__ import annotations
@@ -31,12 +37,17 @@ from typing import TYPE_CHECKING, Any
 from agents_core.cron import next_cron_time_ms
 from agents_core.errors import AgentsError, InvalidArgument
 from agents_core.jsontext import parse_json_text
-from agents_core.options import resolve_retry
+from agents_core.options import RetryOptions, resolve_retry
 from agents_core.probes import probe
 from agents_core.releases.v0_32.job_driver import is_platform_failure
 from agents_core.releases.v0_32.job_queue import SCHEDULER_CAPABILITY
 from agents_core.releases.v0_32.schema_keys import SCHEDULES_SCHEMA
-from agents_core.schedule_dispatch import ANNOUNCED, call_on_error, retry_to_json
+from agents_core.schedule_dispatch import (
+    call_on_error,
+    call_with_retries,
+    is_code_update_reset,
+    retry_to_json,
+)
 from agents_core.schedules import (
     TIME_RANGE_END_MAX_S,
     Schedule,
@@ -59,6 +70,7 @@ __all__ = ["SCHEDULER_CAPABILITY", "Scheduler"]
 
 LEGACY_KEEP_ALIVE_CALLBACK = "_cf_keepAliveHeartbeat"
 LEGACY_RECOVERY_LOOP_CALLBACKS = frozenset({"_chatRecoveryContinue", "_chatRecoveryRetry"})
+_ONE_SHOT_TYPES = ("delayed", "scheduled")
 _PY_RETRY = {
     "maxAttempts": "max_attempts",
     "baseDelayMs": "base_delay_ms",
@@ -225,27 +237,16 @@ class Scheduler(Scheduler021):
         await call_on_error(self._hooks, error)
 
     async def _route(self, job: Job, timing: Mapping[str, Any]) -> Any:
-        """A sub-agent's schedule: its owner runs it with its own retry loop (0.21.0's row shape
-        on the way down, marked as announced: the root emitted `schedule:execute`)."""
-        row = {
-            "id": job.id,
-            "callback": job.fn,
-            "payload": encode_payload(timing.get("payload")),
-            "type": timing["type"],
-            "time": job.time // 1000,
-            "delayInSeconds": timing.get("delayInSeconds"),
-            "cron": timing.get("cron"),
-            "intervalSeconds": timing.get("intervalSeconds"),
-            "retry_options": None
-            if timing.get("retry") is None
-            else json.dumps(timing["retry"], separators=(",", ":")),
+        """A sub-agent's schedule: walk down to its owner, which runs it (`execute_routed`)."""
+        message = {
             "owner_path": timing.get("owner_path"),
-            "owner_path_key": timing.get("owner_path_key"),
-            "running": 0,
-            ANNOUNCED: True,
+            "id": job.id,
+            "fn": job.fn,
+            "job": dict(timing),
+            "retry": job.retry,
         }
         try:
-            await self._hooks._dispatch_facet_schedule(row)
+            await self._hooks._dispatch_facet_schedule(message)
         except Exception as error:
             if is_platform_failure(error):
                 raise
@@ -256,6 +257,50 @@ class Scheduler(Scheduler021):
             await self._call_on_error(error)
             return "yield"
         return self._recurrence(timing)
+
+    async def execute_routed(self, message: Mapping[str, Any]) -> None:
+        """In the owner: run a schedule its root routed here (SC:415). The root announced it;
+        this agent emits `schedule:retry` before each later attempt, and on the last failure
+        either re-raises (a one-shot's platform failure: the root keeps the job) or reports it
+        (`schedule:error` with the attempts, `on_error`) and returns."""
+        id, fn, timing = message["id"], message["fn"], message["job"]
+        method = callback_method(self._agent, fn)
+        if method is None:
+            self._log("error", f"callback {fn} not found")
+            return
+        # The job's retry was resolved by the root when it was stored, so the owner's defaults
+        # only fill what a job stored without one lacks.
+        retry = resolve_retry(_retry_of(message.get("retry")), self._options.retry)
+        one_shot = timing["type"] in _ONE_SHOT_TYPES
+        schedule = self._to_schedule(id, fn, timing, 0).to_dict()
+
+        async def failed(error: Exception, attempt: int) -> bool:
+            last = attempt >= retry.max_attempts
+            if last or (one_shot and is_code_update_reset(error)):
+                await self._routed_attempts_exhausted(id, fn, one_shot, error, retry)
+                return True
+            return False
+
+        payload = timing.get("payload")
+        await call_with_retries(
+            self.host, self._emit, fn, id, retry, lambda: method(payload, schedule), failed
+        )
+
+    async def _routed_attempts_exhausted(
+        self, id: str, fn: str, one_shot: bool, error: Exception, retry: RetryOptions
+    ) -> None:
+        if one_shot and is_platform_failure(error):
+            probe(self.host, "schedule.one_shot_deferred_to_platform")
+            raise error
+        self._log(
+            "error",
+            f'error executing callback "{fn}" after {retry.max_attempts} attempts: '
+            f"{type(error).__name__}: {error}",
+        )
+        self._emit(
+            "schedule:error", callback=fn, id=id, error=str(error), attempts=retry.max_attempts
+        )
+        await self._call_on_error(error)
 
     # -- validation ------------------------------------------------------------------------------
     def _check_schedule_callback(self, callback: Any) -> None:

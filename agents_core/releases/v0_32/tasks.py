@@ -1,58 +1,96 @@
-"""0.32.0's Tasks capability, as far as a chat host's attached turn needs it (spec sdk-0.32 §6.5,
-§8.3).
+"""0.32.0's Tasks capability: durable, replayed runs of named definitions (spec sdk-0.32 §6.5,
+§8.3), as an agent's `self.tasks`.
 
 Every 0.32.0 agent installs Tasks on its Lifecycle (capability `tasks`). A run is a row of
 `cf_agents_task_runs` (state `pending`, `running`, `waiting`, `completed`, `failed`,
-`cancelled`, claimed by a `generation`, with a deadline `next_at`), its `step.do` journal the rows
-of `cf_agents_task_steps`; both tables are made at startup while
-`cf_agents:tasks_schema_version` is below 1. A run's deadline is mirrored into the job queue as
-one job `task:<runId>` (fn `wake`, one attempt), re-pushed or cancelled whenever the deadline or
-the state changes.
+`cancelled`, claimed by a `generation`, with a deadline `next_at`), its step journal the rows
+of `cf_agents_task_steps` (`task_store.py`, `task_journal.py`, `task_steps.py`); an attempt is
+`task_attempts.py`'s, how it ends in the row `task_settle.py`'s. A run's
+deadline is mirrored into the job queue as one job `task:<runId>` (fn `wake`, one attempt),
+re-pushed or cancelled whenever the deadline or the state changes (`task_wakes.py`).
 
-What is modelled (the rest of the capability is not: `run`, `handle`, `list`, `cancel`,
-`delete`, sleeps, step retries, step timeouts, runs routed from a sub-agent, the memory-limit
-breaker's policy for a run):
-
-- `run_attached(definition, input, ...)`: accept the run (`pending`, deadline now, its wake job
-  pushed) and drive its first attempt in the caller, to the end of the handler;
-- an attempt claims the run (`running`, a new generation, the attempt number up by one,
-  deadline `now + 330 000`: the default step timeout and the claim slack) and runs the handler
-  with a `TaskStep` whose `do(name, config, fn)` journals the step (`running`, then `completed`
-  with its JSON result or `failed`); a step journaled `completed` returns its result again, one
-  left `running` by a lost attempt runs again as its next attempt;
-- a run that completes or fails settles (fenced by its generation) and, with `retain` false, is
-  deleted with its steps; its wake job is cancelled;
-- startup: the tables under the schema key, then every `running` run still claimed wakes now
-  (`_reconcile`) and every live run's wake job is re-pushed; the wake job's dispatch (`on_job`)
-  drives the run again (an attempt still live in this isolate only has its claim moved on), within
-  a 5 s budget, after which the attempt goes on in the background;
-- the capability's events (`task:accepted`, `task:attempt:started`,
-  `task:attempt:interrupted`, `task:step:started`, `task:step:completed`, `task:completed`,
-  `task:failed`), published through the Lifecycle.
+- Definitions: an agent declares its own in `task_definitions` (a mapping, read again on every
+  dispatch, so a property is the way to bind methods); a framework registers reserved
+  (`__cf`-prefixed) ones with `register`.
+- `run(definition, input, idempotency_key=, run_id=, metadata=, retain=)` accepts a run of a
+  declared, unreserved definition: the row `pending` with its deadline now and its wake job
+  pushed, under the caller's run id (by default `task_<nanoid>`); a run id or idempotency key
+  already held joins that run instead (`accepted` false). Its first attempt starts at once in
+  the background (not while startup runs). There is no delay option: a handler sleeps.
+  `run_attached` (the SDK's `__DO_NOT_USE_WILL_BREAK__runAttached`) drives the first attempt
+  in the caller; `enqueue` (`__DO_NOT_USE_WILL_BREAK__enqueue`) leaves it to the wake job; both
+  take reserved names too. `handle(definition)` is a view of one definition's runs.
+- An attempt claims the run (`running`, a new generation, the attempt number up by one,
+  deadline `now + 330 000`: the default step timeout and the claim slack) and replays the
+  handler with a `TaskStep`; a sleep or a step's retry parks the run `waiting` until then
+  (`task:waiting`), and the wake job drives the next attempt at that time. A run whose claim
+  was lost (its isolate died mid-attempt) is reclaimed at startup; its step still `running` is
+  the next attempt's `step.interrupted`.
+- A run that completes, fails or is cancelled settles (fenced by its generation), and with
+  `retain` false is deleted with its steps at once; its wake job is cancelled.
+- `cancel(run_id, reason)`: a run parked or not running here settles `cancelled` at once; a
+  running attempt is asked to stop (`cancel_requested` 1, its step's signal aborted) and
+  settles `cancelled` at its next step boundary (or as its running step is aborted); false for
+  an unknown or settled run.
+- `get`, `get_by_idempotency_key`, `list(definition=, status=, limit=100)` (newest first) read
+  runs as snapshots; `delete(status=, settled_before=, limit=100)` removes settled runs with
+  their journals (oldest settlement first) and answers how many.
+- The memory-limit breaker (spec sdk-0.32 §2.5): a wake whose attempt outlives the dispatch
+  budget, or that finds the attempt still running here, hands the attempt to the breaker
+  (`track_alarm_work`). A strike charged to a run's wake (`on_memory_limit`) strips the run's
+  claim and pushes its deadline to the backoff; a sealing one fails the run with
+  `TaskMemoryLimitSealed`.
+- Events, through the Lifecycle: `task:accepted`, `task:attempt:started`,
+  `task:attempt:interrupted`, `task:step:started`, `task:step:retry`, `task:step:completed`,
+  `task:waiting`, `task:completed`, `task:failed`, `task:cancelled`, `task:deleted`.
 
 Decisions where the port differs in form: the SDK installs Tasks after MCP and State (A:1957);
 the port runs those two inside 0.21.0's startup steps, so Tasks' `on_start` runs with the
-Scheduler's and the Queue's, before them (only the order of their startup statements differs).
-A step's timeout is not raced (no turn runs for a day here), and a step's callback error is not
-retried (the only definition, a chat turn, allows one attempt; another limit is refused).
+Scheduler's and the Queue's, before them. `delete` refuses a live state in `status` (the SDK's
+types forbid one; its code would delete the run: docs/divergences.md T19), and `list` an
+unknown state. `settled_before` is epoch ms or an aware datetime (the SDK's `Date`). A step's
+callback runs in the attempt's own task, so one that ignores its signal is not cut off at its
+timeout or a cancel (T18). Not modelled: runs accepted on a sub-agent (their wake routed to
+the root, and the breaker's policy routed back to them), capability-wide step defaults (an
+Agent's Tasks takes none).
 """
 
 from __future__ import annotations
 
-import inspect
-import json
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agents_core.errors import InvalidArgument
-from agents_core.releases.v0_32.job_driver import is_platform_failure
 from agents_core.releases.v0_32.schema_keys import TASKS_SCHEMA
-from agents_core.schedule_dispatch import is_code_update_reset, is_memory_limit_reset
-from agents_core.signals import AbortController, AbortSignal
+from agents_core.releases.v0_32.task_attempts import CLAIM_TIMEOUT_MS, Attempts
+from agents_core.releases.v0_32.task_errors import (
+    TaskCancellation,
+    TaskMemoryLimitSealed,
+)
+from agents_core.releases.v0_32.task_handle import TaskHandle
+from agents_core.releases.v0_32.task_settle import Settlement
+from agents_core.releases.v0_32.task_steps import (
+    StepContext,
+    TaskDefinition,
+    TaskStep,
+)
+from agents_core.releases.v0_32.task_store import (
+    DEFAULT_LIST_LIMIT,
+    RUN_STATES,
+    TASK_RUNS_DDL,
+    TASK_STEPS_DDL,
+    TERMINAL_STATES,
+    TaskStore,
+    snapshot,
+)
+from agents_core.releases.v0_32.task_values import error_summary, serialize
+from agents_core.releases.v0_32.task_wakes import WAKE_JOB_PREFIX, RunWakes
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
+    from agents_core.releases.v0_32.breaker import MemoryLimitContext
     from agents_core.releases.v0_32.job_queue import Job
     from agents_core.releases.v0_32.lifecycle import Lifecycle
 
@@ -62,229 +100,68 @@ __all__ = [
     "TASK_STEPS_DDL",
     "StepContext",
     "TaskDefinition",
+    "TaskHandle",
     "TaskStep",
     "Tasks",
+    "declared_on",
 ]
 
 TASKS_CAPABILITY = "tasks"
-WAKE_JOB_PREFIX = "task:"
-WAKE_JOB_FN = "wake"
-WAKE_JOB_RETRY: Mapping[str, int] = {"maxAttempts": 1}
-DEFAULT_STEP_RETRY_LIMIT = 5
-DEFAULT_STEP_TIMEOUT_MS = 300_000
-CLAIM_SLACK_MS = 30_000
-CLAIM_TIMEOUT_MS = DEFAULT_STEP_TIMEOUT_MS + CLAIM_SLACK_MS
-"""A claimed attempt's deadline: the durable wake when its isolate disappears."""
 DISPATCH_BUDGET_MS = 5_000
-MAX_NAME_LENGTH = 256
-LIVE_STATES = ("pending", "waiting", "running")
+MAX_DEFINITION_NAME_LENGTH = 256
 
-TASK_RUNS_DDL = """CREATE TABLE IF NOT EXISTS cf_agents_task_runs (
-        run_id TEXT PRIMARY KEY,
-        definition TEXT NOT NULL,
-        input TEXT,
-        state TEXT NOT NULL CHECK (state IN (
-          'pending', 'running', 'waiting',
-          'completed', 'failed', 'cancelled'
-        )),
-        result TEXT,
-        error_name TEXT,
-        error_message TEXT,
-        status_message TEXT,
-        metadata TEXT,
-        idempotency_key TEXT UNIQUE,
-        retain INTEGER NOT NULL DEFAULT 1,
-        attempt INTEGER NOT NULL DEFAULT 0,
-        generation TEXT,
-        next_at INTEGER,
-        wait_reason TEXT,
-        cancel_requested INTEGER NOT NULL DEFAULT 0,
-        cancel_reason TEXT,
-        created_at INTEGER NOT NULL,
-        started_at INTEGER,
-        updated_at INTEGER NOT NULL,
-        settled_at INTEGER
-      ) WITHOUT ROWID"""
-TASK_RUNS_INDEX_DDL = """CREATE INDEX IF NOT EXISTS cf_agents_task_runs_definition
-      ON cf_agents_task_runs (definition, created_at)"""
-TASK_STEPS_DDL = """CREATE TABLE IF NOT EXISTS cf_agents_task_steps (
-        run_id TEXT NOT NULL,
-        step_name TEXT NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ('do', 'sleep')),
-        state TEXT NOT NULL CHECK (state IN (
-          'running', 'waiting', 'completed', 'failed'
-        )),
-        result TEXT,
-        error_name TEXT,
-        error_message TEXT,
-        attempt INTEGER NOT NULL DEFAULT 0,
-        next_at INTEGER,
-        created_at INTEGER NOT NULL,
-        started_at INTEGER,
-        updated_at INTEGER NOT NULL,
-        completed_at INTEGER,
-        PRIMARY KEY (run_id, step_name)
-      ) WITHOUT ROWID"""
+DefinitionResolver = Callable[[str], "TaskDefinition | None"]
 
 
-@dataclass(frozen=True)
-class StepContext:
-    """What a `step.do` callback receives."""
+def declared_on(agent: object) -> DefinitionResolver:
+    """The resolver of an agent's own definitions: its `task_definitions` mapping, read again
+    on every lookup (the SDK's `this.taskDefinitions?.[name]`)."""
 
-    attempt: int
-    idempotency_key: str
-    signal: AbortSignal
+    def resolve(name: str) -> TaskDefinition | None:
+        declared = getattr(agent, "task_definitions", None)
+        found = declared.get(name) if isinstance(declared, Mapping) else None
+        return found if callable(found) else None
 
-
-TaskDefinition = Callable[[Any, "TaskStep"], Awaitable[Any]]
-StepCallback = Callable[[StepContext], Awaitable[Any]]
-
-
-class AttemptSuperseded(Exception):  # noqa: N818 - the SDK's AttemptSupersededError
-    """Another attempt claimed the run: this one unwinds without settling anything."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(
-            f'Task attempt superseded: run "{run_id}" is no longer claimed by this execution '
-            "attempt"
-        )
-
-
-class TaskStepFailed(Exception):  # noqa: N818 - a journaled step error, raised again
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.error_name = name
-
-
-def _serialize(value: Any) -> str | None:
-    """JSON text of a value (None, JavaScript's `undefined`, is column NULL)."""
-    if value is None:
-        return None
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _deserialize(stored: Any) -> Any:
-    return None if stored is None else json.loads(stored)
-
-
-def _error_summary(error: BaseException) -> tuple[str, str]:
-    name = getattr(error, "error_name", None) or (
-        "Error" if type(error) is Exception else type(error).__name__
-    )
-    return str(name), str(error)
-
-
-class TaskStep:
-    """The `step` one attempt of a run hands its handler (the SDK's `ReplayStep`, `do` only)."""
-
-    __slots__ = ("_tasks", "_run_id", "_definition", "_generation", "_signal", "_used")
-
-    def __init__(
-        self, tasks: Tasks, run_id: str, definition: str, generation: str, signal: AbortSignal
-    ) -> None:
-        self._tasks = tasks
-        self._run_id = run_id
-        self._definition = definition
-        self._generation = generation
-        self._signal = signal
-        self._used: set[str] = set()
-
-    async def do(self, name: str, config: Mapping[str, Any] | None, fn: StepCallback) -> Any:
-        """Run `fn` once as the journaled step `name`; its result (JSON) on a replay."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument("Step names must be non-empty strings")
-        if len(name) > MAX_NAME_LENGTH:
-            raise InvalidArgument(f'Step name exceeds 256 characters: "{name[:40]}…"')
-        if name.startswith("__cf"):
-            raise InvalidArgument('Step names must not use the reserved "__cf" prefix')
-        if name in self._used:
-            raise InvalidArgument(f'Duplicate step name "{name}" in one Task run')
-        self._used.add(name)
-        retries = (config or {}).get("retries") or {}
-        limit = retries.get("limit", DEFAULT_STEP_RETRY_LIMIT)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidArgument(
-                f"Invalid step retries.limit: expected an integer >= 1, got {limit}"
-            )
-        if limit != 1:
-            # A failed attempt below the limit parks the step `waiting` for a backoff: not modelled.
-            raise InvalidArgument("the port models Task steps with retries.limit 1 only")
-        tasks = self._tasks
-        row = tasks._read_step(self._run_id, name)
-        if row is None:
-            tasks._insert_step(self._run_id, self._generation, name)
-            return await self._execute(name, 1, fn)
-        if row["kind"] != "do":
-            raise InvalidArgument(f'step "{name}" was journaled as a {row["kind"]} step')
-        if row["state"] == "completed":
-            return _deserialize(row["result"])
-        if row["state"] == "failed":
-            raise TaskStepFailed(
-                row["error_name"] or "Error", row["error_message"] or "Step failed"
-            )
-        attempt = tasks._claim_step_attempt(self._run_id, self._generation, name)
-        return await self._execute(name, attempt, fn)
-
-    async def _execute(self, name: str, attempt: int, fn: StepCallback) -> Any:
-        tasks = self._tasks
-        run_id = self._run_id
-        tasks._emit(
-            "task:step:started",
-            runId=run_id,
-            definition=self._definition,
-            step=name,
-            attempt=attempt,
-        )
-        context = StepContext(attempt, f"{run_id}:{name}", self._signal)
-        try:
-            result = await fn(context)
-        except AttemptSuperseded:
-            raise
-        except Exception as error:
-            if is_code_update_reset(error) or is_memory_limit_reset(error):
-                raise
-            if is_platform_failure(error):
-                raise  # the limit is 1: this attempt was the last
-            tasks._fail_step(run_id, self._generation, name, error)
-            raise
-        tasks._complete_step(run_id, self._generation, name, result)
-        tasks._emit(
-            "task:step:completed",
-            runId=run_id,
-            definition=self._definition,
-            step=name,
-            attempt=attempt,
-        )
-        return result
-
-
-@dataclass
-class _Active:
-    generation: str
-    controller: AbortController
-    done: Any
-    """Resolved when the attempt has ended (however)."""
+    return resolve
 
 
 class Tasks:
     """One agent's Tasks capability (one per incarnation; its tables are the agent's)."""
 
-    __slots__ = ("_ctx", "_lc", "_emit", "_on_error", "_definitions", "_active")
+    __slots__ = (
+        "_ctx",
+        "_lc",
+        "_emit",
+        "_on_error",
+        "_resolver",
+        "_registered",
+        "_store",
+        "_wakes",
+        "_settlement",
+        "_attempts",
+    )
 
     def __init__(
         self,
         ctx: AgentContext,
         lifecycle: Lifecycle,
         on_error: Callable[[BaseException], Any],
+        resolve_definition: DefinitionResolver | None = None,
     ) -> None:
         self._ctx = ctx
         self._lc = lifecycle
         self._emit = lifecycle.emit_event
         self._on_error = on_error
         """The agent's `on_error` (the SDK's `new Tasks({onError})`)."""
-        self._definitions: dict[str, TaskDefinition] = {}
-        self._active: dict[str, _Active] = {}
-        """The attempts running in this isolate, by run id."""
+        self._resolver = resolve_definition
+        """The agent's `task_definitions`, looked up on every dispatch."""
+        self._registered: dict[str, TaskDefinition] = {}
+        self._store = TaskStore(ctx)
+        self._wakes = RunWakes(ctx, lifecycle.jobs_for(TASKS_CAPABILITY), lifecycle.rearm)
+        self._settlement = Settlement(ctx, self._store, self._wakes, self._emit)
+        self._attempts = Attempts(
+            ctx, self._store, self._wakes, self._settlement, self._emit, self._resolve, on_error
+        )
 
     # -- the capability ---------------------------------------------------------------------------
     @property
@@ -295,51 +172,14 @@ class Tasks:
     def on_job_error(self) -> None:
         return None
 
-    def register(self, name: str, definition: TaskDefinition) -> None:
-        """A framework's reserved (`__cf`) definition, registered once per construction."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument("Task definition names must be non-empty strings")
-        if not name.startswith("__cf"):
-            raise InvalidArgument(
-                f'register() requires a "__cf"-prefixed reserved definition name, got "{name}"'
-            )
-        if name in self._definitions:
-            raise InvalidArgument(
-                f'Task definition "{name}" is already registered on this Tasks capability'
-            )
-        self._definitions[name] = definition
-
     async def on_start(self) -> None:
         """The tables under the schema key, then interrupted attempts wake now and every live
         run's wake job is pushed again."""
         kv = self._ctx.host.kv
         if not await TASKS_SCHEMA.is_current(kv):
-            self._ensure_tables()
+            self._store.ensure_tables()
             await TASKS_SCHEMA.put_current(kv)
-        now = self._now()
-        sql = self._ctx.sql
-        sql(
-            "UPDATE cf_agents_task_runs SET next_at = ?, updated_at = ? "
-            "WHERE state = 'running' AND generation IS NOT NULL",
-            now,
-            now,
-        )
-        sql(
-            "UPDATE cf_agents_task_runs SET next_at = ?, updated_at = ? "
-            "WHERE state IN ('pending', 'waiting') AND next_at IS NULL",
-            now,
-            now,
-        )
-        rows = sql(
-            "SELECT run_id FROM cf_agents_task_runs "
-            "WHERE state IN ('pending', 'waiting', 'running') AND next_at IS NOT NULL"
-        )
-        pushed = False
-        for row in rows:
-            if await self._sync_wake(row["run_id"]):
-                pushed = True
-        if rows and not pushed:
-            await self._lc.rearm()
+        await self._wakes.reconcile(self._now())
 
     async def on_job(self, job: Job, _attempt: int) -> Any:
         """A run's wake: drive it (within the dispatch budget) and answer its next deadline."""
@@ -347,332 +187,352 @@ class Tasks:
         run_id = (
             payload["runId"] if isinstance(payload, Mapping) else job.id[len(WAKE_JOB_PREFIX) :]
         )
-        active = self._active.get(run_id)
-        if active is not None:
-            self._refresh_claim(run_id)
-            return self._wake_outcome(run_id)
+        wakes = self._wakes
+        attempts = self._attempts
+        if attempts.active(run_id):
+            wakes.refresh_claim(run_id, self._now() + CLAIM_TIMEOUT_MS)
+            self._lc.track_alarm_work(attempts.settled(run_id))
+            return wakes.outcome(run_id)
         host = self._ctx.host
-        attempt = host.tasks.wait_until(self._execute_run(run_id))
+        attempt = host.tasks.wait_until(attempts.execute(run_id))
         # An attempt that fails first fails the wake (a platform failure leaves the alarm); one
-        # still running after the budget goes on in the background.
+        # still running after the budget goes on in the background, in the breaker's domain.
         await host.tasks.race(attempt, host.clock.sleep(DISPATCH_BUDGET_MS))
-        return self._wake_outcome(run_id)
+        if not attempt.done():
+            self._lc.track_alarm_work(attempts.settled(run_id) or attempt)
+        return wakes.outcome(run_id)
 
-    # -- what a framework host calls --------------------------------------------------------------
+    async def on_memory_limit(self, context: MemoryLimitContext) -> None:
+        """The breaker's policy for the run whose wake struck (`_apply_memory_limit`); a strike
+        charged to another owner's job, or to none, is not Tasks'. A wake routed from a
+        sub-agent (its payload names an `owner_path`) would be the sub-agent's to apply; such
+        runs are not modelled."""
+        job = context.executing
+        if job is None or job.capability != TASKS_CAPABILITY:
+            return
+        payload = job.payload
+        if isinstance(payload, Mapping) and payload.get("owner_path"):
+            return
+        run_id = (
+            payload["runId"]
+            if isinstance(payload, Mapping) and isinstance(payload.get("runId"), str)
+            else job.id[len(WAKE_JOB_PREFIX) :]
+        )
+        await self._apply_memory_limit(run_id, context)
+
+    async def _apply_memory_limit(self, run_id: str, context: MemoryLimitContext) -> None:
+        """A sealing strike fails the run (`TaskMemoryLimitSealed`, `task:failed`). Below the
+        limit its claim is stripped and its deadline pushed to the backoff (never pulled in):
+        the row keeps its state, so a struck `running` run is an interrupted attempt when it
+        runs again, and the next incarnation's startup leaves a run without a claim alone
+        instead of waking it at once (which would undo the backoff)."""
+        if context.sealed:
+            await self._settlement.failed(run_id, None, error_summary(TaskMemoryLimitSealed()))
+            return
+        if context.next_time is None:
+            return
+        backoff = context.next_time
+        self._store.write(
+            "UPDATE cf_agents_task_runs SET generation = NULL, next_at = CASE "
+            "WHEN next_at IS NULL OR next_at < ? THEN ? ELSE next_at END, updated_at = ? "
+            "WHERE run_id = ? AND state IN ('pending', 'waiting', 'running')",
+            backoff,
+            backoff,
+            self._now(),
+            run_id,
+        )
+        await self._wakes.sync(run_id)
+
+    # -- definitions ----------------------------------------------------------------------------
+    def register(self, name: str, definition: TaskDefinition) -> None:
+        """A framework's reserved (`__cf`) definition, registered once per construction."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument("Task definition names must be non-empty strings")
+        if len(name) > MAX_DEFINITION_NAME_LENGTH:
+            raise InvalidArgument("Task definition name exceeds 256 characters")
+        if not name.startswith("__cf"):
+            raise InvalidArgument(
+                f'register() requires a "__cf"-prefixed reserved definition name, got "{name}"'
+            )
+        if name in self._registered:
+            raise InvalidArgument(
+                f'Task definition "{name}" is already registered on this Tasks capability'
+            )
+        self._registered[name] = definition
+
+    def _resolve(self, name: str) -> TaskDefinition | None:
+        found = self._registered.get(name)
+        if found is None and self._resolver is not None:
+            found = self._resolver(name)
+        return found
+
+    def _validate_public_name(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument("Task definition names must be non-empty strings")
+        if len(name) > MAX_DEFINITION_NAME_LENGTH:
+            raise InvalidArgument("Task definition name exceeds 256 characters")
+        if name.startswith("__cf"):
+            raise InvalidArgument('Task definition names must not use the reserved "__cf" prefix')
+        if self._resolve(name) is None:
+            raise InvalidArgument(
+                f'Unknown Task definition "{name}": not declared on this Tasks (declare it in '
+                "the agent's task_definitions)"
+            )
+
+    # -- starting runs --------------------------------------------------------------------------
+    async def run(
+        self,
+        definition: str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        retain: bool = True,
+    ) -> dict[str, Any]:
+        """Accept a run of a declared definition and answer its receipt without waiting for
+        it; its first attempt starts in the background."""
+        self._validate_public_name(definition)
+        return await self._accept(
+            definition, input, run_id, idempotency_key, retain, metadata, start="warm"
+        )
+
+    def handle(self, definition: str) -> TaskHandle:
+        """A view of one declared definition: its `run`, `get`, `get_by_idempotency_key` and
+        `cancel` see only that definition's runs."""
+        self._validate_public_name(definition)
+        return TaskHandle(self, definition)
+
     async def run_attached(
         self,
         definition: str,
         input: Any,
         *,
-        run_id: str,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
         retain: bool = True,
         metadata: Any = None,
     ) -> dict[str, Any]:
-        """Accept a run of a registered definition and drive its first attempt here, to its end
-        (the SDK's `__DO_NOT_USE_WILL_BREAK__runAttached`); its receipt."""
-        if definition not in self._definitions:
+        """Accept a run of any registered definition and drive its first attempt here, to its
+        next durable boundary (the SDK's `__DO_NOT_USE_WILL_BREAK__runAttached`); its receipt."""
+        receipt = await self._accept_reserved(
+            definition, input, run_id, idempotency_key, retain, metadata
+        )
+        if receipt["accepted"]:
+            await self._attempts.execute(receipt["runId"])
+        return receipt
+
+    async def enqueue(
+        self,
+        definition: str,
+        input: Any,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        retain: bool = True,
+        metadata: Any = None,
+    ) -> dict[str, Any]:
+        """Accept a run of any registered definition and leave its first attempt to its wake
+        job, so that it runs under an alarm (the SDK's `__DO_NOT_USE_WILL_BREAK__enqueue`); its
+        receipt."""
+        return await self._accept_reserved(
+            definition, input, run_id, idempotency_key, retain, metadata
+        )
+
+    async def _accept_reserved(
+        self,
+        definition: str,
+        input: Any,
+        run_id: str | None,
+        idempotency_key: str | None,
+        retain: bool,
+        metadata: Any,
+    ) -> dict[str, Any]:
+        if self._resolve(definition) is None:
             raise InvalidArgument(
                 f'Unknown Task definition "{definition}": not declared on this Tasks'
             )
+        return await self._accept(
+            definition, input, run_id, idempotency_key, retain, metadata, start="queued"
+        )
+
+    async def _accept(
+        self,
+        definition: str,
+        input: Any,
+        run_id: str | None,
+        idempotency_key: str | None,
+        retain: bool,
+        metadata: Any,
+        *,
+        start: str,
+    ) -> dict[str, Any]:
         await self._lc.start()  # `lifecycle.ready()`
-        existing = self._run_row(run_id)
+        if run_id == "":
+            raise InvalidArgument("runId must be a non-empty string when provided")
+        if idempotency_key == "":
+            raise InvalidArgument("idempotencyKey must be a non-empty string when provided")
+        input_text = serialize(input, f'input for Task definition "{definition}"')
+        metadata_text = serialize(metadata, f'metadata for Task definition "{definition}"')
+        store = self._store
+        existing = None if run_id is None else store.run(run_id)
+        if existing is None and idempotency_key is not None:
+            existing = store.run_by_key(idempotency_key)
         if existing is not None:
+            held = existing["run_id"]
             if existing["definition"] != definition:
+                what = "run ID" if run_id is not None else "idempotency key"
                 raise InvalidArgument(
-                    f'Task run "{run_id}" already belongs to definition '
-                    f'"{existing["definition"]}"; refusing to reuse its run ID for "{definition}"'
+                    f'Task run "{held}" already belongs to definition '
+                    f'"{existing["definition"]}"; refusing to reuse its {what} for "{definition}"'
                 )
-            await self._sync_wake(run_id)
-            return {"runId": run_id, "definition": definition, "accepted": False}
+            key = existing["idempotency_key"]
+            if idempotency_key is not None and key != idempotency_key:
+                carried = "none" if key is None else f'"{key}"'
+                raise InvalidArgument(
+                    f'Task run "{held}" carries idempotency key {carried}; refusing to join '
+                    f'it with conflicting key "{idempotency_key}"'
+                )
+            await self._wakes.sync(held)
+            return {
+                "runId": held,
+                "definition": definition,
+                "accepted": False,
+                "state": existing["state"],
+                "createdAt": existing["created_at"],
+            }
+        if run_id is None:
+            run_id = f"task_{self._ctx.host.entropy.nanoid()}"
         now = self._now()
         self._ctx.sql(
             "INSERT INTO cf_agents_task_runs (run_id, definition, input, state, metadata, "
             "idempotency_key, retain, attempt, next_at, cancel_requested, created_at, updated_at) "
-            "VALUES (?, ?, ?, 'pending', ?, NULL, ?, 0, ?, 0, ?, ?)",
+            "VALUES (?, ?, ?, 'pending', ?, ?, ?, 0, ?, 0, ?, ?)",
             run_id,
             definition,
-            _serialize(input),
-            _serialize(metadata),
-            1 if retain else 0,
+            input_text,
+            metadata_text,
+            idempotency_key,
+            0 if retain is False else 1,
             now,
             now,
             now,
         )
-        await self._sync_wake(run_id)
+        await self._wakes.sync(run_id)
         self._emit("task:accepted", runId=run_id, definition=definition, accepted=True)
-        await self._execute_run(run_id)
-        return {"runId": run_id, "definition": definition, "accepted": True}
+        if start == "warm" and self._lc.status != "starting":
+            self._ctx.host.tasks.wait_until(self._warm_start(run_id))
+        return {
+            "runId": run_id,
+            "definition": definition,
+            "accepted": True,
+            "state": "pending",
+            "createdAt": now,
+        }
+
+    async def _warm_start(self, run_id: str) -> None:
+        # A failure here is the wake job's to recover (the SDK drops this promise's error).
+        with contextlib.suppress(Exception):
+            await self._attempts.execute(run_id)
 
     def created_at(self, run_id: str) -> int | None:
-        row = self._run_row(run_id)
+        row = self._store.run(run_id)
         return None if row is None else int(row["created_at"])
 
-    # -- one attempt ----------------------------------------------------------------------------
-    async def _execute_run(self, run_id: str) -> None:
-        if run_id in self._active:
-            return
-        row = self._run_row(run_id)
-        if row is None or row["state"] not in LIVE_STATES:
-            return
-        now = self._now()
-        if row["next_at"] is not None and row["next_at"] > now:
-            return
-        definition = row["definition"]
-        handler = self._definitions.get(definition)
-        if handler is None:
-            message = f'Task definition "{definition}" is not declared'
-            self._ctx.log("error", message)
-            await self._settle_failed(run_id, None, ("MissingTaskDefinitionError", message))
-            return
-        if row["state"] == "running":
-            step = self._ctx.sql(
-                "SELECT step_name, attempt FROM cf_agents_task_steps "
-                "WHERE run_id = ? AND state = 'running' ORDER BY started_at DESC LIMIT 1",
-                run_id,
-            )
-            self._emit(
-                "task:attempt:interrupted",
-                runId=run_id,
-                definition=definition,
-                attempt=row["attempt"],
-                step=step[0]["step_name"] if step else None,
-            )
-        generation = self._ctx.host.entropy.nanoid()
-        attempt = row["attempt"] + 1
-        self._ctx.sql(
-            "UPDATE cf_agents_task_runs SET state = 'running', attempt = ?, generation = ?, "
-            "started_at = coalesce(started_at, ?), next_at = ?, wait_reason = NULL, "
-            "updated_at = ? WHERE run_id = ? AND state IN ('pending', 'waiting', 'running')",
-            attempt,
-            generation,
-            now,
-            now + CLAIM_TIMEOUT_MS,
-            now,
-            run_id,
-        )
-        await self._sync_wake(run_id)
-        controller = AbortController()
-        self._emit("task:attempt:started", runId=run_id, definition=definition, attempt=attempt)
-        active = _Active(generation, controller, self._ctx.host.tasks.deferred())
-        self._active[run_id] = active
-        try:
-            await self._run_attempt(row, handler, generation, controller.signal)
-        finally:
-            if self._active.get(run_id) is active:
-                del self._active[run_id]
-            active.done.resolve(None)
-
-    async def _run_attempt(
-        self, row: Mapping[str, Any], handler: TaskDefinition, generation: str, signal: AbortSignal
-    ) -> None:
-        run_id = row["run_id"]
-        definition = row["definition"]
-        step = TaskStep(self, run_id, definition, generation, signal)
-        try:
-            result = await handler(_deserialize(row["input"]), step)
-        except AttemptSuperseded:
-            return
-        except Exception as error:
-            if is_platform_failure(error):
-                raise
-            summary = _error_summary(error)
-            if await self._settle_failed(run_id, generation, summary):
-                self._ctx.log(
-                    "error",
-                    f'Task run "{run_id}" (definition "{definition}") failed: '
-                    f"{summary[0]}: {summary[1]}",
-                )
-            try:
-                outcome = self._on_error(error)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:  # noqa: BLE001, S110 - the SDK swallows the hook's own error
-                pass
-            return
-        now = self._now()
-        written = self._fenced(
-            "UPDATE cf_agents_task_runs SET state = 'completed', result = ?, generation = NULL, "
-            "next_at = NULL, settled_at = ?, updated_at = ? "
-            "WHERE run_id = ? AND generation = ? AND state = 'running'",
-            run_id,
-            generation,
-            _serialize(result),
-            now,
-            now,
-        )
-        if written:
-            self._emit("task:completed", runId=run_id, definition=definition)
-            await self._finish_settlement(run_id, row)
-
-    async def _settle_failed(
-        self, run_id: str, generation: str | None, error: tuple[str, str]
-    ) -> bool:
-        now = self._now()
-        query = (
-            "UPDATE cf_agents_task_runs SET state = 'failed', error_name = ?, error_message = ?, "
-            "generation = NULL, next_at = NULL, settled_at = ?, updated_at = ? WHERE run_id = ? "
-        )
-        if generation is not None:
-            settled = self._fenced(
-                query + "AND generation = ? AND state = 'running'",
-                run_id,
-                generation,
-                error[0],
-                error[1],
-                now,
-                now,
-            )
-        else:
-            settled = (
-                self._ctx.host.sql.execute(
-                    query + "AND state IN ('pending', 'waiting', 'running')",
-                    (error[0], error[1], now, now, run_id),
-                )
-                > 0
-            )
-        row = self._run_row(run_id) if settled else None
-        if row is not None:
-            self._emit("task:failed", runId=run_id, definition=row["definition"], error=error[0])
-            await self._finish_settlement(run_id, row)
-        return settled
-
-    async def _finish_settlement(self, run_id: str, row: Mapping[str, Any]) -> None:
-        if row["retain"] == 0:
-            self._ctx.sql("DELETE FROM cf_agents_task_steps WHERE run_id = ?", run_id)
-            self._ctx.sql("DELETE FROM cf_agents_task_runs WHERE run_id = ?", run_id)
-        await self._sync_wake(run_id)
-
-    # -- the step journal (what `TaskStep` writes) ----------------------------------------------
-    def _assert_current(self, run_id: str, generation: str) -> None:
-        row = self._run_row(run_id)
-        if row is None or row["generation"] != generation:
-            raise AttemptSuperseded(run_id)
-
-    def _read_step(self, run_id: str, name: str) -> dict[str, Any] | None:
-        rows = self._ctx.sql(
-            "SELECT * FROM cf_agents_task_steps WHERE run_id = ? AND step_name = ?", run_id, name
-        )
-        return rows[0] if rows else None
-
-    def _insert_step(self, run_id: str, generation: str, name: str) -> None:
-        self._assert_current(run_id, generation)
-        now = self._now()
-        self._ctx.sql(
-            "INSERT INTO cf_agents_task_steps (run_id, step_name, kind, state, attempt, next_at, "
-            "created_at, started_at, updated_at) VALUES (?, ?, 'do', 'running', 1, NULL, ?, ?, ?)",
-            run_id,
-            name,
-            now,
-            now,
-            now,
-        )
-
-    def _claim_step_attempt(self, run_id: str, generation: str, name: str) -> int:
-        self._assert_current(run_id, generation)
-        now = self._now()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'running', attempt = attempt + 1, "
-            "next_at = NULL, started_at = ?, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            now,
-            now,
-            run_id,
-            name,
-        )
-        rows = self._ctx.sql(
-            "SELECT attempt FROM cf_agents_task_steps WHERE run_id = ? AND step_name = ?",
-            run_id,
-            name,
-        )
-        return int(rows[0]["attempt"]) if rows else 1
-
-    def _complete_step(self, run_id: str, generation: str, name: str, result: Any) -> None:
-        self._assert_current(run_id, generation)
-        now = self._now()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'completed', result = ?, next_at = NULL, "
-            "completed_at = ?, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            _serialize(result),
-            now,
-            now,
-            run_id,
-            name,
-        )
-
-    def _fail_step(self, run_id: str, generation: str, name: str, error: BaseException) -> None:
-        self._assert_current(run_id, generation)
-        error_name, message = _error_summary(error)
-        self._ctx.sql(
-            "UPDATE cf_agents_task_steps SET state = 'failed', error_name = ?, error_message = ?, "
-            "next_at = NULL, updated_at = ? WHERE run_id = ? AND step_name = ?",
-            error_name,
-            message,
-            self._now(),
-            run_id,
-            name,
-        )
-
-    # -- the run's wake job ---------------------------------------------------------------------
-    def _refresh_claim(self, run_id: str) -> None:
-        now = self._now()
-        self._ctx.sql(
-            "UPDATE cf_agents_task_runs SET next_at = ?, updated_at = ? "
-            "WHERE run_id = ? AND state = 'running'",
-            now + CLAIM_TIMEOUT_MS,
-            now,
-            run_id,
-        )
-
-    def _live_next_at(self, run_id: str) -> int | None:
-        rows = self._ctx.sql(
-            "SELECT next_at FROM cf_agents_task_runs "
-            "WHERE run_id = ? AND state IN ('pending', 'waiting', 'running')",
-            run_id,
-        )
-        if not rows or not isinstance(rows[0]["next_at"], int):
+    # -- reading, cancelling and deleting runs --------------------------------------------------
+    async def get(self, run_id: str, *, definition: str | None = None) -> dict[str, Any] | None:
+        """One run's snapshot (`task_store.snapshot`), or None."""
+        await self._lc.start()
+        row = self._store.run(run_id)
+        if row is None or (definition is not None and row["definition"] != definition):
             return None
-        return int(rows[0]["next_at"])
+        return snapshot(row)
 
-    def _wake_outcome(self, run_id: str) -> Any:
-        """The wake job's outcome from the run row: re-timed to its deadline, or deleted."""
-        nxt = self._live_next_at(run_id)
-        return None if nxt is None else {"rescheduleAt": nxt}
+    async def get_by_idempotency_key(
+        self, idempotency_key: str, *, definition: str | None = None
+    ) -> dict[str, Any] | None:
+        """The snapshot of the run that idempotency key accepted, or None."""
+        await self._lc.start()
+        row = self._store.run_by_key(idempotency_key)
+        if row is None or (definition is not None and row["definition"] != definition):
+            return None
+        return snapshot(row)
 
-    async def _sync_wake(self, run_id: str) -> bool:
-        """Mirror the run's deadline into its wake job (cancelled when it has none); whether
-        anything was written."""
-        jobs = self._lc.jobs_for(TASKS_CAPABILITY)
-        job_id = WAKE_JOB_PREFIX + run_id
-        nxt = self._live_next_at(run_id)
-        if nxt is None:
-            await jobs.cancel(job_id)
-            return True
-        existing = jobs.get(job_id)
-        if (
-            existing is not None
-            and existing.fn == WAKE_JOB_FN
-            and existing.time == nxt
-            and (existing.retry or {}).get("maxAttempts") == WAKE_JOB_RETRY["maxAttempts"]
-        ):
+    async def list(
+        self,
+        *,
+        definition: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> list[dict[str, Any]]:
+        """Runs' snapshots, newest first: of one definition, in some states, at most `limit`."""
+        states = [status] if isinstance(status, str) else list(status or ())
+        unknown = [s for s in states if s not in RUN_STATES]
+        if unknown:
+            raise InvalidArgument(
+                f"list(status=...): unknown run state {unknown[0]!r}; valid: "
+                f"{', '.join(RUN_STATES)}"
+            )
+        await self._lc.start()
+        return [snapshot(row) for row in self._store.list_rows(definition, states, limit)]
+
+    async def cancel(
+        self, run_id: str, reason: str | None = None, *, definition: str | None = None
+    ) -> bool:
+        """Ask a live run to stop: one not running here settles `cancelled` now, a running
+        attempt at its next step boundary. False for an unknown or settled run."""
+        await self._lc.start()
+        row = self._store.run(run_id)
+        if row is None or row["state"] in TERMINAL_STATES:
             return False
-        await jobs.push(
-            WAKE_JOB_FN, nxt, id=job_id, payload={"runId": run_id}, retry=WAKE_JOB_RETRY
+        if definition is not None and row["definition"] != definition:
+            return False
+        if not self._attempts.active(run_id):
+            await self._settlement.cancelled(run_id, None, reason)
+            return True
+        now = self._now()
+        self._ctx.sql(
+            "UPDATE cf_agents_task_runs SET cancel_requested = 1, cancel_reason = ?, "
+            "next_at = ?, updated_at = ? WHERE run_id = ?",
+            reason,
+            now,
+            now,
+            run_id,
         )
+        self._attempts.abort(run_id, TaskCancellation(reason))
+        await self._wakes.sync(run_id)
         return True
 
-    # -- storage --------------------------------------------------------------------------------
-    def _ensure_tables(self) -> None:
-        self._ctx.sql(TASK_RUNS_DDL)
-        self._ctx.sql(TASK_RUNS_INDEX_DDL)
-        self._ctx.sql(TASK_STEPS_DDL)
-
-    def _run_row(self, run_id: str) -> dict[str, Any] | None:
-        rows = self._ctx.sql("SELECT * FROM cf_agents_task_runs WHERE run_id = ?", run_id)
-        return rows[0] if rows else None
-
-    def _fenced(self, query: str, run_id: str, generation: str, *leading: Any) -> bool:
-        """A write guarded by the attempt's generation (`... AND generation = ?`); whether it
-        changed the row."""
-        return self._ctx.host.sql.execute(query, (*leading, run_id, generation)) > 0
+    async def delete(
+        self,
+        *,
+        status: Sequence[str] | None = None,
+        settled_before: int | datetime | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> int:
+        """Delete settled runs (`completed`, `failed`, `cancelled`, or those of `status`) with
+        their steps, oldest settlement first, at most `limit`; how many."""
+        states = list(TERMINAL_STATES if status is None else status)
+        live = [s for s in states if s not in TERMINAL_STATES]
+        if live:
+            raise InvalidArgument(
+                f"delete(status=...) takes settled states only ({', '.join(TERMINAL_STATES)}), "
+                f"got {live[0]!r}; cancel a live run first"
+            )
+        await self._lc.start()
+        if not states:
+            return 0
+        before = (
+            int(settled_before.timestamp() * 1_000)
+            if isinstance(settled_before, datetime)
+            else settled_before
+        )
+        store = self._store
+        rows = store.settled_rows(states, before, limit)
+        for row in rows:
+            store.delete_run(row["run_id"])
+            self._emit("task:deleted", runId=row["run_id"], definition=row["definition"])
+        return len(rows)
 
     def _now(self) -> int:
         return self._ctx.host.clock.now_ms()

@@ -55,7 +55,8 @@ def test_J081_chat_recovery_false_still_recovers_with_the_defaults(
         ["continue"],
         ["retry"],
     )
-    assert incident(sim, ref)["status"] == "recovered"
+    assert sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX) == {}, "completed: deleted"
+    assert len(sim.trace.select("chat:recovery:completed")) == 1
     assert len(model.requests) == 2
     config = sim.instance_of(ref)._chat_recovery.config
     assert config == resolve_chat_recovery_config(None)
@@ -280,8 +281,8 @@ def test_a_busy_host_delays_the_recovery_then_gives_it_up(sim: Simulation, host:
     assert len(model.requests) == 2, "the recovery never ran the model"
     scheduled = [
         r
-        for r in sim.trace.select("schedule:create")
-        if r.get("callback") == "_chatRecoveryContinue"
+        for r in sim.trace.select("task:accepted")
+        if r.get("definition") == "__cf_internal_chat_recovery"
     ]
     assert len(scheduled) == 3, "the wake's, then one retry per stable timeout below the cap"
     assert [f["body"] for f in client.frames if f.get("error") and f.get("done")] == ["gave up"]
@@ -330,7 +331,7 @@ def test_the_recovering_flag_is_set_broadcast_and_cleared(sim: Simulation, host:
     origin = incident(sim, ref)["originRequestId"]
     assert sim.instance_of(ref).host.kv.get("cf:chat:recovering")["requestId"] == origin
     sim.run_for(30_000)
-    assert incident(sim, ref)["status"] == "recovered"
+    assert sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX) == {}, "completed: deleted"
     recovering = frames_of(client, "cf_agent_chat_recovering")
     assert [(f["recovering"], f.get("id")) for f in recovering] == [(True, origin), (False, origin)]
     assert sim.instance_of(ref).host.kv.get("cf:chat:recovering") is None

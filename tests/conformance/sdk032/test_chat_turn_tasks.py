@@ -148,7 +148,11 @@ def test_J084_an_evicted_turn_run_is_handed_to_chat_recovery(sim: Simulation, ho
     (detected,) = events(sim, ref, "chat:recovery:detected")
     assert detected["requestId"] == request_id
     assert sim.instance_of(ref).host.kv.get(SNAPSHOT_PREFIX + run_id) is None
-    completed = [e["runId"] for e in events(sim, ref, "task:completed")]
+    completed = [
+        e["runId"]
+        for e in events(sim, ref, "task:completed")
+        if e["definition"] == "__cf_internal_chat_turn"
+    ]
     assert completed[0] == run_id and len(completed) == 2, "the recovered turn is a run too"
     assert task_runs(sim, ref) == []
     assert chat_fiber_starts(sim, ref) == []
