@@ -77,10 +77,12 @@ def preview_notes(releases: Iterable[str], command: str) -> list[str]:
     for name in dict.fromkeys(releases):
         release = release_named(name)
         if release.preview:
+            count = len(release.not_built)
             lines.append(
-                f"{command}: note: SDK release {name} is modelled in part (a preview); not "
-                f"built yet, so a run on it behaves as the release before it there: "
-                f"{'; '.join(release.not_built)} (docs/not-built-yet.md)"
+                f"{command}: note: SDK release {name} is modelled in part: {count} "
+                f"{'part' if count == 1 else 'parts'} of it {'is' if count == 1 else 'are'} not "
+                f"built yet, where a run behaves as the release before it "
+                f"(docs/not-built-yet.md lists them)"
             )
     return lines
 

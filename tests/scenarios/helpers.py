@@ -84,3 +84,13 @@ expect:
     between: [70s, 100s]
     count: {exactly: 1}
 """
+
+
+def without_release_notes(err: str) -> str:
+    """`err` without the note a run on a release modelled in part prints (the default release
+    may be one), for a test about the rest of what a command says on stderr."""
+    return "".join(
+        line
+        for line in err.splitlines(keepends=True)
+        if not (": note: SDK release " in line and " is modelled in part" in line)
+    )

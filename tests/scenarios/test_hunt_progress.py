@@ -14,7 +14,7 @@ from scenarios.cli import main, progress
 from scenarios.cli.progress import HuntProgress, ProgressLines, ProgressPeriod
 from scenarios.hunt.fuzz import fuzz_scenario
 from tests.fuzz.test_fuzz import FORGETFUL, KILLS, STEADY
-from tests.scenarios.helpers import LIBRARY
+from tests.scenarios.helpers import LIBRARY, without_release_notes
 
 
 def _clock(step_s: float) -> ProgressPeriod:
@@ -86,12 +86,12 @@ def test_explore_writes_a_progress_line_per_period_to_stderr_and_the_same_stdout
     monkeypatch.setattr(progress, "DEFAULT_PERIOD", ProgressPeriod(every_s=None))
     assert main(argv) == 0
     quiet = capsys.readouterr()
-    assert quiet.err == ""
+    assert without_release_notes(quiet.err) == ""
     monkeypatch.setattr(progress, "DEFAULT_PERIOD", _clock(0.25))
     assert main(argv) == 0
     shown = capsys.readouterr()
     assert shown.out == quiet.out
-    lines = shown.err.splitlines()
+    lines = without_release_notes(shown.err).splitlines()
     assert lines[0].startswith(
         "explore idle-eviction: 1/4 runs, 0 findings so far, 0.25 s per run (idle-eviction crash "
         "point "
@@ -121,6 +121,6 @@ def test_fuzz_says_each_run_and_then_that_it_shrinks(
     printed = capsys.readouterr()
     assert code == 0 and printed.out.startswith("no failure found in ")
     runs = int(printed.out.split(" (", 1)[1].split(" runs:", 1)[0])
-    assert [line.split(", ", 1)[0] for line in printed.err.splitlines()] == [
+    assert [line.split(", ", 1)[0] for line in without_release_notes(printed.err).splitlines()] == [
         f"fuzz steady: {n}/20 runs" for n in range(5, runs + 1, 5)
     ]

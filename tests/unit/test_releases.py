@@ -64,11 +64,13 @@ def test_a_release_builds_the_components_the_agent_uses(monkeypatch: pytest.Monk
     assert built == ["a"]
 
 
-def test_a_release_modelled_in_part_says_what_it_lacks_and_is_not_the_default() -> None:
-    newest = release_named("0.32.0")
-    assert newest.preview and newest.not_built
+def test_the_default_is_the_newest_release_and_says_what_of_it_is_not_built() -> None:
+    """Users run the newest release, so it is the default even while parts of it are not
+    built; a release is a preview exactly when it lists what it lacks."""
+    assert DEFAULT_RELEASE == list(RELEASES)[-1] == "0.32.0"
+    for name, release in RELEASES.items():
+        assert release.preview == bool(release.not_built), name
     assert not release_named("0.21.0").preview
-    assert not release_named(DEFAULT_RELEASE).preview
 
 
 def test_what_0_32_lacks_is_listed_in_the_docs_as_in_the_code() -> None:
