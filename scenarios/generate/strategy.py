@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
+from agents_core.releases.registry import DEFAULT_RELEASE
 from scenarios.generate.chat import chat_part
 from scenarios.generate.document import Generated
 from scenarios.generate.durations import aligned
@@ -62,9 +63,10 @@ def scenarios(
     """A strategy of `Generated` over `areas` (names of `AREAS`). `sdk`: the release each
     scenario starts on, written as its `sdk:` key (None: none, the default). `upgrades`: the
     newer releases a drawn deploy may bring (none: no upgrade is drawn). `older`: releases
-    before `sdk` that a scenario may start on instead, one in `OLDER_START_ODDS`, upgraded to
-    `sdk` by a deploy drawn over the run (so `sdk`'s migration of an older release's state
-    runs too). `surface`: the choices the draws may make (`FULL`: all of them)."""
+    before `sdk` (or the default) that a scenario may start on instead, one in
+    `OLDER_START_ODDS`, upgraded to it by a deploy drawn over the run (so its migration of an
+    older release's state runs too). `surface`: the choices the draws may make (`FULL`: all of
+    them)."""
     unknown = [area for area in areas if area not in AREAS]
     if unknown or not areas:
         raise ValueError(f"unknown area(s) {unknown or list(areas)}; known: {list(AREAS)}")
@@ -130,11 +132,12 @@ def scenarios(
         steps, numbers = _merged(workload, faults)
         profile = draw(profiles(st, surface))
         start = sdk
-        if older and sdk is not None and draw(st.integers(1, OLDER_START_ODDS)) == OLDER_START_ODDS:
+        if older and draw(st.integers(1, OLDER_START_ODDS)) == OLDER_START_ODDS:
             # Drawn after the rest: shrunk away, it leaves the rest of the scenario as it was.
             start = draw(st.sampled_from(list(older)))
             upgrade_at = draw(st.one_of(aligned(st, periods, 0, horizon), times(st, horizon)))
-            faults = [*faults, TimedStep(upgrade_at, "deploy", {"sdk": sdk}, FAULT_NOTE)]
+            target = DEFAULT_RELEASE if sdk is None else sdk
+            faults = [*faults, TimedStep(upgrade_at, "deploy", {"sdk": target}, FAULT_NOTE)]
             steps, numbers = _merged(workload, faults)
         return Generated(
             name=name,

@@ -99,7 +99,7 @@ def test_a_cancelled_fiber_whose_row_was_deleted_is_recovered_as_one_without_a_r
     it never touches `cf_agents_runs`): recovery then finds a run with no ledger row, as an
     unmanaged fiber's, and hands it to the hook. Without the delete, the same hand-off is
     caught."""
-    context = scenario_context(FORGOTTEN)
+    context = scenario_context(FORGOTTEN, sdk="0.21.0")  # 0.21.0's recovery scan
     (cancel,) = context.events("workload:cancel", W)
     assert cancel.get("cancelled") is True
     (attempt,) = [

@@ -89,11 +89,15 @@ def test_schedule_takes_a_stored_runtime_name_and_refuses_an_unknown_one(sim: Si
         sim.call(ref, "plan", "_cfNoSuchCallback")
 
 
+@on_both_releases
 def test_chat_recovery_schedules_the_sdk_callback_and_keys_its_incident_the_sdk_way(
     sim: Simulation,
 ) -> None:
     """A turn cut short by an eviction is recovered through `_chatRecoveryContinue` (method
-    `_chat_recovery_continue`), and its incident sits under the SDK's KV prefix."""
+    `_chat_recovery_continue`), and its incident sits under the SDK's KV prefix. On 0.21.0 the
+    callback is a schedule and the recovered incident stays; on 0.32.0 it is the input of a Task
+    run of `__cf_internal_chat_recovery` and the incident is deleted once its turn completed
+    (sdk-0.32 §8.1, §8.3)."""
     sim.register_model(ScriptedModel(default=text("AAAABBBB", chunks=2, delay_ms=1_000)))
     ref = sim.agent(ThinkChild, "c")
     pending = sim.start_call(ref, "save_messages", [user("tell me")])
@@ -104,9 +108,20 @@ def test_chat_recovery_schedules_the_sdk_callback_and_keys_its_incident_the_sdk_
     sim.agent(ThinkChild, "c")
     sim.run_for(10_000)
     executed = [r.get("callback") for r in sim.trace.select("schedule:execute")]
-    assert executed == ["_chatRecoveryContinue"]
     keys = sim.query(ref, "SELECT key FROM _cf_KV WHERE key LIKE 'cf:chat-recovery:incident:%'")
-    assert len(keys) == 1
+    if sim.release == "0.21.0":
+        assert executed == ["_chatRecoveryContinue"]
+        assert len(keys) == 1
+    else:
+        assert executed == []
+        runs = [
+            r
+            for r in sim.trace.select("task:accepted")
+            if r.get("definition") == "__cf_internal_chat_recovery"
+        ]
+        assert len(runs) == 1
+        assert len(sim.trace.select("chat:recovery:completed")) == 1
+        assert keys == []
     assert sim.trace.select("chat:recovery:attempt")
 
 
