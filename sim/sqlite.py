@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -217,13 +218,16 @@ class FaultyStorage:
         if database is None:  # cold: a copy of its image, read for its table names
             assert wiped._image is not None
             database, _ = cold_storage.restore(wiped._image)
-        names = [
+        live = {
             row[0]
             for row in database.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                "ORDER BY name"
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             )
-        ]
+        }
+        # A table the committed turns made may be gone from the live database only because the
+        # turn the wipe ends dropped it, uncommitted: the wipe drops it too, so that the journal
+        # replays to what is stored.
+        names = sorted(live | _tables_created(wiped.journal))
         wipe = tuple(
             (f"DELETE FROM {name}" if name == KV_TABLE else f'DROP TABLE IF EXISTS "{name}"', ())
             for name in names
@@ -498,3 +502,18 @@ def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
 def _short(statement: str, limit: int = 120) -> str:
     text = " ".join(statement.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_CREATE_TABLE = re.compile(
+    r'^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"?(\w+)"?', re.IGNORECASE
+)
+
+
+def _tables_created(journal: Sequence[tuple[Write, ...]]) -> set[str]:
+    """The tables the statements of `journal` create (their names)."""
+    return {
+        match.group(1)
+        for turn in journal
+        for statement, _values in turn
+        if (match := _CREATE_TABLE.match(statement)) is not None
+    }

@@ -133,3 +133,38 @@ def test_a_wipe_of_the_kv_table_deletes_every_key_written_before_it() -> None:
     ]
     writes = [(w.key, w.value, w.turn) for w in kv_writes(turns, "cf:")]
     assert writes == [("cf:strikes", 1, 1), ("cf:strikes", None, 2), ("cf:strikes", 1, 3)]
+
+
+UPGRADED_THEN_DESTROYED = """
+    name: upgraded-then-destroyed
+    description: >
+      a 0.21.0 schedules agent is upgraded at once; the first 0.32.0 call destroys it, in the
+      turn whose startup dropped the migrated cf_agents_schedules, uncommitted
+    seed: 0
+    sdk: "0.21.0"
+    agents:
+      sched:
+        workload: schedules
+        schedules: [{name: s1, every: "2s", runs: 1}]
+    steps:
+      - at: 0s
+        call: {agent: sched, method: status, wait: false}
+      - at: 0s
+        deploy: {sdk: "0.32.0"}
+      - at: 1s
+        call: {agent: sched, method: destroy_agent, args: [null, false], wait: false,
+               may_fail_with: AgentEvicted}
+"""
+
+
+def test_a_destroy_wipes_a_table_its_own_turn_dropped_uncommitted() -> None:
+    """The wipe journals a drop of every table the committed turns hold, not only of those the
+    live database still has: a table the destroying turn dropped is dropped in the journal too,
+    so the journal replays to the storage (found by generate on 0.32.0)."""
+    context = scenario_context(UPGRADED_THEN_DESTROYED)
+    assert messages(context) == []
+    assert any(
+        statement == 'DROP TABLE IF EXISTS "cf_agents_schedules"'
+        for turn in context.journals["ScheduleWorkload/sched"]
+        for statement, _values in turn
+    )
