@@ -96,7 +96,7 @@ def _strategy(
         invariants=invariants,
         sdk=None if start == DEFAULT_RELEASE else start,
         upgrades=newer_releases(start) if upgrade else (),
-        older=_older(start),
+        older=_older(start) if surface.older_starts else (),
         surface=surface,
     )
 

@@ -38,6 +38,12 @@ class Surface:
     `model:` is drawn, and a chat host always has a model of its own), rather than at the
     port's seeded latency."""
 
+    older_starts: bool = False
+    """Whether a scenario may start on a release older than the one asked for and be upgraded
+    to it mid-run by a drawn deploy. Closed unless a surface opens it (`FULL` does): a side
+    that plays one release per scenario, as the differential stage's real side, cannot play
+    an upgrade."""
+
     def opens(self, workload: str, name: str) -> bool:
         """Whether a draw may use the workload's method or plan field `name`."""
         return f"{workload}.{name}" not in self.closed
@@ -50,4 +56,4 @@ class Surface:
         return kept
 
 
-FULL = Surface()
+FULL = Surface(older_starts=True)

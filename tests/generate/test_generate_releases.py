@@ -76,3 +76,18 @@ def test_upgrades_are_drawn_only_when_asked_for(tmp_path: Path) -> None:
     newest = write_generated(examples=10, seed=3, out_dir=tmp_path / "c", sdk=NEWEST, upgrade=True)
     on_newest = [path for path in newest if load_scenario(path).sdk == NEWEST]
     assert on_newest and upgrades(on_newest) == []  # nothing newer to bring
+
+
+def test_a_surface_that_plays_one_release_draws_no_older_start() -> None:
+    """A narrowed surface leaves older starts closed unless it opens them (the real side plays
+    one release per scenario); the full surface opens them."""
+    from dataclasses import replace
+
+    from scenarios.generate import FULL
+    from scenarios.generate.hunt import drawn
+
+    assert FULL.older_starts
+    one = replace(FULL, older_starts=False)
+    found = drawn(examples=30, seed=3, sdk=NEWEST, surface=one)
+    assert {generated.sdk for generated in found} <= {None, NEWEST}  # None: the default
+    assert not [s for g in found for s in g.steps if s.action == "deploy" and s.args.get("sdk")]
