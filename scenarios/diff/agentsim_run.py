@@ -175,6 +175,12 @@ def run_python(scenario: Scenario) -> PythonRun:
             answers.waits = not isinstance(step, CallStep) or step.wait
             steps.run(step)
             timings.append((begin, sim.now_ms))
+            if answers.waits:
+                # The real side reads the alarms after running to the step's end, work the step
+                # left due at that instant included, as the next step's `run_until` would. A
+                # call sent without waiting is read before anything it does (scenarios/diff/
+                # plan.py), as the port's step has only sent it.
+                sim.run_until(sim.now_ms)
             for alias, ref in refs.items():
                 at = sim.alarm_of(ref) if ref.path in sim.platform.records else None
                 snapshots.append(
