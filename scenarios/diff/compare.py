@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scenarios.diff.normalise import Story, canonical
+from scenarios.diff.normalise import STREAM_CLEANUP_CALLBACK, Story, canonical
 
 __all__ = ["ALLOWED", "Allowed", "Outcome", "compare", "first_difference", "without_allowed"]
 
@@ -50,8 +50,9 @@ class Allowed:
     """Only for this scenario (None: every scenario)."""
     cleanup_alarm: bool = False
     """With `event` and `payload_field`: only records whose `at` is when a stream cleanup the
-    same agent scheduled is due (`CLEANUP_CALLBACK`, `CLEANUP_DELAY_S` after its creation, in
-    whole seconds, as the SDK schedules it)."""
+    same agent, or a sub-agent below it, scheduled is due (`CLEANUP_CALLBACK`, `CLEANUP_DELAY_S`
+    after its creation, in whole seconds, as the SDK schedules it): a sub-agent's alarm is its
+    root's."""
 
     def applies(self, scenario: str) -> bool:
         return self.scenario is None or self.scenario == scenario
@@ -68,8 +69,7 @@ def _scoped(
     )
 
 
-CLEANUP_CALLBACK = "_cleanupStreamBuffers"
-"""The SDK chat agent's scheduled reclaim of its stream buffers (divergence T11)."""
+CLEANUP_CALLBACK = STREAM_CLEANUP_CALLBACK
 HOOK_THREW = re.compile(r"fiber .+ \(.+\) was not recovered: the workload's recovery is throw")
 """The message of the fibers workload's throwing recovery hook, on both sides (S1)."""
 CLEANUP_DELAY_S = 600
@@ -198,27 +198,10 @@ ALLOWED: tuple[Allowed, ...] = (
         "it",
         table="cf_ai_chat_stream_chunks",
     ),
-    # Kept beside the general rule below: in these stories the cleanup due is a sub-agent's,
-    # and the alarm that shows it is its root's (a facet's alarm is its root's alarm).
-    *(
-        Allowed(
-            row="T11",
-            why="the SDK's stream cleanup, due ten minutes after a chat stream began, is the "
-            "agent's armed alarm once nothing else is due",
-            event="harness:alarm",
-            payload_field="at",
-            where=(("at", at),),
-            scenario=scenario,
-        )
-        for scenario, at in (
-            ("chat-child-answers-as-a-tool", 600_000),
-            ("chat-host-narrates-a-detached-finish", 610_000),
-        )
-    ),
     Allowed(
         row="T11",
         why="the SDK's stream cleanup, due ten minutes after a chat stream began, is the "
-        "agent's armed alarm once nothing else is due",
+        "agent's armed alarm once nothing else is due (a sub-agent's, its root's alarm)",
         event="harness:alarm",
         payload_field="at",
         cleanup_alarm=True,
@@ -300,14 +283,20 @@ def _record_dropped(kind: str, payload: Any, rules: Sequence[Allowed]) -> bool:
 
 
 def _cleanups_due(story: Story) -> set[tuple[str, Any]]:
-    """(agent, ms) of every stream cleanup an agent of `story` scheduled, when it is due."""
-    return {
-        (agent, (t // 1000 + CLEANUP_DELAY_S) * 1000)
-        for t, agent, kind, payload in story.records
-        if kind == "schedule:create"
-        and isinstance(payload, dict)
-        and payload.get("callback") == CLEANUP_CALLBACK
-    }
+    """(agent, ms) of every stream cleanup an agent of `story` scheduled, when it is due, for
+    that agent and each agent above it (`parent/child`: its root's alarm carries it)."""
+    due: set[tuple[str, Any]] = set()
+    for t, agent, kind, payload in story.records:
+        if not (
+            kind == "schedule:create"
+            and isinstance(payload, dict)
+            and payload.get("callback") == CLEANUP_CALLBACK
+        ):
+            continue
+        at = (t // 1000 + CLEANUP_DELAY_S) * 1000
+        hops = agent.split("/")
+        due.update(("/".join(hops[:n]), at) for n in range(1, len(hops) + 1))
+    return due
 
 
 def _strip(story: Story, rules: Sequence[Allowed]) -> Story:

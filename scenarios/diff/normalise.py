@@ -303,6 +303,15 @@ def _kept(record_type: str, real: bool) -> bool:
     return record_type in SDK_EVENTS
 
 
+STREAM_CLEANUP_CALLBACK = "_cleanupStreamBuffers"
+"""The SDK chat agent's scheduled reclaim of its stream buffers (divergence T11), a schedule the
+port does not make: its ids are numbered apart, so that they shift no other schedule's."""
+
+
+def _cleanup(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("callback") == STREAM_CLEANUP_CALLBACK
+
+
 def normalise(
     records: list[dict[str, Any]], tables: dict[str, dict[str, list[dict[str, Any]]]], real: bool
 ) -> Story:
@@ -313,11 +322,12 @@ def normalise(
         for r in kept
     ]
     order = sorted(range(len(kept)), key=lambda i: (blind[i][0], canonical(blind[i][1:])))
-    ids = _Ids()
+    ids, cleanup_ids = _Ids(), _Ids()
     normal = []
     for i in order:
         r = kept[i]
-        payload = _without_nulls(_clean(r.get("payload"), real, ids))
+        payload = r.get("payload")
+        payload = _without_nulls(_clean(payload, real, cleanup_ids if _cleanup(payload) else ids))
         normal.append((int(r["t"]), str(r["agent"]), str(r["type"]), payload))
     out_tables: dict[str, dict[str, list[Any]]] = {}
     for alias in sorted(tables):
@@ -332,6 +342,9 @@ def normalise(
                 if (name, row.get("id")) not in ROWS_NOT_COMPARED
             ]
             space = ROW_ID_SPACES.get(name)
-            rows = [_clean(dict(row), real, ids, id_space=space) for row in kept_rows]
+            rows = [
+                _clean(dict(row), real, cleanup_ids if _cleanup(row) else ids, id_space=space)
+                for row in kept_rows
+            ]
             out_tables[alias][name] = sorted(rows, key=canonical)
     return Story(normal, out_tables)

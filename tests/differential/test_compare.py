@@ -194,6 +194,51 @@ def test_a_chat_agents_stream_cleanup_alarm_is_forgiven_when_its_own_cleanup_is_
     assert not compare(normalise([alarm("other", None)], {}, real=False), other, "x").agree
 
 
+def test_a_sub_agents_stream_cleanup_is_forgiven_on_its_roots_alarm() -> None:
+    """T11 below a root: a chat child's cleanup is due on its root's alarm (a facet's alarm is
+    its root's), so the root's alarm at that time is forgiven; a sibling root's is not."""
+
+    def alarm(agent: str, at: int | None) -> dict:
+        payload = {"step": "step 2"} if at is None else {"at": at, "step": "step 2"}
+        return {"t": 2_000, "agent": agent, "type": "harness:alarm", "payload": payload}
+
+    cleanup = {
+        "t": 0,
+        "agent": "parent/Beta",
+        "type": "schedule:create",
+        "payload": {"callback": "_cleanupStreamBuffers", "id": "c1"},
+    }
+    ours = normalise([alarm("parent", None)], {}, real=False)
+    theirs = normalise([cleanup, alarm("parent", 600_000)], {}, real=True)
+    outcome = compare(ours, theirs, "generated")
+    assert outcome.agree and outcome.allowed == ["T11"]
+    sibling = normalise([cleanup, alarm("parent2", 600_000)], {}, real=True)
+    assert not compare(normalise([alarm("parent2", None)], {}, real=False), sibling, "x").agree
+
+
+def test_a_stream_cleanup_schedule_shifts_no_other_schedules_number() -> None:
+    """The SDK's cleanup schedule, which the port never makes, is numbered apart: the schedules
+    after it keep the numbers they have on the port's side, in the records and in the rows."""
+
+    def create(t: int, agent: str, callback: str, sid: str) -> dict:
+        payload = {"callback": callback, "id": sid}
+        return {"t": t, "agent": agent, "type": "schedule:create", "payload": payload}
+
+    def rows(*pairs: tuple[str, str]) -> dict:
+        return {"w": {"cf_agents_schedules": [{"id": i, "callback": c} for i, c in pairs]}}
+
+    ours = normalise([create(5, "w", "tick", "own1")], rows(("own1", "tick")), real=False)
+    theirs = normalise(
+        [create(0, "chat", "_cleanupStreamBuffers", "zz9"), create(5, "w", "tick", "sdk1")],
+        rows(("sdk1", "tick")),
+        real=True,
+    )
+    outcome = compare(ours, theirs, "generated")
+    assert outcome.agree, outcome.differences
+    mine = [r for r in theirs.records if r[1] == "w"]
+    assert mine and mine[0][3]["id"] == "#1"
+
+
 def test_a_managed_fiber_whose_hook_threw_is_forgiven_its_status_only() -> None:
     """S1: the fibers workload's throwing recovery hook leaves the row `interrupted` in the port
     and `error` in the SDK; with the hook's message on both sides the status is forgiven in any

@@ -175,3 +175,38 @@ def test_the_tools_hunts_retries_land_alike_and_s8_moves_its_backbone(monkeypatc
     assert tick(compiled.python.records, "schedule:create") == [315_000]
     created = tick(play["records"], "schedule:create")
     assert created and min(created) >= 315_258
+
+
+DEPLOY_MID_HANDLER = """\
+name: deploy-mid-handler
+description: a deploy ends the alarm handler while the slot it re-armed is overdue
+seed: 4059
+sdk: "0.21.0"
+agents:
+  sched:
+    workload: schedules
+    schedules:
+      - {name: s2, after: "1m59s", work: "51s", keep_alive: true, fiber: true}
+steps:
+  - at: 0s
+    call: {agent: sched, method: status, wait: false}
+  - at: 2m28s
+    evict: {agent: sched, reason: deploy}
+"""
+
+
+def test_a_steps_alarm_snapshot_is_read_once_its_instant_is_quiet(tmp_path: Path) -> None:
+    """The handler re-armed the slot for the next millisecond and the deploy killed it: the
+    overdue slot wakes the next incarnation at the deploy's instant, whose handler re-arms it
+    again. The real side's runner reads the alarms after that work, so the port's snapshot of
+    the evict step shows the re-armed slot; a call sent without waiting is read before anything
+    it does (the status call's startup arms the schedule's alarm only after its snapshot)."""
+    path = tmp_path / "deploy-mid-handler.yaml"
+    path.write_text(DEPLOY_MID_HANDLER)
+    python = run_python(load_scenario(str(path)))
+    snapshots = {
+        r["payload"]["step"]: r["payload"]["at"]
+        for r in python.records
+        if r["type"] == "harness:alarm" and r["agent"] == "sched"
+    }
+    assert snapshots == {"step 1": None, "step 2": 148_001}
