@@ -44,6 +44,7 @@ from agents_core.chat.chat_terminal import ChatStatus
 from agents_core.chat.recovery_budget import IncidentVerdict, ask_caller, evaluate_incident
 from agents_core.chat.recovery_config import ChatRecoveryConfig, resolve_chat_recovery_config
 from agents_core.chat.recovery_incidents import RecoveryIncidents, incident_id, incident_key
+from agents_core.chat.recovery_targets import continuation_targets
 from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
@@ -185,7 +186,17 @@ class IncidentLooks(ChatRecovery):
         try:
             incident.update(status="scheduled")
             host.kv.put(key, incident)
-            await self._schedule_continuation(request_id, origin, found, snapshot, idempotent=True)
+            targets = continuation_targets(
+                self._messages,
+                kind=kind,
+                partial=partial,
+                snapshot=snapshot,
+                lost=lost,
+                finished=finished,
+            )
+            await self._schedule_continuation(
+                request_id, origin, found, snapshot, idempotent=True, targets=targets
+            )
             return True
         finally:
             self.status.set_recovering(True, origin)
@@ -271,9 +282,11 @@ class IncidentLooks(ChatRecovery):
         *,
         idempotent: bool,
         decision: str | None = None,
+        targets: dict[str, str] | None = None,
     ) -> None:
         """Report the incident `found` scheduled and schedule its continuation, at once (a
-        stall's carries the `decision` already taken, so the continuation does not ask again)."""
+        stall's carries the `decision` already taken, so the continuation does not ask again),
+        its payload naming what the turn builds on (`targets`, `recovery_targets.py`)."""
         host = self._ctx.host
         host.trace.emit("chat:recovery:scheduled", requestId=request_id, originRequestId=origin)
         payload: dict[str, Any] = {
@@ -282,6 +295,7 @@ class IncidentLooks(ChatRecovery):
             "incidentId": found,
             "snapshot": snapshot,
         }
+        payload.update(targets or {})
         if decision is not None:
             payload["decision"] = decision
         await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=idempotent)

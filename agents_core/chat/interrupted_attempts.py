@@ -20,25 +20,30 @@ parked (incident `skipped`, `awaiting_client_interaction`); else, while `attempt
 `max_attempts`, the recovery is tried again 3 s later with `attempt` one higher (`reason:
 stable_timeout_retry`); else the turn is given up with `stable_timeout`, as above. A turn
 waiting on a client interaction (a part in `approval-requested`) is budget-free: no bound gives
-it up and its no-progress clock stays fresh. The callback returns once the recovered turn is
-about to start (`recovery_handoff.py`): a failure before is the callback's (its step is
-retried), a platform failure of the turn after it re-enqueues the callback 3 s later. The
-turn's end settles the incident: completed (deleted), failed or skipped
-(`RecoveryIncidents.settle`).
+it up and its no-progress clock stays fresh. Once the host is stable, a recovery whose
+conversation moved on since the incident is skipped (`conversation_changed`, or
+`no_unanswered_user_message` for a retry; `recovery_targets.py`). The callback returns once
+the recovered turn is about to start (`recovery_handoff.py`): a failure before is the
+callback's (its step is retried), a platform failure of the turn after it re-enqueues the
+callback 3 s later. The turn's end settles the incident: completed (deleted), failed or
+skipped (`RecoveryIncidents.settle`).
 
 **The memory-limit breaker** (§2.5): when it seals, every live incident is given up with
 `out_of_memory` (`seal_memory_limited`, from the host's `on_alarm_memory_limit`); a
 continuation hands its recovered turn to the breaker at the hand-off (`recovery_handoff.py`).
 
-**Clients.** Each turn's end sets the last terminal outcome (`chat_terminal.py`): an error
-records it, a completion or an abort clears it, as do a new chat request and a clear; a client
-that reconnects learns it over the resume handshake. A client that connects while no turn
-streams is told that a recovery is in progress.
+**Clients.** A client's cancel of a request (`cf_agent_chat_request_cancel`) cancels its
+scheduled recovery (`RecoveryIncidents.cancel_scheduled_recovery`: `skipped`,
+`user_cancelled`); a continuation already running is not stopped. Each turn's end sets the
+last terminal outcome (`chat_terminal.py`): an error records it, a completion or an abort
+clears it, as do a new chat request and a clear; a client that reconnects learns it over the
+resume handshake. A client that connects while no turn streams is told that a recovery is in
+progress.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX, PARTIAL_PERSISTED
@@ -49,6 +54,7 @@ from agents_core.chat.recovery_handoff import (
     is_platform_failure,
     wait_until_stable,
 )
+from agents_core.chat.recovery_targets import conversation_skip_reason, stream_partial
 from agents_core.chat.turns import TurnResult
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
@@ -63,6 +69,8 @@ __all__ = [
 INTERRUPTED_ATTEMPTS_EXCEEDED = "interrupted_attempts_exceeded"
 STABLE_TIMEOUT = "stable_timeout"
 OUT_OF_MEMORY = "out_of_memory"
+CHAT_REQUEST_CANCEL_TYPE = "cf_agent_chat_request_cancel"
+"""A client's cancel of a request (`{type, id}`)."""
 _ACTIVE_STATUSES = frozenset({"detected", "scheduled", "attempting"})
 """Statuses of an incident whose recovery is still live (a seal gives these up)."""
 
@@ -152,10 +160,15 @@ class InterruptedAttemptsRecovery(IncidentLooks):
     async def _run(self, payload: dict[str, Any], attempt: int) -> None:
         try:
             if await self._wait_until_stable():
-                await super()._run(payload, attempt)
-                return
-            self.live.discard(payload["originRequestId"])
-            await self._stable_timeout(payload)
+                skip = conversation_skip_reason(self._messages, payload)
+                if skip is None:
+                    await super()._run(payload, attempt)
+                    return
+                self.live.discard(payload["originRequestId"])
+                self.incidents.settle(self.incident_key_of(payload), "skipped", skip)
+            else:
+                self.live.discard(payload["originRequestId"])
+                await self._stable_timeout(payload)
             await self._hooks._after_chat_recovery(None)
         finally:
             self._finish_attempt(payload)
@@ -229,22 +242,26 @@ class InterruptedAttemptsRecovery(IncidentLooks):
         `out_of_memory`, in key order, as any give-up does (`RecoveryIncidents.give_up`): the
         alarms that carried its recovery kept hitting the memory limit, and the breaker purged
         them (the SDK's `_cf_sealMemoryLimitedRecovery`). It runs at the alarm's outermost
-        frame, where these writes can land. The interrupted answer is not rebuilt: the incident
-        keeps no snapshot of its turn (the SDK reads the partial text off the stream; the port
-        tells `on_exhausted` none: docs/divergences.md T20)."""
+        frame, where these writes can land. `on_exhausted` is told the answer rebuilt from the
+        stream of the incident's recovery root request (else of its latest request), read off
+        the stream as the dist reads it (`recovery_targets.stream_partial`); nothing is
+        persisted."""
         kv = self._ctx.host.kv
         for key, stored in sorted(kv.list(INCIDENT_PREFIX).items()):
             if not isinstance(stored, dict) or stored.get("status") not in _ACTIVE_STATUSES:
                 continue
             probe(self._ctx.host, "chat.recovery_sealed_out_of_memory")
             request_id = str(stored.get("requestId") or stored.get("originRequestId") or "")
+            root = stored.get("originRequestId") or request_id
+            stream_id = self._stream.for_request(root) or self._stream.for_request(request_id)
             await self.incidents.give_up(
                 key,
                 dict(stored),
                 OUT_OF_MEMORY,
                 request_id,
-                partial=None,
-                stream_id=self._stream.for_request(request_id),
+                partial=stream_partial(self._stream, stream_id),
+                stream_id=stream_id,
+                save_partial=False,
             )
 
     def _recovery_ended(self, key: str, outcome: str, reason: str | None = None) -> None:
@@ -273,4 +290,11 @@ class InterruptedAttemptsRecovery(IncidentLooks):
         self.status.on_connect(connection, streaming)
 
     def on_message(self, connection: Any, message: Any, streaming: bool) -> bool:
+        """The resume handshake's terminal replay (`chat_terminal.py`); a client's cancel of a
+        request cancels its scheduled recovery, and goes on to the turns (it answers none)."""
+        if isinstance(message, Mapping) and message.get("type") == CHAT_REQUEST_CANCEL_TYPE:
+            request_id = message.get("id")
+            if isinstance(request_id, str):
+                self.incidents.cancel_scheduled_recovery(request_id)
+            return False
         return self.status.on_message(connection, message, streaming)

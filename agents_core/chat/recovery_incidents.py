@@ -18,11 +18,18 @@ the recovering flag. An incident already gone is left alone: nothing is written 
 **A give-up** (`RecoveryIncidents.give_up`): the incident is stored `exhausted` with the reason;
 when the interrupted turn's stream is still open (its isolate died mid-answer) and holds part of
 an answer, that partial answer is persisted, so a tool result already settled is not lost;
-`chat:recovery:exhausted` is reported; the `on_exhausted` hook of `chat_recovery` is awaited with
-a `ChatRecoveryExhaustedContext` (a hook that raises is logged, and the give-up goes on: it
+`chat:recovery:exhausted` reports the whole `ChatRecoveryExhaustedContext` (the dist's event
+payload, with the port's `originRequestId` besides), then the `on_exhausted` hook of
+`chat_recovery` is awaited with it (a hook that raises is logged, and the give-up goes on: it
 never keeps the clients from learning the outcome); then the clients get the terminal message as
 the turn's error frame, it is kept as the last terminal outcome, and the recovering flag is
 cleared.
+
+**A cancel** (`RecoveryIncidents.cancel_scheduled_recovery`, the SDK's
+`cancelScheduledRecovery`): the user cancelled a request whose recovery is scheduled but not
+running; every `scheduled` incident whose recovery root or latest request is that request is
+settled `skipped` with the reason `user_cancelled`, so its continuation finds it settled when it
+fires and leaves it.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ if TYPE_CHECKING:
     from agents_core.context import AgentContext
 
 __all__ = [
+    "CHAT_RECOVERY_CANCELLED_REASON",
     "ChatRecoveryExhaustedContext",
     "RecoveryIncidents",
     "incident_id",
@@ -52,6 +60,8 @@ __all__ = [
     "partial_text",
 ]
 
+CHAT_RECOVERY_CANCELLED_REASON = "user_cancelled"
+"""The reason of an incident whose scheduled recovery the user cancelled."""
 _URI_COMPONENT_SAFE = "!~*'()"
 """What `encodeURIComponent` leaves as it is, beyond letters, digits and `-_.`."""
 
@@ -149,6 +159,18 @@ class RecoveryIncidents:
             mode=mode,
         )
 
+    def cancel_scheduled_recovery(self, request_id: str) -> bool:
+        """Settle every `scheduled` incident of the request `request_id` (its recovery root
+        or its latest request) `skipped` with `user_cancelled`; whether there was one."""
+        cancelled = False
+        for key, incident in sorted(self._ctx.host.kv.list(INCIDENT_PREFIX).items()):
+            if not isinstance(incident, dict) or incident.get("status") != "scheduled":
+                continue
+            if request_id in (incident.get("originRequestId"), incident.get("requestId")):
+                self.settle(key, "skipped", CHAT_RECOVERY_CANCELLED_REASON)
+                cancelled = True
+        return cancelled
+
     def settle(self, key: str, outcome: str, reason: str | None = None) -> None:
         """The recovery of the incident at `key` ended: `completed` (deleted), `failed` or
         `skipped` (kept with `reason`); reported, and the recovering flag cleared."""
@@ -223,13 +245,6 @@ class RecoveryIncidents:
             probe(host, "chat.recovery_gave_up_partial_saved")
             self._messages.persist(partial)
         origin = incident.get("originRequestId")
-        host.trace.emit(
-            "chat:recovery:exhausted",
-            requestId=request_id,
-            originRequestId=origin,
-            attempt=incident.get("attempt", 0),
-            reason=reason,
-        )
         config = self._config()
         detected = incident.get("detectedAt")
         context = ChatRecoveryExhaustedContext(
@@ -245,6 +260,22 @@ class RecoveryIncidents:
             partial_parts=parts,
             reason=reason,
             terminal_message=config.terminal_message,
+        )
+        host.trace.emit(
+            "chat:recovery:exhausted",
+            requestId=context.request_id,
+            originRequestId=origin,
+            incidentId=context.incident_id,
+            recoveryRootRequestId=context.recovery_root_request_id,
+            attempt=context.attempt,
+            maxAttempts=context.max_attempts,
+            recoveryKind=context.recovery_kind,
+            streamId=context.stream_id,
+            createdAt=context.created_at,
+            partialText=context.partial_text,
+            partialParts=context.partial_parts,
+            reason=context.reason,
+            terminalMessage=context.terminal_message,
         )
         await self._tell_hook(config, context)
         message = config.terminal_message
