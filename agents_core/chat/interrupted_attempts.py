@@ -18,7 +18,9 @@ has scheduled the recovery; a callback drops its own when its turn settles. Once
 no turn running or queued. When the time runs out: a turn waiting on a client interaction is
 parked (incident `skipped`, `awaiting_client_interaction`); else, while `attempt` is below
 `max_attempts`, the recovery is tried again 3 s later with `attempt` one higher (`reason:
-stable_timeout_retry`); else the turn is given up with `stable_timeout`, as above. A turn
+stable_timeout_retry`); else the turn is given up with `stable_timeout`, as above (an
+incident gone meanwhile is made up to be given up). A continuation's give-up seals the
+incident only once the clients are told (`RecoveryIncidents.give_up`'s `seal_last`). A turn
 waiting on a client interaction (a part in `approval-requested`) is budget-free: no bound gives
 it up and its no-progress clock stays fresh. Once the host is stable, a recovery whose
 conversation moved on since the incident is skipped (`conversation_changed`, or
@@ -46,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agents_core.agent_tools.chunk_kinds import random_uuid
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX, PARTIAL_PERSISTED
 from agents_core.chat.incident_looks import IncidentLooks
 from agents_core.chat.recovery_budget import CHAT_RECOVERY_STABLE_RETRY_DELAY_SECONDS
@@ -54,7 +57,11 @@ from agents_core.chat.recovery_handoff import (
     is_platform_failure,
     wait_until_stable,
 )
-from agents_core.chat.recovery_targets import conversation_skip_reason, stream_partial
+from agents_core.chat.recovery_targets import (
+    TARGET_USER,
+    conversation_skip_reason,
+    stream_partial,
+)
 from agents_core.chat.turns import TurnResult
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
@@ -185,15 +192,21 @@ class InterruptedAttemptsRecovery(IncidentLooks):
         )
 
     async def _stable_timeout(self, payload: dict[str, Any]) -> None:
-        """The host stayed busy: park, try again in 3 s, or give the turn up."""
+        """The host stayed busy: park, try again in 3 s, or give the turn up (an incident
+        gone meanwhile is made up to be given up: the dist's give-up never skips the
+        terminal message)."""
         key = self.incident_key_of(payload)
-        incident = self._ctx.host.kv.get(key)
-        if not isinstance(incident, dict):
-            return
+        stored = self._ctx.host.kv.get(key)
         if self.awaiting_client_interaction():
             self.incidents.settle(key, "skipped", "awaiting_client_interaction")
             return
         self._ctx.log("warn", "chat recovery timed out waiting for a stable state")
+        if not isinstance(stored, dict):
+            await self._give_up_callback(
+                key, self._made_up_incident(payload), STABLE_TIMEOUT, payload
+            )
+            return
+        incident = stored
         attempt = incident.get("attempt") or 0
         if attempt < (incident.get("maxAttempts") or self.config.max_attempts):
             now = self._ctx.host.clock.now_ms()
@@ -218,6 +231,26 @@ class InterruptedAttemptsRecovery(IncidentLooks):
             return
         await self._give_up_callback(key, dict(incident), STABLE_TIMEOUT, payload)
 
+    def _made_up_incident(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The incident a continuation gives up when the stored one is gone (the dist's
+        `exhaustRecoveryGiveUp`): the payload's id (else a random one), its recovery root,
+        every attempt spent, `retry` when the payload names a user message to answer again
+        (the dist's `_chatRecoveryRetry`), else `continue`."""
+        config = self.config
+        now = self._ctx.host.clock.now_ms()
+        root = str(payload.get("originRequestId") or payload.get("requestId") or "")
+        found = payload.get("incidentId")
+        return {
+            "incidentId": found if isinstance(found, str) else random_uuid(self._ctx.host.entropy),
+            "requestId": root,
+            "originRequestId": root,
+            "recoveryKind": "retry" if TARGET_USER in payload else "continue",
+            "attempt": config.max_attempts,
+            "maxAttempts": config.max_attempts,
+            "detectedAt": now,
+            "lastAttemptAt": now,
+        }
+
     async def _give_up_callback(
         self, key: str, incident: dict[str, Any], reason: str, payload: dict[str, Any]
     ) -> None:
@@ -234,6 +267,7 @@ class InterruptedAttemptsRecovery(IncidentLooks):
             incident.get("requestId") or request_id,
             partial=partial,
             stream_id=stream_id,
+            seal_last=True,
         )
 
     # -- the memory-limit breaker sealed (§2.5) ----------------------------------------------------
@@ -262,6 +296,7 @@ class InterruptedAttemptsRecovery(IncidentLooks):
                 partial=stream_partial(self._stream, stream_id),
                 stream_id=stream_id,
                 save_partial=False,
+                seal_last=True,
             )
 
     def _recovery_ended(self, key: str, outcome: str, reason: str | None = None) -> None:

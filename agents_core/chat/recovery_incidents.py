@@ -15,9 +15,11 @@ incident and reports `chat:recovery:completed`; a turn that failed leaves it `fa
 error as its reason and reports `chat:recovery:failed`; a skip leaves it `skipped`. Each clears
 the recovering flag. An incident already gone is left alone: nothing is written or reported.
 
-**A give-up** (`RecoveryIncidents.give_up`): the incident is stored `exhausted` with the reason;
-when the interrupted turn's stream is still open (its isolate died mid-answer) and holds part of
-an answer, that partial answer is persisted, so a tool result already settled is not lost;
+**A give-up** (`RecoveryIncidents.give_up`): the incident is stored `exhausted` with the reason
+(by a continuation's give-up only once the clients are told: the dist terminalizes before it
+seals, so that a failed terminal write re-runs the whole give-up); when the interrupted turn's
+stream is still open (its isolate died mid-answer) and holds part of an answer, that partial
+answer is persisted, so a tool result already settled is not lost;
 `chat:recovery:exhausted` reports the whole `ChatRecoveryExhaustedContext` (the dist's event
 payload, with the port's `originRequestId` besides), then the `on_exhausted` hook of
 `chat_recovery` is awaited with it (a hook that raises is logged, and the give-up goes on: it
@@ -229,15 +231,18 @@ class RecoveryIncidents:
         stream_id: str | None,
         created_at: int | None = None,
         save_partial: bool = True,
+        seal_last: bool = False,
     ) -> None:
         """Give the turn of the incident at `key` up with `reason`: seal it, save its partial
         answer when its stream is still open (unless `save_partial` is False: a stalled turn
-        saves its own), report it, tell `on_exhausted`, then the clients (module
-        docstring)."""
+        saves its own), report it, tell `on_exhausted`, then the clients (module docstring).
+        `seal_last`: the seal is written after the clients are told, as a continuation's
+        give-up does (the dist's `exhaustRecoveryGiveUp`)."""
         host = self._ctx.host
         now = host.clock.now_ms()
         incident = {**incident, "reason": reason, "status": "exhausted", "updatedAt": now}
-        host.kv.put(key, incident)
+        if not seal_last:
+            host.kv.put(key, incident)
         self._probe_reason(reason)
         parts = list(partial.get("parts") or []) if isinstance(partial, dict) else []
         open_stream = bool(stream_id) and self._stream.is_streaming(str(stream_id))
@@ -282,6 +287,8 @@ class RecoveryIncidents:
         self._status.deliver_terminal(request_id, message)
         self._status.record_terminal(request_id, message)
         self._status.set_recovering(False)
+        if seal_last:
+            host.kv.put(key, incident)
         self._ctx.log("warn", f"chat recovery of turn {origin} gave up: {reason}")
 
     def _probe_reason(self, reason: str) -> None:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CONVERSATION_CHANGED",
     "NO_UNANSWERED_USER_MESSAGE",
+    "TARGET_ASSISTANT",
+    "TARGET_USER",
     "continuation_targets",
     "conversation_skip_reason",
     "stream_partial",
@@ -47,7 +49,9 @@ __all__ = [
 CONVERSATION_CHANGED = "conversation_changed"
 NO_UNANSWERED_USER_MESSAGE = "no_unanswered_user_message"
 TARGET_ASSISTANT = "targetAssistantId"
+"""A continuation payload's key: the assistant message the recovered turn extends."""
 TARGET_USER = "targetUserId"
+"""A continuation payload's key: the user message the recovered turn answers again."""
 
 
 def continuation_targets(
