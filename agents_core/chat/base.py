@@ -54,8 +54,9 @@ class ChatHost(Agent):
     """The SDK's `chatRecovery.noProgressTimeoutMs`: give up on a turn that made no progress for
     this long (measured from the last recovery that found progress, or the first detection)."""
     chat_stream_stall_timeout_ms: ClassVar[int] = 0
-    """The SDK's `chatStreamStallTimeoutMs`: on 0.32.0, a turn whose model stream sends no chunk
-    for this long is routed back into chat recovery (0: no watchdog; 0.21.0 has none)."""
+    """The SDK's `chatStreamStallTimeoutMs`: on 0.32.0, a turn whose UI stream shows nothing for
+    this long (a model read waiting, or a tool call running) is routed back into chat recovery
+    (0: no watchdog; 0.21.0 has none)."""
     chat_recovery: ClassVar[Any] = None
     """The SDK's `chatRecovery` field: a mapping of options or True/False/None. Read by 0.32.0
     (`agents_core/chat/recovery_config.py`), where recovery is always on; 0.21.0's
@@ -70,7 +71,14 @@ class ChatHost(Agent):
         self._messages = ChatMessages(self._context)
         self._stream = ResumableStream(self._context, components.chunk_limit)
         self._recovery_credit = credit = components.progress(self._context)
-        self._turns = ChatTurns(self._context, self._messages, self._stream, credit, self)
+        self._turns = ChatTurns(
+            self._context,
+            self._messages,
+            self._stream,
+            credit,
+            self,
+            reading=components.stream_reading,
+        )
         self._turn_runner = components.turn_runner(self._context, self, self._lifecycle)
         continuations = components.continuation_runner(self._context, self, self._lifecycle)
         self._chat_recovery = components.recovery(
@@ -264,10 +272,16 @@ class ChatHost(Agent):
         return self._chat_recovery.stream_stall_timeout_ms()
 
     async def _route_stalled_turn(
-        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+        self,
+        request_id: str,
+        snapshot: dict[str, Any],
+        partial: dict[str, Any],
+        *,
+        backoff: bool = False,
     ) -> str | None:
-        """A turn's model stream stalled: `scheduled`, `exhausted`, or None to fail the turn."""
-        return await self._chat_recovery.route_stall(request_id, snapshot, partial)
+        """A turn's model stream stalled (`backoff`: failed with a transient read error):
+        `scheduled`, `exhausted`, or None to fail the turn."""
+        return await self._chat_recovery.route_stall(request_id, snapshot, partial, backoff=backoff)
 
     def _on_turn_result(self, result: TurnResult) -> None:
         self._chat_recovery.turn_ended(result)

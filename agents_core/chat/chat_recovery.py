@@ -432,10 +432,16 @@ class ChatRecovery:
         return 0
 
     async def route_stall(
-        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+        self,
+        request_id: str,
+        snapshot: dict[str, Any],
+        partial: dict[str, Any],
+        *,
+        backoff: bool = False,
     ) -> str | None:
-        """Take a stalled turn into recovery: `scheduled` (its continuation is scheduled),
-        `exhausted` (it was given up), or None (the stall fails the turn)."""
+        """Take a stalled turn into recovery (`backoff`: a transient read error's, scheduled
+        after a backoff): `scheduled` (its continuation is scheduled), `exhausted` (it was given
+        up), or None (the stall fails the turn)."""
         return None
 
     # -- what clients learn of a turn (0.21.0: nothing beyond the turn's own frames) -----------

@@ -12,7 +12,9 @@ out of the stream (`ChunkSizeLimit`, §7.2) and a terminal-delivery run's chunks
 host's own clients (`TerminalRunsHidden`, §7.1), and a top-level agent's turns run as Task
 runs instead of fibers (`TaskTurns`, §8.3; 0.21.0's `FiberTurns`), and so do its recovery
 continuations instead of schedules (`TaskContinuations`, §8.3; 0.21.0's
-`ScheduledContinuations`).
+`ScheduledContinuations`), and its turns hand a transient read error of the model stream to
+chat recovery and mark their continuation frames (`RECOVERING_READING`, §8.2; 0.21.0's
+`PLAIN_READING`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from agents_core.chat.continuation_runners import ScheduledContinuations, TaskCo
 from agents_core.chat.interrupted_attempts import InterruptedAttemptsRecovery
 from agents_core.chat.recovery_credit import RecoveryCredit
 from agents_core.chat.segment_progress import SegmentProgress
+from agents_core.chat.stream_watchdog import PLAIN_READING, RECOVERING_READING, StreamReading
 from agents_core.chat.terminal_runs import EveryRunShown, TerminalRunsHidden
 from agents_core.chat.turn_runners import FiberTurns, TaskTurns
 
@@ -47,6 +50,9 @@ class ChatComponents:
     continuation_runner: type[ScheduledContinuations]
     """What a recovery continuation runs as (0.21.0 a schedule; 0.32.0 a Task run at the top
     level)."""
+    stream_reading: StreamReading
+    """What a turn does with its UI stream beyond streaming it (0.32.0: a transient read error
+    goes to chat recovery, continuation frames are marked; `stream_watchdog.py`)."""
 
 
 CHAT_RELEASES: dict[str, ChatComponents] = {
@@ -57,6 +63,7 @@ CHAT_RELEASES: dict[str, ChatComponents] = {
         run_delivery=EveryRunShown(),
         turn_runner=FiberTurns,
         continuation_runner=ScheduledContinuations,
+        stream_reading=PLAIN_READING,
     ),
     "0.32.0": ChatComponents(
         recovery=InterruptedAttemptsRecovery,
@@ -65,6 +72,7 @@ CHAT_RELEASES: dict[str, ChatComponents] = {
         run_delivery=TerminalRunsHidden(),
         turn_runner=TaskTurns,
         continuation_runner=TaskContinuations,
+        stream_reading=RECOVERING_READING,
     ),
 }
 """Every release the runtime models, with its chat components (a test holds the names equal)."""

@@ -45,6 +45,7 @@ from agents_core.chat.recovery_budget import IncidentVerdict, ask_caller, evalua
 from agents_core.chat.recovery_config import ChatRecoveryConfig, resolve_chat_recovery_config
 from agents_core.chat.recovery_incidents import RecoveryIncidents, incident_id, incident_key
 from agents_core.chat.recovery_targets import continuation_targets
+from agents_core.chat.stream_watchdog import transient_backoff_seconds
 from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX
 from agents_core.probes import probe
 from agents_core.stored_names import CHAT_RECOVERY_CALLBACK
@@ -210,13 +211,19 @@ class IncidentLooks(ChatRecovery):
         return window if isinstance(window, int) and window > 0 else 0
 
     async def route_stall(
-        self, request_id: str, snapshot: dict[str, Any], partial: dict[str, Any]
+        self,
+        request_id: str,
+        snapshot: dict[str, Any],
+        partial: dict[str, Any],
+        *,
+        backoff: bool = False,
     ) -> str | None:
         """Judge the stalled turn's incident as a wake does, but counting no interrupted
         attempt and leaving the attempts in flight alone; then ask `on_chat_recovery` (its
         `skip` declines: the stall fails the turn), count a transient retry and schedule the
-        continuation with no delay, under the same incident (the decision travels with it, so
-        the continuation does not ask again)."""
+        continuation under the same incident (the decision travels with it, so the
+        continuation does not ask again): at once after a stall, and after a transient read
+        error (`backoff`) once `transient_backoff_seconds` of the retries counted so far."""
         host = self._ctx.host
         now = host.clock.now_ms()
         origin = snapshot.get("originRequestId") or request_id
@@ -268,7 +275,13 @@ class IncidentLooks(ChatRecovery):
         # must not join one of the incident's earlier continuations.
         chained = snapshot.get("trigger") == "recovery"
         await self._schedule_continuation(
-            request_id, origin, found, snapshot, idempotent=not chained, decision=decision
+            request_id,
+            origin,
+            found,
+            snapshot,
+            idempotent=not chained,
+            decision=decision,
+            delay_s=transient_backoff_seconds(retries) if backoff else 0,
         )
         probe(host, "chat.stalled_turn_recovering")
         return "scheduled"
@@ -282,6 +295,7 @@ class IncidentLooks(ChatRecovery):
         *,
         idempotent: bool,
         decision: str | None = None,
+        delay_s: int = 0,
         targets: dict[str, str] | None = None,
     ) -> None:
         """Report the incident `found` scheduled and schedule its continuation, at once (a
@@ -298,7 +312,7 @@ class IncidentLooks(ChatRecovery):
         payload.update(targets or {})
         if decision is not None:
             payload["decision"] = decision
-        await self._hooks.schedule(0, CHAT_RECOVERY_CALLBACK, payload, idempotent=idempotent)
+        await self._hooks.schedule(delay_s, CHAT_RECOVERY_CALLBACK, payload, idempotent=idempotent)
 
     async def _vetted_incident(
         self,

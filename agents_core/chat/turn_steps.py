@@ -6,8 +6,12 @@ runs them (in parallel, each result streamed as it lands), appends the results a
 model again, until the model answers without tools (at most `max_steps` model calls). The
 answer's `finish` chunk commits in a step of its own. A model failure, in-band or raised,
 becomes one error frame (`error: true`, body = the message). With a stall window (0.32.0's
-`chat_stream_stall_timeout_ms`), a read that gets no chunk for that long ends the steps as
-`stalled`. The queue that runs the turn, and what happens after its steps, is `turns.py`.
+`chat_stream_stall_timeout_ms`), a turn whose UI stream shows nothing for that long (a model
+read waiting, or a tool call running, spec sdk-0.32 §8.2) ends its steps as `stalled`; on
+0.32.0 a platform-transient read error of the model stream ends them as `interrupted`, its
+error frame left to chat recovery's verdict, and the frames of a continuation turn say
+`continuation: true` (`stream_watchdog.py`). The queue that runs the turn, and what happens
+after its steps, is `turns.py`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,12 @@ import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agents_core.chat.stream_watchdog import (
+    PLAIN_READING,
+    StallWatchdog,
+    StreamReading,
+    is_recoverable_stream_read_error,
+)
 from agents_core.chat.turn_types import ABORTED, CHAT_RESPONSE_TYPE, END, STALLED
 from agents_core.jsontext import to_json_text
 
@@ -33,7 +43,7 @@ __all__ = ["TurnSteps", "error_message"]
 class TurnSteps:
     """The model and tool steps of a chat host's turns, and the chunks they store and send."""
 
-    __slots__ = ("_ctx", "_messages", "_stream", "_credit", "_hooks")
+    __slots__ = ("_ctx", "_messages", "_stream", "_credit", "_hooks", "_reading")
 
     def __init__(
         self,
@@ -42,20 +52,26 @@ class TurnSteps:
         stream: ResumableStream,
         credit: RecoveryCredit,
         hooks: TurnHooks,
+        reading: StreamReading = PLAIN_READING,
     ) -> None:
         self._ctx = ctx
         self._messages = messages
         self._stream = stream
         self._credit = credit
         self._hooks = hooks
+        self._reading = reading
 
     async def drive(self, state: TurnState) -> tuple[str, str | None]:
         signal = state.controller.signal
         pending = state.builder.pending_tool_calls() if state.plan.continue_message_id else []
+        watchdog = StallWatchdog(self._ctx.host.clock, self._hooks._stream_stall_timeout_ms())
         for step in range(self._hooks.max_steps):
             if pending:
-                if await self._run_tools(state, pending) is ABORTED:
+                ran = await self._run_tools(state, pending, watchdog)
+                if ran is ABORTED:
                     return "aborted", None
+                if ran is STALLED:
+                    return "stalled", None
                 pending = []
             if signal.aborted:
                 return "aborted", None
@@ -65,8 +81,10 @@ class TurnSteps:
             )
             while True:
                 try:
-                    chunk = await self._next_model_chunk(stream, state)
+                    chunk = await self._next_model_chunk(stream, state, watchdog)
                 except Exception as exc:  # noqa: BLE001 - a provider failure ends the turn
+                    if self._routes_read_error(exc, signal):
+                        return "interrupted", error_message(exc)
                     return "error", self.fail(state, error_message(exc))
                 if chunk is ABORTED:
                     return "aborted", None
@@ -126,7 +144,16 @@ class TurnSteps:
             request["body"] = state.plan.body
         return request
 
-    async def _next_model_chunk(self, stream: Any, state: TurnState) -> Any:
+    def _routes_read_error(self, error: Exception, signal: AbortSignal) -> bool:
+        """A read error of the model stream that chat recovery takes (0.32.0: a platform
+        transient, on a turn not aborted; the SDK's stream `catch` in `_reply`)."""
+        if not self._reading.routes_transient_read_errors or signal.aborted:
+            return False
+        return is_recoverable_stream_read_error(error)
+
+    async def _next_model_chunk(
+        self, stream: Any, state: TurnState, watchdog: StallWatchdog
+    ) -> Any:
         if state.controller.signal.aborted:
             return ABORTED
 
@@ -136,23 +163,27 @@ class TurnSteps:
             except StopAsyncIteration:
                 return END
 
-        window = self._hooks._stream_stall_timeout_ms()
-        if window <= 0:
+        if not watchdog.armed:
             return await self._ctx.host.tasks.race(pull(), state.aborted)
+        race = self._ctx.host.tasks.race(pull(), state.aborted, watchdog.expired())
+        chunk = watchdog.settle(await race)
+        if chunk is not STALLED:
+            watchdog.touch()
+        return chunk
 
-        async def watchdog() -> Any:
-            await self._ctx.host.clock.sleep(window)
-            return STALLED
-
-        return await self._ctx.host.tasks.race(pull(), state.aborted, watchdog())
-
-    async def _run_tools(self, state: TurnState, calls: list[dict[str, Any]]) -> Any:
+    async def _run_tools(
+        self, state: TurnState, calls: list[dict[str, Any]], watchdog: StallWatchdog
+    ) -> Any:
+        """Run the calls in parallel, each output streamed as it lands; `ABORTED`, or
+        `STALLED` when the watchdog's window passes with no output (the SDK's watchdog wraps
+        the whole UI stream, tool runs included, §8.2): a call that ends after that sends
+        nothing, and the continuation runs it again."""
         tools = self._hooks.get_tools()
         signal = state.controller.signal
 
         async def run_one(chunk: dict[str, Any]) -> None:
             ok, value = await self._execute_tool(tools, chunk, signal)
-            if signal.aborted:
+            if signal.aborted or watchdog.fired:
                 return
             call_id = chunk.get("toolCallId")
             if ok:
@@ -160,9 +191,13 @@ class TurnSteps:
             else:
                 out = {"type": "tool-output-error", "toolCallId": call_id, "errorText": value}
             self.emit_chunk(state, out)
+            watchdog.touch()
 
         everything = self._ctx.host.tasks.gather(*(run_one(c) for c in calls))
-        return await self._ctx.host.tasks.race(everything, state.aborted)
+        if not watchdog.armed:
+            return await self._ctx.host.tasks.race(everything, state.aborted)
+        race = self._ctx.host.tasks.race(everything, state.aborted, watchdog.expired())
+        return watchdog.settle(await race)
 
     async def _execute_tool(
         self, tools: Mapping[str, Any], chunk: Mapping[str, Any], signal: AbortSignal
@@ -199,13 +234,26 @@ class TurnSteps:
         if index is not None:
             self._credit.stored_chunk(chunk.get("type"))
         state.builder.apply(chunk)
-        frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": body}
-        self._hooks._broadcast_chat_frame({**frame, "done": False}, chunk_index=index)
+        frame = self.response_frame(state, body, done=False)
+        self._hooks._broadcast_chat_frame(frame, chunk_index=index)
 
     def fail(self, state: TurnState, message: str) -> str:
-        frame = {"type": CHAT_RESPONSE_TYPE, "id": state.plan.request_id, "body": message}
-        self._hooks._broadcast_chat_frame({**frame, "done": False, "error": True})
+        self._hooks._broadcast_chat_frame({**self.response_frame(state, message), "error": True})
         return message
+
+    def response_frame(self, state: TurnState, body: str, *, done: bool = False) -> dict[str, Any]:
+        """A `cf_agent_use_chat_response` frame of the turn; on 0.32.0 a continuation turn's
+        says `continuation: true` (chunk, error and `done` frames alike, as ai-chat 0.12.2's
+        `_reply` sends them)."""
+        frame: dict[str, Any] = {
+            "type": CHAT_RESPONSE_TYPE,
+            "id": state.plan.request_id,
+            "body": body,
+            "done": done,
+        }
+        if self._reading.marks_continuation_frames and state.plan.continue_message_id:
+            frame["continuation"] = True
+        return frame
 
 
 def error_message(error: BaseException) -> str:

@@ -12,13 +12,16 @@ message is persisted after them, at the end. A model failure ends the turn with 
 `error`. The parts a turn is made of (its plan, result, state and `TurnHooks`) are
 `turn_types.py`, re-exported here.
 
-A stream stall (0.32.0, when the host sets `chat_stream_stall_timeout_ms`: no model chunk for
-that long) is offered to chat recovery (`_route_stalled_turn`). When recovery schedules the
-turn's continuation, this request stops with the outcome `recovering`: its stream ends
-`recovering`, its `done` frame says `outcome: "recovering"`, its partial answer is persisted and
-its status is `aborted` (as the SDK's stream result is); the same turn goes on under a new
-request. When recovery gives the turn up, its terminal message was the turn's last frame and the
-stream ends `error`; when recovery declines, the stall is an ordinary model failure.
+A stream stall (0.32.0, when the host sets `chat_stream_stall_timeout_ms`: nothing streamed
+for that long, a tool call's run included) is offered to chat recovery (`_route_stalled_turn`).
+When recovery schedules the turn's continuation, this request stops with the outcome
+`recovering`: its stream ends `recovering`, its `done` frame says `outcome: "recovering"`, its
+partial answer is persisted and its status is `aborted` (as the SDK's stream result is); the
+same turn goes on under a new request. When recovery gives the turn up, its terminal message
+was the turn's last frame and the stream ends `error`; when recovery declines, the stall is an
+ordinary model failure. On 0.32.0 a platform-transient read error of the model stream takes the
+same route, its continuation scheduled after a backoff, and fails the turn with its own message
+when recovery declines (`stream_watchdog.py`).
 
 `ChatTurns` is the component: it owns the queue, the clear generation and the running turns,
 writes the transcript through `ChatMessages` and the chunks through `ResumableStream`, and
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.tool import set_current_agent
 from agents_core.chat.messages import MessageBuilder
+from agents_core.chat.stream_watchdog import PLAIN_READING, StreamReading
 from agents_core.chat.turn_steps import TurnSteps
 from agents_core.chat.turn_types import (
     ABORTED,
@@ -100,6 +104,8 @@ class ChatTurns:
         stream: ResumableStream,
         credit: RecoveryCredit,
         hooks: TurnHooks,
+        *,
+        reading: StreamReading = PLAIN_READING,
     ) -> None:
         self._ctx = ctx
         self._messages = messages
@@ -114,7 +120,7 @@ class ChatTurns:
         self.states: dict[str, TurnState] = {}
         """The running turns by request id."""
         self.active_request_id: str | None = None
-        self._steps = TurnSteps(ctx, messages, stream, credit, hooks)
+        self._steps = TurnSteps(ctx, messages, stream, credit, hooks, reading)
 
     # -- the SDK's surface --------------------------------------------------------------------
     async def save_messages(
@@ -259,8 +265,9 @@ class ChatTurns:
         outcome: str | None = None
         try:
             status, error = await self._steps.drive(state)
-            if status == "stalled":
-                status, error, outcome = await self._route_stall(state)
+            if status in ("stalled", "interrupted"):
+                read_error = error if status == "interrupted" else None
+                status, error, outcome = await self._route_stall(state, read_error)
             if controller.signal.aborted and status != "error":
                 status, error = "aborted", None
             cleared = generation != self.generation
@@ -272,7 +279,7 @@ class ChatTurns:
                 self._stream.finish(state.stream_id, "error")
             else:
                 self._stream.finish(state.stream_id, outcome or status)
-                done = {"type": CHAT_RESPONSE_TYPE, "id": rid, "body": "", "done": True}
+                done = self._steps.response_frame(state, "", done=True)
                 if outcome == RECOVERING_OUTCOME:
                     done["outcome"] = RECOVERING_OUTCOME
                 self._hooks._broadcast_chat_frame(done)
@@ -303,23 +310,30 @@ class ChatTurns:
             recovering=outcome == RECOVERING_OUTCOME,
         )
 
-    async def _route_stall(self, state: TurnState) -> tuple[str, str | None, str | None]:
-        """The model stream stalled: offer the turn to chat recovery, with its snapshot
-        pointing past its stored chunks (the continuation builds on the persisted partial
-        answer alone); (status, error, outcome)."""
+    async def _route_stall(
+        self, state: TurnState, read_error: str | None = None
+    ) -> tuple[str, str | None, str | None]:
+        """The model stream stalled (or, with `read_error`, failed to read with a platform
+        transient): offer the turn to chat recovery, with its snapshot pointing past its stored
+        chunks (the continuation builds on the persisted partial answer alone); (status,
+        error, outcome)."""
         snapshot = {
             **state.snapshot,
             "streamId": state.stream_id,
             "streamFrom": self._stream.length(state.stream_id),
         }
         partial = MessageBuilder(state.builder.message).message
-        routed = await self._hooks._route_stalled_turn(state.plan.request_id, snapshot, partial)
+        routed = await self._hooks._route_stalled_turn(
+            state.plan.request_id, snapshot, partial, backoff=read_error is not None
+        )
         if routed == "scheduled":
             return "aborted", None, RECOVERING_OUTCOME
         if routed == "exhausted":
             return "aborted", None, "exhausted"
+        if read_error is not None:
+            return "error", self._steps.fail(state, read_error), None
         window = self._hooks._stream_stall_timeout_ms()
-        message = f"Chat stream stalled: no model chunk for {window} ms"
+        message = f"Chat stream stalled: nothing streamed for {window} ms"
         return "error", self._steps.fail(state, message), None
 
     # -- frames -------------------------------------------------------------------------------
