@@ -84,6 +84,9 @@ class Platform:
         """The SDK release deployed now: what every isolate started from here on runs."""
         self.records: dict[str, AgentRecord] = {}
         self.classes: dict[str, type] = {}
+        self.departed: dict[str, list[tuple[tuple[Any, ...], tuple[int, ...]]]] = {}
+        """Path of a deleted sub-agent -> the journal and commit instants of each of its lives,
+        oldest first (what checkers read of storage that is gone: a registry it kept)."""
         """Every agent path ever used -> its class: a deleted sub-agent's stays (its options
         judge what its trace shows)."""
         self.alarms = Alarms(self)
@@ -506,6 +509,8 @@ class Platform:
 
     def _forget(self, record: AgentRecord) -> None:
         record.forgotten = True
+        lives = self.departed.setdefault(record.path, [])
+        lives.append((tuple(record.storage.journal), tuple(record.storage.journal_ms)))
         for child in list(record.children.values()):
             self._forget(child)
         if record.parent is not None:

@@ -94,6 +94,11 @@ class CheckContext:
     storage, in commit order (`FaultyStorage.journal`); empty in a hand-built context."""
     journal_ms: Mapping[str, Sequence[int]] = field(default_factory=dict)
     """Agent path -> the instant (ms) each turn of its journal committed, index for index."""
+    departed: Mapping[str, Sequence[tuple[Sequence[Sequence[Write]], Sequence[int]]]] = field(
+        default_factory=dict
+    )
+    """Path of a deleted sub-agent -> (journal, commit instants) of each of its lives, oldest
+    first: its storage is gone, but what it kept (a registry of its own sub-agents) was so."""
     release: str | None = None
     """The SDK release the run's agents ran (`0.21.0`, `0.32.0`); None when unknown (a
     hand-built context), which checkers read as 0.21.0's rules. In a run that upgraded
@@ -305,6 +310,7 @@ def context_from(sim: Simulation, scenario: str | None = None) -> CheckContext:
         options=options,
         journals=journals,
         journal_ms=journal_ms,
+        departed={path: tuple(lives) for path, lives in sorted(platform.departed.items())},
         release=platform.release,
     )
 

@@ -31,18 +31,21 @@ def registry_history(
     context: CheckContext, parent: str
 ) -> dict[tuple[Any, Any], list[tuple[int, bool]]]:
     """(class, name) -> [(instant, present after it)] of the parent's registry, in commit
-    order (the last change of each instant)."""
-    journal = context.journals.get(parent, ())
-    instants = context.journal_ms.get(parent, ())
+    order (the last change of each instant), over every life of the parent: those a delete
+    ended (`departed`), then the current one."""
+    lives = [*context.departed.get(parent, ())]
+    if parent in context.journals:
+        lives.append((context.journals[parent], context.journal_ms.get(parent, ())))
     out: dict[tuple[Any, Any], list[tuple[int, bool]]] = defaultdict(list)
-    if len(instants) != len(journal):
-        return out
-    for change in row_changes(journal, REGISTRY, ("class", "name")):
-        when = instants[change.turn - 1]
-        changes = out[change.key]
-        if changes and changes[-1][0] == when:
-            changes.pop()
-        changes.append((when, _present(change.after)))
+    for journal, instants in lives:
+        if len(instants) != len(journal):
+            continue
+        for change in row_changes(journal, REGISTRY, ("class", "name")):
+            when = instants[change.turn - 1]
+            changes = out[change.key]
+            if changes and changes[-1][0] == when:
+                changes.pop()
+            changes.append((when, _present(change.after)))
     return out
 
 

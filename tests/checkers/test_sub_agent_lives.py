@@ -68,3 +68,38 @@ def test_a_sub_agent_its_parent_deleted_is_never_woken_again(
 
     caught(woken)
     fails_with_a_blind_checker(monkeypatch, "sub_agents_registered", caught, woken)
+
+
+def test_the_registry_of_a_deleted_sub_agent_is_still_read() -> None:
+    """A sub-agent's registry of its own sub-agents lives in its storage, which its delete
+    takes: the checkers still read what it kept, from the journal of the life that ended (here
+    `w1` unlisted `x` at 1:26 and was deleted itself later), and every life in order."""
+    from sim.checkers.core import CheckContext
+    from sim.checkers.sub_agent_registry import registry_history
+
+    parent = "FiberWorkload/worker/FiberWorkload/w1"
+    create = (
+        "CREATE TABLE cf_agents_sub_agents (class TEXT, name TEXT, created_at INTEGER, "
+        "PRIMARY KEY (class, name))",
+        (),
+    )
+    insert = (
+        "INSERT INTO cf_agents_sub_agents (class, name, created_at) VALUES (?, ?, ?)",
+        ("FiberWorkload", "x", 10_000),
+    )
+    delete = (
+        "DELETE FROM cf_agents_sub_agents WHERE class = ? AND name = ?",
+        ("FiberWorkload", "x"),
+    )
+    first = (((create, insert), (delete,)), (10_000, 86_000))
+    second = (((create, insert),), (200_000,))
+    key = ("FiberWorkload", "x")
+    assert registry_history(CheckContext(records=()), parent) == {}
+    gone = CheckContext(records=(), departed={parent: (first,)})
+    assert registry_history(gone, parent)[key] == [(10_000, True), (86_000, False)]
+    again = CheckContext(records=(), departed={parent: (first, second)})
+    assert registry_history(again, parent)[key] == [
+        (10_000, True),
+        (86_000, False),
+        (200_000, True),
+    ]
