@@ -380,7 +380,8 @@ def alarm_fires_on_time(context: CheckContext) -> list[Violation]:
     1. every `alarm:fired {attempt: 0}` at t consumes a slot due at exactly t, or comes in the
        instant a handler run ended while something came due during that run (a due slot, or a
        retry, that found a handler running and waited for it; a slot due in that same instant
-       is held with them and run by that one firing);
+       is held with them and run by that one firing); a held retry firing as the run ends
+       (`attempt` N > 0: the slot is one alarm, and the higher count stands) runs them so too;
     2. a slot due at D with no handler running then fires at D: once the trace passes D, it was
        fired, replaced or cleared at D, or it was due while a handler ran.
     """
@@ -439,6 +440,13 @@ def _follow_slot(context: CheckContext, agent: str) -> list[Violation]:
             if attempt:
                 if record.t_ms in retries:
                     retries.remove(record.t_ms)
+                elif waiting and record.t_ms == last_end:
+                    # A retry held behind a run fires as it ends, merged with whatever else
+                    # came due under that run (the slot is one alarm; the higher attempt
+                    # stands), a slot due in that same instant included.
+                    waiting = False
+                    if slot is not None and slot[0] == record.t_ms:
+                        slot = None
             elif waiting and record.t_ms == last_end:
                 waiting = False
                 if slot is not None and slot[0] == record.t_ms:

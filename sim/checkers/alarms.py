@@ -18,11 +18,13 @@ from typing import Any
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.schedule_store import (
+    JOBS_TABLE,
     SCHEDULES_ON_JOBS,
     deletion_instants,
     insertion_instants,
     stored_schedules,
 )
+from sim.checkers.storage import row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["SCHEDULE_LATENESS_MS", "durable_work", "no_leaked_keep_alive", "schedules_fire"]
@@ -184,7 +186,8 @@ def schedules_fire(context: CheckContext) -> list[Violation]:
     2. Every schedule created (`schedule:create`) that was neither executed nor cancelled still
        has its row at the end, unless its agent's (or an ancestor's) storage was wiped or
        deleted, or the creating incarnation crashed in the same instant (the turn that wrote the
-       row rolled back).
+       row rolled back), or (0.32.0) it was a recovery-loop job that a memory-limit reset
+       sealing the breaker purged with the executing one (sdk-0.32 §2.5).
     3. For every interval row left at the end (interval I, hung timeout H of the agent holding
        it): its first execution comes no earlier than its creation second plus I, and two
        consecutive executions are at most I + H + `SCHEDULE_LATENESS_MS` apart (the next run is
@@ -227,6 +230,8 @@ def schedules_fire(context: CheckContext) -> list[Violation]:
             continue
         if _cancel_cut_by_a_fault(context, made[0], schedule_id):
             continue
+        if _purged_with_a_sealed_breaker(context, made[0], schedule_id):
+            continue
         out.append(
             Violation(
                 "schedules_fire",
@@ -239,6 +244,37 @@ def schedules_fire(context: CheckContext) -> list[Violation]:
             )
         )
     return out
+
+
+def _purged_with_a_sealed_breaker(
+    context: CheckContext, made: TraceRecord, schedule_id: str
+) -> bool:
+    """Sdk-0.32 §2.5: a memory-limit reset that seals the breaker purges every `recovery_loop`
+    job with the executing one. The schedule's job was deleted, while it had `recovery_loop`
+    set, in an instant its top-level agent's alarm wrote a sealing `alarm:memory_limit_reset`
+    after the schedule was created."""
+    root = context.root_of(made.agent)
+    seals = {
+        record.t_ms
+        for record in context.events("alarm:memory_limit_reset", root)
+        if record.get("sealed") and record.seq > made.seq
+    }
+    if not seals:
+        return False
+    journal = context.journals.get(root, ())
+    instants = context.journal_ms.get(root, ())
+    if len(instants) != len(journal):
+        return False
+    for change in row_changes(journal, JOBS_TABLE, "id"):
+        if (
+            str(change.key) == schedule_id
+            and change.after is None
+            and change.before is not None
+            and change.before.get("recovery_loop") == 1
+            and instants[change.turn - 1] in seals
+        ):
+            return True
+    return False
 
 
 def _interval_cadence(

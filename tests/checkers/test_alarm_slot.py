@@ -288,6 +288,35 @@ def test_a_slot_due_as_the_run_ends_is_run_by_the_held_firing() -> None:
     ]
 
 
+def test_a_slot_due_as_the_run_ends_is_run_by_a_held_retry() -> None:
+    """A handler fails while the slot it re-armed (a deadman) is due: its retry waits behind
+    the handler that slot fires, which sets the slot again for the instant it ends. The held
+    retry and that slot merge into one firing as the run ends, counted as the retry (`attempt`
+    1, the higher count): the slot is not left owed (generate --seed 0 drew a cron whose 30 s
+    of work ended in a lost network connection at its deadman's instant)."""
+
+    def run(at_ms: int) -> CheckContext:
+        return built(
+            record(0, 0, C, 1, "alarm:set", at=60_000),
+            record(0, 60_000, C, 1, "alarm:fired", attempt=0),
+            record(0, 60_000, C, 1, "alarm:set", at=90_000),
+            record(0, 90_000, C, 1, "alarm:failed", attempt=0, error="Network connection lost."),
+            record(0, 90_000, C, 1, "alarm:retry", attempt=1, at=92_000),
+            record(0, 90_000, C, 1, "alarm:fired", attempt=0),
+            record(0, 90_000, C, 1, "alarm:set", at=at_ms),
+            record(0, 120_000, C, 1, "alarm:done", attempt=0),
+            record(0, 120_000, C, 1, "alarm:fired", attempt=1),
+            record(0, 120_000, C, 1, "alarm:done", attempt=1),
+            end_ms=200_000,
+        )
+
+    assert check(run(120_000), ALL) == []
+    assert messages(run(150_000), "alarm_fires_on_time") == [
+        "the alarm of Counter/counter armed at 00:01:30.000 for 00:02:30.000 did not fire at "
+        "00:02:30.000"
+    ]
+
+
 # -- keep_alive_heartbeat ------------------------------------------------------------------------
 def test_a_held_lease_heartbeats_every_interval() -> None:
     """A fiber of four 10 s steps on a 2 s heartbeat: the alarm fires every 2 s until the

@@ -195,3 +195,38 @@ def test_a_destroy_clears_an_alarm_that_came_due_while_its_handler_ran(sdk: str)
     fired = [r.t_ms for r in context.events("alarm:fired", S) if r.t_ms >= 555_000]
     assert len(fired) == len(set(fired))  # one firing per instant
     assert check(context, ["alarm_fires_on_time"]) == []
+
+
+SEALED_WITH_A_RECOVERY_LOOP = """
+name: sealed-with-a-recovery-loop
+description: a one-shot hits the memory limit, one strike allowed; another is a recovery-loop job
+seed: 0
+sdk: "0.32.0"
+agents:
+  sched:
+    workload: schedules
+    options: {max_alarm_memory_limit_strikes: 1}
+    schedules:
+      - {name: s1, after: 1m, fail: 3, fail_as: memory, attempts: 1}
+      - {name: s2, after: 2m, recovery_loop: RECOVERY_LOOP}
+steps:
+  - call: {agent: sched, method: status}
+  - run_until: 10m
+"""
+
+
+@pytest.mark.parametrize("recovery_loop", [True, False])
+def test_a_recovery_loop_job_purged_by_a_sealed_breaker_is_not_a_lost_schedule(
+    recovery_loop: bool,
+) -> None:
+    """Sdk-0.32 §2.5: the reset that seals the breaker deletes the executing job and purges
+    every `recovery_loop` job, due or not: such a schedule goes without firing or being
+    cancelled, as the SDK means it to, and `schedules_fire` does not count it lost (generate
+    --seed 0 drew a burst of one-shots whose sub-agent's recovery-loop copy went so). Without
+    `recovery_loop` the second one-shot is kept and fires."""
+    text = SEALED_WITH_A_RECOVERY_LOOP.replace("RECOVERY_LOOP", str(recovery_loop).lower())
+    context = scenario_context(text)
+    assert [r.get("sealed") for r in context.events("alarm:memory_limit_reset", S)] == [True]
+    ran = {r.get("name") for r in context.events("workload:schedule_run", S)}
+    assert ("s2" in ran) is not recovery_loop
+    assert check(context, ["schedules_fire"]) == []
