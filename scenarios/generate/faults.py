@@ -51,7 +51,12 @@ PROFILES = ("none", "platform", "flaky-storage", "hostile")
 
 TABLES: dict[str, tuple[str, ...]] = {
     "all": ("cf_agents_state", "cf_agents_schedules", "cf_agents_jobs"),
-    "schedules": ("cf_agents_sub_agents", "cf_agents_fibers", "cf_agents_runs"),
+    "schedules": (
+        "cf_agents_sub_agents",
+        "cf_agents_fibers",
+        "cf_agents_runs",
+        "workload_schedules",
+    ),
     "fibers": ("cf_agents_fibers", "cf_agents_runs", "cf_agents_mcp_servers"),
     "tools": (
         "cf_agent_tool_runs",
@@ -78,8 +83,11 @@ TABLES: dict[str, tuple[str, ...]] = {
 }
 """The SDK's tables an area's agents read and write (both releases': `cf_agents_jobs` is
 0.32.0's, `cf_agents_schedules` 0.21.0's), and those every agent has ("all"): the state, and
-the rows its alarm is armed from. A `facets` parent and its sub-agents: the registry, the
-root's index of their fiber runs, and the fibers they run."""
+the rows its alarm is armed from. A schedules agent's own record of the schedules it set up
+(`workload_schedules`) too: a write of it that fails after `schedule()` stored the row leaves
+the setup to be done again, and the second `schedule()` of the same callback and payload
+meets the row the first stored (the idempotent dedupe). A `facets` parent and its sub-agents:
+the registry, the root's index of their fiber runs, and the fibers they run."""
 VERBS = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
 

@@ -6,6 +6,12 @@ options with drawn backoff bounds), callbacks that fail their first attempts, wo
 enough to meet the platform's 15-minute alarm limit, work inside `keep_alive_while` or a
 fiber; set up at startup (after a drawn warmup) or by a `setup` call; cancelled by calls that
 are drawn to land on a run's instant exactly, a millisecond either side, or anywhere.
+
+For 0.32.0's job layer: now and then a burst (four to `BURST_MAX` schedules of one kind and one
+delay, past the driver's backlog warning with a sub-agent's copies), rows due together (a
+one-shot or an interval taking the first schedule's delay, so one wake drives several overdue
+jobs in order, beside a failing or a long one), `recovery_loop` on a one-shot or a cron, and the
+agent's `hung_schedule_timeout_seconds` drawn around its longest work.
 """
 
 from __future__ import annotations
@@ -31,16 +37,28 @@ ALARM_LIMIT_MS = 15 * 60_000
 
 
 def _schedule(
-    st: Any, draw: Any, name: str, alias: str, count: int, surface: Surface, load: int = 1
+    st: Any,
+    draw: Any,
+    name: str,
+    alias: str,
+    count: int,
+    surface: Surface,
+    load: int = 1,
+    instant: int | None = None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> tuple[dict[str, Any], list[Use], int]:
     """One schedule entry, its uses and the time it needs; `load` agents (the root and its
-    sub-agents) keep it, and one alarm runs all of their due rows one after another."""
-    kind = draw(st.sampled_from(KINDS))
+    sub-agents) keep it, and one alarm runs all of their due rows one after another.
+    `instant`: the delay (ms, whole seconds) of an earlier schedule of the agent, which a
+    one-shot or an interval takes as its own, so their rows come due together; `kinds`: those
+    its kind is drawn from."""
+    kind = draw(st.sampled_from(kinds))
     entry: dict[str, Any] = {"name": name}
     uses = [Use("schedule", kind, alias, "schedule:create")]
     fail = draw(st.integers(0, 3))
     if kind == "interval":
-        every = draw(seconds(st, 1, 600))
+        shared = instant is not None and 1000 <= instant <= 600_000
+        every = instant if shared and instant is not None else draw(seconds(st, 1, 600))
         runs = draw(st.integers(1, 4))
         entry.update(every=format_duration(every), runs=runs)
         horizon, period = every * (runs + fail), every
@@ -55,7 +73,7 @@ def _schedule(
         horizon = due_within(expression, needed) or 0
         period = _cron_gap(expression, runs)
     else:
-        at = draw(seconds(st, 0, 3600))
+        at = instant if instant is not None else draw(seconds(st, 0, 3600))
         entry["after" if kind == "delayed" else "at"] = format_duration(at)
         horizon, period = at, max(at, 1000)
     if fail:
@@ -117,6 +135,15 @@ def _schedule(
                 "schedule:create",
             )
         )
+    if (
+        kind != "interval"
+        and surface.opens("schedules", "recovery_loop")
+        and draw(st.integers(0, 3)) == 3
+    ):
+        # A member of the memory-limit breaker's recovery loop (0.32.0): backed off with the
+        # job that hit the limit, or purged with it when the breaker seals (0.21.0 ignores it).
+        entry["recovery_loop"] = True
+        uses.append(Use("schedule", "recovery_loop", alias, "schedule:create"))
     for flag, api in (("keep_alive", "keep_alive_while"), ("fiber", "run_fiber")):
         if draw(st.booleans()):
             entry[flag] = True
@@ -136,16 +163,35 @@ def schedules_part(
     @st.composite
     def part(draw: Any) -> Part:
         count = draw(st.integers(1, 3))
+        # Now and then a burst: many schedules of one callback, as an agent scheduling one
+        # reminder per item would, enough to pass the job driver's backlog warning (ten due
+        # jobs of one owner in one alarm; 0.21.0's duplicate warning, ten stale one-shots).
+        burst = draw(st.integers(0, 7)) == 7
+        if burst:
+            count = draw(st.integers(4, BURST_MAX))
+            uses_burst = [Use("schedule", "a burst of one callback", alias, "job:backlog_warning")]
+        else:
+            uses_burst = []
+        # And now and then their rows come due together (a one-shot or an interval takes the
+        # first schedule's delay): one wake then has several overdue jobs to drive in order.
+        together = burst or draw(st.integers(0, 2)) == 2
         subs: tuple[str, ...] = ()
         if facets:
             subs = draw(st.sampled_from(facets))
         elif surface.opens("schedules", "open") and not draw(st.integers(0, 2)):
             subs = draw(st.sampled_from(SUB_AGENT_NAMES))
-        entries, uses, horizon = [], [], 0
+        entries, uses, horizon = [], list(uses_burst), 0
+        instant: int | None = None
+        # A burst's schedules are of one kind, a one-shot or an interval, with one delay.
+        kinds = ("delayed", "scheduled", "interval") if burst else KINDS
         for index in range(count):
             entry, used, busy = _schedule(
-                st, draw, f"s{index + 1}", alias, count, surface, load=1 + len(subs)
+                st, draw, f"s{index + 1}", alias, count, surface, 1 + len(subs), instant, kinds
             )
+            if together and instant is None:
+                instant = _instant_ms(entry)
+            if burst:
+                kinds = (str(used[0].option),)
             entries.append(entry)
             uses += used
             horizon = max(horizon, busy)
@@ -178,9 +224,10 @@ def schedules_part(
                     and parse_duration_ms(entry["work"]) > ALARM_LIMIT_MS - 1 - warmup
                 ):
                     entry["work"] = format_duration(ALARM_LIMIT_MS - 1 - warmup)
+        _hung_timeout(st, draw, alias, agent, entries, uses)
         retry = draw(st.one_of(st.none(), _retry(st)))
         if retry is not None:
-            agent["options"] = {"retry": retry}
+            agent.setdefault("options", {})["retry"] = retry
             uses += [Use("retry", key, alias, "schedule:retry") for key in sorted(retry)]
         if any(entry.get("fail_as") == "memory" for entry in entries):
             strikes = draw(st.integers(1, 4))
@@ -259,6 +306,43 @@ def schedules_part(
         return Part({alias: agent}, tuple(steps), uses=tuple(uses), horizon_ms=horizon)
 
     return part()
+
+
+BURST_MAX = 12
+"""Schedules of one agent in a burst: with a sub-agent or two keeping the same ones, past the
+job driver's backlog warning (`JOB_BACKLOG_WARNING_THRESHOLD`, ten) even when some are crons."""
+
+
+def _instant_ms(entry: dict[str, Any]) -> int | None:
+    """The delay of a one-shot or an interval (what a later schedule may share); None for a
+    cron."""
+    for key in ("after", "at", "every"):
+        if key in entry:
+            return parse_duration_ms(entry[key])
+    return None
+
+
+def _hung_timeout(
+    st: Any,
+    draw: Any,
+    alias: str,
+    agent: dict[str, Any],
+    entries: list[dict[str, Any]],
+    uses: list[Use],
+) -> None:
+    """Now and then the agent's `hung_schedule_timeout_seconds`, drawn around its longest
+    work (a second under it, at it, over it) or a second: a dispatch that outlives it is warned
+    about (0.32.0's slow-dispatch watchdog), and an interval left running by a dead isolate is
+    forced again once it has passed."""
+    if draw(st.integers(0, 3)) != 3:
+        return
+    longest = max((parse_duration_ms(entry.get("work", "0ms")) for entry in entries), default=0)
+    around = longest // 1000
+    seconds_ = draw(st.sampled_from(sorted({1, max(1, around - 1), max(1, around), around + 1})))
+    agent.setdefault("options", {})["hung_schedule_timeout_seconds"] = seconds_
+    uses.append(Use("option", "hung_schedule_timeout_seconds", alias, "schedule:execute"))
+    if 0 < seconds_ * 1000 <= longest:
+        uses.append(Use("job", "a dispatch past its hung timeout", alias, "job:slow_dispatch"))
 
 
 SUB_AGENT_NAMES = (
