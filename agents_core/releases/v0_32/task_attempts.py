@@ -11,7 +11,9 @@ interrupted (`task:attempt:interrupted`); its step left `running` is the new att
 ground on an attempt after the first; a result it returns completes the run (fenced by the
 generation), a suspension parks it, a cancellation or an error settles it (`task_settle.py`),
 except a platform failure, which is raised so the wake keeps the alarm. One attempt per run runs
-in an isolate at a time (`active`); `abort` aborts its signal.
+in an isolate at a time (`active`); `abort` aborts its signal. The attempt's body is carried
+(`task_race.py`), so that a step cut loose from a callback that ignores its signal settles
+the attempt at once in another task; `execute`'s `finished` tells a wake when.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from agents_core.releases.v0_32.task_errors import (
     TaskSuspension,
 )
 from agents_core.releases.v0_32.task_journal import StepJournal
+from agents_core.releases.v0_32.task_race import AttemptCarrier
 from agents_core.releases.v0_32.task_steps import DEFAULT_STEP_TIMEOUT_MS, TaskDefinition, TaskStep
 from agents_core.releases.v0_32.task_store import LIVE_STATES
 from agents_core.releases.v0_32.task_values import deserialize, error_summary, serialize
@@ -35,6 +38,7 @@ from agents_core.signals import AbortController
 
 if TYPE_CHECKING:
     from agents_core.context import AgentContext
+    from agents_core.host import Deferred
     from agents_core.releases.v0_32.task_settle import Settlement
     from agents_core.releases.v0_32.task_store import TaskStore
     from agents_core.releases.v0_32.task_wakes import RunWakes
@@ -108,7 +112,21 @@ class Attempts:
         active.controller.abort(reason)
         return True
 
-    async def execute(self, run_id: str) -> None:
+    async def execute(self, run_id: str, finished: Deferred[Any] | None = None) -> None:
+        """Drive the run's due attempt to its next durable boundary. `finished` settles as the
+        attempt ends (with its error, a platform failure): at once when a step is cut loose
+        from a callback that outlives its signal, which this call's task may still be waiting
+        on (`task_race.py`)."""
+        try:
+            await self._execute(run_id, finished)
+        except Exception as error:
+            if finished is not None:
+                finished.reject(error)
+            raise
+        if finished is not None:
+            finished.resolve(None)
+
+    async def _execute(self, run_id: str, finished: Deferred[Any] | None) -> None:
         if run_id in self._active:
             return
         store = self._store
@@ -160,6 +178,7 @@ class Attempts:
         journal = StepJournal(
             self._ctx, run_id, generation, claimed_at_ms=now, claim_timeout_ms=CLAIM_TIMEOUT_MS
         )
+        carrier = AttemptCarrier(self._ctx.host.tasks, finished)
         step = TaskStep(
             journal,
             definition,
@@ -168,7 +187,21 @@ class Attempts:
             self._now,
             starts_live=attempt == 1,
             interrupted=interrupted,
+            carrier=carrier,
         )
+        # Carried rather than awaited: a step may cut the body loose from its callback and
+        # settle it in another task while this one waits on the callback (T18).
+        await carrier.carry(self._attempt_body(row, handler, generation, step, active))
+
+    async def _attempt_body(
+        self,
+        row: Mapping[str, Any],
+        handler: TaskDefinition,
+        generation: str,
+        step: TaskStep,
+        active: _Active,
+    ) -> None:
+        run_id = row["run_id"]
         try:
             await self._run_attempt(row, handler, generation, step)
         except Exception as error:

@@ -13,11 +13,11 @@ each step boundary the run's cancellation request, if any, ends the attempt
   (`constant`, `linear` or `exponential`, the default, never more than a day), and `timeout`
   (one attempt's bound, 5 minutes by default). Durations are ms or text (`"1 day"`). The
   callback's own signal (`StepContext.signal`) aborts when the attempt times out or the run is
-  cancelled; once it has, the attempt ends with the abort's reason whatever the callback
-  answers: a timed-out attempt is a failed one (`Error: Step "<name>" attempt <n> timed out
-  after <ms>ms`), a cancelled one ends the attempt (the run settles `cancelled`). The callback
-  runs in the attempt's task, so one that ignores its signal ends the attempt only when it
-  returns (the SDK abandons it at once: docs/divergences.md T18).
+  cancelled, and the callback is raced against it (`task_race.py`): the step ends then with
+  the abort's reason, a timed-out attempt as a failed one (`Error: Step "<name>" attempt <n>
+  timed out after <ms>ms`), a cancelled one ending the attempt (the run settles `cancelled`),
+  while a callback that ignores its signal runs on, abandoned; what it answers is dropped
+  (docs/divergences.md T18).
   A failed call below the limit parks the step `waiting` until its retry time and suspends the
   attempt; the run's next attempt claims the step again (`task:step:retry`). At the limit, or
   for a `NonRetryableError` or a result that cannot be serialized, the step is journaled
@@ -55,6 +55,7 @@ from agents_core.releases.v0_32.task_errors import (
     is_non_retryable,
 )
 from agents_core.releases.v0_32.task_journal import StepJournal
+from agents_core.releases.v0_32.task_race import AttemptCarrier, StepRace, abort_error
 from agents_core.releases.v0_32.task_values import deserialize, parse_task_duration
 from agents_core.schedule_dispatch import is_code_update_reset, is_memory_limit_reset
 from agents_core.signals import AbortController, AbortSignal
@@ -158,6 +159,7 @@ class TaskStep:
         "_now",
         "_used",
         "_live",
+        "_carrier",
         "interrupted",
     )
 
@@ -171,6 +173,7 @@ class TaskStep:
         *,
         starts_live: bool = True,
         interrupted: Mapping[str, Any] | None = None,
+        carrier: AttemptCarrier | None = None,
     ) -> None:
         self._journal = journal
         self._definition = definition
@@ -179,6 +182,7 @@ class TaskStep:
         self._now = now
         self._used: set[str] = set()
         self._live = starts_live
+        self._carrier = carrier
         self.interrupted = interrupted
         """`{name, attempt}` of the step a lost attempt left running, or None (a first
         attempt, or one after a clean suspension)."""
@@ -371,17 +375,13 @@ class TaskStep:
         try:
             outcome = callback(StepContext(attempt, self.idempotency_key(name), signal))
             if inspect.isawaitable(outcome):
-                outcome = await outcome
+                outcome = await StepRace(self._carrier, outcome, signal)
         except (Exception, TaskCancellation):
             if signal.aborted:
-                raise _abort_error(signal.reason) from None
+                raise abort_error(signal.reason) from None
             raise
         finally:
             settled = True
         if signal.aborted:
-            raise _abort_error(signal.reason)
+            raise abort_error(signal.reason)
         return outcome
-
-
-def _abort_error(reason: Any) -> BaseException:
-    return reason if isinstance(reason, BaseException) else Exception(str(reason))

@@ -48,11 +48,13 @@ Decisions where the port differs in form: the SDK installs Tasks after MCP and S
 the port runs those two inside 0.21.0's startup steps, so Tasks' `on_start` runs with the
 Scheduler's and the Queue's, before them. `delete` refuses a live state in `status` (the SDK's
 types forbid one; its code would delete the run: docs/divergences.md T19), and `list` an
-unknown state. `settled_before` is epoch ms or an aware datetime (the SDK's `Date`). A step's
-callback runs in the attempt's own task, so one that ignores its signal is not cut off at its
-timeout or a cancel (T18). Not modelled: runs accepted on a sub-agent (their wake routed to
-the root, and the breaker's policy routed back to them), capability-wide step defaults (an
-Agent's Tasks takes none).
+unknown state. `settled_before` is epoch ms or an aware datetime (the SDK's `Date`). A step
+whose callback ignores its signal is cut loose from it at its timeout or a cancel, as in the
+SDK, but the caller of an attached run goes on only as the abandoned callback's await
+completes, and a step the handler runs in a task of its own ends then too (`task_race.py`,
+T18). Not modelled: runs accepted on a sub-agent (their wake routed to the root, and the
+breaker's policy routed back to them), capability-wide step defaults (an Agent's Tasks takes
+none).
 """
 
 from __future__ import annotations
@@ -194,12 +196,15 @@ class Tasks:
             self._lc.track_alarm_work(attempts.settled(run_id))
             return wakes.outcome(run_id)
         host = self._ctx.host
-        attempt = host.tasks.wait_until(attempts.execute(run_id))
+        # `finished`, not the task: a step cut loose from its callback ends the attempt while
+        # the task still waits on the abandoned callback (T18).
+        finished = host.tasks.deferred()
+        host.tasks.wait_until(attempts.execute(run_id, finished))
         # An attempt that fails first fails the wake (a platform failure leaves the alarm); one
         # still running after the budget goes on in the background, in the breaker's domain.
-        await host.tasks.race(attempt, host.clock.sleep(DISPATCH_BUDGET_MS))
-        if not attempt.done():
-            self._lc.track_alarm_work(attempts.settled(run_id) or attempt)
+        await host.tasks.race(finished, host.clock.sleep(DISPATCH_BUDGET_MS))
+        if not finished.done():
+            self._lc.track_alarm_work(attempts.settled(run_id) or finished)
         return wakes.outcome(run_id)
 
     async def on_memory_limit(self, context: MemoryLimitContext) -> None:
