@@ -29,7 +29,7 @@ DRAWS = settings(
     suppress_health_check=list(HealthCheck),
 )
 SEARCH = settings(
-    max_examples=600,
+    max_examples=3000,
     deadline=None,
     database=None,
     phases=(hypothesis.Phase.generate,),
