@@ -284,10 +284,14 @@ WHEN: dict[str, str] = {
         "aborted, recovery raised, or on_chat_recovery raised for a stall): why; the incident "
         "stays, `failed`."
     ),
-    "chat:recovery:exhausted": "Chat recovery gave up after its attempts: why.",
+    "chat:recovery:exhausted": (
+        "Chat recovery gave up after its attempts: why (on 0.32.0 with the whole context "
+        "on_exhausted is told)."
+    ),
     "chat:recovery:skipped": (
         "0.32.0: chat recovery stopped without giving up: why (a turn waiting on the client, "
-        "on_chat_recovery's skip, or a stalled turn's recovery declined)."
+        "on_chat_recovery's skip, a stalled turn's recovery declined, a client's cancel of a "
+        "recovery still waiting to run, or a conversation that moved on)."
     ),
     "mcp:connected": "An MCP server connection was made or restored at startup.",
     # -- the built-in workloads (scenarios.workloads) ----------------------------------------

@@ -44,18 +44,17 @@ NOT_BUILT: tuple[str, ...] = (
     "and with them the breaker's policy for such a run and the root tracking its dispatch as "
     "alarm work; a sub-agent's chat recovery continuations, which the SDK runs as such routed "
     "Task runs, are schedules here (docs/divergences.md T15)",
-    "§6.5 a Task step callback that ignores its signal, cut off at its timeout or a cancel "
-    "(it ends when it returns, its answer dropped for the reason: docs/divergences.md T18)",
-    "§8.1 of chat recovery as the dist has it beyond the spec: a scheduled recovery the user "
-    "cancels (cancelScheduledRecovery, user_cancelled), the conversation_changed skip, the wake "
-    "saving the partial answer and completing the stream before it schedules (T17) and "
-    "onChatRecovery's persist: false, the give-up sending its terminal message before it seals "
-    "and making up an incident when the stored one is missing, chat:recovery:exhausted with the "
-    "whole exhausted context, a separate _chatRecoveryRetry path, and the partial answer a "
-    "sealed recovery tells onExhausted (T20)",
-    "§8.2 a stalled stream's transient read errors routed into recovery with backoff (T16), the "
-    "stall watchdog timing tool execution, the continuation flag on frames, and the recovering "
-    "outcome replayed to a client that reconnects over the resume handshake",
+    "§6.5 of a Task step callback that ignores its signal, two forms: the caller of an attached "
+    "run (the chat turn's) goes on at the abandoned callback's next wake, not at the step's "
+    "timeout or cancel, and a step the handler runs in a task of its own (under gather) ends "
+    "only then (docs/divergences.md T18)",
+    "§8.1 of chat recovery as the dist has it beyond the spec: the wake saving the partial "
+    "answer and completing the stream before it schedules (T17) and onChatRecovery's persist: "
+    "false, a separate _chatRecoveryRetry path, the answer a stalled turn's continuation "
+    "targets for its conversation_changed check, and a client's cancel aborting the running "
+    "turn",
+    "§8.2 the recovering outcome replayed to a client that reconnects over the resume "
+    "handshake (T16)",
     "§8 the storage of @cloudflare/ai-chat 0.12.2, the chat release built for 0.32.0: Sessions "
     "(cf_agents_session_* tables, and the lift of cf_ai_chat_agent_messages into them) and "
     "streams packed in cf_agents_streams / cf_agents_stream_blocks",

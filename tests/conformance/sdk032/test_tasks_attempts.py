@@ -223,9 +223,9 @@ def test_a_step_attempt_that_outlives_its_timeout_fails_and_is_retried(sim: Simu
 
 @on_0_32
 def test_a_step_that_ignores_its_signal_still_ends_as_timed_out(sim: Simulation) -> None:
-    """A callback that does not watch its signal runs on past its timeout (the port cannot
-    preempt it: docs/divergences.md), but what it answers then is dropped: the attempt is the
-    timed-out one."""
+    """A callback that does not watch its signal runs on past its timeout, cut off there (its
+    attempt ends at the timeout: docs/divergences.md T18), and what it answers later is
+    dropped: the attempt is the timed-out one."""
     ref = sim.agent(Workers, "w")
     config = {"timeout": "10 seconds", "retries": {"limit": 1}}
     run_id = sim.call(ref, "start", {"ms": 30_000, "config": config})["runId"]
