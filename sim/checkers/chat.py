@@ -82,8 +82,9 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
     A turn is a chat-turn fiber (named `__cf_internal_chat_turn:<requestId>`: `fiber:run:started`
     to `fiber:run:completed` or `fiber:run:failed` of that fiber id) or, on 0.32.0 for a
     top-level host, the first attempt of a Task run of definition `__cf_internal_chat_turn`
-    (`task:attempt:started {attempt: 1}` to `task:completed` or `task:failed` of that run id; a
-    later attempt only hands the interrupted turn to chat recovery). For every
+    (`task:attempt:started {attempt: 1}` to `task:completed` or `task:failed` of that run id,
+    its body begun: the agent's keepAlive taken in that instant; a later attempt, or one with no
+    live turn to run, only hands the turn to chat recovery). For every
     agent and each of its incarnations, between a turn's start and its end no other turn
     starts. A turn that neither ended in that incarnation nor (a fiber) took its keepAlive lease
     (`keep_alive:acquire {holder: fiber:<id>}`) is left out: a fiber whose setup threw (an
@@ -113,22 +114,34 @@ def chat_turns_serial(context: CheckContext) -> list[Violation]:
             lives.append(life)
         ran: set[tuple[int, int, str]] = set()
         detected = [r.seq for r in records if r.event == "chat:recovery:detected"]
-        opened: dict[tuple[int, int, str], int] = {}
+        opened: dict[tuple[int, int, str], TraceRecord] = {}
+        leased: set[tuple[int, int, str]] = set()
         for record, life in zip(records, lives, strict=True):
+            if record.event == "keep_alive:acquire" and record.get("holder") == "keep_alive":
+                # A Task-run turn takes the agent's keepAlive as its body begins, in the
+                # instant its attempt starts.
+                leased.update(
+                    key
+                    for key, start in opened.items()
+                    if key[:2] == (life, record.inc) and start.t_ms == record.t_ms
+                )
+                continue
             turn = _turn(record)
             if turn is None:
                 continue
             key3 = (life, record.inc, turn[1])
             if turn[0] == "start":
-                opened[key3] = record.seq
+                opened[key3] = record
             else:
                 began = opened.get(key3)
                 # A Task-run attempt that hands its turn to chat recovery (no live turn to run
                 # in it: its caller failed, or its isolate died) is not a turn; one whose
                 # attempt a hand-off fell within is left unjudged too (records cannot tell
-                # whose hand-off it was).
-                if turn[1].startswith("task:") and any(
-                    began is not None and began < seq < record.seq for seq in detected
+                # whose hand-off it was). Nor is one whose body never began (no keepAlive
+                # taken: a hand-off or the turn's first write failed before it).
+                if turn[1].startswith("task:") and (
+                    key3 not in leased
+                    or any(began is not None and began.seq < seq < record.seq for seq in detected)
                 ):
                     continue
                 ran.add(key3)
