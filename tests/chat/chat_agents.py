@@ -21,6 +21,7 @@ from sim.model import (
     after_tool,
     call,
     offers,
+    stall,
     text,
     tool_calls,
     when,
@@ -174,3 +175,22 @@ def worker_model(sim: Simulation, steps: list[Any], answer: str = "done") -> Scr
             ]
         )
     )
+
+
+def busy_after_the_wake(
+    sim: Simulation, host: type, **options: Any
+) -> tuple[AgentRef, ScriptedModel, Any]:
+    """A turn of `host` (with `chat_recovery` options) whose model never answers, interrupted
+    at 5 s; after the wake a second turn keeps the host busy, so the recovery waits for a stable
+    host in vain. The agent, its model and the connected client."""
+    busy = type(f"Busy{host.__name__}", (host,), {"chat_recovery": options})
+    model = sim.register_model(ScriptedModel(default=stall(3_600_000)))
+    ref = sim.agent(busy, "c")
+    client = sim.connect(ref)
+    sim.start_call(ref, "save_messages", [user("first")])
+    sim.run_for(5_000)
+    sim.evict(ref)
+    sim.agent(busy, "c")
+    client.reconnect()
+    sim.start_call(ref, "save_messages", [user("second")])
+    return ref, model, client

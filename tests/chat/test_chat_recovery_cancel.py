@@ -10,8 +10,8 @@ import pytest
 
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
 from sim import AgentRef, Simulation
-from sim.model import ScriptedModel, stall
-from tests.chat.chat_agents import HOSTS, user
+from sim.model import ScriptedModel
+from tests.chat.chat_agents import HOSTS, busy_after_the_wake
 from tests.releases import on_release
 
 each_host = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
@@ -29,16 +29,7 @@ def recovery_waiting_out_a_busy_host(
     """A turn whose model never answers, interrupted; after the wake a second turn keeps the
     host busy, so the recovery times out waiting for it (10 s) and is scheduled again 3 s
     later: the incident is `scheduled`, its continuation not yet running."""
-    busy = type(f"Busy{host.__name__}", (host,), {"chat_recovery": {"max_attempts": 3}})
-    model = sim.register_model(ScriptedModel(default=stall(3_600_000)))
-    ref = sim.agent(busy, "c")
-    client = sim.connect(ref)
-    sim.start_call(ref, "save_messages", [user("first")])
-    sim.run_for(5_000)
-    sim.evict(ref)
-    sim.agent(busy, "c")
-    client.reconnect()
-    sim.start_call(ref, "save_messages", [user("second")])
+    ref, model, client = busy_after_the_wake(sim, host, max_attempts=3)
     sim.run_for(11_000)
     stored = incident(sim, ref)
     assert (stored["status"], stored["reason"]) == ("scheduled", "stable_timeout_retry")

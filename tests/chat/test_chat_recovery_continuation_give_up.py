@@ -11,8 +11,7 @@ import pytest
 from agents_core.chat.chat_recovery import INCIDENT_PREFIX
 from agents_core.chat.recovery_incidents import ChatRecoveryExhaustedContext
 from sim import AgentRef, Simulation
-from sim.model import ScriptedModel, stall
-from tests.chat.chat_agents import HOSTS, user
+from tests.chat.chat_agents import HOSTS, busy_after_the_wake
 from tests.releases import on_release
 
 each_host = pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
@@ -21,22 +20,6 @@ on_0_32 = on_release("0.32.0")
 
 def incidents(sim: Simulation, ref: AgentRef) -> dict[str, Any]:
     return dict(sim.instance_of(ref).host.kv.list(INCIDENT_PREFIX))
-
-
-def busy_after_the_wake(sim: Simulation, host: type, **options: Any) -> tuple[AgentRef, Any]:
-    """A turn whose model never answers, interrupted; after the wake a second turn keeps the
-    host busy, so the recovery waits for a stable host (10 s) in vain."""
-    busy = type(f"Busy{host.__name__}", (host,), {"chat_recovery": options})
-    sim.register_model(ScriptedModel(default=stall(3_600_000)))
-    ref = sim.agent(busy, "c")
-    client = sim.connect(ref)
-    sim.start_call(ref, "save_messages", [user("first")])
-    sim.run_for(5_000)
-    sim.evict(ref)
-    sim.agent(busy, "c")
-    client.reconnect()
-    sim.start_call(ref, "save_messages", [user("second")])
-    return ref, client
 
 
 @on_0_32
@@ -55,7 +38,7 @@ def test_a_continuation_seals_the_incident_after_telling_the_clients(
         (stored,) = incidents(sim, ref).values()
         seen.append(stored["status"])
 
-    ref, client = busy_after_the_wake(sim, host, max_attempts=1, on_exhausted=on_exhausted)
+    ref, _model, client = busy_after_the_wake(sim, host, max_attempts=1, on_exhausted=on_exhausted)
     sim.run_for(30_000)
     (exhausted,) = sim.trace.select("chat:recovery:exhausted")
     assert exhausted.get("reason") == "stable_timeout"
@@ -76,7 +59,7 @@ def test_a_continuation_whose_incident_is_gone_still_gives_the_turn_up(
     runs out, an incident is made up (the payload's id and recovery root, every attempt spent)
     and given up with `stable_timeout`, and stored sealed."""
     told: list[ChatRecoveryExhaustedContext] = []
-    ref, client = busy_after_the_wake(sim, host, on_exhausted=told.append)
+    ref, _model, client = busy_after_the_wake(sim, host, on_exhausted=told.append)
     sim.run_for(1_000)
     ((key, stored),) = incidents(sim, ref).items()
     assert stored["status"] == "attempting"
