@@ -282,6 +282,9 @@ class IncidentLooks(ChatRecovery):
             idempotent=not chained,
             decision=decision,
             delay_s=transient_backoff_seconds(retries) if backoff else 0,
+            targets=continuation_targets(
+                self._messages, kind=kind, partial=partial, snapshot=snapshot
+            ),
         )
         probe(host, "chat.stalled_turn_recovering")
         return "scheduled"

@@ -315,3 +315,25 @@ def test_0_21_0_sends_no_continuation_flag(sim: Simulation, host: type) -> None:
     client, request_id = evicted_mid_answer(sim, host)
     frames = responses(client, request_id)
     assert frames and all("continuation" not in f for f in frames)
+
+
+@on_release("0.32.0")
+@pytest.mark.parametrize("host", HOSTS, ids=lambda c: c.__name__)
+def test_a_read_errors_continuation_is_skipped_once_the_conversation_moved_on(
+    sim: Simulation, host: type
+) -> None:
+    """The stream drops mid-answer and its continuation waits its 1 s backoff; meanwhile the
+    user asks again and is answered. The continuation's target (the partial answer) is no
+    longer the transcript's last answer: it is skipped with `conversation_changed`, and the
+    model is not asked again."""
+    model = sim.register_model(
+        ScriptedModel(default=[fail(LOST, after_chunks=3, partial="half an "), text("next")])
+    )
+    ref = sim.agent(host, "c")
+    first = sim.wait(sim.start_call(ref, "save_messages", [user("go")]))
+    assert first["status"] == "aborted"
+    sim.wait(sim.start_call(ref, "save_messages", [user("something else")]))
+    sim.run_for(30_000)
+    (skipped,) = sim.trace.select("chat:recovery:skipped")
+    assert skipped.get("reason") == "conversation_changed"
+    assert len(model.requests) == 2

@@ -50,8 +50,7 @@ NOT_BUILT: tuple[str, ...] = (
     "only then (docs/divergences.md T18)",
     "§8.1 of chat recovery as the dist has it beyond the spec: the wake saving the partial "
     "answer and completing the stream before it schedules (T17) and onChatRecovery's persist: "
-    "false, a separate _chatRecoveryRetry path, the answer a stalled turn's continuation "
-    "targets for its conversation_changed check, and a client's cancel aborting the running "
+    "false, a separate _chatRecoveryRetry path, and a client's cancel aborting the running "
     "turn",
     "§8.2 the recovering outcome replayed to a client that reconnects over the resume "
     "handshake (T16)",
