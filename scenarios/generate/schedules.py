@@ -185,7 +185,7 @@ def schedules_part(
         entries, uses, horizon = [], list(uses_burst), 0
         instant: int | None = None
         # A burst's schedules are of one kind, a one-shot or an interval, with one delay.
-        kinds = ("delayed", "scheduled", "interval") if burst else KINDS
+        kinds: tuple[str, ...] = ("delayed", "scheduled", "interval") if burst else KINDS
         for index in range(count):
             entry, used, busy = _schedule(
                 st, draw, f"s{index + 1}", alias, count, surface, 1 + len(subs), instant, kinds
