@@ -138,8 +138,9 @@ def recovered_child_turn_rebound(context: CheckContext) -> list[Violation]:
        status changed in a turn committed in that instant), comes after a
        `chat:recovery:rebind {requestId, runId}` of that request id and run, in that
        incarnation;
-    2. replaying the facet's journal, no committed write changes the row's `request_id` while it
-       stays `completed`, `error` or `aborted`.
+    2. replaying the facet's journal, no committed write changes the row's `request_id` from
+       one request to another while it stays `completed`, `error` or `aborted` (the turn's first
+       binding, from none, is not a re-bind: a Think child binds it unguarded, agent-tools §3).
     """
     out = []
     for child in _children(context):
@@ -167,6 +168,9 @@ def recovered_child_turn_rebound(context: CheckContext) -> list[Violation]:
                 and after is not None
                 and before.get("status") in SETTLED
                 and after.get("status") in SETTLED
+                # A first binding is no re-bind: a Think child's turn binds its request id
+                # unguarded (agent-tools §3), also to a row a cancel sealed just before.
+                and before.get("request_id") is not None
                 and before.get("request_id") != after.get("request_id")
             ):
                 out.append(

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from scenarios.language.loader import load_scenario
+from scenarios.run.steps import StepRunner
 from scenarios.workloads.tools import DetachedPlan, RunPlan, tools_workload
 from sim import Simulation
 from sim.checkers import CheckContext, check, context_from
+from sim.checkers.tool_children import timed_changes
 from sim.sqlite import Write
 from sim.trace import TraceRecord
 from tests.checkers.agents import (
@@ -432,6 +435,7 @@ def test_a_chat_child_starting_a_second_turn_is_caught(chatted: CheckContext) ->
 
 # -- recovered_child_turn_rebound ---------------------------------------------------------------
 RESEARCH = "ThinkToolsWorkload/assistant/ThinkToolChild/research"
+FOUND = Path(__file__).resolve().parent / "found"
 
 
 def test_a_chat_child_rebinds_its_run_before_each_recovered_turn(chatted: CheckContext) -> None:
@@ -482,6 +486,31 @@ def test_a_settled_child_run_rebound_is_caught(chatted: CheckContext) -> None:
         f"the child {RESEARCH} re-bound its settled run research (completed) from request "
         f"{row['request_id']} to late in its committed turn {turns}"
     ]
+
+
+def test_a_first_binding_of_a_row_a_cancel_sealed_is_no_rebind() -> None:
+    """A Think child's turn binds its request id unguarded, also to a row a cancel sealed
+    `aborted` just before it (agent-tools §3; found by agentsim generate on 0.32.0, kept as
+    `found/think-child-bound-after-cancel.yaml`): a binding from no request is no re-bind."""
+    scenario = load_scenario(str(FOUND / "think-child-bound-after-cancel.yaml"))
+    with Simulation(scenario.seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
+        steps = StepRunner(sim, scenario)
+        for step in scenario.steps:
+            steps.run(step)
+        sim.quiesce(scenario.liveness_limit_ms)
+        context = context_from(sim, scenario=scenario.name)
+    child = "AiChatToolsWorkload/parent2/ThinkToolChild/r1"
+    bound = [
+        change
+        for _, change in timed_changes(context, child, "cf_agent_tool_child_runs", "run_id")
+        if change.before is not None
+        and change.after is not None
+        and change.before.get("status") == "aborted"
+        and change.before.get("request_id") is None
+        and change.after.get("request_id") is not None
+    ]
+    assert bound, "the story no longer binds a request to a row a cancel sealed"
+    assert messages(context, "recovered_child_turn_rebound") == []
 
 
 # -- clear_cancels_child_first / drill_in_gated --------------------------------------------------
