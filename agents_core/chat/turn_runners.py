@@ -42,6 +42,7 @@ __all__ = [
     "CHAT_TURN_DEFINITION",
     "CHAT_TURN_STEP",
     "CHAT_TURN_SNAPSHOT_PREFIX",
+    "ChatTurnRunEnded",
     "FiberTurns",
     "TaskTurns",
     "TurnRunnerHooks",
@@ -134,6 +135,13 @@ class _TasksPort(Protocol):
         self, definition: str, input: Any, *, run_id: str, retain: bool, metadata: Any
     ) -> dict[str, Any]: ...
     def created_at(self, run_id: str) -> int | None: ...
+    async def get(self, run_id: str) -> dict[str, Any] | None: ...
+
+
+class ChatTurnRunEnded(RuntimeError):
+    """A chat turn's Task run settled before its turn body ran (its attempt failed at its
+    start, or it was cancelled): the turn's caller is told so instead of waiting on a body
+    that will never run."""
 
 
 class TaskTurns(FiberTurns):
@@ -175,6 +183,14 @@ class TaskTurns(FiberTurns):
                 metadata={"requestId": request_id},
             )
             if not entry.settled:
+                run_id = f"chat_{nonce}"
+                run = await self._tasks.get(run_id)
+                if run is None or run.get("state") in ("completed", "failed", "cancelled"):
+                    error = (run or {}).get("error") or {}
+                    raise ChatTurnRunEnded(
+                        f"chat turn {request_id}: its Task run {run_id} ended before the turn "
+                        f"ran ({error.get('message') or (run or {}).get('state') or 'deleted'})"
+                    )
                 return await outcome
             if entry.error is not None:
                 raise entry.error
