@@ -174,6 +174,18 @@ def _describe(schedule_id: str, row: Mapping[str, Any] | None, callback: Any) ->
     return f"schedule {schedule_id} ({kind}callback {callback})"
 
 
+def _alarm_given_up_since(context: CheckContext, path: str, due_ms: int) -> bool:
+    """The platform gave up the alarm of `path`'s root after its sixth retry, at or after
+    `due_ms`, and nothing woke that root again before the end: its slot is empty until some
+    request wakes it (the platform's rule, fibers §4.6), so the row waits with it."""
+    root = "/".join(path.split("/")[:2])
+    given_up = [r for r in context.events("alarm:given_up", root) if r.t_ms >= due_ms]
+    if not given_up:
+        return False
+    last = given_up[-1]
+    return not any(r.seq > last.seq for r in context.events("incarnation:start", root))
+
+
 @invariant("schedules_fire")
 def schedules_fire(context: CheckContext) -> list[Violation]:
     """Fibers §4 — every due schedule fires.
@@ -182,7 +194,8 @@ def schedules_fire(context: CheckContext) -> list[Violation]:
        `SCHEDULE_LATENESS_MS` before the end has a `schedule:execute` at or after it. The due
        instant is `time * 1000`; for an interval row still marked `running`, it is when that
        execution turns hung (`execution_started_at + hung_schedule_timeout_seconds`), since a
-       running interval is skipped until then.
+       running interval is skipped until then. Not when the platform gave up the root's alarm
+       after its sixth retry, after the due instant, and nothing woke the root again.
     2. Every schedule created (`schedule:create`) that was neither executed nor cancelled still
        has its row at the end, unless its agent's (or an ancestor's) storage was wiped or
        deleted, or the creating incarnation crashed in the same instant (the turn that wrote the
@@ -208,6 +221,7 @@ def schedules_fire(context: CheckContext) -> list[Violation]:
             context.end - due_ms > SCHEDULE_LATENESS_MS
             and not any(e.t_ms >= due_ms for e in executes.get(schedule_id, ()))
             and not (not created and _left_by_a_failed_push(context, path, schedule_id))
+            and not _alarm_given_up_since(context, path, due_ms)
         ):
             ran = executes.get(schedule_id, [])
             last = f" (last ran at {format_sim_time(ran[-1].t_ms)})" if ran else ""

@@ -192,3 +192,29 @@ def test_rows_of_wiped_storage_did_not_vanish() -> None:
     wiped = hand_built([], CREATE_S1, at(5_000, "storage:wiped"))
     assert check(wiped, ["schedules_fire"]) == []
     assert len(check(hand_built([], CREATE_S1), ["schedules_fire"])) == 1
+
+
+def test_a_schedule_left_due_by_an_alarm_the_platform_gave_up_is_not_lost() -> None:
+    """Every retry of the host's alarm crashes and the platform gives the alarm up after its
+    sixth: the reconcile tick due since waits for the next wake, which never comes before the
+    end (found by agentsim generate on 0.32.0). Without the give-up the row would be a lost
+    schedule."""
+    from pathlib import Path
+
+    from scenarios.language.loader import load_scenario
+    from scenarios.run.steps import StepRunner
+
+    path = Path(__file__).resolve().parent / "found" / "alarm-given-up-leaves-a-schedule-due.yaml"
+    scenario = load_scenario(str(path))
+    with Simulation(scenario.seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
+        steps = StepRunner(sim, scenario)
+        for step in scenario.steps:
+            steps.run(step)
+        sim.quiesce(scenario.liveness_limit_ms)
+        context = context_from(sim, scenario=scenario.name)
+    host = "ThinkToolsWorkload/parent"
+    assert context.events("alarm:given_up", host)
+    assert [v for v in check(context) if v.invariant == "schedules_fire"] == []
+    kept = without(context, lambda r: r.event == "alarm:given_up")
+    lost = [v.message for v in check(kept) if v.invariant == "schedules_fire"]
+    assert lost and "_cfDetachedReconcileTick" in lost[0]
