@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agents_core import Agent
-from scenarios.language.loader import parse_scenario
+from scenarios.language.loader import load_scenario, parse_scenario
 from scenarios.run.steps import StepRunner
 from sim import Simulation
 from sim.checkers import CHECKERS, CheckContext, context_from
@@ -145,6 +146,22 @@ def scenario_context(text: str, seed: int | None = None, sdk: str | None = None)
         sim.quiesce(scenario.liveness_limit_ms)
         assert steps.finish() == [], steps.failures
         return context_from(sim, scenario="<test>")
+
+
+FOUND = Path(__file__).resolve().parent / "found"
+"""Stories the hunt found, kept as the input of the checker tests that fixed its findings."""
+
+
+def found_context(name: str) -> CheckContext:
+    """Run the found story `name` (its steps, some of which its drawn faults may fail, then its
+    liveness phase) and return the context checkers read."""
+    scenario = load_scenario(str(FOUND / f"{name}.yaml"))
+    with Simulation(scenario.seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
+        steps = StepRunner(sim, scenario)
+        for step in scenario.steps:
+            steps.run(step)
+        sim.quiesce(scenario.liveness_limit_ms)
+        return context_from(sim, scenario=scenario.name)
 
 
 # -- rewriting a context ------------------------------------------------------------------------

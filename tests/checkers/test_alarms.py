@@ -6,7 +6,7 @@ from __future__ import annotations
 from sim import Simulation, format_sim_time
 from sim.checkers import CheckContext, check, context_from
 from sim.trace import TraceRecord
-from tests.checkers.agents import Ticker, record, renumbered, with_rows, without
+from tests.checkers.agents import Ticker, found_context, record, renumbered, with_rows, without
 from tests.conformance.fiber_agents import Recorder
 
 T = "Ticker/t"
@@ -199,19 +199,7 @@ def test_a_schedule_left_due_by_an_alarm_the_platform_gave_up_is_not_lost() -> N
     sixth: the reconcile tick due since waits for the next wake, which never comes before the
     end (found by agentsim generate on 0.32.0). Without the give-up the row would be a lost
     schedule."""
-    from pathlib import Path
-
-    from scenarios.language.loader import load_scenario
-    from scenarios.run.steps import StepRunner
-
-    path = Path(__file__).resolve().parent / "found" / "alarm-given-up-leaves-a-schedule-due.yaml"
-    scenario = load_scenario(str(path))
-    with Simulation(scenario.seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
-        steps = StepRunner(sim, scenario)
-        for step in scenario.steps:
-            steps.run(step)
-        sim.quiesce(scenario.liveness_limit_ms)
-        context = context_from(sim, scenario=scenario.name)
+    context = found_context("alarm-given-up-leaves-a-schedule-due")
     host = "ThinkToolsWorkload/parent"
     assert context.events("alarm:given_up", host)
     assert [v for v in check(context) if v.invariant == "schedules_fire"] == []

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from scenarios.language.loader import load_scenario
-from scenarios.run.steps import StepRunner
 from sim.checkers import CheckContext, check
-from sim.checkers.core import context_from
-from sim.simulation import Simulation
 from sim.trace import TraceRecord
 from tests.checkers.agents import (
     fails_with_a_blind_checker,
+    found_context,
     record,
     scenario_context,
     with_record,
@@ -309,22 +305,12 @@ def test_the_catching_tests_fail_with_a_blind_checker(
     fails_with_a_blind_checker(monkeypatch, name, test, chats)
 
 
-FOUND = Path(__file__).resolve().parent / "found"
-
-
 def test_a_hand_off_that_failed_before_recovery_saw_it_is_no_turn() -> None:
     """A first attempt of a chat turn's Task run whose caller had failed hands the turn to chat
     recovery; here that hand-off fails at its first read (flaky storage), before recovery
     records it, while the next turn runs. Its body never began (it took no keepAlive), so it
     is no turn and overlaps nothing (found by agentsim generate on 0.32.0)."""
-    path = FOUND / "chat-handoff-failed-before-detected.yaml"
-    scenario = load_scenario(str(path))
-    with Simulation(scenario.seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
-        steps = StepRunner(sim, scenario)
-        for step in scenario.steps:
-            steps.run(step)
-        sim.quiesce(scenario.liveness_limit_ms)
-        context = context_from(sim, scenario=scenario.name)
+    context = found_context("chat-handoff-failed-before-detected")
     host = "ThinkWorkload/assistant"
     firsts = context.events(
         "task:attempt:started", host, definition="__cf_internal_chat_turn", attempt=1

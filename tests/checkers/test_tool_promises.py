@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.language.loader import load_scenario
-from scenarios.run.steps import StepRunner
 from scenarios.workloads.tools import DetachedPlan, RunPlan, tools_workload
 from sim import Simulation
 from sim.checkers import CheckContext, check, context_from
@@ -23,6 +21,7 @@ from sim.trace import TraceRecord
 from tests.checkers.agents import (
     MILESTONE,
     fails_with_a_blind_checker,
+    found_context,
     inserted,
     record,
     scenario_context,
@@ -435,7 +434,6 @@ def test_a_chat_child_starting_a_second_turn_is_caught(chatted: CheckContext) ->
 
 # -- recovered_child_turn_rebound ---------------------------------------------------------------
 RESEARCH = "ThinkToolsWorkload/assistant/ThinkToolChild/research"
-FOUND = Path(__file__).resolve().parent / "found"
 
 
 def test_a_chat_child_rebinds_its_run_before_each_recovered_turn(chatted: CheckContext) -> None:
@@ -492,13 +490,7 @@ def test_a_first_binding_of_a_row_a_cancel_sealed_is_no_rebind() -> None:
     """A Think child's turn binds its request id unguarded, also to a row a cancel sealed
     `aborted` just before it (agent-tools §3; found by agentsim generate on 0.32.0, kept as
     `found/think-child-bound-after-cancel.yaml`): a binding from no request is no re-bind."""
-    scenario = load_scenario(str(FOUND / "think-child-bound-after-cancel.yaml"))
-    with Simulation(scenario.seed, faults=scenario.faults, sdk=scenario.sdk) as sim:
-        steps = StepRunner(sim, scenario)
-        for step in scenario.steps:
-            steps.run(step)
-        sim.quiesce(scenario.liveness_limit_ms)
-        context = context_from(sim, scenario=scenario.name)
+    context = found_context("think-child-bound-after-cancel")
     child = "AiChatToolsWorkload/parent2/ThinkToolChild/r1"
     bound = [
         change
