@@ -39,7 +39,6 @@ chat recovery (`chatRecovery`, `onChatRecovery`, `_chatRecoveryContinue`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -363,14 +362,9 @@ class ChatRecovery:
         builder = MessageBuilder(base)
         finished = False
         stream_id, begins = self.interrupted_stream(request_id, snapshot)
-        for chunk in self._stream.chunks(stream_id, begins - 1):
-            try:
-                parsed = json.loads(chunk["body"])
-            except ValueError:
-                continue
-            if isinstance(parsed, dict):
-                builder.apply(parsed)
-                finished = finished or parsed.get("type") == "finish"
+        for parsed in self._stream.parsed_chunks(stream_id, begins - 1):
+            builder.apply(parsed)
+            finished = finished or parsed.get("type") == "finish"
         for part in builder.parts:
             if part.get("state") == "streaming":
                 part["state"] = "done"  # cut short: the continuation adds its own parts

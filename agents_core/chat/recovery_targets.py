@@ -27,7 +27,6 @@ stream, cut-short parts as they were.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from agents_core.chat.messages import MessageBuilder
@@ -116,11 +115,6 @@ def stream_partial(stream: ResumableStream, stream_id: str | None) -> dict[str, 
     if not stream_id:
         return None
     builder = MessageBuilder({"id": "", "role": "assistant", "parts": []})
-    for chunk in stream.chunks(stream_id):
-        try:
-            parsed = json.loads(chunk["body"])
-        except ValueError:
-            continue
-        if isinstance(parsed, dict):
-            builder.apply(parsed)
+    for parsed in stream.parsed_chunks(stream_id):
+        builder.apply(parsed)
     return builder.message

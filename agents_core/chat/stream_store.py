@@ -19,6 +19,7 @@ receives are the turn engine's (`turns.py`).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from agents_core.agent_tools.chunk_kinds import stored_chunk_bytes
@@ -158,3 +159,15 @@ class ResumableStream:
             after,
         )
         return [{"sequence": r["chunk_index"], "body": r["body"]} for r in rows]
+
+    def parsed_chunks(self, stream_id: str | None, after: int = -1) -> list[dict[str, Any]]:
+        """The stored chunks of `chunks` whose body is a JSON object, parsed (others left out)."""
+        out = []
+        for chunk in self.chunks(stream_id, after):
+            try:
+                parsed = json.loads(chunk["body"])
+            except ValueError:
+                continue
+            if isinstance(parsed, dict):
+                out.append(parsed)
+        return out
