@@ -14,7 +14,7 @@ from agents_core.chat.recovery_config import resolve_chat_recovery_config
 from agents_core.chat.segment_progress import stream_segments
 from sim import AgentRef, Simulation
 from sim.model import ScriptedModel, fail, stall, text
-from tests.chat.chat_agents import HOSTS, AiChatChild, user
+from tests.chat.chat_agents import HOSTS, AiChatChild, busy_after_the_wake, user
 
 EVICT_EVERY_MS = 60_000
 
@@ -263,16 +263,7 @@ def test_a_busy_host_delays_the_recovery_then_gives_it_up(sim: Simulation, host:
     """The recovery callback finds a turn running: after `stable_timeout_ms` (10 s) it is tried
     again 3 s later with the attempt one higher; once `max_attempts` (3) is reached it is given
     up with `stable_timeout` and the custom terminal message."""
-    busy = with_options(host, max_attempts=3, terminal_message="gave up")
-    model = sim.register_model(ScriptedModel(default=stall(3_600_000)))
-    ref = sim.agent(busy, "c")
-    client = sim.connect(ref)
-    sim.start_call(ref, "save_messages", [user("first")])
-    sim.run_for(5_000)
-    sim.evict(ref)
-    sim.agent(busy, "c")
-    client.reconnect()
-    sim.start_call(ref, "save_messages", [user("second")])
+    ref, model, client = busy_after_the_wake(sim, host, max_attempts=3, terminal_message="gave up")
     sim.run_for(100_000)
     (exhausted,) = sim.trace.select("chat:recovery:exhausted")
     assert exhausted.get("reason") == "stable_timeout"
