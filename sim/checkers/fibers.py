@@ -209,23 +209,18 @@ def _unlisted(context: CheckContext, agent: str) -> bool:
 def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:
     """The fibers of sub-agent `agent` whose runs its root does not index at the end (no
     `cf_agents_facet_runs` row names them: never registered, or dropped with a delete of the
-    sub-agent that stopped half-way) and whose incarnation was the sub-agent's last one
-    started: nothing drives their recovery until the sub-agent wakes again."""
+    sub-agent that stopped half-way) and that no startup of the sub-agent finished after (a
+    startup runs the recovery scan; an incarnation whose startup failed before it scanned
+    nothing): nothing drives their recovery until the sub-agent starts again."""
     root = context.root_of(agent)
     if root == agent or context.alive_at_end(agent) is not None:
         return set()
     indexed = {str(row.get("run_id")) for row in context.table(root, FACET_RUNS)}
-    # The last incarnation started, by trace order: a sub-agent deleted and created again
-    # under its name numbers its incarnations from 1 again.
-    starts = context.events("incarnation:start", agent)
-    last = max(starts, key=lambda r: r.seq) if starts else None
+    last_scan = _last_finished_startup(context, agent)
     started = {
         str(r.get("fiberId"))
         for r in context.events("fiber:run:started", agent)
-        if str(r.get("fiberId")) not in indexed
-        and last is not None
-        and r.inc == last.inc
-        and r.seq > last.seq
+        if str(r.get("fiberId")) not in indexed and (last_scan is None or r.seq > last_scan)
     }
     # A managed start whose execution never began leaves a `pending` row and no run: no run was
     # indexed, so only the sub-agent's own next startup finds it (F7 arms the alarm of a
@@ -236,6 +231,23 @@ def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:
         if row.get("status") == "pending" and str(row.get("fiber_id")) not in indexed
     }
     return started | never_ran
+
+
+def _last_finished_startup(context: CheckContext, agent: str) -> int | None:
+    """The trace position of the start of `agent`'s last incarnation whose startup finished
+    (by trace order: a sub-agent deleted and created again under its name numbers its
+    incarnations from 1 again)."""
+    starts = sorted(context.events("incarnation:start", agent), key=lambda r: r.seq)
+    done = context.events("startup:done", agent)
+    for index in range(len(starts) - 1, -1, -1):
+        start = starts[index]
+        until = starts[index + 1].seq if index + 1 < len(starts) else None
+        if any(
+            d.inc == start.inc and d.seq > start.seq and (until is None or d.seq < until)
+            for d in done
+        ):
+            return start.seq
+    return None
 
 
 FACET_RUNS = "cf_agents_facet_runs"

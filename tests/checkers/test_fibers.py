@@ -10,6 +10,7 @@ from sim.checkers import LIVENESS_GRACE_MS, CheckContext, check, context_from
 from tests.checkers.agents import (
     Forgetful,
     Worker,
+    found_context,
     inserted,
     record,
     scenario_context,
@@ -224,14 +225,16 @@ def test_a_sub_agent_fiber_its_root_does_not_index_waits_for_the_sub_agent_s_wak
     """The root dies in the turn that indexes the sub-agent's run (fibers §6.9 step 5, after
     the sub-agent wrote its run row): no root alarm drives the run's recovery, so the row and
     the ledger's `running` wait for the sub-agent's next wake-up, and nothing is owed. Once the
-    sub-agent has started again, the row is judged as any other."""
+    sub-agent has started again (its startup, which scans, finished), the row is judged as any
+    other; a startup that failed before its scan still owes nothing."""
     context = scenario_context(UNINDEXED)
     sub = "FiberWorkload/worker/FiberWorkload/a"
     assert [r["status"] for r in context.table(sub, "cf_agents_fibers")] == ["running"]
     assert context.table("FiberWorkload/worker", "cf_agents_facet_runs") == []
     assert check(context, ["fibers_settled"]) == []
-    last = context.records[-1]
-    woke = with_record(context, last.seq, record(0, last.t_ms, sub, 2, "incarnation:start"))
+    failed = started_again(context, sub, "startup:failed")
+    assert check(failed, ["fibers_settled"]) == []
+    woke = started_again(context, sub, "startup:done")
     assert {v.message.split(" of ")[0] for v in check(woke, ["fibers_settled"])} == {
         f"fiber {r['fiber_id']} (f1)" for r in context.table(sub, "cf_agents_fibers")
     } | {f"managed fiber {r['fiber_id']} (f1)" for r in context.table(sub, "cf_agents_fibers")}
@@ -271,6 +274,27 @@ def test_a_sub_agent_opened_again_counts_its_incarnations_afresh() -> None:
     assert context.table("FiberWorkload/worker", "cf_agents_facet_runs") == []
     assert context.table(sub, "cf_agents_runs") != []
     assert check(context, ["fibers_settled"]) == []
+    assert check(started_again(context, sub, "startup:done"), ["fibers_settled"]) != []
+
+
+def started_again(context: CheckContext, agent: str, outcome: str) -> CheckContext:
+    """The context with a later incarnation of `agent`, its startup ended with `outcome`, that
+    then crashed."""
     last = context.records[-1]
-    woke = with_record(context, last.seq, record(0, last.t_ms, sub, 2, "incarnation:start"))
-    assert check(woke, ["fibers_settled"]) != []
+    began = with_record(context, last.seq, record(0, last.t_ms, agent, 2, "incarnation:start"))
+    ended = with_record(began, last.seq + 1, record(0, last.t_ms, agent, 2, outcome))
+    end = record(0, last.t_ms, agent, 2, "incarnation:end", reason="crash")
+    return with_record(ended, last.seq + 2, end)
+
+
+def test_a_sub_agent_s_orphan_waits_when_its_later_startup_failed_before_the_scan() -> None:
+    """Found by generate on 0.32.0: a chat child wrote its turn's run row, its root crashed
+    indexing it, and the child's only later incarnation (woken for a cancel) failed its
+    startup at the Tasks' first write, before the recovery scan; nothing reached the child
+    after. The row waits for the child's next start, as on the platform."""
+    context = found_context("chat-child-startup-failed-before-the-scan")
+    child = "ThinkToolsWorkload/parent/ChatToolChild/Beta"
+    assert [r.event for r in context.events("startup:failed", child)] == ["startup:failed"]
+    assert not context.events("startup:done", child)[1:]
+    assert context.table(child, "cf_agents_runs") != []
+    assert "fibers_settled" not in {v.invariant for v in check(context, ["fibers_settled"])}
