@@ -80,6 +80,13 @@ class Fault:
     before: int | None = None
 
 
+def _evict_args(agent: str, reason: str) -> tuple[tuple[str, Any], ...]:
+    """A drawn eviction's step fields. A sub-agent the base run wrote with may not exist at the
+    drawn time (not opened yet, or deleted): the eviction then does nothing (`if_present`)."""
+    args: tuple[tuple[str, Any], ...] = (("agent", agent), ("reason", reason))
+    return (*args, ("if_present", True)) if "/" in agent else args
+
+
 @dataclass(frozen=True)
 class Schedule:
     """What Hypothesis draws: the seed of the run and the extra steps. Its repr, and a failing
@@ -248,10 +255,7 @@ def fault_options(
             Fault,
             at,
             st.just("evict"),
-            st.tuples(
-                st.tuples(st.just("agent"), st.sampled_from([*agents, *subs])),
-                st.tuples(st.just("reason"), st.sampled_from(reasons)),
-            ),
+            st.builds(_evict_args, st.sampled_from([*agents, *subs]), st.sampled_from(reasons)),
         )
     if "deploy" in kinds:
         options["deploy"] = st.builds(Fault, at, st.just("deploy"))

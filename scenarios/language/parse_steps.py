@@ -424,6 +424,7 @@ def _evict(context: StepContext, where: str, value: Any, line: int) -> dict[str,
         "child": tuple(names),
         "child_class": child_class,
         "reason": fields.get("reason"),
+        "if_present": fields.get("if_present"),
     }
 
 

@@ -260,6 +260,9 @@ class EvictStep(Step):
     child is named by its run id); empty evicts the agent itself."""
     child_class: str | None = None
     """The class name the (last) sub-agent must have; None: whichever has that name."""
+    if_present: bool = False
+    """A sub-agent that does not exist then (not opened yet, or deleted) is left alone instead
+    of failing the step (the faults a hunt draws are written so)."""
 
     @property
     def target(self) -> str:

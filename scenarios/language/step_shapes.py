@@ -120,6 +120,11 @@ STEP_SHAPES: dict[str, Value] = {
                 hint="expected the sub-agent's class name, or scripted, think or chat",
                 doc="The sub-agent's class (with run_id): a class name, or a child kind.",
             ),
+            "if_present": Flag(
+                default=False,
+                doc="Do nothing when the sub-agent does not exist then (not opened yet, or "
+                "deleted) instead of failing the step: a drawn fault.",
+            ),
         },
         required=("agent",),
         doc="Kill the agent's (or a sub-agent's) live incarnation now.",

@@ -387,7 +387,8 @@ class StepRunner:
     def _evict(self, step: EvictStep) -> None:
         ref, why = self._sub_agent(self._ref(step.agent), step.child, step.child_class)
         if ref is None:
-            self.fail(step, f"cannot evict {step.target}: {why}")
+            if not step.if_present:
+                self.fail(step, f"cannot evict {step.target}: {why}")
             return
         self.sim.evict(ref, step.reason)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.trace import format_sim_time
+from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["failed_finish_redelivered"]
 
@@ -30,7 +30,10 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
     of a parent at t (not written in a turn that may have rolled back), whose run's row still
     exists at the end: once the run went quiet, or `LIVENESS_GRACE_MS` after t, the parent has a
     later `hook:on_finish` for that run — of the same slot, or, for a failed `give_up`, of either
-    slot (a real result that lands meanwhile supersedes the give-up, S7).
+    slot (a real result that lands meanwhile supersedes the give-up, S7). A failed `give_up`
+    is also discharged by a delivery of the run's `finish` slot that ended after the give-up's
+    call began, even one that began before the give-up threw: the backbone only ticks runs
+    whose finish is undelivered (agent-tools §4.5), so the real result is the run's last word.
     """
     if not context.liveness_ran:
         return []
@@ -46,7 +49,7 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
             for call in context.events("hook:on_finish", parent, runId=run_id)
             if call.seq > failure.seq and (call.get("slot") == slot or slot == "give_up")
         ]
-        if later:
+        if later or (slot == "give_up" and _finish_delivered_since(context, failure)):
             continue
         out.append(
             Violation(
@@ -61,3 +64,18 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
             )
         )
     return out
+
+
+def _finish_delivered_since(context: CheckContext, failure: TraceRecord) -> bool:
+    """The run's `finish` slot was delivered after the failed give-up's call began."""
+    parent, run_id = failure.agent, failure.get("runId")
+    calls = [
+        call
+        for call in context.events("hook:on_finish", parent, runId=run_id, slot="give_up")
+        if call.seq < failure.seq
+    ]
+    began = calls[-1].seq if calls else failure.seq
+    return any(
+        done.seq > began
+        for done in context.events("hook:delivered", parent, runId=run_id, slot="finish")
+    )

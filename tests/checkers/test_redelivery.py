@@ -12,6 +12,7 @@ import pytest
 from sim.checkers import CheckContext, check
 from tests.checkers.agents import (
     fails_with_a_blind_checker,
+    found_context,
     record,
     scenario_context,
     with_record,
@@ -91,6 +92,24 @@ def test_a_failed_give_up_is_answered_by_either_slot(flaky) -> None:
     ]
     relabelled = dataclasses.replace(flaky, records=calls_as_give_up)
     assert len(messages(relabelled)) == 1
+
+
+def test_a_failed_give_up_is_discharged_by_a_finish_delivered_after_it_began() -> None:
+    """Found by generate: a user's cancel delivers the run's `finish` (`aborted`) while the
+    give-up's handler still runs; the give-up then throws, and the backbone, which only ticks
+    runs whose finish is undelivered, never calls it again. The real result superseded it.
+    Without that finish delivery the failed give-up is owed."""
+    context = found_context("give-up-superseded-by-a-cancel")
+    parent = "ThinkToolsWorkload/parent2"
+    (failure,) = context.events("agent_tool:detached:delivery_failed", parent, runId="alpha")
+    (give_up,) = context.events("hook:on_finish", parent, runId="alpha", slot="give_up")
+    (finish,) = context.events("hook:on_finish", parent, runId="alpha", slot="finish")
+    (delivered,) = context.events("hook:delivered", parent, runId="alpha", slot="finish")
+    assert give_up.seq < finish.seq < failure.seq < delivered.seq
+    assert failure.get("kind") == "give_up"
+    assert messages(context) == []
+    undelivered = without(context, lambda r: r.seq == delivered.seq)
+    assert [v.subject for v in check(undelivered, ["failed_finish_redelivered"])] == ["alpha"]
 
 
 def _no_liveness(context: CheckContext) -> CheckContext:

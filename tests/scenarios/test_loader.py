@@ -251,7 +251,7 @@ CASES = [
         "action-not-a-mapping",
         ("  - run_for: 3m\n", "  - evict: counter\n"),
         "lib/x.yaml:10: step 2 (evict): evict: 'counter'; expected a mapping with keys "
-        "['agent', 'reason', 'run_id', 'child']",
+        "['agent', 'reason', 'run_id', 'child', 'if_present']",
     ),
     (
         "step-not-a-mapping",

@@ -499,6 +499,22 @@ def test_evicting_a_child_that_does_not_exist_yet_is_a_failure_sentence() -> Non
     )
 
 
+def test_evicting_a_child_that_does_not_exist_with_if_present_does_nothing() -> None:
+    """`if_present: true` (what a hunt writes for a drawn eviction) leaves a missing sub-agent
+    alone; the same step evicts the child once it exists."""
+    runs = "      - {run_id: a, detached: true, steps: [{sleep: 1m}, {finish: completed}]}\n"
+    evict = "evict: {agent: parent/a, if_present: true}\n"
+    steps = f"  - {evict}{DISPATCH}  - after: 10s\n    {evict}"
+    result = run(workload_scenario(tools(runs), steps))
+    assert result.failures == ()
+    ends = [
+        (r.agent, r.t_ms)
+        for r in result.trace.records
+        if r.event == "incarnation:end" and r.get("reason") == "explicit"
+    ]
+    assert ends == [("ToolsWorkload/parent/ScriptedToolChild/a", 10_000)]
+
+
 def test_a_run_without_steps_completes_at_once() -> None:
     """A scripted child with no script finishes `completed` with the summary 'done'."""
     runs = "      - {run_id: a, detached: true}\n"
