@@ -46,6 +46,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `recovery_backoff` | the recovery alarm backs off 2^k while passes make no progress |
 | `interval_runs_on_time` | an interval runs again one interval after its run completed |
 | `facet_interval_redispatched` | a sub-agent's interval whose dispatch failed is tried again next |
+| `facet_runs_watched` | a root indexing a sub-agent's fiber run wakes every keepAlive interval |
 | `one_shot_retried_when_cut` | a one-shot cut short mid-callback is run again |
 | `failed_finish_redelivered` | S8: a finish whose handler threw is delivered again |
 | `chat_turns_serial` | a chat host runs its turns one at a time |
@@ -98,7 +99,7 @@ from sim.checkers import tool_promises, tool_notices, tool_children, tool_regist
 from sim.checkers import stash_snapshots, fiber_promises, schedule_keys  # noqa: F401, I001
 from sim.checkers import fiber_waits, mcp_servers  # noqa: F401, I001
 from sim.checkers import reducer_promises, signal_timing, tool_previews  # noqa: F401, I001
-from sim.checkers import fiber_cancels, alarm_cover, sub_agent_lives  # noqa: F401, I001
+from sim.checkers import fiber_cancels, alarm_cover, sub_agent_lives, facet_watch  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

@@ -60,6 +60,7 @@ INVARIANTS = [
     "recovery_backoff",
     "interval_runs_on_time",
     "facet_interval_redispatched",
+    "facet_runs_watched",
     "one_shot_retried_when_cut",
     "failed_finish_redelivered",
     "chat_turns_serial",
