@@ -61,6 +61,7 @@ INVARIANTS = [
     "interval_runs_on_time",
     "facet_interval_redispatched",
     "facet_runs_watched",
+    "due_jobs_in_time_order",
     "one_shot_retried_when_cut",
     "failed_finish_redelivered",
     "chat_turns_serial",
