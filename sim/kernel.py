@@ -493,8 +493,24 @@ class Kernel:
             f"gather/race take coroutines, tasks, deferreds or host awaitables, got {awaitable!r}"
         )
 
+    def as_events(
+        self, awaitables: tuple[Awaitable[Any], ...], owner: Owner | None
+    ) -> list[simpy.Event]:
+        """`as_event` of each, in order. When starting one kills the incarnation, the
+        coroutines after it, made by the dying turn, never start: they are closed, quietly."""
+        events: list[simpy.Event] = []
+        try:
+            for awaitable in awaitables:
+                events.append(self.as_event(awaitable, owner))
+        except BaseException:
+            for later in awaitables[len(events) + 1 :]:
+                if inspect.iscoroutine(later):
+                    later.close()
+            raise
+        return events
+
     def gather(self, awaitables: tuple[Awaitable[Any], ...], owner: Owner | None) -> SimDeferred:
-        events = [self.as_event(a, owner) for a in awaitables]
+        events = self.as_events(awaitables, owner)
         result = SimDeferred(self)
         values: list[Any] = [None] * len(events)
         remaining = [len(events)]
@@ -528,8 +544,8 @@ class Kernel:
                 event.defused = True
                 result.reject(cast(BaseException, event.value))
 
-        for awaitable in awaitables:
-            self._on_settled(self.as_event(awaitable, owner), on_settle)
+        for event in self.as_events(awaitables, owner):
+            self._on_settled(event, on_settle)
         return result
 
     def _on_settled(self, event: simpy.Event, callback: Callable[[simpy.Event], None]) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +13,7 @@ from agents_core import Agent
 from sim import AgentEvicted, Simulation
 
 RAN_AFTER_DEATH: list[str] = []
+UNSTARTED: list[Coroutine[Any, Any, Any]] = []
 
 
 class Worker(Agent):
@@ -25,6 +28,18 @@ class Worker(Agent):
         self.host.tasks.wait_until(background())
         RAN_AFTER_DEATH.append("the caller went on after its incarnation died")
         self.sql("SELECT 2 AS caller")
+
+    async def gather_after_a_crash(self, combinator: str) -> None:
+        async def first() -> None:
+            self.sql("SELECT 1 AS background")  # a crash fault is armed on this one
+            await self.host.clock.sleep(5)
+
+        async def second() -> None:
+            await self.host.clock.sleep(5)
+
+        later = second()
+        UNSTARTED.append(later)
+        await getattr(self.host.tasks, combinator)(first(), later)
 
     async def bad_await(self) -> None:
         await asyncio.sleep(0)  # the line the error must name
@@ -164,6 +179,23 @@ def test_a_crash_in_a_task_s_first_stretch_stops_the_task_that_started_it(
     assert [r.fields["reason"] for r in ended] == ["crash"]
     later = sim.trace.records[sim.trace.records.index(ended[0]) + 1 :]
     assert [r for r in later if r.agent == worker.path] == []
+
+
+@pytest.mark.parametrize("combinator", ["gather", "race"])
+def test_coroutines_a_dying_gather_never_started_are_closed(
+    sim: Simulation, combinator: str
+) -> None:
+    """Starting the first coroutine of a gather (or race) kills the incarnation: the ones after
+    it, made by the dying turn, are closed (no 'never awaited' warning when they are
+    collected), not left open."""
+    worker = sim.agent(Worker, "w")
+    sim.call(worker, "eager_start")
+    sim.arm_storage_fault(worker, "crash", match="AS background")
+    UNSTARTED.clear()
+    with pytest.raises(AgentEvicted):
+        sim.call(worker, "gather_after_a_crash", combinator)
+    (later,) = UNSTARTED
+    assert later.cr_frame is None  # closed before it ever ran
 
 
 def test_deferred_can_be_awaited_after_it_settled(sim: Simulation) -> None:
