@@ -35,6 +35,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "option hung_schedule_timeout_seconds",
         "job a dispatch past its hung timeout",
         "schedule re-created",
+        "schedule_every another interval",
         "schedule callback raises",
         "schedule callback resets at the memory limit",
         "schedule callback loses the network",

@@ -261,6 +261,16 @@ def schedules_part(
             horizon = max(horizon, done)
             steps.append(call(at, alias, "recreate", entry["name"]))
             uses.append(Use("schedule", "re-created", alias, "workload:scheduled"))
+        again = surface.opens("schedules", "every_again")
+        intervals = [entry for entry in entries if "every" in entry and again]
+        for entry in draw(st.lists(st.sampled_from(intervals), max_size=1)) if intervals else []:
+            # A user changing an interval's period: another interval is a row of its own, the
+            # same one answers the row there (a dedupe key scoped by the interval).
+            at = draw(aligned(st, periods, 0, max(horizon, 1000)))
+            same = max(parse_duration_ms(entry["every"]) // 1000, 1)
+            period = draw(st.sampled_from((1, 5, 30, 60, same)))
+            steps.append(call(at, alias, "every_again", entry["name"], period))
+            uses.append(Use("schedule_every", "another interval", alias, "workload:scheduled"))
         for _ in range(draw(st.integers(0, 2)) if surface.opens("schedules", "listing") else 0):
             at = draw(aligned(st, periods, 0, max(horizon, 1000)))
             kind = draw(st.sampled_from((None, *KINDS)))

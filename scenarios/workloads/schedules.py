@@ -260,6 +260,31 @@ class ScheduleWorkload(Agent):
         await self._set_up(plan)
         return cancelled
 
+    async def every_again(self, name: str, seconds: int) -> str:
+        """`schedule_every(seconds)` once more with the interval schedule `name`'s callback and
+        payload, as a user changing its period does before cancelling the old one: another
+        interval is another dedupe key, so a row of its own, and the same interval answers the
+        row there already. The record `workload:scheduled` says the interval asked for
+        (`schedule_dedupe_keys` holds the answer to it); the id answered."""
+        plan = self._plan_named(name)
+        if plan.every_s is None:
+            raise ValueError(
+                f"schedule {name!r} is a {plan.kind} schedule; every_again takes an interval one"
+            )
+        if not isinstance(seconds, int) or seconds < 1:
+            raise ValueError(f"every_again takes whole seconds, at least 1; got {seconds!r}")
+        schedule = await self.schedule_every(
+            seconds, "workload_tick", {"name": name}, retry=plan.retry()
+        )
+        self.host.trace.emit(
+            "workload:scheduled",
+            name=name,
+            scheduleId=schedule.id,
+            kind="interval",
+            every=seconds,
+        )
+        return str(schedule.id)
+
     async def listing(
         self, type: str | None = None, start: int | None = None, end: int | None = None
     ) -> list[str]:

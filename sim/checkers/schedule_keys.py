@@ -59,6 +59,11 @@ def _payload(row: dict[str, Any]) -> Any:
         return None
 
 
+def _interval(row: dict[str, Any]) -> int | None:
+    seconds = row.get("intervalSeconds")
+    return None if seconds is None else int(seconds)
+
+
 def _rows_by_id(context: CheckContext, on_jobs: bool) -> dict[str, dict[str, Any]]:
     """Schedule id -> its row as last known: stored at the end, else inserted by a journal."""
     table = JOBS_TABLE if on_jobs else SCHEDULES_TABLE
@@ -83,7 +88,8 @@ def schedule_dedupe_keys(context: CheckContext) -> list[Violation]:
 
     1. Every `workload:scheduled {name: N, scheduleId: S, kind: K}` names a row (stored, or
        inserted by a committed turn) of type K, callback `workload_tick` and payload
-       `{"name": N}`: a dedupe never answers with a row of another key.
+       `{"name": N}`, and, when the record says `every: E` (an `every_again`), of interval E
+       seconds: a dedupe never answers with a row of another key.
     2. Replaying each holder's journal of schedule rows: no committed write leaves two rows
        calling `workload_tick` with one dedupe key (`schedule_dedupe_key`: type, callback,
        payload, the interval or cron expression, owner) — the workload's creates are idempotent,
@@ -93,7 +99,7 @@ def schedule_dedupe_keys(context: CheckContext) -> list[Violation]:
     on_jobs = context.release in SCHEDULES_ON_JOBS
     out: list[Violation] = []
     rows = _rows_by_id(context, on_jobs)
-    seen: set[tuple[str, str, Any, Any]] = set()
+    seen: set[tuple[str, str, Any, Any, Any]] = set()
     for record in context.events("workload:scheduled"):
         schedule_id, name, kind = (
             str(record.get("scheduleId")),
@@ -101,22 +107,26 @@ def schedule_dedupe_keys(context: CheckContext) -> list[Violation]:
             record.get("kind"),
         )
         row = rows.get(schedule_id)
-        said = (record.agent, schedule_id, name, kind)
+        said = (record.agent, schedule_id, name, kind, record.get("every"))
         if row is None or said in seen:
             continue
         seen.add(said)
         got = (row.get("type"), row.get("callback"), _payload(row))
-        if got == (kind, CALLBACK, {"name": name}):
+        every = record.get("every")
+        interval = _interval(row)
+        if got == (kind, CALLBACK, {"name": name}) and every in (None, interval):
             continue
+        asked = "" if every is None else f", every {every} s"
+        answered = "" if every is None else f", interval {interval} s"
         out.append(
             Violation(
                 "schedule_dedupe_keys",
                 record.agent,
                 schedule_id,
                 f"{record.agent} asked at {format_sim_time(record.t_ms)} for its {kind} schedule "
-                f"{name!r} (callback {CALLBACK}, payload {{'name': {name!r}}}) and was answered "
-                f"schedule {schedule_id}, a row of type {got[0]}, callback {got[1]} and payload "
-                f"{got[2]!r}: a dedupe answered with a row of another key",
+                f"{name!r} (callback {CALLBACK}, payload {{'name': {name!r}}}{asked}) and was "
+                f"answered schedule {schedule_id}, a row of type {got[0]}, callback {got[1]} "
+                f"and payload {got[2]!r}{answered}: a dedupe answered with a row of another key",
                 (record.seq,),
             )
         )
