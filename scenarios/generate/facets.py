@@ -125,9 +125,9 @@ def facets_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             at = draw(aligned(st, times, 0, max(base.horizon_ms, 1000)))
             name = draw(st.sampled_from(names))
             target = _evict_target(alias, workload, name)
-            faults.append(
-                TimedStep(at, "evict", {**target, "reason": draw(st.sampled_from(REASONS))})
-            )
+            reason = draw(st.sampled_from(REASONS))
+            # The sub-agent may not be opened yet, or closed, at the drawn time: then nothing.
+            faults.append(TimedStep(at, "evict", {**target, "reason": reason, "if_present": True}))
             uses.append(Use("evict", "a sub-agent alone", alias, "incarnation:end"))
         return Part(
             {alias: agent},

@@ -243,7 +243,7 @@ def add_expectation(text: str, scenario: Scenario, item: str) -> str:
     return "\n".join([*lines, "expect:", f"  - {item}", ""])
 
 
-_ACTION = re.compile(r"^(?P<lead>\s*(-\s+)?)(call|request):(?P<rest>.*)$")
+_ACTION = re.compile(r"^(?P<lead>\s*(-\s+)?)(call|request|connect|reconnect):(?P<rest>.*)$")
 
 
 def expect_errors(
@@ -251,7 +251,8 @@ def expect_errors(
 ) -> str:
     """`text` with `expect_error: CLASS` (or `key_name`: `may_fail_with`) added to the call or
     request step on each line of `errors` (a step's line: CLASS), unless that step already says
-    what it expects (or, for `expect_error`, checks what it returns). A value in flow style
+    what it expects (or, for `expect_error`, checks what it returns); a connect or reconnect
+    step gets `may_fail_with` either way (a connection expects nothing else). A value in flow style
     (`{agent: a, method: m}`) gets it before its closing brace, a block mapping as one more key
     line at the indentation of its keys."""
     lines = text.split("\n")
@@ -259,20 +260,24 @@ def expect_errors(
     # From the bottom up, so earlier line numbers stay valid.
     for line in sorted(errors, reverse=True):
         step = by_line.get(line)
-        if step is None or step.kind not in ("call", "request"):
+        if step is None or step.kind not in ("call", "request", "connect", "reconnect"):
             continue
+        if step.kind in ("connect", "reconnect") and key_name == "expect_error":
+            key_name_here = "may_fail_with"  # a connection says only what may refuse it
+        else:
+            key_name_here = key_name
         if getattr(step, "expect_error", False) is not False or getattr(
             step, "may_fail_with", None
         ):
             continue
-        if key_name == "expect_error" and getattr(step, "checks_return", False):
+        if key_name_here == "expect_error" and getattr(step, "checks_return", False):
             continue
         end = _after_item(lines, line, _item_indent(lines, line, step.label))
         found = [(i, m) for i in range(line - 1, end) if (m := _ACTION.match(lines[i]))]
         if not found:
             continue
         index, match = found[0]
-        key = f"{key_name}: {errors[line]}"
+        key = f"{key_name_here}: {errors[line]}"
         rest = match.group("rest")
         value = rest.split(" #")[0].rstrip()  # a comment after the value stays after it
         if value.strip().startswith("{") and value.endswith("}"):

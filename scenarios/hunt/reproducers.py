@@ -34,6 +34,7 @@ from scenarios.language.loader import parse_scenario
 from scenarios.language.schema import (
     ArmStorageFaultStep,
     CallStep,
+    ConnectStep,
     DeployStep,
     EvictStep,
     RequestStep,
@@ -121,11 +122,11 @@ def with_fault_errors_expected(
 
 
 def refusable_calls(scenario: Scenario, inserted: Iterable[int]) -> dict[int, str]:
-    """The call and request steps of `scenario` that the fault steps numbered `inserted` (as
-    `step.index`) can refuse, by line, with the class the caller would get: a call started
-    without waiting before the fault, on an agent it strikes (an eviction's, a storage fault's,
-    every agent for a deploy), and every later call or request on a storage fault's agent
-    (which statement it strikes depends on the code that runs)."""
+    """The call, request and connect steps of `scenario` that the fault steps numbered
+    `inserted` (as `step.index`) can refuse, by line, with the class the caller would get: a
+    call started without waiting before the fault, on an agent it strikes (an eviction's, a
+    storage fault's, every agent for a deploy), and every later call, request or connection on
+    a storage fault's agent (which statement it strikes depends on the code that runs)."""
     out: dict[int, str] = {}
     steps = scenario.steps
     for fault in (s for s in steps if s.index in set(inserted)):
@@ -139,7 +140,7 @@ def refusable_calls(scenario: Scenario, inserted: Iterable[int]) -> dict[int, st
         else:
             continue
         for step in steps:
-            if not isinstance(step, CallStep | RequestStep):
+            if not isinstance(step, CallStep | RequestStep | ConnectStep):
                 continue
             if agents is not None and step.agent not in agents:
                 continue

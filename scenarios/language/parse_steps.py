@@ -321,7 +321,7 @@ def _connect(context: StepContext, where: str, value: Any, line: int) -> dict[st
     else:
         alias = known
     context.clients[name] = alias
-    return {"client": name, "agent": alias}
+    return {"client": name, "agent": alias, "may_fail_with": fields.get("may_fail_with")}
 
 
 def _disconnect(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
@@ -335,7 +335,7 @@ def _disconnect(context: StepContext, where: str, value: Any, line: int) -> dict
 
 def _reconnect(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:
     fields = _fields(context, where, value, line)
-    return {"client": _known_client(context, fields)}
+    return {"client": _known_client(context, fields), "may_fail_with": fields.get("may_fail_with")}
 
 
 def _send(context: StepContext, where: str, value: Any, line: int) -> dict[str, Any]:

@@ -215,6 +215,9 @@ class ConnectStep(Step):
     kind: ClassVar[str] = "connect"
     client: str
     agent: str
+    may_fail_with: str | None = None
+    """An error class the connection may be refused with (a fault the hunt drew kills the
+    agent it connects to); otherwise it must open."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,6 +232,8 @@ class DisconnectStep(Step):
 class ReconnectStep(Step):
     kind: ClassVar[str] = "reconnect"
     client: str
+    may_fail_with: str | None = None
+    """As `connect`'s."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -96,7 +96,9 @@ STEP_SHAPES: dict[str, Value] = {
         doc="An HTTP request to the agent.",
     ),
     "connect": Shape(
-        {"client": NAME, "agent": AGENT}, required=("client",), doc="Open a client connection."
+        {"client": NAME, "agent": AGENT, "may_fail_with": MAY_FAIL_WITH},
+        required=("client",),
+        doc="Open a client connection.",
     ),
     "disconnect": Shape(
         {
@@ -106,7 +108,7 @@ STEP_SHAPES: dict[str, Value] = {
         },
         required=("client",),
     ),
-    "reconnect": Shape({"client": CLIENT}, required=("client",)),
+    "reconnect": Shape({"client": CLIENT, "may_fail_with": MAY_FAIL_WITH}, required=("client",)),
     "send": Shape({"client": CLIENT, "message": Anything()}, required=("client", "message")),
     "run_for": Duration(doc="Let this much time pass."),
     "run_until": Duration(doc="Run until this absolute sim time."),

@@ -325,7 +325,13 @@ class StepRunner:
             self.fail(step, f"client {step.client!r} was never connected", NO_CONNECTION)
             return
         self._connect(
-            ConnectStep(index=step.index, line=step.line, client=step.client, agent=agent)
+            ConnectStep(
+                index=step.index,
+                line=step.line,
+                client=step.client,
+                agent=agent,
+                may_fail_with=step.may_fail_with,
+            )
         )
 
     def _disconnect(self, step: DisconnectStep) -> None:

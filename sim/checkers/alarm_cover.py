@@ -39,7 +39,9 @@ def alarm_covers_schedules(context: CheckContext) -> list[Violation]:
     - except after a read of the agent that failed on storage in t, since its previous alarm
       record (the re-arm may not have read its sources): then B may instead be a check-back,
       no later than an alarm still pending (armed for t or later) if there is one; and in any
-      case no later than t + `keep_alive_interval_ms`.
+      case no later than t + `keep_alive_interval_ms`;
+    - a slot the platform put back after a crash (`alarm:set {rolled_back}`) at the value last
+      judged is that arm, not a re-arm: not judged again.
 
     On 0.32.0 the rows live in `cf_agents_jobs` with a Lifecycle of its own: not judged.
     """
@@ -76,12 +78,16 @@ def _first_uncovered(context: CheckContext, agent: str) -> Violation | None:
         if record.event != "alarm:set":
             pending, faulted = None, False
             continue
+        at = int(record.get("at") or 0)
+        if record.get("rolled_back") and at == pending:
+            # The platform put back the slot judged last (a crash rolled the turn's re-arms
+            # back): nothing re-armed it, and that arm was judged with what its re-arm read.
+            continue
         if not record.get("rolled_back") and context.may_have_rolled_back(record):
             # Its turn may have rolled back with the crash in its instant, and the platform put
             # the slot back (`alarm:set {rolled_back}`): judged are the rows committed and the
             # slot as the rollback left it.
             continue
-        at = int(record.get("at") or 0)
         row = history.earliest_due(record.t_ms, record.seq, created, fired)
         covers = row is None or at <= max(row[0], record.t_ms + 1)
         if faulted:

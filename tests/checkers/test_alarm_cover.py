@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from sim.checkers import CheckContext, check
-from tests.checkers.agents import fails_with_a_blind_checker, scenario_context
+from tests.checkers.agents import fails_with_a_blind_checker, found_context, scenario_context
 
 S = "ScheduleWorkload/sched"
 STORY = """
@@ -107,3 +107,18 @@ def test_a_re_arm_in_a_turn_that_rolled_back_is_not_judged() -> None:
     assert messages(context) == []
     late = messages(_moved(context, restored.seq, 121_000))
     assert len(late) == 1 and "(due 00:02:00.000)" in late[0]
+
+
+def test_a_slot_put_back_at_a_check_back_already_judged_is_not_judged_again() -> None:
+    """Found by generate on 0.21.0: a re-arm after a failed read armed a check-back past an
+    overdue interval (allowed: it may not have read the rows), then a crash rolled a later turn
+    back and the platform put that same slot back (`alarm:set {rolled_back}`). That is the arm
+    judged before, not a re-arm; moved a second later, it is one, and is caught."""
+    context = found_context("alarm-slot-put-back-after-a-check-back")
+    hub = "ScheduleWorkload/hub"
+    restored = [r for r in context.records_of(hub, "alarm:set") if r.get("rolled_back")][0]
+    # The last arm of an earlier instant: the rolled-back turn's own re-arms are not it.
+    earlier = [r for r in context.records_of(hub, "alarm:set") if r.t_ms < restored.t_ms][-1]
+    assert earlier.get("at") == restored.get("at") == 414_000
+    assert messages(context) == []
+    assert len(messages(_moved(context, restored.seq, 415_000))) == 1

@@ -163,6 +163,46 @@ def test_expect_error_goes_into_flow_and_block_calls_and_not_where_one_is_told()
     assert [c.expect_error for c in calls] == ["AgentEvicted", "StorageError", False]
 
 
+CONNECTED = """\
+name: connected
+description: A client connects to a chat agent, and again later.
+seed: 3
+agents:
+  chat: {workload: chat}
+steps:
+  - connect: {client: browser, agent: chat}
+  - at: 5s
+    reconnect: {client: browser}
+"""
+
+
+def test_a_refused_connection_may_fail_with_its_class() -> None:
+    """A connect or reconnect step a fault can refuse gets `may_fail_with` (a connection expects
+    nothing else), and a connection refused with that class is not a failure of the run."""
+    scenario = parse_scenario(CONNECTED, "connected.yaml")
+    text = expect_errors(
+        CONNECTED, scenario, {step.line: "AgentEvicted" for step in scenario.steps}
+    )
+    assert "  - connect: {client: browser, agent: chat, may_fail_with: AgentEvicted}\n" in text
+    assert "    reconnect: {client: browser, may_fail_with: AgentEvicted}\n" in text
+    steps = parse_scenario(text, "connected.yaml").steps
+    assert [s.may_fail_with for s in steps] == ["AgentEvicted", "AgentEvicted"]
+    refused = text.replace(
+        "  - connect:", "  - arm_storage_fault: {agent: chat, kind: crash}\n  - connect:"
+    )
+    result = run_scenario(parse_scenario(refused, "connected.yaml"))
+    assert result.failures == (), result.failures
+    plain = run_scenario(
+        parse_scenario(
+            CONNECTED.replace(
+                "  - connect:", "  - arm_storage_fault: {agent: chat, kind: crash}\n  - connect:"
+            ),
+            "connected.yaml",
+        )
+    )
+    assert any("failed with AgentEvicted" in f for f in plain.failures), plain.failures
+
+
 def test_a_reproducer_expects_the_error_its_fault_gives_a_call(
     tmp_path: Path,
 ) -> None:
