@@ -105,7 +105,10 @@ class Alarms:
 
     def _fire(self, record: AgentRecord, attempt: int) -> None:
         platform = self._platform
-        if record.alarm_run is not None:
+        resetting = record.incarnation is not None and record.incarnation.resetting
+        if record.alarm_run is not None or resetting:
+            # Behind a running handler, or an isolate being reset (the platform's next alarm
+            # comes after the abort the isolate had already asked for): it fires after that.
             self._hold(record, attempt)
             return
         incarnation = platform.live_incarnation(record, "alarm")
@@ -170,6 +173,7 @@ class Alarms:
     def incarnation_died(self, record: AgentRecord, incarnation: Incarnation, reason: str) -> None:
         run = record.alarm_run
         if run is None or run.over or run.incarnation is not incarnation:
+            self._after_run(record)  # an alarm held behind a reset fires in a fresh incarnation
             return
         run.over = True
         record.alarm_run = None

@@ -212,6 +212,7 @@ class _Lifecycle(_Fenced):
             end, message = "destroyed", None
         else:
             end, message = "reset", reason
+            incarnation.resetting = True
         # After the current turn: the code that asked to abort ends its step first.
         platform.kernel.call_soon(
             lambda: platform._end(incarnation, end, message) if incarnation.alive else None

@@ -52,6 +52,9 @@ class Incarnation:
     connections: dict[str, ServerConnection[Incarnation]] = field(default_factory=dict)
     callers: dict[SimDeferred, None] = field(default_factory=dict)
     end_reason: str | None = None
+    resetting: bool = False
+    """An abort without alarm retry (a reset) was asked and ends it after the turn: an alarm
+    that comes due meanwhile waits to fire in the next incarnation."""
     root: Incarnation | None = None
     """For a facet: the root incarnation whose isolate it lives in (None for a root)."""
     facets: dict[str, Incarnation] = field(default_factory=dict)

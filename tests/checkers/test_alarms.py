@@ -206,3 +206,18 @@ def test_a_schedule_left_due_by_an_alarm_the_platform_gave_up_is_not_lost() -> N
     kept = without(context, lambda r: r.event == "alarm:given_up")
     lost = [v.message for v in check(kept) if v.invariant == "schedules_fire"]
     assert lost and "_cfDetachedReconcileTick" in lost[0]
+
+
+def test_an_alarm_due_while_its_isolate_resets_fires_in_the_next_one() -> None:
+    """Found by generate on 0.32.0: a memory-limit strike backs its job off and asks for a reset
+    on a 0 ms timer; a deferred destroy arrives in between and arms the slot for now, which
+    comes due while the handler still runs. That alarm fires after the reset, in a fresh
+    incarnation (which destroys the agent), not in the isolate being reset, whose death without
+    alarm retry would lose it and leave the backed-off schedule with nothing armed."""
+    context = found_context("alarm-due-while-its-isolate-resets")
+    sched2 = "ScheduleWorkload/sched2"
+    (reset,) = [r for r in context.events("incarnation:end", sched2) if r.get("reason") == "reset"]
+    fired = [r for r in context.events("alarm:fired", sched2) if r.t_ms == reset.t_ms]
+    assert [r.inc for r in fired] == [reset.inc + 1]
+    assert context.events("storage:wiped", sched2) != []
+    assert [v for v in check(context) if v.invariant == "schedules_fire"] == []
