@@ -62,6 +62,7 @@ INVARIANTS = [
     "facet_interval_redispatched",
     "facet_runs_watched",
     "due_jobs_in_time_order",
+    "deferred_job_kept",
     "one_shot_retried_when_cut",
     "failed_finish_redelivered",
     "chat_turns_serial",
