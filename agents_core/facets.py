@@ -95,6 +95,7 @@ class Facets:
         "_scheduler",
         "_run_routed",
         "_prune_owned",
+        "_prune_last",
         "_self_path",
         "_is_facet",
         "_destroyed",
@@ -120,6 +121,7 @@ class Facets:
         scheduler: Scheduler,
         run_routed: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
         prune_owned: Sequence[Callable[[str], object]] = (),
+        prune_last: bool = False,
     ) -> None:
         self._agent = agent
         """The agent: its RPC entries are called by name on a root, its class names it."""
@@ -135,6 +137,10 @@ class Facets:
         """What else a pruned sub-tree owns on the root, dropped by its owner key after its
         schedules (0.32.0: the wakes of its Task runs, then its queue items, the SDK's
         `cleanupPrefix` order)."""
+        self._prune_last = prune_last
+        """`delete_sub_agent`'s order: 0.21.0 prunes the sub-tree on the root first, then
+        deletes the facet and forgets its registry row; 0.32.0 deletes and forgets first and
+        prunes last."""
         self._self_path = self_path
         self._is_facet = ctx.is_facet
         self._destroyed = False
@@ -190,13 +196,17 @@ class Facets:
         )
 
     async def delete_sub_agent(self, cls: type, name: str) -> None:
-        """Abort the child, wipe its storage, and prune its sub-tree's schedules and leases."""
+        """Abort the child, wipe its storage, forget its registry row, and prune its sub-tree's
+        schedules and leases on the root, in the release's order (`prune_last`)."""
+        prefix = [*self._self_path, {"className": cls.__name__, "name": name}]
+        if not self._prune_last:
+            await self._on_root("_cf_cleanup_facet_prefix", prefix)
+        self.host.facets.delete(cls, name)
         self.sql(
             "DELETE FROM cf_agents_sub_agents WHERE class = ? AND name = ?", cls.__name__, name
         )
-        prefix = [*self._self_path, {"className": cls.__name__, "name": name}]
-        await self._on_root("_cf_cleanup_facet_prefix", prefix)
-        self.host.facets.delete(cls, name)
+        if self._prune_last:
+            await self._on_root("_cf_cleanup_facet_prefix", prefix)
 
     async def destroy(self, *, deferred: bool = False) -> None:
         """Delete this agent. A facet is removed by its parent (sub-tree pruned on the root); a

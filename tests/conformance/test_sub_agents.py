@@ -18,7 +18,7 @@ import pytest
 
 from agents_core.alarm import DESTROY_PENDING_KEY, FIBER_RECOVERY_MAX_BACKOFF_MS
 from agents_core.errors import AgentsError
-from sim import AgentEvicted, Simulation
+from sim import AgentEvicted, Simulation, StorageError
 from sim.simulation import AgentRef
 from sim.sqlite import KV_TABLE
 from tests.conformance.sub_agent_fixtures import (
@@ -753,3 +753,40 @@ def test_a_stub_kept_across_its_sub_agents_deletion_does_not_revive_it(sim: Simu
     assert sim.call(ref, "keep_then_delete") == "deleted"
     starts = sim.trace.select("incarnation:start", agent="Holder/h/Kid/k")
     assert len(starts) == 1
+
+
+@on_release("0.21.0")
+def test_a_delete_whose_prune_fails_keeps_the_child_listed_on_0_21(sim: Simulation) -> None:
+    """0.21.0's `deleteSubAgent` prunes the sub-tree on the root first, then deletes the facet
+    and forgets the registry row: a prune that fails (a storage error on the root) leaves the
+    child listed and its storage in place."""
+    root = wake(sim)
+    child = sim.facet(root, Child, "c")
+    sim.call(root, "at", [(Child, "c")], "tick", "kept")
+    sim.arm_storage_fault(
+        root, "error", match="SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"
+    )
+    with pytest.raises(StorageError):
+        sim.call(root, "delete_child", Child, "c")
+    assert sim.call(root, "has_child", "Child", "c") is True
+    assert events(sim, child, "incarnation:end") == []
+    assert [r["data"] for r in journal(sim, child, "tick")] == ["kept"]
+
+
+@on_release("0.32.0")
+def test_a_delete_whose_prune_fails_has_unlisted_the_child_on_0_32(sim: Simulation) -> None:
+    """0.32.0's sub-agent delete deletes the facet and forgets the registry row first, and
+    prunes the sub-tree on the root last: a prune that fails leaves the child gone and
+    unlisted."""
+    root = wake(sim)
+    child = sim.facet(root, Child, "c")
+    sim.call(root, "at", [(Child, "c")], "tick", "gone")
+    sim.arm_storage_fault(
+        root, "error", match="SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"
+    )
+    with pytest.raises(StorageError):
+        sim.call(root, "delete_child", Child, "c")
+    assert sim.call(root, "has_child", "Child", "c") is False
+    assert events(sim, child, "incarnation:end") == [{"reason": "deleted"}]
+    with pytest.raises(LookupError, match="does not exist"):
+        sim.query(child, "SELECT * FROM journal")

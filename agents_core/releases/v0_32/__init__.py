@@ -111,6 +111,7 @@ def build(
             lifecycle.jobs_for(TASKS_CAPABILITY).cancel_routed_under,
             queue.drop_owned_under,
         ),
+        prune_last=True,
     )
     host_jobs = HostJobs(
         context,
