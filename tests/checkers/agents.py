@@ -21,7 +21,7 @@ from agents_core import Agent
 from scenarios.language.loader import load_scenario, parse_scenario
 from scenarios.run.steps import StepRunner
 from sim import Simulation
-from sim.checkers import CHECKERS, CheckContext, context_from
+from sim.checkers import CHECKERS, CheckContext, check, context_from
 from sim.sqlite import Write
 from sim.trace import TraceRecord
 from tests.conformance.fiber_agents import Recorder
@@ -245,6 +245,11 @@ def with_turn(context: CheckContext, agent: str, *writes: Write) -> CheckContext
     """The context with one more committed turn of `writes` at the end of `agent`'s journal."""
     turns = (*context.journals[agent], tuple(writes))
     return dataclasses.replace(context, journals={**context.journals, agent: turns})
+
+
+def messages_of(context: CheckContext, *names: str) -> list[str]:
+    """The sentences of the violations the named invariants find in `context`."""
+    return [v.message for v in check(context, list(names))]
 
 
 def fails_with_a_blind_checker(

@@ -8,8 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CheckContext, check
-from tests.checkers.agents import fails_with_a_blind_checker, scenario_context, with_record, without
+from sim.checkers import CheckContext
+from tests.checkers.agents import (
+    fails_with_a_blind_checker,
+    messages_of,
+    scenario_context,
+    with_record,
+    without,
+)
 
 SCHED = "ScheduleWorkload/sched"
 PERIOD_CHANGED = """
@@ -38,7 +44,7 @@ def period_changed(request: pytest.FixtureRequest) -> CheckContext:
 
 
 def messages(context: CheckContext) -> list[str]:
-    return [v.message for v in check(context, ["schedule_dedupe_keys"])]
+    return messages_of(context, "schedule_dedupe_keys")
 
 
 def test_another_period_is_a_row_of_its_own_and_the_same_one_is_not(period_changed) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CheckContext, check
-from tests.checkers.agents import fails_with_a_blind_checker, scenario_context, without
+from sim.checkers import CheckContext
+from tests.checkers.agents import fails_with_a_blind_checker, messages_of, scenario_context, without
 
 ROOT = "FiberWorkload/hub"
 BESIDE_BACKOFF = """
@@ -43,7 +43,7 @@ def beside_backoff(request: pytest.FixtureRequest) -> CheckContext:
 
 
 def messages(context: CheckContext) -> list[str]:
-    return [v.message for v in check(context, ["facet_runs_watched"])]
+    return messages_of(context, "facet_runs_watched")
 
 
 def test_a_root_wakes_every_interval_while_it_indexes_a_sub_agent_run(beside_backoff) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CheckContext, check
-from tests.checkers.agents import fails_with_a_blind_checker, scenario_context
+from sim.checkers import CheckContext
+from tests.checkers.agents import fails_with_a_blind_checker, messages_of, scenario_context
 
 SCHED = "ScheduleWorkload/sched"
 LOSES_THE_NETWORK = """
@@ -35,7 +35,7 @@ def loses_the_network() -> CheckContext:
 
 
 def messages(context: CheckContext) -> list[str]:
-    return [v.message for v in check(context, ["deferred_job_kept"])]
+    return messages_of(context, "deferred_job_kept")
 
 
 def test_a_job_a_platform_failure_cut_is_kept_and_retried(loses_the_network) -> None:

@@ -8,9 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.checkers import CheckContext, check
+from sim.checkers import CheckContext
 from sim.trace import TraceRecord
-from tests.checkers.agents import fails_with_a_blind_checker, renumbered, scenario_context
+from tests.checkers.agents import (
+    fails_with_a_blind_checker,
+    messages_of,
+    renumbered,
+    scenario_context,
+)
 
 SCHED = "ScheduleWorkload/sched"
 DUE_TOGETHER = """
@@ -39,7 +44,7 @@ def due_together() -> CheckContext:
 
 
 def messages(context: CheckContext) -> list[str]:
-    return [v.message for v in check(context, ["due_jobs_in_time_order"])]
+    return messages_of(context, "due_jobs_in_time_order")
 
 
 def _executed_at(context: CheckContext, t_ms: int) -> list[TraceRecord]:

@@ -755,20 +755,26 @@ def test_a_stub_kept_across_its_sub_agents_deletion_does_not_revive_it(sim: Simu
     assert len(starts) == 1
 
 
+def _delete_with_a_failed_prune(sim: Simulation, data: str) -> AgentRef:
+    """A child that noted `data`, deleted by its root while the root's prune of its sub-tree
+    fails on a storage error (the delete raises it); the child."""
+    root = wake(sim)
+    child = sim.facet(root, Child, "c")
+    sim.call(root, "at", [(Child, "c")], "tick", data)
+    prune_read = "SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"
+    sim.arm_storage_fault(root, "error", match=prune_read)
+    with pytest.raises(StorageError):
+        sim.call(root, "delete_child", Child, "c")
+    return child
+
+
 @on_release("0.21.0")
 def test_a_delete_whose_prune_fails_keeps_the_child_listed_on_0_21(sim: Simulation) -> None:
     """0.21.0's `deleteSubAgent` prunes the sub-tree on the root first, then deletes the facet
     and forgets the registry row: a prune that fails (a storage error on the root) leaves the
     child listed and its storage in place."""
-    root = wake(sim)
-    child = sim.facet(root, Child, "c")
-    sim.call(root, "at", [(Child, "c")], "tick", "kept")
-    sim.arm_storage_fault(
-        root, "error", match="SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"
-    )
-    with pytest.raises(StorageError):
-        sim.call(root, "delete_child", Child, "c")
-    assert sim.call(root, "has_child", "Child", "c") is True
+    child = _delete_with_a_failed_prune(sim, "kept")
+    assert sim.call(wake(sim), "has_child", "Child", "c") is True
     assert events(sim, child, "incarnation:end") == []
     assert [r["data"] for r in journal(sim, child, "tick")] == ["kept"]
 
@@ -778,15 +784,8 @@ def test_a_delete_whose_prune_fails_has_unlisted_the_child_on_0_32(sim: Simulati
     """0.32.0's sub-agent delete deletes the facet and forgets the registry row first, and
     prunes the sub-tree on the root last: a prune that fails leaves the child gone and
     unlisted."""
-    root = wake(sim)
-    child = sim.facet(root, Child, "c")
-    sim.call(root, "at", [(Child, "c")], "tick", "gone")
-    sim.arm_storage_fault(
-        root, "error", match="SELECT owner_path, owner_path_key, run_id FROM cf_agents_facet_runs"
-    )
-    with pytest.raises(StorageError):
-        sim.call(root, "delete_child", Child, "c")
-    assert sim.call(root, "has_child", "Child", "c") is False
+    child = _delete_with_a_failed_prune(sim, "gone")
+    assert sim.call(wake(sim), "has_child", "Child", "c") is False
     assert events(sim, child, "incarnation:end") == [{"reason": "deleted"}]
     with pytest.raises(LookupError, match="does not exist"):
         sim.query(child, "SELECT * FROM journal")
