@@ -14,14 +14,14 @@ slot the platform put back is judged instead).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.alarm_slot import RUN_ENDS
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.schedule_store import SCHEDULES_ON_JOBS, SCHEDULES_TABLE
-from sim.checkers.storage import row_changes
+from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["alarm_covers_schedules"]
@@ -117,13 +117,10 @@ class _RowHistory:
     `earliest_due` with instants that never decrease."""
 
     def __init__(self, context: CheckContext, agent: str) -> None:
-        journal = context.journals.get(agent, ())
-        instants: Sequence[int] = context.journal_ms.get(agent, ())
-        self._usable = len(instants) == len(journal)
-        self._changes: list[tuple[int, Any, Mapping[str, Any] | None]] = []
-        if self._usable:
-            for change in row_changes(journal, SCHEDULES_TABLE, "id"):
-                self._changes.append((instants[change.turn - 1], change.key, change.after))
+        self._changes = [
+            (when, change.key, change.after)
+            for when, change in timed_row_changes(context, agent, SCHEDULES_TABLE, "id")
+        ]
         self._applied = 0
         self._rows: dict[Any, Mapping[str, Any]] = {}
 
@@ -134,8 +131,6 @@ class _RowHistory:
         inserted in it (and nothing more) by a write whose `schedule:create` came before record
         `seq`: the rows the re-arm at `seq` had to see; inside an alarm run fired at `fired`,
         not the rows due by then, which that run runs itself."""
-        if not self._usable:
-            return None
         changes = self._changes
         while self._applied < len(changes) and changes[self._applied][0] < t_ms:
             _when, key, after = changes[self._applied]

@@ -24,7 +24,7 @@ from sim.checkers.schedule_store import (
     insertion_instants,
     stored_schedules,
 )
-from sim.checkers.storage import row_changes
+from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["SCHEDULE_LATENESS_MS", "durable_work", "no_leaked_keep_alive", "schedules_fire"]
@@ -275,17 +275,13 @@ def _purged_with_a_sealed_breaker(
     }
     if not seals:
         return False
-    journal = context.journals.get(root, ())
-    instants = context.journal_ms.get(root, ())
-    if len(instants) != len(journal):
-        return False
-    for change in row_changes(journal, JOBS_TABLE, "id"):
+    for when, change in timed_row_changes(context, root, JOBS_TABLE, "id"):
         if (
             str(change.key) == schedule_id
             and change.after is None
             and change.before is not None
             and change.before.get("recovery_loop") == 1
-            and instants[change.turn - 1] in seals
+            and when in seals
         ):
             return True
     return False

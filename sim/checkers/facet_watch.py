@@ -11,13 +11,12 @@ is over; it ends at the next `alarm:fired`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sim.checkers.alarm_slot import RUN_ENDS, STARTUP_HOLDS_REARMS
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.storage import row_changes
+from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["facet_runs_watched"]
@@ -41,7 +40,7 @@ def facet_runs_watched(context: CheckContext) -> list[Violation]:
         if context.root_of(agent) != agent:
             continue
         rows = _IndexedRows(context, agent)
-        if not rows.usable or not rows.ever:
+        if not rows.ever:
             continue
         interval = int(context.option(agent, "keep_alive_interval_ms"))
         found = _first_late(context, agent, rows, interval)
@@ -118,13 +117,10 @@ class _IndexedRows:
     """The root's `cf_agents_facet_runs` keys as committed, instant by instant."""
 
     def __init__(self, context: CheckContext, agent: str) -> None:
-        journal = context.journals.get(agent, ())
-        instants: Sequence[int] = context.journal_ms.get(agent, ())
-        self.usable = len(instants) == len(journal)
-        self._changes: list[tuple[int, Any, Mapping[str, Any] | None]] = []
-        if self.usable:
-            for change in row_changes(journal, FACET_RUNS, KEY):
-                self._changes.append((instants[change.turn - 1], change.key, change.after))
+        self._changes = [
+            (when, change.key, change.after)
+            for when, change in timed_row_changes(context, agent, FACET_RUNS, KEY)
+        ]
         self.ever = any(after is not None for _when, _key, after in self._changes)
 
     def at_end_of(self, t_ms: int) -> set[tuple[Any, Any]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.storage import row_changes
+from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["deferred_job_kept"]
@@ -61,13 +61,9 @@ def deferred_job_kept(context: CheckContext) -> list[Violation]:
 def _changes(
     context: CheckContext, agent: str
 ) -> list[tuple[int, str, Mapping[str, Any] | None, Mapping[str, Any] | None]]:
-    journal = context.journals.get(agent, ())
-    instants: Sequence[int] = context.journal_ms.get(agent, ())
-    if len(instants) != len(journal):
-        return []
     return [
-        (instants[change.turn - 1], str(change.key), change.before, change.after)
-        for change in row_changes(journal, JOBS, "id")
+        (when, str(change.key), change.before, change.after)
+        for when, change in timed_row_changes(context, agent, JOBS, "id")
     ]
 
 

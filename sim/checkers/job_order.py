@@ -9,13 +9,13 @@ the trace shows of a dispatch, on the root for every schedule of the tree (§3.5
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sim.checkers.alarm_slot import RUN_ENDS
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
-from sim.checkers.storage import row_changes
+from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["due_jobs_in_time_order"]
@@ -80,12 +80,10 @@ class _JobTimes:
     """The root's committed `cf_agents_jobs` rows, instant by instant."""
 
     def __init__(self, context: CheckContext, agent: str) -> None:
-        journal = context.journals.get(agent, ())
-        instants: Sequence[int] = context.journal_ms.get(agent, ())
-        self._changes: list[tuple[int, Any, Mapping[str, Any] | None]] = []
-        if len(instants) == len(journal):
-            for change in row_changes(journal, JOBS, "id"):
-                self._changes.append((instants[change.turn - 1], change.key, change.after))
+        self._changes = [
+            (when, change.key, change.after)
+            for when, change in timed_row_changes(context, agent, JOBS, "id")
+        ]
         self.ever = bool(self._changes)
         self._applied = 0
         self._rows: dict[str, Mapping[str, Any]] = {}

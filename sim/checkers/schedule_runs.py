@@ -26,7 +26,7 @@ from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.schedule_store import JOBS_TABLE, SCHEDULES_ON_JOBS, SCHEDULES_TABLE
 from sim.checkers.schedules import ONE_SHOT, schedule_rows
-from sim.checkers.storage import row_changes
+from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["facet_interval_redispatched", "interval_runs_on_time", "one_shot_retried_when_cut"]
@@ -308,17 +308,9 @@ def _deleted_by(context: CheckContext, holder: str, schedule_id: str, by_ms: int
     deleted it, whether or not its `schedule:cancel` was written (a sub-agent writes it only
     once its root's answer came back, and a storage fault after the root's delete loses it; an
     alarm runs the due rows it selected at its start, a row cancelled since included)."""
-    journal = context.journals.get(holder, ())
-    instants = context.journal_ms.get(holder, ())
-    if len(instants) != len(journal):
-        return False
     for table in (SCHEDULES_TABLE, JOBS_TABLE):
-        for change in row_changes(journal, table, "id"):
-            if (
-                str(change.key) == schedule_id
-                and change.after is None
-                and instants[change.turn - 1] <= by_ms
-            ):
+        for when, change in timed_row_changes(context, holder, table, "id"):
+            if str(change.key) == schedule_id and change.after is None and when <= by_ms:
                 return True
     return False
 

@@ -28,6 +28,7 @@ __all__ = [
     "kv_writes",
     "replay_journal",
     "row_changes",
+    "timed_row_changes",
     "turns_atomic",
 ]
 
@@ -212,6 +213,19 @@ class RowChange:
     def value(self, column: str, when: str = "after") -> Any:
         row = self.before if when == "before" else self.after
         return None if row is None else row.get(column)
+
+
+def timed_row_changes(
+    context: CheckContext, path: str, table: str, key: str | tuple[str, ...]
+) -> Iterator[tuple[int, RowChange]]:
+    """`row_changes` of `path`'s journal, each with the instant (sim ms) its turn committed, as
+    lazily; none when the journal's instants are not known turn by turn."""
+    journal = context.journals.get(path, ())
+    instants = context.journal_ms.get(path, ())
+    if len(instants) != len(journal):
+        return
+    for change in row_changes(journal, table, key):
+        yield instants[change.turn - 1], change
 
 
 def row_changes(
