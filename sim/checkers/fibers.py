@@ -234,20 +234,14 @@ def _unindexed_sleepers(context: CheckContext, agent: str) -> set[str]:
 
 
 def _last_finished_startup(context: CheckContext, agent: str) -> int | None:
-    """The trace position of the start of `agent`'s last incarnation whose startup finished
-    (by trace order: a sub-agent deleted and created again under its name numbers its
-    incarnations from 1 again)."""
-    starts = sorted(context.events("incarnation:start", agent), key=lambda r: r.seq)
+    """The trace position of the start of `agent`'s last incarnation whose startup finished:
+    the last start before its last `startup:done` (by trace order: a sub-agent deleted and
+    created again under its name numbers its incarnations from 1 again)."""
     done = context.events("startup:done", agent)
-    for index in range(len(starts) - 1, -1, -1):
-        start = starts[index]
-        until = starts[index + 1].seq if index + 1 < len(starts) else None
-        if any(
-            d.inc == start.inc and d.seq > start.seq and (until is None or d.seq < until)
-            for d in done
-        ):
-            return start.seq
-    return None
+    if not done:
+        return None
+    starts = context.events("incarnation:start", agent)
+    return max((r.seq for r in starts if r.seq < done[-1].seq), default=None)
 
 
 FACET_RUNS = "cf_agents_facet_runs"
