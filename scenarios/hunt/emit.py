@@ -262,10 +262,8 @@ def expect_errors(
         step = by_line.get(line)
         if step is None or step.kind not in ("call", "request", "connect", "reconnect"):
             continue
-        if step.kind in ("connect", "reconnect") and key_name == "expect_error":
-            key_name_here = "may_fail_with"  # a connection says only what may refuse it
-        else:
-            key_name_here = key_name
+        # A connection says only what may refuse it.
+        key_name_here = "may_fail_with" if step.kind in ("connect", "reconnect") else key_name
         if getattr(step, "expect_error", False) is not False or getattr(
             step, "may_fail_with", None
         ):
