@@ -7,9 +7,11 @@
   6 retries; not when the agent itself ended the incarnation, by destroying itself or by a reset
   that asked for no retry (`reset`, the slot kept). A handler still running 15 minutes after it
   started is killed with its incarnation (reason `alarm-limit`) and retried the same way.
-- Two handlers never overlap: a slot that comes due while one runs fires when it ends. A retry
-  that comes due then waits the same way and keeps its attempt number, so the limit of six
-  retries holds even when the slot was re-armed under a failing handler.
+- Two handlers never overlap: a slot that comes due while one runs fires when it ends, unless
+  it was set again or deleted before then (the slot holds one time: the due it held is gone). A
+  retry that comes due then waits the same way and keeps its attempt number, so the limit of six
+  retries holds even when the slot was re-armed under a failing handler. A handler that starts
+  while a due is held serves it: one due, one run.
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ class Alarms:
         if not isinstance(at_ms, int) or isinstance(at_ms, bool):
             raise TypeError(f"alarm time is integer milliseconds since the epoch, got {at_ms!r}")
         self._keep_for_rollback(record)
+        self._supersede_held_due(record)
         self._arm(record, at_ms)
 
     def delete(self, record: AgentRecord) -> None:
         self._keep_for_rollback(record)
+        self._supersede_held_due(record)
         if record.alarm_at_ms is not None:
             self._platform.platform_event(record, "alarm:deleted", was=record.alarm_at_ms)
         record.alarm_at_ms = None
@@ -63,9 +67,22 @@ class Alarms:
         """An alarm write is one of the turn's writes (the platform confirms them together): if
         the turn rolls back, the slot is put back as it was before the turn."""
         before = record.alarm_at_ms
-        record.storage.undo_on_rollback("alarm", lambda: self._put_back(record, before))
+        held = record.alarm_held_attempt
+        record.storage.undo_on_rollback("alarm", lambda: self._put_back(record, before, held))
 
-    def _put_back(self, record: AgentRecord, at_ms: int | None) -> None:
+    def _supersede_held_due(self, record: AgentRecord) -> None:
+        # A fresh due held behind a handler is the slot's past time: writing the slot replaces
+        # it. A held retry is the platform's own and stays.
+        if record.alarm_held_attempt == 0:
+            self._platform.probes.hit("platform.alarm_held_due_superseded")
+            record.alarm_held_attempt = None
+
+    def _put_back(self, record: AgentRecord, at_ms: int | None, held: int | None) -> None:
+        if held == 0 and record.alarm_held_attempt is None:
+            # The rolled-back write had replaced a due held behind a handler: it is owed again.
+            record.alarm_held_attempt = 0
+            if record.alarm_run is None:
+                self._after_run(record)
         if record.alarm_at_ms == at_ms:
             return
         if at_ms is None:
@@ -111,6 +128,11 @@ class Alarms:
             # comes after the abort the isolate had already asked for): it fires after that.
             self._hold(record, attempt)
             return
+        held = record.alarm_held_attempt
+        if held is not None:
+            # A due held behind the last handler is served by this run (the higher count stands).
+            record.alarm_held_attempt = None
+            attempt = max(attempt, held)
         incarnation = platform.live_incarnation(record, "alarm")
         run = _AlarmRun(attempt, incarnation, platform.kernel.now_ms)
         record.alarm_run = run
@@ -212,10 +234,16 @@ class Alarms:
         record.alarm_held_attempt = attempt if held is None else max(held, attempt)
 
     def _after_run(self, record: AgentRecord) -> None:
+        if record.alarm_held_attempt is not None:
+            self._platform.kernel.call_soon(lambda: self._fire_held(record))
+
+    def _fire_held(self, record: AgentRecord) -> None:
+        # Read when it fires: a write of the slot may have superseded the held due since, or
+        # a run started since may have served it.
         attempt = record.alarm_held_attempt
         if attempt is not None:
             record.alarm_held_attempt = None
-            self._platform.kernel.call_soon(lambda: self._fire(record, attempt=attempt))
+            self._fire(record, attempt=attempt)
 
     def next_due_ms(self) -> int | None:
         """The earliest armed alarm of any agent (for `advance to the next alarm`)."""

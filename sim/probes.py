@@ -27,6 +27,9 @@ PLATFORM_PROBES: dict[str, str] = {
     ),
     "platform.alarm_given_up": "the platform gave an alarm up after its six retries",
     "platform.alarm_due_while_running": "an alarm came due while its handler was still running",
+    "platform.alarm_held_due_superseded": (
+        "an alarm due held behind a running handler was replaced by a later write of the slot"
+    ),
     "platform.crash_rolled_back_writes": (
         "a crash between two statements rolled back a turn that had already written"
     ),

@@ -45,6 +45,9 @@ interface Shared {
   records: TraceRecord[];
   /** DO id (hex) -> the armed alarm in virtual ms, or null. */
   alarms: Map<string, number | null>;
+  /** DO id (hex) -> how many times its agent wrote the slot (set or delete): a due held behind
+   * a running handler is replaced by a write after it. */
+  alarmWrites: Map<string, number>;
   /** DO id (hex) -> how many instances were constructed (the incarnation number). */
   incarnations: Map<string, number>;
   /** DO id (hex) -> whether an instance is alive (constructed and not evicted since). */
@@ -74,6 +77,7 @@ export function shared(): Shared {
       timers: [],
       records: [],
       alarms: new Map(),
+      alarmWrites: new Map(),
       incarnations: new Map(),
       live: new Map(),
       facets: new Map(),

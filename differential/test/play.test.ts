@@ -196,6 +196,11 @@ class Player {
       let heldKey: string | null = null;
       let heldAt = Number.POSITIVE_INFINITY;
       for (const [key, at] of this.held) {
+        if (this.writesOf(key) !== this.heldWrites.get(key)) {
+          // The slot was written since it came due: that due is gone (the slot holds one time).
+          this.held.delete(key);
+          continue;
+        }
         if (at !== null && at < heldAt) {
           heldAt = at;
           heldKey = key;
@@ -216,14 +221,17 @@ class Player {
           if (!ok) this.retryAlarm(key, 0);
         });
       } else if (alarmKey !== null && this.handling.has(alarmKey) && alarmAt <= Math.min(timerAt, retryAt)) {
-        // Due while its handler runs: the slot is taken now and fires when the handler ends.
+        // Due while its handler runs: the slot is taken now and fires when the handler ends,
+        // unless the agent writes the slot again before then.
         state.alarms.set(alarmKey, null);
         this.held.set(alarmKey, null);
+        this.heldWrites.set(alarmKey, this.writesOf(alarmKey));
         state.activity += 1;
       } else if (retryKey !== null && retryAt <= alarmAt && retryAt <= timerAt) {
         // A retry runs the handler again without touching the slot, as the platform's does.
         const retry = this.retries.get(retryKey) as { due: number; attempt: number };
         this.retries.delete(retryKey);
+        this.held.delete(retryKey); // a due held behind the last handler is served by this run
         const alias = this.keyAlias(retryKey) as string;
         const stub = await this.stub(alias);
         const run = runInDurableObject(stub, async (instance: unknown) => {
@@ -250,6 +258,7 @@ class Player {
         const alias = this.keyAlias(alarmKey) as string;
         const stub = await this.stub(alias);
         const key = alarmKey;
+        this.held.delete(key); // a due held behind the last handler is served by this run
         const run = runDurableObjectAlarm(stub);
         this.handle(key, run);
         this.track(run, `alarm of ${alias}`, (ok) => {
@@ -267,6 +276,12 @@ class Player {
   /** DO id -> a slot that came due while its handler ran: null until that handler is over,
    * then the instant it ended, when the slot fires (as `sim/alarms.py` holds it). */
   private readonly held = new Map<string, number | null>();
+  /** DO id -> its slot's write count when the held due came due. */
+  private readonly heldWrites = new Map<string, number>();
+
+  private writesOf(key: string): number {
+    return shared().alarmWrites.get(key) ?? 0;
+  }
 
   private handle(key: string, run: Promise<unknown>): void {
     this.handling.add(key);

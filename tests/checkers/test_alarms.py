@@ -221,3 +221,17 @@ def test_an_alarm_due_while_its_isolate_resets_fires_in_the_next_one() -> None:
     assert [r.inc for r in fired] == [reset.inc + 1]
     assert context.events("storage:wiped", sched2) != []
     assert [v for v in check(context) if v.invariant == "schedules_fire"] == []
+
+
+def test_a_due_held_behind_a_crashed_handler_and_the_slot_due_then_make_one_run() -> None:
+    """Found by generate on 0.32.0: dues held behind a long alarm run, a crash at the instant
+    the slot comes due again, and a run that arms the slot for an hour. The held dues and the
+    slot's due are one alarm: one run at the crash's instant (not a second one after it, with
+    the slot armed for the hour), and the crashed run's retry 2 s later."""
+    context = found_context("held-alarm-due-replaced-by-a-later-set")
+    sched2 = "ScheduleWorkload/sched2"
+    ends = context.events("incarnation:end", sched2)
+    crash = next(r for r in ends if r.get("reason") == "crash")
+    fired = [r for r in context.events("alarm:fired", sched2) if r.t_ms >= crash.t_ms]
+    assert [(r.t_ms - crash.t_ms, r.get("attempt")) for r in fired[:2]] == [(0, 0), (2_000, 1)]
+    assert [v for v in check(context) if v.invariant == "alarm_fires_on_time"] == []

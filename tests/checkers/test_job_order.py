@@ -53,8 +53,9 @@ def _executed_at(context: CheckContext, t_ms: int) -> list[TraceRecord]:
 
 def test_jobs_due_together_run_earliest_first(due_together) -> None:
     """The four schedules that fell due during s1's 50 s callback all run in the alarm that
-    fires as it ends, in due order, and the checker agrees."""
-    assert len(_executed_at(due_together, 60_000)) == 4
+    fires 1 ms after it ends (the slot its handler armed last), in due order, and the checker
+    agrees."""
+    assert len(_executed_at(due_together, 60_001)) == 4
     assert messages(due_together) == []
 
 
@@ -62,13 +63,13 @@ def test_a_run_in_another_order_is_caught(due_together) -> None:
     """The second and third executions of that run swapped: the first one out of order is
     named with the one it overtook."""
     records = list(due_together.records)
-    second, third = _executed_at(due_together, 60_000)[1:3]
+    second, third = _executed_at(due_together, 60_001)[1:3]
     i, j = records.index(second), records.index(third)
     records[i], records[j] = third, second
     swapped = dataclasses.replace(due_together, records=renumbered(records))
     found = messages(swapped)
     assert len(found) == 1
-    assert "alarm run fired at 00:01:00.000 executed schedule" in found[0]
+    assert "alarm run fired at 00:01:00.001 executed schedule" in found[0]
     assert "one alarm drives its due jobs earliest first" in found[0]
 
 

@@ -696,8 +696,11 @@ def test_E32_a_throwing_on_finish_is_retried_after_the_lease(sim: Simulation) ->
     assert len(sim.trace.select("schedule:retry", callback=DETACHED_RECONCILE_CALLBACK)) == 1
     assert run_row(sim, ref, "r1")["finish_delivered_at"] == 170_000
     assert sim.call(ref, "backbone") == []
-    assert sim.probes["ledger.failed_handler_reclaimed"] >= 1
-    assert sim.probes.get("ledger.dead_claim_reclaimed", 0) == 0
+    # Reclaimed once: by the incarnation whose handler threw, or (when the parent idled out
+    # before the lease ended, as here) by the next one, which knows only a claim left behind.
+    probes = ("ledger.failed_handler_reclaimed", "ledger.dead_claim_reclaimed")
+    reclaims = [sim.probes.get(name, 0) for name in probes]
+    assert sum(reclaims) == 1
 
 
 def test_E33_a_give_up_frees_the_concurrency_slot_even_if_the_teardown_failed(

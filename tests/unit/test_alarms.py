@@ -167,3 +167,71 @@ def test_a_retry_held_behind_a_running_handler_keeps_its_attempt(sim: Simulation
     assert sorted(record.get("attempt") for record in fired) == sorted([*range(7)] * 2)
     assert len(sim.trace.select("alarm:given_up", agent=ref.path)) == 2
     assert sim.alarm_of(ref) is None
+
+
+class RearmLater(Alarmed):
+    """Its first run arms the slot for now (that due is held behind the run), works 500 ms,
+    then writes the slot again: `later_ms` from then, or deletes it when `later_ms` is 0."""
+
+    later_ms = 10_000
+
+    async def alarm(self) -> None:
+        await super().alarm()
+        if len(self.sql("SELECT t FROM runs")) == 1:
+            self.host.alarm.set_alarm(self.host.clock.now_ms())
+            await self.host.clock.sleep(500)
+            if self.later_ms:
+                self.host.alarm.set_alarm(self.host.clock.now_ms() + self.later_ms)
+            else:
+                self.host.alarm.delete_alarm()
+
+
+def test_a_due_held_behind_the_handler_is_replaced_by_a_later_set(sim: Simulation) -> None:
+    """The slot holds one time: a due held behind the running handler is gone once the handler
+    arms the slot for later, so the next run comes at the later time, not when the handler
+    ends."""
+    ref = sim.agent(RearmLater, "r")
+    sim.call(ref, "arm", 1_000)
+    sim.run_for(20_000)
+    assert run_times(sim, ref) == [1_000, 11_500]
+    assert sim.probes.get("platform.alarm_held_due_superseded") == 1
+
+
+def test_a_due_held_behind_the_handler_is_dropped_by_a_delete(sim: Simulation) -> None:
+    class DeleteAfter(RearmLater):
+        later_ms = 0
+
+    ref = sim.agent(DeleteAfter, "d")
+    sim.call(ref, "arm", 1_000)
+    sim.run_for(20_000)
+    assert run_times(sim, ref) == [1_000]
+    assert sim.alarm_of(ref) is None
+
+
+def test_a_rolled_back_set_leaves_the_held_due_owed(sim: Simulation) -> None:
+    """The write that replaced a held due belongs to its turn: when a crash rolls the turn back,
+    the slot is again the due it held, which fires once the crashed handler is gone (at once),
+    before the crashed run's own retry 2 s later."""
+
+    class CrashAfterRearm(Alarmed):
+        async def on_start(self) -> None:
+            await super().on_start()
+            self.sql("CREATE TABLE IF NOT EXISTS marks (t INTEGER)")
+
+        async def alarm(self) -> None:
+            await super().alarm()
+            if len(self.sql("SELECT t FROM runs")) == 1:
+                self.host.alarm.set_alarm(self.host.clock.now_ms())
+                await self.host.clock.sleep(500)
+                self.sql("INSERT INTO marks VALUES (?)", self.host.clock.now_ms())
+                self.host.alarm.set_alarm(self.host.clock.now_ms() + 10_000)
+                self.sql("INSERT INTO marks VALUES (?)", self.host.clock.now_ms())
+
+    ref = sim.agent(CrashAfterRearm, "c")
+    sim.call(ref, "arm", 1_000)
+    sim.arm_storage_fault(ref, "crash", match="INSERT INTO marks", skip=1)
+    sim.run_for(20_000)
+    assert run_times(sim, ref) == [1_000, 1_500, 3_500]
+    fired = sim.trace.select("alarm:fired", agent=ref.path)
+    assert [(r.t_ms, r.get("attempt")) for r in fired] == [(1_000, 0), (1_500, 0), (3_500, 1)]
+    assert sim.alarm_of(ref) is None

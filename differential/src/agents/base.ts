@@ -91,11 +91,13 @@ function harnessed(
   storage.setAlarm = (at: number | Date, options?: unknown) => {
     const ms = typeof at === "number" ? at : at.getTime();
     shared().alarms.set(key, ms - BASE_MS);
+    shared().alarmWrites.set(key, (shared().alarmWrites.get(key) ?? 0) + 1);
     shared().activity += 1;
     return setAlarm(at, options as never);
   };
   storage.deleteAlarm = (options?: unknown) => {
     shared().alarms.set(key, null);
+    shared().alarmWrites.set(key, (shared().alarmWrites.get(key) ?? 0) + 1);
     shared().activity += 1;
     return deleteAlarm(options as never);
   };
