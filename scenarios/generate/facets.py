@@ -135,6 +135,7 @@ def facets_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
             base.clients,
             tuple(uses),
             base.horizon_ms,
+            base.settles_ms,
             faults=tuple(faults),
         )
 

@@ -53,6 +53,9 @@ class Part:
     uses: tuple[Use, ...] = ()
     horizon_ms: int = 0
     """How long after the start the part may still be busy with what it was asked to do."""
+    settles_ms: int = 0
+    """How long after the start a drawn fault may leave the part busy at worst (a detached run
+    whose child a fault stalls ends at its absolute budget); the liveness limit covers it."""
     faults: tuple[TimedStep, ...] = ()
     """Platform faults the area draws itself (a sub-agent evicted alone), beside those drawn
     over the whole scenario: they are marked and judged as faults."""

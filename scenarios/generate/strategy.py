@@ -149,7 +149,10 @@ def scenarios(
             clients=clients,
             uses=tuple(uses),
             invariants=tuple(invariants),
-            liveness_ms=min(366 * 86_400_000, 2 * horizon + LIVENESS_MARGIN_MS),
+            liveness_ms=min(
+                366 * 86_400_000,
+                max([2 * horizon, *(part.settles_ms for part in parts)]) + LIVENESS_MARGIN_MS,
+            ),
             areas=tuple(chosen),
             sdk=start,
             model=model,

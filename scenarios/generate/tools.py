@@ -36,6 +36,8 @@ RUN_IDS = (
 that a client lists runs of one order by `localeCompare` of ids that code points sort
 otherwise), or numbered past nine, one id the start of another."""
 HOSTS = ("agent", "agent", "think", "chat")
+DETACHED_MAX_BUDGET_MS = 86_400_000
+"""The SDK's default absolute budget of a detached run (`detachedMaxBudgetMs`, 24 h)."""
 INPUTS = (
     "research fibers",
     "research fibers",
@@ -301,6 +303,17 @@ def tools_part(st: Any, alias: str, surface: Surface = FULL) -> Any:
                 at = draw(aligned(st, periods, 0, window))
                 steps.append(TimedStep(at, "reconnect", {"client": name}))
                 uses.append(Use("client", "reconnect to a tools parent", alias, "connection:close"))
-        return Part({alias: agent}, tuple(steps), clients, tuple(uses), horizon)
+        settles = DETACHED_MAX_BUDGET_MS if any(_may_stall(run) for run in runs) else 0
+        return Part({alias: agent}, tuple(steps), clients, tuple(uses), horizon, settles)
 
     return part()
+
+
+def _may_stall(run: dict[str, Any]) -> bool:
+    """A detached run whose scripted child stays silent after a restart (`resume: false`), with
+    no drawn `max_budget`: if a fault kills the child, the run has never signalled, so only the
+    absolute budget's default ceiling ends it (agent-tools §4.6)."""
+    detached = run.get("detached")
+    if not detached or run.get("resume", True):
+        return False
+    return not (isinstance(detached, dict) and "max_budget" in detached)
