@@ -49,6 +49,8 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `facet_runs_watched` | a root indexing a sub-agent's fiber run wakes every keepAlive interval |
 | `due_jobs_in_time_order` | one alarm drives the jobs it finds due earliest first (0.32.0) |
 | `deferred_job_kept` | a job a platform failure cut is kept, its marker cleared (0.32.0) |
+| `startup_fallback_armed` | an alarm with jobs queued first arms 30 s on or later (0.32.0) |
+| `deadman_before_drive` | the slot holds now + 30 s when the first due job is driven (0.32.0) |
 | `one_shot_retried_when_cut` | a one-shot cut short mid-callback is run again |
 | `failed_finish_redelivered` | S8: a finish whose handler threw is delivered again |
 | `chat_turns_serial` | a chat host runs its turns one at a time |
@@ -102,7 +104,7 @@ from sim.checkers import stash_snapshots, fiber_promises, schedule_keys  # noqa:
 from sim.checkers import fiber_waits, mcp_servers  # noqa: F401, I001
 from sim.checkers import reducer_promises, signal_timing, tool_previews  # noqa: F401, I001
 from sim.checkers import fiber_cancels, alarm_cover, sub_agent_lives, facet_watch  # noqa: F401, I001
-from sim.checkers import job_order, job_failures  # noqa: F401, I001
+from sim.checkers import job_order, job_failures, job_wakes  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

@@ -10,17 +10,14 @@ the trace shows of a dispatch, on the root for every schedule of the tree (§3.5
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from sim.checkers.alarm_slot import RUN_ENDS
 from sim.checkers.core import CheckContext, Violation
+from sim.checkers.job_rows import JobTimes
 from sim.checkers.registry import invariant
-from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["due_jobs_in_time_order"]
-
-JOBS = "cf_agents_jobs"
 
 
 @invariant("due_jobs_in_time_order")
@@ -34,7 +31,7 @@ def due_jobs_in_time_order(context: CheckContext) -> list[Violation]:
     """
     out: list[Violation] = []
     for agent in sorted(context.alarms):
-        times = _JobTimes(context, agent)
+        times = JobTimes(context, agent)
         if not times.ever:
             continue
         found = _first_out_of_order(context, agent, times)
@@ -43,7 +40,7 @@ def due_jobs_in_time_order(context: CheckContext) -> list[Violation]:
     return out
 
 
-def _first_out_of_order(context: CheckContext, agent: str, times: _JobTimes) -> Violation | None:
+def _first_out_of_order(context: CheckContext, agent: str, times: JobTimes) -> Violation | None:
     fired: TraceRecord | None = None
     rows: Mapping[str, int] = {}
     last: tuple[int, str, TraceRecord] | None = None
@@ -74,45 +71,3 @@ def _first_out_of_order(context: CheckContext, agent: str, times: _JobTimes) -> 
         if last is None or due >= last[0]:
             last = (due, job, record)
     return None
-
-
-class _JobTimes:
-    """The root's committed `cf_agents_jobs` rows, instant by instant."""
-
-    def __init__(self, context: CheckContext, agent: str) -> None:
-        self._changes = [
-            (when, change.key, change.after)
-            for when, change in timed_row_changes(context, agent, JOBS, "id")
-        ]
-        self.ever = bool(self._changes)
-        self._applied = 0
-        self._rows: dict[str, Mapping[str, Any]] = {}
-
-    def due_before(self, t_ms: int) -> dict[str, int]:
-        """Job id -> due time of the rows committed before instant `t_ms` and due by then. A
-        row whose first change in that instant moved its time (or removed it) is left out: that
-        change may have come before the firing. A first change that keeps the time (the drive
-        marking the job running) leaves it in. Asked with instants that never decrease."""
-        changes = self._changes
-        while self._applied < len(changes) and changes[self._applied][0] < t_ms:
-            _when, key, after = changes[self._applied]
-            if after is None:
-                self._rows.pop(str(key), None)
-            else:
-                self._rows[str(key)] = after
-            self._applied += 1
-        first: dict[str, Mapping[str, Any] | None] = {}
-        for when, key, after in changes[self._applied :]:
-            if when != t_ms:
-                break
-            first.setdefault(str(key), after)
-        due: dict[str, int] = {}
-        for key, row in self._rows.items():
-            if row.get("time") is None or int(row["time"]) > t_ms:
-                continue
-            if key in first:
-                changed = first[key]
-                if changed is None or changed.get("time") != row.get("time"):
-                    continue
-            due[key] = int(row["time"])
-        return due

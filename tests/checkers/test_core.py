@@ -63,6 +63,8 @@ INVARIANTS = [
     "facet_runs_watched",
     "due_jobs_in_time_order",
     "deferred_job_kept",
+    "startup_fallback_armed",
+    "deadman_before_drive",
     "one_shot_retried_when_cut",
     "failed_finish_redelivered",
     "chat_turns_serial",

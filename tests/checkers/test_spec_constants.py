@@ -15,6 +15,7 @@ from agents_core.alarm import FIBER_RECOVERY_BACKOFF_MAX_EXP, FIBER_RECOVERY_MAX
 from agents_core.chat.progress import AGENT_TOOL_PROGRESS_COALESCE_MS
 from agents_core.chat.turns import CHAT_TURN_FIBER_PREFIX
 from agents_core.options import AgentOptions, RetryOptions, resolve_options
+from agents_core.releases.v0_32 import job_driver
 from sim import alarms
 from sim.checkers.models import spec_constants as spec
 
@@ -33,6 +34,7 @@ RUNTIME = {
     "ALARM_HANDLER_LIMIT_MS": alarms.ALARM_HANDLER_LIMIT_MS,
     "ALARM_RETRY_BASE_MS": alarms.ALARM_RETRY_BASE_MS,
     "ALARM_RETRY_LIMIT": alarms.ALARM_RETRY_LIMIT,
+    "DEADMAN_ALARM_DELAY_MS": job_driver.DEADMAN_ALARM_DELAY_MS,
     "OOM_ALARM_STRIKES_KEY": schedule_dispatch.OOM_ALARM_STRIKES_KEY,
     "MEMORY_LIMIT_BACKOFF_STEP_S": schedule_dispatch.MEMORY_LIMIT_BACKOFF_STEP_S,
     "MEMORY_LIMIT_BACKOFF_MAX_S": schedule_dispatch.MEMORY_LIMIT_BACKOFF_MAX_S,

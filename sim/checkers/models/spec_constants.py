@@ -18,6 +18,7 @@ __all__ = [
     "ALARM_RETRY_BASE_MS",
     "ALARM_RETRY_LIMIT",
     "CHAT_TURN_FIBER_PREFIX",
+    "DEADMAN_ALARM_DELAY_MS",
     "DETACHED_BACKBONE_CADENCE_S",
     "DETACHED_DELIVERY_LEASE_MS",
     "DETACHED_NOTIFY_CALLBACK",
@@ -46,6 +47,9 @@ ALARM_RETRY_BASE_MS = 2_000
 """fibers §9, platform: a failed alarm is retried from 2 s, doubling."""
 ALARM_RETRY_LIMIT = 6
 """fibers §9, platform: at most 6 retries, then the alarm is given up."""
+DEADMAN_ALARM_DELAY_MS = 30_000
+"""sdk-0.32 §1.4, §2.4 (LC:445): the startup fallback arms at least this far ahead, and the
+deadman this far ahead before the first due job is driven."""
 
 FIBER_RECOVERY_MAX_BACKOFF_MS = 300_000
 """fibers §9 (index.ts line 1055) and §3.3 step 4: the recovery backoff's cap, 5 minutes."""

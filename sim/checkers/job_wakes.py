@@ -1,0 +1,178 @@
+"""The two wakes 0.32.0 arms around an alarm's work (sdk-0.32 §1.4, §2.4), so that an isolate
+that dies in startup or in a job is woken again, never in a tight loop:
+
+- `startup_fallback_armed` (J-10, J-04): when an alarm begins and the queue holds a job, the
+  slot is set at least 30 s ahead (`max(next, now + 30 000)`) before the handler's delivery
+  begins.
+- `deadman_before_drive` (J-11): when the alarm drives due jobs, the slot holds `now + 30 000`
+  when the first one is dispatched: the deadman is armed before it, and nothing (startup's own
+  re-arm on a cold wake) is left over it.
+
+The jobs come from the root's committed `cf_agents_jobs` rows (`sim.checkers.job_rows`), the
+slot from the platform's `alarm:set` / `alarm:deleted` records, and a dispatch from
+`schedule:execute` (first attempt). 0.21.0 keeps no jobs: nothing is judged there.
+"""
+
+from __future__ import annotations
+
+from sim.checkers.alarm_slot import RUN_ENDS
+from sim.checkers.core import CheckContext, Violation
+from sim.checkers.job_rows import JobTimes
+from sim.checkers.models.spec_constants import DEADMAN_ALARM_DELAY_MS
+from sim.checkers.registry import invariant
+from sim.trace import TraceRecord, format_sim_time
+
+__all__ = ["deadman_before_drive", "startup_fallback_armed"]
+
+WRITES = ("alarm:set", "alarm:deleted")
+
+
+@invariant("startup_fallback_armed")
+def startup_fallback_armed(context: CheckContext) -> list[Violation]:
+    """Sdk-0.32 §1.4 step 1, J-10, J-04 — when an alarm run of a root begins while its committed
+    `cf_agents_jobs` rows are not empty, the slot is set at least 30 s past the firing instant
+    before the handler's delivery begins (or the run ends, when startup throws): the fallback
+    `max(next, now + 30 000)`, armed as the delivery arrives, before startup, so that a startup
+    that throws is retried about every 30 s, never in a tight loop on an overdue job. Other
+    deliveries under way may write the slot too (the trace does not say whose a write is), so
+    the fallback is looked for among every write of that span. The queue is the rows committed
+    before the firing instant less those the instant's first change deleted (that may have come
+    first). Not judged: a span with no write at all (a crash before it), and a run in which the
+    agent's storage is wiped (a pending destroy runs instead of the lifecycle)."""
+    out: list[Violation] = []
+    for agent in sorted(context.alarms):
+        jobs = JobTimes(context, agent)
+        if not jobs.ever:
+            continue
+        for run in _runs(context, agent):
+            queued = jobs.queued_before(run.fired.t_ms)
+            writes = [r for r in run.before_delivery if r.event in WRITES]
+            if not queued or not writes or run.wiped:
+                continue
+            floor = run.fired.t_ms + DEADMAN_ALARM_DELAY_MS
+            if any(_armed_ahead(w, run.fired.t_ms) for w in writes):
+                continue
+            out.append(
+                Violation(
+                    "startup_fallback_armed",
+                    agent,
+                    "",
+                    f"{agent}'s alarm fired at {format_sim_time(run.fired.t_ms)} with "
+                    f"{len(queued)} job(s) queued, and no write of the slot before its handler "
+                    f"began armed it 30 s on (the first: {_shown(writes[0])}): the startup "
+                    "fallback arms max(next job, now + 30 s), no earlier than "
+                    f"{format_sim_time(floor)}",
+                    (run.fired.seq, writes[0].seq),
+                )
+            )
+            break
+    return out
+
+
+@invariant("deadman_before_drive")
+def deadman_before_drive(context: CheckContext) -> list[Violation]:
+    """Sdk-0.32 §2.4 step 3, J-11 — when an alarm run of a root dispatches the job that was
+    due earliest when the alarm fired (strictly: no other due row shares its time), the last
+    write of the alarm slot before that dispatch (`schedule:execute`) is a set at least 30 s
+    past the instant of that write: the deadman, armed after startup and before the first
+    dispatch, so that an isolate dying in the job is woken 30 s later. A job due earlier that
+    ran first (a host job, not shown) may write the slot itself, so only the earliest is
+    judged; a run whose firing instant committed a change of the jobs is not."""
+    out: list[Violation] = []
+    for agent in sorted(context.alarms):
+        jobs = JobTimes(context, agent)
+        if not jobs.ever:
+            continue
+        for run in _runs(context, agent):
+            earliest = _strictly_earliest(jobs.due_before(run.fired.t_ms))
+            found = None if earliest is None or run.wiped else _undeadmanned(run, earliest)
+            if found is not None:
+                out.append(found)
+                break
+    return out
+
+
+def _undeadmanned(run: _Run, earliest: str) -> Violation | None:
+    last: TraceRecord | None = None
+    for record in run.records:
+        if record.event in WRITES:
+            last = record
+            continue
+        if str(record.get("id")) != earliest:
+            return None  # another job was dispatched first: not judged
+        if _armed_ahead(last, last.t_ms if last is not None else 0):
+            return None
+        agent, fired = run.fired.agent, run.fired.t_ms
+        return Violation(
+            "deadman_before_drive",
+            agent,
+            earliest,
+            f"{agent}'s alarm run fired at {format_sim_time(fired)} dispatched due job "
+            f"{earliest} at {format_sim_time(record.t_ms)} with the slot's last write "
+            f"{_shown(last)}: the deadman (now + 30 s) is armed before the first due job is "
+            "driven",
+            (run.fired.seq, record.seq),
+        )
+    return None
+
+
+def _armed_ahead(write: TraceRecord | None, since_ms: int) -> bool:
+    """Whether `write` is a set of the slot at least 30 s past `since_ms`."""
+    return (
+        write is not None
+        and write.event == "alarm:set"
+        and int(write.get("at")) >= since_ms + DEADMAN_ALARM_DELAY_MS
+    )
+
+
+def _shown(write: TraceRecord | None) -> str:
+    if write is None:
+        return "none in the run"
+    if write.event == "alarm:set":
+        return f"a set for {format_sim_time(int(write.get('at')))}"
+    return "a delete"
+
+
+class _Run:
+    """One alarm run of an agent: its `alarm:fired`, then the slot writes and dispatches until
+    it ended, and those that came before its handler's delivery began."""
+
+    __slots__ = ("before_delivery", "fired", "handled", "records", "wiped")
+
+    def __init__(self, fired: TraceRecord) -> None:
+        self.fired = fired
+        self.records: list[TraceRecord] = []
+        self.before_delivery: list[TraceRecord] = []
+        self.handled = False
+        self.wiped = False
+
+
+def _runs(context: CheckContext, agent: str) -> list[_Run]:
+    runs: list[_Run] = []
+    run: _Run | None = None
+    events = ("alarm:fired", *WRITES, "schedule:execute", "storage:wiped", "delivery:begin")
+    for record in context.records_of(agent, *events, *RUN_ENDS):
+        if record.event == "alarm:fired":
+            run = _Run(record)
+            runs.append(run)
+        elif run is None:
+            continue
+        elif record.event in RUN_ENDS:
+            run = None
+        elif record.event == "storage:wiped":
+            run.wiped = True
+        elif record.event == "delivery:begin":
+            run.handled = run.handled or record.get("trigger") == "alarm"
+        else:
+            run.records.append(record)
+            if not run.handled:
+                run.before_delivery.append(record)
+    return runs
+
+
+def _strictly_earliest(due: dict[str, int]) -> str | None:
+    if not due:
+        return None
+    first = min(due.values())
+    at_first = [job for job, t_ms in due.items() if t_ms == first]
+    return at_first[0] if len(at_first) == 1 else None

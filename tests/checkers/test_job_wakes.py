@@ -1,0 +1,114 @@
+"""`startup_fallback_armed` (sdk-0.32 §1.4, J-10, J-04) and `deadman_before_drive` (§2.4, J-11):
+an alarm that finds jobs queued first arms a wake at least 30 s on, and the slot holds now + 30 s
+when the first due job is driven; a run that wrote the slot otherwise is caught; 0.21.0, which
+keeps no jobs, is not judged."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from sim.checkers import CheckContext
+from sim.trace import TraceRecord
+from tests.checkers.agents import (
+    fails_with_a_blind_checker,
+    messages_of,
+    renumbered,
+    scenario_context,
+    without,
+)
+
+PARENT = "ToolsWorkload/parent"
+COLD_WAKE = """
+    name: job-due-on-a-cold-wake
+    description: >-
+      a tools parent is evicted before its reconcile tick comes due; the alarm wakes it cold,
+      and its startup re-arms for the overdue tick
+    seed: 1
+    agents:
+      parent:
+        workload: tools
+        runs:
+          - {run_id: r1, detached: true, steps: [{sleep: "10s"}, {finish: completed}]}
+    steps:
+      - call: {agent: parent, method: dispatch}
+      - at: 1s
+        evict: {agent: parent, reason: idle}
+      - run_for: 5m
+"""
+
+
+@pytest.fixture(scope="module")
+def cold_wake() -> CheckContext:
+    return scenario_context(COLD_WAKE, sdk="0.32.0")
+
+
+def _first_run(context: CheckContext) -> tuple[TraceRecord, list[TraceRecord]]:
+    """The first alarm run that executed a schedule: its `alarm:fired`, and its slot writes
+    before the execution."""
+    records = context.records_of(PARENT, "alarm:fired", "alarm:set", "schedule:execute")
+    (execute,) = [r for r in records if r.event == "schedule:execute"][:1]
+    fired = [r for r in records if r.event == "alarm:fired" and r.seq < execute.seq][-1]
+    writes = [r for r in records if r.event == "alarm:set" and fired.seq < r.seq < execute.seq]
+    return fired, writes
+
+
+def test_a_cold_wake_arms_the_fallback_then_the_deadman(cold_wake) -> None:
+    """The alarm fires at 0:05 on a cold agent: its first write is the fallback (0:35), startup
+    re-arms for the overdue tick (0:05.001), and the deadman (0:35) is the write before the
+    dispatch."""
+    fired, writes = _first_run(cold_wake)
+    assert fired.t_ms == 5_000 and fired.inc > 1
+    assert [w.get("at") for w in writes] == [35_000, 5_001, 35_000]
+    assert messages_of(cold_wake, "startup_fallback_armed", "deadman_before_drive") == []
+
+
+def test_a_drive_without_the_deadman_is_caught(cold_wake) -> None:
+    """The deadman's set removed: the slot holds startup's re-arm (1 ms on) when the tick runs."""
+    fired, writes = _first_run(cold_wake)
+    doctored = without(cold_wake, lambda r: r.seq == writes[-1].seq)
+    found = messages_of(doctored, "deadman_before_drive")
+    assert len(found) == 1
+    assert "fired at 00:00:05.000 dispatched due job" in found[0]
+    assert "the slot's last write a set for 00:00:05.001" in found[0]
+
+
+def test_a_fallback_armed_at_the_overdue_job_is_caught(cold_wake) -> None:
+    """The fallback's set moved to the job's own time (`min` for `max`): caught."""
+    fired, writes = _first_run(cold_wake)
+    records = [
+        dataclasses.replace(r, fields={**r.fields, "at": fired.t_ms + 1})
+        if r.seq == writes[0].seq
+        else r
+        for r in cold_wake.records
+    ]
+    doctored = dataclasses.replace(cold_wake, records=renumbered(records))
+    found = messages_of(doctored, "startup_fallback_armed")
+    assert len(found) == 1
+    assert "(the first: a set for 00:00:05.001)" in found[0]
+    assert "no earlier than 00:00:35.000" in found[0]
+
+
+def test_a_release_without_jobs_is_not_judged() -> None:
+    context = scenario_context(COLD_WAKE, sdk="0.21.0")
+    assert context.table(PARENT, "cf_agents_jobs") == []
+    assert messages_of(context, "startup_fallback_armed", "deadman_before_drive") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "test"),
+    [
+        ("deadman_before_drive", test_a_drive_without_the_deadman_is_caught),
+        ("startup_fallback_armed", test_a_fallback_armed_at_the_overdue_job_is_caught),
+    ],
+)
+def test_the_catching_tests_fail_with_a_blind_checker(
+    name: str,
+    test: Callable[[CheckContext], None],
+    cold_wake: CheckContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each catching test goes red when its checker is replaced by one that finds nothing."""
+    fails_with_a_blind_checker(monkeypatch, name, test, cold_wake)
