@@ -37,6 +37,7 @@ from scenarios.hunt.fault_draws import (
 __all__ = [
     "FAULT_NOTE",
     "MAX_FAULTS",
+    "MIGRATION_STATEMENTS",
     "PROFILES",
     "TABLES",
     "fault_steps",
@@ -90,6 +91,15 @@ meets the row the first stored (the idempotent dedupe). A `facets` parent and it
 the registry, the root's index of their fiber runs, and the fibers they run."""
 VERBS = ("SELECT", "INSERT", "UPDATE", "DELETE")
 
+MIGRATION_STATEMENTS = (
+    "^SELECT \\* FROM cf_agents_schedules$",
+    "^INSERT (OR [A-Z]+ )?INTO cf_agents_jobs\\b",
+    "^DROP TABLE cf_agents_schedules\\b",
+)
+"""Statements 0.32.0's first startup runs on an older release's storage, and no older release
+runs (sdk-0.32 §6.3: the legacy schedules read whole, each pushed as a job, the table dropped):
+the `match:` of a storage fault drawn at an upgrade, so that the migration itself is cut."""
+
 
 def statement_patterns(areas: Sequence[str]) -> list[tuple[str, bool]]:
     """(pattern, is a write) for each verb on each table of `areas` (and the common ones): the
@@ -131,6 +141,25 @@ def _aimed(
         st.sampled_from(list(targets)),
         st.sampled_from(patterns),
         st.one_of(st.just(0), st.integers(0, 5)),
+    )
+
+
+def migration_fault(st: Any, at_ms: int, targets: Sequence[str]) -> Any:
+    """A storage fault armed at the instant of an upgrade, aimed at one of the migration's
+    statements (`MIGRATION_STATEMENTS`), the (skip+1)-th from then on, on a drawn agent or
+    child: failing it (the startup throws with what it moved so far written) or crashing
+    before it (the startup's turn rolls back)."""
+    return st.builds(
+        lambda target, how, pattern, skip: TimedStep(
+            at_ms,
+            "arm_storage_fault",
+            {"agent": target, "kind": how, "match": pattern, "skip": skip},
+            FAULT_NOTE,
+        ),
+        st.sampled_from(list(targets)),
+        st.sampled_from(("error", "crash")),
+        st.sampled_from(MIGRATION_STATEMENTS),
+        st.integers(0, 3),
     )
 
 

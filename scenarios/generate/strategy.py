@@ -18,7 +18,7 @@ from scenarios.generate.chat import chat_part
 from scenarios.generate.document import Generated
 from scenarios.generate.durations import aligned
 from scenarios.generate.facets import facets_part, facets_problem
-from scenarios.generate.faults import FAULT_NOTE, fault_steps, profiles
+from scenarios.generate.faults import FAULT_NOTE, fault_steps, migration_fault, profiles
 from scenarios.generate.fibers import fibers_part
 from scenarios.generate.models import model_busy_ms, timed_model, working_model
 from scenarios.generate.parts import Part, TimedStep, Use
@@ -138,6 +138,9 @@ def scenarios(
             upgrade_at = draw(st.one_of(aligned(st, periods, 0, horizon), times(st, horizon)))
             target = DEFAULT_RELEASE if sdk is None else sdk
             faults = [*faults, TimedStep(upgrade_at, "deploy", {"sdk": target}, FAULT_NOTE)]
+            if surface.aimed_storage and draw(st.booleans()):
+                # The upgrade's migration cut by a storage fault, on a drawn agent or child.
+                faults.append(draw(migration_fault(st, upgrade_at, [*agents, *children])))
             steps, numbers = _merged(workload, faults)
         return Generated(
             name=name,

@@ -1,15 +1,19 @@
 """`agentsim generate --sdk` and `--upgrade`: the drawn scenarios name the release they start
 on when it is not the default, a newer release is also reached by scenarios that start on an
-older one and upgrade mid-run, and other upgrade deploys are drawn only when asked for."""
+older one and upgrade mid-run (its migration sometimes cut by an aimed storage fault), and other
+upgrade deploys are drawn only when asked for."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from agents_core.releases.registry import DEFAULT_RELEASE, RELEASES
+from scenarios.generate.faults import MIGRATION_STATEMENTS
 from scenarios.generate.hunt import write_generated
 from scenarios.language.loader import load_scenario
-from scenarios.language.schema import DeployStep
+from scenarios.language.schema import ArmStorageFaultStep, DeployStep
+from scenarios.run.runner import run_scenario
 
 OTHER = next(name for name in RELEASES if name != DEFAULT_RELEASE)
 OLDEST, NEWEST = list(RELEASES)[0], list(RELEASES)[-1]
@@ -95,3 +99,36 @@ def test_a_surface_that_plays_one_release_draws_no_older_start() -> None:
     found = drawn(examples=30, seed=3, sdk=NEWEST, surface=one)
     assert {generated.sdk for generated in found} <= {None, NEWEST}  # None: the default
     assert not [s for g in found for s in g.steps if s.action == "deploy" and s.args.get("sdk")]
+
+
+def test_an_upgrade_may_bring_a_fault_aimed_at_its_migration(tmp_path: Path) -> None:
+    """A scenario that upgrades mid-run may arm, at the upgrade's instant, a storage fault aimed
+    at a statement only the newer release's migration runs; run, it fires there, on the newer
+    release's first startup of that agent."""
+    files = write_generated(
+        examples=60, seed=3, out_dir=tmp_path / "a", sdk=NEWEST, areas=("schedules",)
+    )
+    aimed = []
+    for path in files:
+        scenario = load_scenario(path)
+        deploys = [s for s in scenario.steps if isinstance(s, DeployStep) and s.sdk is not None]
+        arms = [
+            s
+            for s in scenario.steps
+            if isinstance(s, ArmStorageFaultStep) and s.match in MIGRATION_STATEMENTS
+        ]
+        if deploys and arms:
+            assert [a.at_ms for a in arms] == [deploys[0].at_ms]
+            aimed.append(path)
+    assert aimed, "no upgrade drew a fault at its migration"
+    fired = []
+    for path in aimed:
+        result = run_scenario(load_scenario(path))
+        fired += [
+            r
+            for r in result.trace
+            if r.event.startswith("fault:")
+            and "statement" in r.fields
+            and any(re.search(p, r.fields["statement"]) for p in MIGRATION_STATEMENTS)
+        ]
+    assert fired, "no aimed fault cut a migration"
