@@ -15,6 +15,8 @@ slot from the platform's `alarm:set` / `alarm:deleted` records, and a dispatch f
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sim.checkers.alarm_slot import RUN_ENDS
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.job_rows import JobTimes
@@ -40,32 +42,29 @@ def startup_fallback_armed(context: CheckContext) -> list[Violation]:
     first). Not judged: a span with no write at all (a crash before it), and a run in which the
     agent's storage is wiped (a pending destroy runs instead of the lifecycle)."""
     out: list[Violation] = []
-    for agent in sorted(context.alarms):
-        jobs = JobTimes(context, agent)
-        if not jobs.ever:
+    for agent, jobs, run in _job_runs(context):
+        if out and out[-1].agent == agent:
+            continue  # one per agent
+        queued = jobs.queued_before(run.fired.t_ms)
+        writes = [r for r in run.before_delivery if r.event in WRITES]
+        if not queued or not writes or run.wiped:
             continue
-        for run in _runs(context, agent):
-            queued = jobs.queued_before(run.fired.t_ms)
-            writes = [r for r in run.before_delivery if r.event in WRITES]
-            if not queued or not writes or run.wiped:
-                continue
-            floor = run.fired.t_ms + DEADMAN_ALARM_DELAY_MS
-            if any(_armed_ahead(w, run.fired.t_ms) for w in writes):
-                continue
-            out.append(
-                Violation(
-                    "startup_fallback_armed",
-                    agent,
-                    "",
-                    f"{agent}'s alarm fired at {format_sim_time(run.fired.t_ms)} with "
-                    f"{len(queued)} job(s) queued, and no write of the slot before its handler "
-                    f"began armed it 30 s on (the first: {_shown(writes[0])}): the startup "
-                    "fallback arms max(next job, now + 30 s), no earlier than "
-                    f"{format_sim_time(floor)}",
-                    (run.fired.seq, writes[0].seq),
-                )
+        if any(_armed_ahead(w, run.fired.t_ms) for w in writes):
+            continue
+        floor = run.fired.t_ms + DEADMAN_ALARM_DELAY_MS
+        out.append(
+            Violation(
+                "startup_fallback_armed",
+                agent,
+                "",
+                f"{agent}'s alarm fired at {format_sim_time(run.fired.t_ms)} with "
+                f"{len(queued)} job(s) queued, and no write of the slot before its handler "
+                f"began armed it 30 s on (the first: {_shown(writes[0])}): the startup "
+                "fallback arms max(next job, now + 30 s), no earlier than "
+                f"{format_sim_time(floor)}",
+                (run.fired.seq, writes[0].seq),
             )
-            break
+        )
     return out
 
 
@@ -77,18 +76,16 @@ def deadman_before_drive(context: CheckContext) -> list[Violation]:
     past the instant of that write: the deadman, armed after startup and before the first
     dispatch, so that an isolate dying in the job is woken 30 s later. A job due earlier that
     ran first (a host job, not shown) may write the slot itself, so only the earliest is
-    judged; a run whose firing instant committed a change of the jobs is not."""
+    judged, and a job whose row the firing instant's first change moved or removed is not
+    counted due (`JobTimes.due_before`)."""
     out: list[Violation] = []
-    for agent in sorted(context.alarms):
-        jobs = JobTimes(context, agent)
-        if not jobs.ever:
-            continue
-        for run in _runs(context, agent):
-            earliest = _strictly_earliest(jobs.due_before(run.fired.t_ms))
-            found = None if earliest is None or run.wiped else _undeadmanned(run, earliest)
-            if found is not None:
-                out.append(found)
-                break
+    for agent, jobs, run in _job_runs(context):
+        if out and out[-1].agent == agent:
+            continue  # one per agent
+        earliest = _strictly_earliest(jobs.due_before(run.fired.t_ms))
+        found = None if earliest is None or run.wiped else _undeadmanned(run, earliest)
+        if found is not None:
+            out.append(found)
     return out
 
 
@@ -145,6 +142,15 @@ class _Run:
         self.before_delivery: list[TraceRecord] = []
         self.handled = False
         self.wiped = False
+
+
+def _job_runs(context: CheckContext) -> Iterator[tuple[str, JobTimes, _Run]]:
+    """Each alarm run of each root that ever kept jobs, in order, with its jobs' reader."""
+    for agent in sorted(context.alarms):
+        jobs = JobTimes(context, agent)
+        if jobs.ever:
+            for run in _runs(context, agent):
+                yield agent, jobs, run
 
 
 def _runs(context: CheckContext, agent: str) -> list[_Run]:
