@@ -103,7 +103,7 @@ UNPLAYED_CALLS: dict[str, tuple[str, ...]] = {
         "open",
         "close",
     ),
-    "schedules": ("recreate", "every_again", "listing", "open", "close", "destroy_agent"),
+    "schedules": ("listing", "open", "close", "destroy_agent"),
     "tools": ("clear",),
 }
 """Workload kind -> the workload methods its real-side player does not implement yet."""

@@ -260,12 +260,14 @@ class ScheduleWorkload(Agent):
         await self._set_up(plan)
         return cancelled
 
-    async def every_again(self, name: str, seconds: int) -> str:
+    async def every_again(self, name: str, seconds: int) -> bool:
         """`schedule_every(seconds)` once more with the interval schedule `name`'s callback and
         payload, as a user changing its period does before cancelling the old one: another
         interval is another dedupe key, so a row of its own, and the same interval answers the
-        row there already. The record `workload:scheduled` says the interval asked for
-        (`schedule_dedupe_keys` holds the answer to it); the id answered."""
+        row there already. The record `workload:scheduled` says the interval asked for and the
+        id answered (`schedule_dedupe_keys` holds the answer to it); the call returns whether
+        that is another row than the one the workload recorded for `name` (an id itself would
+        differ from run to run on the real side)."""
         plan = self._plan_named(name)
         if plan.every_s is None:
             raise ValueError(
@@ -283,7 +285,8 @@ class ScheduleWorkload(Agent):
             kind="interval",
             every=seconds,
         )
-        return str(schedule.id)
+        recorded = self.sql("SELECT schedule_id FROM workload_schedules WHERE name = ?", name)
+        return not recorded or recorded[0]["schedule_id"] != schedule.id
 
     async def listing(
         self, type: str | None = None, start: int | None = None, end: int | None = None

@@ -191,3 +191,15 @@ def test_previews_at_the_limit_and_keep_alive_by_hand_agree_with_the_sdk() -> No
     ]
     verdicts, _refused = diff_scenarios([str(p) for p in paths], repeat=1)
     assert [v.word for v in verdicts] == ["AGREE", "AGREE"], "\n".join(v.text() for v in verdicts)
+
+
+@pytest.mark.parametrize("sdk", ["0.21.0", "0.32.0"])
+def test_schedules_recreated_and_asked_again_agree_with_the_sdk(sdk: str) -> None:
+    """Two calls of the schedules workload generate draws, played on the SDK: `recreate` (a
+    schedule cancelled and created again as a new row) and `every_again` (the interval asked
+    for once more: the same period answers the row there, another makes a row of its own,
+    which the workload cancels by the id its callback runs under once its runs are done)."""
+    story = STORIES / "schedules-recreated-and-re-every.yaml"
+    verdicts, refused = diff_scenarios([str(story)], repeat=1, sdk=sdk)
+    assert not refused
+    assert [v.word for v in verdicts] == ["AGREE"], "\n".join(v.text() for v in verdicts)

@@ -102,12 +102,56 @@ export class ScheduleWorkload extends HarnessAgent {
   }
 
   async cancel(name: string): Promise<boolean> {
-    if (!this.plan(name)) {
-      // The port's message, Python's spelling of the names included.
-      const names = this.plans.map((plan) => `'${plan.name}'`).join(", ");
-      throw new Error(`no schedule named '${name}'; this workload's schedules: [${names}]`);
-    }
+    this.named(name);
     return this.cancelNamed(name, "call");
+  }
+
+  /** The plan named `name`, or the port's error (Python's spelling of the names included). */
+  private named(name: string): SchedulePlan {
+    const plan = this.plan(name);
+    if (plan) return plan;
+    const names = this.plans.map((each) => `'${each.name}'`).join(", ");
+    throw new Error(`no schedule named '${name}'; this workload's schedules: [${names}]`);
+  }
+
+  /** Cancel the schedule `name` (if it is still there) and create it again, as a new row;
+   * whether there was one to cancel (the port's `recreate`). */
+  async recreate(name: string): Promise<boolean> {
+    const plan = this.named(name);
+    const cancelled = await this.cancelNamed(name, "recreate");
+    this.exec("DELETE FROM workload_schedules WHERE name = ?", name);
+    await this.setUpOne(plan);
+    return cancelled;
+  }
+
+  /** `scheduleEvery(seconds)` once more with the interval schedule `name`'s callback and
+   * payload (the port's `every_again`): another interval is another row, the same one answers
+   * the row there already; whether the row answered is another than the one recorded. */
+  async every_again(name: string, seconds: number): Promise<boolean> {
+    const plan = this.named(name);
+    if (plan.every_s === null) {
+      throw new Error(
+        `schedule '${name}' is a ${kind(plan)} schedule; every_again takes an interval one`
+      );
+    }
+    if (!Number.isInteger(seconds) || seconds < 1) {
+      throw new Error(`every_again takes whole seconds, at least 1; got ${seconds}`);
+    }
+    const retry = plan.attempts === null ? undefined : { maxAttempts: plan.attempts };
+    const schedule = await this.scheduleEvery(
+      seconds,
+      "workload_tick" as never,
+      { name },
+      retry ? { retry } : undefined
+    );
+    this.trace("workload:scheduled", {
+      name,
+      scheduleId: schedule.id,
+      kind: "interval",
+      every: seconds
+    });
+    const recorded = this.exec("SELECT schedule_id FROM workload_schedules WHERE name = ?", name);
+    return !recorded.length || String(recorded[0].schedule_id) !== String(schedule.id);
   }
 
   async onRequest(request: Request): Promise<Response> {
@@ -121,18 +165,22 @@ export class ScheduleWorkload extends HarnessAgent {
       if (this.exec("SELECT 1 AS x FROM workload_schedules WHERE name = ?", plan.name).length) {
         continue;
       }
-      const schedule = await this.create(plan);
-      this.exec(
-        "INSERT INTO workload_schedules (name, schedule_id, kind, created_at) VALUES (?, ?, ?, ?)",
-        plan.name,
-        schedule.id,
-        kind(plan),
-        now()
-      );
-      this.trace("workload:scheduled", { name: plan.name, scheduleId: schedule.id, kind: kind(plan) });
+      await this.setUpOne(plan);
       created.push(plan.name);
     }
     return created;
+  }
+
+  private async setUpOne(plan: SchedulePlan): Promise<void> {
+    const schedule = await this.create(plan);
+    this.exec(
+      "INSERT INTO workload_schedules (name, schedule_id, kind, created_at) VALUES (?, ?, ?, ?)",
+      plan.name,
+      schedule.id,
+      kind(plan),
+      now()
+    );
+    this.trace("workload:scheduled", { name: plan.name, scheduleId: schedule.id, kind: kind(plan) });
   }
 
   private async create(plan: SchedulePlan): Promise<{ id: string }> {
@@ -150,11 +198,20 @@ export class ScheduleWorkload extends HarnessAgent {
     return this.schedule(when, callback, payload, { retry, idempotent: true });
   }
 
-  private async cancelNamed(name: string, by: string): Promise<boolean> {
+  /** Cancel the schedule `name`; `running`: the id of the row whose callback runs now,
+   * cancelled even when no record names it (a row `every_again` made, or one a setup wrote
+   * before it could record it), as the port's player does. */
+  private async cancelNamed(name: string, by: string, running?: string): Promise<boolean> {
     const rows = this.exec(
       "SELECT schedule_id FROM workload_schedules WHERE name = ? AND cancelled_at IS NULL",
       name
     );
+    const recorded = this.exec("SELECT schedule_id FROM workload_schedules WHERE name = ?", name);
+    if (running !== undefined && recorded.every((r) => String(r.schedule_id) !== running)) {
+      const cancelled = await this.cancelSchedule(running);
+      this.trace("workload:schedule_cancelled", { name, by, found: cancelled });
+      if (!rows.length) return cancelled;
+    }
     if (!rows.length) return false;
     // The cancel first: one that fails must leave the name uncancelled (the port's order).
     const cancelled = await this.cancelSchedule(String(rows[0].schedule_id));
@@ -210,7 +267,7 @@ export class ScheduleWorkload extends HarnessAgent {
           name
         )[0].n
       );
-      if (done >= plan.runs) await this.cancelNamed(name, "runs");
+      if (done >= plan.runs) await this.cancelNamed(name, "runs", row?.id);
     }
   }
 
