@@ -45,17 +45,18 @@ class JobTimes:
             due[key] = int(row["time"])
         return due
 
-    def queued_before(self, t_ms: int) -> dict[str, Mapping[str, Any]]:
-        """The rows committed before instant `t_ms` (id -> row) that the instant's first change
-        of each did not delete: queued when something of that instant came. A row whose first
-        change then deletes it may be gone already, so it is left out. Asked with instants that
+    def queued_through(self, t_ms: int) -> dict[str, Mapping[str, Any]]:
+        """The rows committed before instant `t_ms` (id -> row) that no change of that instant
+        deletes: queued all through it, whatever came first there. Asked with instants that
         never decrease, as `due_before`."""
-        first = self._first_changes_at(t_ms)
-        return {
-            key: row
-            for key, row in self._rows.items()
-            if key not in first or first[key] is not None
-        }
+        self._first_changes_at(t_ms)
+        deleted = set()
+        for when, key, after in self._changes[self._applied :]:
+            if when != t_ms:
+                break
+            if after is None:
+                deleted.add(str(key))
+        return {key: row for key, row in self._rows.items() if key not in deleted}
 
     def _first_changes_at(self, t_ms: int) -> dict[str, Mapping[str, Any] | None]:
         """Apply every change before `t_ms`; return each row's first change in `t_ms`."""

@@ -38,14 +38,14 @@ def startup_fallback_armed(context: CheckContext) -> list[Violation]:
     that throws is retried about every 30 s, never in a tight loop on an overdue job. Other
     deliveries under way may write the slot too (the trace does not say whose a write is), so
     the fallback is looked for among every write of that span. The queue is the rows committed
-    before the firing instant less those the instant's first change deleted (that may have come
-    first). Not judged: a span with no write at all (a crash before it), and a run in which the
-    agent's storage is wiped (a pending destroy runs instead of the lifecycle)."""
+    before the firing instant that no change of that instant deletes (one may come before the
+    delivery arrives). Not judged: a span with no write at all (a crash before it), and a run
+    in which the agent's storage is wiped (a pending destroy runs instead of the lifecycle)."""
     out: list[Violation] = []
     for agent, jobs, run in _job_runs(context):
         if out and out[-1].agent == agent:
             continue  # one per agent
-        queued = jobs.queued_before(run.fired.t_ms)
+        queued = jobs.queued_through(run.fired.t_ms)
         writes = [r for r in run.before_delivery if r.event in WRITES]
         if not queued or not writes or run.wiped:
             continue

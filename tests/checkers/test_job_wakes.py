@@ -75,40 +75,81 @@ def test_a_drive_without_the_deadman_is_caught(cold_wake) -> None:
     assert "the slot's last write a set for 00:00:05.001" in found[0]
 
 
-def test_a_fallback_armed_at_the_overdue_job_is_caught(cold_wake) -> None:
+SCHED = "ScheduleWorkload/sched"
+INTERVAL_COLD_WAKE = """
+    name: interval-on-a-cold-wake
+    description: an interval schedule's agent is evicted between runs; its alarm wakes it cold
+    seed: 1
+    agents:
+      sched:
+        workload: schedules
+        setup: call
+        schedules:
+          - {name: poll, every: "1m", runs: 2}
+    steps:
+      - call: {agent: sched, method: setup}
+      - at: 30s
+        evict: {agent: sched, reason: idle}
+      - run_for: 5m
+"""
+
+
+@pytest.fixture(scope="module")
+def interval_wake() -> CheckContext:
+    return scenario_context(INTERVAL_COLD_WAKE, sdk="0.32.0")
+
+
+def test_an_interval_s_cold_wake_arms_the_fallback_first(interval_wake) -> None:
+    """The alarm fires at 1:00 with the interval's row queued (it stays, re-timed): the first
+    write, before startup, is the fallback at 1:30."""
+    fired = interval_wake.events("alarm:fired", SCHED)[0]
+    first = next(r for r in interval_wake.records if r.seq > fired.seq and r.event == "alarm:set")
+    assert (fired.t_ms, first.get("at")) == (60_000, 90_000)
+    assert messages_of(interval_wake, "startup_fallback_armed") == []
+
+
+def test_a_fallback_armed_at_the_overdue_job_is_caught(interval_wake) -> None:
     """The fallback's set moved to the job's own time (`min` for `max`): caught."""
-    fired, writes = _first_run(cold_wake)
+    fired = interval_wake.events("alarm:fired", SCHED)[0]
+    first = next(r for r in interval_wake.records if r.seq > fired.seq and r.event == "alarm:set")
     records = [
         dataclasses.replace(r, fields={**r.fields, "at": fired.t_ms + 1})
-        if r.seq == writes[0].seq
+        if r.seq == first.seq
         else r
-        for r in cold_wake.records
+        for r in interval_wake.records
     ]
-    doctored = dataclasses.replace(cold_wake, records=renumbered(records))
+    doctored = dataclasses.replace(interval_wake, records=renumbered(records))
     found = messages_of(doctored, "startup_fallback_armed")
     assert len(found) == 1
-    assert "(the first: a set for 00:00:05.001)" in found[0]
-    assert "no earlier than 00:00:35.000" in found[0]
+    assert "(the first: a set for 00:01:00.001)" in found[0]
+    assert "no earlier than 00:01:30.000" in found[0]
 
 
 def test_a_release_without_jobs_is_not_judged() -> None:
-    context = scenario_context(COLD_WAKE, sdk="0.21.0")
-    assert context.table(PARENT, "cf_agents_jobs") == []
-    assert messages_of(context, "startup_fallback_armed", "deadman_before_drive") == []
+    for story in (COLD_WAKE, INTERVAL_COLD_WAKE):
+        context = scenario_context(story, sdk="0.21.0")
+        assert context.table(PARENT, "cf_agents_jobs") == []
+        assert context.table(SCHED, "cf_agents_jobs") == []
+        assert messages_of(context, "startup_fallback_armed", "deadman_before_drive") == []
 
 
 @pytest.mark.parametrize(
-    ("name", "test"),
+    ("name", "test", "story"),
     [
-        ("deadman_before_drive", test_a_drive_without_the_deadman_is_caught),
-        ("startup_fallback_armed", test_a_fallback_armed_at_the_overdue_job_is_caught),
+        ("deadman_before_drive", test_a_drive_without_the_deadman_is_caught, "cold_wake"),
+        (
+            "startup_fallback_armed",
+            test_a_fallback_armed_at_the_overdue_job_is_caught,
+            "interval_wake",
+        ),
     ],
 )
 def test_the_catching_tests_fail_with_a_blind_checker(
     name: str,
     test: Callable[[CheckContext], None],
-    cold_wake: CheckContext,
+    story: str,
+    request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each catching test goes red when its checker is replaced by one that finds nothing."""
-    fails_with_a_blind_checker(monkeypatch, name, test, cold_wake)
+    fails_with_a_blind_checker(monkeypatch, name, test, request.getfixturevalue(story))
