@@ -17,6 +17,8 @@ from typing import Any
 
 from scenarios.generate.parts import TimedStep, Use
 from scenarios.hunt.emit import flow_mapping, flow_scalar, format_duration
+from sim.budget import RunBudget
+from sim.units import parse_duration_ms
 
 __all__ = ["Generated", "block"]
 
@@ -57,6 +59,14 @@ def block(value: Mapping[str, Any], indent: int = 0) -> list[str]:
     return lines
 
 
+DEFAULT_EVENTS = RunBudget().events or 100_000
+"""A run's events budget when its file sets none (`limits: events`); its records budget is
+the same number."""
+EVENTS_PER_HEARTBEAT = 12
+"""Records one keepAlive heartbeat writes at most, about: its fire, the fallback and re-arms,
+its delivery, a recovery scan's pass, its end."""
+
+
 @dataclass(frozen=True)
 class Generated:
     """One drawn scenario."""
@@ -78,6 +88,23 @@ class Generated:
     """The release the scenario starts on, written as its `sdk:` (None: no key, the default)."""
     model: Mapping[str, Any] | None = None
     """The scenario's `model:` (its default service's script), or None for the built-in one."""
+
+    def events_limit(self) -> int | None:
+        """An events and records budget (`limits: {events: N, records: N}`) for a run whose
+        heartbeats alone may use up the default ones, or None when the defaults suffice. Each
+        agent may hold a keepAlive lease from the first step to the end of the liveness phase
+        (a fiber that drawn crashes keep restarting does), waking every `keep_alive_interval`
+        (30 s by default) with about `EVENTS_PER_HEARTBEAT` records: a run that long is not a
+        runaway loop."""
+        span = (self.steps[-1].at_ms if self.steps else 0) + self.liveness_ms
+        beats = sum(
+            span // max(1, parse_duration_ms(agent.get("keep_alive_interval", "30s")))
+            for agent in self.agents.values()
+        )
+        needed = DEFAULT_EVENTS + EVENTS_PER_HEARTBEAT * beats
+        if needed <= 2 * DEFAULT_EVENTS:
+            return None
+        return -(-needed // 10_000) * 10_000
 
     def description(self) -> str:
         kinds = ", ".join(self.areas)
@@ -107,6 +134,9 @@ class Generated:
             lines.append("model:")
             lines += block(self.model, 2)
         lines.append(f"liveness: {{limit: {format_duration(self.liveness_ms)}}}")
+        events = self.events_limit()
+        if events is not None:
+            lines.append(f"limits: {{events: {events}, records: {events}}}")
         lines.append("steps:")
         for step in self.steps:
             if step.note:
