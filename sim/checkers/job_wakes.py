@@ -4,9 +4,9 @@ that dies in startup or in a job is woken again, never in a tight loop:
 - `startup_fallback_armed` (J-10, J-04): when an alarm begins and the queue holds a job, the
   slot is set at least 30 s ahead (`max(next, now + 30 000)`) before the handler's delivery
   begins.
-- `deadman_before_drive` (J-11): when the alarm drives due jobs, the slot holds `now + 30 000`
-  when the first one is dispatched: the deadman is armed before it, and nothing (startup's own
-  re-arm on a cold wake) is left over it.
+- `deadman_before_drive` (J-11): when the alarm drives due jobs, the slot was set `now +
+  30 000` after the handler began and before the first one is dispatched (startup's own re-arm
+  on a cold wake comes before the handler, and does not count).
 
 The jobs come from the root's committed `cf_agents_jobs` rows (`sim.checkers.job_rows`), the
 slot from the platform's `alarm:set` / `alarm:deleted` records, and a dispatch from
@@ -15,7 +15,7 @@ slot from the platform's `alarm:set` / `alarm:deleted` records, and a dispatch f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from sim.checkers.alarm_slot import RUN_ENDS
 from sim.checkers.core import CheckContext, Violation
@@ -70,44 +70,46 @@ def startup_fallback_armed(context: CheckContext) -> list[Violation]:
 
 @invariant("deadman_before_drive")
 def deadman_before_drive(context: CheckContext) -> list[Violation]:
-    """Sdk-0.32 §2.4 step 3, J-11 — when an alarm run of a root dispatches the job that was
-    due earliest when the alarm fired (strictly: no other due row shares its time), the last
-    write of the alarm slot before that dispatch (`schedule:execute`) is a set at least 30 s
-    past the instant of that write: the deadman, armed after startup and before the first
-    dispatch, so that an isolate dying in the job is woken 30 s later. A job due earlier that
-    ran first (a host job, not shown) may write the slot itself, so only the earliest is
-    judged, and a job whose row the firing instant's first change moved or removed is not
-    counted due (`JobTimes.due_before`)."""
+    """Sdk-0.32 §2.4 step 3, J-11 — when an alarm run of a root dispatches (`schedule:execute`)
+    a job that was due when the alarm fired, the slot was set at least 30 s past that set's
+    instant somewhere between the handler's `delivery:begin` and that dispatch: the deadman,
+    armed before the first due job is driven, so that an isolate dying in a job is woken 30 s
+    later. Other writes of that span are a hidden job's re-arm (a task, a keepAlive) or another
+    delivery's; with a job due and not yet run they arm no later than now + 1 ms, so they
+    neither stand for the deadman nor are judged. A job whose row the firing instant's first
+    change moved or removed is not counted due (`JobTimes.due_before`)."""
     out: list[Violation] = []
     for agent, jobs, run in _job_runs(context):
         if out and out[-1].agent == agent:
             continue  # one per agent
-        earliest = _strictly_earliest(jobs.due_before(run.fired.t_ms))
-        found = None if earliest is None or run.wiped else _undeadmanned(run, earliest)
+        due = jobs.due_before(run.fired.t_ms)
+        found = None if not due or run.wiped else _undeadmanned(run, due)
         if found is not None:
             out.append(found)
     return out
 
 
-def _undeadmanned(run: _Run, earliest: str) -> Violation | None:
-    last: TraceRecord | None = None
-    for record in run.records:
+def _undeadmanned(run: _Run, due: Mapping[str, int]) -> Violation | None:
+    armed = False
+    for record in run.after_delivery:
         if record.event in WRITES:
-            last = record
+            armed = armed or _armed_ahead(record, record.t_ms)
             continue
-        if str(record.get("id")) != earliest:
-            return None  # another job was dispatched first: not judged
-        if _armed_ahead(last, last.t_ms if last is not None else 0):
+        job = str(record.get("id"))
+        if job not in due:
+            continue
+        if armed:
             return None
         agent, fired = run.fired.agent, run.fired.t_ms
+        writes = [r for r in run.after_delivery if r.event in WRITES and r.seq < record.seq]
         return Violation(
             "deadman_before_drive",
             agent,
-            earliest,
-            f"{agent}'s alarm run fired at {format_sim_time(fired)} dispatched due job "
-            f"{earliest} at {format_sim_time(record.t_ms)} with the slot's last write "
-            f"{_shown(last)}: the deadman (now + 30 s) is armed before the first due job is "
-            "driven",
+            job,
+            f"{agent}'s alarm run fired at {format_sim_time(fired)} dispatched due job {job} "
+            f"at {format_sim_time(record.t_ms)}, and no write of the slot since its handler "
+            f"began armed it 30 s on (the last: {_shown(writes[-1] if writes else None)}): the "
+            "deadman (now + 30 s) is armed before the first due job is driven",
             (run.fired.seq, record.seq),
         )
     return None
@@ -124,7 +126,7 @@ def _armed_ahead(write: TraceRecord | None, since_ms: int) -> bool:
 
 def _shown(write: TraceRecord | None) -> str:
     if write is None:
-        return "none in the run"
+        return "none"
     if write.event == "alarm:set":
         return f"a set for {format_sim_time(int(write.get('at')))}"
     return "a delete"
@@ -134,12 +136,13 @@ class _Run:
     """One alarm run of an agent: its `alarm:fired`, then the slot writes and dispatches until
     it ended, and those that came before its handler's delivery began."""
 
-    __slots__ = ("before_delivery", "fired", "handled", "records", "wiped")
+    __slots__ = ("after_delivery", "before_delivery", "fired", "handled", "records", "wiped")
 
     def __init__(self, fired: TraceRecord) -> None:
         self.fired = fired
         self.records: list[TraceRecord] = []
         self.before_delivery: list[TraceRecord] = []
+        self.after_delivery: list[TraceRecord] = []
         self.handled = False
         self.wiped = False
 
@@ -171,14 +174,5 @@ def _runs(context: CheckContext, agent: str) -> list[_Run]:
             run.handled = run.handled or record.get("trigger") == "alarm"
         else:
             run.records.append(record)
-            if not run.handled:
-                run.before_delivery.append(record)
+            (run.after_delivery if run.handled else run.before_delivery).append(record)
     return runs
-
-
-def _strictly_earliest(due: dict[str, int]) -> str | None:
-    if not due:
-        return None
-    first = min(due.values())
-    at_first = [job for job, t_ms in due.items() if t_ms == first]
-    return at_first[0] if len(at_first) == 1 else None
