@@ -57,9 +57,12 @@ class Alarms:
 
     def delete(self, record: AgentRecord) -> None:
         self._keep_for_rollback(record)
-        self._supersede_held_due(record)
+        held_due = self._supersede_held_due(record)
         if record.alarm_at_ms is not None:
             self._platform.platform_event(record, "alarm:deleted", was=record.alarm_at_ms)
+        elif held_due is not None:
+            # The slot still held its past time, due behind the running handler: deleted now.
+            self._platform.platform_event(record, "alarm:deleted", was=held_due)
         record.alarm_at_ms = None
         record.alarm_generation += 1
 
@@ -67,20 +70,31 @@ class Alarms:
         """An alarm write is one of the turn's writes (the platform confirms them together): if
         the turn rolls back, the slot is put back as it was before the turn."""
         before = record.alarm_at_ms
-        held = record.alarm_held_attempt
+        held = record.alarm_held_attempt, record.alarm_held_due_ms
         record.storage.undo_on_rollback("alarm", lambda: self._put_back(record, before, held))
 
-    def _supersede_held_due(self, record: AgentRecord) -> None:
-        # A fresh due held behind a handler is the slot's past time: writing the slot replaces
-        # it. A held retry is the platform's own and stays.
-        if record.alarm_held_attempt == 0:
-            self._platform.probes.hit("platform.alarm_held_due_superseded")
-            record.alarm_held_attempt = None
+    def _supersede_held_due(self, record: AgentRecord) -> int | None:
+        """A fresh due held behind a handler is the slot's past time: writing the slot replaces
+        it (its time returned). A held retry is the platform's own and stays."""
+        if record.alarm_held_attempt != 0:
+            return None
+        self._platform.probes.hit("platform.alarm_held_due_superseded")
+        due, record.alarm_held_attempt, record.alarm_held_due_ms = (
+            record.alarm_held_due_ms,
+            None,
+            None,
+        )
+        return due
 
-    def _put_back(self, record: AgentRecord, at_ms: int | None, held: int | None) -> None:
-        if held == 0 and record.alarm_held_attempt is None:
+    def _put_back(
+        self, record: AgentRecord, at_ms: int | None, held: tuple[int | None, int | None]
+    ) -> None:
+        attempt, due_ms = held
+        if attempt == 0 and record.alarm_held_attempt is None:
             # The rolled-back write had replaced a due held behind a handler: it is owed again.
-            record.alarm_held_attempt = 0
+            record.alarm_held_attempt, record.alarm_held_due_ms = 0, due_ms
+            if due_ms is not None:
+                self._platform.platform_event(record, "alarm:set", at=due_ms, rolled_back=True)
             if record.alarm_run is None:
                 self._after_run(record)
         if record.alarm_at_ms == at_ms:
@@ -112,11 +126,11 @@ class Alarms:
     def _due(self, record: AgentRecord, generation: int) -> None:
         if generation != record.alarm_generation or record.alarm_at_ms is None:
             return
-        record.alarm_at_ms = None
+        due_ms, record.alarm_at_ms = record.alarm_at_ms, None
         record.alarm_generation += 1
         if record.alarm_run is not None:
             self._platform.probes.hit("platform.alarm_due_while_running")
-            self._hold(record, attempt=0)
+            self._hold(record, attempt=0, due_ms=due_ms)
             return
         self._fire(record, attempt=0)
 
@@ -126,12 +140,12 @@ class Alarms:
         if record.alarm_run is not None or resetting:
             # Behind a running handler, or an isolate being reset (the platform's next alarm
             # comes after the abort the isolate had already asked for): it fires after that.
-            self._hold(record, attempt)
+            self._hold(record, attempt, due_ms=platform.kernel.now_ms)
             return
         held = record.alarm_held_attempt
         if held is not None:
             # A due held behind the last handler is served by this run (the higher count stands).
-            record.alarm_held_attempt = None
+            record.alarm_held_attempt = record.alarm_held_due_ms = None
             attempt = max(attempt, held)
         incarnation = platform.live_incarnation(record, "alarm")
         run = _AlarmRun(attempt, incarnation, platform.kernel.now_ms)
@@ -205,7 +219,7 @@ class Alarms:
         if reason == "destroyed":
             # The agent deleted itself (storage and alarm): nothing is left to retry, nor is
             # an alarm that came due while this handler ran still owed.
-            record.alarm_held_attempt = None
+            record.alarm_held_attempt = record.alarm_held_due_ms = None
             return
         if reason == "reset":
             # The agent aborted itself asking for no retry (`ctx.abort(reason, {retryAlarm:
@@ -227,11 +241,13 @@ class Alarms:
         platform.kernel.call_at(at_ms, lambda: self._fire(record, attempt + 1))
 
     @staticmethod
-    def _hold(record: AgentRecord, attempt: int) -> None:
+    def _hold(record: AgentRecord, attempt: int, due_ms: int | None) -> None:
         # A retry held behind another handler keeps its attempt number: the slot is one alarm,
         # so a fresh due and a held retry merge, and the higher count stands.
         held = record.alarm_held_attempt
         record.alarm_held_attempt = attempt if held is None else max(held, attempt)
+        if record.alarm_held_attempt == 0 and record.alarm_held_due_ms is None:
+            record.alarm_held_due_ms = due_ms
 
     def _after_run(self, record: AgentRecord) -> None:
         if record.alarm_held_attempt is not None:
@@ -242,7 +258,7 @@ class Alarms:
         # a run started since may have served it.
         attempt = record.alarm_held_attempt
         if attempt is not None:
-            record.alarm_held_attempt = None
+            record.alarm_held_attempt = record.alarm_held_due_ms = None
             self._fire(record, attempt=attempt)
 
     def next_due_ms(self) -> int | None:

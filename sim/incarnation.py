@@ -81,6 +81,8 @@ class AgentRecord:
     alarm_held_attempt: int | None = None
     """An alarm that came due while a handler ran, held until it ends: the attempt it runs as
     (0 for a fresh due; a held retry keeps its number). None when nothing is held."""
+    alarm_held_due_ms: int | None = None
+    """The slot's time a held fresh due came due at (what a write of the slot replaces)."""
     parent: AgentRecord | None = None
     children: dict[str, AgentRecord] = field(default_factory=dict)
     forgotten: bool = False

@@ -235,3 +235,15 @@ def test_a_due_held_behind_a_crashed_handler_and_the_slot_due_then_make_one_run(
     fired = [r for r in context.events("alarm:fired", sched2) if r.t_ms >= crash.t_ms]
     assert [(r.t_ms - crash.t_ms, r.get("attempt")) for r in fired[:2]] == [(0, 0), (2_000, 1)]
     assert [v for v in check(context) if v.invariant == "alarm_fires_on_time"] == []
+
+
+def test_a_due_held_behind_the_handler_and_deleted_by_it_is_written_down() -> None:
+    """Found by generate on 0.32.0: the slot came due at 4:30 behind a 30 s callback, which
+    then cancelled its schedule and so deleted the slot. The held due is gone, and the trace
+    says so (`alarm:deleted` of the 4:30 time), so no fire is owed."""
+    context = found_context("held-due-deleted-by-a-cancel")
+    sched2 = "ScheduleWorkload/sched2"
+    deleted = [r for r in context.events("alarm:deleted", sched2) if r.get("was") == 270_000]
+    assert [r.t_ms for r in deleted] == [270_000]
+    assert not [r for r in context.events("alarm:fired", sched2) if r.t_ms >= 270_000]
+    assert [v for v in check(context) if v.invariant == "alarm_fires_on_time"] == []

@@ -206,6 +206,10 @@ def test_a_due_held_behind_the_handler_is_dropped_by_a_delete(sim: Simulation) -
     sim.run_for(20_000)
     assert run_times(sim, ref) == [1_000]
     assert sim.alarm_of(ref) is None
+    # The delete is written down with the time it deleted (the held due's), so a reader of
+    # the trace knows the slot no longer owes it.
+    deleted = sim.trace.select("alarm:deleted", agent=ref.path)
+    assert [(r.t_ms, r.get("was")) for r in deleted] == [(1_500, 1_000)]
 
 
 def test_a_rolled_back_set_leaves_the_held_due_owed(sim: Simulation) -> None:
@@ -235,3 +239,5 @@ def test_a_rolled_back_set_leaves_the_held_due_owed(sim: Simulation) -> None:
     fired = sim.trace.select("alarm:fired", agent=ref.path)
     assert [(r.t_ms, r.get("attempt")) for r in fired] == [(1_000, 0), (1_500, 0), (3_500, 1)]
     assert sim.alarm_of(ref) is None
+    put_back = [r for r in sim.trace.select("alarm:set", agent=ref.path) if r.get("rolled_back")]
+    assert [(r.t_ms, r.get("at")) for r in put_back] == [(1_500, 1_000)]
