@@ -51,6 +51,7 @@ violation in a sentence, the trace tail and the replay command). How to write on
 | `deferred_job_kept` | a job a platform failure cut is kept, its marker cleared (0.32.0) |
 | `startup_fallback_armed` | an alarm with jobs queued first arms 30 s on or later (0.32.0) |
 | `deadman_before_drive` | the slot holds now + 30 s when the first due job is driven (0.32.0) |
+| `legacy_schedules_moved` | after an upgrade's finished startup no legacy schedule row is left |
 | `one_shot_retried_when_cut` | a one-shot cut short mid-callback is run again |
 | `failed_finish_redelivered` | S8: a finish whose handler threw is delivered again |
 | `chat_turns_serial` | a chat host runs its turns one at a time |
@@ -104,7 +105,7 @@ from sim.checkers import stash_snapshots, fiber_promises, schedule_keys  # noqa:
 from sim.checkers import fiber_waits, mcp_servers  # noqa: F401, I001
 from sim.checkers import reducer_promises, signal_timing, tool_previews  # noqa: F401, I001
 from sim.checkers import fiber_cancels, alarm_cover, sub_agent_lives, facet_watch  # noqa: F401, I001
-from sim.checkers import job_order, job_failures, job_wakes  # noqa: F401, I001
+from sim.checkers import job_order, job_failures, job_wakes, migrations  # noqa: F401, I001
 from sim.checkers.core import (
     LIVENESS_GRACE_MS,
     CheckContext,

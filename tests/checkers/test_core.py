@@ -65,6 +65,7 @@ INVARIANTS = [
     "deferred_job_kept",
     "startup_fallback_armed",
     "deadman_before_drive",
+    "legacy_schedules_moved",
     "one_shot_retried_when_cut",
     "failed_finish_redelivered",
     "chat_turns_serial",
