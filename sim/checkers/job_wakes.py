@@ -27,6 +27,7 @@ from sim.trace import TraceRecord, format_sim_time
 __all__ = ["deadman_before_drive", "startup_fallback_armed"]
 
 WRITES = ("alarm:set", "alarm:deleted")
+FAULTS = ("fault:storage_error", "fault:crash", "fault:crash_after_commit")
 
 
 @invariant("startup_fallback_armed")
@@ -39,15 +40,17 @@ def startup_fallback_armed(context: CheckContext) -> list[Violation]:
     deliveries under way may write the slot too (the trace does not say whose a write is), so
     the fallback is looked for among every write of that span. The queue is the rows committed
     before the firing instant that no change of that instant deletes (one may come before the
-    delivery arrives). Not judged: a span with no write at all (a crash before it), and a run
-    in which the agent's storage is wiped (a pending destroy runs instead of the lifecycle)."""
+    delivery arrives). Not judged: a span with no write at all (a crash before it), a span in
+    which a storage fault struck the agent (the fallback's own read of the queue may be the
+    statement that failed), and a run in which the agent's storage is wiped (a pending destroy
+    runs instead of the lifecycle)."""
     out: list[Violation] = []
     for agent, jobs, run in _job_runs(context):
         if out and out[-1].agent == agent:
             continue  # one per agent
         queued = jobs.queued_through(run.fired.t_ms)
         writes = [r for r in run.before_delivery if r.event in WRITES]
-        if not queued or not writes or run.wiped:
+        if not queued or not writes or run.wiped or run.faulted_before_delivery:
             continue
         if any(_armed_ahead(w, run.fired.t_ms) for w in writes):
             continue
@@ -136,13 +139,22 @@ class _Run:
     """One alarm run of an agent: its `alarm:fired`, then the slot writes and dispatches until
     it ended, and those that came before its handler's delivery began."""
 
-    __slots__ = ("after_delivery", "before_delivery", "fired", "handled", "records", "wiped")
+    __slots__ = (
+        "after_delivery",
+        "before_delivery",
+        "faulted_before_delivery",
+        "fired",
+        "handled",
+        "records",
+        "wiped",
+    )
 
     def __init__(self, fired: TraceRecord) -> None:
         self.fired = fired
         self.records: list[TraceRecord] = []
         self.before_delivery: list[TraceRecord] = []
         self.after_delivery: list[TraceRecord] = []
+        self.faulted_before_delivery = False
         self.handled = False
         self.wiped = False
 
@@ -159,7 +171,14 @@ def _job_runs(context: CheckContext) -> Iterator[tuple[str, JobTimes, _Run]]:
 def _runs(context: CheckContext, agent: str) -> list[_Run]:
     runs: list[_Run] = []
     run: _Run | None = None
-    events = ("alarm:fired", *WRITES, "schedule:execute", "storage:wiped", "delivery:begin")
+    events = (
+        "alarm:fired",
+        *WRITES,
+        "schedule:execute",
+        "storage:wiped",
+        "delivery:begin",
+        *FAULTS,
+    )
     for record in context.records_of(agent, *events, *RUN_ENDS):
         if record.event == "alarm:fired":
             run = _Run(record)
@@ -170,6 +189,8 @@ def _runs(context: CheckContext, agent: str) -> list[_Run]:
             run = None
         elif record.event == "storage:wiped":
             run.wiped = True
+        elif record.event.startswith("fault:"):
+            run.faulted_before_delivery = run.faulted_before_delivery or not run.handled
         elif record.event == "delivery:begin":
             run.handled = run.handled or record.get("trigger") == "alarm"
         else:

@@ -14,7 +14,9 @@ from sim.checkers import CheckContext
 from sim.trace import TraceRecord
 from tests.checkers.agents import (
     fails_with_a_blind_checker,
+    inserted,
     messages_of,
+    record,
     renumbered,
     scenario_context,
     without,
@@ -123,6 +125,24 @@ def test_a_fallback_armed_at_the_overdue_job_is_caught(interval_wake) -> None:
     assert len(found) == 1
     assert "(the first: a set for 00:01:00.001)" in found[0]
     assert "no earlier than 00:01:30.000" in found[0]
+
+
+def test_a_fallback_whose_read_a_storage_fault_struck_is_not_judged(interval_wake) -> None:
+    """Found by generate on 0.32.0: a storage error on the fallback's own read of the queue
+    failed the alarm before it armed anything; the writes another delivery made meanwhile are
+    no fallback, and the span is not judged."""
+    fired = interval_wake.events("alarm:fired", SCHED)[0]
+    first = next(r for r in interval_wake.records if r.seq > fired.seq and r.event == "alarm:set")
+    records = [
+        dataclasses.replace(r, fields={**r.fields, "at": fired.t_ms + 1})
+        if r.seq == first.seq
+        else r
+        for r in interval_wake.records
+    ]
+    doctored = dataclasses.replace(interval_wake, records=renumbered(records))
+    fault = record(0, fired.t_ms, SCHED, fired.inc, "fault:storage_error", statement="SELECT 1")
+    struck = inserted(doctored, fired.seq, fault)
+    assert messages_of(struck, "startup_fallback_armed") == []
 
 
 def test_a_release_without_jobs_is_not_judged() -> None:
