@@ -101,27 +101,35 @@ def interval_wake() -> CheckContext:
     return scenario_context(INTERVAL_COLD_WAKE, sdk="0.32.0")
 
 
+def _first_set_after_firing(context: CheckContext) -> tuple[TraceRecord, TraceRecord]:
+    fired = context.events("alarm:fired", SCHED)[0]
+    first = next(r for r in context.records if r.seq > fired.seq and r.event == "alarm:set")
+    return fired, first
+
+
+def _fallback_at_the_job(context: CheckContext) -> CheckContext:
+    """The run with its first alarm's fallback armed at the overdue job's own time, 1 ms on."""
+    fired, first = _first_set_after_firing(context)
+    records = [
+        dataclasses.replace(r, fields={**r.fields, "at": fired.t_ms + 1})
+        if r.seq == first.seq
+        else r
+        for r in context.records
+    ]
+    return dataclasses.replace(context, records=renumbered(records))
+
+
 def test_an_interval_s_cold_wake_arms_the_fallback_first(interval_wake) -> None:
     """The alarm fires at 1:00 with the interval's row queued (it stays, re-timed): the first
     write, before startup, is the fallback at 1:30."""
-    fired = interval_wake.events("alarm:fired", SCHED)[0]
-    first = next(r for r in interval_wake.records if r.seq > fired.seq and r.event == "alarm:set")
+    fired, first = _first_set_after_firing(interval_wake)
     assert (fired.t_ms, first.get("at")) == (60_000, 90_000)
     assert messages_of(interval_wake, "startup_fallback_armed") == []
 
 
 def test_a_fallback_armed_at_the_overdue_job_is_caught(interval_wake) -> None:
     """The fallback's set moved to the job's own time (`min` for `max`): caught."""
-    fired = interval_wake.events("alarm:fired", SCHED)[0]
-    first = next(r for r in interval_wake.records if r.seq > fired.seq and r.event == "alarm:set")
-    records = [
-        dataclasses.replace(r, fields={**r.fields, "at": fired.t_ms + 1})
-        if r.seq == first.seq
-        else r
-        for r in interval_wake.records
-    ]
-    doctored = dataclasses.replace(interval_wake, records=renumbered(records))
-    found = messages_of(doctored, "startup_fallback_armed")
+    found = messages_of(_fallback_at_the_job(interval_wake), "startup_fallback_armed")
     assert len(found) == 1
     assert "(the first: a set for 00:01:00.001)" in found[0]
     assert "no earlier than 00:01:30.000" in found[0]
@@ -132,16 +140,8 @@ def test_a_fallback_whose_read_a_storage_fault_struck_is_not_judged(interval_wak
     failed the alarm before it armed anything; the writes another delivery made meanwhile are
     no fallback, and the span is not judged."""
     fired = interval_wake.events("alarm:fired", SCHED)[0]
-    first = next(r for r in interval_wake.records if r.seq > fired.seq and r.event == "alarm:set")
-    records = [
-        dataclasses.replace(r, fields={**r.fields, "at": fired.t_ms + 1})
-        if r.seq == first.seq
-        else r
-        for r in interval_wake.records
-    ]
-    doctored = dataclasses.replace(interval_wake, records=renumbered(records))
     fault = record(0, fired.t_ms, SCHED, fired.inc, "fault:storage_error", statement="SELECT 1")
-    struck = inserted(doctored, fired.seq, fault)
+    struck = inserted(_fallback_at_the_job(interval_wake), fired.seq, fault)
     assert messages_of(struck, "startup_fallback_armed") == []
 
 
