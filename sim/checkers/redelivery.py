@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
+from sim.checkers.storage import timed_row_changes
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["failed_finish_redelivered"]
@@ -34,6 +35,9 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
     is also discharged by a delivery of the run's `finish` slot that ended after the give-up's
     call began, even one that began before the give-up threw: the backbone only ticks runs
     whose finish is undelivered (agent-tools §4.5), so the real result is the run's last word.
+    A run whose row was deleted (a clear, agent-tools §8.1: no ledger delivery after it) from
+    the failed call's start on owes nothing more, even when a run of the same id was started
+    again after the clear.
     """
     if not context.liveness_ran:
         return []
@@ -44,6 +48,8 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
             continue
         if not any(str(row.get("run_id")) == run_id for row in context.table(parent, RUNS)):
             continue
+        if _row_deleted_since(context, failure):
+            continue  # cleared while its handler ran: a run of that id now is another one
         later = [
             call
             for call in context.events("hook:on_finish", parent, runId=run_id)
@@ -64,6 +70,22 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
             )
         )
     return out
+
+
+def _row_deleted_since(context: CheckContext, failure: TraceRecord) -> bool:
+    """The run's row was deleted at or after the instant its failed call began (read from the
+    parent's journal)."""
+    parent, run_id, slot = failure.agent, str(failure.get("runId")), failure.get("kind")
+    calls = [
+        call
+        for call in context.events("hook:on_finish", parent, runId=run_id, slot=slot)
+        if call.seq < failure.seq
+    ]
+    began = calls[-1].t_ms if calls else failure.t_ms
+    return any(
+        when >= began and change.after is None and str(change.key) == run_id
+        for when, change in timed_row_changes(context, parent, RUNS, "run_id")
+    )
 
 
 def _finish_delivered_since(context: CheckContext, failure: TraceRecord) -> bool:

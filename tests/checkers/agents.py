@@ -241,10 +241,17 @@ def with_journal(
     return dataclasses.replace(context, journals={**context.journals, agent: tuple(turns)})
 
 
-def with_turn(context: CheckContext, agent: str, *writes: Write) -> CheckContext:
-    """The context with one more committed turn of `writes` at the end of `agent`'s journal."""
+def with_turn(
+    context: CheckContext, agent: str, *writes: Write, at_ms: int | None = None
+) -> CheckContext:
+    """The context with one more committed turn of `writes` at the end of `agent`'s journal
+    (committed at `at_ms`, for the readers of instants, when given)."""
     turns = (*context.journals[agent], tuple(writes))
-    return dataclasses.replace(context, journals={**context.journals, agent: turns})
+    changed = dataclasses.replace(context, journals={**context.journals, agent: turns})
+    if at_ms is None:
+        return changed
+    instants = (*context.journal_ms[agent], at_ms)
+    return dataclasses.replace(changed, journal_ms={**context.journal_ms, agent: instants})
 
 
 def messages_of(context: CheckContext, *names: str) -> list[str]:

@@ -17,6 +17,7 @@ from tests.checkers.agents import (
     scenario_context,
     with_record,
     with_rows,
+    with_turn,
     without,
 )
 
@@ -75,6 +76,24 @@ def test_a_failed_finish_never_called_again_is_caught(flaky) -> None:
     crash = record(0, failed.t_ms, TOOLS, failed.inc, "incarnation:end", reason="crash")
     assert messages(with_record(lost, failed.seq, crash)) == []
     assert messages(_no_liveness(lost)) == []
+
+
+def test_a_run_cleared_while_its_handler_ran_and_dispatched_again_owes_nothing(flaky) -> None:
+    """Found by generate on 0.21.0: a clear deleted the run's row while its finish handler ran
+    (agent-tools §8.1: no ledger delivery after a clear); the handler then threw, and a run of
+    the same id was dispatched again, whose row is there at the end. That new run owes the old
+    one's finish nothing."""
+    last = flaky.events("agent_tool:detached:delivery_failed", TOOLS, runId="import")[-1]
+    lost = without(
+        flaky, lambda r: r.seq > last.seq and r.event == "hook:on_finish" and r.agent == TOOLS
+    )
+    delete = ("DELETE FROM cf_agent_tool_runs WHERE run_id = ?", ("import",))
+    insert_again = (
+        "INSERT INTO cf_agent_tool_runs (run_id, status) VALUES (?, ?)",
+        ("import", "running"),
+    )
+    cleared = with_turn(lost, TOOLS, delete, insert_again, at_ms=last.t_ms)
+    assert messages(cleared) == []
 
 
 def test_a_failed_give_up_is_answered_by_either_slot(flaky) -> None:
