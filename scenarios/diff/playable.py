@@ -44,6 +44,7 @@ def real_side() -> Surface:
             [f"{kind}.{name}" for kind, names in UNPLAYED_CALLS.items() for name in names]
             + [f"{kind}.{name}" for kind, fields in UNPLAYED_FIELDS.items() for name, _ in fields]
             + list(KNOWN_TO_PART)
+            + list(HELD_FROM_THE_SAMPLE)
         ),
         # The built-in model streams at the port's seeded latency: the real side refuses it.
         timed_models=seeded_latency(model_description({MODEL_SERVICE: DEFAULT_MODEL})) is not None,
@@ -61,5 +62,14 @@ KNOWN_TO_PART = {
 """Drawn options with which the port and the SDK part by a row of docs/divergences.md (whose
 forgiveness is scoped to named library stories): a generated play of one only shows that row
 again, so the real side's surface leaves them out."""
+
+HELD_FROM_THE_SAMPLE = {
+    "schedules.recreate": "played (tests/differential/stories/schedules-recreated-and-re-every)",
+    "schedules.every_again": "played, as recreate",
+}
+"""Calls the real side plays but the generated sample does not draw yet: opening them moves
+what a seed draws, and seed 1 then draws two chat children dispatched at one instant, whose
+frames workerd orders differently from play to play (an open finding of the CI sample,
+docs/generate.md). Open them once that play compares stably."""
 
 REAL_SIDE = real_side()
