@@ -117,8 +117,8 @@ def test_an_upgrade_may_bring_a_fault_aimed_at_its_migration(tmp_path: Path) -> 
             for s in scenario.steps
             if isinstance(s, ArmStorageFaultStep) and s.match in MIGRATION_STATEMENTS
         ]
-        if deploys and arms:
-            assert [a.at_ms for a in arms] == [deploys[0].at_ms]
+        # (A fault aimed at random may name the jobs table too, at any time.)
+        if deploys and any(a.at_ms == deploys[0].at_ms for a in arms):
             aimed.append(path)
     assert aimed, "no upgrade drew a fault at its migration"
     fired = []

@@ -50,7 +50,7 @@ def test_the_scanner_reads_names_fields_and_writers_from_the_source() -> None:
     """Keyword fields, a dict of fields, names looped over, and the function that writes."""
     sites = emit_sites()
     assert sites["alarm:set"].fields == {"at", "rolled_back"}
-    assert sites["alarm:set"].writers == {"sim.alarms._arm"}
+    assert sites["alarm:set"].writers == {"sim.alarms._arm", "sim.alarms._put_back"}
     assert sites["connection:close"].fields == {"by", "code", "connection", "reason"}
     assert {"fiberId", "elapsedMs"} <= sites["fiber:recovery:detected"].fields
     assert sites["fiber:run:interrupted"].writers == {"agents_core.recovery._emit_detected"}
