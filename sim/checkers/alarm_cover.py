@@ -21,7 +21,7 @@ from sim.checkers.alarm_slot import RUN_ENDS
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.schedule_store import SCHEDULES_ON_JOBS, SCHEDULES_TABLE
-from sim.checkers.storage import timed_row_changes
+from sim.checkers.storage import RowTimeline
 from sim.trace import TraceRecord, format_sim_time
 
 __all__ = ["alarm_covers_schedules"]
@@ -117,12 +117,7 @@ class _RowHistory:
     `earliest_due` with instants that never decrease."""
 
     def __init__(self, context: CheckContext, agent: str) -> None:
-        self._changes = [
-            (when, change.key, change.after)
-            for when, change in timed_row_changes(context, agent, SCHEDULES_TABLE, "id")
-        ]
-        self._applied = 0
-        self._rows: dict[Any, Mapping[str, Any]] = {}
+        self._timeline = RowTimeline(context, agent, SCHEDULES_TABLE, "id")
 
     def earliest_due(
         self, t_ms: int, seq: int, created: Mapping[str, int], fired: int | None = None
@@ -131,19 +126,10 @@ class _RowHistory:
         inserted in it (and nothing more) by a write whose `schedule:create` came before record
         `seq`: the rows the re-arm at `seq` had to see; inside an alarm run fired at `fired`,
         not the rows due by then, which that run runs itself."""
-        changes = self._changes
-        while self._applied < len(changes) and changes[self._applied][0] < t_ms:
-            _when, key, after = changes[self._applied]
-            if after is None:
-                self._rows.pop(key, None)
-            else:
-                self._rows[key] = after
-            self._applied += 1
-        rows = dict(self._rows)
+        committed, changes = self._timeline.at(t_ms)
+        rows = dict(committed)
         now: dict[Any, list[tuple[bool, Mapping[str, Any] | None]]] = {}
-        for when, key, after in changes[self._applied :]:
-            if when != t_ms:
-                break
+        for key, after in changes:
             existed = key in rows or key in now
             now.setdefault(key, []).append((existed, after))
         for key, seen in now.items():

@@ -27,6 +27,7 @@ __all__ = [
     "inserted_rows",
     "kv_writes",
     "replay_journal",
+    "RowTimeline",
     "row_changes",
     "timed_row_changes",
     "turns_atomic",
@@ -226,6 +227,39 @@ def timed_row_changes(
         return
     for change in row_changes(journal, table, key):
         yield instants[change.turn - 1], change
+
+
+class RowTimeline:
+    """One table of an agent as committed turn by turn (`timed_row_changes`), read forward in
+    time: ask `at` with instants that never decrease."""
+
+    def __init__(
+        self, context: CheckContext, path: str, table: str, key: str | tuple[str, ...]
+    ) -> None:
+        self.changes = [
+            (when, change.key, change.after)
+            for when, change in timed_row_changes(context, path, table, key)
+        ]
+        self._applied = 0
+        self._rows: dict[Any, Mapping[str, Any]] = {}
+
+    def at(self, t_ms: int) -> tuple[dict[Any, Mapping[str, Any]], list[tuple[Any, Any]]]:
+        """The rows committed before instant `t_ms` (key -> row; the timeline's own, not to be
+        changed), and the changes committed in it, in order: (key, row after, None for gone)."""
+        changes = self.changes
+        while self._applied < len(changes) and changes[self._applied][0] < t_ms:
+            _when, key, after = changes[self._applied]
+            if after is None:
+                self._rows.pop(key, None)
+            else:
+                self._rows[key] = after
+            self._applied += 1
+        now = []
+        for when, key, after in changes[self._applied :]:
+            if when != t_ms:
+                break
+            now.append((key, after))
+        return self._rows, now
 
 
 def row_changes(
