@@ -136,8 +136,8 @@ def _shown(write: TraceRecord | None) -> str:
 
 
 class _Run:
-    """One alarm run of an agent: its `alarm:fired`, then the slot writes and dispatches until
-    it ended, and those that came before its handler's delivery began."""
+    """One alarm run of an agent: its `alarm:fired`, then its slot writes and dispatches until
+    it ended, split at its handler's `delivery:begin`."""
 
     __slots__ = (
         "after_delivery",
@@ -145,13 +145,11 @@ class _Run:
         "faulted_before_delivery",
         "fired",
         "handled",
-        "records",
         "wiped",
     )
 
     def __init__(self, fired: TraceRecord) -> None:
         self.fired = fired
-        self.records: list[TraceRecord] = []
         self.before_delivery: list[TraceRecord] = []
         self.after_delivery: list[TraceRecord] = []
         self.faulted_before_delivery = False
@@ -194,6 +192,5 @@ def _runs(context: CheckContext, agent: str) -> list[_Run]:
         elif record.event == "delivery:begin":
             run.handled = run.handled or record.get("trigger") == "alarm"
         else:
-            run.records.append(record)
             (run.after_delivery if run.handled else run.before_delivery).append(record)
     return runs
