@@ -12,6 +12,8 @@ another call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sim.checkers.core import CheckContext, Violation
 from sim.checkers.registry import invariant
 from sim.checkers.storage import timed_row_changes
@@ -42,13 +44,16 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
     if not context.liveness_ran:
         return []
     out: list[Violation] = []
+    deletions: dict[str, dict[str, list[int]]] = {}
     for failure in context.events("agent_tool:detached:delivery_failed"):
         parent, run_id, slot = failure.agent, str(failure.get("runId")), failure.get("kind")
         if context.may_have_rolled_back(failure) or not context.had_time_since(failure.t_ms):
             continue
         if not any(str(row.get("run_id")) == run_id for row in context.table(parent, RUNS)):
             continue
-        if _row_deleted_since(context, failure):
+        if parent not in deletions:
+            deletions[parent] = _deletions(context, parent)
+        if _row_deleted_since(context, failure, deletions[parent].get(run_id, ())):
             continue  # cleared while its handler ran: a run of that id now is another one
         later = [
             call
@@ -72,9 +77,18 @@ def failed_finish_redelivered(context: CheckContext) -> list[Violation]:
     return out
 
 
-def _row_deleted_since(context: CheckContext, failure: TraceRecord) -> bool:
-    """The run's row was deleted at or after the instant its failed call began (read from the
-    parent's journal)."""
+def _deletions(context: CheckContext, parent: str) -> dict[str, list[int]]:
+    """Run id -> the instants its row was deleted at (read once from the parent's journal)."""
+    out: dict[str, list[int]] = {}
+    for when, change in timed_row_changes(context, parent, RUNS, "run_id"):
+        if change.after is None:
+            out.setdefault(str(change.key), []).append(when)
+    return out
+
+
+def _row_deleted_since(context: CheckContext, failure: TraceRecord, deleted: Sequence[int]) -> bool:
+    """The run's row was deleted (at one of the instants `deleted`) at or after the instant its
+    failed call began."""
     parent, run_id, slot = failure.agent, str(failure.get("runId")), failure.get("kind")
     calls = [
         call
@@ -82,10 +96,7 @@ def _row_deleted_since(context: CheckContext, failure: TraceRecord) -> bool:
         if call.seq < failure.seq
     ]
     began = calls[-1].t_ms if calls else failure.t_ms
-    return any(
-        when >= began and change.after is None and str(change.key) == run_id
-        for when, change in timed_row_changes(context, parent, RUNS, "run_id")
-    )
+    return any(when >= began for when in deleted)
 
 
 def _finish_delivered_since(context: CheckContext, failure: TraceRecord) -> bool:
