@@ -79,11 +79,8 @@ class Alarms:
         if record.alarm_held_attempt != 0:
             return None
         self._platform.probes.hit("platform.alarm_held_due_superseded")
-        due, record.alarm_held_attempt, record.alarm_held_due_ms = (
-            record.alarm_held_due_ms,
-            None,
-            None,
-        )
+        due = record.alarm_held_due_ms
+        self._release_held(record)
         return due
 
     def _put_back(
@@ -145,7 +142,7 @@ class Alarms:
         held = record.alarm_held_attempt
         if held is not None:
             # A due held behind the last handler is served by this run (the higher count stands).
-            record.alarm_held_attempt = record.alarm_held_due_ms = None
+            self._release_held(record)
             attempt = max(attempt, held)
         incarnation = platform.live_incarnation(record, "alarm")
         run = _AlarmRun(attempt, incarnation, platform.kernel.now_ms)
@@ -219,7 +216,7 @@ class Alarms:
         if reason == "destroyed":
             # The agent deleted itself (storage and alarm): nothing is left to retry, nor is
             # an alarm that came due while this handler ran still owed.
-            record.alarm_held_attempt = record.alarm_held_due_ms = None
+            self._release_held(record)
             return
         if reason == "reset":
             # The agent aborted itself asking for no retry (`ctx.abort(reason, {retryAlarm:
@@ -249,6 +246,10 @@ class Alarms:
         if record.alarm_held_attempt == 0 and record.alarm_held_due_ms is None:
             record.alarm_held_due_ms = due_ms
 
+    @staticmethod
+    def _release_held(record: AgentRecord) -> None:
+        record.alarm_held_attempt = record.alarm_held_due_ms = None
+
     def _after_run(self, record: AgentRecord) -> None:
         if record.alarm_held_attempt is not None:
             self._platform.kernel.call_soon(lambda: self._fire_held(record))
@@ -258,7 +259,7 @@ class Alarms:
         # a run started since may have served it.
         attempt = record.alarm_held_attempt
         if attempt is not None:
-            record.alarm_held_attempt = record.alarm_held_due_ms = None
+            self._release_held(record)
             self._fire(record, attempt=attempt)
 
     def next_due_ms(self) -> int | None:
