@@ -88,17 +88,17 @@ function harnessed(
   const storage = ctx.storage as unknown as Record<string, unknown>;
   const setAlarm = ctx.storage.setAlarm.bind(ctx.storage);
   const deleteAlarm = ctx.storage.deleteAlarm.bind(ctx.storage);
-  storage.setAlarm = (at: number | Date, options?: unknown) => {
-    const ms = typeof at === "number" ? at : at.getTime();
-    shared().alarms.set(key, ms - BASE_MS);
+  const wrote = (slot: number | null) => {
+    shared().alarms.set(key, slot);
     shared().alarmWrites.set(key, (shared().alarmWrites.get(key) ?? 0) + 1);
     shared().activity += 1;
+  };
+  storage.setAlarm = (at: number | Date, options?: unknown) => {
+    wrote((typeof at === "number" ? at : at.getTime()) - BASE_MS);
     return setAlarm(at, options as never);
   };
   storage.deleteAlarm = (options?: unknown) => {
-    shared().alarms.set(key, null);
-    shared().alarmWrites.set(key, (shared().alarmWrites.get(key) ?? 0) + 1);
-    shared().activity += 1;
+    wrote(null);
     return deleteAlarm(options as never);
   };
   // An evicted incarnation is dead for the port (its tasks never run again), but a JavaScript

@@ -55,6 +55,11 @@ function kind(plan: SchedulePlan): string {
   return plan.after_s !== null ? "delayed" : "scheduled";
 }
 
+/** The plan's retry option (`attempts`), or none: the SDK's default. */
+function retryOptions(plan: SchedulePlan): { retry: { maxAttempts: number } } | undefined {
+  return plan.attempts === null ? undefined : { retry: { maxAttempts: plan.attempts } };
+}
+
 function recurring(plan: SchedulePlan): boolean {
   return plan.every_s !== null || plan.cron !== null;
 }
@@ -137,13 +142,8 @@ export class ScheduleWorkload extends HarnessAgent {
     if (!Number.isInteger(seconds) || seconds < 1) {
       throw new Error(`every_again takes whole seconds, at least 1; got ${seconds}`);
     }
-    const retry = plan.attempts === null ? undefined : { maxAttempts: plan.attempts };
-    const schedule = await this.scheduleEvery(
-      seconds,
-      "workload_tick" as never,
-      { name },
-      retry ? { retry } : undefined
-    );
+    const callback = "workload_tick" as never;
+    const schedule = await this.scheduleEvery(seconds, callback, { name }, retryOptions(plan));
     this.trace("workload:scheduled", {
       name,
       scheduleId: schedule.id,
@@ -185,17 +185,13 @@ export class ScheduleWorkload extends HarnessAgent {
 
   private async create(plan: SchedulePlan): Promise<{ id: string }> {
     const payload = { name: plan.name };
-    const retry = plan.attempts === null ? undefined : { maxAttempts: plan.attempts };
+    const options = retryOptions(plan);
     const callback = "workload_tick" as never;
-    if (plan.every_s !== null) {
-      return this.scheduleEvery(plan.every_s, callback, payload, retry ? { retry } : undefined);
-    }
-    if (plan.cron !== null) {
-      return this.schedule(plan.cron, callback, payload, retry ? { retry } : undefined);
-    }
+    if (plan.every_s !== null) return this.scheduleEvery(plan.every_s, callback, payload, options);
+    if (plan.cron !== null) return this.schedule(plan.cron, callback, payload, options);
     const when = plan.at_s !== null ? new Date(BASE_MS + plan.at_s * 1000) : (plan.after_s as number);
     // Idempotent: a setup cut short and run again finds the row it wrote.
-    return this.schedule(when, callback, payload, { retry, idempotent: true });
+    return this.schedule(when, callback, payload, { retry: options?.retry, idempotent: true });
   }
 
   /** Cancel the schedule `name`; `running`: the id of the row whose callback runs now,
